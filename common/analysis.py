@@ -1,0 +1,176 @@
+"""Pure functions over parsed tables: families, top ops, per-forward counts, step time, verdicts.
+
+Nothing here reads files or prints; :mod:`common.report` renders what these return.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from common.formats.records import OpStat, StepTime, Task
+
+# One table maps NPU op types and portable (PyTorch / ONNX Runtime / AscendC twin) names to a family.
+# Patterns are matched against the lower-cased OP Type; the first match wins.
+OP_FAMILIES: list[tuple[str, str]] = [
+    ("cast", r"^cast$|^aten::(_to_copy|to)$|^aten::_?cast"),
+    ("matmul", r"matmul|^gemm$|^fusedmatmul$|^aten::(addmm|mm|bmm|baddbmm|matmul|linear)$"),
+    ("gelu", r"gelu|^aten::(relu|silu|tanh|sigmoid)$|^(relu|fastgelu)$"),
+    ("init", r"random|^aten::(uniform_|normal_|randn|rand|kaiming_uniform_|zero_|fill_|empty)$|^dsa"),
+    ("memcpy", r"memcpy|^aten::copy_$|^transdata$"),
+    ("add", r"^add$|^aten::add_?$|^add_custom$"),
+]
+FAMILY_ORDER = ["matmul", "gelu", "cast", "add", "memcpy", "init", "other"]
+
+
+def op_family(op_type: str) -> str:
+    """The family (matmul, gelu, cast, add, memcpy, init, other) of an NPU or portable op type."""
+    name = op_type.strip().lower()
+    for family, pattern in OP_FAMILIES:
+        if re.search(pattern, name):
+            return family
+    return "other"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check: what was compared, the numbers, and whether it held."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def family_time(stats: list[OpStat]) -> dict[str, float]:
+    """Total µs per family."""
+    totals: dict[str, float] = defaultdict(float)
+    for s in stats:
+        totals[op_family(s.op_type)] += s.total_us
+    return dict(totals)
+
+
+def family_share(stats: list[OpStat], exclude: tuple[str, ...] = ()) -> dict[str, float]:
+    """Share (0..1) of summed op time per family, optionally leaving some families out."""
+    totals = {f: t for f, t in family_time(stats).items() if f not in exclude}
+    grand = sum(totals.values())
+    return {f: (t / grand if grand else 0.0) for f, t in totals.items()}
+
+
+def family_counts(tasks: list[Task]) -> Counter[str]:
+    return Counter(op_family(t.op_type) for t in tasks)
+
+
+def per_forward_counts(tasks: list[Task], forwards: int) -> dict[str, float]:
+    """Task count per family divided by the number of profiled forwards."""
+    return {f: c / forwards for f, c in family_counts(tasks).items()}
+
+
+def check_counts(tasks: list[Task], forwards: int, expected: dict[str, int], where: str) -> Verdict:
+    """Each expected family appears exactly ``expected[f]`` times per forward."""
+    counts = family_counts(tasks)
+    parts, ok = [], True
+    for family, per_forward in sorted(expected.items()):
+        want = per_forward * forwards
+        got = counts.get(family, 0)
+        ok &= got == want
+        parts.append(f"{family} {got} (want {per_forward} x {forwards} = {want})")
+    return Verdict(f"op counts per forward ({where})", ok, "; ".join(parts))
+
+
+def check_top_family(stats: list[OpStat], family: str, where: str, exclude: tuple[str, ...] = ("init",)) -> Verdict:
+    """``family`` has the largest share of op time (init ops left out: they are one-off set-up)."""
+    shares = family_share(stats, exclude)
+    if not shares:
+        return Verdict(f"{family} dominates ({where})", False, "no ops found")
+    top = max(shares, key=shares.get)
+    detail = ", ".join(f"{f} {100 * s:.1f}%" for f, s in sorted(shares.items(), key=lambda kv: -kv[1])[:4])
+    return Verdict(f"{family} dominates ({where})", top == family, f"{detail} (init excluded)")
+
+
+def top_ops(stats: list[OpStat], n: int = 10) -> list[OpStat]:
+    return sorted(stats, key=lambda s: s.total_us, reverse=True)[:n]
+
+
+# Computing/Free below this share of the step means the host cannot keep the device busy.
+HOST_BOUND_BELOW = 0.5
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    steps: int
+    mean_step_us: float
+    mean_computing_us: float
+    mean_free_us: float
+
+    @property
+    def computing_ratio(self) -> float:
+        return self.mean_computing_us / self.mean_step_us if self.mean_step_us else 0.0
+
+
+def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
+    if not steps:
+        return None
+    return StepSummary(
+        steps=len(steps),
+        mean_step_us=statistics.fmean(s.total_us for s in steps),
+        mean_computing_us=statistics.fmean(s.computing_us for s in steps),
+        mean_free_us=statistics.fmean(s.free_us for s in steps),
+    )
+
+
+def bound_verdict(summary: StepSummary) -> str:
+    """Host-bound or compute-bound, with the numbers that decide it."""
+    ratio = summary.computing_ratio
+    kind = "host-bound" if ratio < HOST_BOUND_BELOW else "compute-bound"
+    return (
+        f"{kind}: Computing {summary.mean_computing_us:.1f} us vs Free {summary.mean_free_us:.1f} us per step "
+        f"(Computing = {100 * ratio:.1f}% of the step; host-bound below {100 * HOST_BOUND_BELOW:.0f}%)"
+    )
+
+
+def union_us(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals: busy time, overlaps counted once."""
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+# Σ op time per step and mean Computing are built differently (a sum vs a busy-time union);
+# on one stream they agree unless ops overlap or the step table is inconsistent.
+SUM_VS_COMPUTING_TOLERANCE = 0.10
+
+
+def check_sum_vs_computing(tasks: list[Task], steps: list[StepTime], where: str) -> Verdict:
+    """Σ op time ÷ active steps is within 10% of mean Computing."""
+    summary = summarize_steps(steps)
+    if summary is None or not tasks:
+        return Verdict(f"op time vs Computing ({where})", False, "no steps or no ops to compare")
+    per_step = sum(t.duration_us for t in tasks) / summary.steps
+    rel = abs(per_step - summary.mean_computing_us) / summary.mean_computing_us if summary.mean_computing_us else 1.0
+    return Verdict(
+        f"op time vs Computing ({where})",
+        rel <= SUM_VS_COMPUTING_TOLERANCE,
+        f"sum of op time / {summary.steps} steps = {per_step:.1f} us, mean Computing = "
+        f"{summary.mean_computing_us:.1f} us, off by {100 * rel:.1f}% (tolerance {100 * SUM_VS_COMPUTING_TOLERANCE:.0f}%)",
+    )
+
+
+def check_output(metrics: dict[str, float], where: str, max_abs_tol: float, cosine_min: float) -> Verdict:
+    """The model's output matches the fp32 reference within the given tolerances."""
+    ok = metrics["max_abs_diff"] <= max_abs_tol and metrics["cosine"] >= cosine_min
+    return Verdict(
+        f"output matches fp32 reference ({where})",
+        ok,
+        f"max abs diff {metrics['max_abs_diff']:.3g} (tol {max_abs_tol:g}), mean abs diff "
+        f"{metrics['mean_abs_diff']:.3g}, cosine {metrics['cosine']:.6f} (min {cosine_min})",
+    )

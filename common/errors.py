@@ -1,0 +1,34 @@
+"""One error type for everything a user can get wrong, and one way to print it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+
+class LabError(Exception):
+    """A user-facing failure: what is wrong, and what to do about it."""
+
+    def __init__(self, what: str, fix: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.what} — {self.fix}" if self.fix else self.what
+
+
+EXIT_USAGE = 2
+
+
+def run_cli(main: Callable[[], int]) -> None:
+    """Run ``main`` and exit with its code; a LabError becomes one ``Error:`` line, exit 2."""
+    try:
+        code = main()
+    except LabError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        code = EXIT_USAGE
+    except KeyboardInterrupt:
+        print("Error: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)

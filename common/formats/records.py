@@ -1,0 +1,105 @@
+"""Typed rows, one class per file kind, with unit-carrying field names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Task:
+    """One device task: a row of op_summary or kernel_details."""
+
+    op_name: str
+    op_type: str
+    task_type: str  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, ... or CPU on the portable backend
+    start_us: float
+    duration_us: float
+    wait_us: float | None = None
+    device_id: str | None = None
+    block_dim: int | None = None
+    input_shapes: str | None = None
+    input_dtypes: str | None = None
+    output_shapes: str | None = None
+    output_dtypes: str | None = None
+    step_id: int | None = None
+    pmu: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.duration_us
+
+
+@dataclass
+class OpStat:
+    """One row of op_statistic: all tasks of one OP Type on one core type."""
+
+    op_type: str
+    core_type: str
+    count: int
+    total_us: float
+    min_us: float
+    avg_us: float
+    max_us: float
+    ratio_pct: float
+    device_id: str | None = None
+
+
+@dataclass
+class ApiStat:
+    """One row of api_statistic: host API calls of one name."""
+
+    level: str
+    api_name: str
+    time_us: float
+    count: int
+    avg_us: float
+    min_us: float
+    max_us: float
+    variance: float | None
+
+
+@dataclass
+class TaskTimeRow:
+    """One row of task_time: every hardware task, compute or not."""
+
+    kernel_name: str | None
+    kernel_type: str
+    stream_id: str
+    task_id: str
+    task_time_us: float
+    start_us: float
+    stop_us: float
+
+
+@dataclass
+class StepTime:
+    """One row of step_trace_time: where a training/inference step's time went (µs)."""
+
+    step: int | None
+    computing_us: float
+    communication_not_overlapped_us: float
+    overlapped_us: float
+    communication_us: float
+    free_us: float
+    stage_us: float
+    bubble_us: float
+    preparing_us: float | None
+    device_id: str | None = None
+
+    @property
+    def total_us(self) -> float:
+        return self.computing_us + self.communication_not_overlapped_us + self.free_us
+
+
+@dataclass
+class TraceEvent:
+    """One Chrome-trace event of msprof_*.json or trace_view.json (µs)."""
+
+    name: str
+    ph: str
+    pid: int | str
+    tid: int | str
+    ts_us: float | None
+    dur_us: float | None
+    cat: str | None = None
+    args: dict = field(default_factory=dict)
