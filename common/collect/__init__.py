@@ -1,0 +1,1 @@
+"""Collectors: the portable backend's profilers and the NPU toolchain's command builders."""

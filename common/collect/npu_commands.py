@@ -1,0 +1,33 @@
+"""argv builders for the real CANN toolchain. Nothing here runs a command or uses a shell.
+
+Every value that reaches these builders has been validated (device ids, variant names);
+paths are passed as single argv items, so spaces or shell characters in them are inert.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# DESIGN §4: the switches the lab turns on for a whole-program msprof collection.
+MSPROF_SWITCHES = (
+    "--ascendcl=on",  # AscendCL API calls -> api_statistic (acl level)
+    "--runtime-api=on",  # runtime API calls (memcpy, launch, sync) -> api_statistic (runtime level)
+    "--task-time=on",  # per-task device timing -> op_summary, op_statistic, task_time
+    "--task-memory=on",  # per-op device memory
+    "--ai-core=on",  # AI Core PMU counters ...
+    "--aic-metrics=PipeUtilization",  # ... as pipe busy ratios (mac / vec / scalar / mte1-3)
+    "--aicpu=on",  # ops that fall back to AI CPU
+    "--msproftx=on",  # user markers, if the app sets any
+)
+
+
+def msprof_argv(msprof: str, output: Path, app_argv: list[str]) -> list[str]:
+    """``msprof --output=<dir> <switches> <app argv...>``: msprof runs the app unchanged."""
+    if not app_argv:
+        raise ValueError("msprof needs an application to run")
+    return [msprof, f"--output={output}", *MSPROF_SWITCHES, *app_argv]
+
+
+def msprof_export_argv(msprof: str, prof_dir: Path) -> list[str]:
+    """Re-export raw PROF_* data (e.g. after ``acl.prof`` collection) into mindstudio_profiler_output/."""
+    return [msprof, "--export=on", f"--output={prof_dir}"]
