@@ -130,21 +130,6 @@ def bound_verdict(summary: StepSummary) -> str:
     )
 
 
-def union_us(intervals: list[tuple[float, float]]) -> float:
-    """Length of the union of [start, end) intervals: busy time, overlaps counted once."""
-    total, current_start, current_end = 0.0, None, None
-    for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
-
-
 # Σ op time per step and mean Computing are built differently (a sum vs a busy-time union);
 # on one stream they agree unless ops overlap or the step table is inconsistent.
 SUM_VS_COMPUTING_TOLERANCE = 0.10

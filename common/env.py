@@ -122,7 +122,7 @@ def detect(requested: str | None = None) -> Backend:
     if "msprof" not in tools:
         missing.append("msprof on PATH")
     if not devices:
-        missing.append("a visible NPU (/dev/davinci*)")
+        missing.append("visible NPU (/dev/davinci*)")
 
     if missing:
         if choice == "npu":

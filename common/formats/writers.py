@@ -160,3 +160,23 @@ def write_trace(path: Path, events: list[dict]) -> Path:
     with path.open("w", encoding="utf-8") as f:
         json.dump(events, f, separators=(",", ":"))
     return path
+
+
+def timeline_events(tasks: list[Task], pid: int, process_name: str, label: str = "CPU") -> list[dict]:
+    """msprof_*.json-style events for tasks: metadata naming the process, then one ``X`` per task."""
+    events: list[dict] = [
+        {"name": "process_name", "pid": pid, "tid": 0, "ph": "M", "args": {"name": process_name}},
+        {"name": "process_labels", "pid": pid, "tid": 0, "ph": "M", "args": {"labels": label}},
+        {"name": "thread_name", "pid": pid, "tid": 0, "ph": "M", "args": {"name": "Ops"}},
+    ]
+    for task in tasks:
+        args = {"Task Type": task.task_type, "Model Id": int(schema.MODEL_ID_SINGLE_OP)}
+        if task.input_shapes:
+            args["Input Shapes"] = task.input_shapes
+        if task.step_id is not None:
+            args["Step Id"] = task.step_id
+        events.append({
+            "name": task.op_name, "pid": pid, "tid": 0, "ts": trace_ts(task.start_us),
+            "dur": round(task.duration_us, 3), "ph": "X", "args": args,
+        })
+    return events

@@ -1,0 +1,102 @@
+"""Whole-life profiling of an unchanged Python program: the portable stand-in for ``msprof <app>``.
+
+``common.collect.launcher`` puts this folder first on the child's PYTHONPATH and sets
+MSPROF_LAB_AUTOPROFILE_DIR. Python then imports this module at start-up, before the program.
+It waits for the program to import torch, starts torch.profiler right then (so no op is
+missed), and at exit writes the op tree of this process to ``<dir>/<pid>.json``. Child
+processes inherit the environment, so each one profiles itself the same way.
+
+Only the standard library and torch are used: the program's own ``common`` or other
+packages are never shadowed. Without the variable this module only chains to any other
+``sitecustomize`` it hides.
+"""
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_OUT_DIR = os.environ.get("MSPROF_LAB_AUTOPROFILE_DIR")
+
+
+def _chain_hidden_sitecustomize() -> None:
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec and spec.loader and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) != _HERE:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+def _flatten(events) -> list:
+    index = {id(e): i for i, e in enumerate(events)}
+    flat = []
+    for e in events:
+        parent = e.cpu_parent
+        flat.append({
+            "name": e.name,
+            "start": e.time_range.start,
+            "end": e.time_range.end,
+            "parent": index.get(id(parent), -1) if parent is not None else -1,
+            "shapes": [list(s) if isinstance(s, (list, tuple)) else [] for s in (e.input_shapes or [])],
+            "dtypes": [str(d) for d in (e.input_dtypes or [])],
+            "range": bool(getattr(e, "is_user_annotation", False)),
+        })
+    return flat
+
+
+def _dump(prof, started_ns: int) -> None:
+    try:
+        prof.stop()
+        events = prof.events()
+        record = {
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "argv": sys.argv,
+            "trace_start_us": prof.profiler.kineto_results.trace_start_ns() / 1000.0,
+            "wall_us": (time.time_ns() - started_ns) / 1000.0,
+            "nodes": _flatten(events),
+        }
+        final = os.path.join(_OUT_DIR, f"{os.getpid()}.json")
+        with open(final + ".tmp", "w") as f:
+            json.dump(record, f)
+        os.replace(final + ".tmp", final)
+    except Exception as err:  # the program's own exit status must win; say what was lost
+        print(f"msprof lab: could not save the profile of pid {os.getpid()}: {err}", file=sys.stderr)
+
+
+def _start(torch_module) -> None:
+    started_ns = time.time_ns()
+    activities = [torch_module.profiler.ProfilerActivity.CPU]
+    prof = torch_module.profiler.profile(activities=activities, record_shapes=True)
+    prof.start()
+    atexit.register(_dump, prof, started_ns)  # registered after torch's own hooks, so it runs before them
+
+
+class _AfterTorchImport(importlib.abc.MetaPathFinder):
+    """Lets the normal finders load torch, then starts the profiler once torch is complete."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            loader_exec(module)
+            _start(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+_chain_hidden_sitecustomize()
+if _OUT_DIR and "torch" not in sys.modules:
+    sys.meta_path.insert(0, _AfterTorchImport())

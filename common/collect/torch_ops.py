@@ -1,0 +1,226 @@
+"""Turn torch.profiler's CPU events into msprof-style tasks and steps (portable backend).
+
+On an NPU every op launches a kernel, and msprof's op_summary lists those kernels. On the
+CPU there are no kernels, so a *task* is defined here as the outermost op that does work:
+- user ranges (``ProfilerStep#N``, ``record_function``) are transparent: look inside them;
+- composite ops that only call other ops (``aten::linear`` -> ``aten::t`` + ``aten::addmm``)
+  are transparent too, so a Linear shows up as ``aten::addmm`` the way it shows up as
+  ``MatMulV2`` on the NPU;
+- view/metadata ops (``aten::t``, ``aten::view``, ``aten::empty`` ...) launch nothing on an
+  NPU either and are dropped;
+- everything below a task (``aten::addmm`` -> ``aten::copy_`` for the bias) is part of it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from common.intervals import union_us
+from common.formats.records import ApiStat, StepTime, Task
+
+COMPOSITE_OPS = frozenset({
+    "aten::linear", "aten::matmul", "aten::einsum", "aten::dropout", "aten::feature_dropout",
+    "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+    "aten::layer_norm", "aten::group_norm", "aten::batch_norm", "aten::instance_norm",
+    "aten::contiguous", "aten::to", "aten::type_as", "aten::flatten", "aten::split", "aten::chunk",
+    "aten::scaled_dot_product_attention",
+})
+VIEW_OPS = frozenset({
+    "aten::t", "aten::transpose", "aten::as_strided", "aten::view", "aten::reshape", "aten::_reshape_alias",
+    "aten::expand", "aten::expand_as", "aten::permute", "aten::squeeze", "aten::unsqueeze", "aten::slice",
+    "aten::select", "aten::narrow", "aten::detach", "detach", "aten::detach_", "aten::alias", "aten::resolve_conj",
+    "aten::resolve_neg", "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_",
+    "aten::lift_fresh", "aten::unbind", "aten::numpy_T", "aten::result_type", "aten::is_nonzero",
+    "aten::_unsafe_view", "aten::set_", "aten::requires_grad_",
+})
+
+_DTYPES = {
+    "float": "FLOAT", "c10::Half": "FLOAT16", "c10::BFloat16": "DT_BF16", "double": "DOUBLE",
+    "long int": "INT64", "int": "INT32", "bool": "BOOL", "signed char": "INT8", "unsigned char": "UINT8",
+}
+
+
+@dataclass
+class OpNode:
+    """One profiled op (or user range) with its children; times in µs from the trace start."""
+
+    name: str
+    start_us: float
+    end_us: float
+    input_shapes: list = field(default_factory=list)
+    input_dtypes: list = field(default_factory=list)
+    is_range: bool = False
+    children: list[OpNode] = field(default_factory=list)
+
+
+def nodes_from_events(events) -> list[OpNode]:
+    """The op tree (roots) of ``prof.events()``."""
+    made: dict[int, OpNode] = {}
+    roots: list[OpNode] = []
+    for event in events:
+        node = OpNode(
+            name=event.name,
+            start_us=event.time_range.start,
+            end_us=event.time_range.end,
+            input_shapes=list(event.input_shapes or []),
+            input_dtypes=list(event.input_dtypes or []),
+            is_range=event.name.startswith("ProfilerStep") or bool(getattr(event, "is_user_annotation", False)),
+        )
+        made[id(event)] = node
+    for event in events:
+        parent = event.cpu_parent
+        if parent is not None and id(parent) in made:
+            made[id(parent)].children.append(made[id(event)])
+        else:
+            roots.append(made[id(event)])
+    return roots
+
+
+def nodes_to_json(roots: list[OpNode]) -> list[dict]:
+    """A flat, parent-indexed form of the tree, for a profiled child process to hand back."""
+    flat: list[dict] = []
+
+    def add(node: OpNode, parent: int) -> None:
+        flat.append({
+            "name": node.name, "start": node.start_us, "end": node.end_us, "parent": parent,
+            "shapes": node.input_shapes, "dtypes": node.input_dtypes, "range": node.is_range,
+        })
+        me = len(flat) - 1
+        for child in node.children:
+            add(child, me)
+
+    for root in roots:
+        add(root, -1)
+    return flat
+
+
+def nodes_from_json(flat: list[dict]) -> list[OpNode]:
+    """The inverse of :func:`nodes_to_json`."""
+    nodes = [
+        OpNode(d["name"], float(d["start"]), float(d["end"]), d.get("shapes") or [], d.get("dtypes") or [], bool(d.get("range")))
+        for d in flat
+    ]
+    roots = []
+    for d, node in zip(flat, nodes):
+        parent = int(d["parent"])
+        (nodes[parent].children if 0 <= parent < len(nodes) else roots).append(node)
+    return roots
+
+
+def _shapes_and_types(node: OpNode) -> tuple[str | None, str | None]:
+    shapes, types = [], []
+    for shape, dtype in zip(node.input_shapes, node.input_dtypes):
+        if not dtype or dtype == "Scalar":
+            continue
+        shapes.append(",".join(str(d) for d in shape))
+        types.append(_DTYPES.get(dtype, dtype.upper()))
+    return (";".join(shapes) or None, ";".join(types) or None)
+
+
+def _walk(node: OpNode, out: list[OpNode]) -> None:
+    if node.name in VIEW_OPS:
+        return
+    if node.is_range or node.name in COMPOSITE_OPS:
+        for child in node.children:
+            _walk(child, out)
+        return
+    out.append(node)
+
+
+def tasks_from_nodes(roots: list[OpNode], trace_start_us: float) -> list[Task]:
+    """Tasks (see the module docstring); times become absolute µs."""
+    selected: list[OpNode] = []
+    for root in roots:
+        _walk(root, selected)
+    tasks = []
+    for node in selected:
+        shapes, dtypes = _shapes_and_types(node)
+        tasks.append(
+            Task(
+                op_name=node.name, op_type=node.name, task_type="CPU", start_us=trace_start_us + node.start_us,
+                duration_us=node.end_us - node.start_us, device_id="host", input_shapes=shapes,
+                input_dtypes=dtypes, pmu={},
+            )
+        )
+    return sorted(tasks, key=lambda t: t.start_us)
+
+
+def api_calls(roots: list[OpNode]) -> dict[str, list[float]]:
+    """Durations (µs) of the ops the program called directly: the host-side API it used."""
+    calls: dict[str, list[float]] = defaultdict(list)
+
+    def visit(node: OpNode) -> None:
+        if node.is_range:
+            for child in node.children:
+                visit(child)
+            return
+        calls[node.name].append(node.end_us - node.start_us)
+
+    for root in roots:
+        visit(root)
+    return dict(calls)
+
+
+def api_statistic(calls: dict[str, list[float]], level: str = "aten") -> list[ApiStat]:
+    """api_statistic rows from call durations (population variance, as msprof computes it)."""
+    rows = []
+    for name, durations in calls.items():
+        n = len(durations)
+        mean = sum(durations) / n
+        rows.append(
+            ApiStat(
+                level=level, api_name=name, time_us=sum(durations), count=n, avg_us=mean,
+                min_us=min(durations), max_us=max(durations),
+                variance=sum((d - mean) ** 2 for d in durations) / n,
+            )
+        )
+    return sorted(rows, key=lambda r: r.time_us, reverse=True)
+
+
+@dataclass(frozen=True)
+class StepRange:
+    step: int
+    start_us: float
+    end_us: float
+
+
+def step_ranges(roots: list[OpNode], trace_start_us: float, first_step: int) -> list[StepRange]:
+    """The recorded ``ProfilerStep`` ranges in absolute µs, numbered from ``first_step``.
+
+    torch.profiler names every step event ``ProfilerStep*`` in ``events()``; the k-th recorded
+    one is step ``first_step + k`` (the first active step of the schedule).
+    """
+    steps = sorted((n for n in roots if n.name.startswith("ProfilerStep")), key=lambda n: n.start_us)
+    return [
+        StepRange(first_step + k, trace_start_us + n.start_us, trace_start_us + n.end_us) for k, n in enumerate(steps)
+    ]
+
+
+def assign_steps(tasks: list[Task], ranges: list[StepRange]) -> None:
+    """Set each task's ``step_id`` from the step range its start falls in (outside any: None)."""
+    for task in tasks:
+        task.step_id = next((r.step for r in ranges if r.start_us <= task.start_us < r.end_us), None)
+
+
+def step_times(tasks: list[Task], ranges: list[StepRange], device_id: str = "host") -> list[StepTime]:
+    """step_trace_time rows, with the portable definitions:
+
+    Computing = busy time (interval union) of the step's tasks; Free = step - Computing;
+    Stage = the step's length; Preparing = first task start - step start; communication
+    columns are 0 (one process, no collectives).
+    """
+    rows = []
+    for r in ranges:
+        inside = [t for t in tasks if t.step_id == r.step]
+        computing = union_us([(t.start_us, t.end_us) for t in inside])
+        length = r.end_us - r.start_us
+        first = min((t.start_us for t in inside), default=r.start_us)
+        rows.append(
+            StepTime(
+                step=r.step, computing_us=computing, communication_not_overlapped_us=0.0, overlapped_us=0.0,
+                communication_us=0.0, free_us=max(0.0, length - computing), stage_us=length, bubble_us=0.0,
+                preparing_us=first - r.start_us, device_id=device_id,
+            )
+        )
+    return rows

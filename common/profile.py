@@ -1,0 +1,107 @@
+"""Find and load profiling datasets in a directory, whoever wrote them.
+
+A *dataset* is one folder of exported files: an msprof ``mindstudio_profiler_output/``
+(files named ``<name>_<14-digit ts>.csv``, sliced as ``<name>_slice_<i>_<ts>.csv`` past a
+million rows) or a torch_npu ``ASCEND_PROFILER_OUTPUT/`` (``kernel_details.csv`` ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.errors import LabError
+from common.formats import readers
+from common.formats.records import OpStat, StepTime, Task
+from common.formats.writers import aggregate_op_statistic
+from common.rundir import RUN_INFO, read_run_info
+
+_MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
+TORCH_NPU_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json", "api_statistic.csv")
+RUN_INFO_DEPTH = 4  # PROF_*/mindstudio_profiler_output sits at most this deep below prof_out/
+MSPROF_NAMES = ("op_summary", "op_statistic", "api_statistic", "task_time", "msprof")
+
+
+@dataclass
+class Dataset:
+    kind: str  # "msprof" or "torch_npu"
+    folder: Path
+
+    @functools.cached_property
+    def _files(self) -> dict[str, list[Path]]:
+        found: dict[str, list[tuple[int, Path]]] = {}
+        for path in self.folder.iterdir():
+            if self.kind == "torch_npu":
+                if path.name in TORCH_NPU_FILES:
+                    found.setdefault(path.name.rsplit(".", 1)[0], []).append((0, path))
+            elif (m := _MSPROF_NAME.match(path.name)) and m["name"] in MSPROF_NAMES:
+                found.setdefault(m["name"], []).append((int(m["slice"] or 0), path))
+        return {name: [p for _, p in sorted(items)] for name, items in found.items()}
+
+    def files(self, name: str) -> list[Path]:
+        """All files (slices in order) of one kind, e.g. ``files("op_summary")``."""
+        return self._files.get(name, [])
+
+    def has(self, name: str) -> bool:
+        return bool(self.files(name))
+
+    @functools.cached_property
+    def tasks(self) -> list[Task]:
+        """op_summary (msprof) or kernel_details (torch_npu), slices joined."""
+        name, reader = ("op_summary", readers.read_op_summary) if self.kind == "msprof" else (
+            "kernel_details", readers.read_kernel_details)
+        return [task for path in self.files(name) for task in reader(path)]
+
+    @functools.cached_property
+    def op_statistic(self) -> list[OpStat]:
+        """op_statistic from its file, or built from the tasks when only those were exported."""
+        if self.has("op_statistic"):
+            return [row for path in self.files("op_statistic") for row in readers.read_op_statistic(path)]
+        return aggregate_op_statistic(self.tasks)
+
+    @functools.cached_property
+    def steps(self) -> list[StepTime]:
+        return [row for path in self.files("step_trace_time") for row in readers.read_step_trace_time(path)]
+
+    def label(self, root: Path) -> str:
+        try:
+            return str(self.folder.relative_to(root)) or "."
+        except ValueError:
+            return str(self.folder)
+
+
+def _kind(folder: Path) -> str | None:
+    names = {p.name for p in folder.iterdir() if p.is_file()}
+    if names & set(TORCH_NPU_FILES):
+        return "torch_npu"
+    if any((m := _MSPROF_NAME.match(n)) and m["name"] in MSPROF_NAMES for n in names):
+        return "msprof"
+    return None
+
+
+def find_datasets(root: Path | str) -> list[Dataset]:
+    """Every dataset folder at or below ``root`` (raw ``device_*/data`` is not one)."""
+    root = Path(root)
+    if not root.exists():
+        raise LabError(f"{root}: no such directory", "give the prof_out/ of a mode or a PROF_*/ or *_ascend_pt/ folder")
+    if not root.is_dir():
+        raise LabError(f"{root} is not a directory", "give the folder that holds the profile, not a file")
+    folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
+    datasets = [Dataset(kind, folder) for folder in folders if (kind := _kind(folder))]
+    if not datasets:
+        raise LabError(
+            f"{root}: no msprof or torch_npu output found",
+            "expected PROF_*/mindstudio_profiler_output/*.csv or ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+        )
+    return datasets
+
+
+def find_run_info(path: Path | str) -> dict | None:
+    """run_info.json of the lab run that wrote ``path`` (looked up in it and its parents)."""
+    path = Path(path).resolve()
+    for folder in (path, *path.parents[:RUN_INFO_DEPTH]):
+        if (folder / RUN_INFO).is_file():
+            return read_run_info(folder)
+    return None
