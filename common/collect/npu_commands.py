@@ -31,3 +31,31 @@ def msprof_argv(msprof: str, output: Path, app_argv: list[str]) -> list[str]:
 def msprof_export_argv(msprof: str, prof_dir: Path) -> list[str]:
     """Re-export raw PROF_* data (e.g. after ``acl.prof`` collection) into mindstudio_profiler_output/."""
     return [msprof, "--export=on", f"--output={prof_dir}"]
+
+
+ATC_FRAMEWORK_ONNX = "5"  # atc --framework: 0 Caffe, 1 MindSpore, 3 TensorFlow, 5 ONNX
+
+
+def atc_argv(
+    atc: str, model: Path, output: Path, soc_version: str, input_shape: str, options: tuple[str, ...] = ()
+) -> list[str]:
+    """``atc --model=<onnx> --framework=5 --output=<stem> --soc_version=<soc> --input_shape=<shape> <options>``.
+
+    ``output`` is the path without ``.om`` (atc appends it); ``input_shape`` is e.g. ``x:32,1024``.
+    """
+    if not soc_version.startswith("Ascend"):
+        raise ValueError(f"soc_version {soc_version!r} should look like Ascend910B3")
+    return [
+        atc,
+        f"--model={model}",
+        f"--framework={ATC_FRAMEWORK_ONNX}",
+        f"--output={output}",
+        f"--soc_version={soc_version}",
+        f"--input_shape={input_shape}",
+        *options,
+    ]
+
+
+def atc_om_to_json_argv(atc: str, om: Path, json_out: Path) -> list[str]:
+    """``atc --mode=1 --om=<om> --json=<json>``: dump an offline model's graph as JSON."""
+    return [atc, "--mode=1", f"--om={om}", f"--json={json_out}"]

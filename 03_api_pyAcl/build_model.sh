@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Build the offline model of each precision variant: bash build_model.sh [default|fp16-io|fp32|all]
+# npu: ATC -> model/npu/*.om; anywhere else: ONNX Runtime -> model/portable/*.opt.onnx.
+set -euo pipefail
+MODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PYTHONPATH="$(dirname "$MODE_DIR")"
+exec "${PYTHON:-python3}" "$MODE_DIR/src/build_model.py" "$@"

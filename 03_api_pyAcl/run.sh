@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Profile each variant's offline model and print the report: bash run.sh [device] [variant|all] [--acl-prof]
+# npu: pyACL under msprof (or acl.prof with --acl-prof); anywhere else: ONNX Runtime's profiler.
+set -euo pipefail
+MODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PYTHONPATH="$(dirname "$MODE_DIR")"
+exec "${PYTHON:-python3}" "$MODE_DIR/src/infer.py" "$@"
