@@ -59,3 +59,21 @@ def atc_argv(
 def atc_om_to_json_argv(atc: str, om: Path, json_out: Path) -> list[str]:
     """``atc --mode=1 --om=<om> --json=<json>``: dump an offline model's graph as JSON."""
     return [atc, "--mode=1", f"--om={om}", f"--json={json_out}"]
+
+
+def msprof_op_argv(
+    msprof: str, output: Path, app_argv: list[str], kernel_name: str | None = None, launch_count: int = 1
+) -> list[str]:
+    """``msprof op --output=<dir> [--kernel-name=K] --launch-count=N <app argv...>``: per-block PMU of one kernel.
+
+    The results land in ``<dir>/OPPROF_*/`` (OpBasicInfo.csv, PipeUtilization.csv, ...); the
+    kernel's ``MetricsProfStart()``/``MetricsProfStop()`` bound the region that is measured.
+    """
+    if not app_argv:
+        raise ValueError("msprof op needs an application to run")
+    if launch_count < 1:
+        raise ValueError("launch_count must be at least 1")
+    argv = [msprof, "op", f"--output={output}"]
+    if kernel_name:
+        argv.append(f"--kernel-name={kernel_name}")
+    return [*argv, f"--launch-count={launch_count}", *app_argv]
