@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from common.errors import LabError
+from common.errors import ArgumentParser
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -27,14 +27,9 @@ def _backend(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other usage error
-        raise LabError(message, "see python -m common --help")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m common", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = ArgumentParser(prog="python -m common", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     report = sub.add_parser("report", help="report on a profile directory")
     report.add_argument("dir", help="a mode's prof_out/, a PROF_*/ or *_ascend_pt/ folder, or any folder holding their files")
     report.set_defaults(func=_report)

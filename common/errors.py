@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 
@@ -32,3 +33,10 @@ def run_cli(main: Callable[[], int]) -> None:
         print("Error: interrupted", file=sys.stderr)
         code = 130
     sys.exit(code)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are LabErrors: one ``Error:`` line and exit 2, like every other mistake."""
+
+    def error(self, message: str) -> None:
+        raise LabError(message, f"see {self.prog} --help")

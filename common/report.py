@@ -125,8 +125,8 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     return sections
 
 
-def directory_report(root: Path | str) -> tuple[str, str]:
-    """The report of everything under ``root``: (terminal text, Markdown)."""
+def directory_report(root: Path | str, verdicts: list[Verdict] | None = None) -> tuple[str, str]:
+    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown)."""
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
@@ -134,6 +134,8 @@ def directory_report(root: Path | str) -> tuple[str, str]:
     sections = [Section("Run", lines=[run_info_line(info), f"datasets: {len(datasets)}"])]
     for ds in datasets:
         sections += dataset_sections(ds, root, forwards)
+    if verdicts:
+        sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
     title = f"msprof lab report: {root}"
     return render_text(title, sections), render_markdown(title, sections)
 

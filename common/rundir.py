@@ -14,7 +14,6 @@ import platform
 import shutil
 import socket
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -24,6 +23,21 @@ MARKER = ".msprof_lab"
 RUN_INFO = "run_info.json"
 RUN_ID_VAR = "MSPROF_LAB_RUN_ID"  # set by nox so every mode of one run shares an id
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def output_path(mode_dir: Path, given: str | None) -> Path:
+    """The output directory of a mode: ``<mode>/prof_out`` or another folder strictly inside ``<mode>/``."""
+    mode_dir = mode_dir.resolve()
+    if not given:
+        return mode_dir / "prof_out"
+    path = Path(os.path.normpath(Path.cwd() / given))  # "a/../b" collapses; symlinked parents resolve below
+    resolved = path.parent.resolve() / path.name
+    if mode_dir not in resolved.parents:
+        raise LabError(
+            f"output {given!r} is not inside {mode_dir}",
+            f"give a folder inside the mode folder, e.g. {mode_dir.name}/prof_out_mine",
+        )
+    return resolved
 
 
 def prepare_output_dir(path: Path | str) -> Path:
@@ -134,7 +148,3 @@ def read_run_info(out_dir: Path | str) -> dict | None:
             raise LabError(f"{file}: key {key!r} missing", "re-run the mode to rewrite it")
     return info
 
-
-def python_argv(script: Path | str, *args: str) -> list[str]:
-    """argv to run a lab script with the current interpreter."""
-    return [sys.executable, str(script), *args]

@@ -32,7 +32,7 @@ VIEW_OPS = frozenset({
     "aten::select", "aten::narrow", "aten::detach", "detach", "aten::detach_", "aten::alias", "aten::resolve_conj",
     "aten::resolve_neg", "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_",
     "aten::lift_fresh", "aten::unbind", "aten::numpy_T", "aten::result_type", "aten::is_nonzero",
-    "aten::_unsafe_view", "aten::set_", "aten::requires_grad_",
+    "aten::_unsafe_view", "aten::set_", "aten::requires_grad_", "aten::_has_compatible_shallow_copy_type",
 })
 
 _DTYPES = {

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Mode 01: profile an unchanged program. Usage: bash 01_cmdline/run.sh [device] [-- program args...]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python3}" "$here/src/profile_app.py" "$@"

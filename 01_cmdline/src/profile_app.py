@@ -1,0 +1,116 @@
+"""Mode 01 — profile an unchanged program from the command line (black box).
+
+What you will do: run ``model.py`` — or any program of yours — under msprof without editing
+a line of it, then read the files msprof exports.
+
+What you will learn:
+- msprof wraps a whole process: everything it runs, model set-up included, lands in the profile;
+- which msprof switch fills which file (op_summary, op_statistic, api_statistic, task_time);
+- how to check a profile before trusting it: op counts per forward and the output itself.
+
+Usage: ``bash 01_cmdline/run.sh [device] [-- program args...]`` (default program: src/model.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from common import analysis, checks
+from common.collect import launcher
+from common.collect.npu_commands import msprof_argv
+from common.env import detect, parse_device_id, select_device
+from common.errors import ArgumentParser, LabError, run_cli
+from common.profile import find_datasets
+from common.report import directory_report, render_verdicts, write_report_md
+from common.rundir import finish_run, output_path, prepare_output_dir, start_run
+from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, expected_op_counts
+
+MODE_DIR = Path(__file__).resolve().parent.parent
+MODEL = MODE_DIR / "src" / "model.py"
+MSPROF_FILES = ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ArgumentParser(prog="01_cmdline/run.sh", description=__doc__.splitlines()[0])
+    parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
+    parser.add_argument("--output", help="output folder inside 01_cmdline/ (default 01_cmdline/prof_out)")
+    parser.add_argument("--timeout", type=float, default=None, help="stop the program after this many seconds")
+    parser.epilog = "Anything after -- is the program to profile and its arguments (default: src/model.py)."
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.app = argv[split + 1:]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # --- workload: the program to profile, unchanged ---------------------------------------
+    backend = detect()
+    print(backend.banner(), flush=True)
+    device = parse_device_id(args.device)
+    env = select_device(backend, device)  # ASCEND_RT_VISIBLE_DEVICES must be set before msprof starts
+    out = output_path(MODE_DIR, args.output)
+    own_model = not args.app
+    if own_model:
+        app = [sys.executable, str(MODEL), "--device", "npu" if backend.is_npu else "cpu",
+               "--save-output", str(out / "output.npy")]
+    else:
+        app = launcher.resolve_app(args.app)
+
+    # --- collect ---------------------------------------------------------------------------
+    out = prepare_output_dir(out)
+    forwards = WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None
+    if backend.is_npu:
+        command = msprof_argv(backend.tools["msprof"], out, app)
+    else:
+        command = ["portable-launcher", *app]
+    info = start_run(out, mode="cmdline", backend=backend.name, device=device, command=command, forwards=forwards)
+    print("running:", " ".join(command), flush=True)
+    if backend.is_npu:
+        run = launcher.AppRun(subprocess.run(command, env=env, timeout=args.timeout, check=False).returncode)
+    else:
+        raw = out / "portable_raw"
+        run = launcher.run_app(app, raw, env, args.timeout)
+        profiles = launcher.load_raw(raw)
+        launcher.write_msprof_layout(out, profiles)
+        if not profiles:
+            print("note: no process imported torch, so there was nothing to profile", file=sys.stderr)
+    finish_run(out, info, exit_code=run.exit_code, completed=run.exit_code == 0 and not run.timed_out)
+    if run.exit_code != 0 or run.timed_out:
+        raise_for_app(run, out)
+
+    # --- parse, check, report --------------------------------------------------------------
+    datasets = find_datasets(out)
+    verdicts = [checks.check_files(datasets, MSPROF_FILES, "01")]
+    stats = checks.stats_of(datasets)
+    if own_model:
+        tasks = checks.tasks_of(datasets)
+        verdicts += [
+            analysis.check_counts(tasks, forwards, expected_op_counts(build_model()), f"01, {forwards} forwards"),
+            analysis.check_top_family(stats, "matmul", "01"),
+            checks.check_output_file(out / "output.npy", "01"),
+        ]
+    text, markdown = directory_report(out, verdicts)
+    print(text)
+    print(write_report_md(out, markdown))
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+def raise_for_app(run: launcher.AppRun, out: Path) -> None:
+    """The program failed: keep what was collected, say so, and pass its status on."""
+    code = run.exit_code if run.exit_code > 0 else 128 + (-run.exit_code if run.exit_code < 0 else 1)
+    print(
+        f"Error: the profiled program {run.describe}; its partial profile is kept in {out}, "
+        "marked incomplete in run_info.json",
+        file=sys.stderr,
+    )
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    run_cli(main)

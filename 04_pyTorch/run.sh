@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Mode 04: torch_npu.profiler (portable: torch.profiler) with a schedule. Usage: bash 04_pyTorch/run.sh [device]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python3}" "$here/src/model_with_profiler.py" "$@"
