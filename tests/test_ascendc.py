@@ -1,0 +1,312 @@
+"""Mode 02 (AscendC): the portable twin's rules and fp16, verification, the end-to-end run, npu argv."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.analysis import Verdict
+from common.collect.npu_commands import msprof_argv, msprof_op_argv
+from common.errors import LabError
+from common.formats.records import Task
+from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
+
+ROOT = Path(__file__).resolve().parent.parent
+MODE_DIR = ROOT / "02_api_AscendC"
+SRC = MODE_DIR / "src"
+CXX = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+needs_cxx = pytest.mark.skipif(CXX is None or shutil.which("cmake") is None, reason="needs a C++ compiler and CMake")
+
+
+def load_driver():
+    spec = importlib.util.spec_from_file_location("add_profile", SRC / "add_profile.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+driver = load_driver()
+
+
+def lab_env(**extra: str) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.update(PYTHON=sys.executable, MSPROF_LAB_BACKEND="portable", PYTHONPATH=str(ROOT))
+    env.pop("RUN_MODE", None)
+    env.update(extra)
+    return env
+
+
+# --- the twin, unit by unit ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def selftest(tmp_path_factory) -> Path:
+    if CXX is None:
+        pytest.skip("needs a C++ compiler")
+    exe = tmp_path_factory.mktemp("twin") / "twin_selftest"
+    subprocess.run(
+        [CXX, "-std=c++20", "-O1", "-I", str(SRC / "twin"), str(MODE_DIR / "tests" / "twin_selftest.cpp"),
+         "-pthread", "-o", str(exe)],
+        check=True, capture_output=True, text=True,
+    )
+    return exe
+
+
+def test_twin_correct_pipeline_passes(selftest):
+    proc = subprocess.run([str(selftest), "ok"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    "scenario, expected",
+    [
+        ("alloc-over-depth", r"AllocTensor on VECIN queue 'inQueue'.*all 2 buffers are in use"),
+        ("deque-empty", r"DeQue on VECIN queue 'inQueue'.*empty"),
+        ("enque-over-depth", r"EnQue on VECOUT queue 'outQueue'.*depth of 1"),
+        ("tile-too-big", r"DataCopy of 128 elements into a tensor of VECIN queue 'inQueue'.*holds only 64"),
+        ("gm-past-end", r"runs past the end of GlobalTensor 'xGm'"),
+        ("partial-block", r"not a whole number of 32-byte blocks"),
+        ("free-twice", r"FreeTensor on VECIN queue 'inQueue'.*already freed"),
+        ("free-wrong-queue", r"FreeTensor on VECOUT queue 'outQueue'.*belongs to VECIN queue 'inQueue'"),
+        ("missing-free", r"VECIN queue 'inQueue'.*never freed"),
+        ("write-after-enque", r"DataCopy on a tensor of VECIN queue 'inQueue'.* after EnQue"),
+    ],
+)
+def test_twin_misuse_stops_with_the_queue_named(selftest, scenario, expected):
+    proc = subprocess.run([str(selftest), scenario], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert re.search(expected, proc.stderr), proc.stderr
+    assert "twin_selftest.cpp:" in proc.stderr  # the line of the offending call
+
+
+def _edge_halves() -> list[int]:
+    # zeros, smallest/largest subnormals, smallest normal, 1.0 and its neighbours, max, inf, NaN
+    base = [0x0000, 0x0001, 0x0002, 0x03FF, 0x0400, 0x0401, 0x3BFF, 0x3C00, 0x3C01, 0x7BFE, 0x7BFF, 0x7C00, 0x7E00]
+    return base + [b | 0x8000 for b in base]
+
+
+def test_twin_fp16_add_is_ieee_round_to_nearest_even(selftest):
+    rng = random.Random(20240601)
+    edges = _edge_halves()
+    pairs = [(a, b) for a in edges for b in edges]
+    pairs += [(rng.randrange(0x10000), rng.randrange(0x10000)) for _ in range(30000)]
+    # Same-exponent pairs exercise ties: odd mantissa sums land exactly halfway.
+    pairs += [(0x3C00 | rng.randrange(0x400), 0x3C00 | rng.randrange(0x400)) for _ in range(5000)]
+    text = "".join(f"{a:04x} {b:04x}\n" for a, b in pairs)
+    out = subprocess.run([str(selftest), "fp16-add"], input=text, capture_output=True, text=True, check=True).stdout
+    got = np.array([int(x, 16) for x in out.split()], dtype=np.uint16)
+    a = np.array([p[0] for p in pairs], dtype=np.uint16).view(np.float16)
+    b = np.array([p[1] for p in pairs], dtype=np.uint16).view(np.float16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = (a + b).view(np.uint16)  # numpy's fp16 add is correctly rounded (float32 is wide enough)
+    assert len(got) == len(pairs)
+    nan_want = np.isnan(want.view(np.float16))
+    assert np.array_equal(np.isnan(got.view(np.float16)), nan_want)
+    mismatch = np.nonzero((got != want) & ~nan_want)[0]
+    assert mismatch.size == 0, [(hex(pairs[i][0]), hex(pairs[i][1]), hex(got[i]), hex(want[i])) for i in mismatch[:5]]
+
+
+def test_twin_fp16_rounding_from_double(selftest):
+    rng = random.Random(7)
+    values = [0.0, -0.0, 1.0, 65504.0, 65519.99, 65520.0, 1e6, 2.0**-24, 2.0**-25, 2.0**-25 * 1.0001, 3 * 2.0**-25,
+              1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, 2.0**-14 - 2.0**-25]
+    values += [rng.uniform(-70000, 70000) for _ in range(5000)] + [rng.uniform(-1e-4, 1e-4) for _ in range(5000)]
+    text = "".join(f"{v!r}\n" for v in values)
+    out = subprocess.run([str(selftest), "fp16-round"], input=text, capture_output=True, text=True, check=True).stdout
+    got = [int(x, 16) for x in out.split()]
+    with np.errstate(over="ignore"):
+        want = np.array(values, dtype=np.float64).astype(np.float16).view(np.uint16).tolist()
+    assert got == want
+    assert got[5] == 0x7C00 and got[4] == 0x7BFF  # 65520 is the first value that rounds to inf
+    assert got[8] == 0x0000 and got[10] == 0x0002  # 2^-25 ties to even (0); 3*2^-25 ties up to 2*2^-24
+
+
+# --- the real kernel: a broken Compute() must fail verification -----------------------------------
+def _build_copy(tmp_path: Path, replace: tuple[str, str]) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = src / "add_kernel.cpp"
+    text = kernel.read_text()
+    assert replace[0] in text, "the test's edit no longer matches add_kernel.cpp"
+    kernel.write_text(text.replace(replace[0], replace[1]))
+    build = tmp_path / "build"
+    cmake = shutil.which("cmake")
+    for argv in (driver.cmake_configure_argv(cmake, src, build, "portable"), driver.cmake_build_argv(cmake, build, 2)):
+        subprocess.run(argv, check=True, capture_output=True, text=True)
+    return build / driver.BINARY_NAME
+
+
+@needs_cxx
+def test_broken_compute_fails_verification_with_first_mismatches(tmp_path):
+    # Test material: Add only half of each tile; the other half keeps the UB's garbage (NaN).
+    binary = _build_copy(tmp_path, ("AscendC::Add(zLocal, xLocal, yLocal, TILE_LENGTH);",
+                                    "AscendC::Add(zLocal, xLocal, yLocal, TILE_LENGTH / 2);"))
+    proc = subprocess.run([str(binary), "--launches", "2"], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "verification FAILED in launch 0" in proc.stdout
+    assert re.search(r"index 32: expected 0x4000 \(2\), actual 0xffff \(-?nan\)", proc.stdout), proc.stdout
+    assert "4096 of 8192 elements differ" in proc.stdout
+    verdict = driver.verification_verdict(proc.returncode, proc.stdout)
+    assert not verdict.ok
+
+
+@needs_cxx
+def test_missing_free_in_kernel_names_the_queue(tmp_path):
+    # Test material: drop one FreeTensor; the next AllocTensor on that queue runs out of buffers.
+    binary = _build_copy(tmp_path, ("        inQueueX.FreeTensor(xLocal);\n", "\n"))
+    proc = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert re.search(r"AllocTensor on VECIN queue 'inQueueX' .*InitBuffer at add_kernel\.cpp:\d+", proc.stderr)
+
+
+# --- end to end, exactly as nox runs it -----------------------------------------------------------
+@needs_cxx
+def test_portable_build_and_run_end_to_end():
+    env = lab_env()
+    built = subprocess.run(["bash", "02_api_AscendC/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "RUN_MODE=portable" in built.stdout
+    ran = subprocess.run(["bash", "02_api_AscendC/run.sh", "0"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0].startswith("=== msprof lab backend: PORTABLE")
+    assert "[FAIL]" not in ran.stdout
+    for name in ("build succeeds", "all 8192 elements verified", "20 measured launches", "pipe ratios sum to ~1",
+                 "bound pipe stated"):
+        assert any(line.startswith(f"[PASS] {name}") for line in lines), name
+    assert "910B3 reference (from elsewhere)" in ran.stdout
+
+    out = MODE_DIR / "prof_out"
+    (summary,) = out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")
+    (statistic,) = out.glob("PROF_*/mindstudio_profiler_output/op_statistic_*.csv")
+    with summary.open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == OP_SUMMARY
+    body = [dict(zip(rows[0], r)) for r in rows[1:]]
+    assert len(body) == driver.MEASURED_LAUNCHES
+    measured = {"aiv_time(us)"} | {f"aiv_{p}_{k}" for p in driver.PIPES for k in ("time(us)", "ratio")}
+    for row in body:
+        assert row["Task Type"] == "CPU" and row["Device_id"] == "host" and row["OP Type"] == "add_custom"
+        assert row["Block Dim"] == "8"
+        for column in PMU_COLUMNS:
+            if column in measured:
+                assert float(row[column]) >= 0.0, column
+            else:
+                assert row[column] == "N/A", column
+        ratio_sum = sum(float(row[f"aiv_{p}_ratio"]) for p in driver.PIPES)
+        assert abs(ratio_sum - 1.0) <= driver.RATIO_SUM_TOLERANCE_PORTABLE
+        assert float(row["aiv_time(us)"]) <= float(row["Task Duration(us)"])  # a block fits in its launch
+    with statistic.open(newline="") as f:
+        stats = list(csv.reader(f))
+    assert stats[0] == OP_STATISTIC
+    assert stats[1][:4] == ["host", "add_custom", "CPU", "20"]
+    info = (out / "run_info.json").read_text()
+    assert '"completed": true' in info and '"backend": "portable"' in info
+
+
+def test_bad_device_id_is_one_error_line():
+    proc = subprocess.run(["bash", "02_api_AscendC/run.sh", "abc"], cwd=ROOT, env=lab_env(), capture_output=True,
+                          text=True)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("Error: device id 'abc'")
+
+
+# --- checks can fail -------------------------------------------------------------------------------
+def _task(ratios: dict[str, float]) -> Task:
+    pmu = {f"aiv_{p}_ratio": r for p, r in ratios.items()}
+    return Task(op_name="add_custom", op_type="add_custom", task_type="CPU", start_us=0.0, duration_us=1.0, pmu=pmu)
+
+
+def test_ratio_sum_check_fails_when_timers_double_count():
+    good = [_task({"vec": 0.4, "scalar": 0.4, "mte2": 0.15, "mte3": 0.05})] * 20
+    bad = good[:19] + [_task({"vec": 0.6, "scalar": 0.4, "mte2": 0.15, "mte3": 0.05})]
+    negative = good[:19] + [_task({"vec": 0.6, "scalar": -0.2, "mte2": 0.5, "mte3": 0.1})]
+    assert driver.check_ratio_sums(good, "portable").ok
+    assert not driver.check_ratio_sums(bad, "portable").ok
+    assert not driver.check_ratio_sums(negative, "portable").ok
+    # On an NPU overlap is normal: the 910B3 reference sums to 1.02.
+    assert driver.check_ratio_sums([_task({"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": 0.0})], "npu").ok
+
+
+def test_launch_count_and_bound_pipe():
+    assert not driver.check_launch_count([_task({"vec": 1, "scalar": 0, "mte2": 0, "mte3": 0})] * 19, "x").ok
+    ratios = {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}
+    assert driver.bound_pipe(ratios) == ("scalar", 0.65)
+    verdict = driver.check_bound(ratios)
+    assert isinstance(verdict, Verdict) and verdict.ok and verdict.detail.startswith("scalar 0.650")
+    assert not driver.check_bound({p: None for p in driver.PIPES}).ok
+
+
+def test_twin_timings_become_pipe_times(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "launch,block,start_unix_ns,wall_ns,kernel_ns,region_ns,mte2_ns,vec_ns,mte3_ns\n"
+        "0,0,1000000,50000,10000,9000,2000,5000,1000\n"
+        "0,1,1000000,50000,12000,9000,2000,7000,1000\n"
+    )
+    (launch,) = driver.parse_twin_timings(path)
+    assert launch.start_us == 1000.0 and launch.duration_us == 50.0 and launch.aiv_time_us == 11.0
+    assert launch.pipe_us == {"vec": 6.0, "scalar": 2.0, "mte2": 2.0, "mte3": 1.0}
+    (task,) = driver.twin_tasks([launch])
+    assert task.pmu["aiv_vec_ratio"] == pytest.approx(6 / 11) and task.task_type == "CPU"
+
+
+# --- npu: command builders (nothing runs) ----------------------------------------------------------
+def test_cmake_argv_for_npu_passes_soc_and_cann():
+    argv = driver.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version="Ascend910B3",
+                                       cann_home="/opt/my cann")
+    assert argv[:5] == ["cmake", "-S", str(SRC), "-B", "/b"]
+    assert "-DRUN_MODE=npu" in argv and "-DSOC_VERSION=Ascend910B3" in argv
+    assert "-DASCEND_CANN_PACKAGE_PATH=/opt/my cann" in argv  # one argv item: spaces are inert
+    with pytest.raises(ValueError):
+        driver.cmake_configure_argv("cmake", SRC, Path("/b"), "npu")
+    with pytest.raises(ValueError):
+        driver.cmake_configure_argv("cmake", SRC, Path("/b"), "gpu")
+    assert driver.cmake_build_argv("cmake", Path("/b"), 0) == ["cmake", "--build", "/b", "--parallel", "1"]
+
+
+def test_msprof_argv_builders_for_the_kernel():
+    app = ["/x/add_custom_main", "--device", "0", "--launches", "20"]
+    argv = msprof_argv("/c/bin/msprof", Path("/out dir"), app)
+    assert argv[1] == "--output=/out dir" and "--aic-metrics=PipeUtilization" in argv and argv[-5:] == app
+    op = msprof_op_argv("/c/bin/msprof", Path("/out"), app, kernel_name="add_custom", launch_count=1)
+    assert op == ["/c/bin/msprof", "op", "--output=/out", "--kernel-name=add_custom", "--launch-count=1", *app]
+    with pytest.raises(ValueError):
+        msprof_op_argv("msprof", Path("/out"), [])
+
+
+def test_run_mode_choice_and_missing_tools(monkeypatch):
+    from common import env
+
+    portable = env.Backend("portable", "test")
+    assert driver.choose_run_mode(portable, None)[0] == "portable"
+    assert driver.choose_run_mode(portable, "NPU")[0] == "npu"
+    with pytest.raises(LabError, match="RUN_MODE='gpu'"):
+        driver.choose_run_mode(portable, "gpu")
+    monkeypatch.setattr(driver.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(LabError, match="CMake not found.*install CMake"):
+        driver.find_cmake()
+    with pytest.raises(LabError, match="no C\\+\\+ compiler.*install"):
+        driver.find_cxx()
+
+
+def test_kernel_source_is_the_only_kernel():
+    definition = re.compile(r"void add_custom\([^)]*\)\s*\{")
+    kernels = [p for p in MODE_DIR.rglob("*.cpp") if definition.search(p.read_text()) and "tests" not in p.parts]
+    assert [p.name for p in kernels] == ["add_kernel.cpp"]
+    text = (SRC / "add_kernel.cpp").read_text()
+    for api in ("MetricsProfStart()", "MetricsProfStop()", "GetBlockIdx()", "TQue<AscendC::QuePosition::VECIN"):
+        assert api in text
