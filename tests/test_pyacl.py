@@ -1,0 +1,512 @@
+"""03_api_pyAcl: the portable path end to end, the variants, the argv builders, the pyACL cleanup."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, error_lines, lab_env
+
+MODE = ROOT / "03_api_pyAcl"
+sys.path.insert(0, str(MODE / "src"))
+
+import acl_chain  # noqa: E402
+import build_model  # noqa: E402
+import infer  # noqa: E402
+import ort_profile  # noqa: E402
+import variants  # noqa: E402
+from common import env  # noqa: E402
+from common.collect import npu_commands  # noqa: E402
+from common.errors import LabError  # noqa: E402
+from common.formats import readers, schema  # noqa: E402
+from common.formats.table import read_table  # noqa: E402
+
+VARIANT_NAMES = list(variants.VARIANTS)
+
+
+# ----- helpers -------------------------------------------------------------------------------------
+def make_repo(target: Path) -> Path:
+    """A private copy of what the mode needs (common/ and the mode folder), so tests never touch the real tree."""
+    shutil.copytree(ROOT / "common", target / "common", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(MODE, target / MODE.name, ignore=shutil.ignore_patterns("model", "prof_out", "__pycache__"))
+    return target
+
+
+def sh(repo: Path, script: str, *args: str) -> subprocess.CompletedProcess:
+    """Run one of the mode's shell scripts from an unrelated directory, as a user would."""
+    return subprocess.run(
+        ["bash", str(repo / MODE.name / script), *args], cwd=repo.parent, env=lab_env(),
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def prof_files(repo: Path, variant: str, name: str) -> list[Path]:
+    return sorted((repo / MODE.name / "prof_out" / variant).glob(f"PROF_*/mindstudio_profiler_output/{name}_*.*"))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    repo = make_repo(tmp_path_factory.mktemp("pyacl") / "lab")
+    result = sh(repo, "build_model.sh")
+    assert result.returncode == 0, result.stderr
+    for name in VARIANT_NAMES:
+        assert f"[{name}]" in result.stdout
+    return repo
+
+
+@pytest.fixture(scope="module")
+def ran(built: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    result = sh(built, "run.sh", "0")
+    return built, result
+
+
+# ----- the portable path, end to end ---------------------------------------------------------------
+def test_run_passes_and_reports_every_variant(ran):
+    repo, result = ran
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("=== msprof lab backend: PORTABLE")
+    verdicts = [line for line in lines if line.startswith("[PASS]") or line.startswith("[FAIL]")]
+    assert verdicts and all(v.startswith("[PASS]") for v in verdicts)
+    for name in VARIANT_NAMES:
+        assert any(line.startswith(name + " ") for line in lines), f"no table row for {name}"
+    info = json.loads((repo / MODE.name / "prof_out" / "run_info.json").read_text())
+    assert info["completed"] is True and info["backend"] == "portable" and info["exit_code"] == 0
+    assert set(info["results"]) == set(VARIANT_NAMES)
+
+
+@pytest.mark.parametrize("variant", VARIANT_NAMES)
+def test_files_have_msprof_columns_and_portable_values(ran, variant):
+    repo, _ = ran
+    (summary,), (statistic,) = prof_files(repo, variant, "op_summary"), prof_files(repo, variant, "op_statistic")
+    table = read_table(summary, schema.OP_SUMMARY, "test")
+    assert table.header == schema.OP_SUMMARY
+    assert read_table(statistic, schema.OP_STATISTIC, "test").header == schema.OP_STATISTIC
+    tasks = readers.read_op_summary(summary)
+    assert {t.task_type for t in tasks} == {"CPU"} and {t.device_id for t in tasks} == {"host"}
+    assert all(t.input_dtypes and t.output_dtypes for t in tasks), "dtypes come from the profile"
+    gemm = [t for t in tasks if t.op_type == "Gemm"]
+    assert gemm and all(t.input_shapes.startswith("32,1024") for t in gemm)
+    assert all(v is None for t in tasks for v in t.pmu.values()), "no PMU on a CPU: N/A"
+    stats = readers.read_op_statistic(statistic)
+    assert sum(s.count for s in stats) == len(tasks)
+    assert prof_files(repo, variant, "msprof"), "timeline json"
+
+
+def graph_counts(repo: Path, variant: str) -> Counter:
+    return build_model.onnx_op_counts(repo / MODE.name / "model" / "portable" / f"tiny_mlp_{variant}.opt.onnx")
+
+
+@pytest.mark.parametrize("variant", VARIANT_NAMES)
+def test_counts_per_execute_follow_the_built_graph(ran, variant):
+    repo, _ = ran
+    (summary,) = prof_files(repo, variant, "op_summary")
+    measured = Counter(t.op_type for t in readers.read_op_summary(summary))
+    graph = graph_counts(repo, variant)
+    assert {k: v / infer.MEASURED for k, v in measured.items()} == dict(graph)
+
+
+def test_cast_lesson_across_variants(ran):
+    repo, _ = ran
+    default, fp16_io, fp32 = (graph_counts(repo, v) for v in ("default", "fp16-io", "fp32"))
+    assert default["Cast"] > 0 and fp16_io["Cast"] > 0
+    assert fp32["Cast"] == 0 and fp32["Gemm"] == 4 and fp32["Gelu"] == 3
+    info = json.loads((repo / MODE.name / "prof_out" / "run_info.json").read_text())["results"]
+    # The fp16 policy must really change the numbers, and stay inside the stated tolerance.
+    assert info["fp32"]["accuracy"]["max_abs_diff"] < info["default"]["accuracy"]["max_abs_diff"]
+    for name in ("default", "fp16-io"):
+        assert info[name]["accuracy"]["cosine"] >= infer.COSINE_MIN
+        assert info[name]["cast_share"] > 0
+    assert info["fp32"]["cast_share"] == 0
+
+
+def test_warmup_runs_are_recorded_but_excluded(ran):
+    repo, _ = ran
+    raw = json.loads((repo / MODE.name / "prof_out" / "fp32" / "onnxruntime_profile.json").read_text())
+    runs = [e for e in raw if e.get("name") == "model_run"]
+    kernels = [e for e in raw if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    per_execute = sum(graph_counts(repo, "fp32").values())
+    assert len(runs) == infer.WARMUP + infer.MEASURED
+    assert len(kernels) == len(runs) * per_execute
+    (summary,) = prof_files(repo, "fp32", "op_summary")
+    assert len(readers.read_op_summary(summary)) == infer.MEASURED * per_execute
+
+
+def test_measured_events_filters_by_run_not_by_count():
+    runs = [{"name": "model_run", "ph": "X", "ts": 100 * i, "dur": 50} for i in range(5)]
+    # Run 0 has an extra kernel (a one-off at first run), so cutting by count would go wrong.
+    nodes = [{"cat": "Node", "name": f"n{i}_{j}_kernel_time", "ts": 100 * i + 10 + j, "dur": 1}
+             for i in range(5) for j in range(3 if i == 0 else 2)]
+    stray = {"cat": "Node", "name": "init_kernel_time", "ts": 470, "dur": 1}  # outside every run
+    path_events = runs + nodes + [stray]
+    profile = ort_profile.Profile(
+        [ort_profile.Run(i, float(r["ts"]), float(r["ts"] + r["dur"])) for i, r in enumerate(runs)],
+        [e for e in path_events if e.get("cat") == "Node"],
+    )
+    kept = ort_profile.measured_events(profile, warmup=2, measured=3)
+    assert sorted(e["name"] for e in kept) == sorted(f"n{i}_{j}_kernel_time" for i in (2, 3, 4) for j in range(2))
+    with pytest.raises(LabError, match="5 runs"):
+        ort_profile.measured_events(profile, warmup=3, measured=20)
+
+
+# ----- bad input: one Error line, exit 2, nothing deleted --------------------------------------------
+def assert_usage_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = error_lines(result.stderr)
+    assert len(errors) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in errors[0]
+
+
+@pytest.mark.parametrize("script,args,needle", [
+    ("run.sh", ["0", "fp8"], "unknown variant 'fp8'"),
+    ("build_model.sh", ["fp8"], "unknown variant 'fp8'"),
+    ("run.sh", ["x1"], "device id 'x1'"),
+    ("run.sh", ["64"], "device id '64'"),
+])
+def test_usage_errors(tmp_path, script, args, needle):
+    assert_usage_error(sh(make_repo(tmp_path / "lab"), script, *args), needle)
+
+
+def test_missing_model_points_to_build(tmp_path):
+    assert_usage_error(sh(make_repo(tmp_path / "lab"), "run.sh", "0", "fp32"), "not found", "build_model.sh")
+
+
+@pytest.fixture
+def bad_model_repo(built, tmp_path) -> Path:
+    """A repo whose fp32 model will be damaged, with a previous prof_out that must survive."""
+    repo = make_repo(tmp_path / "lab")
+    shutil.copytree(built / MODE.name / "model", repo / MODE.name / "model")
+    previous = repo / MODE.name / "prof_out"
+    previous.mkdir()
+    (previous / ".msprof_lab").write_text("marker")
+    (previous / "earlier.txt").write_text("from an earlier run")
+    return repo
+
+
+def test_corrupt_model_file(bad_model_repo):
+    (bad_model_repo / MODE.name / "model" / "portable" / "tiny_mlp_fp32.opt.onnx").write_bytes(b"\x08\x07not a model")
+    assert_usage_error(sh(bad_model_repo, "run.sh", "0", "fp32"), "not a valid ONNX model")
+    assert (bad_model_repo / MODE.name / "prof_out" / "earlier.txt").is_file()
+
+
+def test_wrong_shape_model_file(bad_model_repo):
+    import onnx
+    import torch
+
+    from common.workload import build_model as tiny_mlp
+
+    path = bad_model_repo / MODE.name / "model" / "portable" / "tiny_mlp_fp32.opt.onnx"
+    torch.onnx.export(tiny_mlp(), (torch.zeros(16, 1024),), str(path), input_names=["x"], opset_version=17, dynamo=False)
+    assert onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 16
+    assert_usage_error(sh(bad_model_repo, "run.sh", "0", "fp32"), "[16, 1024]", "x[32, 1024]")
+    assert (bad_model_repo / MODE.name / "prof_out" / "earlier.txt").is_file()
+
+
+def test_wrong_input_shape_is_refused():
+    feed = np.zeros((16, 1024), np.float32)
+    with pytest.raises(LabError, match=r"float32\[32, 1024\].*float32\[16, 1024\]"):
+        infer.check_feed(feed, [32, 1024], "float32", "model input x")
+    with pytest.raises(LabError, match="float16"):
+        infer.check_feed(np.zeros((32, 1024), np.float32), [32, 1024], "float16", "model input x")
+
+
+# ----- argv builders ---------------------------------------------------------------------------------
+def test_atc_argv_exact():
+    argv = npu_commands.atc_argv(
+        "/cann/bin/atc", Path("/m/tiny mlp.onnx"), Path("/m/out"), "Ascend910B3", "x:32,1024",
+        variants.VARIANTS["fp16-io"].atc_options,
+    )
+    assert argv == [
+        "/cann/bin/atc", "--model=/m/tiny mlp.onnx", "--framework=5", "--output=/m/out", "--soc_version=Ascend910B3",
+        "--input_shape=x:32,1024", "--input_fp16_nodes=x", "--output_type=FP16",
+    ]
+    assert npu_commands.atc_argv("atc", Path("a.onnx"), Path("o"), "Ascend310P3", "x:32,1024",
+                                 variants.VARIANTS["fp32"].atc_options)[-1] == "--precision_mode=force_fp32"
+    assert variants.VARIANTS["default"].atc_options == ()
+    with pytest.raises(ValueError):
+        npu_commands.atc_argv("atc", Path("a.onnx"), Path("o"), "910B3", "x:32,1024")
+    assert npu_commands.atc_om_to_json_argv("atc", Path("/m/a.om"), Path("/m/a.json")) == [
+        "atc", "--mode=1", "--om=/m/a.om", "--json=/m/a.json"]
+
+
+def fake_npu(devices=(0, 3)) -> env.Backend:
+    return env.Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, devices)
+
+
+def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setenv("SOC_VERSION", "Ascend910B4")  # the detection path env.soc_version reads first
+    monkeypatch.setattr(variants.Variant, "om_stem", lambda self: tmp_path / f"tiny_mlp_{self.name}")
+    monkeypatch.setattr(build_model.subprocess, "run",
+                        lambda argv, check: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
+    build_model.build_npu(variants.VARIANTS["fp32"], Path("/m/tiny_mlp.onnx"), fake_npu())
+    assert calls == [
+        ["/cann/bin/atc", "--model=/m/tiny_mlp.onnx", "--framework=5", f"--output={tmp_path}/tiny_mlp_fp32",
+         "--soc_version=Ascend910B4", "--input_shape=x:32,1024", "--precision_mode=force_fp32"],
+        ["/cann/bin/atc", "--mode=1", f"--om={tmp_path}/tiny_mlp_fp32.om", f"--json={tmp_path}/tiny_mlp_fp32.json"],
+    ]
+
+
+@pytest.mark.parametrize("acl_prof", [False, True])
+def test_collect_npu_argv(monkeypatch, tmp_path, acl_prof):
+    calls = []
+    monkeypatch.setattr(infer.subprocess, "run",
+                        lambda argv, env, check: calls.append((argv, env)) or subprocess.CompletedProcess(argv, 0))
+    (tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP").mkdir()
+    with pytest.raises(LabError, match="no op_summary"):
+        infer.collect_npu(variants.VARIANTS["default"], tmp_path, fake_npu(), 3, acl_prof)
+    worker = [sys.executable, str(MODE / "src" / "infer.py"), "--worker", "default",
+              "--om", str(variants.VARIANTS["default"].om_path()), "--output-npy", str(tmp_path / "output.npy")]
+    if acl_prof:
+        assert [c[0] for c in calls] == [
+            [*worker, "--acl-prof", str(tmp_path)],
+            ["/cann/bin/msprof", "--export=on", f"--output={tmp_path}/PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP"],
+        ]
+    else:
+        assert [c[0] for c in calls] == [["/cann/bin/msprof", f"--output={tmp_path}", *npu_commands.MSPROF_SWITCHES, *worker]]
+    assert all(c[1]["ASCEND_RT_VISIBLE_DEVICES"] == "3" for c in calls)
+
+
+# ----- the pyACL chain against a recording fake acl ---------------------------------------------------
+class FakeAcl:
+    """Records every call; call number ``fail_at`` (counting acquisitions and queries) fails."""
+
+    ERROR = 507011
+    NEVER_FAIL = frozenset({"util.bytes_to_ptr", "util.ptr_to_bytes"})  # pure conversions, no return code
+
+    RELEASES = {  # release call -> the acquisition it undoes
+        "finalize": "init", "rt.reset_device": "rt.set_device", "rt.destroy_context": "rt.create_context",
+        "mdl.unload": "mdl.load_from_file", "mdl.destroy_desc": "mdl.create_desc", "rt.free": "rt.malloc",
+        "destroy_data_buffer": "create_data_buffer", "mdl.destroy_dataset": "mdl.create_dataset",
+        "rt.free_host": "rt.malloc_host", "prof.finalize": "prof.init", "prof.destroy_config": "prof.create_config",
+        "prof.stop": "prof.start",
+    }
+
+    def __init__(self, nbytes: int, fail_at: int | None = None, fail_release: str | None = None):
+        self.nbytes, self.fail_at, self.fail_release = nbytes, fail_at, fail_release
+        self.calls: list[str] = []
+        self.live: list[tuple[str, object]] = []  # acquired and not yet released, in order
+        self.released: list[tuple[str, object]] = []
+        self.memory: dict[int, bytes] = {}
+        self._next = 100
+        self._count = 0
+        for space in ("rt", "mdl", "util", "prof"):
+            setattr(self, space, _Space(self, space))
+
+    def handle(self) -> int:
+        self._next += 1
+        return self._next
+
+    def call(self, name: str, *args):
+        self.calls.append(name)
+        if name in self.RELEASES:
+            kind = self.RELEASES[name]
+            key = (kind, args[0] if args else None)
+            assert key in self.live, f"{name}{args} releases something never acquired"
+            self.live.remove(key)
+            self.released.append(key)
+            return self.ERROR if name == self.fail_release else 0
+        failing = False
+        if name not in self.NEVER_FAIL:
+            failing = self._count == self.fail_at
+            self._count += 1
+        return getattr(self, "_" + name.replace(".", "_"))(failing, *args)
+
+    def _acquire(self, kind, failing, key_arg=None, pair=True):
+        if failing:
+            return (0, self.ERROR) if pair else (None if kind != "init" else self.ERROR)
+        handle = key_arg if key_arg is not None else self.handle()
+        self.live.append((kind, handle))
+        return (handle, 0) if pair else handle
+
+    def _init(self, failing):
+        if failing:
+            return self.ERROR
+        self.live.append(("init", None))
+        return 0
+
+    def _rt_set_device(self, failing, device):
+        if failing:
+            return self.ERROR
+        self.live.append(("rt.set_device", device))
+        return 0
+
+    def _rt_create_context(self, failing, device):
+        return self._acquire("rt.create_context", failing)
+
+    def _mdl_load_from_file(self, failing, path):
+        return self._acquire("mdl.load_from_file", failing)
+
+    def _mdl_create_desc(self, failing):
+        return self._acquire("mdl.create_desc", failing, pair=False)
+
+    def _mdl_get_desc(self, failing, desc, model_id):
+        return self.ERROR if failing else 0
+
+    def _mdl_get_input_size_by_index(self, failing, desc, i):
+        return 0 if failing else self.nbytes
+
+    def _mdl_get_output_size_by_index(self, failing, desc, i):
+        return 0 if failing else self.nbytes
+
+    def _rt_malloc(self, failing, size, policy):
+        return self._acquire("rt.malloc", failing)
+
+    def _rt_malloc_host(self, failing, size):
+        return self._acquire("rt.malloc_host", failing)
+
+    def _create_data_buffer(self, failing, ptr, size):
+        return self._acquire("create_data_buffer", failing, pair=False)
+
+    def _mdl_create_dataset(self, failing):
+        return self._acquire("mdl.create_dataset", failing, pair=False)
+
+    def _mdl_add_dataset_buffer(self, failing, dataset, buffer):
+        self.buffers = getattr(self, "buffers", {})
+        self.buffers.setdefault(dataset, buffer)
+        return (None, self.ERROR) if failing else (dataset, 0)
+
+    def _util_bytes_to_ptr(self, failing, data):
+        ptr = self.handle()
+        self.memory[ptr] = data
+        return ptr
+
+    def _rt_memcpy(self, failing, dst, dst_size, src, count, kind):
+        if failing:
+            return self.ERROR
+        self.memory[dst] = self.memory.get(src, b"")[:count]
+        return 0
+
+    def _mdl_execute(self, failing, model_id, inputs, outputs):
+        if failing:
+            return self.ERROR
+        self.executes = getattr(self, "executes", 0) + 1
+        # The fake model is the identity: output memory = input memory.
+        in_ptr = next(h for k, h in self.live if k == "rt.malloc")
+        out_ptr = [h for k, h in self.live if k == "rt.malloc"][1]
+        self.memory[out_ptr] = self.memory.get(in_ptr, b"")
+        return 0
+
+    def _util_ptr_to_bytes(self, failing, ptr, size):
+        return self.memory[ptr]
+
+    def _prof_init(self, failing, path):
+        if failing:
+            return self.ERROR
+        self.live.append(("prof.init", None))
+        return 0
+
+    def _prof_create_config(self, failing, devices, metrics, events, flags):
+        self.prof_flags = flags
+        return self._acquire("prof.create_config", failing, pair=False)
+
+    def _prof_start(self, failing, config):
+        if failing:
+            return self.ERROR
+        self.executes_before_start = getattr(self, "executes", 0)
+        self.live.append(("prof.start", config))
+        return 0
+
+
+class _Space:
+    def __init__(self, acl: FakeAcl, prefix: str):
+        self._acl, self._prefix = acl, prefix
+
+    def __getattr__(self, name):
+        return lambda *args: self._acl.call(f"{self._prefix}.{name}", *args)
+
+
+for _name in ("init", "finalize", "create_data_buffer", "destroy_data_buffer"):
+    setattr(FakeAcl, _name, (lambda n: lambda self, *args: self.call(n, *args))(_name))
+
+
+FEED = np.arange(32 * 1024, dtype=np.float32).reshape(32, 1024) / 1000
+
+
+def run_fake(acl: FakeAcl, prof: bool = False):
+    return acl_chain.run_om(acl, Path("/m/a.om"), 0, FEED, np.float32, FEED.shape, 3, 20,
+                            prof_dir=Path("/p") if prof else None)
+
+
+def assert_released_in_reverse(acl: FakeAcl, acquired_order: list) -> None:
+    assert acl.live == [], f"leaked: {acl.live}"
+    assert acl.released == list(reversed(acquired_order))
+
+
+def acquisitions(acl: FakeAcl) -> list:
+    """Acquired resources in order, reconstructed from the release log (each released exactly once)."""
+    return list(reversed(acl.released))
+
+
+@pytest.mark.parametrize("prof", [False, True])
+def test_chain_success_releases_everything(prof):
+    acl = FakeAcl(FEED.nbytes)
+    out = run_fake(acl, prof)
+    np.testing.assert_array_equal(out, FEED)
+    assert acl.live == []
+    kinds = [k for k, _ in acquisitions(acl)]
+    assert kinds.count("create_data_buffer") == 2 and kinds.count("mdl.create_dataset") == 2
+    assert kinds.count("rt.malloc") == 2 and "rt.malloc_host" in kinds
+    assert kinds[:4] == ["init", "rt.set_device", "rt.create_context", "mdl.load_from_file"]
+    # Each data buffer is destroyed after its dataset and before its device memory.
+    order = [name for name in acl.calls if name in ("mdl.destroy_dataset", "destroy_data_buffer", "rt.free")]
+    assert order == ["mdl.destroy_dataset", "destroy_data_buffer", "rt.free"] * 2
+    assert acl.calls[-3:] == ["rt.destroy_context", "rt.reset_device", "finalize"]
+    assert acl.executes == 23
+    if prof:
+        assert acl.executes_before_start == 3, "acl.prof starts after the warm-up"
+        prof_calls = [c for c in acl.calls if c.startswith("prof.")]
+        assert prof_calls == ["prof.init", "prof.create_config", "prof.start", "prof.stop", "prof.destroy_config", "prof.finalize"]
+        assert acl.prof_flags == acl_chain.ACL_PROF_ACL_API | acl_chain.ACL_PROF_TASK_TIME | acl_chain.ACL_PROF_AICORE_METRICS | acl_chain.ACL_PROF_AICPU
+        # Profiling stops before the output is copied back.
+        assert acl.calls.index("prof.finalize") < acl.calls.index("rt.malloc_host")
+
+
+def _failable_calls(prof: bool) -> int:
+    acl = FakeAcl(FEED.nbytes)
+    run_fake(acl, prof)
+    return acl._count
+
+
+@pytest.mark.parametrize("prof", [False, True])
+def test_chain_failure_at_every_step_releases_what_was_acquired(prof):
+    total = _failable_calls(prof)
+    assert total > 40  # 23 executes + the set-up: the loop below really walks the chain
+    for fail_at in range(total):
+        acl = FakeAcl(FEED.nbytes, fail_at=fail_at)
+        with pytest.raises(LabError) as err:
+            run_fake(acl, prof)
+        failed_call = acl.calls[[i for i, c in enumerate(acl.calls) if c not in FakeAcl.RELEASES and c not in FakeAcl.NEVER_FAIL][fail_at]]
+        message = str(err.value)
+        assert failed_call.split(".")[-1].split("_by_")[0] in message or "bytes" in message, (fail_at, failed_call, message)
+        assert acl.live == [], f"step {fail_at} ({failed_call}) leaked {acl.live}"
+        assert len(set(acl.released)) == len(acl.released), "released twice"
+
+
+def test_release_failure_still_releases_the_rest_and_is_reported():
+    acl = FakeAcl(FEED.nbytes, fail_release="destroy_data_buffer")
+    with pytest.raises(LabError, match=r"acl.destroy_data_buffer failed with ACL error 507011"):
+        run_fake(acl)
+    assert acl.live == []
+
+
+def test_wrong_size_om_is_a_clear_error_and_releases():
+    acl = FakeAcl(FEED.nbytes // 2)  # an om built for fp16 IO, fed fp32
+    with pytest.raises(LabError, match="takes 65536 input bytes"):
+        run_fake(acl)
+    assert acl.live == []
+
+
+def test_check_ret_names_call_and_code():
+    acl_chain.check_ret("acl.mdl.execute", 0)
+    with pytest.raises(LabError, match=r"acl.mdl.execute failed with ACL error 107000"):
+        acl_chain.check_ret("acl.mdl.execute", 107000)
