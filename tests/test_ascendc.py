@@ -310,3 +310,18 @@ def test_kernel_source_is_the_only_kernel():
     text = (SRC / "add_kernel.cpp").read_text()
     for api in ("MetricsProfStart()", "MetricsProfStop()", "GetBlockIdx()", "TQue<AscendC::QuePosition::VECIN"):
         assert api in text
+
+
+def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
+    # msprof op's CSV style: NA for missing, a trailing comma on every line (msprof_formats.md §3.3).
+    header = ("block_id,sub_block_id,aic_time(us),aiv_time(us),aiv_vec_ratio,aiv_scalar_ratio,aiv_mte2_ratio,"
+              "aiv_mte3_ratio,")
+    folder = tmp_path / "OPPROF_20260129023104_QHUFJZWUFYIGWZSD"
+    folder.mkdir()
+    (folder / "PipeUtilization.csv").write_text(
+        header + "\n0,cube0,2.69,NA,NA,NA,NA,NA,\n0,vector0,NA,5.0,0.04,0.60,0.30,0.10,\n"
+        "1,vector0,NA,5.2,0.06,0.70,0.36,0.12,\n"
+    )
+    pipes = driver.read_msprof_op_pipes(tmp_path)
+    assert pipes == pytest.approx({"vec": 0.05, "scalar": 0.65, "mte2": 0.33, "mte3": 0.11})
+    assert driver.read_msprof_op_pipes(tmp_path / "none") is None

@@ -350,7 +350,8 @@ def render_report(tasks: list[Task], backend_name: str, where: str) -> str:
     ]
     if durations:
         lines.append(
-            f"Task Duration(us): mean {statistics.fmean(durations):.1f}, min {min(durations):.1f}, max {max(durations):.1f}"
+            f"Task Duration(us): mean {statistics.fmean(durations):.1f}, "
+            f"min {min(durations):.1f}, max {max(durations):.1f}"
             + (f"; aiv_time(us) per block: mean {times['aiv_time(us)']:.2f}" if times["aiv_time(us)"] else "")
         )
     label = "this run (portable twin, host CPU)" if backend_name == "portable" else "this run (NPU PMU)"
@@ -411,7 +412,9 @@ def run_npu(backend: env.Backend, device: int, out_dir: Path, binary: Path) -> t
     verdicts.append(verification_verdict(code, stdout))
     summaries = sorted(out_dir.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
     if not summaries:
-        raise LabError(f"msprof wrote no op_summary_*.csv under {out_dir}", "check msprof's log in PROF_*/mindstudio_profiler_log")
+        raise LabError(
+            f"msprof wrote no op_summary_*.csv under {out_dir}", "check msprof's log in PROF_*/mindstudio_profiler_log"
+        )
     rows = sorted(kernel_tasks(readers.read_op_summary(summaries[-1])), key=lambda t: t.start_us)
     measured = rows[WARMUP_LAUNCHES:]
     where = summaries[-1].name
@@ -439,7 +442,8 @@ def run(device_text: str) -> int:
         raise LabError("the build is RUN_MODE=npu but this machine has no NPU backend",
                        f"rebuild: `bash {MODE}/build.sh` (it picks the portable twin here)")
     if run_mode != "npu" and backend.is_npu:
-        print(f"note: build/ is RUN_MODE={run_mode}; running that build, not the NPU (rebuild without RUN_MODE for npu)")
+        print(f"note: build/ is RUN_MODE={run_mode}; running that build, not the NPU "
+              "(rebuild without RUN_MODE for npu)")
     data_backend = "npu" if run_mode == "npu" else "portable"
     binary = BUILD_DIR / BINARY_NAME
 
