@@ -11,22 +11,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, error_lines, lab_env
 
 MODE = ROOT / "03_api_pyAcl"
 sys.path.insert(0, str(MODE / "src"))
 
-import acl_chain  # noqa: E402
-import build_model  # noqa: E402
-import infer  # noqa: E402
-import ort_profile  # noqa: E402
-import variants  # noqa: E402
-from common import env  # noqa: E402
-from common.collect import npu_commands  # noqa: E402
-from common.errors import LabError  # noqa: E402
-from common.formats import readers, schema  # noqa: E402
-from common.formats.table import read_table  # noqa: E402
+import acl_chain
+import build_model
+import infer
+import ort_profile
+import variants
+
+from common import env
+from common.collect import npu_commands
+from common.errors import LabError
+from common.formats import readers, schema
+from common.formats.table import read_table
 
 VARIANT_NAMES = list(variants.VARIANTS)
 
@@ -42,8 +42,13 @@ def make_repo(target: Path) -> Path:
 def sh(repo: Path, script: str, *args: str) -> subprocess.CompletedProcess:
     """Run one of the mode's shell scripts from an unrelated directory, as a user would."""
     return subprocess.run(
-        ["bash", str(repo / MODE.name / script), *args], cwd=repo.parent, env=lab_env(),
-        capture_output=True, text=True, timeout=300,
+        ["bash", str(repo / MODE.name / script), *args],
+        cwd=repo.parent,
+        check=False,
+        env=lab_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -73,7 +78,7 @@ def test_run_passes_and_reports_every_variant(ran):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("=== msprof lab backend: PORTABLE")
-    verdicts = [line for line in lines if line.startswith("[PASS]") or line.startswith("[FAIL]")]
+    verdicts = [line for line in lines if line.startswith(("[PASS]", "[FAIL]"))]
     assert verdicts and all(v.startswith("[PASS]") for v in verdicts)
     for name in VARIANT_NAMES:
         assert any(line.startswith(name + " ") for line in lines), f"no table row for {name}"
@@ -142,8 +147,11 @@ def test_warmup_runs_are_recorded_but_excluded(ran):
 def test_measured_events_filters_by_run_not_by_count():
     runs = [{"name": "model_run", "ph": "X", "ts": 100 * i, "dur": 50} for i in range(5)]
     # Run 0 has an extra kernel (a one-off at first run), so cutting by count would go wrong.
-    nodes = [{"cat": "Node", "name": f"n{i}_{j}_kernel_time", "ts": 100 * i + 10 + j, "dur": 1}
-             for i in range(5) for j in range(3 if i == 0 else 2)]
+    nodes = [
+        {"cat": "Node", "name": f"n{i}_{j}_kernel_time", "ts": 100 * i + 10 + j, "dur": 1}
+        for i in range(5)
+        for j in range(3 if i == 0 else 2)
+    ]
     stray = {"cat": "Node", "name": "init_kernel_time", "ts": 470, "dur": 1}  # outside every run
     path_events = runs + nodes + [stray]
     profile = ort_profile.Profile(
@@ -166,12 +174,15 @@ def assert_usage_error(result: subprocess.CompletedProcess, *needles: str) -> No
         assert needle in errors[0]
 
 
-@pytest.mark.parametrize("script,args,needle", [
-    ("run.sh", ["0", "fp8"], "unknown variant 'fp8'"),
-    ("build_model.sh", ["fp8"], "unknown variant 'fp8'"),
-    ("run.sh", ["x1"], "device id 'x1'"),
-    ("run.sh", ["64"], "device id '64'"),
-])
+@pytest.mark.parametrize(
+    "script,args,needle",
+    [
+        ("run.sh", ["0", "fp8"], "unknown variant 'fp8'"),
+        ("build_model.sh", ["fp8"], "unknown variant 'fp8'"),
+        ("run.sh", ["x1"], "device id 'x1'"),
+        ("run.sh", ["64"], "device id '64'"),
+    ],
+)
 def test_usage_errors(tmp_path, script, args, needle):
     assert_usage_error(sh(make_repo(tmp_path / "lab"), script, *args), needle)
 
@@ -205,7 +216,9 @@ def test_wrong_shape_model_file(bad_model_repo):
     from common.workload import build_model as tiny_mlp
 
     path = bad_model_repo / MODE.name / "model" / "portable" / "tiny_mlp_fp32.opt.onnx"
-    torch.onnx.export(tiny_mlp(), (torch.zeros(16, 1024),), str(path), input_names=["x"], opset_version=17, dynamo=False)
+    torch.onnx.export(
+        tiny_mlp(), (torch.zeros(16, 1024),), str(path), input_names=["x"], opset_version=17, dynamo=False
+    )
     assert onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 16
     assert_usage_error(sh(bad_model_repo, "run.sh", "0", "fp32"), "[16, 1024]", "x[32, 1024]")
     assert (bad_model_repo / MODE.name / "prof_out" / "earlier.txt").is_file()
@@ -222,20 +235,38 @@ def test_wrong_input_shape_is_refused():
 # ----- argv builders ---------------------------------------------------------------------------------
 def test_atc_argv_exact():
     argv = npu_commands.atc_argv(
-        "/cann/bin/atc", Path("/m/tiny mlp.onnx"), Path("/m/out"), "Ascend910B3", "x:32,1024",
+        "/cann/bin/atc",
+        Path("/m/tiny mlp.onnx"),
+        Path("/m/out"),
+        "Ascend910B3",
+        "x:32,1024",
         variants.VARIANTS["fp16-io"].atc_options,
     )
     assert argv == [
-        "/cann/bin/atc", "--model=/m/tiny mlp.onnx", "--framework=5", "--output=/m/out", "--soc_version=Ascend910B3",
-        "--input_shape=x:32,1024", "--input_fp16_nodes=x", "--output_type=FP16",
+        "/cann/bin/atc",
+        "--model=/m/tiny mlp.onnx",
+        "--framework=5",
+        "--output=/m/out",
+        "--soc_version=Ascend910B3",
+        "--input_shape=x:32,1024",
+        "--input_fp16_nodes=x",
+        "--output_type=FP16",
     ]
-    assert npu_commands.atc_argv("atc", Path("a.onnx"), Path("o"), "Ascend310P3", "x:32,1024",
-                                 variants.VARIANTS["fp32"].atc_options)[-1] == "--precision_mode=force_fp32"
+    assert (
+        npu_commands.atc_argv(
+            "atc", Path("a.onnx"), Path("o"), "Ascend310P3", "x:32,1024", variants.VARIANTS["fp32"].atc_options
+        )[-1]
+        == "--precision_mode=force_fp32"
+    )
     assert variants.VARIANTS["default"].atc_options == ()
     with pytest.raises(ValueError):
         npu_commands.atc_argv("atc", Path("a.onnx"), Path("o"), "910B3", "x:32,1024")
     assert npu_commands.atc_om_to_json_argv("atc", Path("/m/a.om"), Path("/m/a.json")) == [
-        "atc", "--mode=1", "--om=/m/a.om", "--json=/m/a.json"]
+        "atc",
+        "--mode=1",
+        "--om=/m/a.om",
+        "--json=/m/a.json",
+    ]
 
 
 def fake_npu(devices=(0, 3)) -> env.Backend:
@@ -246,12 +277,20 @@ def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setenv("SOC_VERSION", "Ascend910B4")  # the detection path env.soc_version reads first
     monkeypatch.setattr(variants.Variant, "om_stem", lambda self: tmp_path / f"tiny_mlp_{self.name}")
-    monkeypatch.setattr(build_model.subprocess, "run",
-                        lambda argv, check: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(
+        build_model.subprocess, "run", lambda argv, check: calls.append(argv) or subprocess.CompletedProcess(argv, 0)
+    )
     build_model.build_npu(variants.VARIANTS["fp32"], Path("/m/tiny_mlp.onnx"), fake_npu())
     assert calls == [
-        ["/cann/bin/atc", "--model=/m/tiny_mlp.onnx", "--framework=5", f"--output={tmp_path}/tiny_mlp_fp32",
-         "--soc_version=Ascend910B4", "--input_shape=x:32,1024", "--precision_mode=force_fp32"],
+        [
+            "/cann/bin/atc",
+            "--model=/m/tiny_mlp.onnx",
+            "--framework=5",
+            f"--output={tmp_path}/tiny_mlp_fp32",
+            "--soc_version=Ascend910B4",
+            "--input_shape=x:32,1024",
+            "--precision_mode=force_fp32",
+        ],
         ["/cann/bin/atc", "--mode=1", f"--om={tmp_path}/tiny_mlp_fp32.om", f"--json={tmp_path}/tiny_mlp_fp32.json"],
     ]
 
@@ -259,20 +298,33 @@ def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
 @pytest.mark.parametrize("acl_prof", [False, True])
 def test_collect_npu_argv(monkeypatch, tmp_path, acl_prof):
     calls = []
-    monkeypatch.setattr(infer.subprocess, "run",
-                        lambda argv, env, check: calls.append((argv, env)) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(
+        infer.subprocess,
+        "run",
+        lambda argv, env, check: calls.append((argv, env)) or subprocess.CompletedProcess(argv, 0),
+    )
     (tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP").mkdir()
     with pytest.raises(LabError, match="no op_summary"):
         infer.collect_npu(variants.VARIANTS["default"], tmp_path, fake_npu(), 3, acl_prof)
-    worker = [sys.executable, str(MODE / "src" / "infer.py"), "--worker", "default",
-              "--om", str(variants.VARIANTS["default"].om_path()), "--output-npy", str(tmp_path / "output.npy")]
+    worker = [
+        sys.executable,
+        str(MODE / "src" / "infer.py"),
+        "--worker",
+        "default",
+        "--om",
+        str(variants.VARIANTS["default"].om_path()),
+        "--output-npy",
+        str(tmp_path / "output.npy"),
+    ]
     if acl_prof:
         assert [c[0] for c in calls] == [
             [*worker, "--acl-prof", str(tmp_path)],
             ["/cann/bin/msprof", "--export=on", f"--output={tmp_path}/PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP"],
         ]
     else:
-        assert [c[0] for c in calls] == [["/cann/bin/msprof", f"--output={tmp_path}", *npu_commands.MSPROF_SWITCHES, *worker]]
+        assert [c[0] for c in calls] == [
+            ["/cann/bin/msprof", f"--output={tmp_path}", *npu_commands.MSPROF_SWITCHES, *worker]
+        ]
     assert all(c[1]["ASCEND_RT_VISIBLE_DEVICES"] == "3" for c in calls)
 
 
@@ -284,10 +336,17 @@ class FakeAcl:
     NEVER_FAIL = frozenset({"util.bytes_to_ptr", "util.ptr_to_bytes"})  # pure conversions, no return code
 
     RELEASES = {  # release call -> the acquisition it undoes
-        "finalize": "init", "rt.reset_device": "rt.set_device", "rt.destroy_context": "rt.create_context",
-        "mdl.unload": "mdl.load_from_file", "mdl.destroy_desc": "mdl.create_desc", "rt.free": "rt.malloc",
-        "destroy_data_buffer": "create_data_buffer", "mdl.destroy_dataset": "mdl.create_dataset",
-        "rt.free_host": "rt.malloc_host", "prof.finalize": "prof.init", "prof.destroy_config": "prof.create_config",
+        "finalize": "init",
+        "rt.reset_device": "rt.set_device",
+        "rt.destroy_context": "rt.create_context",
+        "mdl.unload": "mdl.load_from_file",
+        "mdl.destroy_desc": "mdl.create_desc",
+        "rt.free": "rt.malloc",
+        "destroy_data_buffer": "create_data_buffer",
+        "mdl.destroy_dataset": "mdl.create_dataset",
+        "rt.free_host": "rt.malloc_host",
+        "prof.finalize": "prof.init",
+        "prof.destroy_config": "prof.create_config",
         "prof.stop": "prof.start",
     }
 
@@ -433,8 +492,9 @@ FEED = np.arange(32 * 1024, dtype=np.float32).reshape(32, 1024) / 1000
 
 
 def run_fake(acl: FakeAcl, prof: bool = False):
-    return acl_chain.run_om(acl, Path("/m/a.om"), 0, FEED, np.float32, FEED.shape, 3, 20,
-                            prof_dir=Path("/p") if prof else None)
+    return acl_chain.run_om(
+        acl, Path("/m/a.om"), 0, FEED, np.float32, FEED.shape, 3, 20, prof_dir=Path("/p") if prof else None
+    )
 
 
 def assert_released_in_reverse(acl: FakeAcl, acquired_order: list) -> None:
@@ -465,8 +525,21 @@ def test_chain_success_releases_everything(prof):
     if prof:
         assert acl.executes_before_start == 3, "acl.prof starts after the warm-up"
         prof_calls = [c for c in acl.calls if c.startswith("prof.")]
-        assert prof_calls == ["prof.init", "prof.create_config", "prof.start", "prof.stop", "prof.destroy_config", "prof.finalize"]
-        assert acl.prof_flags == acl_chain.ACL_PROF_ACL_API | acl_chain.ACL_PROF_TASK_TIME | acl_chain.ACL_PROF_AICORE_METRICS | acl_chain.ACL_PROF_AICPU
+        assert prof_calls == [
+            "prof.init",
+            "prof.create_config",
+            "prof.start",
+            "prof.stop",
+            "prof.destroy_config",
+            "prof.finalize",
+        ]
+        assert (
+            acl.prof_flags
+            == acl_chain.ACL_PROF_ACL_API
+            | acl_chain.ACL_PROF_TASK_TIME
+            | acl_chain.ACL_PROF_AICORE_METRICS
+            | acl_chain.ACL_PROF_AICPU
+        )
         # Profiling stops before the output is copied back.
         assert acl.calls.index("prof.finalize") < acl.calls.index("rt.malloc_host")
 
@@ -485,9 +558,15 @@ def test_chain_failure_at_every_step_releases_what_was_acquired(prof):
         acl = FakeAcl(FEED.nbytes, fail_at=fail_at)
         with pytest.raises(LabError) as err:
             run_fake(acl, prof)
-        failed_call = acl.calls[[i for i, c in enumerate(acl.calls) if c not in FakeAcl.RELEASES and c not in FakeAcl.NEVER_FAIL][fail_at]]
+        failed_call = acl.calls[
+            [i for i, c in enumerate(acl.calls) if c not in FakeAcl.RELEASES and c not in FakeAcl.NEVER_FAIL][fail_at]
+        ]
         message = str(err.value)
-        assert failed_call.split(".")[-1].split("_by_")[0] in message or "bytes" in message, (fail_at, failed_call, message)
+        assert failed_call.split(".")[-1].split("_by_")[0] in message or "bytes" in message, (
+            fail_at,
+            failed_call,
+            message,
+        )
         assert acl.live == [], f"step {fail_at} ({failed_call}) leaked {acl.live}"
         assert len(set(acl.released)) == len(acl.released), "released twice"
 

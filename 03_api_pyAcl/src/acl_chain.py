@@ -34,7 +34,9 @@ ACL_PROF_FLAGS = ACL_PROF_ACL_API | ACL_PROF_TASK_TIME | ACL_PROF_AICORE_METRICS
 def check_ret(call: str, ret: int) -> None:
     """One check for every pyACL return code: name the call and the code."""
     if ret != ACL_SUCCESS:
-        raise LabError(f"{call} failed with ACL error {ret}", "look the code up in CANN's aclError list; check `npu-smi info`")
+        raise LabError(
+            f"{call} failed with ACL error {ret}", "look the code up in CANN's aclError list; check `npu-smi info`"
+        )
 
 
 def check_handle(call: str, handle: object) -> None:

@@ -24,15 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from common import env  # noqa: E402
-from common.collect import npu_commands  # noqa: E402
-from common.errors import LabError, run_cli  # noqa: E402
-from common.workload import BATCH, HIDDEN  # noqa: E402
-from export_onnx import OPSET, export  # noqa: E402
-from variants import INPUT_NAME, ONNX_MODEL, Variant, parse_variants  # noqa: E402
+from export_onnx import OPSET, export
+from variants import INPUT_NAME, ONNX_MODEL, Variant, parse_variants
 
-INPUT_SHAPE = [BATCH, HIDDEN]
-ATC_INPUT_SHAPE = f"{INPUT_NAME}:{BATCH},{HIDDEN}"  # atc --input_shape, e.g. x:32,1024
+from common import env
+from common.collect import npu_commands
+from common.errors import LabError, run_cli
+from common.workload import make_input
+
+INPUT_SHAPE = list(make_input().shape)  # [32, 1024]: the model is built for the shared input
+ATC_INPUT_SHAPE = f"{INPUT_NAME}:" + ",".join(map(str, INPUT_SHAPE))  # atc --input_shape, e.g. x:32,1024
 # Ops that are graph plumbing, not work: they launch no kernel and are left out of the counts.
 NON_COMPUTE_OPS = frozenset({"Constant", "Data", "NetOutput", "Const"})
 
@@ -48,13 +49,19 @@ def load_onnx(path: Path):
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as err:  # protobuf DecodeError, ValidationError, ...: all mean "not a usable file"
-        raise LabError(f"{path} is not a valid ONNX model ({type(err).__name__})", "rebuild it: bash 03_api_pyAcl/build_model.sh") from None
-    check_input_shape(path, [i.name for i in model.graph.input], _dims(model.graph.input[0]) if model.graph.input else [])
+        raise LabError(
+            f"{path} is not a valid ONNX model ({type(err).__name__})", "rebuild it: bash 03_api_pyAcl/build_model.sh"
+        ) from None
+    check_input_shape(
+        path, [i.name for i in model.graph.input], _dims(model.graph.input[0]) if model.graph.input else []
+    )
     return model
 
 
 def _dims(value_info) -> list[int | str]:
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in value_info.type.tensor_type.shape.dim]
+    return [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in value_info.type.tensor_type.shape.dim
+    ]
 
 
 def check_input_shape(path: Path, input_names: list[str], dims: list) -> None:
@@ -77,7 +84,9 @@ def om_op_counts(json_path: Path) -> Counter[str]:
     try:
         graphs = json.loads(json_path.read_text())["graph"]
     except (OSError, ValueError, KeyError) as err:
-        raise LabError(f"{json_path}: cannot read the om graph dump ({err})", "rebuild: bash 03_api_pyAcl/build_model.sh") from None
+        raise LabError(
+            f"{json_path}: cannot read the om graph dump ({err})", "rebuild: bash 03_api_pyAcl/build_model.sh"
+        ) from None
     return Counter(op["type"] for g in graphs for op in g.get("op", []) if op.get("type") not in NON_COMPUTE_OPS)
 
 
@@ -127,7 +136,9 @@ def build_npu(variant: Variant, source: Path, backend: env.Backend) -> Path:
         print("$ " + " ".join(argv), flush=True)
         code = subprocess.run(argv, check=False).returncode
         if code != 0:
-            raise LabError(f"{Path(argv[0]).name} exited with {code} for variant {variant.name}", "read ATC's messages above")
+            raise LabError(
+                f"{Path(argv[0]).name} exited with {code} for variant {variant.name}", "read ATC's messages above"
+            )
     return variant.om_path()
 
 

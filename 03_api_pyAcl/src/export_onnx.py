@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from common.errors import LabError, run_cli  # noqa: E402
-from variants import INPUT_NAME, ONNX_MODEL, OUTPUT_NAME  # noqa: E402
+from variants import INPUT_NAME, ONNX_MODEL, OUTPUT_NAME
+
+from common.errors import LabError, run_cli
 
 # Opset 17: GELU is exported as its Erf formula (Div, Erf, Add, Mul, Mul), which ATC and
 # ONNX Runtime both fuse back into one Gelu op. The single-op Gelu only exists from opset 20,
@@ -65,7 +66,9 @@ def describe(path: Path) -> str:
     graph = onnx.load(str(path)).graph
     dims = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim]
     ops = Counter(n.op_type for n in graph.node if n.op_type != "Constant")
-    return f"{path.name}: input {graph.input[0].name}{dims}, ops " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items()))
+    return f"{path.name}: input {graph.input[0].name}{dims}, ops " + ", ".join(
+        f"{k} x{v}" for k, v in sorted(ops.items())
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

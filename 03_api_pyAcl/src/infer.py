@@ -23,17 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-import numpy as np  # noqa: E402
+import numpy as np
+from build_model import load_onnx, om_op_counts, onnx_op_counts
+from variants import INPUT_NAME, PROF_OUT, VARIANTS, Variant, parse_variants
 
-from common import analysis, env, report, rundir, workload  # noqa: E402
-from common.analysis import Verdict  # noqa: E402
-from common.collect import msprof_layout, npu_commands  # noqa: E402
-from common.errors import LabError, run_cli  # noqa: E402
-from common.formats import readers, schema, writers  # noqa: E402
-from common.formats.records import OpStat, Task  # noqa: E402
-from common.formats.table import read_table  # noqa: E402
-from build_model import load_onnx, om_op_counts, onnx_op_counts  # noqa: E402
-from variants import INPUT_NAME, PROF_OUT, VARIANTS, Variant, parse_variants  # noqa: E402
+from common import analysis, env, report, rundir, workload
+from common.analysis import Verdict
+from common.collect import msprof_layout, npu_commands
+from common.errors import LabError, run_cli
+from common.formats import readers, schema, writers
+from common.formats.records import OpStat, Task
+from common.formats.table import read_table
 
 MODE = "03_api_pyAcl"
 WARMUP = workload.WARMUP_FORWARDS  # 3: first executes pay allocation and cache set-up; never measured
@@ -118,7 +118,9 @@ def open_session(path: Path, profile_prefix: Path | None = None):
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own exception types for unloadable graphs
-        raise LabError(f"ONNX Runtime cannot load {path}: {str(err).splitlines()[0]}", "rebuild: bash 03_api_pyAcl/build_model.sh") from None
+        raise LabError(
+            f"ONNX Runtime cannot load {path}: {str(err).splitlines()[0]}", "rebuild: bash 03_api_pyAcl/build_model.sh"
+        ) from None
 
 
 def validate_portable(variant: Variant) -> None:
@@ -134,8 +136,13 @@ def timeline(tasks: list[Task]) -> list[dict]:
     events = [{"name": "process_name", "pid": "host", "tid": 0, "ph": "M", "args": {"name": "CPU (ONNX Runtime)"}}]
     events += [
         {
-            "name": t.op_name, "pid": "host", "tid": 0, "ph": "X", "ts": writers.trace_ts(t.start_us),
-            "dur": t.duration_us, "args": {"OP Type": t.op_type, "Task Type": t.task_type},
+            "name": t.op_name,
+            "pid": "host",
+            "tid": 0,
+            "ph": "X",
+            "ts": writers.trace_ts(t.start_us),
+            "dur": t.duration_us,
+            "args": {"OP Type": t.op_type, "Task Type": t.task_type},
         }
         for t in tasks
     ]
@@ -181,13 +188,19 @@ def worker_main(argv: list[str]) -> int:
     if not args.om.is_file():
         raise LabError(f"model file {args.om} not found", "build it first: bash 03_api_pyAcl/build_model.sh")
     import acl
-
     from acl_chain import run_om
 
     feed = make_feed(variant)
     # ASCEND_RT_VISIBLE_DEVICES (set by the driver) leaves one card visible: inside, it is device 0.
     output = run_om(
-        acl, args.om, 0, feed, variant.numpy_io_dtype, tuple(feed.shape), WARMUP, MEASURED,
+        acl,
+        args.om,
+        0,
+        feed,
+        variant.numpy_io_dtype,
+        tuple(feed.shape),
+        WARMUP,
+        MEASURED,
         prof_dir=args.acl_prof.resolve() if args.acl_prof else None,
     )
     np.save(args.output_npy, output)
@@ -204,7 +217,9 @@ def _run(argv: list[str], env_vars: dict[str, str], what: str) -> None:
 def _find_export(variant_dir: Path, name: str) -> Path:
     found = sorted(variant_dir.glob(f"PROF_*/{msprof_layout.OUTPUT_SUBDIR}/{name}_*.csv"))
     if not found:
-        raise LabError(f"no {name}_*.csv under {variant_dir}/PROF_*/{msprof_layout.OUTPUT_SUBDIR}", "check msprof's messages")
+        raise LabError(
+            f"no {name}_*.csv under {variant_dir}/PROF_*/{msprof_layout.OUTPUT_SUBDIR}", "check msprof's messages"
+        )
     return found[-1]
 
 
@@ -213,7 +228,16 @@ def collect_npu(variant: Variant, variant_dir: Path, backend: env.Backend, devic
     msprof = backend.tools["msprof"]
     env_vars = env.select_device(backend, device)  # set before msprof starts, so all of them see one card
     output_npy = variant_dir / "output.npy"
-    app = [sys.executable, str(Path(__file__).resolve()), "--worker", variant.name, "--om", str(variant.om_path()), "--output-npy", str(output_npy)]
+    app = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        variant.name,
+        "--om",
+        str(variant.om_path()),
+        "--output-npy",
+        str(output_npy),
+    ]
     if acl_prof:
         _run([*app, "--acl-prof", str(variant_dir)], env_vars, "the pyACL worker (acl.prof)")
         for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
@@ -236,11 +260,13 @@ def measured_window_npu(tasks: list[Task], acl_prof: bool) -> tuple[list[Task], 
         return tasks, f"{len(tasks)} tasks are not {total} equal executes; window not cut", False
     per_execute = len(tasks) // total
     ordered = sorted(tasks, key=lambda t: t.start_us)
-    return ordered[WARMUP * per_execute:], f"{total} executes recorded x {per_execute} tasks; first {WARMUP} cut", True
+    return ordered[WARMUP * per_execute :], f"{total} executes recorded x {per_execute} tasks; first {WARMUP} cut", True
 
 
 # ===== parse =====================================================================================
-def read_back(variant: Variant, files: dict[str, Path], npu: bool, acl_prof: bool) -> tuple[list[Task], str | None, bool | None]:
+def read_back(
+    variant: Variant, files: dict[str, Path], npu: bool, acl_prof: bool
+) -> tuple[list[Task], str | None, bool | None]:
     tasks = readers.read_op_summary(files["op_summary"])
     readers.read_op_statistic(files["op_statistic"])  # strict reader: a damaged file stops here
     if npu:
@@ -252,7 +278,9 @@ def file_verdict(variant: Variant, files: dict[str, Path], npu: bool) -> Verdict
     """Both files exist, have rows, and carry the columns msprof writes (all of them, on portable)."""
     parts, ok = [], True
     required = {
-        "op_summary": schema.OP_SUMMARY if not npu else ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"],
+        "op_summary": schema.OP_SUMMARY
+        if not npu
+        else ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"],
         "op_statistic": schema.OP_STATISTIC,
     }
     for name, columns in required.items():
@@ -289,11 +317,19 @@ def variant_verdicts(result: VariantResult, npu: bool) -> list[Verdict]:
     ]
     casts = result.per_execute("Cast")
     if name == "default":
-        verdicts.append(Verdict("Cast present (default)", casts > 0, f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time"))
+        verdicts.append(
+            Verdict(
+                "Cast present (default)",
+                casts > 0,
+                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time",
+            )
+        )
     if name == "fp32":
         verdicts.append(Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
         # Without a precision change the graph is the model itself: 4 MatMul, 3 Gelu per execute.
-        verdicts.append(analysis.check_counts(result.tasks, MEASURED, workload.expected_op_counts(workload.build_model()), name))
+        verdicts.append(
+            analysis.check_counts(result.tasks, MEASURED, workload.expected_op_counts(workload.build_model()), name)
+        )
     tol = FP16_MAX_ABS_DIFF if result.variant.fp16_compute else FP32_MAX_ABS_DIFF
     verdicts.append(analysis.check_output(result.metrics, name, tol, COSINE_MIN))
     return verdicts
@@ -301,7 +337,10 @@ def variant_verdicts(result: VariantResult, npu: bool) -> list[Verdict]:
 
 # ===== what it means =============================================================================
 def fallback_casts(result: VariantResult) -> float:
-    return sum(1 for t in result.tasks if t.op_type == "Cast" and t.op_name.startswith(ORT_FALLBACK_CAST_PREFIX)) / MEASURED
+    return (
+        sum(1 for t in result.tasks if t.op_type == "Cast" and t.op_name.startswith(ORT_FALLBACK_CAST_PREFIX))
+        / MEASURED
+    )
 
 
 def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
@@ -310,14 +349,16 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
     default, fp16_io = results.get("default"), results.get("fp16-io")
     if default:
         lines.append(
-            f"default: {default.per_execute('Cast'):g} Cast per execute take {100 * default.share('cast'):.1f}% of op time "
-            f"(reference from elsewhere, ATC default on a 910B3: Cast {REFERENCE_910B3_SHARE_PCT['Cast']}%)."
+            f"default: {default.per_execute('Cast'):g} Cast per execute take {100 * default.share('cast'):.1f}% "
+            f"of op time (reference from elsewhere, ATC default on a 910B3: "
+            f"Cast {REFERENCE_910B3_SHARE_PCT['Cast']}%)."
         )
         if not npu and fallback_casts(default):
             lines.append(
-                f"  {fallback_casts(default):g} of them were added by ONNX Runtime, not by the fp16 conversion: its CPU "
-                "provider has no fp16 Gemm/Erf kernels, so it runs those nodes in fp32 and casts the fp16 weights "
-                "and constants up on every execute. This backend pays for the policy without computing in fp16."
+                f"  {fallback_casts(default):g} of them were added by ONNX Runtime, not by the fp16 conversion: "
+                "its CPU provider has no fp16 Gemm/Erf kernels, so it runs those nodes in fp32 and casts "
+                "the fp16 weights and constants up on every execute. This backend pays for the policy "
+                "without computing in fp16."
             )
     if default and fp16_io:
         removed = default.per_execute("Cast") - fp16_io.per_execute("Cast")
@@ -326,20 +367,38 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
         else:
             lines.append(
                 f"fp16-io: {fp16_io.per_execute('Cast'):g} Cast per execute, not fewer than default: "
-                + ("ONNX Runtime's CPU fallback turns the fp16 input back into fp32 with a Cast of its own, so feeding "
-                   "fp16 moves the boundary Cast instead of removing it. On an NPU, which has fp16 kernels, "
-                   "--input_fp16_nodes / --output_type=FP16 remove it." if not npu else
-                   "ATC kept Casts; check that --input_fp16_nodes names the model's input.")
+                + (
+                    "ONNX Runtime's CPU fallback turns the fp16 input back into fp32 with a Cast of its own, "
+                    "so feeding fp16 moves the boundary Cast instead of removing it. On an NPU, which has "
+                    "fp16 kernels, --input_fp16_nodes / --output_type=FP16 remove it."
+                    if not npu
+                    else "ATC kept Casts; check that --input_fp16_nodes names the model's input."
+                )
             )
     return lines
 
 
 def render(results: dict[str, VariantResult], backend: env.Backend) -> str:
-    header = ["variant", "Cast/execute", "Cast share", "MatMul share", "op time/execute (us)", "max abs diff", "mean abs diff", "cosine"]
+    header = [
+        "variant",
+        "Cast/execute",
+        "Cast share",
+        "MatMul share",
+        "op time/execute (us)",
+        "max abs diff",
+        "mean abs diff",
+        "cosine",
+    ]
     rows = [
         [
-            name, r.per_execute("Cast"), f"{100 * r.share('cast'):.1f}%", f"{100 * r.share('matmul'):.1f}%",
-            r.execute_us(), f"{r.metrics['max_abs_diff']:.3g}", f"{r.metrics['mean_abs_diff']:.3g}", f"{r.metrics['cosine']:.6f}",
+            name,
+            r.per_execute("Cast"),
+            f"{100 * r.share('cast'):.1f}%",
+            f"{100 * r.share('matmul'):.1f}%",
+            r.execute_us(),
+            f"{r.metrics['max_abs_diff']:.3g}",
+            f"{r.metrics['mean_abs_diff']:.3g}",
+            f"{r.metrics['cosine']:.6f}",
         ]
         for name, r in results.items()
     ]
@@ -348,7 +407,12 @@ def render(results: dict[str, VariantResult], backend: env.Backend) -> str:
         ops = ", ".join(f"{s.op_type} {s.ratio_pct:.1f}%" for s in analysis.top_ops(r.stats, 4))
         top.append(f"  {name}: {ops}")
     return "\n".join(
-        [f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant", report.render_table(header, rows), "Top ops by share of op time:", *top]
+        [
+            f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant",
+            report.render_table(header, rows),
+            "Top ops by share of op time:",
+            *top,
+        ]
     )
 
 
@@ -359,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="NPU id (default 0; recorded only on portable)")
     parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
-    parser.add_argument("--acl-prof", action="store_true", help="npu: collect in-process with acl.prof instead of msprof")
+    parser.add_argument(
+        "--acl-prof", action="store_true", help="npu: collect in-process with acl.prof instead of msprof"
+    )
     args = parser.parse_args(argv)
     device = env.parse_device_id(args.device)
     variants = parse_variants(args.variant)
@@ -370,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     for variant in variants:
         if backend.is_npu:
             if not variant.om_path().is_file():
-                raise LabError(f"model file {variant.om_path()} not found", "build it first: bash 03_api_pyAcl/build_model.sh")
+                raise LabError(
+                    f"model file {variant.om_path()} not found", "build it first: bash 03_api_pyAcl/build_model.sh"
+                )
         else:
             validate_portable(variant)
     if backend.is_npu:
@@ -378,8 +446,14 @@ def main(argv: list[str] | None = None) -> int:
 
     out = rundir.prepare_output_dir(PROF_OUT)
     info = rundir.start_run(
-        out, mode=MODE, backend=backend.name, device=device, command=[sys.executable, __file__, *argv],
-        variants=[v.name for v in variants], warmup_executes=WARMUP, measured_executes=MEASURED,
+        out,
+        mode=MODE,
+        backend=backend.name,
+        device=device,
+        command=[sys.executable, __file__, *argv],
+        variants=[v.name for v in variants],
+        warmup_executes=WARMUP,
+        measured_executes=MEASURED,
         collection="acl.prof" if args.acl_prof and backend.is_npu else ("msprof" if backend.is_npu else "onnxruntime"),
     )
     reference = workload.reference_output()
@@ -403,8 +477,15 @@ def main(argv: list[str] | None = None) -> int:
             if backend.is_npu:
                 window, window_ok = npu_window, npu_ok
             result = VariantResult(
-                variant, tasks, writers.aggregate_op_statistic(tasks), graph,
-                workload.compare_to_reference(output.astype(np.float32), reference), files, window, window_ok, raw,
+                variant,
+                tasks,
+                writers.aggregate_op_statistic(tasks),
+                graph,
+                workload.compare_to_reference(output.astype(np.float32), reference),
+                files,
+                window,
+                window_ok,
+                raw,
             )
             results[variant.name] = result
             verdicts += variant_verdicts(result, backend.is_npu)
@@ -414,12 +495,19 @@ def main(argv: list[str] | None = None) -> int:
         code = 0 if all(v.ok for v in verdicts) else 1
     finally:
         rundir.finish_run(
-            out, info, exit_code=code, completed=len(results) == len(variants),
+            out,
+            info,
+            exit_code=code,
+            completed=len(results) == len(variants),
             results={
                 name: {
-                    "model": str(r.variant.model_path(backend.is_npu)), "cast_per_execute": r.per_execute("Cast"),
-                    "cast_share": r.share("cast"), "matmul_share": r.share("matmul"), "accuracy": r.metrics,
-                    "graph_op_counts": dict(r.graph_counts), "window": r.window,
+                    "model": str(r.variant.model_path(backend.is_npu)),
+                    "cast_per_execute": r.per_execute("Cast"),
+                    "cast_share": r.share("cast"),
+                    "matmul_share": r.share("matmul"),
+                    "accuracy": r.metrics,
+                    "graph_op_counts": dict(r.graph_counts),
+                    "window": r.window,
                     "files": {k: str(p.relative_to(out)) for k, p in r.files.items()},
                 }
                 for name, r in results.items()

@@ -77,7 +77,7 @@ def _shapes(entries: list[dict]) -> tuple[str | None, str | None]:
         return None, None
     shapes, dtypes = [], []
     for entry in entries:
-        (dtype, dims), = entry.items()
+        ((dtype, dims),) = entry.items()
         shapes.append(",".join(str(d) for d in dims))
         dtypes.append(_DTYPE_NAMES.get(dtype, dtype.upper()))
     return ";".join(shapes), ";".join(dtypes)
