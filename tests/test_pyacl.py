@@ -31,7 +31,7 @@ from common.formats.table import read_table
 VARIANT_NAMES = list(variants.VARIANTS)
 
 
-# ----- helpers -------------------------------------------------------------------------------------
+# ----- shared set-up ---------------------------------------------------------------------------------
 def make_repo(target: Path) -> Path:
     """A private copy of what the mode needs (common/ and the mode folder), so tests never touch the real tree."""
     shutil.copytree(ROOT / "common", target / "common", ignore=shutil.ignore_patterns("__pycache__"))
