@@ -36,7 +36,7 @@ except LabError as err:  # e.g. MSPROF_LAB_BACKEND=npu on a machine without CANN
 print(BACKEND.banner(), flush=True)
 # One id for every mode of this nox run, so their outputs can be told apart from older runs.
 RUN_ID = os.environ.get("MSPROF_LAB_RUN_ID") or uuid.uuid4().hex
-EXTRAS = "npu,dev" if BACKEND.is_npu else "portable,dev"
+GROUPS = ["npu" if BACKEND.is_npu else "portable", "dev"]
 
 
 def lab_python(session: nox.Session) -> str:
@@ -44,14 +44,15 @@ def lab_python(session: nox.Session) -> str:
     venv = ROOT / ".nox" / f"lab-{BACKEND.name}"
     python = venv / "bin" / "python"
     stamp = venv / ".lab-stamp"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + " ".join(GROUPS).encode()).hexdigest()
     if python.exists() and stamp.is_file() and stamp.read_text() == want:
         return str(python)
     session.log(f"building the shared environment {venv} (once; torch takes a minute)")
     venv_args = ["--system-site-packages"] if BACKEND.is_npu else []
     session.run(sys.executable, "-m", "venv", "--clear", *venv_args, str(venv), external=True)
-    session.run(str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip", external=True)
-    session.run(str(python), "-m", "pip", "install", "--quiet", "-e", f".[{EXTRAS}]", external=True)
+    session.run(str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1", external=True)  # --group
+    groups = [arg for group in GROUPS for arg in ("--group", group)]
+    session.run(str(python), "-m", "pip", "install", "--quiet", *groups, external=True)
     stamp.write_text(want)
     return str(python)
 

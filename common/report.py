@@ -96,7 +96,10 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     fam_rows = []
     for family in analysis.FAMILY_ORDER:
         if family in shares:
-            per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and ds.tasks else "N/A"
+            if family == "init":
+                per_fwd = "one-off"  # weight init and input generation happen once, not per forward
+            else:
+                per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and ds.tasks else "N/A"
             fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if ds.tasks else "N/A", per_fwd])
     note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
     sections.append(
