@@ -17,7 +17,6 @@ What you will learn:
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import json
@@ -34,7 +33,7 @@ from common import env
 from common.analysis import Verdict
 from common.collect.msprof_layout import new_prof_dir
 from common.collect.npu_commands import msprof_argv, msprof_op_argv
-from common.errors import LabError, run_cli
+from common.errors import ArgumentParser, LabError, run_cli
 from common.formats import readers, writers
 from common.formats.records import Task
 from common.formats.table import read_table
@@ -486,8 +485,8 @@ def run(device_text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     sub.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend or $RUN_MODE)")
     run_parser = sub.add_parser("run", help="run, verify, profile and report")
     run_parser.add_argument("--device", default="0", help="NPU id (0..63); ignored by the portable twin")

@@ -14,7 +14,6 @@ What you will learn:
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from variants import INPUT_NAME, ONNX_MODEL, Variant, parse_variants
 
 from common import env
 from common.collect import npu_commands
-from common.errors import LabError, run_cli
+from common.errors import ArgumentParser, LabError, run_cli
 from common.workload import make_input
 
 INPUT_SHAPE = list(make_input().shape)  # [32, 1024]: the model is built for the shared input
@@ -143,7 +142,7 @@ def build_npu(variant: Variant, source: Path, backend: env.Backend) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
     args = parser.parse_args(argv)
     variants = parse_variants(args.variant)  # validated before anything is written

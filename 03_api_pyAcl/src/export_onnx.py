@@ -11,7 +11,6 @@ What you will learn:
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from collections import Counter
@@ -21,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, f
 
 from variants import INPUT_NAME, ONNX_MODEL, OUTPUT_NAME
 
-from common.errors import LabError, run_cli
+from common.errors import ArgumentParser, LabError, run_cli
 
 # Opset 17: GELU is exported as its Erf formula (Div, Erf, Add, Mul, Mul), which ATC and
 # ONNX Runtime both fuse back into one Gelu op. The single-op Gelu only exists from opset 20,
@@ -72,7 +71,7 @@ def describe(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=ONNX_MODEL, help=f"ONNX file to write (default {ONNX_MODEL})")
     args = parser.parse_args(argv)
     if args.output.suffix != ".onnx":

@@ -14,7 +14,7 @@ What you will learn:
 
 from __future__ import annotations
 
-import argparse
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -30,7 +30,7 @@ from variants import INPUT_NAME, PROF_OUT, VARIANTS, Variant, parse_variants
 from common import analysis, env, report, rundir, workload
 from common.analysis import Verdict
 from common.collect import msprof_layout, npu_commands
-from common.errors import LabError, run_cli
+from common.errors import ArgumentParser, LabError, run_cli
 from common.formats import readers, schema, writers
 from common.formats.records import OpStat, Task
 from common.formats.table import read_table
@@ -131,24 +131,6 @@ def validate_portable(variant: Variant) -> None:
     check_feed(make_feed(variant), inp.shape, _ORT_TYPES.get(inp.type, inp.type), f"{path.name} input {inp.name}")
 
 
-def timeline(tasks: list[Task]) -> list[dict]:
-    """msprof-style timeline events (ts as a µs string) for Perfetto / chrome://tracing."""
-    events = [{"name": "process_name", "pid": "host", "tid": 0, "ph": "M", "args": {"name": "CPU (ONNX Runtime)"}}]
-    events += [
-        {
-            "name": t.op_name,
-            "pid": "host",
-            "tid": 0,
-            "ph": "X",
-            "ts": writers.trace_ts(t.start_us),
-            "dur": t.duration_us,
-            "args": {"OP Type": t.op_type, "Task Type": t.task_type},
-        }
-        for t in tasks
-    ]
-    return events
-
-
 def collect_portable(variant: Variant, variant_dir: Path) -> tuple[dict[str, Path], np.ndarray, Path, str, bool]:
     """Run the variant under ORT's profiler and write msprof-schema files of the measured runs."""
     from ort_profile import load_profile, measured_events, to_tasks
@@ -169,7 +151,9 @@ def collect_portable(variant: Variant, variant_dir: Path) -> tuple[dict[str, Pat
     files = {
         "op_summary": writers.write_op_summary(prof.file("op_summary"), tasks),
         "op_statistic": writers.write_op_statistic(prof.file("op_statistic"), writers.aggregate_op_statistic(tasks)),
-        "timeline": writers.write_trace(prof.file("msprof", "json"), timeline(tasks)),
+        "timeline": writers.write_trace(
+            prof.file("msprof", "json"), writers.timeline_events(tasks, os.getpid(), "CPU (ONNX Runtime)")
+        ),
     }
     window = f"{len(profile.runs)} runs recorded, the first {WARMUP} excluded by run, {MEASURED} measured"
     return files, output, raw, window, len(profile.runs) == WARMUP + MEASURED
@@ -178,7 +162,7 @@ def collect_portable(variant: Variant, variant_dir: Path) -> tuple[dict[str, Pat
 # ===== collect: npu (pyACL under msprof, or acl.prof) =============================================
 def worker_main(argv: list[str]) -> int:
     """The pyACL program msprof runs: one variant, warm-up + measured executes, output saved to .npy."""
-    parser = argparse.ArgumentParser(prog="infer.py --worker")
+    parser = ArgumentParser(prog="infer.py --worker")
     parser.add_argument("variant", choices=list(VARIANTS))
     parser.add_argument("--om", type=Path, required=True)
     parser.add_argument("--output-npy", type=Path, required=True)
@@ -420,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
         return worker_main(argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="NPU id (default 0; recorded only on portable)")
     parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
     parser.add_argument(
