@@ -22,7 +22,7 @@ from pathlib import Path
 from common import analysis, checks
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv
-from common.env import detect, parse_device_id, select_device
+from common.env import Backend, detect, parse_device_id, select_device
 from common.errors import ArgumentParser, LabError, run_cli
 from common.profile import find_datasets
 from common.report import directory_report, render_verdicts, write_report_md
@@ -64,10 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # --- collect ---------------------------------------------------------------------------
     out = prepare_output_dir(out)
     forwards = WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None
-    if backend.is_npu:
-        command = msprof_argv(backend.tools["msprof"], out, app)
-    else:
-        command = ["portable-launcher", *app]
+    command = collect_command(backend, out, app)
     info = start_run(out, mode="cmdline", backend=backend.name, device=device, command=command, forwards=forwards)
     print("running:", " ".join(command), flush=True)
     if backend.is_npu:
@@ -98,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(write_report_md(out, markdown))
     return 0 if all(v.ok for v in verdicts) else 1
+
+
+def collect_command(backend: Backend, out: Path, app: list[str]) -> list[str]:
+    """What runs: msprof wrapping the program (npu), or the program itself under the portable launcher."""
+    if backend.is_npu:
+        return msprof_argv(backend.tools["msprof"], out, app)
+    return ["portable-launcher", *app]
 
 
 def raise_for_app(run: launcher.AppRun, out: Path) -> None:

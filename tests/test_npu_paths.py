@@ -1,0 +1,93 @@
+"""The NPU paths of modes 01 and 04, checked without an NPU: exact argv, environment, profiler config.
+
+These are unit tests of the lab's own code against the documented interfaces; they do not claim
+that an NPU ran.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT
+
+from common.env import Backend, select_device
+
+
+def _load(relative: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NPU = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof"}, (0, 3))
+
+
+def test_cmdline_msprof_argv_and_environment(tmp_path: Path) -> None:
+    cmdline = _load("01_cmdline/src/profile_app.py", "profile_app")
+    app = ["/usr/bin/python3", "/lab/01_cmdline/src/model.py", "--device", "npu"]
+    argv = cmdline.collect_command(NPU, tmp_path / "prof out", app)
+    assert argv == [
+        "/cann/bin/msprof", f"--output={tmp_path / 'prof out'}", "--ascendcl=on", "--runtime-api=on", "--task-time=on",
+        "--task-memory=on", "--ai-core=on", "--aic-metrics=PipeUtilization", "--aicpu=on", "--msproftx=on", *app,
+    ]
+    assert select_device(NPU, 3)["ASCEND_RT_VISIBLE_DEVICES"] == "3"
+    portable = Backend("portable", "test")
+    assert cmdline.collect_command(portable, tmp_path, app) == ["portable-launcher", *app]
+
+
+class _Recorder:
+    """A stand-in for torch_npu.profiler that records how the lab configures it."""
+
+    def __init__(self) -> None:
+        self.calls: dict = {}
+        self.steps = 0
+
+    def module(self) -> types.ModuleType:
+        recorder = self
+        profiler = types.SimpleNamespace(
+            ProfilerLevel=types.SimpleNamespace(Level1="Level1"),
+            AiCMetrics=types.SimpleNamespace(PipeUtilization="PipeUtilization"),
+            ProfilerActivity=types.SimpleNamespace(CPU="CPU", NPU="NPU"),
+            _ExperimentalConfig=lambda **kw: ("experimental", kw),
+            schedule=lambda **kw: ("schedule", kw),
+            tensorboard_trace_handler=lambda path: ("handler", path),
+        )
+
+        class Profile:
+            def __init__(self, **kw) -> None:
+                recorder.calls = kw
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc) -> None:
+                return None
+
+            def step(self) -> None:
+                recorder.steps += 1
+
+        profiler.profile = Profile
+        return types.SimpleNamespace(profiler=profiler)
+
+
+def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = _Recorder()
+    monkeypatch.setitem(sys.modules, "torch_npu", recorder.module())
+    monkeypatch.setattr(torch, "npu", types.SimpleNamespace(synchronize=lambda: None), raising=False)
+    mode = _load("04_pyTorch/src/model_with_profiler.py", "model_with_profiler")
+    model = torch.nn.Linear(4, 4)
+    times, _ = mode.profile_npu(model, torch.ones(2, 4), tmp_path)
+    calls = recorder.calls
+    assert calls["activities"] == ["CPU", "NPU"]
+    assert calls["schedule"] == ("schedule", {"wait": 1, "warmup": 3, "active": 5, "repeat": 1})
+    assert calls["on_trace_ready"] == ("handler", str(tmp_path))
+    assert calls["with_stack"] is False and calls["record_shapes"] is True
+    assert calls["experimental_config"] == ("experimental", {
+        "profiler_level": "Level1", "aic_metrics": "PipeUtilization", "data_simplification": False})
+    assert recorder.steps == len(times) == 9  # wait 1 + warmup 3 + active 5, one prof.step() each
