@@ -1,6 +1,9 @@
 """msprof lab: the learning path as nox sessions.
 
-    nox -s cmdline ascendc pyacl pytorch -- 0    # every mode on device 0 (the default)
+    nox -s cmdline ascendc pyacl pytorch -- 0    # every mode on device 0 (the default), then agree
+    nox -s pytorch -- 0 --repeat 3               # a mode 3 times: <mode>/prof_runs/1..3 for compare
+    nox -s agree                                 # the cross-mode verdict on the last outputs
+    nox -s sweep                                 # 04 over a grid of sizes: host-bound -> compute-bound
     nox -s tests                                 # the test suite
 
 The backend is detected once, here, and printed before anything runs. Every session uses
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -25,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from common.env import detect, parse_device_id  # noqa: E402  (standard library only)
 from common.errors import LabError  # noqa: E402
+from common.rundir import prepare_output_dir  # noqa: E402
 
 nox.options.sessions = ["cmdline", "ascendc", "pyacl", "pytorch"]
 nox.options.default_venv_backend = "none"  # sessions share the lab environment below instead
@@ -57,23 +62,62 @@ def lab_python(session: nox.Session) -> str:
     return str(python)
 
 
-def device_arg(session: nox.Session) -> str:
-    """The device id from ``-- <id>`` (default 0), validated before anything runs."""
-    if len(session.posargs) > 1:
-        session.error(f"Usage: nox -s {session.name} -- [device id 0..63]")
+USAGE = "[device id 0..63] [--repeat N]"
+MAX_REPEAT = 20
+
+
+def mode_args(session: nox.Session) -> tuple[str, int]:
+    """``-- [device] [--repeat N]`` (defaults 0 and 1), validated before anything runs."""
+    args = list(session.posargs)
+    repeat = 1
+    if "--repeat" in args:
+        at = args.index("--repeat")
+        value = args[at + 1] if at + 1 < len(args) else ""
+        if not value.isdigit() or not 1 <= int(value) <= MAX_REPEAT:
+            session.error(f"Usage: nox -s {session.name} -- {USAGE} (--repeat takes 1..{MAX_REPEAT}, got {value!r})")
+        repeat = int(value)
+        del args[at:at + 2]
+    if len(args) > 1:
+        session.error(f"Usage: nox -s {session.name} -- {USAGE}")
     try:
-        return str(parse_device_id(session.posargs[0] if session.posargs else "0"))
+        return str(parse_device_id(args[0] if args else "0")), repeat
     except LabError as err:
-        session.error(f"Usage: nox -s {session.name} -- [device id 0..63] ({err})")
+        session.error(f"Usage: nox -s {session.name} -- {USAGE} ({err})")
+
+
+MODE_SESSIONS = {"cmdline", "ascendc", "pyacl", "pytorch"}
+_modes_done: set[str] = set()  # mode sessions finished in this nox invocation
 
 
 def run_mode(session: nox.Session, *scripts: list[str]) -> None:
-    """Run a mode's scripts with the shared environment's python; the device id goes last."""
-    device = device_arg(session)
-    env = {"PYTHON": lab_python(session), "MSPROF_LAB_RUN_ID": RUN_ID}
+    """Run a mode's scripts with the shared environment's python; the device id goes last.
+
+    With ``--repeat N`` the mode's run.sh runs N times and each run's prof_out/ is kept as
+    ``<mode>/prof_runs/<i>/`` (for ``python -m common compare``, which takes medians over them).
+    When this invocation has now run all four modes, the cross-mode ``agree`` step follows.
+    """
+    device, repeat = mode_args(session)
+    python = lab_python(session)
+    env = {"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}
     for script in scripts:
-        args = [*script, device] if script[-1].endswith("run.sh") else script
-        session.run("bash", *args, env=env, external=True)
+        if not script[-1].endswith("run.sh"):
+            session.run("bash", *script, env=env, external=True)
+            continue
+        mode_dir = ROOT / Path(script[-1]).parts[0]
+        try:
+            runs = prepare_output_dir(mode_dir / "prof_runs") if repeat > 1 else None
+        except LabError as err:
+            session.error(str(err))
+        for i in range(1, repeat + 1):
+            if runs:
+                session.log(f"run {i} of {repeat}")
+            session.run("bash", *script, device, env=env, external=True)
+            if runs:
+                shutil.copytree(mode_dir / "prof_out", runs / str(i))
+    _modes_done.add(session.name)
+    if _modes_done == MODE_SESSIONS:
+        session.log("all four modes ran: the cross-mode verdict follows")
+        session.run(python, "-m", "common", "agree", external=True)
 
 
 @nox.session
@@ -98,6 +142,29 @@ def pyacl(session: nox.Session) -> None:
 def pytorch(session: nox.Session) -> None:
     """04: torch_npu.profiler white-box, with a schedule and step_trace_time.csv."""
     run_mode(session, ["04_pyTorch/run.sh"])
+
+
+@nox.session
+def agree(session: nox.Session) -> None:
+    """Cross-mode verdict: the four modes' prof_out/ side by side, checked against each other."""
+    session.run(lab_python(session), "-m", "common", "agree", *session.posargs, external=True)
+
+
+@nox.session
+def sweep(session: nox.Session) -> None:
+    """04 over a grid of sizes: where the workload turns from host-bound to compute-bound."""
+    env = {"PYTHONPATH": str(ROOT), "MSPROF_LAB_RUN_ID": RUN_ID, "KINETO_LOG_LEVEL": "5"}
+    session.run(lab_python(session), "04_pyTorch/src/sweep.py", *session.posargs, env=env, external=True)
+
+
+@nox.session
+def ecosystem(session: nox.Session) -> None:
+    """msprof-analyze, the Ascend toolkit's own analysis CLI, on 04's output and a real capture: same numbers."""
+    python = lab_python(session)
+    if not session.posargs:  # the default candidate is mode 04's output: make a fresh one first
+        session.run("bash", "04_pyTorch/run.sh", "0", env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
+    # msprof-analyze gets an environment of its own (.nox/ecosystem); common/ecosystem.py builds it.
+    session.run(python, "-m", "common.ecosystem", *session.posargs, external=True)
 
 
 @nox.session

@@ -1,6 +1,9 @@
 """``python -m common <command>``: the lab's tools for any output directory.
 
-  report <dir>     top ops, op families, per-forward counts, step table; writes <dir>/report.md
+  report <dir>     top ops, op families, per-forward counts, step table, bottlenecks; writes <dir>/report.md
+  agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
+  compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs);
+                   exit 1 on a regression beyond --threshold
   backend          print which backend this machine gets and why
 """
 
@@ -12,12 +15,48 @@ from common.errors import ArgumentParser
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.report import directory_report, write_report_md
+    from common.report import directory_html, directory_report, write_report_html, write_report_md
 
-    text, markdown = directory_report(args.dir)
+    text, markdown = directory_report(args.dir, soc=args.soc)
     print(text)
     print(write_report_md(args.dir, markdown))
+    print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc)))
     return 0
+
+
+def _agree(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from common import agree
+    from common.report import agree_html, agree_report
+    from common.workload import build_model, expected_op_counts
+
+    dirs = [Path(d) for d in args.dirs] or agree.default_dirs()
+    runs, notes = agree.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
+    verdicts = agree.verdicts(runs, expected_op_counts(build_model()))
+    info = runs["04"].info
+    line = (f"backend: {str(info['backend']).upper()} | run {str(info.get('run_id'))[:8]} | host {info.get('host')} | "
+            f"modes started {min(r.info.get('start') or '' for r in runs.values())} .. "
+            f"{max(r.info.get('start') or '' for r in runs.values())}")
+    cols = agree.columns(runs)
+    text, markdown = agree_report(cols, verdicts, notes, line)
+    print(text)
+    page = agree_html(cols, verdicts, notes, line, agree.chart_data(runs))
+    out = Path(args.out) if args.out else agree.REPO_ROOT / "agree_out"
+    print("\n".join(agree.write_outputs(out, markdown, page, runs)))
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from common.compare import compare, load_side
+    from common.errors import LabError
+    from common.report import comparison_report
+
+    if not 0 < args.threshold < 1000:
+        raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
+    result = compare(load_side(args.baseline), load_side(args.candidate), args.threshold)
+    print(comparison_report(result, args.baseline, args.candidate))
+    return 1 if result.regressions or result.total_flagged else 0
 
 
 def _backend(args: argparse.Namespace) -> int:
@@ -32,7 +71,22 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     report = sub.add_parser("report", help="report on a profile directory")
     report.add_argument("dir", help="a mode's prof_out/, a PROF_*/ or *_ascend_pt/ folder, or any folder holding their files")
+    report.add_argument("--soc", help="NPU SoC of the data for lower bounds, e.g. Ascend910B3 (default: $SOC_VERSION)")
     report.set_defaults(func=_report)
+    agree_p = sub.add_parser("agree", help="check that the four modes of one run agree")
+    agree_p.add_argument("dirs", nargs="*", help="the modes' prof_out/ folders (default: all four in this checkout)")
+    agree_p.add_argument("--allow-mixed-runs", action="store_true",
+                         help="compare folders from different runs (same backend) instead of refusing them")
+    agree_p.add_argument("--out", help="where to write agree.md and report.html (default: agree_out/)")
+    agree_p.set_defaults(func=_agree)
+    from common.compare import DEFAULT_THRESHOLD_PCT
+
+    compare_p = sub.add_parser("compare", help="compare a candidate run against a baseline")
+    compare_p.add_argument("baseline", help="an output folder, or a folder of repeated runs (<mode>/prof_runs)")
+    compare_p.add_argument("candidate", help="the same, for the run to judge")
+    compare_p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
+                           help=f"percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
+    compare_p.set_defaults(func=_compare)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     args = parser.parse_args(argv)
     return args.func(args)

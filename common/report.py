@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import analysis
+from common import analysis, bottleneck
 from common.analysis import Verdict
+from common.bottleneck import Peaks
 from common.profile import Dataset, find_datasets, find_run_info
 
 TOP_N = 10
@@ -80,6 +81,47 @@ def run_info_line(info: dict | None) -> str:
     )
 
 
+BOUND_ROWS = 8
+
+
+def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note: str) -> list[Section]:
+    """Per-op lower bounds and roofline side; per-op dominant pipe when PMU ratios were collected."""
+    bounds = bottleneck.op_bounds(ds.tasks, peaks)
+    if not bounds:
+        return []
+    rows = []
+    for b in bounds[:BOUND_ROWS]:
+        w = b.work
+        rows.append([
+            b.op_type, b.shapes, b.count, b.mean_us,
+            w.flops / 1e9 if w else None, w.bytes / 1e6 if w else None,
+            b.lower_bound_us, 100 * b.achieved if b.achieved is not None else None,
+            b.bound or f"unavailable: {b.reason}",
+        ])
+    lines = [
+        f"peaks: {peaks.source}" if peaks else f"peaks: none ({peaks_note})",
+        "lower bound = max(FLOPs / peak FLOP/s, bytes moved / peak bytes/s) from the shapes in the profile; "
+        "achieved = lower bound / mean time; bound = the larger of the two terms (roofline)",
+    ]
+    sections = [Section(
+        f"Bottlenecks per op: {label}", lines=lines,
+        header=["OP Type", "Input Shapes", "Count", "Mean(us)", "GFLOP", "MB moved", "Lower bound(us)",
+                "Achieved(%)", "Bound"],
+        rows=rows,
+    )]
+    pipes = bottleneck.pipe_verdicts(ds.tasks)
+    if pipes:
+        sections.append(Section(
+            f"Pipes (PMU): {label}",
+            lines=[f"dominant pipe: the busiest *_ratio; limited by it at >= {bottleneck.DOMINANT_RATIO}; "
+                   f"scalar leading with cube/vector below {bottleneck.COMPUTE_PIPE_LOW} = issue-bound"],
+            header=["OP Type", "Count", "ratios", "verdict"],
+            rows=[[p.op_type, p.count, ", ".join(f"{k} {v:.2f}" for k, v in p.ratios.items()), p.text]
+                  for p in pipes],
+        ))
+    return sections
+
+
 def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Section]:
     """Top ops, families, per-forward counts and (when present) the step table of one dataset."""
     label = ds.label(root)
@@ -120,7 +162,7 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
         sections.append(
             Section(
                 f"Steps: {label}",
-                lines=[analysis.bound_verdict(summary)],
+                lines=[analysis.bound_verdict(summary), *bottleneck.run_hint(summary, *_step_task_stats(ds))],
                 header=["Step", "Computing(us)", "Free(us)", "Step(us)", "Computing(%)"],
                 rows=rows,
             )
@@ -128,15 +170,52 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     return sections
 
 
-def directory_report(root: Path | str, verdicts: list[Verdict] | None = None) -> tuple[str, str]:
+def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
+    """Tasks per step and the median task time, for the run-level hint."""
+    stepped = [t for t in ds.tasks if t.step_id is not None]
+    if not stepped or not ds.steps:
+        return None, None
+    durations = sorted(t.duration_us for t in stepped)
+    return len(stepped) / len(ds.steps), durations[len(durations) // 2]
+
+
+def choose_peaks(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
+    """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
+    import os
+    import socket
+
+    portable = (info or {}).get("backend") == "portable" or all(
+        t.task_type == "CPU" for ds in datasets for t in ds.tasks[:50])
+    soc = soc or (info or {}).get("soc_version") or os.environ.get("SOC_VERSION")
+    if soc:
+        peaks = bottleneck.device_peaks(soc)
+        if peaks:
+            return peaks, f"table entry for {peaks.name}"
+        return None, f"{soc} is not in the peak table ({', '.join(bottleneck.DEVICE_PEAKS)})"
+    if portable:
+        from common.calibrate import calibrate
+
+        peaks = calibrate()
+        host = (info or {}).get("host")
+        note = "" if not host or host == socket.gethostname() else f" (the data was measured on {host})"
+        return Peaks(peaks.name, peaks.flops_per_s, peaks.bytes_per_s, peaks.source + note), "calibrated"
+    return None, "NPU data without a SoC name: pass --soc Ascend910B3 (or set SOC_VERSION) for lower bounds"
+
+
+def directory_report(
+    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True
+) -> tuple[str, str]:
     """The report of everything under ``root``, with a mode's checks if given: (text, Markdown)."""
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
     forwards = info.get("forwards") if info else None
     sections = [Section("Run", lines=[run_info_line(info), f"datasets: {len(datasets)}"])]
+    peaks, note = choose_peaks(info, datasets, soc) if bottlenecks else (None, "")
     for ds in datasets:
         sections += dataset_sections(ds, root, forwards)
+        if bottlenecks:
+            sections += bottleneck_sections(ds, ds.label(root), peaks, note)
     if verdicts:
         sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
     title = f"msprof lab report: {root}"
@@ -151,3 +230,169 @@ def write_report_md(root: Path, markdown: str) -> str:
     except OSError as err:
         return f"(report.md not written: {err.strerror} for {target})"
     return f"(written to {target})"
+
+
+def _pct(value: float | None) -> str:
+    return "N/A" if value is None else f"{100 * value:.1f}%"
+
+
+def side_by_side(cols: list, info_line: str) -> Section:
+    """The four modes in one table: one column per mode, one row per figure."""
+    def row(name: str, values: list[object]) -> list[object]:
+        return [name, *values]
+
+    share_rows = [row(f"{family} share of forward time", [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A"
+                                                          for c in cols])
+                  for family in analysis.FAMILY_ORDER if family != "init" and any(family in c.shares for c in cols)]
+    count_rows = [row(f"{family} per forward", [f"{c.per_forward.get(family, 0):g}" if c.forwards else "N/A"
+                                                for c in cols])
+                  for family in ("matmul", "gelu", "cast", "add")]
+    rows = [
+        row("profiled forwards (02: kernel launches)", [c.forwards or c.launches or "N/A" for c in cols]),
+        row("op time per forward (us, init excluded)",
+            [f"{c.op_us_per_forward:,.1f}" if c.op_us_per_forward is not None else "N/A" for c in cols]),
+        *share_rows,
+        row("init ops, one-off (us, shown apart)", [f"{c.init_us:,.1f}" for c in cols]),
+        *count_rows,
+        row("Computing share of step", [_pct(c.computing_ratio) for c in cols]),
+        row("output vs fp32 reference", [c.accuracy for c in cols]),
+    ]
+    return Section("The four modes side by side", lines=[info_line],
+                   header=["", *[c.label for c in cols]], rows=rows)
+
+
+def agree_report(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str) -> tuple[str, str]:
+    """The cross-mode view: the side-by-side table, then the verdicts: (text, Markdown)."""
+    sections = [side_by_side(cols, info_line)]
+    if notes:
+        sections[0].lines += notes
+    sections.append(Section("Cross-mode verdicts", lines=render_verdicts(verdicts).splitlines()))
+    title = "msprof lab: cross-mode agreement"
+    return render_text(title, sections), render_markdown(title, sections)
+
+
+def comparison_report(cmp, base: str, cand: str) -> str:
+    """Per-op and total deltas of a run comparison, regressions marked, then one verdict line."""
+    unit = f"us per {cmp.per}"
+    rows = []
+    for d in cmp.ops:
+        where, op_type, shapes = d.key
+        rows.append([
+            where or ".", op_type, shapes, d.base_us if d.base_us is not None else "absent",
+            d.cand_us if d.cand_us is not None else "absent", d.delta_us,
+            f"{d.delta_pct:+.1f}%" if d.delta_pct is not None else "new",
+            "REGRESSION" if d.flagged else "",
+        ])
+    total_pct = 100 * (cmp.cand_total_us - cmp.base_total_us) / cmp.base_total_us
+    lines = [
+        f"baseline: {base} ({cmp.base_runs} run{'s' if cmp.base_runs > 1 else ''}); candidate: {cand} "
+        f"({cmp.cand_runs} run{'s' if cmp.cand_runs > 1 else ''}); medians over runs, {unit}",
+        f"matched by (where, OP Type, Input Shapes); flagged when slower by more than {cmp.threshold_pct:g}% "
+        f"and at least 1% of the baseline total; init ops listed, never flagged",
+    ]
+    table = render_table(["where", "OP Type", "Input Shapes", "baseline", "candidate", "delta(us)", "delta", ""], rows)
+    n = len(cmp.regressions) + int(cmp.total_flagged)
+    verdict = Verdict(
+        "no regression beyond the threshold", n == 0,
+        f"total (init excluded) {cmp.base_total_us:,.1f} -> {cmp.cand_total_us:,.1f} {unit} ({total_pct:+.1f}%, "
+        f"threshold {cmp.threshold_pct:g}%); {len(cmp.regressions)} op(s) flagged",
+    )
+    return "\n".join([*lines, table, render_verdicts([verdict])])
+
+
+# --- HTML (inline SVG; see common.html) ------------------------------------------------------------
+def _family_rows(labelled_stats: list[tuple[str, list]]) -> list[tuple[str, dict[str, float]]]:
+    return [(label, analysis.family_share(stats)) for label, stats in labelled_stats]
+
+
+def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
+    return [(pipe, value) for pipe, value in ratios.items()]
+
+
+def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None) -> str:
+    """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG."""
+    from common import html
+
+    root = Path(root)
+    datasets = find_datasets(root)
+    info = find_run_info(root)
+    peaks, note = choose_peaks(info, datasets, soc)
+    blocks = []
+    if verdicts:
+        blocks.append(html.section("Checks", html.verdict_list(verdicts)))
+    rows = _family_rows([(_short(ds.label(root)), ds.op_statistic) for ds in datasets])
+    blocks.append(html.section(
+        "Op time by family", html.share_bars("op-share", rows, analysis.FAMILY_ORDER),
+        note="share of summed op time per dataset (init = one-off weight/input generation)"))
+    for ds in datasets:
+        label = _short(ds.label(root))
+        if ds.steps:
+            summary = analysis.summarize_steps(ds.steps)
+            steps = [(f"step {s.step}", s.computing_us, s.free_us) for s in ds.steps]
+            blocks.append(html.section(
+                f"Computing / Free per step: {label}", html.step_bars("steps", steps),
+                note=" ".join([analysis.bound_verdict(summary), *bottleneck.run_hint(summary, *_step_task_stats(ds))])))
+        for sec in bottleneck_sections(ds, label, peaks, note):
+            if sec.title.startswith("Pipes"):
+                charts = "".join(
+                    f"<p class=\"note\">{html.esc(r[0])}: {html.esc(r[3])}</p>" for r in sec.rows)
+                ratios = bottleneck.pipe_verdicts(ds.tasks)
+                bars = "".join(html.value_bars("pipes", _pipe_items(v.ratios), "of core time", top=1.0) for v in ratios)
+                blocks.append(html.section(sec.title, bars, charts, note=" ".join(sec.lines)))
+            else:
+                blocks.append(html.section(sec.title, html.table(sec.header, sec.rows), note=" ".join(sec.lines)))
+        top = analysis.top_ops(ds.op_statistic, TOP_N)
+        blocks.append(html.section(f"Top ops: {label}", html.table(
+            ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
+            [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top])))
+    return html.page(f"msprof lab report: {root.name}", run_info_line(info), blocks)
+
+
+def _short(label: str) -> str:
+    """A dataset label without msprof's / torch_npu's generated folder names."""
+    parts = [p for p in label.split("/") if p not in ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
+             and not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
+    return "/".join(parts) or label.split("/")[-1]
+
+
+def write_report_html(root: Path, page: str) -> str:
+    """Save report.html beside the data; say so, or say why not."""
+    target = Path(root) / "report.html"
+    try:
+        target.write_text(page)
+    except OSError as err:
+        return f"(report.html not written: {err.strerror} for {target})"
+    return f"(written to {target})"
+
+
+def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str, charts: dict) -> str:
+    """The cross-mode page: side-by-side table, verdicts, and the charts of every mode."""
+    from common import html
+
+    table = side_by_side(cols, info_line)
+    blocks = [
+        html.section("Verdicts", html.verdict_list(verdicts), note=" ".join(notes)),
+        html.section("Op time by family, per mode",
+                     html.share_bars("op-share", [(c.label, c.shares) for c in cols],
+                                     analysis.FAMILY_ORDER),
+                     note="share of forward-pass time; init ops (one-off) excluded and listed in the table"),
+        html.section("The four modes side by side", html.table(table.header, table.rows)),
+    ]
+    if charts.get("steps"):
+        blocks.append(html.section("04: Computing / Free per step", html.step_bars("steps", charts["steps"]),
+                                   note=charts.get("steps_note", "")))
+    if charts.get("pipes"):
+        blocks.append(html.section("02: AscendC pipe ratios (add_custom)",
+                                   html.value_bars("pipes", charts["pipes"], "of core time", top=1.0),
+                                   note=charts.get("pipes_note", "")))
+    if charts.get("cast_variants"):
+        blocks.append(html.section(
+            "03: the Cast variants",
+            html.share_bars("cast-variants", charts["cast_variants"], analysis.FAMILY_ORDER),
+            html.value_bars("cast-per-execute", charts["cast_counts"], "Cast per execute", color="#e45756"),
+            note="default = ATC's precision policy (fp16 compute, fp32 IO); fp16-io; fp32 = no precision change"))
+    if charts.get("sweep"):
+        blocks.append(html.section("04 sweep: host-bound to compute-bound",
+                                   html.sweep_chart("sweep", charts["sweep"], analysis.HOST_BOUND_BELOW),
+                                   note=charts.get("sweep_note", "")))
+    return html.page("msprof lab: cross-mode agreement", info_line, blocks)

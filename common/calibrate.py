@@ -1,0 +1,60 @@
+"""A short calibration of this machine: memory bandwidth and GEMM throughput, measured now.
+
+The portable backend has no datasheet, so its "device peaks" for the bottleneck analysis are
+what this CPU does on two simple kernels: a large copy (bytes read + written per second) and a
+square fp32 matrix product through torch (the same library the profiled ops use). The best of a
+few repetitions is kept: a peak, not an average. It takes well under a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import socket
+import time
+
+from common.bottleneck import Peaks
+
+# Two copy sizes: 64 MB streams from DRAM, 4 MB mostly stays in cache. The peak is the faster of
+# the two, because the profiled ops (a 4 MB weight, a 128 kB activation) are cache-sized too; a
+# bound from DRAM bandwidth alone would not be a lower bound for them.
+COPY_MB = (64, 4)
+GEMM_N = 1024
+REPEATS = 5
+
+
+def _best(fn, repeats: int = REPEATS) -> float:
+    fn()  # first call: page faults, thread pool start-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.cache
+def calibrate() -> Peaks:
+    """Measured peaks of this machine (cached for the process)."""
+    import torch
+
+    bandwidth = {}
+    for mb in COPY_MB:
+        src = torch.ones(mb * 2**20 // 4, dtype=torch.float32)
+        dst = torch.empty_like(src)
+        bandwidth[mb] = 2 * src.numel() * 4 / _best(lambda d=dst, s=src: d.copy_(s))  # read + write
+    bytes_per_s = max(bandwidth.values())
+    a = torch.rand(GEMM_N, GEMM_N)
+    b = torch.rand(GEMM_N, GEMM_N)
+    out = torch.empty(GEMM_N, GEMM_N)
+    gemm_s = _best(lambda: torch.mm(a, b, out=out))
+    flops_per_s = 2 * GEMM_N**3 / gemm_s
+    return Peaks(
+        f"{socket.gethostname()} ({platform.machine()}, {torch.get_num_threads()} threads)",
+        flops_per_s,
+        bytes_per_s,
+        "calibrated on this machine now: copy "
+        + ", ".join(f"{mb} MB {bw / 1e9:.1f} GB/s" for mb, bw in bandwidth.items())
+        + f" (peak = the faster), "
+        f"fp32 GEMM {GEMM_N}^3 {flops_per_s / 1e9:.1f} GFLOP/s (best of {REPEATS})",
+    )

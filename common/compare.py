@@ -1,0 +1,155 @@
+"""Run comparison: a baseline against a candidate, op by op, with medians over repeated runs.
+
+``python -m common compare <baseline> <candidate> [--threshold PCT]``. Each side is one output
+folder (a mode's ``prof_out/``, a ``PROF_*/`` or ``*_ascend_pt/`` folder) or a folder of repeated
+runs (``nox -s <mode> -- 0 --repeat N`` keeps them in ``<mode>/prof_runs/1..N``). Ops are matched
+by where they ran (the 03 variant, if any), OP Type and Input Shapes; times are per profiled
+forward when run_info.json says how many there were. A regression is an op, or the total, slower
+than the baseline by more than the threshold; it makes the exit status 1, so CI can keep a baseline.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.analysis import op_family
+from common.errors import LabError
+from common.profile import find_datasets
+from common.rundir import RUN_INFO, read_run_info
+
+DEFAULT_THRESHOLD_PCT = 10.0
+# Ops below this share of the baseline total are listed but never flagged: a 5 us op that takes
+# 6 us is +20% and means nothing next to a 4 ms step.
+MIN_FLAG_SHARE = 0.01
+# Fewer matched ops than this share of the baseline's time means the two sides ran different work.
+MIN_MATCHED_SHARE = 0.5
+
+Key = tuple[str, str, str]  # (where, OP Type, Input Shapes)
+_LAYOUT_PARTS = ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
+
+
+@dataclass
+class RunOps:
+    """One run: µs per forward (or per run) for each op key."""
+
+    folder: Path
+    info: dict | None
+    per: str  # "forward" or "run"
+    ops: dict[Key, float]
+
+
+def _where(folder: Path, root: Path) -> str:
+    try:
+        parts = folder.relative_to(root).parts
+    except ValueError:
+        parts = ()
+    keep = [p for p in parts if p not in _LAYOUT_PARTS and not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
+    return "/".join(keep)
+
+
+def load_run(folder: Path) -> RunOps:
+    """Sum each op's task time in one output folder, divided by its profiled forwards when known."""
+    info = read_run_info(folder)
+    forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
+    ops: dict[Key, float] = {}
+    for ds in find_datasets(folder):
+        where = _where(ds.folder, folder)
+        for t in ds.tasks:
+            key = (where, t.op_type, t.input_shapes or "N/A")
+            ops[key] = ops.get(key, 0.0) + t.duration_us
+    if forwards:
+        ops = {k: v / forwards for k, v in ops.items()}
+    return RunOps(folder, info, "forward" if forwards else "run", ops)
+
+
+def load_side(path: Path | str) -> list[RunOps]:
+    """One run, or every run in a folder of repeated runs (sub-folders that carry run_info.json)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise LabError(f"{path}: no such directory", "give a prof_out/ (or a prof_runs/ folder of repeated runs)")
+    if not (path / RUN_INFO).is_file():
+        repeats = sorted((p for p in path.iterdir() if p.is_dir() and (p / RUN_INFO).is_file()), key=lambda p: p.name)
+        if repeats:
+            return [load_run(p) for p in repeats]
+    return [load_run(path)]
+
+
+def _check_same_workload(base: list[RunOps], cand: list[RunOps]) -> None:
+    for what in ("mode", "backend"):
+        b = {str(r.info.get(what)) for r in base if r.info}
+        c = {str(r.info.get(what)) for r in cand if r.info}
+        if len(b | c) > 1:
+            raise LabError(f"not the same workload: {what} {', '.join(sorted(b))} (baseline) vs "
+                           f"{', '.join(sorted(c))} (candidate)", "compare runs of one mode on one backend")
+    pers = {r.per for r in base + cand}
+    if len(pers) > 1:
+        raise LabError("one side says how many forwards it profiled and the other does not",
+                       "compare outputs of the same mode (both written by the lab, or both not)")
+
+
+@dataclass(frozen=True)
+class OpDelta:
+    key: Key
+    base_us: float | None
+    cand_us: float | None
+    flagged: bool
+
+    @property
+    def delta_us(self) -> float:
+        return (self.cand_us or 0.0) - (self.base_us or 0.0)
+
+    @property
+    def delta_pct(self) -> float | None:
+        return 100 * self.delta_us / self.base_us if self.base_us else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    base_runs: int
+    cand_runs: int
+    per: str
+    ops: list[OpDelta]
+    base_total_us: float
+    cand_total_us: float
+    threshold_pct: float
+    total_flagged: bool
+
+    @property
+    def regressions(self) -> list[OpDelta]:
+        return [d for d in self.ops if d.flagged]
+
+
+def _medians(runs: list[RunOps]) -> dict[Key, float]:
+    keys = {k for r in runs for k in r.ops}
+    return {k: statistics.median(r.ops.get(k, 0.0) for r in runs) for k in keys}
+
+
+def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Comparison:
+    """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged."""
+    _check_same_workload(base, cand)
+    b, c = _medians(base), _medians(cand)
+    def forward(ops: dict[Key, float]) -> dict[Key, float]:
+        return {k: v for k, v in ops.items() if op_family(k[1]) != "init"}
+
+    b_total, c_total = sum(forward(b).values()), sum(forward(c).values())
+    matched = sum(v for k, v in forward(b).items() if k in c)
+    if not b_total or matched / b_total < MIN_MATCHED_SHARE:
+        only_b = sorted({f"{k[1]} [{k[2]}]" for k in b if k not in c})[:4]
+        only_c = sorted({f"{k[1]} [{k[2]}]" for k in c if k not in b})[:4]
+        raise LabError(
+            f"not the same workload: ops matching by type and shape cover {100 * matched / b_total if b_total else 0:.0f}% "
+            f"of the baseline's time (need {100 * MIN_MATCHED_SHARE:.0f}%); only in baseline: "
+            f"{', '.join(only_b) or '-'}; only in candidate: {', '.join(only_c) or '-'}",
+            "compare runs of the same model, input shape and mode",
+        )
+    limit = 1 + threshold_pct / 100
+    deltas = []
+    for key in sorted(set(b) | set(c), key=lambda k: -max(b.get(k, 0.0), c.get(k, 0.0))):
+        base_us, cand_us = b.get(key), c.get(key)
+        big = max(base_us or 0.0, cand_us or 0.0) >= MIN_FLAG_SHARE * b_total
+        slower = (cand_us or 0.0) > (base_us or 0.0) * limit
+        deltas.append(OpDelta(key, base_us, cand_us, big and slower and op_family(key[1]) != "init"))
+    return Comparison(len(base), len(cand), base[0].per, deltas, b_total, c_total, threshold_pct,
+                      c_total > b_total * limit)

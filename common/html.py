@@ -1,0 +1,182 @@
+"""Self-contained HTML with inline SVG charts: rendering only, no computation, no network.
+
+Every function takes numbers that the analysis already produced and returns markup. A page
+carries its own CSS and draws with inline SVG, so it opens offline, from a mail attachment or
+a CI artifact, exactly as it was written.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+FAMILY_COLORS = {
+    "matmul": "#4c78a8", "gelu": "#f58518", "cast": "#e45756", "add": "#72b7b2",
+    "memcpy": "#54a24b", "init": "#b279a2", "other": "#9d9d9d",
+}
+COMPUTING, FREE = "#4c78a8", "#f2cf5b"
+SERIES = ["#4c78a8", "#e45756", "#54a24b", "#b279a2"]
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd;padding-bottom:3px}
+.sub{color:#555;margin:0 0 12px}.note{color:#555;font-size:12.5px;margin:4px 0}
+table{border-collapse:collapse;font-size:12.5px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left}
+th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}
+svg{display:block;margin:6px 0}svg text{font:12px system-ui,sans-serif;fill:#333}
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def page(title: str, subtitle: str, blocks: list[str]) -> str:
+    """A complete HTML document: title, one subtitle line, then the blocks in order."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<h1>{esc(title)}</h1><p class=\"sub\">{esc(subtitle)}</p>\n" + "\n".join(blocks) + "\n</body></html>\n"
+    )
+
+
+def section(title: str, *parts: str, note: str = "") -> str:
+    body = "".join(parts)
+    return f"<section><h2>{esc(title)}</h2>{body}" + (f"<p class=\"note\">{esc(note)}</p>" if note else "") + "</section>"
+
+
+def table(header: list[str], rows: list[list[object]]) -> str:
+    def cell(v: object) -> str:
+        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+        text = (f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}") if isinstance(v, float) else ("N/A" if v is None else v)
+        return f"<td class=\"n\">{esc(text)}</td>" if numeric else f"<td>{esc(text)}</td>"
+
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def verdict_list(verdicts: list) -> str:
+    return "".join(
+        f"<p class=\"v\"><span class=\"{'pass' if v.ok else 'fail'}\">[{'PASS' if v.ok else 'FAIL'}]</span> "
+        f"<b>{esc(v.name)}</b>: {esc(v.detail)}</p>" for v in verdicts
+    )
+
+
+def _legend(items: list[tuple[str, str]], y: int, x0: int = 150) -> str:
+    out, x = [], x0
+    for label, color in items:
+        out.append(f"<rect x=\"{x}\" y=\"{y}\" width=\"11\" height=\"11\" fill=\"{color}\"/>"
+                   f"<text x=\"{x + 15}\" y=\"{y + 10}\">{esc(label)}</text>")
+        x += 22 + 7 * len(label)
+    return "".join(out)
+
+
+def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list[str]) -> str:
+    """One 100% stacked horizontal bar per row (e.g. per mode): the share of each family."""
+    width, label_w, bar_h, gap = 900, 190, 22, 8
+    present = [f for f in order if any(shares.get(f) for _, shares in rows)]
+    height = len(rows) * (bar_h + gap) + 34
+    parts = []
+    for i, (label, shares) in enumerate(rows):
+        y, x = i * (bar_h + gap), float(label_w)
+        parts.append(f"<text x=\"0\" y=\"{y + 15}\">{esc(label)}</text>")
+        for family in present:
+            share = shares.get(family, 0.0)
+            w = share * (width - label_w)
+            if w <= 0:
+                continue
+            parts.append(f"<rect class=\"seg\" data-family=\"{esc(family)}\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" "
+                         f"height=\"{bar_h}\" fill=\"{FAMILY_COLORS.get(family, '#999')}\">"
+                         f"<title>{esc(label)}: {esc(family)} {100 * share:.1f}%</title></rect>")
+            if w > 38:
+                parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + 15}\" style=\"fill:#fff\">{100 * share:.0f}%</text>")
+            x += w
+    parts.append(_legend([(f, FAMILY_COLORS.get(f, "#999")) for f in present], height - 20))
+    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
+def step_bars(chart: str, steps: list[tuple[str, float, float]]) -> str:
+    """Computing + Free per step, stacked on one µs axis."""
+    width, label_w, bar_h, gap = 900, 150, 18, 6
+    top = max((c + f for _, c, f in steps), default=0.0) or 1.0
+    scale = (width - label_w - 90) / top
+    height = len(steps) * (bar_h + gap) + 34
+    parts = []
+    for i, (label, computing, free) in enumerate(steps):
+        y = i * (bar_h + gap)
+        wc, wf = computing * scale, free * scale
+        parts.append(
+            f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>"
+            f"<rect class=\"seg\" data-part=\"computing\" x=\"{label_w}\" y=\"{y}\" width=\"{wc:.1f}\" height=\"{bar_h}\" "
+            f"fill=\"{COMPUTING}\"><title>Computing {computing:,.1f} us</title></rect>"
+            f"<rect class=\"seg\" data-part=\"free\" x=\"{label_w + wc:.1f}\" y=\"{y}\" width=\"{wf:.1f}\" height=\"{bar_h}\" "
+            f"fill=\"{FREE}\"><title>Free {free:,.1f} us</title></rect>"
+            f"<text x=\"{label_w + wc + wf + 4:.1f}\" y=\"{y + 13}\">{computing + free:,.0f} us</text>"
+        )
+    parts.append(_legend([("Computing", COMPUTING), ("Free", FREE)], height - 20))
+    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
+def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float | None = None,
+               color: str = "#4c78a8") -> str:
+    """Plain horizontal bars, one per item (pipe ratios, Casts per variant ...)."""
+    width, label_w, bar_h, gap = 900, 150, 18, 6
+    top = top or max((v for _, v in items), default=0.0) or 1.0
+    scale = (width - label_w - 90) / top
+    height = len(items) * (bar_h + gap) + 6
+    parts = []
+    for i, (label, value) in enumerate(items):
+        y, w = i * (bar_h + gap), max(value, 0.0) * scale
+        parts.append(
+            f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>"
+            f"<rect class=\"seg\" x=\"{label_w}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h}\" fill=\"{color}\">"
+            f"<title>{esc(label)}: {value:g} {esc(unit)}</title></rect>"
+            f"<text x=\"{label_w + w + 4:.1f}\" y=\"{y + 13}\">{value:.3g} {esc(unit)}</text>"
+        )
+    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
+def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshold: float) -> str:
+    """Computing share of the step (y, 0..100%) against hidden size (x, log2), one line per batch."""
+    width, height, left, bottom, top_pad = 900, 320, 60, 40, 14
+    xs = sorted({x for pts in series.values() for x, _ in pts})
+    if not xs:
+        return ""
+    lo, hi = math.log2(xs[0]), math.log2(xs[-1]) if xs[-1] > xs[0] else math.log2(xs[0]) + 1
+    plot_w, plot_h = width - left - 150, height - bottom - top_pad
+
+    def px(x: float) -> float:
+        return left + (math.log2(x) - lo) / (hi - lo) * plot_w
+
+    def py(share: float) -> float:
+        return top_pad + (1 - share) * plot_h
+
+    parts = [f"<line x1=\"{left}\" y1=\"{py(0)}\" x2=\"{left + plot_w}\" y2=\"{py(0)}\" stroke=\"#999\"/>",
+             f"<line x1=\"{left}\" y1=\"{py(0)}\" x2=\"{left}\" y2=\"{py(1)}\" stroke=\"#999\"/>",
+             f"<line x1=\"{left}\" y1=\"{py(threshold):.1f}\" x2=\"{left + plot_w}\" y2=\"{py(threshold):.1f}\" "
+             f"stroke=\"#c62828\" stroke-dasharray=\"5 4\"/>",
+             f"<text x=\"{left + plot_w + 6}\" y=\"{py(threshold) + 4:.1f}\" style=\"fill:#c62828\">"
+             f"host-bound below {100 * threshold:.0f}%</text>"]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f"<text x=\"{left - 8}\" y=\"{py(tick) + 4:.1f}\" text-anchor=\"end\">{100 * tick:.0f}%</text>")
+    for x in xs:
+        parts.append(f"<text x=\"{px(x):.1f}\" y=\"{height - bottom + 18}\" text-anchor=\"middle\">{x}</text>")
+    parts.append(f"<text x=\"{left + plot_w / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\">hidden size "
+                 "(log scale); y: Computing share of the step</text>")
+    for i, (name, pts) in enumerate(series.items()):
+        color = SERIES[i % len(SERIES)]
+        pts = sorted(pts)
+        path = " ".join(f"{px(x):.1f},{py(s):.1f}" for x, s in pts)
+        parts.append(f"<polyline class=\"series\" data-series=\"{esc(name)}\" points=\"{path}\" fill=\"none\" "
+                     f"stroke=\"{color}\" stroke-width=\"2\"/>")
+        parts += [f"<circle cx=\"{px(x):.1f}\" cy=\"{py(s):.1f}\" r=\"4\" fill=\"{color}\">"
+                  f"<title>{esc(name)}, hidden {x}: {100 * s:.1f}%</title></circle>" for x, s in pts]
+        parts.append(f"<rect x=\"{left + plot_w + 6}\" y=\"{top_pad + 20 * i + 30}\" width=\"11\" height=\"11\" "
+                     f"fill=\"{color}\"/><text x=\"{left + plot_w + 22}\" y=\"{top_pad + 20 * i + 40}\">"
+                     f"{esc(name)}</text>")
+    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")

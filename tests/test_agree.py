@@ -1,0 +1,280 @@
+"""Cross-mode agreement, run comparison, the HTML report (in headless Chromium) and the 04 sweep.
+
+One real run of all four modes, made once in a private copy of the repo with one run id, is
+the input; the bad-input cases are copies of it with one thing changed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, error_lines, lab_env
+
+MODES = ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"]
+IGNORE = shutil.ignore_patterns("prof_out*", "prof_runs", "prof_sweep", "build", "model", "__pycache__")
+
+
+def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), cwd=repo, env=lab_env(PYTHONPATH=str(repo), MSPROF_LAB_RUN_ID="agree-test-run"),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def lab(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m common ...`` inside ``repo``, as a user runs it."""
+    return _sh(repo, sys.executable, "-m", "common", *args)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A private repo copy in which every mode ran once, in one run (as nox runs them)."""
+    target = tmp_path_factory.mktemp("lab") / "repo"
+    shutil.copytree(ROOT / "common", target / "common", ignore=IGNORE)
+    for mode in MODES:
+        shutil.copytree(ROOT / mode, target / mode, ignore=IGNORE)
+    for script in (["01_cmdline/run.sh", "0"], ["02_api_AscendC/build.sh"], ["02_api_AscendC/run.sh", "0"],
+                   ["03_api_pyAcl/build_model.sh"], ["03_api_pyAcl/run.sh", "0"], ["04_pyTorch/run.sh", "0"]):
+        proc = _sh(target, "bash", *script)
+        assert proc.returncode == 0, f"{script}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    return target
+
+
+@pytest.fixture(scope="module")
+def swept(repo: Path) -> subprocess.CompletedProcess:
+    """A two-point sweep, before agree, so that the cross-mode page carries its chart too."""
+    return _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", "--hidden", "64,512", "--batch", "1")
+
+
+@pytest.fixture(scope="module")
+def agreed(repo: Path, swept) -> subprocess.CompletedProcess:
+    return lab(repo, "agree")
+
+
+def copy_outputs(repo: Path, tmp_path: Path) -> list[Path]:
+    dirs = []
+    for mode in MODES:
+        shutil.copytree(repo / mode / "prof_out", tmp_path / mode / "prof_out")
+        dirs.append(tmp_path / mode / "prof_out")
+    return dirs
+
+
+def edit_info(folder: Path, **changes: object) -> None:
+    path = folder / "run_info.json"
+    info = json.loads(path.read_text())
+    info.update(changes)
+    path.write_text(json.dumps(info))
+
+
+# --- agree ------------------------------------------------------------------------------------------
+def test_agree_prints_the_table_then_passing_verdicts(agreed) -> None:
+    assert agreed.returncode == 0, agreed.stdout + agreed.stderr
+    out = agreed.stdout
+    table_at, verdicts_at = out.index("-- The four modes side by side --"), out.index("-- Cross-mode verdicts --")
+    assert table_at < verdicts_at
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("01_cmdline"))
+    assert all(mode in header for mode in MODES)
+    assert "backend: PORTABLE | run agree-te" in out
+    verdicts = [line for line in out[verdicts_at:].splitlines() if line.startswith("[")]
+    assert verdicts and all(line.startswith("[PASS]") for line in verdicts), verdicts
+    for name in ("matmul dominates (01)", "matmul dominates (03)", "matmul dominates (04)",
+                 "matmul share of forward time agrees (01 vs 04)", "cast present (03 default)", "cast absent (01)",
+                 "cast absent (04)", "op counts per forward (01", "op counts per forward (03",
+                 "op counts per forward (04", "op counts per launch (02)", "op time vs Computing (04)",
+                 "output matches fp32 reference (01)", "output matches fp32 reference (04)", "output verified (02)",
+                 "output matches fp32 reference (03 default)", "output matches fp32 reference (03 fp32)"):
+        assert any(line.startswith(f"[PASS] {name}") for line in verdicts), name
+    # the table shows measured counts: 4 MatMul and 3 GELU per forward in 01, 03 and 04; Casts only in 03
+    def row(name: str) -> list[str]:
+        return re.split(r"\s{2,}", next(li for li in out.splitlines() if li.startswith(name)).strip())
+
+    assert row("matmul per forward")[1:] == ["4", "N/A", "4", "4"]
+    assert row("gelu per forward")[1:] == ["3", "N/A", "3", "3"]
+    assert row("cast per forward")[1] == "0" and float(row("cast per forward")[3]) > 0 and row("cast per forward")[4] == "0"
+    assert float(row("init ops, one-off (us, shown apart)")[1].replace(",", "")) > 0  # 01 sees weight init
+
+
+def test_agree_writes_markdown_and_html_for_the_run_and_each_mode(repo: Path, agreed) -> None:
+    assert (repo / "agree_out" / "agree.md").read_text().startswith("# msprof lab: cross-mode agreement")
+    for mode in MODES:
+        assert (repo / mode / "prof_out" / "report.html").is_file(), mode
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: edit_info(d[2], backend="npu"),
+         "Error: mixed backends: 01 portable, 02 portable, 03 npu, 04 portable"),
+        (lambda d: edit_info(d[3], run_id="0123456789abcdef", start="2020-01-01T00:00:00+00:00"),
+         "Error: stale or mixed inputs: 04 (run 01234567, 2020-01-01T00:00:00+00:00) not from the newest run"),
+        (lambda d: edit_info(d[0], completed=False), "Error: incomplete run for mode 01"),
+        (lambda d: shutil.rmtree(d[1]), "Error: mode 02 (02_api_AscendC) missing"),
+        (lambda d: (d[1] / "run_info.json").unlink(), "no run_info.json, so its backend and run cannot be checked"),
+    ],
+)
+def test_agree_refuses_bad_inputs_with_one_line(repo: Path, tmp_path: Path, change, message: str) -> None:
+    dirs = copy_outputs(repo, tmp_path)
+    change(dirs)
+    proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "agree_out"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(error_lines(proc.stderr)) == 1 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_agree_with_a_mode_left_out_names_it(repo: Path, tmp_path: Path) -> None:
+    dirs = copy_outputs(repo, tmp_path)
+    proc = lab(repo, "agree", *map(str, [dirs[0], dirs[1], dirs[3]]), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and error_lines(proc.stderr) == [
+        "Error: mode 03 (03_api_pyAcl) missing from the inputs — run it (nox -s pyacl) and pass its prof_out/ too"]
+
+
+def test_agree_allows_mixed_runs_only_when_asked(repo: Path, tmp_path: Path) -> None:
+    dirs = copy_outputs(repo, tmp_path)
+    edit_info(dirs[0], run_id="another-run", start="2020-01-01T00:00:00+00:00")
+    proc = lab(repo, "agree", *map(str, dirs), "--allow-mixed-runs", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "note: stale or mixed inputs: 01 (run another-" in proc.stdout
+
+
+def test_agree_fails_when_a_count_is_off(repo: Path, tmp_path: Path) -> None:
+    """One aten::addmm row less in 01's op_summary: the count check must fail, the run exit 1."""
+    dirs = copy_outputs(repo, tmp_path)
+    (summary,) = dirs[0].glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")
+    lines = summary.read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if ",aten::addmm," in line)
+    summary.write_text("".join(lines[:first] + lines[first + 1:]))
+    proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 1
+    assert re.search(r"^\[FAIL\] op counts per forward \(01, 23 forwards\): .*matmul 91 \(want 4 x 23 = 92\)",
+                     proc.stdout, re.MULTILINE)
+
+
+# --- compare ---------------------------------------------------------------------------------------
+def scale_op(folder: Path, op_type: str, factor: float) -> None:
+    """Make one op type ``factor`` times slower in a copy of 04's kernel_details.csv."""
+    (path,) = folder.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    col, typ = rows[0].index("Duration(us)"), rows[0].index("Type")
+    for row in rows[1:]:
+        if row[typ] == op_type:
+            row[col] = f"{float(row[col]) * factor:.3f}"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def test_compare_same_run_passes(repo: Path) -> None:
+    out = repo / "04_pyTorch" / "prof_out"
+    proc = lab(repo, "compare", str(out), str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[PASS] no regression beyond the threshold" in proc.stdout and "REGRESSION" not in proc.stdout
+
+
+def test_compare_flags_a_slower_op_and_exits_1(repo: Path, tmp_path: Path) -> None:
+    candidate = tmp_path / "candidate"
+    shutil.copytree(repo / "04_pyTorch" / "prof_out", candidate)
+    scale_op(candidate, "aten::addmm", 2.0)
+    proc = lab(repo, "compare", str(repo / "04_pyTorch" / "prof_out"), str(candidate))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    flagged = [line for line in proc.stdout.splitlines() if line.rstrip().endswith("REGRESSION")]
+    assert len(flagged) == 1 and "aten::addmm" in flagged[0] and "+100.0%" in flagged[0]
+    assert "[FAIL] no regression beyond the threshold" in proc.stdout
+
+
+def test_compare_uses_medians_over_repeated_runs(repo: Path, tmp_path: Path) -> None:
+    """Three candidate runs, one of them 5x slower: the median ignores the outlier."""
+    runs = tmp_path / "prof_runs"
+    for i in (1, 2, 3):
+        shutil.copytree(repo / "04_pyTorch" / "prof_out", runs / str(i))
+    scale_op(runs / "2", "aten::addmm", 5.0)
+    proc = lab(repo, "compare", str(repo / "04_pyTorch" / "prof_out"), str(runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "candidate: " + str(runs) + " (3 runs)" in proc.stdout
+
+
+def test_compare_refuses_different_workloads(repo: Path, tmp_path: Path) -> None:
+    proc = lab(repo, "compare", str(repo / "01_cmdline" / "prof_out"), str(repo / "04_pyTorch" / "prof_out"))
+    assert proc.returncode == 2 and error_lines(proc.stderr) == [
+        "Error: not the same workload: mode cmdline (baseline) vs pytorch (candidate) — "
+        "compare runs of one mode on one backend"]
+    other = tmp_path / "other"
+    shutil.copytree(repo / "04_pyTorch" / "prof_out", other)
+    (path,) = other.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    path.write_text(path.read_text().replace("32,1024", "64,1024"))
+    proc = lab(repo, "compare", str(repo / "04_pyTorch" / "prof_out"), str(other))
+    assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1
+    assert "Error: not the same workload: ops matching by type and shape cover 0%" in proc.stderr
+
+
+# --- the HTML report, opened in a real browser -------------------------------------------------------
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")
+def test_cross_mode_html_renders_its_charts_in_chromium(repo: Path, agreed, tmp_path: Path) -> None:
+    page = repo / "agree_out" / "report.html"
+    text = page.read_text()
+    assert not re.search(r"(src|href)=\"(https?:)?//", text), "the page must not load anything"
+    dom = browse(page, tmp_path / "profile", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    charts = {m.group(1): m.group(0) for m in re.finditer(r"<svg[^>]*data-chart=\"([a-z-]+)\".*?</svg>", dom.stdout, re.DOTALL)}
+    assert {"op-share", "steps", "pipes", "cast-variants", "cast-per-execute", "sweep"} <= set(charts), sorted(charts)
+    assert charts["sweep"].count("<circle") == 2  # the two sweep points
+    assert charts["op-share"].count('data-family="matmul"') == 3  # 01, 03, 04 (02 runs no MatMul)
+    assert charts["steps"].count('data-part="computing"') == 5  # the 5 active steps of 04
+    widths = [float(w) for w in re.findall(r'data-family="[a-z]+" x="[\d.]+" y="\d+" width="([\d.]+)"', charts["op-share"])]
+    assert widths and all(w > 0 for w in widths)
+    shot = tmp_path / "shot.png"
+    proc = browse(page, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1150,1800", "--hide-scrollbars")
+    assert proc.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 30_000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")
+def test_run_html_of_04_shows_steps_and_bottlenecks(repo: Path, agreed, tmp_path: Path) -> None:
+    dom = browse(repo / "04_pyTorch" / "prof_out" / "report.html", tmp_path / "profile", "--dump-dom")
+    assert dom.returncode == 0
+    assert 'data-chart="steps"' in dom.stdout and 'data-chart="op-share"' in dom.stdout
+    assert "Bottlenecks per op" in dom.stdout and "aten::addmm" in dom.stdout
+
+
+# --- bottleneck analysis in report -------------------------------------------------------------------
+def test_report_prints_bounds_and_the_run_hint(repo: Path) -> None:
+    proc = lab(repo, "report", str(repo / "04_pyTorch" / "prof_out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "peaks: calibrated on this machine now: copy 64 MB" in proc.stdout
+    addmm = next(li for li in proc.stdout.splitlines() if li.startswith("aten::addmm  1024;32,1024;1024,1024"))
+    assert addmm.split()[4] == "0.067" and addmm.rstrip().endswith(("compute", "memory"))  # 2*32*1024*1024 FLOPs
+    assert re.search(r"^hypothesis: (host|device)-bound", proc.stdout, re.MULTILINE)
+    assert re.search(r"^evidence: Computing [\d.]+ us : Free [\d.]+ us per step", proc.stdout, re.MULTILINE)
+
+
+# --- the sweep -------------------------------------------------------------------------------------
+def test_sweep_small_grid(repo: Path, swept, agreed) -> None:
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    doc = json.loads((repo / "04_pyTorch" / "prof_sweep" / "sweep.json").read_text())
+    assert [(p["hidden"], p["batch"]) for p in doc["points"]] == [(64, 1), (512, 1)]
+    for p in doc["points"]:
+        assert 0 < p["computing_ratio"] <= 1 and abs(p["computing_us"] + p["free_us"] - p["step_us"]) < 1
+        assert p["bound"] == ("host-bound" if p["computing_ratio"] < 0.5 else "compute-bound")
+    assert re.search(r"^batch 1: ", swept.stdout, re.MULTILINE)
+    assert 'data-chart="sweep"' in (repo / "04_pyTorch" / "prof_sweep" / "report.html").read_text()
+    assert 'data-chart="sweep"' in (repo / "agree_out" / "report.html").read_text()  # the cross-mode page has it
+
+
+def test_sweep_bad_sizes_one_line(repo: Path) -> None:
+    proc = _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", "--hidden", "64,zero")
+    assert proc.returncode == 2 and error_lines(proc.stderr) == [
+        "Error: --hidden '64,zero' is not a comma-separated list of integers in 1..8192 — "
+        "e.g. --hidden 64,128,256,512,1024,2048,4096"]

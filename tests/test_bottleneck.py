@@ -1,0 +1,111 @@
+"""Bottleneck analysis as pure functions: work from shapes, lower bounds, pipes, the run hint."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import error_lines, run
+
+from common import bottleneck
+from common.analysis import StepSummary
+from common.bottleneck import Peaks
+from common.formats.records import Task
+
+PEAKS = Peaks("test", flops_per_s=1e12, bytes_per_s=1e11, source="test figures")
+
+
+def _task(op: str, shapes: str | None, dtypes: str | None, out: str | None = None, dur: float = 10.0, **pmu) -> Task:
+    return Task(op, op, "CPU", 0.0, dur, input_shapes=shapes, input_dtypes=dtypes, output_shapes=out,
+                output_dtypes=None if out is None else "FLOAT", pmu=pmu)
+
+
+def test_addmm_work_from_logical_shapes() -> None:
+    work = bottleneck.op_work(_task("aten::addmm", "1024;32,1024;1024,1024", "FLOAT;FLOAT;FLOAT"))
+    assert work.flops == 2 * 32 * 1024 * 1024
+    assert work.bytes == 4 * (1024 + 32 * 1024 + 1024 * 1024 + 32 * 1024)
+
+
+def test_gemm_with_a_folded_weight_uses_the_output_shape() -> None:
+    work = bottleneck.op_work(_task("Gemm", "32,1024;1024", "FLOAT;FLOAT", out="32,1024"))
+    assert work.flops == 2 * 32 * 1024 * 1024 and work.bytes == 4 * (32 * 1024 + 1024 * 1024 + 32 * 1024 + 1024)
+
+
+@pytest.mark.parametrize(
+    ("task", "reason"),
+    [
+        (_task("MatMulV2", None, None), "no Input Shapes in the profile"),
+        (_task("MatMulV2", "N/A", "N/A"), "no Input Shapes in the profile"),
+        (_task("aten::mm", "32,1024;512,64", "FLOAT;FLOAT"), "shapes disagree"),
+        (_task("MatMulV2", "81920,4096;8192,512", "DT_BF16;DT_BF16", out="4096,512"), "shapes disagree"),
+        (_task("FlashAttentionScore", "4,2;4,2,8", "DT_BF16;DT_BF16"), "no work model for FlashAttentionScore"),
+        (_task("aten::gelu", "32,1024", "WEIRD"), "no or unknown Input Data Types"),
+    ],
+)
+def test_no_bound_is_guessed(task: Task, reason: str) -> None:
+    work = bottleneck.op_work(task)
+    assert isinstance(work, str) and work.startswith(reason)
+    (row,) = bottleneck.op_bounds([task], PEAKS)
+    assert row.lower_bound_us is None and row.achieved is None and row.bound is None
+
+
+def test_lower_bound_roofline_and_achieved_fraction() -> None:
+    gemm = _task("aten::mm", "1024,1024;1024,1024", "FLOAT;FLOAT", dur=4000.0)
+    gelu = _task("aten::gelu", "1024,1024", "FLOAT", dur=200.0)
+    rows = {r.op_type: r for r in bottleneck.op_bounds([gemm, gelu], PEAKS)}
+    mm = rows["aten::mm"]
+    assert mm.compute_us == pytest.approx(2 * 1024**3 / 1e12 * 1e6)
+    assert mm.memory_us == pytest.approx(3 * 4 * 1024**2 / 1e11 * 1e6)
+    assert mm.bound == "compute" and mm.achieved == pytest.approx(mm.compute_us / 4000.0)
+    assert rows["aten::gelu"].bound == "memory" and rows["aten::gelu"].lower_bound_us == pytest.approx(8 * 1024**2 / 1e5)
+    (no_peaks,) = bottleneck.op_bounds([gelu], None)
+    assert no_peaks.reason == "no device peaks for this data" and no_peaks.lower_bound_us is None
+
+
+def test_device_peak_table_lookup() -> None:
+    for name in ("Ascend910B1", "910B2", "ascend910b3", "Ascend910B4", "Ascend310P3"):
+        assert bottleneck.device_peaks(name) is not None, name
+    b3 = bottleneck.device_peaks("Ascend910B3")
+    assert b3.flops_per_s == pytest.approx(20 * 8192 * 1.8e9) and b3.bytes_per_s == 1.6e12
+    assert bottleneck.device_peaks("Ascend999") is None
+
+
+def test_pipe_verdicts_state_thresholds() -> None:
+    scalar = _task("Kernel", None, None, aiv_vec_ratio=0.04, aiv_scalar_ratio=0.65, aiv_mte2_ratio=0.33,
+                   aiv_mte3_ratio=0.0)
+    mte = _task("MatMulV2", None, None, aic_mac_ratio=0.5, aic_scalar_ratio=0.2, aic_mte2_ratio=0.95)
+    verdicts = {v.op_type: v for v in bottleneck.pipe_verdicts([scalar, mte, _task("NoPmu", None, None)])}
+    assert set(verdicts) == {"Kernel", "MatMulV2"}
+    assert verdicts["Kernel"].pipe == "aiv_scalar" and "no pipe >= 0.8" in verdicts["Kernel"].text
+    assert "compute pipes at 0.04 < 0.5" in verdicts["Kernel"].text
+    assert verdicts["MatMulV2"].pipe == "aic_mte2" and "limited by data movement (MTE2" in verdicts["MatMulV2"].text
+
+
+def test_run_hint_is_a_hypothesis_with_evidence() -> None:
+    host = bottleneck.run_hint(StepSummary(5, 2250.0, 35.0, 2215.0), 7, 5.0)
+    assert host[0].startswith("hypothesis: host-bound") and "batch more" in host[1] and "graph mode" in host[1]
+    assert host[2].startswith("evidence: Computing 35.0 us : Free 2215.0 us per step (1.6% computing, threshold 50%)")
+    device = bottleneck.run_hint(StepSummary(5, 4000.0, 3800.0, 200.0), None, None)
+    assert device[0].startswith("hypothesis: device-bound")
+
+
+def test_report_on_npu_capture_without_shapes_says_unavailable(npu_fixtures) -> None:
+    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")])
+    assert proc.returncode == 0, proc.stderr
+    assert "peaks: none (NPU data without a SoC name: pass --soc Ascend910B3" in proc.stdout
+    assert "unavailable: no Input Shapes in the profile" in proc.stdout
+    assert "aiv_scalar 0.99 >= 0.8: limited by scalar" in proc.stdout
+    assert (npu_fixtures / "cann85_minimal" / "report.html").is_file()
+
+
+def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
+    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
+                "--soc", "Ascend910B3"])
+    assert proc.returncode == 0, proc.stderr
+    assert "peaks: nominal: 20 cube cores x 8192 FLOP/cycle x 1.8 GHz, 1600 GB/s memory" in proc.stdout
+    add = next(li for li in proc.stdout.splitlines() if li.startswith("Add ") and "512,2,4096" in li)
+    assert add.rstrip().endswith("memory")
+    bad = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
+               "--soc", "Ascend999"])
+    assert bad.returncode == 0 and "peaks: none (Ascend999 is not in the peak table" in bad.stdout
+    assert error_lines(bad.stderr) == []
