@@ -165,10 +165,12 @@ def check_output(metrics: dict[str, float], where: str, max_abs_tol: float, cosi
 
 # --- across modes --------------------------------------------------------------------------------
 # 01 and 04 run the same eager PyTorch ops, but 01 records every forward of the whole program
-# (warm-up forwards and first calls included) while 04 records 5 steady-state steps; on a shared
-# CPU that moves the MatMul share by a few points. 10 points leaves room for that, and still fails
-# when one mode picks up a different op mix (a missing GELU, an extra Cast, an unfiltered init op).
-SHARE_AGREEMENT_PP = 10.0
+# (warm-up forwards and first calls included) while 04 records 5 steady-state steps; on a
+# CPU shared with other work the small, memory-bound GELUs slow down more than the MatMuls, which
+# moved the MatMul share by up to 7 points between the two modes in our runs. 15 points leaves room
+# for that, and still fails when one mode counts something the other does not (the unfiltered init
+# ops alone are ~25% of 01's op time).
+SHARE_AGREEMENT_PP = 15.0
 
 
 def forward_shares(stats: list[OpStat]) -> dict[str, float]:

@@ -60,16 +60,18 @@ def measure(hidden: int, batch: int, out: Path, npu: bool) -> dict:
     (profile_npu if npu else profile_portable)(model, x, out)
     datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
     steps = [s for ds in datasets for s in ds.steps]
-    summary = analysis.summarize_steps(steps)
-    if summary is None:
+    if not steps:
         raise LabError(f"{out}: no step_trace_time.csv rows", "the profiler wrote no steps; see its messages above")
+    # The median step, not the mean: on a shared machine one step that lost the CPU to another
+    # process would otherwise move a whole grid point.
+    step = sorted(steps, key=lambda s: s.total_us)[len(steps) // 2]
+    ratio = step.computing_us / step.total_us if step.total_us else 0.0
     flops = 2 * batch * hidden * hidden * N_LINEAR  # the Linear layers' MatMuls, per step
     return {
-        "hidden": hidden, "batch": batch, "steps": summary.steps, "step_us": summary.mean_step_us,
-        "computing_us": summary.mean_computing_us, "free_us": summary.mean_free_us,
-        "computing_ratio": summary.computing_ratio,
-        "bound": "host-bound" if summary.computing_ratio < analysis.HOST_BOUND_BELOW else "compute-bound",
-        "matmul_gflops_per_s": flops / summary.mean_computing_us / 1e3 if summary.mean_computing_us else None,
+        "hidden": hidden, "batch": batch, "steps": len(steps), "step_us": step.total_us,
+        "computing_us": step.computing_us, "free_us": step.free_us, "computing_ratio": ratio,
+        "bound": "host-bound" if ratio < analysis.HOST_BOUND_BELOW else "compute-bound",
+        "matmul_gflops_per_s": flops / step.computing_us / 1e3 if step.computing_us else None,
     }
 
 
@@ -92,7 +94,7 @@ def render(points: list[dict], backend: str) -> str:
     rows = [[p["hidden"], p["batch"], p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
              p["bound"], p["matmul_gflops_per_s"]] for p in points]
     return "\n".join([
-        f"Sweep ({backend}): {ACTIVE} active steps per point; host-bound when Computing < "
+        f"Sweep ({backend}): the median of {ACTIVE} active steps per point; host-bound when Computing < "
         f"{100 * analysis.HOST_BOUND_BELOW:.0f}% of the step",
         render_table(["hidden", "batch", "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict",
                       "MatMul GFLOP/s"], rows),
