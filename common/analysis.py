@@ -10,7 +10,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from common.formats.records import OpStat, StepTime, Task
+from common.formats.records import OpStat, StepTime, Task, TraceEvent
 
 # One table maps NPU op types and portable (PyTorch / ONNX Runtime / AscendC twin) names to a family.
 # Patterns are matched against the lower-cased OP Type; the first match wins.
@@ -129,6 +129,38 @@ def bound_verdict(summary: StepSummary) -> str:
     return (
         f"{kind}: Computing {summary.mean_computing_us:.1f} us vs Free {summary.mean_free_us:.1f} us per step "
         f"(Computing = {100 * ratio:.1f}% of the step; host-bound below {100 * HOST_BOUND_BELOW:.0f}%)"
+    )
+
+
+OVERLAP_PROCESS = "Overlap Analysis"  # torch_npu / msprof timeline process with the Computing / Free tracks
+
+
+def overlap_step_time(events: list[TraceEvent]) -> StepTime | None:
+    """One step_trace_time row for a whole timeline, summed from its ``Overlap Analysis`` events.
+
+    torch_npu builds step_trace_time.csv from these events: Computing, Communication,
+    Communication(Not Overlapped) and Free are the summed durations of the same-named events,
+    Bubble of the ``hcom_receive*`` events. Without step ranges (they need the framework-to-device
+    links) the whole timeline is one row with an empty Step, as torch_npu writes it when no
+    schedule ran. Stage = first to last Overlap Analysis event - Bubble; Preparing needs the
+    framework side and stays None. None when the timeline has no Overlap Analysis process.
+    """
+    pids = {e.pid for e in events if e.ph == "M" and e.name == "process_name" and e.args.get("name") == OVERLAP_PROCESS}
+    spans = [e for e in events if e.ph == "X" and e.pid in pids and e.ts_us is not None and e.dur_us is not None]
+    if not spans:
+        return None
+    total: dict[str, float] = defaultdict(float)
+    for e in spans:
+        total[e.name] += e.dur_us
+    bubble = sum(e.dur_us or 0.0 for e in events if e.ph == "X" and e.name.startswith("hcom_receive"))
+    length = max(e.ts_us + e.dur_us for e in spans) - min(e.ts_us for e in spans)
+    labels = {str(e.args.get("labels", "")) for e in events if e.ph == "M" and e.name == "process_labels" and e.pid in pids}
+    device = next((label.split()[1] for label in labels if label.startswith("NPU ")), "host" if "CPU" in labels else None)
+    communication, not_overlapped = total["Communication"], total["Communication(Not Overlapped)"]
+    return StepTime(
+        step=None, computing_us=total["Computing"], communication_not_overlapped_us=not_overlapped,
+        overlapped_us=communication - not_overlapped, communication_us=communication, free_us=total["Free"],
+        stage_us=length - bubble, bubble_us=bubble, preparing_us=None, device_id=device,
     )
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import analysis
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import OpStat, StepTime, Task
@@ -63,7 +64,23 @@ class Dataset:
 
     @functools.cached_property
     def steps(self) -> list[StepTime]:
-        return [row for path in self.files("step_trace_time") for row in readers.read_step_trace_time(path)]
+        """step_trace_time rows; without that file, one whole-trace row recomputed from trace_view.json.
+
+        The recomputation sums the timeline's Overlap Analysis events (``analysis.overlap_step_time``),
+        as torch_npu and msprof-analyze do, so Computing/Free agree with msprof-analyze on any
+        torch_npu output, step_trace_time.csv or not.
+        """
+        if self.has("step_trace_time"):
+            return [row for path in self.files("step_trace_time") for row in readers.read_step_trace_time(path)]
+        rows = [analysis.overlap_step_time(readers.read_trace(path)) for path in self.files("trace_view")]
+        return [row for row in rows if row is not None]
+
+    @property
+    def steps_source(self) -> str:
+        """Where :attr:`steps` come from, for reports."""
+        if self.has("step_trace_time"):
+            return "step_trace_time.csv"
+        return "trace_view.json Overlap Analysis events, whole trace (no step_trace_time.csv)"
 
     def label(self, root: Path) -> str:
         try:

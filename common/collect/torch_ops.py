@@ -189,11 +189,17 @@ def step_ranges(roots: list[OpNode], trace_start_us: float, first_step: int) -> 
     """The recorded ``ProfilerStep`` ranges in absolute µs, numbered from ``first_step``.
 
     torch.profiler names every step event ``ProfilerStep*`` in ``events()``; the k-th recorded
-    one is step ``first_step + k`` (the first active step of the schedule).
+    one is step ``first_step + k`` (the first active step of the schedule). A step lasts from
+    one ``prof.step()`` to the next: the profiler's own bookkeeping inside ``step()``, between
+    closing one ``ProfilerStep`` and opening the next, belongs to the step it closes (the device
+    idles through it on an NPU too), so the steps tile the active part of the run and their
+    Computing + Free add up to its wall time. The last step ends where it was recorded to end.
     """
     steps = sorted((n for n in roots if n.name.startswith("ProfilerStep")), key=lambda n: n.start_us)
+    ends = [nxt.start_us for nxt in steps[1:]] + [n.end_us for n in steps[-1:]]
     return [
-        StepRange(first_step + k, trace_start_us + n.start_us, trace_start_us + n.end_us) for k, n in enumerate(steps)
+        StepRange(first_step + k, trace_start_us + n.start_us, trace_start_us + max(n.end_us, end))
+        for k, (n, end) in enumerate(zip(steps, ends))
     ]
 
 

@@ -1,0 +1,313 @@
+"""The lab's output in the Ascend toolkit's own analysis tool, msprof-analyze, with matching numbers.
+
+msprof-analyze (MindStudio Profiler Analyze, on PyPI, runs on a CPU) reads torch_npu output
+directories. Here it is installed into an environment of its own (``.nox/ecosystem``, from
+the ``ecosystem`` dependency group; the lab's environment never sees it), then
+
+- ``msprof-analyze advisor all -d <dir>`` runs on the candidate (default: mode 04's output)
+  and on the baseline (default: a real torch_npu capture, ``tests/fixtures/npu``);
+- ``msprof-analyze compare -d <candidate> -bp <baseline>`` compares the two;
+- the Computing and Free totals each of them reports are checked against the lab's own
+  report of the same folder (its step table: step_trace_time.csv, or the trace_view.json
+  Overlap Analysis events when that file is absent) and printed side by side.
+
+    python -m common.ecosystem [--candidate DIR] [--baseline DIR] [--output DIR]
+
+Set ``MSPROF_ANALYZE=/path/to/msprof-analyze`` to use an installation of your own instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+from common.analysis import Verdict
+from common.errors import ArgumentParser, LabError, run_cli
+from common.profile import find_datasets
+from common.report import render_table, render_verdicts
+from common.rundir import REPO_ROOT, prepare_output_dir
+
+GROUP = "ecosystem"  # the dependency group in pyproject.toml that pins msprof-analyze
+ENV_DIR = REPO_ROOT / ".nox" / "ecosystem"
+EXE_VAR = "MSPROF_ANALYZE"
+DEFAULT_CANDIDATE = REPO_ROOT / "04_pyTorch" / "prof_out"
+DEFAULT_BASELINE = REPO_ROOT / "tests" / "fixtures" / "npu" / "torch_npu_trace_view"
+INSTALL_TIMEOUT_S = 900
+TOOL_TIMEOUT_S = 600
+# The lab and msprof-analyze must agree within 1%. advisor prints times in ms with 3 decimals
+# (compare's xlsx keeps every digit), so below 0.05 ms a 1% band is finer than what advisor
+# prints: there half its last digit (0.0005 ms) is the tolerance instead.
+REL_TOLERANCE = 0.01
+PRINT_RESOLUTION_MS = 0.001
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Computing and Free over a whole profile, in ms."""
+
+    computing_ms: float
+    free_ms: float
+
+
+# --- the tool -------------------------------------------------------------------------------------
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _run(argv: list[str], what: str, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
+    except FileNotFoundError:
+        raise LabError(f"{what}: {argv[0]} not found", f"install msprof-analyze, or unset {EXE_VAR}") from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what}: no answer after {timeout:.0f} s", "run it by hand to see where it hangs") from None
+
+
+def _group_line() -> str:
+    """The ``ecosystem = [...]`` line of pyproject.toml: the environment is rebuilt only when it changes."""
+    found = re.search(rf"^{GROUP}\s*=.*$", (REPO_ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+    if not found:
+        raise LabError(f"pyproject.toml has no '{GROUP}' dependency group", "restore it: it pins msprof-analyze")
+    return found.group(0)
+
+
+def ensure_tool(log=print) -> Path:
+    """The ``msprof-analyze`` executable: $MSPROF_ANALYZE, or the ecosystem environment (built when stale)."""
+    given = os.environ.get(EXE_VAR)
+    if given:
+        exe = Path(given)
+        if not exe.is_file() or not os.access(exe, os.X_OK):
+            raise LabError(f"{EXE_VAR}={given}: not an executable file", "point it at an msprof-analyze, or unset it")
+        return exe
+    exe, python, stamp = ENV_DIR / "bin" / "msprof-analyze", ENV_DIR / "bin" / "python", ENV_DIR / ".lab-stamp"
+    want = hashlib.sha256(f"{_group_line()}|{sys.version}".encode()).hexdigest()
+    if exe.is_file() and stamp.is_file() and stamp.read_text() == want:
+        return exe
+    log(f"installing msprof-analyze into {ENV_DIR} (group '{GROUP}' of pyproject.toml; once)")
+    steps = [
+        ("venv", [sys.executable, "-m", "venv", "--clear", str(ENV_DIR)]),
+        ("pip upgrade", [str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1"]),  # --group
+        ("pip install", [str(python), "-m", "pip", "install", "--quiet", "--group", GROUP]),
+    ]
+    for name, argv in steps:
+        proc = _run(argv, f"installing msprof-analyze ({name})", INSTALL_TIMEOUT_S, cwd=REPO_ROOT)
+        if proc.returncode != 0:
+            raise LabError(
+                f"msprof-analyze could not be installed into {ENV_DIR} ({name} exited {proc.returncode}: "
+                f"{_last_line(proc.stderr + proc.stdout)})",
+                f"it comes from PyPI: check the network, or set {EXE_VAR} to one you installed; the modes do not need it",
+            )
+    if not exe.is_file():
+        raise LabError(f"{exe} missing after the install", f"check the '{GROUP}' group in pyproject.toml")
+    stamp.write_text(want)
+    return exe
+
+
+def tool_version(exe: Path) -> str:
+    """The installed msprof-analyze version, from the package metadata beside the executable."""
+    python = exe.parent / "python"
+    if not python.is_file():
+        return "unknown version"
+    proc = _run([str(python), "-c", "import importlib.metadata as m; print(m.version('msprof-analyze'))"],
+                "reading msprof-analyze's version", 60)
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown version"
+
+
+def run_tool(exe: Path, args: list[str], log_path: Path) -> str:
+    """Run ``msprof-analyze <args>`` (an argv list, no shell); its full output goes to ``log_path``."""
+    proc = _run([str(exe), *args], f"msprof-analyze {args[0]}", TOOL_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log_path.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise LabError(
+            f"msprof-analyze {' '.join(args[:2])} failed (exit {proc.returncode}): {_last_line(proc.stderr + proc.stdout)}",
+            f"its full output is in {log_path}",
+        )
+    return proc.stdout + proc.stderr
+
+
+# --- reading what it reports ------------------------------------------------------------------------
+def _first_error(log_path: Path) -> str:
+    """The first ``[ERROR]`` line msprof-analyze logged (it exits 0 on some failures), for a one-line message."""
+    errors = [line.split("]", 3)[-1].strip() for line in log_path.read_text().splitlines() if "[ERROR]" in line]
+    return f" (it logged: {errors[0]})" if errors else ""
+
+
+_ADVISOR_TIME = re.compile(r"-- (Computing|Free) Time is ([0-9.]+)ms")
+
+
+def advisor_totals(output: str, log_path: Path) -> Totals:
+    """Computing/Free from the Overall Summary ``advisor all -l en`` prints."""
+    found = dict(_ADVISOR_TIME.findall(output))
+    if set(found) != {"Computing", "Free"}:
+        raise LabError(
+            f"msprof-analyze advisor printed no Overall Summary (Computing Time / Free Time){_first_error(log_path)}",
+            f"it did not take the folder for torch_npu output; see {log_path}",
+        )
+    return Totals(float(found["Computing"]), float(found["Free"]))
+
+
+_NS = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"}
+_REL = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+
+
+def xlsx_rows(path: Path, sheet: str) -> list[dict[str, str]]:
+    """The cells of one worksheet as rows of ``{column letter: text}`` (standard library only)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            book = ElementTree.fromstring(z.read("xl/workbook.xml"))
+            rels = ElementTree.fromstring(z.read("xl/_rels/workbook.xml.rels"))
+            target = next(
+                (r.get("Target") for s in book.iter(f"{{{_NS['m']}}}sheet") if s.get("name") == sheet
+                 for r in rels if r.get("Id") == s.get(_REL)), None)
+            if target is None:
+                raise LabError(f"{path}: no sheet {sheet!r}", "the msprof-analyze version may differ; see its output")
+            shared = []
+            if "xl/sharedStrings.xml" in z.namelist():
+                shared = ["".join(t.text or "" for t in si.iter(f"{{{_NS['m']}}}t"))
+                          for si in ElementTree.fromstring(z.read("xl/sharedStrings.xml")).findall("m:si", _NS)]
+            data = ElementTree.fromstring(z.read("xl/" + target.removeprefix("/xl/").removeprefix("xl/")))
+    except (zipfile.BadZipFile, KeyError, ElementTree.ParseError) as err:
+        raise LabError(f"{path}: not a readable xlsx ({err})", "re-run msprof-analyze compare") from None
+    rows = []
+    for row in data.iter(f"{{{_NS['m']}}}row"):
+        cells = {}
+        for c in row.findall("m:c", _NS):
+            value = c.find("m:v", _NS)
+            text = "" if value is None or value.text is None else value.text
+            if c.get("t") == "s" and text:
+                text = shared[int(text)]
+            elif c.get("t") == "inlineStr":
+                text = "".join(t.text or "" for t in c.iter(f"{{{_NS['m']}}}t"))
+            cells[re.sub(r"\d", "", c.get("r", ""))] = text
+        rows.append(cells)
+    return rows
+
+
+def compare_totals(out_dir: Path) -> tuple[Totals, Totals]:
+    """(comparison, base) Computing/Free from the OverallMetrics sheet ``compare`` writes.
+
+    ``-d`` is the comparison profiling (columns E..), ``-bp`` the base (columns B..), in ms.
+    """
+    found = sorted(out_dir.glob("performance_comparison_result_*.xlsx"))
+    if not found:
+        raise LabError(
+            f"msprof-analyze compare wrote no performance_comparison_result_*.xlsx in {out_dir}"
+            f"{_first_error(out_dir / 'compare.log')}",
+            f"see {out_dir / 'compare.log'}",
+        )
+    by_name = {row.get("A", "").strip(): row for row in xlsx_rows(found[-1], "OverallMetrics")}
+    try:
+        return tuple(
+            Totals(float(by_name["Computing Time"][col]), float(by_name["Free Time"][col])) for col in ("E", "B")
+        )
+    except (KeyError, ValueError):
+        raise LabError(f"{found[-1]}: no Computing Time / Free Time in ms in OverallMetrics",
+                       "the msprof-analyze version may differ from the one checked; see compare.log") from None
+
+
+# --- the lab's side --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Profile:
+    """One torch_npu output folder as the tool takes it, with the lab's own totals for it."""
+
+    label: str
+    tool_dir: Path  # the *_ascend_pt folder (msprof-analyze recognises torch_npu output by that name)
+    lab: Totals
+    steps_source: str
+
+
+def lab_profile(path: Path | str, label: str) -> Profile:
+    """The single torch_npu dataset under ``path`` and the Computing/Free totals the lab's report gives it."""
+    datasets = [ds for ds in find_datasets(path) if ds.kind == "torch_npu"]
+    if len(datasets) != 1:
+        raise LabError(
+            f"{path}: {len(datasets)} torch_npu outputs found (ASCEND_PROFILER_OUTPUT/ folders)",
+            "give a folder holding exactly one *_ascend_pt/ output",
+        )
+    ds = datasets[0]
+    if not ds.steps:
+        raise LabError(f"{ds.folder}: no step_trace_time.csv and no Overlap Analysis events in trace_view.json",
+                       "msprof-analyze reports Computing/Free from those; collect with torch_npu.profiler Level1")
+    tool_dir = ds.folder.parent if ds.folder.name == "ASCEND_PROFILER_OUTPUT" else ds.folder
+    if not tool_dir.name.endswith("_ascend_pt"):
+        raise LabError(f"{tool_dir}: not a *_ascend_pt folder", "msprof-analyze recognises torch_npu output by that name")
+    lab = Totals(sum(s.computing_us for s in ds.steps) / 1000, sum(s.free_us for s in ds.steps) / 1000)
+    return Profile(label, tool_dir, lab, ds.steps_source)
+
+
+def check_agreement(what: str, lab_ms: float, tool_ms: float, where: str) -> Verdict:
+    """``tool_ms`` equals ``lab_ms`` within 1% (or half of advisor's 0.001 ms print resolution)."""
+    allowed = max(REL_TOLERANCE * abs(lab_ms), PRINT_RESOLUTION_MS / 2)
+    off = abs(tool_ms - lab_ms)
+    rel = f"{100 * off / abs(lab_ms):.2f}%" if lab_ms else "n/a"
+    return Verdict(
+        f"{what} agrees ({where})", off <= allowed,
+        f"lab {lab_ms:.4f} ms vs msprof-analyze {tool_ms:.4f} ms, off by {off:.4f} ms ({rel}; tolerance "
+        f"{100 * REL_TOLERANCE:g}%, or {PRINT_RESOLUTION_MS / 2:g} ms where advisor rounds to {PRINT_RESOLUTION_MS:g} ms)",
+    )
+
+
+# --- the check ---------------------------------------------------------------------------------------
+def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple[str, list[Verdict]]:
+    """Run advisor on both folders and compare on the pair; returns the side-by-side table and the verdicts."""
+    profiles = [lab_profile(candidate, "candidate"), lab_profile(baseline, "baseline")]
+    exe = ensure_tool(log)
+    version = tool_version(exe)
+    out = prepare_output_dir(output)
+    log(f"msprof-analyze {version} ({exe}); its output goes to {out}")
+    rows, verdicts = [], []
+    tool_totals: dict[str, list[tuple[str, Totals]]] = {p.label: [] for p in profiles}
+    for p in profiles:
+        folder = out / f"advisor_{p.label}"
+        folder.mkdir()
+        text = run_tool(exe, ["advisor", "all", "-d", str(p.tool_dir), "-o", str(folder), "-l", "en"],
+                        folder / "advisor.log")
+        tool_totals[p.label].append((f"advisor all -d {p.label}", advisor_totals(text, folder / "advisor.log")))
+    folder = out / "compare"
+    folder.mkdir()
+    cand, base = profiles
+    run_tool(exe, ["compare", "-d", str(cand.tool_dir), "-bp", str(base.tool_dir), "-o", str(folder)],
+             folder / "compare.log")
+    comparison, benchmark = compare_totals(folder)
+    tool_totals[cand.label].append(("compare -d (comparison)", comparison))
+    tool_totals[base.label].append(("compare -bp (base)", benchmark))
+    for p in profiles:
+        rows.append([f"{p.label}: {p.tool_dir.name}", "lab report", f"{p.lab.computing_ms:,.4f}",
+                     f"{p.lab.free_ms:,.4f}", p.steps_source])
+        for source, totals in tool_totals[p.label]:
+            rows.append(["", f"msprof-analyze {source}", f"{totals.computing_ms:,.4f}", f"{totals.free_ms:,.4f}", ""])
+            where = f"{p.label}, {source.split(' -')[0]}"
+            verdicts.append(check_agreement("Computing", p.lab.computing_ms, totals.computing_ms, where))
+            verdicts.append(check_agreement("Free", p.lab.free_ms, totals.free_ms, where))
+    title = f"Computing and Free, lab vs msprof-analyze {version} (ms)"
+    table = render_table(["profile", "reported by", "Computing(ms)", "Free(ms)", "lab's source"], rows)
+    return f"{title}\n{table}", verdicts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m common.ecosystem", description=__doc__.splitlines()[0])
+    parser.add_argument("--candidate", default=str(DEFAULT_CANDIDATE),
+                        help="torch_npu output to check (default: mode 04's prof_out)")
+    parser.add_argument("--baseline", default=str(DEFAULT_BASELINE),
+                        help="torch_npu output to compare it with (default: the real capture in tests/fixtures/npu)")
+    parser.add_argument("--output", help="where msprof-analyze writes (default: <candidate>/msprof_analyze)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    candidate = Path(args.candidate)
+    output = Path(args.output) if args.output else candidate / "msprof_analyze"
+    table, verdicts = run_check(candidate, Path(args.baseline), output)
+    print(table)
+    print(render_verdicts(verdicts))
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    run_cli(main)

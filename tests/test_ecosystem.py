@@ -1,0 +1,121 @@
+"""msprof-analyze (the Ascend toolkit's own analysis CLI) reads the lab's output and agrees with its numbers.
+
+The end-to-end test installs msprof-analyze for real (into .nox/ecosystem, once) and runs
+``advisor all`` and ``compare`` through ``python -m common.ecosystem``, as ``nox -s ecosystem`` does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT, error_lines, run
+
+from common import analysis, ecosystem
+from common.formats import readers
+from common.profile import find_datasets
+
+REAL = FIXTURES / "npu" / "torch_npu_trace_view"
+REAL_TRACE = REAL / "localhost_437675_20240102021151000_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+
+
+def test_overlap_totals_of_a_real_torch_npu_trace() -> None:
+    # Sums of the fixture's 10 Computing and 10 Free events (NPU, no communication).
+    row = analysis.overlap_step_time(readers.read_trace(REAL_TRACE))
+    assert row.computing_us == pytest.approx(17.9195, abs=1e-9)
+    assert row.free_us == pytest.approx(1163.5885, abs=1e-9)
+    assert (row.communication_us, row.communication_not_overlapped_us, row.bubble_us) == (0.0, 0.0, 0.0)
+    assert row.stage_us == pytest.approx(1181.507, abs=0.5)  # first to last event; ts has ~0.25 us float steps
+    assert row.step is None and row.preparing_us is None and row.device_id is None  # label "NPU": no number
+
+
+def test_report_recomputes_steps_from_trace_view_when_step_trace_time_is_absent() -> None:
+    (ds,) = find_datasets(REAL)
+    assert not ds.has("step_trace_time")
+    assert [(s.computing_us, s.free_us) for s in ds.steps] == [pytest.approx((17.9195, 1163.5885))]
+    assert ds.steps_source.startswith("trace_view.json Overlap Analysis")
+
+
+def test_no_overlap_process_gives_no_step_row(tmp_path: Path) -> None:
+    trace = tmp_path / "trace_view.json"
+    trace.write_text('[{"ph": "X", "name": "Computing", "pid": 1, "tid": 0, "ts": "10.0", "dur": 5.0}]')
+    assert analysis.overlap_step_time(readers.read_trace(trace)) is None  # no process_name "Overlap Analysis"
+
+
+@pytest.mark.parametrize(("lab", "tool", "ok"), [
+    (100.0, 100.99, True), (100.0, 101.01, False), (100.0, 98.9, False),
+    (0.0179, 0.018, True), (0.0179, 0.019, False),  # below 0.05 ms: half of advisor's 0.001 ms print step
+])
+def test_agreement_tolerance(lab: float, tool: float, ok: bool) -> None:
+    assert ecosystem.check_agreement("Free", lab, tool, "x").ok is ok
+
+
+@pytest.fixture(scope="module")
+def portable_04():
+    out = ROOT / "04_pyTorch" / "prof_out_ecosystem_test"
+    proc = run(["bash", "04_pyTorch/run.sh", "0", "--output", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    yield out
+    if (out / ".msprof_lab").is_file():
+        shutil.rmtree(out)
+
+
+def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
+    # msprof-analyze takes Free as (last - first Overlap Analysis event) - Computing: that equals the
+    # step table's Free only if the tracks cover the active steps end to end, as they do on an NPU.
+    (run_dir,) = portable_04.glob("*_ascend_pt")
+    output = run_dir / "ASCEND_PROFILER_OUTPUT"
+    steps = readers.read_step_trace_time(output / "step_trace_time.csv")
+    events = readers.read_trace(output / "trace_view.json")
+    row = analysis.overlap_step_time(events)
+    assert row.computing_us == pytest.approx(sum(s.computing_us for s in steps), rel=1e-6)
+    assert row.free_us == pytest.approx(sum(s.free_us for s in steps), rel=1e-5)
+    assert row.stage_us == pytest.approx(sum(s.stage_us for s in steps), abs=1.0)
+    assert row.device_id == "host"  # labelled CPU: never an NPU
+
+
+def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_path: Path) -> None:
+    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(portable_04),
+                "--output", str(tmp_path / "msa")], timeout=1500)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("msprof-analyze 26.2.0 ") for line in lines)
+    passed = [line for line in lines if line.startswith("[PASS]")]
+    assert len(passed) == 8 and not [line for line in lines if line.startswith("[FAIL]")]
+    for where in ("candidate, advisor all", "candidate, compare", "baseline, advisor all", "baseline, compare"):
+        assert any(f"Computing agrees ({where})" in line for line in passed)
+        assert any(f"Free agrees ({where})" in line for line in passed)
+    assert "lab report" in proc.stdout and "msprof-analyze compare -bp (base)" in proc.stdout
+    # The tool really ran: its own reports are there.
+    assert list((tmp_path / "msa" / "advisor_candidate").glob("mstt_advisor_*.html"))
+    assert list((tmp_path / "msa" / "compare").glob("performance_comparison_result_*.xlsx"))
+
+
+def test_missing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
+    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+               MSPROF_ANALYZE=str(tmp_path / "nowhere" / "msprof-analyze"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "MSPROF_ANALYZE" in line and "not an executable file" in line
+
+
+def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
+    fake = tmp_path / "msprof-analyze"
+    fake.write_text("#!/bin/sh\necho '[ERROR] cannot parse the profiling data' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+               MSPROF_ANALYZE=str(fake))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "msprof-analyze advisor all failed (exit 3): [ERROR] cannot parse the profiling data" in line
+    assert (tmp_path / "o" / "advisor_candidate" / "advisor.log").read_text().startswith("[ERROR]")
+
+
+def test_candidate_without_torch_npu_output_is_one_error_line(tmp_path: Path) -> None:
+    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(FIXTURES / "npu" / "cann85_minimal"),
+                "--output", str(tmp_path / "o")])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "0 torch_npu outputs found" in line
