@@ -68,7 +68,7 @@ def _legend(items: list[tuple[str, str]], y: int, x0: int = 150) -> str:
     for label, color in items:
         out.append(f"<rect x=\"{x}\" y=\"{y}\" width=\"11\" height=\"11\" fill=\"{color}\"/>"
                    f"<text x=\"{x + 15}\" y=\"{y + 10}\">{esc(label)}</text>")
-        x += 22 + 7 * len(label)
+        x += 30 + 8 * len(label)
     return "".join(out)
 
 
@@ -125,7 +125,7 @@ def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float
     """Plain horizontal bars, one per item (pipe ratios, Casts per variant ...)."""
     width, label_w, bar_h, gap = 900, 150, 18, 6
     top = top or max((v for _, v in items), default=0.0) or 1.0
-    scale = (width - label_w - 90) / top
+    scale = (width - label_w - 60 - 7 * len(unit)) / top
     height = len(items) * (bar_h + gap) + 6
     parts = []
     for i, (label, value) in enumerate(items):

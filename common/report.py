@@ -371,12 +371,12 @@ def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line:
 
     table = side_by_side(cols, info_line)
     blocks = [
-        html.section("Verdicts", html.verdict_list(verdicts), note=" ".join(notes)),
         html.section("Op time by family, per mode",
                      html.share_bars("op-share", [(c.label, c.shares) for c in cols],
                                      analysis.FAMILY_ORDER),
                      note="share of forward-pass time; init ops (one-off) excluded and listed in the table"),
         html.section("The four modes side by side", html.table(table.header, table.rows)),
+        html.section("Verdicts", html.verdict_list(verdicts), note=" ".join(notes)),
     ]
     if charts.get("steps"):
         blocks.append(html.section("04: Computing / Free per step", html.step_bars("steps", charts["steps"]),

@@ -125,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
     parser.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="hidden sizes (default %(default)s)")
     parser.add_argument("--batch", default=",".join(map(str, BATCH)), help="batch sizes (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="portable: CPU threads for torch (default 1; 0 = torch's default)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if not 0 <= args.threads <= 1024:
+        raise LabError(f"--threads {args.threads} is not in 0..1024", "e.g. --threads 1, or 0 for torch's default")
     hiddens = parse_sizes(args.hidden, "hidden", MAX_HIDDEN)
     batches = parse_sizes(args.batch, "batch", 4096)
 
@@ -137,7 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         import torch_npu  # noqa: F401
     out = prepare_output_dir(OUT)
     info = start_run(out, mode="sweep", backend=backend.name, device=device, command=sys.argv,
-                     grid={"hidden": list(hiddens), "batch": list(batches)})
+                     grid={"hidden": list(hiddens), "batch": list(batches)}, threads=args.threads or None)
+    # One thread by default: a parallel op waits for its slowest thread, and on a machine shared
+    # with other work a thread that loses its core costs a whole scheduler slice (we saw ~3 ms per
+    # op), which would bury the few hundred microseconds of host time this sweep is about.
+    if not backend.is_npu and args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
     points = []
     torch.set_grad_enabled(False)
     for batch in batches:
@@ -149,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"of {point['step_us']:,.0f} us ({point['bound']})", flush=True)
             points.append(point)
     finish_run(out, info, exit_code=0, completed=True)
-    text = render(points, backend.name)
+    text = render(points, backend.name if backend.is_npu else f"portable, {threads} CPU thread{'s' * (threads > 1)}")
     print(text)
-    doc = {"backend": backend.name, "start": info["start"], "host": info["host"], "points": points}
+    doc = {"backend": backend.name, "threads": threads, "start": info["start"], "host": info["host"], "points": points}
     (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "sweep.md").write_text(f"# 04 sweep\n\n```\n{text}\n```\n")
     line = f"backend: {backend.name.upper()} | host {info['host']} | {info['start']}"
