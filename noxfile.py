@@ -4,6 +4,7 @@
     nox -s pytorch -- 0 --repeat 3               # a mode 3 times: <mode>/prof_runs/1..3 for compare
     nox -s agree                                 # the cross-mode verdict on the last outputs
     nox -s sweep                                 # 04 over a grid of sizes: host-bound -> compute-bound
+    nox -s ddp -- 2                              # 04 on 2 ranks: cluster view and slow-rank demo
     nox -s tests                                 # the test suite
 
 The backend is detected once, here, and printed before anything runs. Every session uses
@@ -175,6 +176,20 @@ def ecosystem(session: nox.Session) -> None:
         session.run("bash", "04_pyTorch/run.sh", "0", env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
     # msprof-analyze gets an environment of its own (.nox/ecosystem); common/ecosystem.py builds it.
     session.run(python, "-m", "common.ecosystem", *session.posargs, external=True)
+
+
+@nox.session
+def ddp(session: nox.Session) -> None:
+    """04 on N ranks (torchrun + DDP): per-rank profiles, the cluster view, the slow-rank demo."""
+    nproc = session.posargs[0] if session.posargs else "2"
+    if len(session.posargs) > 1 or not (nproc.isdigit() and 1 <= int(nproc) <= 8):
+        session.error("Usage: nox -s ddp -- [nproc 1..8]")
+    env = {"PYTHON": lab_python(session), "MSPROF_LAB_RUN_ID": RUN_ID}
+    # --cross-check: msprof-analyze cluster must agree with the lab's cluster view (installed once).
+    session.run("bash", "04_pyTorch/run_ddp.sh", nproc, "--cross-check", env=env, external=True)
+    if int(nproc) > 1:  # the slow-rank demo: the last rank gets 4x the work, the view must name it
+        session.run("bash", "04_pyTorch/run_ddp.sh", nproc, "--slow-rank", str(int(nproc) - 1), "--cross-check",
+                    "--output", "04_pyTorch/prof_out_ddp_slow", env=env, external=True)
 
 
 @nox.session

@@ -4,6 +4,7 @@
   agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
   compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs);
                    exit 1 on a regression beyond --threshold
+  cluster <dir>    per-rank Computing / Communication / Free of a multi-rank run, the slow rank and why
   backend          print which backend this machine gets and why
 """
 
@@ -59,6 +60,15 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if result.regressions or result.total_flagged else 0
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    from common import cluster
+
+    view = cluster.load_cluster(args.dir)
+    verdicts, notes = cluster.view_checks(view, install=args.cross_check)
+    print(cluster.render_cluster(view, verdicts, notes))
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
 def _backend(args: argparse.Namespace) -> int:
     from common.env import detect
 
@@ -87,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     compare_p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
                            help=f"percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
     compare_p.set_defaults(func=_compare)
+    cluster_p = sub.add_parser("cluster", help="the per-rank view of a multi-rank (torch.distributed) profile")
+    cluster_p.add_argument("dir", help="a folder holding one *_ascend_pt/ per rank, e.g. 04_pyTorch/prof_out_ddp")
+    cluster_p.add_argument("--cross-check", action="store_true",
+                           help="install msprof-analyze if needed and compare with its cluster_step_trace_time.csv")
+    cluster_p.set_defaults(func=_cluster)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     args = parser.parse_args(argv)
     return args.func(args)

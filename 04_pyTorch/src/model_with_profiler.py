@@ -26,8 +26,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from common import analysis, checks  # noqa: E402
-from common.collect import torch_ops  # noqa: E402
-from common.collect.torch_npu_layout import write_ascend_pt  # noqa: E402
+from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile  # noqa: E402
 from common.env import Backend, detect, parse_device_id, select_device  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
 from common.profile import find_datasets  # noqa: E402
@@ -83,24 +82,7 @@ def profile_portable(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
     schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
     with torch.profiler.profile(activities=activities, schedule=schedule, record_shapes=True) as prof:
         times, y = run_steps(model, x, STEPS, prof.step)
-    trace_start_us = prof.profiler.kineto_results.trace_start_ns() / 1000.0
-    roots = torch_ops.nodes_from_events(prof.events())
-    tasks = torch_ops.tasks_from_nodes(roots, trace_start_us)
-    ranges = torch_ops.step_ranges(roots, trace_start_us, first_step=WAIT + WARMUP)
-    torch_ops.assign_steps(tasks, ranges)
-    from common.formats.writers import with_wait_times
-
-    tasks = with_wait_times(tasks)
-    info = {
-        "config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": {
-            "wait": WAIT, "warmup": WARMUP, "active": ACTIVE, "repeat": 1, "skip_first": 0}, "record_shapes": True,
-            "profile_memory": False, "with_stack": False, "with_flops": False, "with_modules": False}},
-        "backend": "portable (torch.profiler on CPU; no NPU, no PMU)",
-        "torch_version": torch.__version__,
-    }
-    steps = torch_ops.step_times(tasks, ranges)
-    api = torch_ops.api_statistic(torch_ops.api_calls(roots))
-    write_ascend_pt(out, tasks, ranges, steps, api, info)
+    write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
     return times, y
 
 

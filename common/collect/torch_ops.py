@@ -8,7 +8,18 @@ CPU there are no kernels, so a *task* is defined here as the outermost op that d
   ``MatMulV2`` on the NPU;
 - view/metadata ops (``aten::t``, ``aten::view``, ``aten::empty`` ...) launch nothing on an
   NPU either and are dropped;
-- everything below a task (``aten::addmm`` -> ``aten::copy_`` for the bias) is part of it.
+- everything below a task (``aten::addmm`` -> ``aten::copy_`` for the bias) is part of it;
+- in training, the autograd wrappers (``autograd::engine::evaluate_function: AddmmBackward0``,
+  ``AddmmBackward0``, ``torch::autograd::AccumulateGrad``) are transparent: the backward
+  ``aten::mm`` below them is the task, as the backward MatMul kernel is on the NPU.
+
+Collectives (torch.distributed) are not compute. ``c10d::allreduce_`` on the calling thread
+only hands the work to the process group: a host-side launch, dropped like a view op. The
+process group then runs it on its own thread, recorded as ``gloo:all_reduce`` (``nccl:``,
+``hccl:`` ...): from the moment that thread starts the collective until every peer has
+contributed and the result is in place, so the interval holds the transfer *and* the wait
+for the slowest peer, like an HCCL task on the NPU's communication stream. Those intervals
+become ``COMMUNICATION`` tasks (:func:`communication_tasks`), msprof's task type for HCCL.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from common.intervals import union_us
+from common.intervals import gaps, merge, union_us
 from common.formats.records import ApiStat, StepTime, Task
 
 COMPOSITE_OPS = frozenset({
@@ -34,6 +45,14 @@ VIEW_OPS = frozenset({
     "aten::lift_fresh", "aten::unbind", "aten::numpy_T", "aten::result_type", "aten::is_nonzero",
     "aten::_unsafe_view", "aten::set_", "aten::requires_grad_", "aten::_has_compatible_shallow_copy_type",
 })
+
+# Autograd's bookkeeping around each backward function: looked through, like COMPOSITE_OPS.
+AUTOGRAD_PREFIXES = ("autograd::engine::evaluate_function: ", "torch::autograd::")
+# A process group's own execution of a collective (on its worker thread): the communication interval.
+COMMUNICATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
+# The calling thread's launch of a collective: host-side only.
+COLLECTIVE_LAUNCH_PREFIX = "c10d::"
+COMMUNICATION = "COMMUNICATION"  # msprof's Task Type for collective-communication tasks
 
 _DTYPES = {
     "float": "FLOAT", "c10::Half": "FLOAT16", "c10::BFloat16": "DT_BF16", "double": "DOUBLE",
@@ -118,32 +137,56 @@ def _shapes_and_types(node: OpNode) -> tuple[str | None, str | None]:
     return (";".join(shapes) or None, ";".join(types) or None)
 
 
+def _is_autograd_wrapper(name: str) -> bool:
+    return name.startswith(AUTOGRAD_PREFIXES) or (name.isidentifier() and "Backward" in name)
+
+
+def is_communication(name: str) -> bool:
+    """A process group's execution of a collective (``gloo:all_reduce`` ...)."""
+    return name.startswith(COMMUNICATION_PREFIXES)
+
+
 def _walk(node: OpNode, out: list[OpNode]) -> None:
-    if node.name in VIEW_OPS:
+    if node.name in VIEW_OPS or is_communication(node.name) or node.name.startswith(COLLECTIVE_LAUNCH_PREFIX):
         return
-    if node.is_range or node.name in COMPOSITE_OPS:
+    if node.is_range or node.name in COMPOSITE_OPS or _is_autograd_wrapper(node.name):
         for child in node.children:
             _walk(child, out)
         return
     out.append(node)
 
 
+def _task(node: OpNode, trace_start_us: float, task_type: str) -> Task:
+    shapes, dtypes = _shapes_and_types(node)
+    return Task(
+        op_name=node.name, op_type=node.name, task_type=task_type, start_us=trace_start_us + node.start_us,
+        duration_us=node.end_us - node.start_us, device_id="host", input_shapes=shapes,
+        input_dtypes=dtypes, pmu={},
+    )
+
+
 def tasks_from_nodes(roots: list[OpNode], trace_start_us: float) -> list[Task]:
-    """Tasks (see the module docstring); times become absolute µs."""
+    """Compute tasks (see the module docstring); times become absolute µs."""
     selected: list[OpNode] = []
     for root in roots:
         _walk(root, selected)
-    tasks = []
-    for node in selected:
-        shapes, dtypes = _shapes_and_types(node)
-        tasks.append(
-            Task(
-                op_name=node.name, op_type=node.name, task_type="CPU", start_us=trace_start_us + node.start_us,
-                duration_us=node.end_us - node.start_us, device_id="host", input_shapes=shapes,
-                input_dtypes=dtypes, pmu={},
-            )
-        )
-    return sorted(tasks, key=lambda t: t.start_us)
+    return sorted((_task(node, trace_start_us, "CPU") for node in selected), key=lambda t: t.start_us)
+
+
+def communication_tasks(roots: list[OpNode], trace_start_us: float) -> list[Task]:
+    """The collectives' execution intervals as ``COMMUNICATION`` tasks (outermost ones, any thread)."""
+    found: list[OpNode] = []
+
+    def visit(node: OpNode) -> None:
+        if is_communication(node.name):
+            found.append(node)
+            return
+        for child in node.children:
+            visit(child)
+
+    for root in roots:
+        visit(root)
+    return sorted((_task(node, trace_start_us, COMMUNICATION) for node in found), key=lambda t: t.start_us)
 
 
 def api_calls(roots: list[OpNode]) -> dict[str, list[float]]:
@@ -151,6 +194,8 @@ def api_calls(roots: list[OpNode]) -> dict[str, list[float]]:
     calls: dict[str, list[float]] = defaultdict(list)
 
     def visit(node: OpNode) -> None:
+        if is_communication(node.name):  # the process group's own thread, not a call of the program
+            return
         if node.is_range:
             for child in node.children:
                 visit(child)
@@ -212,20 +257,29 @@ def assign_steps(tasks: list[Task], ranges: list[StepRange]) -> None:
 def step_times(tasks: list[Task], ranges: list[StepRange], device_id: str = "host") -> list[StepTime]:
     """step_trace_time rows, with the portable definitions:
 
-    Computing = busy time (interval union) of the step's tasks; Free = step - Computing;
-    Stage = the step's length; Preparing = first task start - step start; communication
-    columns are 0 (one process, no collectives).
+    Computing = busy time (interval union) of the step's compute tasks; Communication = busy
+    time of its ``COMMUNICATION`` tasks (clipped to the step); Communication(Not Overlapped) =
+    communication time with no compute running; Overlapped = Communication - Not Overlapped;
+    Free = step - Computing - Communication(Not Overlapped); Bubble = 0 (no receive-wait
+    events on the portable backend); Stage = the step's length; Preparing = first task start
+    - step start. Without collectives (one process) every communication column is 0.
     """
     rows = []
     for r in ranges:
         inside = [t for t in tasks if t.step_id == r.step]
-        computing = union_us([(t.start_us, t.end_us) for t in inside])
+        compute = merge([(t.start_us, t.end_us) for t in inside if t.task_type != COMMUNICATION])
+        comm = merge([
+            (max(t.start_us, r.start_us), min(t.end_us, r.end_us)) for t in inside if t.task_type == COMMUNICATION
+        ])
+        computing, communication = union_us(compute), union_us(comm)
+        not_overlapped = sum(union_us(gaps(compute, s, e)) for s, e in comm)
         length = r.end_us - r.start_us
         first = min((t.start_us for t in inside), default=r.start_us)
         rows.append(
             StepTime(
-                step=r.step, computing_us=computing, communication_not_overlapped_us=0.0, overlapped_us=0.0,
-                communication_us=0.0, free_us=max(0.0, length - computing), stage_us=length, bubble_us=0.0,
+                step=r.step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
+                overlapped_us=communication - not_overlapped, communication_us=communication,
+                free_us=max(0.0, length - computing - not_overlapped), stage_us=length, bubble_us=0.0,
                 preparing_us=first - r.start_us, device_id=device_id,
             )
         )

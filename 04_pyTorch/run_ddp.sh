@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Mode 04 · DDP: torchrun + DistributedDataParallel, one profile per rank, then the cluster view.
+# Usage: bash 04_pyTorch/run_ddp.sh [nproc] [device_list] [--slow-rank R] [--output DIR] ...
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python3}" "$here/src/ddp_with_profiler.py" "$@"

@@ -1,0 +1,393 @@
+"""The cluster view: every rank's step table side by side, the slow rank and why.
+
+Input is what torch_npu writes for a torch.distributed job (and the portable backend copies):
+one ``*_ascend_pt/`` per rank, named by its ``profiler_info_{rank}.json``, each with
+``ASCEND_PROFILER_OUTPUT/step_trace_time.csv``. The same files are what
+``msprof-analyze cluster`` reads, so its ``cluster_step_trace_time.csv`` can be compared
+with this view number for number (:func:`cross_check`).
+
+Why a slow rank is found this way: in synchronous data-parallel training every rank leaves
+a step's all-reduce together, so all step times look alike. What differs is how a rank's step
+is split. The rank with the most time of its own (Computing + Free: work, and host-side gaps)
+is the one the others wait for, and their waiting shows up as *their* Communication(Not
+Overlapped) growing. So: slowest = the largest Computing + Free; the reason is whichever of
+the two exceeds the other ranks' median by more.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.analysis import Verdict
+from common.errors import LabError
+from common.formats.records import StepTime
+from common.profile import Dataset
+from common.rundir import MARKER, read_run_info
+
+PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
+OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
+MSA_OUTPUT = "cluster_analysis_output"
+# A rank is called slow when its own time (Computing + Free) exceeds the other ranks' median by
+# more than this share of the mean step: below it, run-to-run noise on a shared host is as large.
+SLOW_RANK_MIN_SHARE = 0.20
+# msprof-analyze re-reads the same step_trace_time.csv (µs with 3 decimals): the numbers must
+# agree to the last printed digit; any larger difference is a rank or step mapped differently.
+CROSS_CHECK_ABS_US = 0.002
+COMPARED_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
+
+
+@dataclass
+class RankProfile:
+    rank: int
+    folder: Path  # the rank's *_ascend_pt
+    info: dict  # its profiler_info_{rank}.json
+
+    @property
+    def dataset(self) -> Dataset:
+        return Dataset("torch_npu", self.folder / OUTPUT_SUBDIR)
+
+    @property
+    def steps(self) -> list[StepTime]:
+        return self.dataset.steps
+
+
+@dataclass
+class ClusterView:
+    root: Path
+    ranks: list[RankProfile]
+    run_info: dict | None
+    steps: dict[int, list[StepTime]]  # rank -> its step rows
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank's mean step (µs)."""
+
+    rank: int
+    computing_us: float
+    comm_not_overlapped_us: float
+    communication_us: float
+    free_us: float
+    step_us: float
+
+    @property
+    def own_us(self) -> float:
+        return self.computing_us + self.free_us
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    rank: int | None  # None: no rank stands out
+    reason: str | None  # "computing" | "free" | None
+    text: str
+
+
+def _rank_dirs(root: Path) -> dict[int, list[Path]]:
+    found: dict[int, list[Path]] = {}
+    for path in sorted(root.rglob("profiler_info_*.json")):
+        if MSA_OUTPUT in path.parts or not (m := PROFILER_INFO.match(path.name)):
+            continue
+        found.setdefault(int(m[1]), []).append(path.parent)
+    return found
+
+
+def _ranges(steps: list[int]) -> str:
+    return f"{steps[0]}..{steps[-1]}" if steps and steps == list(range(steps[0], steps[-1] + 1)) else str(steps)
+
+
+def load_cluster(root: Path | str) -> ClusterView:
+    """Every rank's profile under ``root``; refuses mixed, incomplete or missing ranks with one line."""
+    root = Path(root)
+    if not root.is_dir():
+        raise LabError(f"{root}: no such directory", "give the prof_out_ddp/ of run_ddp.sh or a folder of rank outputs")
+    run_info = read_run_info(root)
+    if run_info is not None and not run_info.get("completed"):
+        reason = (run_info.get("failure") or {}).get("reason", "it did not finish")
+        raise LabError(f"{root}: the run is INCOMPLETE ({reason})", "fix the failing rank and run it again")
+    found = _rank_dirs(root)
+    if not found:
+        raise LabError(
+            f"{root}: no per-rank profiles (*_ascend_pt/profiler_info_<rank>.json)",
+            "give the output of a multi-rank run, e.g. 04_pyTorch/prof_out_ddp",
+        )
+    doubled = {r: dirs for r, dirs in found.items() if len(dirs) > 1}
+    if doubled:
+        r, dirs = next(iter(sorted(doubled.items())))
+        raise LabError(
+            f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(d.name for d in dirs)}): "
+            "outputs of different runs are mixed",
+            "keep exactly one folder per rank, all from one run",
+        )
+    world = int(run_info["world_size"]) if run_info and run_info.get("world_size") else max(found) + 1
+    missing = [r for r in range(world) if r not in found]
+    extra = [r for r in found if r >= world]
+    if missing or extra:
+        what = (
+            f"rank(s) {', '.join(map(str, missing))} missing"
+            if missing
+            else f"rank(s) {', '.join(map(str, extra))} beyond the world size"
+        )
+        raise LabError(
+            f"{root}: {what} (found {', '.join(map(str, sorted(found)))}; world size {world})",
+            "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
+        )
+    ranks = []
+    for r in sorted(found):
+        folder = found[r][0]
+        try:
+            info = json.loads((folder / f"profiler_info_{r}.json").read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise LabError(
+                f"{folder}/profiler_info_{r}.json: unreadable ({err})", "the rank's output is damaged"
+            ) from None
+        ranks.append(RankProfile(r, folder, info if isinstance(info, dict) else {}))
+    launches = {p.rank: str(p.info.get("launch_id")) for p in ranks}  # written by the lab's portable ranks
+    first = ranks[0].rank
+    odd = next((r for r, v in launches.items() if v != launches[first]), None)
+    if odd is not None:
+        raise LabError(
+            f"{root}: ranks come from different runs (rank {first}: launch {launches[first][:8]}, "
+            f"rank {odd}: launch {launches[odd][:8]})",
+            "compare the ranks of one run only",
+        )
+    steps = {p.rank: p.steps for p in ranks}
+    reference = sorted(s.step for s in steps[ranks[0].rank])
+    for p in ranks[1:]:
+        mine = sorted(s.step for s in steps[p.rank])
+        if mine != reference:
+            raise LabError(
+                f"{root}: rank {p.rank} recorded steps {_ranges(mine)} "
+                f"but rank {ranks[0].rank} recorded {_ranges(reference)}",
+                "the ranks are not from one run with one schedule",
+            )
+    if not reference:
+        raise LabError(
+            f"{ranks[0].folder}: step_trace_time.csv has no steps", "profile with a schedule so steps are recorded"
+        )
+    return ClusterView(root, ranks, run_info, steps)
+
+
+def rank_summaries(view: ClusterView) -> list[RankSummary]:
+    out = []
+    for rank, rows in sorted(view.steps.items()):
+        out.append(
+            RankSummary(
+                rank=rank,
+                computing_us=statistics.fmean(s.computing_us for s in rows),
+                comm_not_overlapped_us=statistics.fmean(s.communication_not_overlapped_us for s in rows),
+                communication_us=statistics.fmean(s.communication_us for s in rows),
+                free_us=statistics.fmean(s.free_us for s in rows),
+                step_us=statistics.fmean(s.total_us for s in rows),
+            )
+        )
+    return out
+
+
+def find_slow_rank(summaries: list[RankSummary]) -> SlowRank:
+    """The rank the others wait for, and why (see the module docstring)."""
+    if len(summaries) < 2:
+        return SlowRank(None, None, "one rank: nothing to compare it with")
+    slowest = max(summaries, key=lambda s: s.own_us)
+    others = [s for s in summaries if s.rank != slowest.rank]
+    own_median = statistics.median(s.own_us for s in others)
+    step = statistics.fmean(s.step_us for s in summaries)
+    excess = slowest.own_us - own_median
+    wait_median = statistics.median(s.comm_not_overlapped_us for s in others)
+    if excess < SLOW_RANK_MIN_SHARE * step:
+        return SlowRank(
+            None,
+            None,
+            (
+                f"no slow rank: Computing + Free differ by at most {excess:,.1f} us between ranks, under "
+                f"{100 * SLOW_RANK_MIN_SHARE:.0f}% of the {step:,.1f} us step"
+            ),
+        )
+    d_compute = slowest.computing_us - statistics.median(s.computing_us for s in others)
+    d_free = slowest.free_us - statistics.median(s.free_us for s in others)
+    if d_compute >= d_free:
+        reason, what = (
+            "computing",
+            (
+                f"longest compute: Computing {slowest.computing_us:,.1f} us "
+                f"vs {slowest.computing_us - d_compute:,.1f} us "
+                f"(median of the other ranks)"
+            ),
+        )
+    else:
+        reason, what = (
+            "free",
+            (
+                f"longest wait on its own host (Free: Python, data loading, dispatch): {slowest.free_us:,.1f} us vs "
+                f"{slowest.free_us - d_free:,.1f} us (median of the other ranks)"
+            ),
+        )
+    return SlowRank(
+        slowest.rank,
+        reason,
+        (
+            f"slowest rank: {slowest.rank} — {what}. The others wait for it in the collective: their "
+            f"Communication(Not Overlapped) is {wait_median:,.1f} us "
+            f"vs {slowest.comm_not_overlapped_us:,.1f} us on rank "
+            f"{slowest.rank}"
+        ),
+    )
+
+
+def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
+    """Computing + Communication(Not Overlapped) + Free = the step (Stage) on every rank and step."""
+    worst = 0.0
+    for rows in view.steps.values():
+        for s in rows:
+            if s.stage_us:
+                worst = max(worst, abs(s.total_us + s.bubble_us - s.stage_us) / s.stage_us)
+    return Verdict(
+        "step table adds up (every rank)",
+        worst <= tolerance,
+        f"|Computing + Communication(Not Overlapped) + Free - Stage| <= {100 * worst:.3f}% of the step "
+        f"(tolerance {100 * tolerance:.0f}%)",
+    )
+
+
+def installed_msprof_analyze() -> Path | None:
+    """msprof-analyze as :mod:`common.ecosystem` installs it ($MSPROF_ANALYZE, or its environment), if present."""
+    from common import ecosystem
+
+    given = os.environ.get(ecosystem.EXE_VAR)
+    exe = Path(given) if given else ecosystem.ENV_DIR / "bin" / "msprof-analyze"
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+
+
+def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
+    """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv vs this view.
+
+    The tool is found (or, with ``install``, installed) by :mod:`common.ecosystem`. Without it,
+    returns the line saying the cross-check was skipped and how to get it.
+    """
+    from common import ecosystem
+
+    exe = ecosystem.ensure_tool() if install else installed_msprof_analyze()
+    if exe is None:
+        return (
+            "cross-check with msprof-analyze skipped: not installed (`nox -s ddp` installs it, or "
+            f"`python -m common cluster <dir> --cross-check`; or set {ecosystem.EXE_VAR}=/path/to/msprof-analyze)"
+        )
+    name = "agrees with msprof-analyze cluster (cluster_step_trace_time.csv)"
+    keep = view.root / MSA_OUTPUT
+    with tempfile.TemporaryDirectory(prefix="msprof_lab_cluster_") as tmp:
+        log = Path(tmp) / "msprof_analyze.log"
+        ecosystem.run_tool(exe, ["cluster", "-d", str(view.root.resolve()), "-m", "all", "-o", tmp], log)
+        csv_path = Path(tmp) / MSA_OUTPUT / "cluster_step_trace_time.csv"
+        if not csv_path.is_file():
+            return Verdict(
+                name,
+                False,
+                f"msprof-analyze wrote no {MSA_OUTPUT}/cluster_step_trace_time.csv; "
+                f"last output: {log.read_text().strip().splitlines()[-1:]}",
+            )
+        with csv_path.open(newline="") as f:
+            theirs = {
+                (int(row["Index"]), int(float(row["Step"]))): row
+                for row in csv.DictReader(f)
+                if row.get("Type") == "rank" and row.get("Step") not in (None, "")
+            }
+        if (view.root / MARKER).is_file():  # a lab output folder: keep the tool's output beside the data
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(Path(tmp) / MSA_OUTPUT, keep)
+            shutil.copy(log, keep / "msprof_analyze.log")
+    ours = {
+        (rank, s.step): {
+            "Computing": s.computing_us,
+            "Communication(Not Overlapped)": s.communication_not_overlapped_us,
+            "Free": s.free_us,
+        }
+        for rank, rows in view.steps.items()
+        for s in rows
+    }
+    if set(theirs) != set(ours):
+        return Verdict(
+            name, False, f"(rank, step) pairs differ: ours {sorted(ours)[:6]}..., theirs {sorted(theirs)[:6]}..."
+        )
+    worst, where = 0.0, ""
+    for key, mine in ours.items():
+        for column in COMPARED_COLUMNS:
+            diff = abs(float(theirs[key][column]) - mine[column])
+            if diff >= worst:
+                worst, where = diff, f"rank {key[0]} step {key[1]} {column}"
+    return Verdict(
+        name,
+        worst <= CROSS_CHECK_ABS_US,
+        f"{len(ours)} rank-steps x {', '.join(COMPARED_COLUMNS)}: largest difference {worst:.4f} us ({where}); "
+        f"tolerance {CROSS_CHECK_ABS_US} us",
+    )
+
+
+def view_checks(view: ClusterView, install: bool = False) -> tuple[list[Verdict], list[str]]:
+    """The checks every cluster view gets: the step tables add up, and msprof-analyze agrees
+    (when it is installed; otherwise a note says it was skipped). Returns (verdicts, notes)."""
+    verdicts = [check_step_sums(view)]
+    crossed = cross_check(view, install)
+    if isinstance(crossed, str):
+        return verdicts, [crossed]
+    return verdicts + [crossed], []
+
+
+def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
+    """The cluster view as text: per step and rank, per rank means, the slow-rank verdict, checks."""
+    from common.report import Section, render_text, render_verdicts, run_info_line
+
+    per_step = [
+        [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us]
+        for step in sorted({s.step for rows in view.steps.values() for s in rows})
+        for rank, rows in sorted(view.steps.items())
+        for s in rows
+        if s.step == step
+    ]
+    summaries = rank_summaries(view)
+    slow = find_slow_rank(summaries)
+    means = [
+        [
+            s.rank,
+            s.computing_us,
+            s.comm_not_overlapped_us,
+            s.communication_us,
+            s.free_us,
+            s.step_us,
+            100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0,
+        ]
+        for s in summaries
+    ]
+    head = [
+        run_info_line(view.run_info)
+        if view.run_info
+        else "backend: unknown (no run_info.json: collected outside the lab)",
+        f"ranks: {len(view.ranks)} ({', '.join(p.folder.name for p in view.ranks[:2])}"
+        f"{', ...' if len(view.ranks) > 2 else ''})",
+    ]
+    sections = [
+        Section("Cluster", lines=head),
+        Section(
+            "Per step and rank (us)",
+            header=["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step"],
+            rows=per_step,
+        ),
+        Section(
+            "Per rank, mean of the steps (us)",
+            lines=[slow.text],
+            header=["Rank", "Computing", "Comm(Not Overlapped)", "Communication", "Free", "Step", "Comm wait(%)"],
+            rows=means,
+        ),
+    ]
+    lines = list(notes or [])
+    if verdicts:
+        lines += render_verdicts(verdicts).splitlines()
+    if lines:
+        sections.append(Section("Checks", lines=lines))
+    return render_text(f"msprof lab cluster view: {view.root}", sections)

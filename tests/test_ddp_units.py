@@ -1,0 +1,182 @@
+"""Multi-rank pieces without launching anything: communication columns, the HCCL-schema file,
+the slow-rank rule, the driver's validation and its reading of a failed run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from conftest import ROOT
+
+from common.cluster import RankSummary, find_slow_rank
+from common.collect import torch_ops
+from common.collect.torch_npu_layout import communication_json, trace_view
+from common.collect.torch_ops import COMMUNICATION, StepRange
+from common.errors import LabError
+from common.formats.records import Task
+
+
+def _load_ddp():
+    spec = importlib.util.spec_from_file_location(
+        "ddp_with_profiler", ROOT / "04_pyTorch" / "src" / "ddp_with_profiler.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("ddp_with_profiler", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+ddp = _load_ddp()
+
+
+def _task(name: str, start: float, end: float, kind: str = "CPU", step: int = 4) -> Task:
+    return Task(op_name=name, op_type=name, task_type=kind, start_us=start, duration_us=end - start, step_id=step)
+
+
+def test_communication_columns_from_intervals() -> None:
+    # compute [0,10) and [20,30); one all-reduce [5,25) partly hidden behind them; step [0,40)
+    tasks = [_task("aten::mm", 0, 10), _task("aten::mm", 20, 30), _task("gloo:all_reduce", 5, 25, COMMUNICATION)]
+    (row,) = torch_ops.step_times(tasks, [StepRange(4, 0.0, 40.0)])
+    assert row.computing_us == 20 and row.communication_us == 20
+    assert row.communication_not_overlapped_us == 10  # [10,20): no compute running
+    assert row.overlapped_us == 10 and row.free_us == 10 and row.bubble_us == 0 and row.stage_us == 40
+
+
+def test_communication_is_clipped_to_its_step_and_two_collectives_count_once() -> None:
+    tasks = [_task("gloo:all_reduce", 30, 50, COMMUNICATION), _task("gloo:all_reduce", 35, 45, COMMUNICATION)]
+    (row,) = torch_ops.step_times(tasks, [StepRange(4, 0.0, 40.0)])
+    assert row.communication_us == 10 and row.communication_not_overlapped_us == 10 and row.free_us == 30
+
+
+def test_collective_launch_and_execution_are_not_compute() -> None:
+    launch = torch_ops.OpNode("c10d::allreduce_", 10, 12)
+    wrapper = torch_ops.OpNode(
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        0,
+        9,
+        children=[
+            torch_ops.OpNode(
+                "AddmmBackward0", 0, 9, children=[torch_ops.OpNode("aten::t", 0, 1), torch_ops.OpNode("aten::mm", 1, 9)]
+            )
+        ],
+    )
+    execution = torch_ops.OpNode("gloo:all_reduce", 11, 30)
+    roots = [wrapper, launch, execution]
+    assert [t.op_type for t in torch_ops.tasks_from_nodes(roots, 0.0)] == ["aten::mm"]
+    (comm,) = torch_ops.communication_tasks(roots, 100.0)
+    assert (comm.task_type, comm.start_us, comm.duration_us) == (COMMUNICATION, 111.0, 19.0)
+    assert "gloo:all_reduce" not in torch_ops.api_calls(roots)
+
+
+def test_communication_json_names_collectives_per_step_in_order() -> None:
+    tasks = [
+        _task("gloo:all_reduce", 5, 25, COMMUNICATION),
+        _task("gloo:all_reduce", 1, 3, COMMUNICATION),
+        _task("gloo:all_reduce", 50, 60, COMMUNICATION, step=5),
+        _task("aten::mm", 0, 10),
+    ]
+    data = communication_json(tasks)
+    assert sorted(data) == ["step4", "step5"] and data["step4"]["p2p"] == {}
+    first = data["step4"]["collective"]["gloo_all_reduce_4_0@world"]["Communication Time Info"]
+    assert first == {"Start Timestamp(us)": 1.0, "Elapse Time(ms)": 0.002}
+    assert list(data["step5"]["collective"]) == ["gloo_all_reduce_5_0@world"]
+
+
+def test_trace_has_the_four_overlap_tracks() -> None:
+    tasks = [_task("aten::mm", 0, 10), _task("aten::mm", 20, 30), _task("gloo:all_reduce", 5, 25, COMMUNICATION)]
+    events = trace_view(tasks, [StepRange(4, 0.0, 40.0)], host_pid=7)
+    sums = {}
+    for e in events:
+        if e.get("ph") == "X" and e["pid"] == 702:
+            sums[e["name"]] = sums.get(e["name"], 0) + e["dur"]
+    assert sums == {"Computing": 20, "Communication": 20, "Communication(Not Overlapped)": 10, "Free": 10}
+
+
+def _summary(rank: int, computing: float, wait: float, free: float) -> RankSummary:
+    return RankSummary(rank, computing, wait, wait, free, computing + wait + free)
+
+
+def test_slow_rank_by_compute_and_by_free() -> None:
+    slow = find_slow_rank([_summary(0, 100, 400, 20), _summary(1, 450, 50, 20), _summary(2, 110, 390, 20)])
+    assert (slow.rank, slow.reason) == (1, "computing") and "slowest rank: 1" in slow.text
+    slow = find_slow_rank([_summary(0, 100, 50, 400), _summary(1, 100, 400, 50)])
+    assert (slow.rank, slow.reason) == (0, "free")
+
+
+def test_balanced_ranks_have_no_slow_rank() -> None:
+    slow = find_slow_rank([_summary(0, 100, 50, 20), _summary(1, 105, 45, 20)])
+    assert slow.rank is None and slow.text.startswith("no slow rank")
+    assert find_slow_rank([_summary(0, 100, 0, 20)]).rank is None
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("text", ["0", "9", "-1", "2;rm -rf /", "x", "", "1 2", "٢"])
+def test_nproc_allow_list(text: str) -> None:
+    with pytest.raises(LabError, match="nproc"):
+        ddp.parse_nproc(text)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0,x", "device id"),
+        ("0,64", "device id"),
+        ("0,0", "twice"),
+        ("0", "1 ids for 2 ranks"),
+        ("0,1,2", "3 ids"),
+        ("0;reboot", "device id"),
+        ("$(id)", "device id"),
+    ],
+)
+def test_device_lists(text: str, message: str) -> None:
+    with pytest.raises(LabError, match=message):
+        ddp.parse_device_list(text, 2)
+
+
+def test_device_list_default_and_order() -> None:
+    assert ddp.parse_device_list(None, 3) == [0, 1, 2]
+    assert ddp.parse_device_list("7,3", 2) == [7, 3]
+
+
+def test_torchrun_argv_is_loopback_and_an_argv_list() -> None:
+    argv = ddp.torchrun_argv(4, 29555, ["--worker-out", "/x y"])
+    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert argv[argv.index("--nproc-per-node") + 1] == "4"
+    assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:29555"
+    assert argv[argv.index("--max-restarts") + 1] == "0" and argv[-2:] == ["--worker-out", "/x y"]
+
+
+TORCHRUN_FAILURE = """
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_08:20:05
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 27893)
+"""
+
+
+def test_diagnose_uses_torchrun_root_cause_and_rank_reports() -> None:
+    statuses = {
+        0: {"rank": 0, "state": "failed", "step": 4, "time": 2.0, "error": "RuntimeError: Connection closed by peer"},
+        1: {"rank": 1, "state": "running", "step": 4, "time": 1.0},
+    }
+    rank, why = ddp.diagnose(2, statuses, {}, False, 60, TORCHRUN_FAILURE)
+    assert rank == 1 and "killed by signal SIGKILL at step 4" in why
+    statuses[1].update(state="failed", error="ValueError: bad batch")
+    assert ddp.diagnose(2, statuses, {}, False, 60, "") == (1, "rank 1 failed at step 4: ValueError: bad batch")
+
+
+def test_diagnose_a_hang_from_the_ranks_stacks() -> None:
+    statuses = {r: {"rank": r, "state": "running", "step": 4, "time": 1.0} for r in range(3)}
+    stacks = {
+        0: 'File "/x/torch/autograd/graph.py", line 9 in _engine_run_backward',
+        1: 'File "/x/data.py", line 3 in load',
+        2: 'File "/x/torch/autograd/__init__.py" in backward',
+    }
+    rank, why = ddp.diagnose(3, statuses, stacks, True, 30, "")
+    assert rank == 1 and "rank 1 stopped making progress at step 4" in why and "ranks 0, 2 waited" in why
+    stacks[2] = 'File "/x/data.py", line 3 in load'
+    assert ddp.diagnose(3, statuses, stacks, True, 30, "")[0] is None
