@@ -289,3 +289,30 @@ def test_sweep_bad_sizes_one_line(repo: Path) -> None:
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
         "Error: --hidden '64,zero' is not a comma-separated list of integers in 1..8192 — "
         "e.g. --hidden 64,128,256,512,1024,2048,4096"]
+
+
+# --- nox: -- [device] [--repeat N] ----------------------------------------------------------------
+class _Session:
+    """The two attributes of a nox session that mode_args uses."""
+
+    name = "pytorch"
+
+    def __init__(self, posargs: list[str]) -> None:
+        self.posargs = posargs
+
+    def error(self, message: str) -> None:
+        raise SystemExit(message)
+
+
+def test_nox_mode_args_device_and_repeat(capsys) -> None:
+    sys.path.insert(0, str(ROOT))
+    import noxfile
+
+    capsys.readouterr()  # the backend banner printed on import
+    assert noxfile.mode_args(_Session([])) == ("0", 1)
+    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5)
+    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2)
+    for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "[--repeat N]"),
+                     (["0;rm -rf /"], "is not an integer in 0..63")):
+        with pytest.raises(SystemExit, match=re.escape(why)):
+            noxfile.mode_args(_Session(bad))
