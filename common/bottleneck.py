@@ -196,6 +196,16 @@ class OpBound:
             return None
         return "compute" if self.compute_us >= self.memory_us else "memory"
 
+    @property
+    def verdict(self) -> str:
+        """The Bound column: the roofline side, a warning when the bound is not tight, or why there is none."""
+        if self.bound is None:
+            return f"unavailable: {self.reason}"
+        if self.achieved is not None and self.achieved > 1:
+            # faster than the peak: the data came from a faster level (cache) than the peak measures
+            return f"{self.bound}; faster than the peak, so the peak does not limit it (cached data?)"
+        return self.bound
+
 
 def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
     """One row per (OP Type, Input Shapes), slowest total first; no bound without shapes or peaks."""

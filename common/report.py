@@ -96,7 +96,7 @@ def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note
             b.op_type, b.shapes, b.count, b.mean_us,
             w.flops / 1e9 if w else None, w.bytes / 1e6 if w else None,
             b.lower_bound_us, 100 * b.achieved if b.achieved is not None else None,
-            b.bound or f"unavailable: {b.reason}",
+            b.verdict,
         ])
     lines = [
         f"peaks: {peaks.source}" if peaks else f"peaks: none ({peaks_note})",

@@ -109,3 +109,12 @@ def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
                "--soc", "Ascend999"])
     assert bad.returncode == 0 and "peaks: none (Ascend999 is not in the peak table" in bad.stdout
     assert error_lines(bad.stderr) == []
+
+
+def test_a_bound_above_the_peak_is_called_not_tight() -> None:
+    fast = _task("aten::gelu", "1024,1024", "FLOAT", dur=1.0)  # 8 MB in 1 us: faster than 1e11 B/s
+    (row,) = bottleneck.op_bounds([fast], PEAKS)
+    assert row.achieved > 1 and row.verdict.startswith("memory; faster than the peak")
+    (slow,) = bottleneck.op_bounds([_task("aten::gelu", "1024,1024", "FLOAT", dur=1e6)], PEAKS)
+    assert slow.verdict == "memory"
+    assert bottleneck.op_bounds([_task("X", None, None)], PEAKS)[0].verdict == "unavailable: no Input Shapes in the profile"
