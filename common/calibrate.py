@@ -3,7 +3,7 @@
 The portable backend has no datasheet, so its "device peaks" for the bottleneck analysis are
 what this CPU does on two simple kernels: a large copy (bytes read + written per second) and a
 square fp32 matrix product through torch (the same library the profiled ops use). The best of a
-few repetitions is kept: a peak, not an average. It takes well under a second.
+few repetitions is kept: a peak, not an average. It takes about half a second.
 """
 
 from __future__ import annotations
@@ -20,16 +20,18 @@ from common.bottleneck import Peaks
 # bound from DRAM bandwidth alone would not be a lower bound for them.
 COPY_MB = (64, 4)
 GEMM_N = 1024
-REPEATS = 5
+REPEATS = 5  # at least; short kernels repeat until BUDGET_S has passed
+BUDGET_S = 0.15  # per kernel: on a machine shared with other jobs more tries find a quiet moment
 
 
 def _best(fn, repeats: int = REPEATS) -> float:
     fn()  # first call: page faults, thread pool start-up
-    best = float("inf")
-    for _ in range(repeats):
+    best, tries, spent = float("inf"), 0, 0.0
+    while tries < repeats or (spent < BUDGET_S and tries < 200):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
+        took = time.perf_counter() - start
+        best, tries, spent = min(best, took), tries + 1, spent + took
     return best
 
 
@@ -56,5 +58,5 @@ def calibrate() -> Peaks:
         "calibrated on this machine now: copy "
         + ", ".join(f"{mb} MB {bw / 1e9:.1f} GB/s" for mb, bw in bandwidth.items())
         + f" (peak = the faster), "
-        f"fp32 GEMM {GEMM_N}^3 {flops_per_s / 1e9:.1f} GFLOP/s (best of {REPEATS})",
+        f"fp32 GEMM {GEMM_N}^3 {flops_per_s / 1e9:.1f} GFLOP/s (best of >= {REPEATS} tries each)",
     )
