@@ -6,6 +6,7 @@
     nox -s sweep                                 # 04 over a grid of sizes: host-bound -> compute-bound
     nox -s ddp -- 2                              # 04 on 2 ranks: cluster view and slow-rank demo
     nox -s tests                                 # the test suite
+    nox -s bench                                 # readers at real-model scale vs a pandas baseline
 
 The backend is detected once, here, and printed before anything runs. Every session uses
 one shared environment (``.nox/lab-<backend>``), built on first use and rebuilt only when
@@ -197,3 +198,12 @@ def tests(session: nox.Session) -> None:
     """The test suite (portable backend; pass pytest options after --)."""
     python = lab_python(session)
     session.run(python, "-m", "pytest", *session.posargs, external=True, env={"MSPROF_LAB_RUN_ID": RUN_ID})
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Reports at real-model scale: 1M-row op_summary vs pandas, a 1 GB trace_view, scaling (prints figures)."""
+    python = lab_python(session)
+    # pandas is only the baseline being compared against: its own group, added to the shared environment here.
+    session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
+    session.run(python, "-m", "common.bench", "run", *session.posargs, external=True, env={"PYTHONPATH": str(ROOT)})

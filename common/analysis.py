@@ -5,12 +5,14 @@ Nothing here reads files or prints; :mod:`common.report` renders what these retu
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
-from common.formats.records import OpStat, StepTime, Task, TraceEvent
+from common.formats.records import OVERLAP_EVENTS, OpStat, OverlapEvents, StepTime, Task, TraceEvent
 
 # One table maps NPU op types and portable (PyTorch / ONNX Runtime / AscendC twin) names to a family.
 # Patterns are matched against the lower-cased OP Type; the first match wins.
@@ -61,7 +63,15 @@ def family_share(stats: list[OpStat], exclude: tuple[str, ...] = ()) -> dict[str
 
 
 def family_counts(tasks: list[Task]) -> Counter[str]:
-    return Counter(op_family(t.op_type) for t in tasks)
+    return family_counts_of_types(Counter(t.op_type for t in tasks))
+
+
+def family_counts_of_types(type_counts: dict[str, int]) -> Counter[str]:
+    """Task count per family from task counts per OP Type (what an engine's group-by gives)."""
+    out: Counter[str] = Counter()
+    for op_type, count in type_counts.items():
+        out[op_family(op_type)] += count
+    return out
 
 
 def per_forward_counts(tasks: list[Task], forwards: int) -> dict[str, float]:
@@ -132,36 +142,53 @@ def bound_verdict(summary: StepSummary) -> str:
     )
 
 
-OVERLAP_PROCESS = "Overlap Analysis"  # torch_npu / msprof timeline process with the Computing / Free tracks
-
-
-def overlap_step_time(events: list[TraceEvent]) -> StepTime | None:
-    """One step_trace_time row for a whole timeline, summed from its ``Overlap Analysis`` events.
+def overlap_step_times(overlap: OverlapEvents) -> list[StepTime]:
+    """step_trace_time rows summed from a timeline's ``Overlap Analysis`` events (the one computation).
 
     torch_npu builds step_trace_time.csv from these events: Computing, Communication,
     Communication(Not Overlapped) and Free are the summed durations of the same-named events,
-    Bubble of the ``hcom_receive*`` events. Without step ranges (they need the framework-to-device
-    links) the whole timeline is one row with an empty Step, as torch_npu writes it when no
-    schedule ran. Stage = first to last Overlap Analysis event - Bubble; Preparing needs the
-    framework side and stays None. None when the timeline has no Overlap Analysis process.
+    Bubble of the ``hcom_receive*`` events, Overlapped = Communication - Not Overlapped, Stage =
+    first to last event - Bubble. With ProfilerStep#N events each event counts in the step
+    whose start is the last one at or before it (the device runs behind the host, so a step
+    lasts until the next one starts; the last step is open-ended) and Preparing = first event -
+    step start; events before the first step are not counted. Without ProfilerStep events the
+    whole timeline is one row with an empty Step and no Preparing, as torch_npu writes it when
+    no schedule ran. Empty when the timeline has no Overlap Analysis events.
     """
-    pids = {e.pid for e in events if e.ph == "M" and e.name == "process_name" and e.args.get("name") == OVERLAP_PROCESS}
-    spans = [e for e in events if e.ph == "X" and e.pid in pids and e.ts_us is not None and e.dur_us is not None]
-    if not spans:
-        return None
-    total: dict[str, float] = defaultdict(float)
-    for e in spans:
-        total[e.name] += e.dur_us
-    bubble = sum(e.dur_us or 0.0 for e in events if e.ph == "X" and e.name.startswith("hcom_receive"))
-    length = max(e.ts_us + e.dur_us for e in spans) - min(e.ts_us for e in spans)
-    labels = {str(e.args.get("labels", "")) for e in events if e.ph == "M" and e.name == "process_labels" and e.pid in pids}
-    device = next((label.split()[1] for label in labels if label.startswith("NPU ")), "host" if "CPU" in labels else None)
-    communication, not_overlapped = total["Communication"], total["Communication(Not Overlapped)"]
-    return StepTime(
-        step=None, computing_us=total["Computing"], communication_not_overlapped_us=not_overlapped,
-        overlapped_us=communication - not_overlapped, communication_us=communication, free_us=total["Free"],
-        stage_us=length - bubble, bubble_us=bubble, preparing_us=None, device_id=device,
-    )
+    if not len(overlap.ts_us):
+        return []
+    device = next((label.split()[1] for label in overlap.labels if label.startswith("NPU ") and len(label.split()) > 1),
+                  "host" if "CPU" in overlap.labels else None)
+    ends = overlap.ts_us + overlap.dur_us
+    starts = [start for _, start in overlap.steps]
+    ranges = [(step, start, starts[i + 1] if i + 1 < len(starts) else math.inf)
+              for i, (step, start) in enumerate(overlap.steps)] or [(None, -math.inf, math.inf)]
+    rows = []
+    for step, start, end in ranges:
+        inside = (overlap.ts_us >= start) & (overlap.ts_us < end)
+        if not inside.any():
+            continue
+        total = [float(overlap.dur_us[inside & (overlap.kind == k)].sum()) for k in range(len(OVERLAP_EVENTS))]
+        computing, communication, not_overlapped, free = total
+        in_step = (overlap.bubble_ts_us >= start) & (overlap.bubble_ts_us < end)
+        bubble = float(overlap.bubble_dur_us[in_step].sum())
+        first = float(overlap.ts_us[inside].min())
+        rows.append(StepTime(
+            step=step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
+            overlapped_us=communication - not_overlapped, communication_us=communication, free_us=free,
+            stage_us=float(ends[inside].max()) - first - bubble, bubble_us=bubble,
+            preparing_us=first - start if step is not None else None, device_id=device,
+        ))
+    return rows
+
+
+def overlap_step_time(events: list[TraceEvent]) -> StepTime | None:
+    """One step_trace_time row for a whole timeline (ProfilerStep ranges ignored); None without Overlap Analysis."""
+    from common.formats.readers import overlap_events
+
+    whole = [e for e in events if not e.name.startswith("ProfilerStep#")]
+    rows = overlap_step_times(overlap_events([whole], Path("<events>")))
+    return rows[0] if rows else None
 
 
 # Σ op time per step and mean Computing are built differently (a sum vs a busy-time union);

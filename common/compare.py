@@ -56,9 +56,9 @@ def load_run(folder: Path) -> RunOps:
     ops: dict[Key, float] = {}
     for ds in find_datasets(folder):
         where = _where(ds.folder, folder)
-        for t in ds.tasks:
-            key = (where, t.op_type, t.input_shapes or "N/A")
-            ops[key] = ops.get(key, 0.0) + t.duration_us
+        for (op_type, shapes), total_us in ds.time_by_op_and_shape().items():  # summed in the engine
+            key = (where, op_type, shapes)
+            ops[key] = ops.get(key, 0.0) + total_us
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
     return RunOps(folder, info, "forward" if forwards else "run", ops)

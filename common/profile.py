@@ -12,16 +12,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
+
 from common import analysis
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import OpStat, StepTime, Task
-from common.formats.writers import aggregate_op_statistic
 from common.rundir import RUN_INFO, read_run_info
 
 _MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
 TORCH_NPU_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json", "api_statistic.csv")
 RUN_INFO_DEPTH = 4  # PROF_*/mindstudio_profiler_output sits at most this deep below prof_out/
+# Above this many tasks the report works on engine aggregates only: a Task record costs ~1 KB and
+# ~10 us to build, so a million of them would take ~10 s and ~1 GB.
+TASK_RECORDS_MAX = 200_000
 MSPROF_NAMES = ("op_summary", "op_statistic", "api_statistic", "task_time", "msprof")
 
 
@@ -48,39 +52,73 @@ class Dataset:
     def has(self, name: str) -> bool:
         return bool(self.files(name))
 
+    @property
+    def task_file(self) -> str:
+        """The per-task file of this kind of dataset: op_summary (msprof) or kernel_details (torch_npu)."""
+        return "op_summary" if self.kind == "msprof" else "kernel_details"
+
     @functools.cached_property
     def tasks(self) -> list[Task]:
-        """op_summary (msprof) or kernel_details (torch_npu), slices joined."""
-        name, reader = ("op_summary", readers.read_op_summary) if self.kind == "msprof" else (
-            "kernel_details", readers.read_kernel_details)
-        return [task for path in self.files(name) for task in reader(path)]
+        """Every task as a typed record, slices joined (small profiles; at scale use the table accessors)."""
+        reader = readers.read_op_summary if self.kind == "msprof" else readers.read_kernel_details
+        return [task for path in self.files(self.task_file) for task in reader(path)]
+
+    @functools.cached_property
+    def task_totals(self) -> pl.DataFrame:
+        """Per (Device_id, OP Type, Core Type, Input Shapes) count and total/min/max µs of the task file, slices joined.
+
+        Computed in polars a block at a time, so memory stays bounded however many rows there are.
+        """
+        parts = [readers.task_totals(path, self.task_file) for path in self.files(self.task_file)]
+        return readers.merge_totals(pl.concat(parts)) if parts else readers.task_totals_empty()
+
+    @property
+    def task_count(self) -> int:
+        return int(self.task_totals["count"].sum())
+
+    @property
+    def small(self) -> bool:
+        """Few enough tasks for per-task records (:attr:`tasks`); larger profiles use the table accessors."""
+        return self.task_count <= TASK_RECORDS_MAX
+
+    def time_by_op_and_shape(self) -> dict[tuple[str, str], float]:
+        """Summed task µs per (OP Type, Input Shapes), shapes ``N/A`` when not recorded."""
+        per = self.task_totals.group_by("op_type", "input_shapes").agg(pl.col("total_us").sum())
+        return {(op, shapes or "N/A"): total for op, shapes, total in per.iter_rows()}
+
+    @functools.cached_property
+    def family_counts(self) -> dict[str, int]:
+        """Task count per op family (matmul, gelu, ...), from the task file's OP Types."""
+        per_type = self.task_totals.group_by("op_type").agg(pl.col("count").sum())
+        return dict(analysis.family_counts_of_types(dict(per_type.iter_rows())))
 
     @functools.cached_property
     def op_statistic(self) -> list[OpStat]:
-        """op_statistic from its file, or built from the tasks when only those were exported."""
+        """op_statistic from its file, or built from the task file when only that was exported."""
         if self.has("op_statistic"):
             return [row for path in self.files("op_statistic") for row in readers.read_op_statistic(path)]
-        return aggregate_op_statistic(self.tasks)
+        return readers.op_statistic_from_totals(self.task_totals)
 
     @functools.cached_property
     def steps(self) -> list[StepTime]:
         """step_trace_time rows; without that file, one whole-trace row recomputed from trace_view.json.
 
-        The recomputation sums the timeline's Overlap Analysis events (``analysis.overlap_step_time``),
-        as torch_npu and msprof-analyze do, so Computing/Free agree with msprof-analyze on any
-        torch_npu output, step_trace_time.csv or not.
+        The recomputation sums the timeline's Overlap Analysis events (``analysis.overlap_step_times``,
+        per ProfilerStep when the trace has them), as torch_npu and msprof-analyze do, so Computing/Free
+        agree with msprof-analyze on any torch_npu output, step_trace_time.csv or not. The trace is
+        streamed (``readers.read_overlap``): a gigabyte trace_view.json stays within bounded memory.
         """
         if self.has("step_trace_time"):
             return [row for path in self.files("step_trace_time") for row in readers.read_step_trace_time(path)]
-        rows = [analysis.overlap_step_time(readers.read_trace(path)) for path in self.files("trace_view")]
-        return [row for row in rows if row is not None]
+        return [row for path in self.files("trace_view") for row in analysis.overlap_step_times(readers.read_overlap(path))]
 
     @property
     def steps_source(self) -> str:
         """Where :attr:`steps` come from, for reports."""
         if self.has("step_trace_time"):
             return "step_trace_time.csv"
-        return "trace_view.json Overlap Analysis events, whole trace (no step_trace_time.csv)"
+        whole = not any(row.step is not None for row in self.steps)
+        return f"trace_view.json Overlap Analysis events, {'whole trace' if whole else 'per ProfilerStep'} (no step_trace_time.csv)"
 
     def label(self, root: Path) -> str:
         try:

@@ -8,9 +8,10 @@ from pathlib import Path
 from common import analysis, bottleneck
 from common.analysis import Verdict
 from common.bottleneck import Peaks
-from common.profile import Dataset, find_datasets, find_run_info
+from common.profile import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 
 TOP_N = 10
+STEP_ROWS = 20  # more steps than this: the step table lists the TOP_N longest, the verdict covers all
 
 
 @dataclass
@@ -86,6 +87,9 @@ BOUND_ROWS = 8
 
 def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note: str) -> list[Section]:
     """Per-op lower bounds and roofline side; per-op dominant pipe when PMU ratios were collected."""
+    if not ds.small:  # per-op bounds need per-task records: too many here
+        return [Section(f"Bottlenecks per op: {label}", lines=[
+            f"skipped: {ds.task_count:,} tasks (per-task records above {TASK_RECORDS_MAX:,} are not built)"])]
     bounds = bottleneck.op_bounds(ds.tasks, peaks)
     if not bounds:
         return []
@@ -134,35 +138,38 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
         )
     ]
     shares = analysis.family_share(stats)
-    counts = analysis.family_counts(ds.tasks) if ds.tasks else {}
+    has_tasks = ds.task_count > 0
+    counts = ds.family_counts if has_tasks else {}
     fam_rows = []
     for family in analysis.FAMILY_ORDER:
         if family in shares:
             if family == "init":
                 per_fwd = "one-off"  # weight init and input generation happen once, not per forward
             else:
-                per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and ds.tasks else "N/A"
-            fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if ds.tasks else "N/A", per_fwd])
+                per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and has_tasks else "N/A"
+            fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if has_tasks else "N/A", per_fwd])
     note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
     sections.append(
         Section(
             f"Op families: {label}",
-            lines=[f"share of summed op time; counts from {'op_summary/kernel_details' if ds.tasks else 'no task file'}; {note}"],
+            lines=[f"share of summed op time; counts from {'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"],
             header=["family", "share(%)", "tasks", "per forward"],
             rows=fam_rows,
         )
     )
     if ds.steps:
         summary = analysis.summarize_steps(ds.steps)
+        shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
         rows = [
             [s.step if s.step is not None else "", s.computing_us, s.free_us, s.total_us,
              100 * s.computing_us / s.total_us if s.total_us else 0.0]
-            for s in ds.steps
+            for s in shown
         ]
         sections.append(
             Section(
                 f"Steps: {label}",
-                lines=[analysis.bound_verdict(summary), *bottleneck.run_hint(summary, *_step_task_stats(ds))],
+                lines=[analysis.bound_verdict(summary), *bottleneck.run_hint(summary, *_step_task_stats(ds)),
+                       *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else [])],
                 header=["Step", "Computing(us)", "Free(us)", "Step(us)", "Computing(%)"],
                 rows=rows,
             )
@@ -172,6 +179,8 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
 
 def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
     """Tasks per step and the median task time, for the run-level hint."""
+    if not ds.small:
+        return None, None
     stepped = [t for t in ds.tasks if t.step_id is not None]
     if not stepped or not ds.steps:
         return None, None
@@ -185,7 +194,7 @@ def choose_peaks(info: dict | None, datasets: list[Dataset], soc: str | None) ->
     import socket
 
     portable = (info or {}).get("backend") == "portable" or all(
-        t.task_type == "CPU" for ds in datasets for t in ds.tasks[:50])
+        core == "CPU" for ds in datasets for core in ds.task_totals["task_type"].unique())
     soc = soc or (info or {}).get("soc_version") or os.environ.get("SOC_VERSION")
     if soc:
         peaks = bottleneck.device_peaks(soc)

@@ -392,7 +392,7 @@ def read_msprof_op_pipes(out_dir: Path) -> dict[str, float | None] | None:
     if not files:
         return None
     table = read_table(files[0], ["sub_block_id"], "msprof op (OPPROF_*)")
-    rows = [r for r in range(len(table.rows)) if (table.text(r, "sub_block_id") or "").startswith("vector")]
+    rows = [r for r in range(len(table)) if (table.text(r, "sub_block_id") or "").startswith("vector")]
     out: dict[str, float | None] = {}
     for pipe in PIPES:
         values = [v for r in rows if (v := table.number(r, f"aiv_{pipe}_ratio")) is not None]

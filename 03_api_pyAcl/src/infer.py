@@ -270,7 +270,7 @@ def file_verdict(variant: Variant, files: dict[str, Path], npu: bool) -> Verdict
     for name, columns in required.items():
         try:
             table = read_table(files[name], columns, "msprof / this mode")
-            rows = len(table.rows)
+            rows = len(table)
         except LabError as err:
             ok, rows = False, f"error: {err}"
         ok &= isinstance(rows, int) and rows > 0

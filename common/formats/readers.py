@@ -2,45 +2,57 @@
 
 from __future__ import annotations
 
-import json
+import codecs
+import math
+import re
+from array import array
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import msgspec
+import numpy as np
+import polars as pl
+
 from common.errors import LabError
-from common.formats.records import ApiStat, OpStat, StepTime, Task, TaskTimeRow, TraceEvent
+from common.formats.records import (
+    OVERLAP_EVENTS, OVERLAP_PROCESS, ApiStat, OpStat, OverlapEvents, StepTime, Task, TaskTimeRow, TraceEvent,
+)
 from common.formats.schema import PMU_COLUMNS
-from common.formats.table import Table, read_table
+from common.formats.table import CsvFile, Table, checked_numbers, cleaned, read_table
 
 MSPROF = "msprof (mindstudio_profiler_output)"
 TORCH_NPU = "torch_npu.profiler (ASCEND_PROFILER_OUTPUT)"
 
 
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
+def _ints(values: list[float | None]) -> list[int | None]:
+    return [None if v is None else int(v) for v in values]
 
 
 def _tasks(table: Table, names: dict[str, str]) -> list[Task]:
     pmu_columns = [c for c in PMU_COLUMNS if table.has(c)]
-    tasks = []
-    for r in range(len(table.rows)):
-        tasks.append(
-            Task(
-                op_name=table.text(r, names["name"]) or "",
-                op_type=table.text(r, names["type"]) or table.text(r, names["name"]) or "",
-                task_type=table.text(r, names["core"]) or "N/A",
-                start_us=table.required_number(r, names["start"]),
-                duration_us=table.required_number(r, names["duration"]),
-                wait_us=table.number(r, names["wait"]),
-                device_id=table.text(r, "Device_id"),
-                block_dim=_int(table.number(r, "Block Dim")),
-                input_shapes=table.text(r, "Input Shapes"),
-                input_dtypes=table.text(r, "Input Data Types"),
-                output_shapes=table.text(r, "Output Shapes"),
-                output_dtypes=table.text(r, "Output Data Types"),
-                step_id=_int(table.number(r, "Step Id")) if table.has("Step Id") else None,
-                pmu={c: table.number(r, c) for c in pmu_columns},
-            )
-        )
-    return tasks
+    op_name = table.strings(names["name"]).to_list()
+    op_type = table.strings(names["type"]).to_list()
+    columns = {
+        "op_name": [n or "" for n in op_name],
+        "op_type": [t or n or "" for t, n in zip(op_type, op_name)],
+        "task_type": [c or "N/A" for c in table.strings(names["core"]).to_list()],
+        "start_us": table.numbers(names["start"], required=True).to_list(),
+        "duration_us": table.numbers(names["duration"], required=True, minimum=0).to_list(),
+        "wait_us": table.numbers(names["wait"], minimum=0).to_list(),
+        "device_id": table.strings("Device_id").to_list(),
+        "block_dim": _ints(table.numbers("Block Dim", integer=True, minimum=0).to_list()),
+        "input_shapes": table.strings("Input Shapes").to_list(),
+        "input_dtypes": table.strings("Input Data Types").to_list(),
+        "output_shapes": table.strings("Output Shapes").to_list(),
+        "output_dtypes": table.strings("Output Data Types").to_list(),
+        "step_id": _ints(table.numbers("Step Id", integer=True).to_list()),
+    }
+    pmu = {c: table.numbers(c).to_list() for c in pmu_columns}
+    fields = list(columns)
+    return [
+        Task(**dict(zip(fields, values)), pmu={c: pmu[c][r] for c in pmu_columns})
+        for r, values in enumerate(zip(*columns.values()))
+    ]
 
 
 _OP_SUMMARY_NAMES = {
@@ -65,42 +77,95 @@ def read_kernel_details(path: Path | str) -> list[Task]:
     return _tasks(read_table(path, required, TORCH_NPU), _KERNEL_NAMES)
 
 
+TOTALS_KEYS = ["device_id", "op_type", "task_type", "input_shapes"]
+
+
+def task_totals(path: Path | str, kind: str) -> pl.DataFrame:
+    """Per (Device_id, OP Type, Core Type, Input Shapes) of op_summary / kernel_details: count, total, min, max µs.
+
+    Computed in polars block by block on raw cells (only group keys are cleaned, after grouping), so a
+    million-row slice never becomes Python objects; every row is still checked as the typed readers do.
+    """
+    names, required, writer = (
+        (_OP_SUMMARY_NAMES, ["Op Name", "Task Type", "Task Start Time(us)", "Task Duration(us)"], MSPROF)
+        if kind == "op_summary" else
+        (_KERNEL_NAMES, ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"], TORCH_NPU)
+    )
+    file = CsvFile(path, writer)
+    file.require(required)
+    columns = [names["name"], names["type"], names["core"], names["duration"], "Device_id", "Input Shapes"]
+    present = {c: file.header[i] for c in columns if (i := file.index(c)) is not None}
+    parts = []
+    for block in file.blocks(columns, clean=False):
+        duration = checked_numbers(file, block, names["duration"], required=True, minimum=0)
+        keys = [pl.col(present[c]) if c in present else pl.lit(None, pl.String) for c in
+                ("Device_id", names["type"], names["name"], names["core"], "Input Shapes")]
+        parts.append(
+            block.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)], duration=duration)
+            .group_by("k0", "k1", "k2", "k3", "k4")
+            .agg(count=pl.len(), total_us=pl.col("duration").sum(), min_us=pl.col("duration").min(),
+                 max_us=pl.col("duration").max())
+        )
+    if not parts:
+        return task_totals_empty()
+    keys = [cleaned(pl.col(f"k{i}")) for i in range(5)]
+    return merge_totals(pl.concat(parts).with_columns(
+        device_id=keys[0], op_type=pl.coalesce(keys[1], keys[2], pl.lit("")), task_type=pl.coalesce(keys[3], pl.lit("N/A")),
+        input_shapes=keys[4],
+    ))
+
+
+def task_totals_empty() -> pl.DataFrame:
+    schema = {"count": pl.UInt32, "total_us": pl.Float64, "min_us": pl.Float64, "max_us": pl.Float64}
+    return pl.DataFrame(schema={**dict.fromkeys(TOTALS_KEYS, pl.String), **schema})
+
+
+def merge_totals(parts: pl.DataFrame) -> pl.DataFrame:
+    """Partial totals (blocks, slices) of the same groups combined into one row per group."""
+    return parts.group_by(TOTALS_KEYS).agg(
+        pl.col("count").sum(), pl.col("total_us").sum(), pl.col("min_us").min(), pl.col("max_us").max(),
+    )
+
+
+def op_statistic_from_totals(totals: pl.DataFrame) -> list[OpStat]:
+    """op_statistic rows as msprof builds them: by (OP Type, Core Type), ratio of all time, largest first."""
+    totals = merge_totals(totals.with_columns(input_shapes=pl.lit(None, pl.String)))
+    grand = totals["total_us"].sum() or 1.0
+    rows = totals.sort(["total_us", "op_type", "task_type"], descending=[True, False, False], nulls_last=True)
+    return [
+        OpStat(op_type=r["op_type"], core_type=r["task_type"], count=int(r["count"]), total_us=r["total_us"],
+               min_us=r["min_us"], avg_us=r["total_us"] / r["count"], max_us=r["max_us"],
+               ratio_pct=100.0 * r["total_us"] / grand, device_id=r["device_id"])
+        for r in rows.iter_rows(named=True)
+    ]
+
+
 def read_op_statistic(path: Path | str) -> list[OpStat]:
     """op_statistic(_*).csv: per OP Type and Core Type totals."""
     columns = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
-    t = read_table(path, columns, f"{MSPROF} or {TORCH_NPU}")
+    t = read_table(path, columns, f"{MSPROF} or {TORCH_NPU}", ["Device_id"])
+    times = {c: t.numbers(c, required=True, minimum=0).to_list() for c in columns[3:]}
     return [
-        OpStat(
-            op_type=t.text(r, "OP Type") or "",
-            core_type=t.text(r, "Core Type") or "N/A",
-            count=int(t.required_number(r, "Count")),
-            total_us=t.required_number(r, "Total Time(us)"),
-            min_us=t.required_number(r, "Min Time(us)"),
-            avg_us=t.required_number(r, "Avg Time(us)"),
-            max_us=t.required_number(r, "Max Time(us)"),
-            ratio_pct=t.required_number(r, "Ratio(%)"),
-            device_id=t.text(r, "Device_id"),
-        )
-        for r in range(len(t.rows))
+        OpStat(op_type or "", core or "N/A", int(count), *(times[c][r] for c in columns[3:]), device_id=device)
+        for r, (op_type, core, count, device) in enumerate(zip(
+            t.strings("OP Type"), t.strings("Core Type"), t.numbers("Count", required=True, integer=True, minimum=0),
+            t.strings("Device_id"),
+        ))
     ]
 
 
 def read_api_statistic(path: Path | str) -> list[ApiStat]:
     """api_statistic(_*).csv: host API call totals."""
     columns = ["Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)"]
-    t = read_table(path, columns, MSPROF)
+    t = read_table(path, columns, MSPROF, ["Variance"])
+    times = {c: t.numbers(c, required=True, minimum=0).to_list() for c in ("Time(us)", "Avg(us)", "Min(us)", "Max(us)")}
     return [
-        ApiStat(
-            level=t.text(r, "Level") or "",
-            api_name=t.text(r, "API Name") or "",
-            time_us=t.required_number(r, "Time(us)"),
-            count=int(t.required_number(r, "Count")),
-            avg_us=t.required_number(r, "Avg(us)"),
-            min_us=t.required_number(r, "Min(us)"),
-            max_us=t.required_number(r, "Max(us)"),
-            variance=t.number(r, "Variance"),
-        )
-        for r in range(len(t.rows))
+        ApiStat(level or "", name or "", times["Time(us)"][r], int(count), times["Avg(us)"][r], times["Min(us)"][r],
+                times["Max(us)"][r], variance)
+        for r, (level, name, count, variance) in enumerate(zip(
+            t.strings("Level"), t.strings("API Name"), t.numbers("Count", required=True, integer=True, minimum=0),
+            t.numbers("Variance", minimum=0),
+        ))
     ]
 
 
@@ -109,76 +174,287 @@ def read_task_time(path: Path | str) -> list[TaskTimeRow]:
     columns = ["kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)", "task_stop(us)"]
     t = read_table(path, columns, MSPROF)
     return [
-        TaskTimeRow(
-            kernel_name=t.text(r, "kernel_name"),
-            kernel_type=t.text(r, "kernel_type") or "N/A",
-            stream_id=t.text(r, "stream_id") or "",
-            task_id=t.text(r, "task_id") or "",
-            task_time_us=t.required_number(r, "task_time(us)"),
-            start_us=t.required_number(r, "task_start(us)"),
-            stop_us=t.required_number(r, "task_stop(us)"),
+        TaskTimeRow(name, kind or "N/A", stream or "", task or "", time_us, start, stop)
+        for name, kind, stream, task, time_us, start, stop in zip(
+            t.strings("kernel_name"), t.strings("kernel_type"), t.strings("stream_id"), t.strings("task_id"),
+            t.numbers("task_time(us)", required=True, minimum=0), t.numbers("task_start(us)", required=True),
+            t.numbers("task_stop(us)", required=True),
         )
-        for r in range(len(t.rows))
     ]
 
 
 def read_step_trace_time(path: Path | str) -> list[StepTime]:
     """step_trace_time.csv, with (torch_npu 7.1+) or without (6.0/7.0) the leading Device_id."""
     columns = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble"]
-    t = read_table(path, columns, TORCH_NPU)
+    t = read_table(path, columns, TORCH_NPU, ["Preparing", "Device_id"])
+    # Overlapped and Preparing are differences of timestamps and may come out slightly negative.
+    times = [t.numbers(c, required=True, minimum=None if c == "Overlapped" else 0).to_list() for c in columns[1:]]
     return [
-        StepTime(
-            step=_int(t.number(r, "Step")),
-            computing_us=t.required_number(r, "Computing"),
-            communication_not_overlapped_us=t.required_number(r, "Communication(Not Overlapped)"),
-            overlapped_us=t.required_number(r, "Overlapped"),
-            communication_us=t.required_number(r, "Communication"),
-            free_us=t.required_number(r, "Free"),
-            stage_us=t.required_number(r, "Stage"),
-            bubble_us=t.required_number(r, "Bubble"),
-            preparing_us=t.number(r, "Preparing"),
-            device_id=t.text(r, "Device_id"),
+        StepTime(step, *values, preparing_us=preparing, device_id=device)
+        for step, *values, preparing, device in zip(
+            _ints(t.numbers("Step", integer=True).to_list()), *times, t.numbers("Preparing"), t.strings("Device_id"),
         )
-        for r in range(len(t.rows))
     ]
 
 
-def _float_or_none(value: object, path: Path, where: str) -> float | None:
+# --- timelines: msprof_*.json, trace_view.json ---------------------------------------------------------
+TRACE_BLOCK_BYTES = 16 << 20  # the trace is decoded this much at a time: the memory bound of a read
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+class _Event(msgspec.Struct):
+    """The fields of a Chrome-trace event the lab uses; ``args`` stays undecoded until asked for."""
+
+    ph: str
+    name: str = ""
+    pid: int | str = ""
+    tid: int | str = ""
+    ts: str | float | None = None
+    dur: str | float | None = None
+    cat: str | None = None
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+_DECODER = msgspec.json.Decoder(list[_Event])
+
+
+class _TimedEvent(msgspec.Struct):
+    """What the step table reads of an event, ``ts``/``dur`` parsed to floats while decoding (string or not)."""
+
+    ph: str
+    name: str = ""
+    pid: int | str = ""
+    ts: float | None = None
+    dur: float | None = None
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+# strict=False lets msgspec turn msprof's string timestamps into floats without a Python str per event.
+_TIMED_DECODER = msgspec.json.Decoder(list[_TimedEvent], strict=False)
+
+
+def _number(value: str | float | None, path: Path, where: str) -> float | None:
     if value is None:
         return None
     try:
-        return float(str(value).strip())
-    except ValueError:
-        raise LabError(f"{path}: {where} is {value!r}, not a number", "the trace is damaged; re-export it") from None
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise LabError(f"{path}: {where} is {value!r}, not a number", "the trace is damaged; re-export it")
+    return number
 
 
-def read_trace(path: Path | str) -> list[TraceEvent]:
-    """msprof_*.json or trace_view.json: a Chrome-trace array (``ts`` may be a string)."""
+def iter_trace(path: Path | str, timed: bool = False) -> Iterator[list[_Event] | list[_TimedEvent]]:
+    """The events of a Chrome-trace JSON array, a decoded block at a time (bounded memory).
+
+    Blocks are cut at ``}, {`` and decoded with msgspec; a cut that fell inside a string or a
+    nested object cannot decode (unbalanced quotes or braces), so the block is joined with the
+    next one and tried again. A file that does not decode stops with the line where it broke.
+    ``timed``: events carry float ``ts``/``dur`` (a block whose times are not numbers is decoded
+    as text instead, so the error can name the value).
+    """
     path = Path(path)
     if not path.is_file():
         raise LabError(f"{path}: file not found", "run the mode that writes it")
+    damaged = "the trace is truncated or damaged; re-export it"
+    with path.open("rb") as f:
+        head = f.read(TRACE_BLOCK_BYTES)
+        body = head[len(codecs.BOM_UTF8):] if head.startswith(codecs.BOM_UTF8) else head
+        body = body.lstrip()
+        if body.startswith(b"{"):  # {"traceEvents": [...]}: small files only, decode whole
+            yield _decode_object(path, body + f.read())
+            return
+        if not body:
+            raise LabError(f"{path}: file is empty", "re-run the collection")
+        if not body.startswith(b"["):
+            raise LabError(f"{path}: expected a JSON array of trace events", "this is not an msprof/torch_npu timeline")
+        offset = len(head) - len(body) + 1  # file offset of ``pending``
+        pending, done = body[1:], False
+        while not done:
+            block = f.read(TRACE_BLOCK_BYTES)
+            done = not block
+            pending += block
+            if done:
+                piece = pending.rstrip()
+                if not piece.endswith(b"]"):
+                    line = _line_at(path, offset + len(piece))
+                    raise LabError(f"{path}:{line}: not valid JSON: the trace ends before its closing ']'", damaged)
+                piece, cut = piece[:-1], len(pending)
+            else:
+                cut = _last_boundary(pending)
+                if cut is None:
+                    continue
+                piece = pending[:cut]
+            text = piece.lstrip(b" \t\r\n,").rstrip()
+            try:
+                events = _decode_block(b"[" + text + b"]", timed) if text else []
+            except (msgspec.DecodeError, msgspec.ValidationError) as err:
+                if not done and len(pending) < _TRACE_MAX_PENDING:
+                    continue  # a cut inside a string or nested object: join with the next block
+                where = offset + len(piece) - len(piece.lstrip(b" \t\r\n,")) + _error_byte(err)
+                raise LabError(f"{path}:{_line_at(path, where)}: not valid JSON ({err})", damaged) from None
+            yield events
+            offset += cut
+            pending = pending[cut:]
+
+
+_TRACE_MAX_PENDING = 8 * TRACE_BLOCK_BYTES  # one event longer than this is taken as damage
+
+
+def _decode_block(data: bytes, timed: bool) -> list[_Event] | list[_TimedEvent]:
+    if timed:
+        try:
+            return _TIMED_DECODER.decode(data)
+        except msgspec.ValidationError:
+            pass  # a time that is not a number: the text decoder keeps it for the error message
+    return _DECODER.decode(data)
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The 1-based line of byte ``offset`` of a file (error path only)."""
+    line = 1
+    with path.open("rb") as f:
+        while offset > 0:
+            data = f.read(min(offset, TRACE_BLOCK_BYTES))
+            if not data:
+                break
+            line += data.count(b"\n")
+            offset -= len(data)
+    return line
+
+
+def _error_byte(err: Exception) -> int:
+    match = re.search(r"at byte (\d+)", str(err))
+    return max(0, int(match[1]) - 1) if match else 0
+
+
+def _last_boundary(data: bytes) -> int | None:
+    """Offset just past the ``}`` of the last ``}, {`` in ``data``, or None."""
+    end = len(data)
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        matches = list(_BOUNDARY.finditer(data, start, end))
+        if matches:
+            return matches[-1].start() + 1
+        if start == 0:
+            return None
+        end = start + 64  # overlap so a boundary split by the window is still seen
+
+
+def _decode_object(path: Path, data: bytes) -> list[_Event]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        events = msgspec.json.decode(data, type=dict[str, msgspec.Raw]).get("traceEvents")
+        if events is None:
+            raise LabError(f"{path}: expected a JSON array of trace events", "this is not an msprof/torch_npu timeline")
+        return _DECODER.decode(events)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise LabError(f"{path}: not valid JSON ({err})", "the trace is truncated or damaged; re-export it") from None
-    if isinstance(data, dict):
-        data = data.get("traceEvents")
-    if not isinstance(data, list):
-        raise LabError(f"{path}: expected a JSON array of trace events", "this is not an msprof/torch_npu timeline")
+
+
+def _args(event: _Event | _TimedEvent | TraceEvent) -> dict:
+    if isinstance(event, TraceEvent):
+        return event.args
+    try:
+        args = msgspec.json.decode(event.args)
+    except msgspec.DecodeError:
+        args = None
+    return args if isinstance(args, dict) else {}
+
+
+def read_trace(path: Path | str) -> list[TraceEvent]:
+    """msprof_*.json or trace_view.json: every event of a Chrome-trace array (``ts`` may be a string)."""
+    path = Path(path)
     events = []
-    for i, item in enumerate(data):
-        if not isinstance(item, dict) or "ph" not in item:
-            raise LabError(f"{path}: event {i} has no 'ph' field", "this is not a Chrome-trace timeline")
-        events.append(
-            TraceEvent(
-                name=str(item.get("name", "")),
-                ph=str(item["ph"]),
-                pid=item.get("pid", ""),
-                tid=item.get("tid", ""),
-                ts_us=_float_or_none(item.get("ts"), path, f"event {i} 'ts'"),
-                dur_us=_float_or_none(item.get("dur"), path, f"event {i} 'dur'"),
-                cat=item.get("cat"),
-                args=item.get("args") or {},
-            )
-        )
+    for i, e in enumerate(e for block in iter_trace(path) for e in block):
+        dur = _number(e.dur, path, f"event {i} 'dur'")
+        if dur is not None and dur < 0:
+            raise LabError(f"{path}: event {i} ({e.name!r}) has a negative 'dur' ({dur:g})", "the trace is damaged; re-export it")
+        events.append(TraceEvent(
+            name=e.name, ph=e.ph, pid=e.pid, tid=e.tid, ts_us=_number(e.ts, path, f"event {i} 'ts'"),
+            dur_us=dur, cat=e.cat, args=_args(e),
+        ))
     return events
+
+
+def overlap_events(blocks: Iterable[list[_Event] | list[_TimedEvent] | list[TraceEvent]], path: Path) -> OverlapEvents:
+    """Keep only what the step table needs from blocks of events: Overlap Analysis, ProfilerStep, hcom_receive."""
+    overlap_pids: set = set()
+    labels: dict = {}
+    steps: list[tuple[int, float]] = []
+    kinds = {name: i for i, name in enumerate(OVERLAP_EVENTS)}
+    pid_of: list = []
+    kind_of, ts_of, dur_of = array("b"), array("d"), array("d")
+    bubble_ts, bubble_dur = array("d"), array("d")
+    for block in blocks:
+        # One C-speed pass drops the host and device events (nearly all of a trace) before any Python work.
+        for e in [e for e in block if e.name in kinds or e.ph == "M" or e.name.startswith(_KEPT_PREFIXES)]:
+            if e.ph == "M":
+                args = _args(e)
+                if e.name == "process_name" and args.get("name") == OVERLAP_PROCESS:
+                    overlap_pids.add(e.pid)
+                elif e.name == "process_labels":
+                    labels[e.pid] = str(args.get("labels", ""))
+                continue
+            if e.ph != "X":
+                continue
+            if isinstance(e, _TimedEvent) and e.ts is not None:
+                ts, dur = e.ts, e.dur or 0.0  # checked for finite / negative below, all at once
+            else:
+                ts, dur = _event_times(e, path)
+            kind = kinds.get(e.name)
+            if kind is not None:
+                pid_of.append(e.pid)
+                kind_of.append(kind)
+                ts_of.append(ts)
+                dur_of.append(dur)
+            elif e.name.startswith("hcom_receive"):
+                bubble_ts.append(ts)
+                bubble_dur.append(dur)
+            elif (m := _STEP_EVENT.match(e.name)) is not None:
+                steps.append((int(m[1]), ts))
+    keep = np.fromiter((p in overlap_pids for p in pid_of), dtype=bool, count=len(pid_of))
+    for times, durations in ((ts_of, dur_of), (bubble_ts, bubble_dur)):
+        ts, dur = np.frombuffer(times), np.frombuffer(durations)
+        bad = ~np.isfinite(ts) | ~np.isfinite(dur) | (dur < 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise LabError(f"{path}: an event at ts {ts[i]!r} has 'dur' {dur[i]!r} (must be a finite number >= 0)",
+                           "the trace is damaged; re-export it")
+    steps_ts = np.array([start for _, start in steps])
+    if not np.isfinite(steps_ts).all():
+        raise LabError(f"{path}: a ProfilerStep event has 'ts' {steps_ts[~np.isfinite(steps_ts)][0]!r}",
+                       "the trace is damaged; re-export it")
+    return OverlapEvents(
+        kind=np.frombuffer(kind_of, dtype=np.int8)[keep], ts_us=np.frombuffer(ts_of)[keep],
+        dur_us=np.frombuffer(dur_of)[keep], steps=sorted(steps, key=lambda s: s[1]),
+        bubble_ts_us=np.frombuffer(bubble_ts), bubble_dur_us=np.frombuffer(bubble_dur),
+        labels=sorted({labels[p] for p in overlap_pids if p in labels}),
+    )
+
+
+_KEPT_PREFIXES = ("ProfilerStep#", "hcom_receive")
+
+
+def _event_times(e: _Event | _TimedEvent | TraceEvent, path: Path) -> tuple[float, float]:
+    """(ts, dur) of a kept event: finite, dur >= 0 (missing dur = 0); anything else stops with the event."""
+    raw_ts, raw_dur = (e.ts_us, e.dur_us) if isinstance(e, TraceEvent) else (e.ts, e.dur)
+    where = f"event {e.name!r} at ts {raw_ts!r}"
+    ts = _number(raw_ts, path, f"{where}: 'ts'")
+    dur = _number(raw_dur, path, f"{where}: 'dur'")
+    if ts is None:
+        raise LabError(f"{path}: {where} has no 'ts'", "the trace is damaged; re-export it")
+    if dur is not None and dur < 0:
+        raise LabError(f"{path}: {where} has a negative 'dur' ({dur:g})", "the trace is damaged; re-export it")
+    return ts, dur or 0.0
+
+
+def read_overlap(path: Path | str) -> OverlapEvents:
+    """The Overlap Analysis / ProfilerStep events of trace_view.json or msprof_*.json, streamed.
+
+    The one reader of timelines for the step table: a gigabyte trace is decoded a block at a time
+    and only these events are kept (as arrays), so memory stays bounded.
+    """
+    path = Path(path)
+    return overlap_events(iter_trace(path, timed=True), path)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 
 @dataclass
 class Task:
@@ -103,3 +105,24 @@ class TraceEvent:
     dur_us: float | None
     cat: str | None = None
     args: dict = field(default_factory=dict)
+
+
+@dataclass
+class OverlapEvents:
+    """A timeline's ``Overlap Analysis`` events, columnar (millions fit), with what the step table needs.
+
+    ``kind`` indexes OVERLAP_EVENTS; ``steps`` are ProfilerStep#N starts (empty: no schedule ran);
+    ``bubble_*`` are the ``hcom_receive*`` events; ``labels`` the overlap process's labels (``NPU 0``).
+    """
+
+    kind: np.ndarray  # int8
+    ts_us: np.ndarray  # float64
+    dur_us: np.ndarray  # float64
+    steps: list[tuple[int, float]] = field(default_factory=list)
+    bubble_ts_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    bubble_dur_us: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    labels: list[str] = field(default_factory=list)
+
+
+OVERLAP_PROCESS = "Overlap Analysis"  # torch_npu / msprof timeline process with the Computing / Free tracks
+OVERLAP_EVENTS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")

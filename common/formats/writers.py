@@ -9,7 +9,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from common.formats import schema
+import polars as pl
+
+from common.formats import readers, schema
 from common.formats.records import ApiStat, OpStat, StepTime, Task, TaskTimeRow
 
 
@@ -85,19 +87,19 @@ def write_kernel_details(path: Path, tasks: list[Task]) -> Path:
 
 
 def aggregate_op_statistic(tasks: list[Task]) -> list[OpStat]:
-    """op_statistic from tasks, as msprof builds it: by (OP Type, Core Type), sorted by total time."""
-    groups: dict[tuple[str | None, str, str], list[float]] = defaultdict(list)
-    for task in tasks:
-        groups[(task.device_id, task.op_type, task.task_type)].append(task.duration_us)
-    grand_total = sum(sum(v) for v in groups.values()) or 1.0
-    stats = [
-        OpStat(
-            op_type=op_type, core_type=core, count=len(d), total_us=sum(d), min_us=min(d),
-            avg_us=sum(d) / len(d), max_us=max(d), ratio_pct=100.0 * sum(d) / grand_total, device_id=device,
-        )
-        for (device, op_type, core), d in groups.items()
-    ]
-    return sorted(stats, key=lambda s: s.total_us, reverse=True)
+    """op_statistic from tasks, as msprof builds it: by (OP Type, Core Type), sorted by total time.
+
+    The same engine aggregation the readers use on op_summary / kernel_details at scale.
+    """
+    frame = pl.DataFrame(
+        {"device_id": [t.device_id for t in tasks], "op_type": [t.op_type for t in tasks],
+         "task_type": [t.task_type for t in tasks], "duration": [t.duration_us for t in tasks]},
+        schema={"device_id": pl.String, "op_type": pl.String, "task_type": pl.String, "duration": pl.Float64},
+    )
+    totals = frame.group_by("device_id", "op_type", "task_type").agg(
+        count=pl.len(), total_us=pl.col("duration").sum(), min_us=pl.col("duration").min(),
+        max_us=pl.col("duration").max(), input_shapes=pl.lit(None, pl.String))
+    return readers.op_statistic_from_totals(totals)
 
 
 def write_op_statistic(path: Path, stats: list[OpStat]) -> Path:
