@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run add_custom 20 times after a warm-up, verify every element, profile, report.
-#   bash run.sh [device]     device: NPU id, default 0 (the portable twin runs on the host)
+#   bash run.sh [device] [--timeout S]     device: NPU id, default 0 (the portable twin runs on the host)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
-exec "${PYTHON:-python3}" "$here/src/add_profile.py" run --device "${1:-0}"
+exec "${PYTHON:-python3}" "$here/src/add_profile.py" run --device "${1:-0}" "${@:2}"

@@ -22,6 +22,14 @@ class LabError(Exception):
 EXIT_USAGE = 2
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM reached the lab; the program it was running has been stopped."""
+
+    def __init__(self, signal_name: str = "SIGINT", exit_code: int = 130) -> None:
+        super().__init__(signal_name)
+        self.signal_name, self.exit_code = signal_name, exit_code
+
+
 def run_cli(main: Callable[[], int]) -> None:
     """Run ``main`` and exit with its code; a LabError becomes one ``Error:`` line, exit 2."""
     try:
@@ -29,9 +37,10 @@ def run_cli(main: Callable[[], int]) -> None:
     except LabError as err:
         print(f"Error: {err}", file=sys.stderr)
         code = EXIT_USAGE
-    except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-        code = 130
+    except KeyboardInterrupt as err:  # Ctrl-C, or an Interrupted raised for SIGINT / SIGTERM
+        name = getattr(err, "signal_name", "SIGINT")
+        print(f"Error: interrupted by {name}", file=sys.stderr)
+        code = getattr(err, "exit_code", 130)
     sys.exit(code)
 
 

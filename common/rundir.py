@@ -1,14 +1,19 @@
-"""The lab's output directories: marker-protected ``prof_out/`` and its ``run_info.json``.
+"""The lab's output directories: marker-protected ``prof_out/``, its ``run_info.json``, the mode lock.
 
 A directory is deleted and recreated only when it carries the lab's marker file, so a
-path that the lab did not create is never removed.
+path that the lab did not create is never removed; ``/``, the home folder, the repository
+and the folders above the current one are refused even when someone planted a marker there.
+One run at a time per mode folder: :func:`lock_mode` takes an exclusive lock that the
+operating system drops when the process ends, however it ends.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shutil
@@ -20,7 +25,9 @@ from pathlib import Path
 from common.errors import LabError
 
 MARKER = ".msprof_lab"
+LOCK_FILE = ".msprof_lab.lock"  # in each mode folder; never deleted (removing a lock file races its holders)
 RUN_INFO = "run_info.json"
+TIMEOUT_VAR = "MSPROF_LAB_TIMEOUT_S"  # default for every mode's --timeout
 RUN_ID_VAR = "MSPROF_LAB_RUN_ID"  # set by nox so every mode of one run shares an id
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,23 +47,107 @@ def output_path(mode_dir: Path, given: str | None) -> Path:
     return resolved
 
 
+def protected_paths() -> list[Path]:
+    """Folders the lab never deletes, marker or not: ``/``, the home folder, the repository and their parents."""
+    paths = {Path("/")}
+    for base in (Path.home(), REPO_ROOT, Path.cwd()):
+        base = base.resolve()
+        paths.add(base)
+        paths.update(base.parents)
+    return sorted(paths)
+
+
 def prepare_output_dir(path: Path | str) -> Path:
     """Create ``path`` empty; an existing one is replaced only if the lab made it."""
     path = Path(path).absolute()
     if path.is_symlink():
         raise LabError(f"{path} is a symlink", "give a real directory the lab can own")
+    path = path.resolve()  # a symlinked parent: judge (and delete) the real place
+    if path in protected_paths():
+        raise LabError(
+            f"{path} is /, the home folder, the repository or a folder above the current one",
+            "give a folder of its own inside the mode folder, e.g. prof_out_mine",
+        )
     if path.exists():
         if not path.is_dir():
             raise LabError(f"{path} exists and is not a directory", "remove it or choose another output")
-        if not (path / MARKER).is_file():
+        marker = path / MARKER
+        if marker.is_symlink() or not marker.is_file():
             raise LabError(
                 f"{path} exists and was not made by msprof lab (no {MARKER} marker)",
                 "move it away or choose another output directory; the lab deletes only its own",
             )
-        shutil.rmtree(path)
+        shutil.rmtree(path)  # symlinks inside are unlinked, never followed
     path.mkdir(parents=True)
     (path / MARKER).write_text("created by msprof lab; safe for the lab to delete and recreate\n")
     return path
+
+
+class ModeLock:
+    """An exclusive ``flock`` on ``<mode>/.msprof_lab.lock``, held until :meth:`release` or process exit."""
+
+    def __init__(self, mode_dir: Path, fd: int) -> None:
+        self.mode_dir, self._fd = mode_dir, fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            _HELD.pop(self.mode_dir, None)
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = None
+
+    def __enter__(self) -> ModeLock:  # noqa: PYI034 (Python 3.10: no typing.Self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_HELD: dict[Path, ModeLock] = {}
+
+
+def lock_mode(mode_dir: Path | str) -> ModeLock:
+    """Refuse to start while another run uses ``mode_dir``; otherwise hold its lock for this process.
+
+    The lock is an advisory ``flock``: the kernel releases it when the holder exits, killed
+    or not, so a crashed run never blocks the next one and nothing needs cleaning up. The
+    descriptor is not inherited by the programs the lab starts. Taking it twice in one
+    process returns the lock already held.
+    """
+    mode_dir = Path(mode_dir).resolve()
+    if mode_dir in _HELD:
+        return _HELD[mode_dir]
+    fd = os.open(mode_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip().splitlines()[:1] or ["unknown process"]
+        os.close(fd)
+        raise LabError(
+            f"another msprof lab run is using {mode_dir.name} ({holder[0]})",
+            "wait for it to finish, or stop it; runs of one mode never share its folder",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()}, started {_now()}\n".encode(), 0)
+    _HELD[mode_dir] = lock = ModeLock(mode_dir, fd)
+    return lock
+
+
+def parse_timeout(text: str | float | None) -> float | None:
+    """``--timeout`` in seconds (a positive finite number), else $MSPROF_LAB_TIMEOUT_S, else no limit."""
+    if text is None or text == "":
+        text = os.environ.get(TIMEOUT_VAR) or None
+        if text is None:
+            return None
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise LabError(
+            f"timeout {str(text)!r} is not a positive number of seconds",
+            f"pass e.g. --timeout 600 (or set {TIMEOUT_VAR}); leave it out for no limit",
+        )
+    return value
 
 
 def _version(dist: str) -> str | None:

@@ -47,3 +47,9 @@ def msprof_output(root: Path) -> Path:
     """The single mindstudio_profiler_output/ folder under ``root``."""
     (found,) = list(root.glob("PROF_*/mindstudio_profiler_output"))
     return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Counted for the README's testing figures: pytest -m hostile --collect-only -q (and -m fault).
+    config.addinivalue_line("markers", "hostile: one hostile input the lab must refuse, or pass on inert")
+    config.addinivalue_line("markers", "fault: one fault injected while the lab collects or releases")

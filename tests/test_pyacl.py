@@ -550,6 +550,7 @@ def _failable_calls(prof: bool) -> int:
     return acl._count
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("prof", [False, True])
 def test_chain_failure_at_every_step_releases_what_was_acquired(prof):
     total = _failable_calls(prof)
@@ -571,6 +572,7 @@ def test_chain_failure_at_every_step_releases_what_was_acquired(prof):
         assert len(set(acl.released)) == len(acl.released), "released twice"
 
 
+@pytest.mark.fault
 def test_release_failure_still_releases_the_rest_and_is_reported():
     acl = FakeAcl(FEED.nbytes, fail_release="destroy_data_buffer")
     with pytest.raises(LabError, match=r"acl.destroy_data_buffer failed with ACL error 507011"):

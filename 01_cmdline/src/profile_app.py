@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from common.env import Backend, detect, parse_device_id, select_device
 from common.errors import ArgumentParser, LabError, run_cli
 from common.profile import find_datasets
 from common.report import directory_report, render_verdicts, write_report_md
-from common.rundir import finish_run, output_path, prepare_output_dir, start_run
+from common.rundir import finish_run, lock_mode, output_path, parse_timeout, prepare_output_dir, start_run
 from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, expected_op_counts
 
 MODE_DIR = Path(__file__).resolve().parent.parent
@@ -38,7 +37,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = ArgumentParser(prog="01_cmdline/run.sh", description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
     parser.add_argument("--output", help="output folder inside 01_cmdline/ (default 01_cmdline/prof_out)")
-    parser.add_argument("--timeout", type=float, default=None, help="stop the program after this many seconds")
+    parser.add_argument("--timeout", help="stop the program after this many seconds (default: $MSPROF_LAB_TIMEOUT_S, "
+                        "else no limit); its profile is kept, marked incomplete")
     parser.epilog = "Anything after -- is the program to profile and its arguments (default: src/model.py)."
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = detect()
     print(backend.banner(), flush=True)
     device = parse_device_id(args.device)
+    timeout_s = parse_timeout(args.timeout)
     env = select_device(backend, device)  # ASCEND_RT_VISIBLE_DEVICES must be set before msprof starts
     out = output_path(MODE_DIR, args.output)
     own_model = not args.app
@@ -62,22 +63,23 @@ def main(argv: list[str] | None = None) -> int:
         app = launcher.resolve_app(args.app)
 
     # --- collect ---------------------------------------------------------------------------
+    lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
     out = prepare_output_dir(out)
     forwards = WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None
     command = collect_command(backend, out, app)
     info = start_run(out, mode="cmdline", backend=backend.name, device=device, command=command, forwards=forwards)
     print("running:", " ".join(command), flush=True)
     if backend.is_npu:
-        run = launcher.AppRun(subprocess.run(command, env=env, timeout=args.timeout, check=False).returncode)
+        run = launcher.run_command(command, env, timeout_s)  # msprof flushes on SIGTERM/SIGINT like the app
     else:
         raw = out / "portable_raw"
-        run = launcher.run_app(app, raw, env, args.timeout)
+        run = launcher.run_app(app, raw, env, timeout_s)
         profiles = launcher.load_raw(raw)
         launcher.write_msprof_layout(out, profiles)
         if not profiles:
             print("note: no process imported torch, so there was nothing to profile", file=sys.stderr)
-    finish_run(out, info, exit_code=run.exit_code, completed=run.exit_code == 0 and not run.timed_out)
-    if run.exit_code != 0 or run.timed_out:
+    finish_run(out, info, exit_code=run.exit_code, completed=run.ok, app_status=run.status())
+    if not run.ok:
         raise_for_app(run, out)
 
     # --- parse, check, report --------------------------------------------------------------
@@ -106,13 +108,12 @@ def collect_command(backend: Backend, out: Path, app: list[str]) -> list[str]:
 
 def raise_for_app(run: launcher.AppRun, out: Path) -> None:
     """The program failed: keep what was collected, say so, and pass its status on."""
-    code = run.exit_code if run.exit_code > 0 else 128 + (-run.exit_code if run.exit_code < 0 else 1)
     print(
         f"Error: the profiled program {run.describe}; its partial profile is kept in {out}, "
         "marked incomplete in run_info.json",
         file=sys.stderr,
     )
-    sys.exit(code)
+    sys.exit(run.lab_exit_code)
 
 
 if __name__ == "__main__":

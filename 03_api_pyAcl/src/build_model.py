@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, f
 from export_onnx import OPSET, export
 from variants import INPUT_NAME, ONNX_MODEL, Variant, parse_variants
 
-from common import env
+from common import env, rundir
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
 from common.workload import make_input
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = parse_variants(args.variant)  # validated before anything is written
     backend = env.detect()
     print(backend.banner())
+    rundir.lock_mode(ONNX_MODEL.parent.parent)  # never rebuild the models while a run of this mode reads them
 
     source = export(ONNX_MODEL)
     print(f"exported {ONNX_MODEL} (fp32, opset {OPSET})")

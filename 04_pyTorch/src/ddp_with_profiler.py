@@ -37,7 +37,7 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads: keep the p
 from common.analysis import Verdict  # noqa: E402
 from common.env import Backend, detect, parse_device_id  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
-from common.rundir import finish_run, output_path, prepare_output_dir, start_run  # noqa: E402
+from common.rundir import finish_run, lock_mode, output_path, prepare_output_dir, start_run  # noqa: E402
 
 MODE_DIR = Path(__file__).resolve().parent.parent
 # The schedule of mode 04: skip 1 step, warm up 3, record 5 (the first steps pay one-off costs:
@@ -475,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
             raise LabError(
                 "the npu backend needs torch_npu, which is not importable", "pip install torch_npu matching your torch"
             )
-    out = prepare_output_dir(output_path(MODE_DIR, args.output or str(MODE_DIR / "prof_out_ddp")))
+    out = output_path(MODE_DIR, args.output or str(MODE_DIR / "prof_out_ddp"))
+    lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
+    out = prepare_output_dir(out)
     (out / STATUS_DIR).mkdir()
     info = start_run(
         out,

@@ -31,7 +31,7 @@ from common.env import Backend, detect, parse_device_id, select_device  # noqa: 
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
 from common.profile import find_datasets  # noqa: E402
 from common.report import directory_report, write_report_md  # noqa: E402
-from common.rundir import finish_run, output_path, prepare_output_dir, start_run  # noqa: E402
+from common.rundir import finish_run, lock_mode, output_path, prepare_output_dir, start_run  # noqa: E402
 from common.workload import build_model, expected_op_counts, make_input  # noqa: E402
 
 MODE_DIR = Path(__file__).resolve().parent.parent
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(select_device(backend, device))
     if backend.is_npu and "torch_npu" not in backend.python_modules:
         raise LabError("the npu backend needs torch_npu, which is not importable", "pip install torch_npu matching your torch")
-    out = prepare_output_dir(output_path(MODE_DIR, args.output))
+    out = output_path(MODE_DIR, args.output)
+    lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
+    out = prepare_output_dir(out)
     info = start_run(out, mode="pytorch", backend=backend.name, device=device, command=sys.argv,
                      forwards=ACTIVE, schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
     model, x = build_model(), make_input()

@@ -4,6 +4,13 @@ The program is started as an argv list (never through a shell) with the ``autopr
 start-up hook on its PYTHONPATH. Every Python process of the program tree that imports
 torch writes its own op tree; this module turns each into a ``PROF_*`` folder the way
 msprof writes one folder per profiled process.
+
+:func:`run_command` is how the lab starts every external program (msprof, the app, the
+AscendC host program): in a session of its own, so that a timeout, Ctrl-C (SIGINT) or
+SIGTERM reaching the lab is passed to the program's whole process group, children and
+grandchildren included, and whatever the program leaves running when it ends is stopped
+too. The program first gets ``grace_s`` seconds to exit by itself (the start-up hook turns
+SIGTERM into a normal exit, so the profile is written), then the group is killed.
 """
 
 from __future__ import annotations
@@ -14,34 +21,92 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.collect.msprof_layout import ProfDir, new_prof_dir
 from common.collect.torch_ops import api_calls, api_statistic, nodes_from_json, tasks_from_nodes
-from common.errors import LabError
+from common.errors import Interrupted, LabError
 from common.formats import writers
 from common.formats.records import Task, TaskTimeRow
 
 AUTOPROFILE_DIR = Path(__file__).resolve().parent / "autoprofile"
 OUT_DIR_VAR = "MSPROF_LAB_AUTOPROFILE_DIR"
-TERMINATE_GRACE_S = 10.0  # after SIGTERM, how long the program gets to run its exit handlers
+TERMINATE_GRACE_S = 10.0  # after SIGTERM / SIGINT, how long the program gets to run its exit handlers
+EXIT_TIMEOUT = 124  # the lab's exit code when it stopped a program at the timeout (as timeout(1) does)
+
+
+class _Terminated(Interrupted):
+    """SIGTERM reached the lab while it waited for a program."""
+
+    def __init__(self) -> None:
+        super().__init__("SIGTERM", 128 + signal.SIGTERM)
 
 
 @dataclass
 class AppRun:
-    """How the program ended."""
+    """How a program the lab started ended."""
 
-    exit_code: int
+    exit_code: int  # the program's own status: its exit code, or -N when signal N killed it
     timed_out: bool = False
+    timeout_s: float | None = None
+    stopped_by: str | None = None  # "SIGINT" / "SIGTERM": the lab got it and passed it on
+    leftovers: int = 0  # processes of the program still running after it ended; the lab stopped them
+    output: str = field(default="", repr=False)  # stdout, when captured
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.stopped_by
 
     @property
     def describe(self) -> str:
         if self.timed_out:
-            return "was stopped after the timeout"
+            return f"did not finish within the {self.timeout_s:g} s timeout and was stopped ({self._status()})"
+        if self.stopped_by:
+            return f"was stopped because the lab received {self.stopped_by} ({self._status()})"
+        return self._status()
+
+    def _status(self) -> str:
         if self.exit_code < 0:
-            return f"was killed by signal {signal.Signals(-self.exit_code).name}"
+            return f"killed by signal {_signal_name(-self.exit_code)}"
+        if self.exit_code > 128 and _signal_name(self.exit_code - 128, None):
+            return f"exited with code {self.exit_code}, i.e. ended by {_signal_name(self.exit_code - 128)}"
         return f"exited with code {self.exit_code}"
+
+    @property
+    def lab_exit_code(self) -> int:
+        """What the lab exits with: 124 on timeout, 128+N for a signal, else the program's own code."""
+        if self.timed_out:
+            return EXIT_TIMEOUT
+        if self.stopped_by:
+            return 128 + signal.Signals[self.stopped_by].value
+        if self.exit_code < 0:
+            return 128 - self.exit_code
+        return self.exit_code
+
+    def raise_if_stopped(self) -> None:
+        """The lab was asked to stop (SIGINT / SIGTERM): after the program, the lab stops too."""
+        if self.stopped_by:
+            raise Interrupted(self.stopped_by, self.lab_exit_code)
+
+    def status(self) -> dict:
+        """For run_info.json."""
+        return {
+            "exit_code": self.exit_code, "timed_out": self.timed_out, "timeout_s": self.timeout_s,
+            "stopped_by": self.stopped_by, "leftover_processes_stopped": self.leftovers, "describe": self.describe,
+        }
+
+
+def _signal_name(number: int, default: str | None = "") -> str | None:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return default if default is None else f"{number}"
 
 
 @dataclass
@@ -72,32 +137,161 @@ def resolve_app(app_argv: list[str]) -> list[str]:
     return app_argv
 
 
-def run_app(app_argv: list[str], raw_dir: Path, env: dict[str, str], timeout_s: float | None = None) -> AppRun:
+def check_argv(argv: Sequence[object]) -> list[str]:
+    """An external command is a list of strings (or paths); a single string would need a shell."""
+    if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, (str, os.PathLike)) for a in argv):
+        raise TypeError(f"an external command must be a non-empty argv list, not {argv!r}")
+    return [os.fspath(a) for a in argv]
+
+
+def run_app(
+    app_argv: list[str], raw_dir: Path, env: dict[str, str], timeout_s: float | None = None,
+    grace_s: float = TERMINATE_GRACE_S,
+) -> AppRun:
     """Run the program with the start-up hook; its stdout/stderr go straight to the terminal."""
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(AUTOPROFILE_DIR), env.get("PYTHONPATH")]))
     env[OUT_DIR_VAR] = str(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(app_argv, env=env)
-    try:
-        return AppRun(proc.wait(timeout=timeout_s))
-    except subprocess.TimeoutExpired:
-        _stop(proc)
-        return AppRun(proc.returncode if proc.returncode is not None else -signal.SIGKILL, timed_out=True)
-    except KeyboardInterrupt:
-        _stop(proc, signal.SIGINT)
-        return AppRun(proc.returncode if proc.returncode is not None else -signal.SIGINT)
+    return run_command(app_argv, env, timeout_s, grace_s=grace_s)
 
 
-def _stop(proc: subprocess.Popen, first: int = signal.SIGTERM) -> None:
-    """Ask the program to stop (its exit handlers flush the profile), then insist."""
-    if proc.poll() is None:
-        proc.send_signal(first)
+def run_command(
+    argv: Sequence[object], env: dict[str, str] | None = None, timeout_s: float | None = None, *,
+    capture: bool = False, grace_s: float = TERMINATE_GRACE_S,
+) -> AppRun:
+    """Run ``argv`` (no shell) in its own session and wait; stop its whole group on timeout, SIGINT or SIGTERM.
+
+    ``capture``: stdout is collected (through a file, so a chatty program never blocks on a
+    full pipe) into ``AppRun.output``; stderr always goes to the terminal.
+    """
+    argv = check_argv(argv)
+    with tempfile.TemporaryFile() if capture else _nothing() as out, _sigterm_raises():
+        # A session of its own: the terminal's Ctrl-C reaches only the lab, which passes it on
+        # to the whole group; and the group can be stopped without touching the lab.
+        proc = subprocess.Popen(argv, env=env, stdout=out, start_new_session=True)
+        run = AppRun(0, timeout_s=timeout_s)
         try:
-            proc.wait(timeout=TERMINATE_GRACE_S)
+            run.exit_code = _wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            run.timed_out = True
+            run.exit_code = _stop_group(proc, signal.SIGTERM, grace_s)
+        except _Terminated:
+            run.stopped_by = "SIGTERM"
+            run.exit_code = _stop_group(proc, signal.SIGTERM, grace_s)
+        except KeyboardInterrupt:
+            run.stopped_by = "SIGINT"
+            run.exit_code = _stop_group(proc, signal.SIGINT, grace_s)
+        finally:
+            if proc.returncode is None:  # an error in the lab itself: never leave the program behind
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+            run.leftovers = _stop_leftovers(proc.pid, grace_s)
+            if run.leftovers:
+                print(f"note: {argv[0]} left {run.leftovers} process(es) running when it ended; the lab stopped them",
+                      file=sys.stderr)
+        if out is not None:
+            out.seek(0)
+            run.output = out.read().decode(errors="replace")
+    return run
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float | None) -> int:
+    """``proc.wait`` that never blocks in one long system call.
+
+    The lab has threads (torch's): a SIGINT or SIGTERM may be delivered to one of them, and
+    then a main thread blocked in ``waitpid`` would not wake up to run the Python handler.
+    Waiting with a timeout polls, so the handler runs within a fraction of a second.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        step = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
+        try:
+            return proc.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While a program runs, SIGTERM to the lab becomes an exception, so the program is stopped first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _stop_group(proc: subprocess.Popen, first: int, grace_s: float) -> int:
+    """Send ``first`` to the program's group, give it ``grace_s`` to exit (and flush), then kill the group."""
+    _signal_group(proc.pid, first)
+    try:
+        return proc.wait(timeout=grace_s)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):  # no answer, or asked twice: stop now
+        _signal_group(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
+def live_group_members(pgid: int) -> list[int] | None:
+    """Running (not zombie) processes of process group ``pgid``; None where /proc cannot tell."""
+    proc_dir = Path("/proc")
+    if not (proc_dir / "self" / "stat").is_file():
+        return None
+    members = []
+    for stat in proc_dir.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # it ended while we looked
+        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _group_alive(pgid: int) -> int:
+    members = live_group_members(pgid)
+    if members is not None:
+        return len(members)
+    return 1 if _signal_group(pgid, 0) else 0
+
+
+def _stop_leftovers(pgid: int, grace_s: float) -> int:
+    """The program ended; stop what it left running in its group (they would be orphans). Returns how many."""
+    found = _group_alive(pgid)
+    if not found:
+        return 0
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return found
 
 
 def load_raw(raw_dir: Path) -> list[ProcessProfile]:

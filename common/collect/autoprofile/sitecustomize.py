@@ -6,6 +6,14 @@ It waits for the program to import torch, starts torch.profiler right then (so n
 missed), and at exit writes the op tree of this process to ``<dir>/<pid>.json``. Child
 processes inherit the environment, so each one profiles itself the same way.
 
+SIGTERM (sent by the lab at a timeout or when the lab itself is stopped, or by anyone else)
+would by default end the process at once, without running atexit handlers: the profile
+would be lost. Once the profiler runs, this module therefore turns SIGTERM into
+``SystemExit(143)`` (128 + 15, the status a shell shows for SIGTERM): the program unwinds as
+on any exit (``finally`` blocks, atexit), the profile is written, and the exit code still says
+SIGTERM. A program that installs its own SIGTERM handler keeps it. SIGINT needs nothing:
+Python already raises KeyboardInterrupt, unwinds, and then ends by SIGINT.
+
 Only the standard library and torch are used: the program's own ``common`` or other
 packages are never shadowed. Without the variable this module only chains to any other
 ``sitecustomize`` it hides.
@@ -17,6 +25,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
 
@@ -50,6 +59,8 @@ def _flatten(events) -> list:
 
 
 def _dump(prof, started_ns: int) -> None:
+    if signal.getsignal(signal.SIGTERM) is _exit_on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the write short
     try:
         prof.stop()
         events = prof.events()
@@ -65,8 +76,12 @@ def _dump(prof, started_ns: int) -> None:
         with open(final + ".tmp", "w") as f:
             json.dump(record, f)
         os.replace(final + ".tmp", final)
-    except Exception as err:  # the program's own exit status must win; say what was lost
+    except Exception as err:  # noqa: BLE001 (the program's own exit status must win; say what was lost)
         print(f"msprof lab: could not save the profile of pid {os.getpid()}: {err}", file=sys.stderr)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _start(torch_module) -> None:
@@ -75,6 +90,11 @@ def _start(torch_module) -> None:
     prof = torch_module.profiler.profile(activities=activities, record_shapes=True)
     prof.start()
     atexit.register(_dump, prof, started_ns)  # registered after torch's own hooks, so it runs before them
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # an inherited SIG_IGN, or the program's own, stays
+        try:
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        except ValueError:  # torch imported outside the main thread: handlers can only be set from it
+            pass
 
 
 class _AfterTorchImport(importlib.abc.MetaPathFinder):
