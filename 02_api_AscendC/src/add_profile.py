@@ -24,13 +24,13 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from common import env
 from common.analysis import Verdict
+from common.collect import launcher
 from common.collect.msprof_layout import new_prof_dir
 from common.collect.npu_commands import msprof_argv, msprof_op_argv
 from common.errors import ArgumentParser, LabError, run_cli
@@ -38,7 +38,7 @@ from common.formats import readers, writers
 from common.formats.records import Task
 from common.formats.table import read_table
 from common.report import render_table, render_verdicts
-from common.rundir import finish_run, prepare_output_dir, start_run
+from common.rundir import MARKER, finish_run, lock_mode, parse_timeout, prepare_output_dir, start_run
 
 MODE = "02_api_AscendC"
 MODE_DIR = Path(__file__).resolve().parent.parent
@@ -137,9 +137,17 @@ def find_cxx() -> str:
     )
 
 
+def cmake_step(argv: list[str]) -> bool:
+    """One CMake command; Ctrl-C stops it and its compilers, not just cmake."""
+    run = launcher.run_command(argv)
+    run.raise_if_stopped()
+    return run.ok
+
+
 def build(build_dir: Path = BUILD_DIR) -> int:
     backend = env.detect()
     print(backend.banner())
+    lock_mode(MODE_DIR)  # never build while a run (or another build) uses build/
     run_mode, why = choose_run_mode(backend, os.environ.get(RUN_MODE_VAR))
     print(f"RUN_MODE={run_mode} ({why})")
     cmake = find_cmake()
@@ -153,15 +161,18 @@ def build(build_dir: Path = BUILD_DIR) -> int:
         soc = env.soc_version(backend)
 
     info_file = build_dir / BUILD_INFO
-    if info_file.is_file() and json.loads(info_file.read_text()).get("run_mode") != run_mode:
-        shutil.rmtree(build_dir)  # a cache configured for another RUN_MODE would keep its old compiler and flags
+    stale = info_file.is_file() and json.loads(info_file.read_text()).get("run_mode") != run_mode
+    if stale or not build_dir.exists():
+        # Fresh, or a cache configured for another RUN_MODE (it would keep its old compiler and flags):
+        # recreated, and only if the lab made it (its marker).
+        prepare_output_dir(build_dir)
     configure = cmake_configure_argv(cmake, SRC_DIR, build_dir, run_mode, cxx=cxx, soc_version=soc, cann_home=cann_home)
     print("$ " + " ".join(configure))
-    ok = subprocess.run(configure, check=False).returncode == 0
+    ok = cmake_step(configure)
     if ok:
         make = cmake_build_argv(cmake, build_dir, os.cpu_count() or 1)
         print("$ " + " ".join(make))
-        ok = subprocess.run(make, check=False).returncode == 0
+        ok = cmake_step(make)
     binary = build_dir / BINARY_NAME
     ok = ok and binary.is_file()
     if ok:
@@ -170,6 +181,7 @@ def build(build_dir: Path = BUILD_DIR) -> int:
             "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "binary": str(binary),
         }
         info_file.write_text(json.dumps(info, indent=2) + "\n")
+        (build_dir / MARKER).write_text("created by msprof lab; safe for the lab to delete and recreate\n")
     detail = f"{binary} (RUN_MODE={run_mode})" if ok else "cmake failed; see the messages above"
     print(render_verdicts([Verdict("build succeeds", ok, detail)]))
     return 0 if ok else 1
@@ -251,12 +263,16 @@ def write_portable_profile(out_dir: Path, tasks: list[Task]) -> tuple[Path, Path
 VERIFIED_RE = re.compile(r"verified: (\d+) of (\d+) elements")
 
 
-def run_binary(argv: list[str], child_env: dict[str, str] | None = None) -> tuple[int, str]:
+def run_binary(
+    argv: list[str], child_env: dict[str, str] | None = None, timeout_s: float | None = None
+) -> tuple[int, str]:
     """Run the host program; its output is shown as it is (verification lines included)."""
-    proc = subprocess.run(argv, capture_output=True, text=True, env=child_env, check=False)
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    return proc.returncode, proc.stdout
+    run = launcher.run_command(argv, child_env, timeout_s, capture=True)
+    sys.stdout.write(run.output)
+    if not run.ok:
+        print(f"{Path(argv[0]).name} {run.describe}", file=sys.stderr)
+    run.raise_if_stopped()  # Ctrl-C / SIGTERM: the program is stopped, the run ends here, marked incomplete
+    return run.lab_exit_code, run.output
 
 
 def verification_verdict(returncode: int, stdout: str) -> Verdict:
@@ -400,14 +416,16 @@ def read_msprof_op_pipes(out_dir: Path) -> dict[str, float | None] | None:
     return out
 
 
-def run_npu(backend: env.Backend, device: int, out_dir: Path, binary: Path) -> tuple[list[Verdict], list[Task], str]:
+def run_npu(
+    backend: env.Backend, device: int, out_dir: Path, binary: Path, timeout_s: float | None = None
+) -> tuple[list[Verdict], list[Task], str]:
     child_env = env.select_device(backend, device)  # ASCEND_RT_VISIBLE_DEVICES: msprof and the app see one card
     # Inside the child the chosen card is logical device 0.
     app = [str(binary), "--device", "0", "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES)]
     verdicts = []
     argv = msprof_argv(backend.tools["msprof"], out_dir, app)
     print("$ " + " ".join(argv))
-    code, stdout = run_binary(argv, child_env)
+    code, stdout = run_binary(argv, child_env, timeout_s)
     verdicts.append(verification_verdict(code, stdout))
     summaries = sorted(out_dir.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
     if not summaries:
@@ -421,7 +439,7 @@ def run_npu(backend: env.Backend, device: int, out_dir: Path, binary: Path) -> t
     # msprof op: per-block PMU for the MetricsProfStart/Stop region of one launch.
     op_argv = msprof_op_argv(backend.tools["msprof"], out_dir, app, kernel_name=KERNEL, launch_count=1)
     print("$ " + " ".join(op_argv))
-    code, _ = run_binary(op_argv, child_env)
+    code, _ = run_binary(op_argv, child_env, timeout_s)
     op_pipes = read_msprof_op_pipes(out_dir)
     verdicts.append(Verdict("msprof op wrote PipeUtilization", code == 0 and op_pipes is not None,
                             "OPPROF_*/PipeUtilization.csv " + ("read" if op_pipes else "missing")
@@ -431,10 +449,12 @@ def run_npu(backend: env.Backend, device: int, out_dir: Path, binary: Path) -> t
 
 
 # === main =========================================================================================
-def run(device_text: str) -> int:
+def run(device_text: str, timeout_text: str | None = None) -> int:
     backend = env.detect()
     print(backend.banner())
     device = env.parse_device_id(device_text)
+    timeout_s = parse_timeout(timeout_text)
+    lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
     build_info = read_build_info()
     run_mode = build_info["run_mode"]
     if run_mode == "npu" and not backend.is_npu:
@@ -453,7 +473,7 @@ def run(device_text: str) -> int:
     where = ""
     try:
         if run_mode == "npu":
-            more, tasks, where = run_npu(backend, device, out_dir, binary)
+            more, tasks, where = run_npu(backend, device, out_dir, binary, timeout_s)
             verdicts += more
         else:
             timings = out_dir / "twin_timings.csv"
@@ -461,7 +481,7 @@ def run(device_text: str) -> int:
             if run_mode == "portable":
                 app += ["--timings", str(timings)]
             print("$ " + " ".join(app))
-            code, stdout = run_binary(app)
+            code, stdout = run_binary(app, timeout_s=timeout_s)
             verdicts.append(verification_verdict(code, stdout))
             if run_mode == "cpu":
                 print("cpu (tikicpulib) build: correctness only; CANN's CPU debug has no pipe timers. "
@@ -490,10 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend or $RUN_MODE)")
     run_parser = sub.add_parser("run", help="run, verify, profile and report")
     run_parser.add_argument("--device", default="0", help="NPU id (0..63); ignored by the portable twin")
+    run_parser.add_argument("--timeout", help="stop the host program after this many seconds "
+                            "(default: $MSPROF_LAB_TIMEOUT_S, else no limit)")
     args = parser.parse_args(argv)
     if args.command == "build":
         return build()
-    return run(args.device)
+    return run(args.device, args.timeout)
 
 
 if __name__ == "__main__":

@@ -415,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = parse_variants(args.variant)
     backend = env.detect()
     print(backend.banner(), flush=True)
+    rundir.lock_mode(PROF_OUT.parent)  # one run (or build) of this mode at a time; a second one stops here
 
     # Everything a user can get wrong is checked before prof_out/ is touched.
     for variant in variants:
