@@ -36,8 +36,8 @@ def make(out: Path, rows: int, events: int, what: set[str], seed: int = 0) -> di
         folder = out / f"op_summary_{rows}"
         paths = generate.write_op_summary(folder, rows, seed)
         written["op_summary"] = str(folder)
-        print(f"op_summary: {rows:,} rows in {len(paths)} file(s), {sum(p.stat().st_size for p in paths) / 1e6:,.0f} MB "
-              f"under {folder}")
+        size = sum(p.stat().st_size for p in paths) / 1e6
+        print(f"op_summary: {rows:,} rows in {len(paths)} file(s), {size:,.0f} MB under {folder}")
     if "kernel_details" in what:
         path = generate.write_kernel_details(out / f"kernel_details_{rows}", rows, seed)
         written["kernel_details"] = str(path)
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     mk = sub.add_parser("make", help="write large profiles in msprof's / torch_npu's exact schema")
-    mk.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="op_summary / kernel_details rows (default 1,000,000)")
+    mk.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="op_summary / kernel_details rows (default 1e6)")
     mk.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="trace_view.json events (default 5,500,000, ~1.1 GB)")
     mk.add_argument("--what", default="op_summary,kernel_details,trace_view", help="comma-separated kinds")
     mk.add_argument("--seed", type=int, default=0)

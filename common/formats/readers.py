@@ -110,8 +110,8 @@ def task_totals(path: Path | str, kind: str) -> pl.DataFrame:
         return task_totals_empty()
     keys = [cleaned(pl.col(f"k{i}")) for i in range(5)]
     return merge_totals(pl.concat(parts).with_columns(
-        device_id=keys[0], op_type=pl.coalesce(keys[1], keys[2], pl.lit("")), task_type=pl.coalesce(keys[3], pl.lit("N/A")),
-        input_shapes=keys[4],
+        device_id=keys[0], op_type=pl.coalesce(keys[1], keys[2], pl.lit("")),
+        task_type=pl.coalesce(keys[3], pl.lit("N/A")), input_shapes=keys[4],
     ))
 
 
@@ -370,7 +370,8 @@ def read_trace(path: Path | str) -> list[TraceEvent]:
     for i, e in enumerate(e for block in iter_trace(path) for e in block):
         dur = _number(e.dur, path, f"event {i} 'dur'")
         if dur is not None and dur < 0:
-            raise LabError(f"{path}: event {i} ({e.name!r}) has a negative 'dur' ({dur:g})", "the trace is damaged; re-export it")
+            raise LabError(f"{path}: event {i} ({e.name!r}) has a negative 'dur' ({dur:g})",
+                           "the trace is damaged; re-export it")
         events.append(TraceEvent(
             name=e.name, ph=e.ph, pid=e.pid, tid=e.tid, ts_us=_number(e.ts, path, f"event {i} 'ts'"),
             dur_us=dur, cat=e.cat, args=_args(e),

@@ -279,7 +279,9 @@ class Table:
         name = self.name(column)
         return self.frame[name] if name else pl.Series(column, [None] * len(self), dtype=pl.String)
 
-    def numbers(self, column: str, *, required: bool = False, integer: bool = False, minimum: float | None = None) -> pl.Series:
+    def numbers(
+        self, column: str, *, required: bool = False, integer: bool = False, minimum: float | None = None
+    ) -> pl.Series:
         """One column as finite floats (None = missing); anything else stops with file, line and column."""
         return checked_numbers(self.file, self.frame, column, required=required, integer=integer, minimum=minimum)
 
@@ -344,5 +346,5 @@ def read_table(path: Path | str, required: list[str], writer: str, columns: list
     frames = list(file.blocks(wanted))
     if not frames:  # a header and no rows
         kept = dict.fromkeys(file.header[i] for i in (file.index(c) for c in wanted) if i is not None)
-        frames = [pl.DataFrame({**{c: [] for c in kept}, "__record": []}, schema={**dict.fromkeys(kept, pl.String), "__record": pl.Int64})]
+        frames = [pl.DataFrame(schema={**dict.fromkeys(kept, pl.String), "__record": pl.Int64})]
     return Table(file, pl.concat(frames))
