@@ -50,8 +50,11 @@ def output_path(mode_dir: Path, given: str | None) -> Path:
 def protected_paths() -> list[Path]:
     """Folders the lab never deletes, marker or not: ``/``, the home folder, the repository and their parents."""
     paths = {Path("/")}
-    for base in (Path.home(), REPO_ROOT, Path.cwd()):
-        base = base.resolve()
+    for where in (Path.home, lambda: REPO_ROOT, Path.cwd):
+        try:
+            base = where().resolve()
+        except (OSError, RuntimeError):  # no home folder known, or the current folder is gone
+            continue
         paths.add(base)
         paths.update(base.parents)
     return sorted(paths)

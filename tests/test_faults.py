@@ -147,6 +147,19 @@ def test_sigterm_to_the_program_still_flushes_its_profile(program, tmp_path: Pat
     assert_no_orphans(pid_file)
 
 
+@fault
+def test_ascendc_host_program_timeout_is_reported(program, capsys) -> None:
+    from test_safety import DRIVERS
+
+    script, pid_file = program
+    code, output = DRIVERS["02"]().run_binary([sys.executable, str(script), str(pid_file), "hang"], timeout_s=2)
+    assert code == launcher.EXIT_TIMEOUT and output == ""
+    stopped = f"{Path(sys.executable).name} did not finish within the 2 s timeout and was stopped"
+    assert stopped in capsys.readouterr().err
+    assert DRIVERS["02"]().verification_verdict(code, output).ok is False
+    assert_no_orphans(pid_file)
+
+
 # ----- the mode lock --------------------------------------------------------------------------------
 HOLD = ("import sys, time; from common.rundir import lock_mode; lock_mode(sys.argv[1]); "
         "print('held', flush=True); time.sleep(120)")

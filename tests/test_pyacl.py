@@ -299,9 +299,9 @@ def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
 def test_collect_npu_argv(monkeypatch, tmp_path, acl_prof):
     calls = []
     monkeypatch.setattr(
-        infer.subprocess,
-        "run",
-        lambda argv, env, check: calls.append((argv, env)) or subprocess.CompletedProcess(argv, 0),
+        infer.launcher,
+        "run_command",
+        lambda argv, env: calls.append((argv, env)) or infer.launcher.AppRun(0),
     )
     (tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP").mkdir()
     with pytest.raises(LabError, match="no op_summary"):

@@ -15,7 +15,6 @@ What you will learn:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from variants import INPUT_NAME, PROF_OUT, VARIANTS, Variant, parse_variants
 
 from common import analysis, env, report, rundir, workload
 from common.analysis import Verdict
-from common.collect import msprof_layout, npu_commands
+from common.collect import launcher, msprof_layout, npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats import readers, schema, writers
 from common.formats.records import OpStat, Task
@@ -193,9 +192,10 @@ def worker_main(argv: list[str]) -> int:
 
 def _run(argv: list[str], env_vars: dict[str, str], what: str) -> None:
     print("$ " + " ".join(argv), flush=True)
-    code = subprocess.run(argv, env=env_vars, check=False).returncode
-    if code != 0:
-        raise LabError(f"{what} exited with {code}", "read the messages above")
+    run = launcher.run_command(argv, env_vars)  # own session: Ctrl-C / SIGTERM stop msprof and the worker together
+    run.raise_if_stopped()
+    if not run.ok:
+        raise LabError(f"{what} {run.describe}", "read the messages above")
 
 
 def _find_export(variant_dir: Path, name: str) -> Path:
