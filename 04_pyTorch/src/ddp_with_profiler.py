@@ -37,7 +37,15 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads: keep the p
 from common.analysis import Verdict  # noqa: E402
 from common.env import Backend, detect, parse_device_id  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
-from common.rundir import finish_run, lock_mode, output_path, prepare_output_dir, start_run  # noqa: E402
+from common.rundir import (  # noqa: E402
+    TIMEOUT_VAR,
+    finish_run,
+    lock_mode,
+    output_path,
+    parse_timeout,
+    prepare_output_dir,
+    start_run,
+)
 
 MODE_DIR = Path(__file__).resolve().parent.parent
 # The schedule of mode 04: skip 1 step, warm up 3, record 5 (the first steps pay one-off costs:
@@ -340,7 +348,9 @@ def in_collective(stack: str) -> bool:
 
 
 # torchrun's own failure summary names the first rank that failed ("Root Cause").
-_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL
+)
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -422,8 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--timeout",
-        default=str(DEFAULT_TIMEOUT_S),
-        help=f"seconds before a run that stopped making progress is ended (default {DEFAULT_TIMEOUT_S})",
+        help=f"seconds before an unfinished run is ended (default ${TIMEOUT_VAR}, else {DEFAULT_TIMEOUT_S})",
     )
     parser.add_argument(
         "--fault", help="failure drill: crash:<rank>, kill:<rank> or hang:<rank> at the first active step"
@@ -453,10 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         slow_rank = int(args.slow_rank)
     if not re.fullmatch(r"[0-9]{1,2}", args.slow_factor) or int(args.slow_factor) not in SLOW_FACTORS:
         raise LabError(f"--slow-factor {args.slow_factor!r} is not an integer in 2..16", "e.g. --slow-factor 4")
-    try:
-        timeout_s = float(args.timeout)
-    except ValueError:
-        timeout_s = -1.0
+    timeout_s = parse_timeout(args.timeout)  # --timeout, else $MSPROF_LAB_TIMEOUT_S
+    if timeout_s is None:
+        timeout_s = float(DEFAULT_TIMEOUT_S)  # never without a limit: a hung rank would block every other one
     if not 1 <= timeout_s <= 86400:
         raise LabError(f"--timeout {args.timeout!r} is not a number of seconds in 1..86400", "e.g. --timeout 600")
     fault = parse_fault(args.fault, nproc)
