@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     info = start_run(out, mode="cmdline", backend=backend.name, device=device, command=command, forwards=forwards)
     print("running:", " ".join(command), flush=True)
     if backend.is_npu:
-        run = launcher.run_command(command, env, timeout_s)  # msprof flushes on SIGTERM/SIGINT like the app
+        run = launcher.run_command(command, env, timeout_s)  # msprof and the program stop together, as a group
     else:
         raw = out / "portable_raw"
         run = launcher.run_app(app, raw, env, timeout_s)
