@@ -241,6 +241,56 @@ def find_slow_rank(summaries: list[RankSummary]) -> SlowRank:
     )
 
 
+@dataclass(frozen=True)
+class Arrivals:
+    """Who reached each collective last, from the ranks' communication.json ``Start Timestamp(us)``."""
+
+    collectives: int  # matched on every rank
+    last: dict[int, int]  # rank -> collectives it started last
+    wait_us: dict[int, float]  # rank -> mean over the collectives of (last rank's start - its own start)
+
+    def text(self) -> str:
+        order = sorted(self.last, key=lambda r: -self.last[r])
+        waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in sorted(self.wait_us))
+        return (
+            f"arrival at the collectives (communication.json): rank {order[0]} started {self.last[order[0]]} of "
+            f"{self.collectives} last; mean wait for the last rank per collective: {waits}"
+        )
+
+
+def collective_arrivals(view: ClusterView) -> Arrivals | None:
+    """Per collective, the rank that started it last and how long each rank waited for that one.
+
+    The same collective has the same name on every rank (``<op>_<step>_<k>@<group>``). Start
+    times are comparable when the ranks share a clock: one host, or NPUs whose timestamps
+    torch_npu aligns. None when a rank has no communication.json.
+    """
+    starts: dict[str, dict[int, float]] = {}
+    for p in view.ranks:
+        path = p.folder / OUTPUT_SUBDIR / "communication.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        for step, kinds in data.items():
+            for name, op in (kinds.get("collective") or {}).items():
+                start = (op.get("Communication Time Info") or {}).get("Start Timestamp(us)")
+                if start is not None:
+                    starts.setdefault(f"{step}/{name}", {})[p.rank] = float(start)
+    ranks = [p.rank for p in view.ranks]
+    matched = {k: v for k, v in starts.items() if len(v) == len(ranks)}
+    if not matched or len(ranks) < 2:
+        return None
+    last = dict.fromkeys(ranks, 0)
+    waited = dict.fromkeys(ranks, 0.0)
+    for per_rank in matched.values():
+        latest = max(per_rank.values())
+        last[max(per_rank, key=per_rank.get)] += 1
+        for rank, start in per_rank.items():
+            waited[rank] += latest - start
+    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()})
+
+
 def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
     """Computing + Communication(Not Overlapped) + Free = the step (Stage) on every rank and step."""
     worst = 0.0
@@ -352,6 +402,7 @@ def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, not
     ]
     summaries = rank_summaries(view)
     slow = find_slow_rank(summaries)
+    arrivals = collective_arrivals(view)
     means = [
         [
             s.rank,
@@ -380,7 +431,7 @@ def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, not
         ),
         Section(
             "Per rank, mean of the steps (us)",
-            lines=[slow.text],
+            lines=[slow.text] + ([arrivals.text()] if arrivals else []),
             header=["Rank", "Computing", "Comm(Not Overlapped)", "Communication", "Free", "Step", "Comm wait(%)"],
             rows=means,
         ),

@@ -4,12 +4,13 @@ the slow-rank rule, the driver's validation and its reading of a failed run."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import pytest
 from conftest import ROOT
 
-from common.cluster import RankSummary, find_slow_rank
+from common.cluster import ClusterView, RankProfile, RankSummary, collective_arrivals, find_slow_rank
 from common.collect import torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange
@@ -180,3 +181,17 @@ def test_diagnose_a_hang_from_the_ranks_stacks() -> None:
     assert rank == 1 and "rank 1 stopped making progress at step 4" in why and "ranks 0, 2 waited" in why
     stacks[2] = 'File "/x/data.py", line 3 in load'
     assert ddp.diagnose(3, statuses, stacks, True, 30, "")[0] is None
+
+
+def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> None:
+    ranks = []
+    for rank, starts in ((0, (100.0, 300.0)), (1, (160.0, 320.0))):
+        folder = tmp_path / f"r{rank}_ascend_pt"
+        (folder / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        tasks = [_task("gloo:all_reduce", s, s + 10, COMMUNICATION) for s in starts]
+        (folder / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(communication_json(tasks)))
+        ranks.append(RankProfile(rank, folder, {}))
+    arrivals = collective_arrivals(ClusterView(tmp_path, ranks, None, {}))
+    assert arrivals.collectives == 2 and arrivals.last == {0: 0, 1: 2}
+    assert arrivals.wait_us == {0: 40.0, 1: 0.0}  # (60 + 20) / 2 collectives
+    assert "rank 1 started 2 of 2 last" in arrivals.text()

@@ -561,12 +561,14 @@ def main(argv: list[str] | None = None) -> int:
     verdicts += [check_collectives(view), check_params(statuses, reference_norms(nproc))]
     slow = cluster.find_slow_rank(cluster.rank_summaries(view))
     if slow_rank is not None:
+        arrivals = cluster.collective_arrivals(view)
+        last = max(arrivals.last, key=arrivals.last.get) if arrivals else None
         verdicts.append(
             Verdict(
                 "the cluster view names the slow rank",
-                slow.rank == slow_rank and slow.reason == "computing",
+                slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
                 f"rank {slow_rank} was given {args.slow_factor}x its local batch; the view names rank {slow.rank} "
-                f"(reason: {slow.reason})",
+                f"(reason: {slow.reason}); the rank most often last at the collectives: {last}",
             )
         )
     more, notes = cluster.view_checks(view, install=args.cross_check)
