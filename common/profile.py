@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
-
 from common import analysis
 from common.errors import LabError
 from common.formats import readers
+from common.formats.engine import pl
 from common.formats.records import OpStat, StepTime, Task
 from common.rundir import RUN_INFO, read_run_info
 

@@ -9,11 +9,8 @@ from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import msgspec
-import numpy as np
-import polars as pl
-
 from common.errors import LabError
+from common.formats.engine import msgspec, np, pl
 from common.formats.records import (
     OVERLAP_EVENTS, OVERLAP_PROCESS, ApiStat, OpStat, OverlapEvents, StepTime, Task, TaskTimeRow, TraceEvent,
 )

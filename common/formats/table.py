@@ -26,10 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import polars as pl
-
 from common.errors import LabError
+from common.formats.engine import np, pl
 from common.formats.schema import ALIASES
 
 MISSING = ["", "N/A", "NA", "n/a", "None"]

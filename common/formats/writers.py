@@ -9,9 +9,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import polars as pl
-
 from common.formats import readers, schema
+from common.formats.engine import pl
 from common.formats.records import ApiStat, OpStat, StepTime, Task, TaskTimeRow
 
 
