@@ -170,16 +170,6 @@ def ecosystem(session: nox.Session) -> None:
 
 
 @nox.session
-def ecosystem(session: nox.Session) -> None:
-    """msprof-analyze, the Ascend toolkit's own analysis CLI, on 04's output and a real capture: same numbers."""
-    python = lab_python(session)
-    if not session.posargs:  # the default candidate is mode 04's output: make a fresh one first
-        session.run("bash", "04_pyTorch/run.sh", "0", env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
-    # msprof-analyze gets an environment of its own (.nox/ecosystem); common/ecosystem.py builds it.
-    session.run(python, "-m", "common.ecosystem", *session.posargs, external=True)
-
-
-@nox.session
 def ddp(session: nox.Session) -> None:
     """04 on N ranks (torchrun + DDP): per-rank profiles, the cluster view, the slow-rank demo."""
     nproc = session.posargs[0] if session.posargs else "2"
