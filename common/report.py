@@ -231,14 +231,18 @@ def directory_report(
     return render_text(title, sections), render_markdown(title, sections)
 
 
-def write_report_md(root: Path, markdown: str) -> str:
-    """Save report.md beside the data; say so, or say why not (read-only input is fine)."""
-    target = Path(root) / "report.md"
+def write_beside(root: Path, name: str, text: str) -> str:
+    """Save ``name`` (report.md, report.html) beside the data; say so, or say why not (read-only input is fine)."""
+    target = Path(root) / name
     try:
-        target.write_text(markdown)
+        target.write_text(text)
     except OSError as err:
-        return f"(report.md not written: {err.strerror} for {target})"
+        return f"({name} not written: {err.strerror} for {target})"
     return f"(written to {target})"
+
+
+def write_report_md(root: Path, markdown: str) -> str:
+    return write_beside(root, "report.md", markdown)
 
 
 def _pct(value: float | None) -> str:
@@ -365,13 +369,7 @@ def _short(label: str) -> str:
 
 
 def write_report_html(root: Path, page: str) -> str:
-    """Save report.html beside the data; say so, or say why not."""
-    target = Path(root) / "report.html"
-    try:
-        target.write_text(page)
-    except OSError as err:
-        return f"(report.html not written: {err.strerror} for {target})"
-    return f"(written to {target})"
+    return write_beside(root, "report.html", page)
 
 
 def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str, charts: dict) -> str:

@@ -15,7 +15,7 @@ from common.formats.records import (
     OVERLAP_EVENTS, OVERLAP_PROCESS, ApiStat, OpStat, OverlapEvents, StepTime, Task, TaskTimeRow, TraceEvent,
 )
 from common.formats.schema import PMU_COLUMNS
-from common.formats.table import CsvFile, Table, checked_numbers, cleaned, read_table
+from common.formats.table import CsvFile, Table, checked_numbers, cleaned, line_at, read_table
 
 MSPROF = "msprof (mindstudio_profiler_output)"
 TORCH_NPU = "torch_npu.profiler (ASCEND_PROFILER_OUTPUT)"
@@ -276,7 +276,7 @@ def iter_trace(path: Path | str, timed: bool = False) -> Iterator[list[_Event] |
             if done:
                 piece = pending.rstrip()
                 if not piece.endswith(b"]"):
-                    line = _line_at(path, offset + len(piece))
+                    line = line_at(path, offset + len(piece))
                     raise LabError(f"{path}:{line}: not valid JSON: the trace ends before its closing ']'", damaged)
                 piece, cut = piece[:-1], len(pending)
             else:
@@ -291,7 +291,7 @@ def iter_trace(path: Path | str, timed: bool = False) -> Iterator[list[_Event] |
                 if not done and len(pending) < _TRACE_MAX_PENDING:
                     continue  # a cut inside a string or nested object: join with the next block
                 where = offset + len(piece) - len(piece.lstrip(b" \t\r\n,")) + _error_byte(err)
-                raise LabError(f"{path}:{_line_at(path, where)}: not valid JSON ({err})", damaged) from None
+                raise LabError(f"{path}:{line_at(path, where)}: not valid JSON ({err})", damaged) from None
             yield events
             offset += cut
             pending = pending[cut:]
@@ -307,19 +307,6 @@ def _decode_block(data: bytes, timed: bool) -> list[_Event] | list[_TimedEvent]:
         except msgspec.ValidationError:
             pass  # a time that is not a number: the text decoder keeps it for the error message
     return _DECODER.decode(data)
-
-
-def _line_at(path: Path, offset: int) -> int:
-    """The 1-based line of byte ``offset`` of a file (error path only)."""
-    line = 1
-    with path.open("rb") as f:
-        while offset > 0:
-            data = f.read(min(offset, TRACE_BLOCK_BYTES))
-            if not data:
-                break
-            line += data.count(b"\n")
-            offset -= len(data)
-    return line
 
 
 def _error_byte(err: Exception) -> int:

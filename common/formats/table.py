@@ -44,6 +44,19 @@ def clean(text: str) -> str:
     return text.strip(_DECORATION)
 
 
+def line_at(path: Path, offset: int) -> int:
+    """The 1-based line of a file that byte ``offset`` falls on (error paths only)."""
+    line = 1
+    with path.open("rb") as f:
+        while offset > 0:
+            data = f.read(min(offset, BLOCK_BYTES))
+            if not data:
+                break
+            line += data.count(b"\n")
+            offset -= len(data)
+    return line
+
+
 class CsvFile:
     """One CSV file: its header, read once, and its data rows, read block by block in polars."""
 
@@ -159,21 +172,9 @@ class CsvFile:
                 offset += cut
                 size = BLOCK_BYTES
 
-    def _line_at(self, offset: int) -> int:
-        """The 1-based file line that starts at byte ``offset`` (error path only)."""
-        line = 1
-        with self.path.open("rb") as f:
-            while offset > 0:
-                data = f.read(min(offset, BLOCK_BYTES))
-                if not data:
-                    break
-                line += data.count(b"\n")
-                offset -= len(data)
-        return line
-
     def _records(self, chunk: bytes, offset: int) -> Iterator[tuple[int, list[str]]]:
         """(file line, cells) of each record of a chunk, exactly as Python's csv module reads them."""
-        start = self._line_at(offset)
+        start = line_at(self.path, offset)
         text = chunk.decode("utf-8")
         reader = csv.reader(io.StringIO(text, newline=""), strict=True)
         while True:
@@ -212,13 +213,13 @@ class CsvFile:
         try:
             chunk.decode("utf-8")
         except UnicodeDecodeError as bad:
-            line = self._line_at(offset) + chunk.count(b"\n", 0, bad.start)
+            line = line_at(self.path, offset) + chunk.count(b"\n", 0, bad.start)
             raise LabError(f"{self.path}:{line}: not UTF-8 text ({_bad_byte(chunk, bad)})", _DAMAGED) from None
         for line, cells in self._records(chunk, offset):
             if any(c.strip() for c in cells):
                 self._check_width(cells, line)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise LabError(f"{self.path}:{self._line_at(offset)}: not readable as CSV ({first})", _DAMAGED)
+        raise LabError(f"{self.path}:{line_at(self.path, offset)}: not readable as CSV ({first})", _DAMAGED)
 
     def line_of(self, record: int) -> int:
         """The file line where data record ``record`` (0-based) starts (error path only)."""
