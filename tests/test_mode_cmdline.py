@@ -100,3 +100,12 @@ def test_missing_program_and_outside_output() -> None:
     assert result.returncode == 2 and error_lines(result.stderr) == ["Error: program no/such/app.py does not exist — check the path of the script to profile"]
     result = run(["bash", "01_cmdline/run.sh", "0", "--output", "/tmp"])
     assert result.returncode == 2 and "is not inside" in result.stderr
+
+
+def test_program_killed_before_writing_says_nothing_was_saved(out_dir: Path) -> None:
+    code = "import os, signal, torch; torch.ones(1); os.kill(os.getpid(), signal.SIGKILL)"
+    result = run(["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "-c", code])
+    assert result.returncode == 128 + 9
+    (line,) = error_lines(result.stderr)
+    assert "killed by signal SIGKILL" in line and "no profile could be saved" in line
+    assert json.loads((out_dir / "run_info.json").read_text())["completed"] is False

@@ -108,11 +108,11 @@ def collect_command(backend: Backend, out: Path, app: list[str]) -> list[str]:
 
 def raise_for_app(run: launcher.AppRun, out: Path) -> None:
     """The program failed: keep what was collected, say so, and pass its status on."""
-    print(
-        f"Error: the profiled program {run.describe}; its partial profile is kept in {out}, "
-        "marked incomplete in run_info.json",
-        file=sys.stderr,
-    )
+    if any(out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")):
+        kept = f"its partial profile is kept in {out}"
+    else:  # e.g. killed by SIGKILL/SIGSEGV before any process could write its profile
+        kept = f"no profile could be saved; {out}"
+    print(f"Error: the profiled program {run.describe}; {kept}, marked incomplete in run_info.json", file=sys.stderr)
     sys.exit(run.lab_exit_code)
 
 
