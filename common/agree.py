@@ -169,16 +169,13 @@ def verdicts(runs: dict[str, ModeRun], expected: dict[str, int]) -> list[Verdict
 
 
 def kernel_count_verdict(run: ModeRun) -> Verdict:
-    """02 profiles one kernel: every task is add_custom, once per launch when the run recorded its launches."""
+    """02 profiles one kernel: every task is add_custom, exactly once per measured launch."""
     kernels = sum(1 for t in run.tasks if analysis.op_family(t.op_type) == "add")
     others = len(run.tasks) - kernels
-    if run.forwards:
-        ok = kernels == run.forwards and others == 0
-        detail = f"{kernels} add_custom tasks for {run.forwards} measured launches, {others} other tasks"
-    else:
-        ok = kernels > 0 and others == 0
-        detail = (f"{kernels} add_custom tasks, {others} other tasks (one per launch by construction; "
-                  "02's run_info does not record its launch count)")
+    if not run.forwards:
+        return Verdict("op counts per launch (02)", False, "run_info.json records no measured_launches: re-run 02")
+    ok = kernels == run.forwards and others == 0
+    detail = f"{kernels} add_custom tasks for {run.forwards} measured launches (want 1 each), {others} other tasks"
     return Verdict("op counts per launch (02)", ok, detail)
 
 

@@ -467,7 +467,8 @@ def run(device_text: str, timeout_text: str | None = None) -> int:
     binary = BUILD_DIR / BINARY_NAME
 
     out_dir = prepare_output_dir(PROF_OUT)
-    info = start_run(out_dir, mode=MODE, backend=data_backend, device=device, command=sys.argv, run_mode=run_mode)
+    info = start_run(out_dir, mode=MODE, backend=data_backend, device=device, command=sys.argv, run_mode=run_mode,
+                     warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES)
     verdicts = [Verdict("build succeeds", True, f"{binary.name} built {build_info['built_at']} (RUN_MODE={run_mode})")]
     tasks: list[Task] = []
     where = ""
