@@ -23,15 +23,14 @@ from common.rundir import REPO_ROOT, read_run_info
 class ModeSpec:
     key: str
     folder: str
-    session: str
-    names: tuple[str, ...]  # values a run_info "mode" may carry for this mode
+    session: str  # the nox session, also the "mode" its run_info.json carries
 
 
 MODES = [
-    ModeSpec("01", "01_cmdline", "cmdline", ("cmdline", "01_cmdline")),
-    ModeSpec("02", "02_api_AscendC", "ascendc", ("ascendc", "02_api_AscendC")),
-    ModeSpec("03", "03_api_pyAcl", "pyacl", ("pyacl", "03_api_pyAcl")),
-    ModeSpec("04", "04_pyTorch", "pytorch", ("pytorch", "04_pyTorch")),
+    ModeSpec("01", "01_cmdline", "cmdline"),
+    ModeSpec("02", "02_api_AscendC", "ascendc"),
+    ModeSpec("03", "03_api_pyAcl", "pyacl"),
+    ModeSpec("04", "04_pyTorch", "pytorch"),
 ]
 PYACL_DEFAULT = "default"  # the variant that follows ATC's default precision policy (Casts expected)
 PYACL_FP32_VARIANTS = ("fp32",)
@@ -61,7 +60,7 @@ class ModeRun:
 
 def spec_for(info: dict, folder: Path) -> ModeSpec:
     for spec in MODES:
-        if info.get("mode") in spec.names:
+        if info.get("mode") == spec.session:
             return spec
     raise LabError(f"{folder}: run_info.json names mode {info.get('mode')!r}, not one of the lab's four modes",
                    "give the prof_out/ folders of 01_cmdline, 02_api_AscendC, 03_api_pyAcl and 04_pyTorch")

@@ -40,7 +40,7 @@ from common.formats.table import read_table
 from common.report import render_table, render_verdicts
 from common.rundir import MARKER, finish_run, lock_mode, parse_timeout, prepare_output_dir, start_run
 
-MODE = "02_api_AscendC"
+MODE = "ascendc"  # as in run_info.json and the nox session
 MODE_DIR = Path(__file__).resolve().parent.parent
 SRC_DIR = MODE_DIR / "src"
 BUILD_DIR = MODE_DIR / "build"
@@ -190,7 +190,7 @@ def build(build_dir: Path = BUILD_DIR) -> int:
 def read_build_info(build_dir: Path = BUILD_DIR) -> dict:
     info_file, binary = build_dir / BUILD_INFO, build_dir / BINARY_NAME
     if not info_file.is_file() or not binary.is_file():
-        raise LabError(f"{binary} has not been built", f"run `bash {MODE}/build.sh` first")
+        raise LabError(f"{binary} has not been built", "run `bash 02_api_AscendC/build.sh` first")
     return json.loads(info_file.read_text())
 
 
@@ -459,7 +459,7 @@ def run(device_text: str, timeout_text: str | None = None) -> int:
     run_mode = build_info["run_mode"]
     if run_mode == "npu" and not backend.is_npu:
         raise LabError("the build is RUN_MODE=npu but this machine has no NPU backend",
-                       f"rebuild: `bash {MODE}/build.sh` (it picks the portable twin here)")
+                       "rebuild: `bash 02_api_AscendC/build.sh` (it picks the portable twin here)")
     if run_mode != "npu" and backend.is_npu:
         print(f"note: build/ is RUN_MODE={run_mode}; running that build, not the NPU "
               "(rebuild without RUN_MODE for npu)")

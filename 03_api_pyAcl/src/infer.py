@@ -34,7 +34,7 @@ from common.formats import readers, schema, writers
 from common.formats.records import OpStat, Task
 from common.formats.table import read_table
 
-MODE = "03_api_pyAcl"
+MODE = "pyacl"  # as in run_info.json and the nox session
 WARMUP = workload.WARMUP_FORWARDS  # 3: first executes pay allocation and cache set-up; never measured
 MEASURED = workload.MEASURED_FORWARDS  # 20
 
