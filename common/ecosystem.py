@@ -18,7 +18,6 @@ Set ``MSPROF_ANALYZE=/path/to/msprof-analyze`` to use an installation of your ow
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import re

@@ -22,9 +22,9 @@ from common import analysis, checks
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv
 from common.env import Backend, detect, parse_device_id, select_device
-from common.errors import ArgumentParser, LabError, run_cli
+from common.errors import ArgumentParser, run_cli
 from common.profile import find_datasets
-from common.report import directory_report, render_verdicts, write_report_md
+from common.report import directory_report, write_report_md
 from common.rundir import finish_run, lock_mode, output_path, parse_timeout, prepare_output_dir, start_run
 from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, expected_op_counts
 
