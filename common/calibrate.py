@@ -9,11 +9,16 @@ few repetitions is kept: a peak, not an average. It takes about half a second.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import socket
 import time
+from typing import TYPE_CHECKING
 
-from common.bottleneck import Peaks
+from common.bottleneck import DEVICE_PEAKS, Peaks, device_peaks
+
+if TYPE_CHECKING:
+    from common.profile import Dataset
 
 # Two copy sizes: 64 MB streams from DRAM, 4 MB mostly stays in cache. The peak is the faster of
 # the two, because the profiled ops (a 4 MB weight, a 128 kB activation) are cache-sized too; a
@@ -60,3 +65,21 @@ def calibrate() -> Peaks:
         + f" (peak = the faster), "
         f"fp32 GEMM {GEMM_N}^3 {flops_per_s / 1e9:.1f} GFLOP/s (best of >= {REPEATS} tries each)",
     )
+
+
+def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
+    """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
+    portable = (info or {}).get("backend") == "portable" or all(
+        core == "CPU" for ds in datasets for core in ds.task_totals["task_type"].unique())
+    soc = soc or (info or {}).get("soc_version") or os.environ.get("SOC_VERSION")
+    if soc:
+        peaks = device_peaks(soc)
+        if peaks:
+            return peaks, f"table entry for {peaks.name}"
+        return None, f"{soc} is not in the peak table ({', '.join(DEVICE_PEAKS)})"
+    if portable:
+        peaks = calibrate()
+        host = (info or {}).get("host")
+        note = "" if not host or host == socket.gethostname() else f" (the data was measured on {host})"
+        return Peaks(peaks.name, peaks.flops_per_s, peaks.bytes_per_s, peaks.source + note), "calibrated"
+    return None, "NPU data without a SoC name: pass --soc Ascend910B3 (or set SOC_VERSION) for lower bounds"

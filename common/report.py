@@ -8,6 +8,7 @@ from pathlib import Path
 from common import analysis, bottleneck
 from common.analysis import Verdict
 from common.bottleneck import Peaks
+from common.calibrate import peaks_for
 from common.profile import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 
 TOP_N = 10
@@ -188,29 +189,6 @@ def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
     return len(stepped) / len(ds.steps), durations[len(durations) // 2]
 
 
-def choose_peaks(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
-    """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
-    import os
-    import socket
-
-    portable = (info or {}).get("backend") == "portable" or all(
-        core == "CPU" for ds in datasets for core in ds.task_totals["task_type"].unique())
-    soc = soc or (info or {}).get("soc_version") or os.environ.get("SOC_VERSION")
-    if soc:
-        peaks = bottleneck.device_peaks(soc)
-        if peaks:
-            return peaks, f"table entry for {peaks.name}"
-        return None, f"{soc} is not in the peak table ({', '.join(bottleneck.DEVICE_PEAKS)})"
-    if portable:
-        from common.calibrate import calibrate
-
-        peaks = calibrate()
-        host = (info or {}).get("host")
-        note = "" if not host or host == socket.gethostname() else f" (the data was measured on {host})"
-        return Peaks(peaks.name, peaks.flops_per_s, peaks.bytes_per_s, peaks.source + note), "calibrated"
-    return None, "NPU data without a SoC name: pass --soc Ascend910B3 (or set SOC_VERSION) for lower bounds"
-
-
 def directory_report(
     root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True
 ) -> tuple[str, str]:
@@ -220,7 +198,7 @@ def directory_report(
     info = find_run_info(root)
     forwards = info.get("forwards") if info else None
     sections = [Section("Run", lines=[run_info_line(info), f"datasets: {len(datasets)}"])]
-    peaks, note = choose_peaks(info, datasets, soc) if bottlenecks else (None, "")
+    peaks, note = peaks_for(info, datasets, soc) if bottlenecks else (None, "")
     for ds in datasets:
         sections += dataset_sections(ds, root, forwards)
         if bottlenecks:
@@ -329,7 +307,7 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
-    peaks, note = choose_peaks(info, datasets, soc)
+    peaks, note = peaks_for(info, datasets, soc)
     blocks = []
     if verdicts:
         blocks.append(html.section("Checks", html.verdict_list(verdicts)))
