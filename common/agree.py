@@ -232,15 +232,10 @@ def columns(runs: dict[str, ModeRun]) -> list[ModeColumn]:
 
 def _accuracy(run: ModeRun) -> str:
     if run.spec.key in ("01", "04"):
-        import numpy as np
+        from common.checks import output_metrics
 
-        from common.workload import compare_to_reference, reference_output
-
-        path = run.folder / "output.npy"
-        if not path.is_file():
-            return "no output.npy"
-        m = compare_to_reference(np.load(path), reference_output())
-        return f"max abs {m['max_abs_diff']:.2g}"
+        m = output_metrics(run.folder / "output.npy")
+        return f"max abs {m['max_abs_diff']:.2g}" if m else "no output.npy"
     if run.spec.key == "02":
         return "all elements verified" if run.info.get("completed") else "not verified"
     m = run.info.get("results", {}).get(PYACL_DEFAULT, {}).get("accuracy")

@@ -7,6 +7,7 @@ model with the same weights and the same input. To profile your own model, edit
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import numpy as np
@@ -69,6 +70,11 @@ def expected_op_counts(model: nn.Module) -> dict[str, int]:
 
 def reference_output(batch: int = BATCH, hidden: int = HIDDEN) -> np.ndarray:
     """The fp32 CPU output of the shared model on the shared input, computed without any profiler."""
+    return _reference(batch, hidden).copy()  # a copy: callers may not change the cached one
+
+
+@functools.lru_cache(maxsize=4)
+def _reference(batch: int, hidden: int) -> np.ndarray:
     model = build_model(hidden)
     with torch.no_grad():
         return model(make_input(batch, hidden)).float().numpy()
