@@ -29,9 +29,9 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from common.env import detect, parse_device_id  # noqa: E402  (standard library only)
+from common.backend import detect, parse_device_id  # noqa: E402  (standard library only)
 from common.errors import LabError  # noqa: E402
-from common.rundir import prepare_output_dir  # noqa: E402
+from common.formats.rundir import prepare_output_dir  # noqa: E402
 
 nox.options.sessions = ["cmdline", "ascendc", "pyacl", "pytorch"]
 nox.options.default_venv_backend = "none"  # sessions share the lab environment below instead
@@ -166,7 +166,7 @@ def ecosystem(session: nox.Session) -> None:
     if not session.posargs:  # the default candidate is mode 04's output: make a fresh one first
         session.run("bash", "04_pyTorch/run.sh", "0", env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
     # msprof-analyze gets an environment of its own (.nox/ecosystem); common/ecosystem.py builds it.
-    session.run(python, "-m", "common.ecosystem", *session.posargs, external=True)
+    session.run(python, "-m", "common.collect.msprof_analyze", *session.posargs, external=True)
 
 
 @nox.session

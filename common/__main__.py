@@ -1,4 +1,4 @@
-from common.cli import main
+from common.cli.commands import main
 from common.errors import run_cli
 
 run_cli(main)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.analysis import Verdict
+from common.analyze.checks import Verdict
 from common.collect.npu_commands import msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats.records import Task
@@ -288,9 +288,9 @@ def test_msprof_argv_builders_for_the_kernel():
 
 
 def test_run_mode_choice_and_missing_tools(monkeypatch):
-    from common import env
+    from common.backend import Backend
 
-    portable = env.Backend("portable", "test")
+    portable = Backend("portable", "test")
     assert driver.choose_run_mode(portable, None)[0] == "portable"
     assert driver.choose_run_mode(portable, "NPU")[0] == "npu"
     with pytest.raises(LabError, match="RUN_MODE='gpu'"):

@@ -7,9 +7,9 @@ import sys
 import pytest
 from conftest import error_lines, run
 
-from common import bottleneck
-from common.analysis import StepSummary
-from common.bottleneck import Peaks
+from common.analyze import bounds
+from common.analyze.bounds import Peaks
+from common.analyze.step_bound import StepSummary
 from common.formats.records import Task
 
 PEAKS = Peaks("test", flops_per_s=1e12, bytes_per_s=1e11, source="test figures")
@@ -21,13 +21,13 @@ def _task(op: str, shapes: str | None, dtypes: str | None, out: str | None = Non
 
 
 def test_addmm_work_from_logical_shapes() -> None:
-    work = bottleneck.op_work(_task("aten::addmm", "1024;32,1024;1024,1024", "FLOAT;FLOAT;FLOAT"))
+    work = bounds.op_work(_task("aten::addmm", "1024;32,1024;1024,1024", "FLOAT;FLOAT;FLOAT"))
     assert work.flops == 2 * 32 * 1024 * 1024
     assert work.bytes == 4 * (1024 + 32 * 1024 + 1024 * 1024 + 32 * 1024)
 
 
 def test_gemm_with_a_folded_weight_uses_the_output_shape() -> None:
-    work = bottleneck.op_work(_task("Gemm", "32,1024;1024", "FLOAT;FLOAT", out="32,1024"))
+    work = bounds.op_work(_task("Gemm", "32,1024;1024", "FLOAT;FLOAT", out="32,1024"))
     assert work.flops == 2 * 32 * 1024 * 1024 and work.bytes == 4 * (32 * 1024 + 1024 * 1024 + 32 * 1024 + 1024)
 
 
@@ -43,38 +43,38 @@ def test_gemm_with_a_folded_weight_uses_the_output_shape() -> None:
     ],
 )
 def test_no_bound_is_guessed(task: Task, reason: str) -> None:
-    work = bottleneck.op_work(task)
+    work = bounds.op_work(task)
     assert isinstance(work, str) and work.startswith(reason)
-    (row,) = bottleneck.op_bounds([task], PEAKS)
+    (row,) = bounds.op_bounds([task], PEAKS)
     assert row.lower_bound_us is None and row.achieved is None and row.bound is None
 
 
 def test_lower_bound_roofline_and_achieved_fraction() -> None:
     gemm = _task("aten::mm", "1024,1024;1024,1024", "FLOAT;FLOAT", dur=4000.0)
     gelu = _task("aten::gelu", "1024,1024", "FLOAT", dur=200.0)
-    rows = {r.op_type: r for r in bottleneck.op_bounds([gemm, gelu], PEAKS)}
+    rows = {r.op_type: r for r in bounds.op_bounds([gemm, gelu], PEAKS)}
     mm = rows["aten::mm"]
     assert mm.compute_us == pytest.approx(2 * 1024**3 / 1e12 * 1e6)
     assert mm.memory_us == pytest.approx(3 * 4 * 1024**2 / 1e11 * 1e6)
     assert mm.bound == "compute" and mm.achieved == pytest.approx(mm.compute_us / 4000.0)
     assert rows["aten::gelu"].bound == "memory" and rows["aten::gelu"].lower_bound_us == pytest.approx(8 * 1024**2 / 1e5)
-    (no_peaks,) = bottleneck.op_bounds([gelu], None)
+    (no_peaks,) = bounds.op_bounds([gelu], None)
     assert no_peaks.reason == "no device peaks for this data" and no_peaks.lower_bound_us is None
 
 
 def test_device_peak_table_lookup() -> None:
     for name in ("Ascend910B1", "910B2", "ascend910b3", "Ascend910B4", "Ascend310P3"):
-        assert bottleneck.device_peaks(name) is not None, name
-    b3 = bottleneck.device_peaks("Ascend910B3")
+        assert bounds.device_peaks(name) is not None, name
+    b3 = bounds.device_peaks("Ascend910B3")
     assert b3.flops_per_s == pytest.approx(20 * 8192 * 1.8e9) and b3.bytes_per_s == 1.6e12
-    assert bottleneck.device_peaks("Ascend999") is None
+    assert bounds.device_peaks("Ascend999") is None
 
 
 def test_pipe_verdicts_state_thresholds() -> None:
     scalar = _task("Kernel", None, None, aiv_vec_ratio=0.04, aiv_scalar_ratio=0.65, aiv_mte2_ratio=0.33,
                    aiv_mte3_ratio=0.0)
     mte = _task("MatMulV2", None, None, aic_mac_ratio=0.5, aic_scalar_ratio=0.2, aic_mte2_ratio=0.95)
-    verdicts = {v.op_type: v for v in bottleneck.pipe_verdicts([scalar, mte, _task("NoPmu", None, None)])}
+    verdicts = {v.op_type: v for v in bounds.pipe_verdicts([scalar, mte, _task("NoPmu", None, None)])}
     assert set(verdicts) == {"Kernel", "MatMulV2"}
     assert verdicts["Kernel"].pipe == "aiv_scalar" and "no pipe >= 0.8" in verdicts["Kernel"].text
     assert "compute pipes at 0.04 < 0.5" in verdicts["Kernel"].text
@@ -82,10 +82,10 @@ def test_pipe_verdicts_state_thresholds() -> None:
 
 
 def test_run_hint_is_a_hypothesis_with_evidence() -> None:
-    host = bottleneck.run_hint(StepSummary(5, 2250.0, 35.0, 2215.0), 7, 5.0)
+    host = bounds.run_hint(StepSummary(5, 2250.0, 35.0, 2215.0), 7, 5.0)
     assert host[0].startswith("hypothesis: host-bound") and "batch more" in host[1] and "graph mode" in host[1]
     assert host[2].startswith("evidence: Computing 35.0 us : Free 2215.0 us per step (1.6% computing, threshold 50%)")
-    device = bottleneck.run_hint(StepSummary(5, 4000.0, 3800.0, 200.0), None, None)
+    device = bounds.run_hint(StepSummary(5, 4000.0, 3800.0, 200.0), None, None)
     assert device[0].startswith("hypothesis: device-bound")
 
 
@@ -113,8 +113,8 @@ def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
 
 def test_a_bound_above_the_peak_is_called_not_tight() -> None:
     fast = _task("aten::gelu", "1024,1024", "FLOAT", dur=1.0)  # 8 MB in 1 us: faster than 1e11 B/s
-    (row,) = bottleneck.op_bounds([fast], PEAKS)
+    (row,) = bounds.op_bounds([fast], PEAKS)
     assert row.achieved > 1 and row.verdict.startswith("memory; faster than the peak")
-    (slow,) = bottleneck.op_bounds([_task("aten::gelu", "1024,1024", "FLOAT", dur=1e6)], PEAKS)
+    (slow,) = bounds.op_bounds([_task("aten::gelu", "1024,1024", "FLOAT", dur=1e6)], PEAKS)
     assert slow.verdict == "memory"
-    assert bottleneck.op_bounds([_task("X", None, None)], PEAKS)[0].verdict == "unavailable: no Input Shapes in the profile"
+    assert bounds.op_bounds([_task("X", None, None)], PEAKS)[0].verdict == "unavailable: no Input Shapes in the profile"

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from common.cluster import ClusterView, RankProfile, RankSummary, collective_arrivals, find_slow_rank
+from common.analyze.cluster import ClusterView, RankProfile, RankSummary, collective_arrivals, find_slow_rank
 from common.collect import torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange

@@ -1,7 +1,7 @@
 """msprof-analyze (the Ascend toolkit's own analysis CLI) reads the lab's output and agrees with its numbers.
 
 The end-to-end test installs msprof-analyze for real (into .nox/ecosystem, once) and runs
-``advisor all`` and ``compare`` through ``python -m common.ecosystem``, as ``nox -s ecosystem`` does.
+``advisor all`` and ``compare`` through ``python -m common.collect.msprof_analyze``, as ``nox -s ecosystem`` does.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ROOT, error_lines, run
 
-from common import analysis, ecosystem
-from common.formats import readers
-from common.profile import find_datasets
+from common.collect import msprof_analyze
+from common.formats import overlap, readers
+from common.formats.datasets import find_datasets
 
 REAL = FIXTURES / "npu" / "torch_npu_trace_view"
 REAL_TRACE = REAL / "localhost_437675_20240102021151000_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
@@ -23,7 +23,7 @@ REAL_TRACE = REAL / "localhost_437675_20240102021151000_ascend_pt" / "ASCEND_PRO
 
 def test_overlap_totals_of_a_real_torch_npu_trace() -> None:
     # Sums of the fixture's 10 Computing and 10 Free events (NPU, no communication).
-    row = analysis.overlap_step_time(readers.read_trace(REAL_TRACE))
+    row = overlap.overlap_step_time(readers.read_trace(REAL_TRACE))
     assert row.computing_us == pytest.approx(17.9195, abs=1e-9)
     assert row.free_us == pytest.approx(1163.5885, abs=1e-9)
     assert (row.communication_us, row.communication_not_overlapped_us, row.bubble_us) == (0.0, 0.0, 0.0)
@@ -41,7 +41,7 @@ def test_report_recomputes_steps_from_trace_view_when_step_trace_time_is_absent(
 def test_no_overlap_process_gives_no_step_row(tmp_path: Path) -> None:
     trace = tmp_path / "trace_view.json"
     trace.write_text('[{"ph": "X", "name": "Computing", "pid": 1, "tid": 0, "ts": "10.0", "dur": 5.0}]')
-    assert analysis.overlap_step_time(readers.read_trace(trace)) is None  # no process_name "Overlap Analysis"
+    assert overlap.overlap_step_time(readers.read_trace(trace)) is None  # no process_name "Overlap Analysis"
 
 
 @pytest.mark.parametrize(("lab", "tool", "ok"), [
@@ -49,7 +49,7 @@ def test_no_overlap_process_gives_no_step_row(tmp_path: Path) -> None:
     (0.0179, 0.018, True), (0.0179, 0.019, False),  # below 0.05 ms: half of advisor's 0.001 ms print step
 ])
 def test_agreement_tolerance(lab: float, tool: float, ok: bool) -> None:
-    assert ecosystem.check_agreement("Free", lab, tool, "x").ok is ok
+    assert msprof_analyze.check_agreement("Free", lab, tool, "x").ok is ok
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
     output = run_dir / "ASCEND_PROFILER_OUTPUT"
     steps = readers.read_step_trace_time(output / "step_trace_time.csv")
     events = readers.read_trace(output / "trace_view.json")
-    row = analysis.overlap_step_time(events)
+    row = overlap.overlap_step_time(events)
     assert row.computing_us == pytest.approx(sum(s.computing_us for s in steps), rel=1e-6)
     assert row.free_us == pytest.approx(sum(s.free_us for s in steps), rel=1e-5)
     assert row.stage_us == pytest.approx(sum(s.stage_us for s in steps), abs=1.0)
@@ -77,7 +77,7 @@ def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
 
 
 def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(portable_04),
+    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(portable_04),
                 "--output", str(tmp_path / "msa")], timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
@@ -94,7 +94,7 @@ def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_p
 
 
 def test_missing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
                MSPROF_ANALYZE=str(tmp_path / "nowhere" / "msprof-analyze"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
@@ -105,7 +105,7 @@ def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
     fake = tmp_path / "msprof-analyze"
     fake.write_text("#!/bin/sh\necho '[ERROR] cannot parse the profiling data' >&2\nexit 3\n")
     fake.chmod(0o755)
-    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
                MSPROF_ANALYZE=str(fake))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
@@ -114,7 +114,7 @@ def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_candidate_without_torch_npu_output_is_one_error_line(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.ecosystem", "--candidate", str(FIXTURES / "npu" / "cann85_minimal"),
+    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(FIXTURES / "npu" / "cann85_minimal"),
                 "--output", str(tmp_path / "o")])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)

@@ -4,37 +4,38 @@ from __future__ import annotations
 
 import pytest
 
-from common import env
+from common import backend as backend_module
+from common.backend import Backend, detect, host_arch_dir, parse_device_id, select_device, soc_version, visible_devices
 from common.errors import LabError
 
 
 @pytest.mark.parametrize("bad", ["abc", "-1", "0;rm -rf /", "99999", "64", "", "1.5", "$(id)", "`id`", "0\n1", "--output=/"])
 def test_bad_device_ids_are_refused(bad: str) -> None:
     with pytest.raises(LabError, match="not an integer in 0..63"):
-        env.parse_device_id(bad)
+        parse_device_id(bad)
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("7", 7), ("63", 63), (" 3 ", 3)])
 def test_good_device_ids(text: str, value: int) -> None:
-    assert env.parse_device_id(text) == value
+    assert parse_device_id(text) == value
 
 
 def test_forced_portable_and_unknown_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    env.detect.cache_clear()
-    assert env.detect("portable").name == "portable"
+    detect.cache_clear()
+    assert detect("portable").name == "portable"
     with pytest.raises(LabError, match="not one of"):
-        env.detect("gpu")
+        detect("gpu")
 
 
 def test_forced_npu_without_cann_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
-    monkeypatch.setattr(env, "_CANN_CANDIDATES", ())
-    monkeypatch.setattr(env, "visible_devices", lambda: ())
-    env.detect.cache_clear()
+    monkeypatch.setattr(backend_module, "_CANN_CANDIDATES", ())
+    monkeypatch.setattr(backend_module, "visible_devices", lambda: ())
+    detect.cache_clear()
     with pytest.raises(LabError, match="lacks CANN"):
-        env.detect("npu")
-    env.detect.cache_clear()
-    backend = env.detect("auto")
+        detect("npu")
+    detect.cache_clear()
+    backend = detect("auto")
     assert backend.name == "portable" and "no CANN" in backend.reason
 
 
@@ -46,32 +47,32 @@ def test_npu_detected_from_a_cann_tree(tmp_path, monkeypatch: pytest.MonkeyPatch
     msprof.write_text("#!/bin/sh\n")
     msprof.chmod(0o755)
     monkeypatch.setenv("ASCEND_HOME_PATH", str(cann))
-    monkeypatch.setattr(env, "visible_devices", lambda: (0, 1))
-    env.detect.cache_clear()
-    backend = env.detect()
-    env.detect.cache_clear()
+    monkeypatch.setattr(backend_module, "visible_devices", lambda: (0, 1))
+    detect.cache_clear()
+    backend = detect()
+    detect.cache_clear()
     assert backend.is_npu and backend.tools["msprof"] == str(msprof) and backend.devices == (0, 1)
-    assert env.select_device(backend, 1)["ASCEND_RT_VISIBLE_DEVICES"] == "1"
+    assert select_device(backend, 1)["ASCEND_RT_VISIBLE_DEVICES"] == "1"
     with pytest.raises(LabError, match="device 5 is not visible"):
-        env.select_device(backend, 5)
+        select_device(backend, 5)
 
 
 def test_visible_devices_respects_ascend_rt_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(env.glob, "glob", lambda pattern: ["/dev/davinci0", "/dev/davinci3", "/dev/davinci_manager"])
+    monkeypatch.setattr(backend_module.glob, "glob", lambda pattern: ["/dev/davinci0", "/dev/davinci3", "/dev/davinci_manager"])
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "3")
-    assert env.visible_devices() == (3,)
+    assert visible_devices() == (3,)
 
 
 def test_soc_version_override_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    backend = env.Backend("npu", "test")
+    backend = Backend("npu", "test")
     monkeypatch.setenv("SOC_VERSION", "Ascend910B3")
-    assert env.soc_version(backend) == "Ascend910B3"
+    assert soc_version(backend) == "Ascend910B3"
     monkeypatch.setenv("SOC_VERSION", "910B3; rm -rf /")
     with pytest.raises(LabError, match="does not look like"):
-        env.soc_version(backend)
+        soc_version(backend)
 
 
 def test_arch_dir_is_derived() -> None:
     import platform
 
-    assert env.host_arch_dir() == f"{platform.machine()}-linux"
+    assert host_arch_dir() == f"{platform.machine()}-linux"

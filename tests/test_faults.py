@@ -18,10 +18,9 @@ import pytest
 from conftest import error_lines, lab_env
 from test_safety import copy_lab, plant
 
-from common import rundir
 from common.collect import launcher
 from common.errors import LabError
-from common.formats import readers
+from common.formats import readers, rundir
 
 fault = pytest.mark.fault
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="process checks read /proc (Linux)")
@@ -161,7 +160,7 @@ def test_ascendc_host_program_timeout_is_reported(program, capsys) -> None:
 
 
 # ----- the mode lock --------------------------------------------------------------------------------
-HOLD = ("import sys, time; from common.rundir import lock_mode; lock_mode(sys.argv[1]); "
+HOLD = ("import sys, time; from common.formats.rundir import lock_mode; lock_mode(sys.argv[1]); "
         "print('held', flush=True); time.sleep(120)")
 
 

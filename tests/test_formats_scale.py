@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from conftest import error_lines, run
 
-from common import analysis, profile, report
+from common.analyze import families
 from common.bench import generate
-from common.formats import readers, schema, table, writers
+from common.cli import reports
+from common.formats import datasets, readers, schema, table, writers
+from common.formats.datasets import find_datasets
+from common.formats.overlap import overlap_step_times
 from common.formats.records import Task
-from common.profile import find_datasets
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def test_sliced_files_read_as_one_table(sliced: Path) -> None:
         assert engine[key].count == s.count
         assert engine[key].total_us == pytest.approx(s.total_us, rel=1e-12)
         assert (engine[key].min_us, engine[key].max_us) == (s.min_us, s.max_us)
-    assert ds.family_counts == dict(analysis.family_counts(tasks))
+    assert families.family_counts_of_types(ds.type_counts) == families.family_counts(tasks)
     by_shape = ds.time_by_op_and_shape()
     assert sum(by_shape.values()) == pytest.approx(sum(t.duration_us for t in tasks), rel=1e-12)
 
@@ -88,7 +90,7 @@ def test_trace_view_per_step_computing_free_match_the_generator(tmp_path: Path, 
     assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
         "Python", "Ascend Hardware", "Overlap Analysis"}
     monkeypatch.setattr(readers, "TRACE_BLOCK_BYTES", 3_000)  # many blocks; cuts inside args get rejoined
-    steps = analysis.overlap_step_times(readers.read_overlap(path))
+    steps = overlap_step_times(readers.read_overlap(path))
     assert [s.step for s in steps] == expected["step"].to_list()
     for s, (computing, free) in zip(steps, expected.select("computing_us", "free_us").iter_rows()):
         assert s.computing_us == pytest.approx(computing, abs=1e-6)
@@ -107,19 +109,20 @@ def test_trace_blocks_rejoin_cuts_inside_strings_and_nested_objects(tmp_path: Pa
 
 
 def test_whole_trace_row_without_profiler_steps() -> None:
-    from common.formats.records import OverlapEvents
     import numpy as np
+
+    from common.formats.records import OverlapEvents
 
     overlap = OverlapEvents(kind=np.array([0, 3, 0], dtype=np.int8), ts_us=np.array([0.0, 5.0, 7.0]),
                             dur_us=np.array([5.0, 2.0, 3.0]), labels=["CPU"])
-    (row,) = analysis.overlap_step_times(overlap)
+    (row,) = overlap_step_times(overlap)
     assert (row.step, row.computing_us, row.free_us, row.stage_us, row.device_id) == (None, 8.0, 2.0, 10.0, "host")
 
 
 def test_report_at_scale_stays_aggregate(sliced: Path, monkeypatch) -> None:
-    monkeypatch.setattr(profile, "TASK_RECORDS_MAX", 100)
-    monkeypatch.setattr(report, "TASK_RECORDS_MAX", 100)
-    text, _ = report.directory_report(sliced)
+    monkeypatch.setattr(datasets, "TASK_RECORDS_MAX", 100)
+    monkeypatch.setattr(reports, "TASK_RECORDS_MAX", 100)
+    text, _ = reports.directory_report(sliced)
     assert "skipped: 2,500 tasks" in text
     assert len(text.splitlines()) < 60  # top-N tables and families, never a row per task
     (ds,) = find_datasets(sliced)
@@ -133,7 +136,7 @@ def test_step_table_lists_the_longest_steps_when_there_are_many(tmp_path: Path) 
     out = tmp_path / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     writers.write_step_trace_time(out / "step_trace_time.csv", steps)
     writers.write_kernel_details(out / "kernel_details.csv", [Task("m", "MatMulV2", "AI_CORE", 1.0, 2.0, 0.0, "0")])
-    text, _ = report.directory_report(tmp_path)
+    text, _ = reports.directory_report(tmp_path)
     assert "50 steps: the 10 longest are listed" in text
     table_lines = [line.split() for line in text.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
     assert [int(t[0]) for t in table_lines if len(t) == 5][:10] == list(range(50, 40, -1))

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-from common.env import Backend, select_device
+from common.backend import Backend, select_device
 
 
 def _load(relative: str, name: str):

@@ -22,7 +22,7 @@ import infer
 import ort_profile
 import variants
 
-from common import env
+from common.backend import Backend
 from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, schema
@@ -269,13 +269,13 @@ def test_atc_argv_exact():
     ]
 
 
-def fake_npu(devices=(0, 3)) -> env.Backend:
-    return env.Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, devices)
+def fake_npu(devices=(0, 3)) -> Backend:
+    return Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, devices)
 
 
 def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setenv("SOC_VERSION", "Ascend910B4")  # the detection path env.soc_version reads first
+    monkeypatch.setenv("SOC_VERSION", "Ascend910B4")  # the detection path soc_version reads first
     monkeypatch.setattr(variants.Variant, "om_stem", lambda self: tmp_path / f"tiny_mlp_{self.name}")
     monkeypatch.setattr(
         build_model.subprocess, "run", lambda argv, check: calls.append(argv) or subprocess.CompletedProcess(argv, 0)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from common import rundir
 from common.errors import LabError
+from common.formats import rundir
 
 
 def test_unmarked_directory_is_refused_and_kept(tmp_path: Path) -> None:

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, error_lines, lab_env
 
-from common import env, rundir
+from common.backend import BACKEND_VAR, Backend, detect, soc_version
 from common.collect import launcher
 from common.errors import LabError, run_cli
+from common.formats import rundir
 
 hostile = pytest.mark.hostile
 
@@ -215,11 +216,11 @@ def run_cli_in_process(main, argv: list[str], capsys: pytest.CaptureFixture) -> 
 
 @pytest.fixture
 def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv(env.BACKEND_VAR, "portable")
+    monkeypatch.setenv(BACKEND_VAR, "portable")
     monkeypatch.chdir(tmp_path)  # a PWNED file, were anything run through a shell, would land here
-    env.detect.cache_clear()
+    detect.cache_clear()
     yield tmp_path
-    env.detect.cache_clear()
+    detect.cache_clear()
 
 
 def assert_nothing_ran(where: Path) -> None:
@@ -252,7 +253,7 @@ def test_pyacl_refuses_hostile_variants(script: str, variant: str, portable: Pat
 @pytest.mark.parametrize("run_mode", HOSTILE_RUN_MODES, ids=[repr(v) for v in HOSTILE_RUN_MODES])
 def test_ascendc_refuses_hostile_run_modes(run_mode: str) -> None:
     with pytest.raises(LabError, match="is not one of portable, npu, cpu"):
-        DRIVERS["02"]().choose_run_mode(env.Backend("portable", "test"), run_mode)
+        DRIVERS["02"]().choose_run_mode(Backend("portable", "test"), run_mode)
 
 
 @hostile
@@ -260,7 +261,7 @@ def test_ascendc_refuses_hostile_run_modes(run_mode: str) -> None:
 def test_hostile_soc_version_is_refused(soc: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOC_VERSION", soc)
     with pytest.raises(LabError, match="does not look like Ascend"):
-        env.soc_version(env.Backend("npu", "test"))
+        soc_version(Backend("npu", "test"))
 
 
 @hostile

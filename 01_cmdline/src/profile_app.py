@@ -18,14 +18,14 @@ import os
 import sys
 from pathlib import Path
 
-from common import analysis, checks
+from common.analyze import checks
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv
-from common.env import Backend, detect, parse_device_id, select_device
+from common.backend import Backend, detect, parse_device_id, select_device
 from common.errors import ArgumentParser, run_cli
-from common.profile import find_datasets
-from common.report import directory_report, write_report_md
-from common.rundir import finish_run, lock_mode, output_path, parse_timeout, prepare_output_dir, start_run
+from common.formats.datasets import find_datasets
+from common.cli.reports import directory_report, write_report_md
+from common.formats.rundir import finish_run, lock_mode, output_path, parse_timeout, prepare_output_dir, start_run
 from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, expected_op_counts
 
 MODE_DIR = Path(__file__).resolve().parent.parent
@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     if own_model:
         tasks = checks.tasks_of(datasets)
         verdicts += [
-            analysis.check_counts(tasks, forwards, expected_op_counts(build_model()), f"01, {forwards} forwards"),
-            analysis.check_top_family(stats, "matmul", "01"),
+            checks.check_counts(tasks, forwards, expected_op_counts(build_model()), f"01, {forwards} forwards"),
+            checks.check_top_family(stats, "matmul", "01"),
             checks.check_output_file(out / "output.npy", "01"),
         ]
     text, markdown = directory_report(out, verdicts)

@@ -28,8 +28,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import env
-from common.analysis import Verdict
+from common.backend import Backend, detect, find_cann_home, parse_device_id, select_device, soc_version
+from common.analyze.checks import Verdict
 from common.collect import launcher
 from common.collect.msprof_layout import new_prof_dir
 from common.collect.npu_commands import msprof_argv, msprof_op_argv
@@ -37,8 +37,8 @@ from common.errors import ArgumentParser, LabError, run_cli
 from common.formats import readers, writers
 from common.formats.records import Task
 from common.formats.table import read_table
-from common.report import render_table, render_verdicts
-from common.rundir import MARKER, finish_run, lock_mode, parse_timeout, prepare_output_dir, start_run
+from common.render.text import render_table, render_verdicts
+from common.formats.rundir import MARKER, finish_run, lock_mode, parse_timeout, prepare_output_dir, start_run
 
 MODE = "ascendc"  # as in run_info.json and the nox session
 MODE_DIR = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ RATIO_SUM_RANGE_NPU = (0.5, 2.5)
 
 
 # === build ========================================================================================
-def choose_run_mode(backend: env.Backend, override: str | None) -> tuple[str, str]:
+def choose_run_mode(backend: Backend, override: str | None) -> tuple[str, str]:
     """RUN_MODE for CMake and why: the override if given, else npu with an NPU, portable otherwise."""
     if override:
         mode = override.strip().lower()
@@ -145,7 +145,7 @@ def cmake_step(argv: list[str]) -> bool:
 
 
 def build(build_dir: Path = BUILD_DIR) -> int:
-    backend = env.detect()
+    backend = detect()
     print(backend.banner())
     lock_mode(MODE_DIR)  # never build while a run (or another build) uses build/
     run_mode, why = choose_run_mode(backend, os.environ.get(RUN_MODE_VAR))
@@ -155,10 +155,10 @@ def build(build_dir: Path = BUILD_DIR) -> int:
     if run_mode == "portable":
         cxx = find_cxx()
     else:
-        cann_home = backend.cann_home or env.find_cann_home()
+        cann_home = backend.cann_home or find_cann_home()
         if not cann_home:
             raise LabError(f"RUN_MODE={run_mode} needs CANN", "source <cann>/set_env.sh, or use RUN_MODE=portable")
-        soc = env.soc_version(backend)
+        soc = soc_version(backend)
 
     info_file = build_dir / BUILD_INFO
     stale = info_file.is_file() and json.loads(info_file.read_text()).get("run_mode") != run_mode
@@ -417,9 +417,9 @@ def read_msprof_op_pipes(out_dir: Path) -> dict[str, float | None] | None:
 
 
 def run_npu(
-    backend: env.Backend, device: int, out_dir: Path, binary: Path, timeout_s: float | None = None
+    backend: Backend, device: int, out_dir: Path, binary: Path, timeout_s: float | None = None
 ) -> tuple[list[Verdict], list[Task], str]:
-    child_env = env.select_device(backend, device)  # ASCEND_RT_VISIBLE_DEVICES: msprof and the app see one card
+    child_env = select_device(backend, device)  # ASCEND_RT_VISIBLE_DEVICES: msprof and the app see one card
     # Inside the child the chosen card is logical device 0.
     app = [str(binary), "--device", "0", "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES)]
     verdicts = []
@@ -450,9 +450,9 @@ def run_npu(
 
 # === main =========================================================================================
 def run(device_text: str, timeout_text: str | None = None) -> int:
-    backend = env.detect()
+    backend = detect()
     print(backend.banner())
-    device = env.parse_device_id(device_text)
+    device = parse_device_id(device_text)
     timeout_s = parse_timeout(timeout_text)
     lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
     build_info = read_build_info()

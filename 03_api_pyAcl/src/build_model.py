@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, f
 from export_onnx import OPSET, export
 from variants import INPUT_NAME, ONNX_MODEL, Variant, parse_variants
 
-from common import env, rundir
+from common.backend import Backend, detect, soc_version
+from common.formats import rundir
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
 from common.workload import make_input
@@ -121,13 +122,13 @@ def build_portable(variant: Variant, source: Path) -> Path:
 
 
 # ----- npu: ATC ----------------------------------------------------------------------------------
-def build_npu(variant: Variant, source: Path, backend: env.Backend) -> Path:
+def build_npu(variant: Variant, source: Path, backend: Backend) -> Path:
     """Run ATC for one variant, then dump the om graph to JSON so its ops can be counted."""
     atc = backend.tools.get("atc")
     if not atc:
         raise LabError("atc not found on PATH", "source CANN's set_env.sh (it puts atc on PATH)")
     variant.om_stem().parent.mkdir(parents=True, exist_ok=True)
-    soc = env.soc_version(backend)  # never hard-coded: the .om only runs on the chip it was built for
+    soc = soc_version(backend)  # never hard-coded: the .om only runs on the chip it was built for
     for argv in (
         npu_commands.atc_argv(atc, source, variant.om_stem(), soc, ATC_INPUT_SHAPE, variant.atc_options),
         npu_commands.atc_om_to_json_argv(atc, variant.om_path(), variant.om_json_path()),
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
     args = parser.parse_args(argv)
     variants = parse_variants(args.variant)  # validated before anything is written
-    backend = env.detect()
+    backend = detect()
     print(backend.banner())
     rundir.lock_mode(ONNX_MODEL.parent.parent)  # never rebuild the models while a run of this mode reads them
 

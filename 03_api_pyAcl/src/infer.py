@@ -26,8 +26,13 @@ import numpy as np
 from build_model import load_onnx, om_op_counts, onnx_op_counts
 from variants import INPUT_NAME, PROF_OUT, VARIANTS, Variant, parse_variants
 
-from common import analysis, env, report, rundir, workload
-from common.analysis import Verdict
+from common import workload
+from common.analyze import checks
+from common.analyze import families
+from common.backend import Backend, detect, parse_device_id, select_device
+from common.render import text
+from common.formats import rundir
+from common.analyze.checks import Verdict
 from common.collect import launcher, msprof_layout, npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats import readers, schema, writers
@@ -76,7 +81,7 @@ class VariantResult:
         return sum(1 for t in self.tasks if t.op_type == op_type) / MEASURED
 
     def share(self, family: str) -> float:
-        return analysis.family_share(self.stats).get(family, 0.0)
+        return families.family_share(self.stats).get(family, 0.0)
 
     def execute_us(self) -> float:
         return sum(t.duration_us for t in self.tasks) / MEASURED
@@ -207,10 +212,10 @@ def _find_export(variant_dir: Path, name: str) -> Path:
     return found[-1]
 
 
-def collect_npu(variant: Variant, variant_dir: Path, backend: env.Backend, device: int, acl_prof: bool):
+def collect_npu(variant: Variant, variant_dir: Path, backend: Backend, device: int, acl_prof: bool):
     """Run the pyACL worker under msprof (or with acl.prof), then locate msprof's exported files."""
     msprof = backend.tools["msprof"]
-    env_vars = env.select_device(backend, device)  # set before msprof starts, so all of them see one card
+    env_vars = select_device(backend, device)  # set before msprof starts, so all of them see one card
     output_npy = variant_dir / "output.npy"
     app = [
         sys.executable,
@@ -296,7 +301,7 @@ def variant_verdicts(result: VariantResult, npu: bool) -> list[Verdict]:
     verdicts = [
         file_verdict(result.variant, result.files, npu),
         Verdict(f"measured window ({name})", result.window_ok, result.window),
-        analysis.check_top_family(result.stats, "matmul", name),
+        checks.check_top_family(result.stats, "matmul", name),
         graph_count_verdict(result),
     ]
     casts = result.per_execute("Cast")
@@ -312,10 +317,10 @@ def variant_verdicts(result: VariantResult, npu: bool) -> list[Verdict]:
         verdicts.append(Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
         # Without a precision change the graph is the model itself: 4 MatMul, 3 Gelu per execute.
         verdicts.append(
-            analysis.check_counts(result.tasks, MEASURED, workload.expected_op_counts(workload.build_model()), name)
+            checks.check_counts(result.tasks, MEASURED, workload.expected_op_counts(workload.build_model()), name)
         )
     tol = FP16_MAX_ABS_DIFF if result.variant.fp16_compute else FP32_MAX_ABS_DIFF
-    verdicts.append(analysis.check_output(result.metrics, name, tol, COSINE_MIN))
+    verdicts.append(checks.check_output(result.metrics, name, tol, COSINE_MIN))
     return verdicts
 
 
@@ -362,7 +367,7 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
     return lines
 
 
-def render(results: dict[str, VariantResult], backend: env.Backend) -> str:
+def render(results: dict[str, VariantResult], backend: Backend) -> str:
     header = [
         "variant",
         "Cast/execute",
@@ -388,12 +393,12 @@ def render(results: dict[str, VariantResult], backend: env.Backend) -> str:
     ]
     top = []
     for name, r in results.items():
-        ops = ", ".join(f"{s.op_type} {s.ratio_pct:.1f}%" for s in analysis.top_ops(r.stats, 4))
+        ops = ", ".join(f"{s.op_type} {s.ratio_pct:.1f}%" for s in families.top_ops(r.stats, 4))
         top.append(f"  {name}: {ops}")
     return "\n".join(
         [
             f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant",
-            report.render_table(header, rows),
+            text.render_table(header, rows),
             "Top ops by share of op time:",
             *top,
         ]
@@ -411,9 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         "--acl-prof", action="store_true", help="npu: collect in-process with acl.prof instead of msprof"
     )
     args = parser.parse_args(argv)
-    device = env.parse_device_id(args.device)
+    device = parse_device_id(args.device)
     variants = parse_variants(args.variant)
-    backend = env.detect()
+    backend = detect()
     print(backend.banner(), flush=True)
     rundir.lock_mode(PROF_OUT.parent)  # one run (or build) of this mode at a time; a second one stops here
 
@@ -427,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             validate_portable(variant)
     if backend.is_npu:
-        env.select_device(backend, device)
+        select_device(backend, device)
 
     out = rundir.prepare_output_dir(PROF_OUT)
     info = rundir.start_run(
@@ -476,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
             verdicts += variant_verdicts(result, backend.is_npu)
         print(render(results, backend))
         print("\n".join(explain(results, backend.is_npu)))
-        print(report.render_verdicts(verdicts))
+        print(text.render_verdicts(verdicts))
         code = 0 if all(v.ok for v in verdicts) else 1
     finally:
         rundir.finish_run(

@@ -34,10 +34,10 @@ from pathlib import Path
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads: keep the profiler's own logging quiet
 
-from common.analysis import Verdict  # noqa: E402
-from common.env import Backend, detect, parse_device_id  # noqa: E402
+from common.analyze.checks import Verdict  # noqa: E402
+from common.backend import Backend, detect, parse_device_id  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
-from common.rundir import (  # noqa: E402
+from common.formats.rundir import (  # noqa: E402
     TIMEOUT_VAR,
     finish_run,
     lock_mode,
@@ -553,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # --- parse, check, report: the cluster view ------------------------------------------------
-    from common import checks, cluster
+    from common.analyze import checks
+    from common.analyze import cluster
 
     view = cluster.load_cluster(out)
     verdicts = [checks.check_files([p.dataset for p in view.ranks], FILES, f"{nproc} ranks")]
@@ -593,10 +594,10 @@ def training_op_counts() -> dict[str, int]:
 
 
 def check_rank_counts(profile) -> Verdict:
-    from common import analysis
+    from common.analyze import checks
 
     tasks = [t for t in profile.dataset.tasks if t.step_id is not None and t.task_type != "COMMUNICATION"]
-    return analysis.check_counts(tasks, ACTIVE, training_op_counts(), f"rank {profile.rank}, {ACTIVE} training steps")
+    return checks.check_counts(tasks, ACTIVE, training_op_counts(), f"rank {profile.rank}, {ACTIVE} training steps")
 
 
 def check_collectives(view) -> Verdict:

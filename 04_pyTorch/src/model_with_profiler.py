@@ -25,13 +25,13 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads: keep the p
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import analysis, checks  # noqa: E402
+from common.analyze import checks  # noqa: E402
 from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile  # noqa: E402
-from common.env import Backend, detect, parse_device_id, select_device  # noqa: E402
+from common.backend import Backend, detect, parse_device_id, select_device  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
-from common.profile import find_datasets  # noqa: E402
-from common.report import directory_report, write_report_md  # noqa: E402
-from common.rundir import finish_run, lock_mode, output_path, prepare_output_dir, start_run  # noqa: E402
+from common.formats.datasets import find_datasets  # noqa: E402
+from common.cli.reports import directory_report, write_report_md  # noqa: E402
+from common.formats.rundir import finish_run, lock_mode, output_path, prepare_output_dir, start_run  # noqa: E402
 from common.workload import build_model, expected_op_counts, make_input  # noqa: E402
 
 MODE_DIR = Path(__file__).resolve().parent.parent
@@ -134,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     steps = [s for ds in datasets for s in ds.steps]
     verdicts = [
         checks.check_files(datasets, FILES, "04"),
-        analysis.check_counts(tasks, ACTIVE, expected_op_counts(model), f"04, {ACTIVE} active steps"),
-        analysis.check_top_family(checks.stats_of(datasets), "matmul", "04"),
-        analysis.check_sum_vs_computing(tasks, steps, "04"),
+        checks.check_counts(tasks, ACTIVE, expected_op_counts(model), f"04, {ACTIVE} active steps"),
+        checks.check_top_family(checks.stats_of(datasets), "matmul", "04"),
+        checks.check_sum_vs_computing(tasks, steps, "04"),
         checks.check_output_file(out / "output.npy", "04"),
     ]
     text, markdown = directory_report(out, verdicts)

@@ -26,12 +26,12 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
 import torch  # noqa: E402
 from model_with_profiler import ACTIVE, MODE_DIR, profile_npu, profile_portable  # noqa: E402
 
-from common import analysis  # noqa: E402
-from common.env import detect, parse_device_id, select_device  # noqa: E402
+from common.analyze import step_bound  # noqa: E402
+from common.backend import detect, parse_device_id, select_device  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
-from common.profile import find_datasets  # noqa: E402
-from common.report import render_table  # noqa: E402
-from common.rundir import finish_run, prepare_output_dir, start_run  # noqa: E402
+from common.formats.datasets import find_datasets  # noqa: E402
+from common.render.text import render_table  # noqa: E402
+from common.formats.rundir import finish_run, prepare_output_dir, start_run  # noqa: E402
 from common.workload import N_LINEAR, build_model, make_input  # noqa: E402
 
 HIDDEN = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -70,7 +70,7 @@ def measure(hidden: int, batch: int, out: Path, npu: bool) -> dict:
     return {
         "hidden": hidden, "batch": batch, "steps": len(steps), "step_us": step.total_us,
         "computing_us": step.computing_us, "free_us": step.free_us, "computing_ratio": ratio,
-        "bound": "host-bound" if ratio < analysis.HOST_BOUND_BELOW else "compute-bound",
+        "bound": "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound",
         "matmul_gflops_per_s": flops / step.computing_us / 1e3 if step.computing_us else None,
     }
 
@@ -95,7 +95,7 @@ def render(points: list[dict], backend: str) -> str:
              p["bound"], p["matmul_gflops_per_s"]] for p in points]
     return "\n".join([
         f"Sweep ({backend}): the median of {ACTIVE} active steps per point; host-bound when Computing < "
-        f"{100 * analysis.HOST_BOUND_BELOW:.0f}% of the step",
+        f"{100 * step_bound.HOST_BOUND_BELOW:.0f}% of the step",
         render_table(["hidden", "batch", "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict",
                       "MatMul GFLOP/s"], rows),
         *turning_points(points),
@@ -103,7 +103,7 @@ def render(points: list[dict], backend: str) -> str:
 
 
 def sweep_html(points: list[dict], text: str, info_line: str) -> str:
-    from common import html
+    from common.render import html
 
     series: dict[str, list[tuple[int, float]]] = {}
     for p in points:
@@ -112,7 +112,7 @@ def sweep_html(points: list[dict], text: str, info_line: str) -> str:
               p["bound"]] for p in points]
     return html.page("msprof lab: 04 sweep", info_line, [
         html.section("Computing share of the step vs model size",
-                     html.sweep_chart("sweep", series, analysis.HOST_BOUND_BELOW),
+                     html.sweep_chart("sweep", series, step_bound.HOST_BOUND_BELOW),
                      note=" ".join(turning_points(points))),
         html.section("Points", html.table(["hidden", "batch", "step(us)", "Computing(us)", "Free(us)",
                                            "Computing(%)", "verdict"], table)),

@@ -52,7 +52,7 @@ def make(out: Path, rows: int, events: int, what: set[str], seed: int = 0) -> di
 
 # --- measurements, each in its own child process ----------------------------------------------------
 def _lab_totals(folder: str) -> dict:
-    from common.profile import find_datasets
+    from common.formats.datasets import find_datasets
 
     start = time.perf_counter()
     (ds,) = find_datasets(folder)
@@ -61,7 +61,7 @@ def _lab_totals(folder: str) -> dict:
 
 
 def _lab_report(folder: str) -> dict:
-    from common.report import directory_report
+    from common.cli.reports import directory_report
 
     start = time.perf_counter()
     text, _ = directory_report(folder)
@@ -81,11 +81,10 @@ def _pandas(folder: str) -> dict:
 def _trace(path: str) -> dict:
     import polars as pl
 
-    from common import analysis
-    from common.formats import readers
+    from common.formats import overlap, readers
 
     start = time.perf_counter()
-    steps = analysis.overlap_step_times(readers.read_overlap(path))
+    steps = overlap.overlap_step_times(readers.read_overlap(path))
     seconds = time.perf_counter() - start
     expected = pl.read_csv(Path(path).parent / "expected_steps.csv")
     got = {s.step: (s.computing_us, s.free_us) for s in steps}

@@ -23,8 +23,8 @@ from pathlib import Path
 from common.collect import torch_ops
 from common.collect.torch_ops import COMMUNICATION, StepRange
 from common.formats import writers
+from common.formats.intervals import gaps, merge
 from common.formats.records import ApiStat, StepTime, Task
-from common.intervals import gaps, merge
 
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 # Thread ids torch_npu gives the Overlap Analysis tracks.

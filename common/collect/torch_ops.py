@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from common.intervals import gaps, merge, union_us
+from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import ApiStat, StepTime, Task
 
 COMPOSITE_OPS = frozenset({

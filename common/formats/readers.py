@@ -12,7 +12,15 @@ from pathlib import Path
 from common.errors import LabError
 from common.formats.engine import msgspec, np, pl
 from common.formats.records import (
-    OVERLAP_EVENTS, OVERLAP_PROCESS, ApiStat, OpStat, OverlapEvents, StepTime, Task, TaskTimeRow, TraceEvent,
+    OVERLAP_EVENTS,
+    OVERLAP_PROCESS,
+    ApiStat,
+    OpStat,
+    OverlapEvents,
+    StepTime,
+    Task,
+    TaskTimeRow,
+    TraceEvent,
 )
 from common.formats.schema import PMU_COLUMNS
 from common.formats.table import CsvFile, Table, checked_numbers, cleaned, line_at, read_table

@@ -29,7 +29,7 @@ LOCK_FILE = ".msprof_lab.lock"  # in each mode folder; never deleted (removing a
 RUN_INFO = "run_info.json"
 TIMEOUT_VAR = "MSPROF_LAB_TIMEOUT_S"  # default for every mode's --timeout
 RUN_ID_VAR = "MSPROF_LAB_RUN_ID"  # set by nox so every mode of one run shares an id
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def output_path(mode_dir: Path, given: str | None) -> Path:

@@ -16,7 +16,7 @@ from common.errors import ArgumentParser
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.report import directory_html, directory_report, write_report_html, write_report_md
+    from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
 
     text, markdown = directory_report(args.dir, soc=args.soc)
     print(text)
@@ -28,30 +28,31 @@ def _report(args: argparse.Namespace) -> int:
 def _agree(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from common import agree
-    from common.report import agree_html, agree_report
+    from common.analyze import cross_mode
+    from common.render.html import agree_html
+    from common.render.text import agree_report
     from common.workload import build_model, expected_op_counts
 
-    dirs = [Path(d) for d in args.dirs] or agree.default_dirs()
-    runs, notes = agree.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
-    verdicts = agree.verdicts(runs, expected_op_counts(build_model()))
+    dirs = [Path(d) for d in args.dirs] or cross_mode.default_dirs()
+    runs, notes = cross_mode.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
+    verdicts = cross_mode.verdicts(runs, expected_op_counts(build_model()))
     info = runs["04"].info
     line = (f"backend: {str(info['backend']).upper()} | run {str(info.get('run_id'))[:8]} | host {info.get('host')} | "
             f"modes started {min(r.info.get('start') or '' for r in runs.values())} .. "
             f"{max(r.info.get('start') or '' for r in runs.values())}")
-    cols = agree.columns(runs)
+    cols = cross_mode.columns(runs)
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
-    page = agree_html(cols, verdicts, notes, line, agree.chart_data(runs))
-    out = Path(args.out) if args.out else agree.REPO_ROOT / "agree_out"
-    print("\n".join(agree.write_outputs(out, markdown, page, runs)))
+    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs))
+    out = Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out"
+    print("\n".join(cross_mode.write_outputs(out, markdown, page, runs)))
     return 0 if all(v.ok for v in verdicts) else 1
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from common.compare import compare, load_side
+    from common.analyze.compare import compare, load_side
     from common.errors import LabError
-    from common.report import comparison_report
+    from common.render.text import comparison_report
 
     if not 0 < args.threshold < 1000:
         raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
@@ -61,7 +62,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from common import cluster
+    from common.analyze import cluster
 
     view = cluster.load_cluster(args.dir)
     verdicts, notes = cluster.view_checks(view, install=args.cross_check)
@@ -70,7 +71,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _backend(args: argparse.Namespace) -> int:
-    from common.env import detect
+    from common.backend import detect
 
     print(detect().banner())
     return 0
@@ -87,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     agree_p.add_argument("dirs", nargs="*", help="the modes' prof_out/ folders (default: all four in this checkout)")
     agree_p.add_argument("--allow-mixed-runs", action="store_true",
                          help="compare folders from different runs (same backend) instead of refusing them")
-    agree_p.add_argument("--out", help="where to write agree.md and report.html (default: agree_out/)")
+    agree_p.add_argument("--out", help="where to write cross_mode.md and report.html (default: agree_out/)")
     agree_p.set_defaults(func=_agree)
-    from common.compare import DEFAULT_THRESHOLD_PCT
+    from common.analyze.compare import DEFAULT_THRESHOLD_PCT
 
     compare_p = sub.add_parser("compare", help="compare a candidate run against a baseline")
     compare_p.add_argument("baseline", help="an output folder, or a folder of repeated runs (<mode>/prof_runs)")

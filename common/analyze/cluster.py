@@ -26,11 +26,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.analysis import Verdict
+from common.analyze.checks import Verdict
 from common.errors import LabError
+from common.formats.datasets import Dataset
 from common.formats.records import StepTime
-from common.profile import Dataset
-from common.rundir import MARKER, read_run_info
+from common.formats.rundir import MARKER, read_run_info
 
 PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
@@ -308,10 +308,10 @@ def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
 
 def installed_msprof_analyze() -> Path | None:
     """msprof-analyze as :mod:`common.ecosystem` installs it ($MSPROF_ANALYZE, or its environment), if present."""
-    from common import ecosystem
+    from common.collect import msprof_analyze
 
-    given = os.environ.get(ecosystem.EXE_VAR)
-    exe = Path(given) if given else ecosystem.ENV_DIR / "bin" / "msprof-analyze"
+    given = os.environ.get(msprof_analyze.EXE_VAR)
+    exe = Path(given) if given else msprof_analyze.ENV_DIR / "bin" / "msprof-analyze"
     return exe if exe.is_file() and os.access(exe, os.X_OK) else None
 
 
@@ -321,19 +321,19 @@ def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
     The tool is found (or, with ``install``, installed) by :mod:`common.ecosystem`. Without it,
     returns the line saying the cross-check was skipped and how to get it.
     """
-    from common import ecosystem
+    from common.collect import msprof_analyze
 
-    exe = ecosystem.ensure_tool() if install else installed_msprof_analyze()
+    exe = msprof_analyze.ensure_tool() if install else installed_msprof_analyze()
     if exe is None:
         return (
             "cross-check with msprof-analyze skipped: not installed (`nox -s ddp` installs it, or "
-            f"`python -m common cluster <dir> --cross-check`; or set {ecosystem.EXE_VAR}=/path/to/msprof-analyze)"
+            f"`python -m common cluster <dir> --cross-check`; or set {msprof_analyze.EXE_VAR}=/path/to/msprof-analyze)"
         )
     name = "agrees with msprof-analyze cluster (cluster_step_trace_time.csv)"
     keep = view.root / MSA_OUTPUT
     with tempfile.TemporaryDirectory(prefix="msprof_lab_cluster_") as tmp:
         log = Path(tmp) / "msprof_analyze.log"
-        ecosystem.run_tool(exe, ["cluster", "-d", str(view.root.resolve()), "-m", "all", "-o", tmp], log)
+        msprof_analyze.run_tool(exe, ["cluster", "-d", str(view.root.resolve()), "-m", "all", "-o", tmp], log)
         csv_path = Path(tmp) / MSA_OUTPUT / "cluster_step_trace_time.csv"
         if not csv_path.is_file():
             return Verdict(
@@ -391,7 +391,7 @@ def view_checks(view: ClusterView, install: bool = False) -> tuple[list[Verdict]
 
 def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
     """The cluster view as text: per step and rank, per rank means, the slow-rank verdict, checks."""
-    from common.report import Section, render_text, render_verdicts, run_info_line
+    from common.render.text import Section, render_text, render_verdicts, run_info_line
 
     per_step = [
         [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us]

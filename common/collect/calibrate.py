@@ -15,10 +15,10 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from common.bottleneck import DEVICE_PEAKS, Peaks, device_peaks
+from common.analyze.bounds import DEVICE_PEAKS, Peaks, device_peaks
 
 if TYPE_CHECKING:
-    from common.profile import Dataset
+    from common.formats.datasets import Dataset
 
 # Two copy sizes: 64 MB streams from DRAM, 4 MB mostly stays in cache. The peak is the faster of
 # the two, because the profiled ops (a 4 MB weight, a 128 kB activation) are cache-sized too; a

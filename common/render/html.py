@@ -10,6 +10,11 @@ from __future__ import annotations
 import html
 import math
 
+from common.analyze.checks import Verdict
+from common.analyze.families import FAMILY_ORDER
+from common.analyze.step_bound import HOST_BOUND_BELOW
+from common.render.text import side_by_side
+
 FAMILY_COLORS = {
     "matmul": "#4c78a8", "gelu": "#f58518", "cast": "#e45756", "add": "#72b7b2",
     "memcpy": "#54a24b", "init": "#b279a2", "other": "#9d9d9d",
@@ -180,3 +185,34 @@ def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshol
                      f"{esc(name)}</text>")
     return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
+def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str, charts: dict) -> str:
+    """The cross-mode page: side-by-side table, verdicts, and the charts of every mode."""
+    modes = side_by_side(cols, info_line)
+    blocks = [
+        section("Op time by family, per mode",
+                     share_bars("op-share", [(c.label, c.shares) for c in cols],
+                                     FAMILY_ORDER),
+                     note="share of forward-pass time; init ops (one-off) excluded and listed in the table"),
+        section("The four modes side by side", table(modes.header, modes.rows)),
+        section("Verdicts", verdict_list(verdicts), note=" ".join(notes)),
+    ]
+    if charts.get("steps"):
+        blocks.append(section("04: Computing / Free per step", step_bars("steps", charts["steps"]),
+                                   note=charts.get("steps_note", "")))
+    if charts.get("pipes"):
+        blocks.append(section("02: AscendC pipe ratios (add_custom)",
+                                   value_bars("pipes", charts["pipes"], "of core time", top=1.0),
+                                   note=charts.get("pipes_note", "")))
+    if charts.get("cast_variants"):
+        blocks.append(section(
+            "03: the Cast variants",
+            share_bars("cast-variants", charts["cast_variants"], FAMILY_ORDER),
+            value_bars("cast-per-execute", charts["cast_counts"], "Cast per execute", color="#e45756"),
+            note="default = ATC's precision policy (fp16 compute, fp32 IO); fp16-io; fp32 = no precision change"))
+    if charts.get("sweep"):
+        blocks.append(section("04 sweep: host-bound to compute-bound",
+                                   sweep_chart("sweep", charts["sweep"], HOST_BOUND_BELOW),
+                                   note=charts.get("sweep_note", "")))
+    return page("msprof lab: cross-mode agreement", info_line, blocks)

@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import analysis
 from common.errors import LabError
 from common.formats import readers
 from common.formats.engine import pl
+from common.formats.overlap import overlap_step_times
 from common.formats.records import OpStat, StepTime, Task
-from common.rundir import RUN_INFO, read_run_info
+from common.formats.rundir import RUN_INFO, read_run_info
 
 _MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
 TORCH_NPU_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json", "api_statistic.csv")
@@ -86,10 +86,10 @@ class Dataset:
         return {(op, shapes or "N/A"): total for op, shapes, total in per.iter_rows()}
 
     @functools.cached_property
-    def family_counts(self) -> dict[str, int]:
-        """Task count per op family (matmul, gelu, ...), from the task file's OP Types."""
+    def type_counts(self) -> dict[str, int]:
+        """Task count per OP Type of the task file."""
         per_type = self.task_totals.group_by("op_type").agg(pl.col("count").sum())
-        return dict(analysis.family_counts_of_types(dict(per_type.iter_rows())))
+        return dict(per_type.iter_rows())
 
     @functools.cached_property
     def op_statistic(self) -> list[OpStat]:
@@ -102,14 +102,14 @@ class Dataset:
     def steps(self) -> list[StepTime]:
         """step_trace_time rows; without that file, one whole-trace row recomputed from trace_view.json.
 
-        The recomputation sums the timeline's Overlap Analysis events (``analysis.overlap_step_times``,
+        The recomputation sums the timeline's Overlap Analysis events (``overlap.overlap_step_times``,
         per ProfilerStep when the trace has them), as torch_npu and msprof-analyze do, so Computing/Free
         agree with msprof-analyze on any torch_npu output, step_trace_time.csv or not. The trace is
         streamed (``readers.read_overlap``): a gigabyte trace_view.json stays within bounded memory.
         """
         if self.has("step_trace_time"):
             return [row for path in self.files("step_trace_time") for row in readers.read_step_trace_time(path)]
-        return [row for path in self.files("trace_view") for row in analysis.overlap_step_times(readers.read_overlap(path))]
+        return [row for path in self.files("trace_view") for row in overlap_step_times(readers.read_overlap(path))]
 
     @property
     def steps_source(self) -> str:

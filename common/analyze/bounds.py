@@ -19,7 +19,8 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from common.analysis import HOST_BOUND_BELOW, StepSummary, op_family
+from common.analyze.families import op_family
+from common.analyze.step_bound import HOST_BOUND_BELOW, StepSummary
 from common.formats.records import Task
 
 

@@ -11,7 +11,7 @@ the ``ecosystem`` dependency group; the lab's environment never sees it), then
   report of the same folder (its step table: step_trace_time.csv, or the trace_view.json
   Overlap Analysis events when that file is absent) and printed side by side.
 
-    python -m common.ecosystem [--candidate DIR] [--baseline DIR] [--output DIR]
+    python -m common.collect.msprof_analyze [--candidate DIR] [--baseline DIR] [--output DIR]
 
 Set ``MSPROF_ANALYZE=/path/to/msprof-analyze`` to use an installation of your own instead.
 """
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from common.analysis import Verdict
+from common.analyze.checks import Verdict
 from common.errors import ArgumentParser, LabError, run_cli
-from common.profile import find_datasets
-from common.report import render_table, render_verdicts
-from common.rundir import REPO_ROOT, prepare_output_dir
+from common.formats.datasets import find_datasets
+from common.formats.rundir import REPO_ROOT, prepare_output_dir
+from common.render.text import render_table, render_verdicts
 
 GROUP = "ecosystem"  # the dependency group in pyproject.toml that pins msprof-analyze
 ENV_DIR = REPO_ROOT / ".nox" / "ecosystem"
@@ -293,7 +293,7 @@ def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m common.ecosystem", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m common.collect.msprof_analyze", description=__doc__.splitlines()[0])
     parser.add_argument("--candidate", default=str(DEFAULT_CANDIDATE),
                         help="torch_npu output to check (default: mode 04's prof_out)")
     parser.add_argument("--baseline", default=str(DEFAULT_BASELINE),

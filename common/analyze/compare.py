@@ -14,10 +14,10 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.analysis import op_family
+from common.analyze.families import op_family
 from common.errors import LabError
-from common.profile import find_datasets
-from common.rundir import RUN_INFO, read_run_info
+from common.formats.datasets import find_datasets
+from common.formats.rundir import RUN_INFO, read_run_info
 
 DEFAULT_THRESHOLD_PCT = 10.0
 # Ops below this share of the baseline total are listed but never flagged: a 5 us op that takes

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import analysis
-from common.analysis import Verdict
+from common.analyze import checks, families, step_bound
+from common.analyze.checks import Verdict
 from common.errors import LabError
+from common.formats.datasets import Dataset, find_datasets
 from common.formats.records import OpStat, StepTime, Task
-from common.profile import Dataset, find_datasets
-from common.rundir import REPO_ROOT, read_run_info
+from common.formats.rundir import REPO_ROOT, read_run_info
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class ModeRun:
 
     @property
     def per_forward(self) -> dict[str, float]:
-        return analysis.per_forward_counts(self.tasks, self.forwards) if self.forwards else {}
+        return families.per_forward_counts(self.tasks, self.forwards) if self.forwards else {}
 
 
 def spec_for(info: dict, folder: Path) -> ModeSpec:
@@ -150,26 +150,26 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
 # --- the checks ------------------------------------------------------------------------------------
 def verdicts(runs: dict[str, ModeRun], expected: dict[str, int]) -> list[Verdict]:
     """DESIGN §5 across modes, plus per-forward counts and outputs in every mode."""
-    out = [analysis.check_top_family(runs[k].stats, "matmul", k) for k in ("01", "03", "04")]
-    out.append(analysis.check_share_agreement(
-        {k: analysis.forward_shares(runs[k].stats) for k in ("01", "04")}, "matmul", analysis.SHARE_AGREEMENT_PP))
-    out.append(analysis.check_family_presence(runs["03"].per_forward, "cast", True, f"03 {PYACL_DEFAULT}"))
-    out += [analysis.check_family_presence(runs[k].per_forward, "cast", False, k) for k in ("01", "04")]
+    out = [checks.check_top_family(runs[k].stats, "matmul", k) for k in ("01", "03", "04")]
+    out.append(checks.check_share_agreement(
+        {k: families.forward_shares(runs[k].stats) for k in ("01", "04")}, "matmul", checks.SHARE_AGREEMENT_PP))
+    out.append(checks.check_family_presence(runs["03"].per_forward, "cast", True, f"03 {PYACL_DEFAULT}"))
+    out += [checks.check_family_presence(runs[k].per_forward, "cast", False, k) for k in ("01", "04")]
     for k in ("01", "03", "04"):
         run = runs[k]
         if not run.forwards:
             out.append(Verdict(f"op counts per forward ({k})", False, "run_info.json does not say how many forwards"))
         else:
-            out.append(analysis.check_counts(run.tasks, run.forwards, expected, f"{k}, {run.forwards} forwards"))
+            out.append(checks.check_counts(run.tasks, run.forwards, expected, f"{k}, {run.forwards} forwards"))
     out.append(kernel_count_verdict(runs["02"]))
-    out.append(analysis.check_sum_vs_computing(runs["04"].tasks, runs["04"].steps, "04"))
+    out.append(checks.check_sum_vs_computing(runs["04"].tasks, runs["04"].steps, "04"))
     out += output_verdicts(runs)
     return out
 
 
 def kernel_count_verdict(run: ModeRun) -> Verdict:
     """02 profiles one kernel: every task is add_custom, exactly once per measured launch."""
-    kernels = sum(1 for t in run.tasks if analysis.op_family(t.op_type) == "add")
+    kernels = sum(1 for t in run.tasks if families.op_family(t.op_type) == "add")
     others = len(run.tasks) - kernels
     if not run.forwards:
         return Verdict("op counts per launch (02)", False, "run_info.json records no measured_launches: re-run 02")
@@ -179,7 +179,7 @@ def kernel_count_verdict(run: ModeRun) -> Verdict:
 
 
 def output_verdicts(runs: dict[str, ModeRun]) -> list[Verdict]:
-    from common.checks import check_output_file
+    from common.analyze.checks import check_output_file
 
     out = [check_output_file(runs[k].folder / "output.npy", k) for k in ("01", "04")]
     r02 = runs["02"]
@@ -193,7 +193,7 @@ def output_verdicts(runs: dict[str, ModeRun]) -> list[Verdict]:
             out.append(Verdict(f"output matches fp32 reference (03 {name})", False, "run_info.json has no accuracy"))
             continue
         tol, cosine = PYACL_TOL["fp32" if name in PYACL_FP32_VARIANTS else "fp16"]
-        out.append(analysis.check_output(metrics, f"03 {name}", tol, cosine))
+        out.append(checks.check_output(metrics, f"03 {name}", tol, cosine))
     return out
 
 
@@ -217,13 +217,13 @@ class ModeColumn:
 def columns(runs: dict[str, ModeRun]) -> list[ModeColumn]:
     cols = []
     for k, run in runs.items():
-        forward_tasks = [t for t in run.tasks if analysis.op_family(t.op_type) != "init"]
-        init_us = sum(t.duration_us for t in run.tasks if analysis.op_family(t.op_type) == "init")
+        forward_tasks = [t for t in run.tasks if families.op_family(t.op_type) != "init"]
+        init_us = sum(t.duration_us for t in run.tasks if families.op_family(t.op_type) == "init")
         per_fwd_us = sum(t.duration_us for t in forward_tasks) / run.forwards if run.forwards else None
-        summary = analysis.summarize_steps(run.steps)
+        summary = step_bound.summarize_steps(run.steps)
         label = run.spec.folder + (f" ({PYACL_DEFAULT})" if k == "03" else "")
         cols.append(ModeColumn(
-            k, label, run.forwards, per_fwd_us, analysis.forward_shares(run.stats), init_us, run.per_forward,
+            k, label, run.forwards, per_fwd_us, families.forward_shares(run.stats), init_us, run.per_forward,
             summary.computing_ratio if summary else None, _accuracy(run),
             len(run.tasks) if k == "02" else None,
         ))
@@ -232,7 +232,7 @@ def columns(runs: dict[str, ModeRun]) -> list[ModeColumn]:
 
 def _accuracy(run: ModeRun) -> str:
     if run.spec.key in ("01", "04"):
-        from common.checks import output_metrics
+        from common.analyze.checks import output_metrics
 
         m = output_metrics(run.folder / "output.npy")
         return f"max abs {m['max_abs_diff']:.2g}" if m else "no output.npy"
@@ -245,21 +245,21 @@ def _accuracy(run: ModeRun) -> str:
 
 def chart_data(runs: dict[str, ModeRun], root: Path = REPO_ROOT) -> dict:
     """The numbers behind the cross-mode charts (rendering lives in common.report / common.html)."""
-    from common import bottleneck
+    from common.analyze import bounds
 
     data: dict = {}
     r04 = runs["04"]
     if r04.steps:
         data["steps"] = [(f"step {s.step}", s.computing_us, s.free_us) for s in r04.steps]
-        data["steps_note"] = analysis.bound_verdict(analysis.summarize_steps(r04.steps))
-    pipes = bottleneck.pipe_verdicts(runs["02"].tasks)
+        data["steps_note"] = step_bound.bound_verdict(step_bound.summarize_steps(r04.steps))
+    pipes = bounds.pipe_verdicts(runs["02"].tasks)
     if pipes:
         data["pipes"] = list(pipes[0].ratios.items())
         data["pipes_note"] = pipes[0].text
     variants = runs["03"].variants
     forwards = runs["03"].forwards or 1
-    data["cast_variants"] = [(name, analysis.family_share(stats)) for name, (_, stats) in variants.items()]
-    data["cast_counts"] = [(name, sum(1 for t in tasks if analysis.op_family(t.op_type) == "cast") / forwards)
+    data["cast_variants"] = [(name, families.family_share(stats)) for name, (_, stats) in variants.items()]
+    data["cast_counts"] = [(name, sum(1 for t in tasks if families.op_family(t.op_type) == "cast") / forwards)
                            for name, (tasks, _) in variants.items()]
     sweep = load_sweep(root)
     if sweep:
@@ -289,8 +289,8 @@ def load_sweep(root: Path = REPO_ROOT) -> tuple[dict, str] | None:
 
 def write_outputs(out: Path, markdown: str, page: str, runs: dict[str, ModeRun]) -> list[str]:
     """agree.md and report.html into ``out`` (a folder the lab owns), and each mode's report.html."""
-    from common.report import directory_html, write_report_html
-    from common.rundir import prepare_output_dir
+    from common.cli.reports import directory_html, write_report_html
+    from common.formats.rundir import prepare_output_dir
 
     out = prepare_output_dir(out)
     (out / "agree.md").write_text(markdown)

@@ -1,0 +1,221 @@
+"""Reports of an output folder: read its datasets, calibrate if needed, hand the numbers to render/.
+
+Shared by ``python -m common report`` and every mode's lesson harness; the only place where a
+report touches files (reading the data, writing report.md / report.html beside it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common.analyze import bounds, families, step_bound
+from common.analyze.bounds import Peaks
+from common.analyze.checks import Verdict
+from common.collect.calibrate import peaks_for
+from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
+from common.render import html
+from common.render.text import (
+    STEP_ROWS,
+    TOP_N,
+    Section,
+    render_markdown,
+    render_text,
+    render_verdicts,
+    run_info_line,
+)
+
+BOUND_ROWS = 8
+
+
+def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note: str) -> list[Section]:
+    """Per-op lower bounds and roofline side; per-op dominant pipe when PMU ratios were collected."""
+    if not ds.small:  # per-op bounds need per-task records: too many here
+        return [Section(f"Bottlenecks per op: {label}", lines=[
+            f"skipped: {ds.task_count:,} tasks (per-task records above {TASK_RECORDS_MAX:,} are not built)"])]
+    op_bounds = bounds.op_bounds(ds.tasks, peaks)
+    if not op_bounds:
+        return []
+    rows = []
+    for b in op_bounds[:BOUND_ROWS]:
+        w = b.work
+        rows.append([
+            b.op_type, b.shapes, b.count, b.mean_us,
+            w.flops / 1e9 if w else None, w.bytes / 1e6 if w else None,
+            b.lower_bound_us, 100 * b.achieved if b.achieved is not None else None,
+            b.verdict,
+        ])
+    lines = [
+        f"peaks: {peaks.source}" if peaks else f"peaks: none ({peaks_note})",
+        "lower bound = max(FLOPs / peak FLOP/s, bytes moved / peak bytes/s) from the shapes in the profile; "
+        "achieved = lower bound / mean time; bound = the larger of the two terms (roofline)",
+    ]
+    sections = [Section(
+        f"Bottlenecks per op: {label}", lines=lines,
+        header=["OP Type", "Input Shapes", "Count", "Mean(us)", "GFLOP", "MB moved", "Lower bound(us)",
+                "Achieved(%)", "Bound"],
+        rows=rows,
+    )]
+    pipes = bounds.pipe_verdicts(ds.tasks)
+    if pipes:
+        sections.append(Section(
+            f"Pipes (PMU): {label}",
+            lines=[f"dominant pipe: the busiest *_ratio; limited by it at >= {bounds.DOMINANT_RATIO}; "
+                   f"scalar leading with cube/vector below {bounds.COMPUTE_PIPE_LOW} = issue-bound"],
+            header=["OP Type", "Count", "ratios", "verdict"],
+            rows=[[p.op_type, p.count, ", ".join(f"{k} {v:.2f}" for k, v in p.ratios.items()), p.text]
+                  for p in pipes],
+        ))
+    return sections
+
+
+def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Section]:
+    """Top ops, families, per-forward counts and (when present) the step table of one dataset."""
+    label = ds.label(root)
+    stats = ds.op_statistic
+    sections = [
+        Section(
+            f"Top ops: {label} ({ds.kind})",
+            header=["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
+            rows=[[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in families.top_ops(stats, TOP_N)],
+        )
+    ]
+    shares = families.family_share(stats)
+    has_tasks = ds.task_count > 0
+    counts = families.family_counts_of_types(ds.type_counts) if has_tasks else {}
+    fam_rows = []
+    for family in families.FAMILY_ORDER:
+        if family in shares:
+            if family == "init":
+                per_fwd = "one-off"  # weight init and input generation happen once, not per forward
+            else:
+                per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and has_tasks else "N/A"
+            fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if has_tasks else "N/A", per_fwd])
+    note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
+    sections.append(
+        Section(
+            f"Op families: {label}",
+            lines=[f"share of summed op time; counts from {'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"],
+            header=["family", "share(%)", "tasks", "per forward"],
+            rows=fam_rows,
+        )
+    )
+    if ds.steps:
+        summary = step_bound.summarize_steps(ds.steps)
+        shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
+        rows = [
+            [s.step if s.step is not None else "", s.computing_us, s.free_us, s.total_us,
+             100 * s.computing_us / s.total_us if s.total_us else 0.0]
+            for s in shown
+        ]
+        sections.append(
+            Section(
+                f"Steps: {label}",
+                lines=[step_bound.bound_verdict(summary), *bounds.run_hint(summary, *_step_task_stats(ds)),
+                       *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else [])],
+                header=["Step", "Computing(us)", "Free(us)", "Step(us)", "Computing(%)"],
+                rows=rows,
+            )
+        )
+    return sections
+
+
+def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
+    """Tasks per step and the median task time, for the run-level hint."""
+    if not ds.small:
+        return None, None
+    stepped = [t for t in ds.tasks if t.step_id is not None]
+    if not stepped or not ds.steps:
+        return None, None
+    durations = sorted(t.duration_us for t in stepped)
+    return len(stepped) / len(ds.steps), durations[len(durations) // 2]
+
+
+def directory_report(
+    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True
+) -> tuple[str, str]:
+    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown)."""
+    root = Path(root)
+    datasets = find_datasets(root)
+    info = find_run_info(root)
+    forwards = info.get("forwards") if info else None
+    sections = [Section("Run", lines=[run_info_line(info), f"datasets: {len(datasets)}"])]
+    peaks, note = peaks_for(info, datasets, soc) if bottlenecks else (None, "")
+    for ds in datasets:
+        sections += dataset_sections(ds, root, forwards)
+        if bottlenecks:
+            sections += bottleneck_sections(ds, ds.label(root), peaks, note)
+    if verdicts:
+        sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
+    title = f"msprof lab report: {root}"
+    return render_text(title, sections), render_markdown(title, sections)
+
+
+def write_beside(root: Path, name: str, text: str) -> str:
+    """Save ``name`` (report.md, report.html) beside the data; say so, or say why not (read-only input is fine)."""
+    target = Path(root) / name
+    try:
+        target.write_text(text)
+    except OSError as err:
+        return f"({name} not written: {err.strerror} for {target})"
+    return f"(written to {target})"
+
+
+def write_report_md(root: Path, markdown: str) -> str:
+    return write_beside(root, "report.md", markdown)
+
+
+# --- HTML ----------------------------------------------------------------------------------------
+def _family_rows(labelled_stats: list[tuple[str, list]]) -> list[tuple[str, dict[str, float]]]:
+    return [(label, families.family_share(stats)) for label, stats in labelled_stats]
+
+
+def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
+    return [(pipe, value) for pipe, value in ratios.items()]
+
+
+def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None) -> str:
+    """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG."""
+    root = Path(root)
+    datasets = find_datasets(root)
+    info = find_run_info(root)
+    peaks, note = peaks_for(info, datasets, soc)
+    blocks = []
+    if verdicts:
+        blocks.append(html.section("Checks", html.verdict_list(verdicts)))
+    rows = _family_rows([(_short(ds.label(root)), ds.op_statistic) for ds in datasets])
+    blocks.append(html.section(
+        "Op time by family", html.share_bars("op-share", rows, families.FAMILY_ORDER),
+        note="share of summed op time per dataset (init = one-off weight/input generation)"))
+    for ds in datasets:
+        label = _short(ds.label(root))
+        if ds.steps:
+            summary = step_bound.summarize_steps(ds.steps)
+            steps = [(f"step {s.step}", s.computing_us, s.free_us) for s in ds.steps]
+            blocks.append(html.section(
+                f"Computing / Free per step: {label}", html.step_bars("steps", steps),
+                note=" ".join([step_bound.bound_verdict(summary), *bounds.run_hint(summary, *_step_task_stats(ds))])))
+        for sec in bottleneck_sections(ds, label, peaks, note):
+            if sec.title.startswith("Pipes"):
+                charts = "".join(
+                    f"<p class=\"note\">{html.esc(r[0])}: {html.esc(r[3])}</p>" for r in sec.rows)
+                ratios = bounds.pipe_verdicts(ds.tasks)
+                bars = "".join(html.value_bars("pipes", _pipe_items(v.ratios), "of core time", top=1.0) for v in ratios)
+                blocks.append(html.section(sec.title, bars, charts, note=" ".join(sec.lines)))
+            else:
+                blocks.append(html.section(sec.title, html.table(sec.header, sec.rows), note=" ".join(sec.lines)))
+        top = families.top_ops(ds.op_statistic, TOP_N)
+        blocks.append(html.section(f"Top ops: {label}", html.table(
+            ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
+            [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top])))
+    return html.page(f"msprof lab report: {root.name}", run_info_line(info), blocks)
+
+
+def _short(label: str) -> str:
+    """A dataset label without msprof's / torch_npu's generated folder names."""
+    parts = [p for p in label.split("/") if p not in ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
+             and not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
+    return "/".join(parts) or label.split("/")[-1]
+
+
+def write_report_html(root: Path, page: str) -> str:
+    return write_beside(root, "report.html", page)
