@@ -1,36 +1,12 @@
-"""Shared test helpers: the repo root, fixture copies, and running the lab as a user does."""
+"""Fixtures shared by tests/unit and tests/modes (helpers that are not fixtures live in helpers.py)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-sys.path.insert(0, str(ROOT))
-
-
-def lab_env(**extra: str) -> dict[str, str]:
-    """Environment for running the lab's scripts: this interpreter, the portable backend."""
-    env = dict(os.environ)
-    env.update(PYTHON=sys.executable, MSPROF_LAB_BACKEND="portable", PYTHONPATH=str(ROOT), KINETO_LOG_LEVEL="5")
-    env.update(extra)
-    return env
-
-
-def run(args: list[str], timeout: float = 300, **extra: str) -> subprocess.CompletedProcess:
-    """Run a command from the repo root, as a user would, capturing its output."""
-    return subprocess.run(args, cwd=ROOT, env=lab_env(**extra), capture_output=True, text=True, timeout=timeout)
-
-
-def error_lines(stderr: str) -> list[str]:
-    """The ``Error:`` lines of a run's stderr (user mistakes must give exactly one)."""
-    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+from helpers import FIXTURES
 
 
 @pytest.fixture
@@ -43,13 +19,9 @@ def npu_fixtures(tmp_path: Path) -> Path:
     return target
 
 
-def msprof_output(root: Path) -> Path:
-    """The single mindstudio_profiler_output/ folder under ``root``."""
-    (found,) = list(root.glob("PROF_*/mindstudio_profiler_output"))
-    return found
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Counted for the README's testing figures: pytest -m hostile --collect-only -q (and -m fault).
-    config.addinivalue_line("markers", "hostile: one hostile input the lab must refuse, or pass on inert")
-    config.addinivalue_line("markers", "fault: one fault injected while the lab collects or releases")
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Everything under tests/modes runs the lab end to end: mark it e2e, so ``-m "not e2e"`` is the fast part."""
+    modes = Path(__file__).resolve().parent / "modes"
+    for item in items:
+        if modes in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.e2e)

@@ -14,50 +14,23 @@ Usage: ``bash 04_pyTorch/run.sh [device]``.
 
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads: keep the profiler's own logging quiet
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from common.analyze import checks  # noqa: E402
-from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile  # noqa: E402
-from common.backend import Backend, detect, parse_device_id, select_device  # noqa: E402
-from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
-from common.formats.datasets import find_datasets  # noqa: E402
-from common.cli.reports import directory_report, write_report_md  # noqa: E402
-from common.formats.rundir import finish_run, lock_mode, output_path, prepare_output_dir, start_run  # noqa: E402
-from common.workload import build_model, expected_op_counts, make_input  # noqa: E402
-
-MODE_DIR = Path(__file__).resolve().parent.parent
 # The schedule: skip 1 step, warm up 3 (recorded, then thrown away: caches and allocator
 # settle), record 5. Only the 5 active steps reach the files.
 WAIT, WARMUP, ACTIVE = 1, 3, 5
 STEPS = WAIT + WARMUP + ACTIVE
-FILES = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
+MODE_DIR = Path(__file__).resolve().parent.parent
 
 
-def run_steps(model, x, steps: int, on_step=None, sync=lambda: None) -> tuple[list[float], torch.Tensor]:
-    """``steps`` forwards; returns each step's host wall time (µs) and the last output."""
-    times = []
-    with torch.no_grad():
-        for _ in range(steps):
-            start = time.perf_counter()
-            y = model(x)
-            sync()
-            if on_step:
-                on_step()
-            times.append((time.perf_counter() - start) * 1e6)
-    return times, y
-
-
+# --- 1. profile ---------------------------------------------------------------------------------
 def profile_npu(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
-    """torch_npu.profiler as the NPU path uses it (DESIGN §4); it writes *_ascend_pt itself."""
+    """torch_npu.profiler on the NPU: it writes ``<out>/*_ascend_pt/`` itself when the schedule ends."""
     import torch_npu
 
     config = torch_npu.profiler._ExperimentalConfig(
@@ -78,14 +51,49 @@ def profile_npu(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
 
 def profile_portable(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
     """torch.profiler with the same schedule, written in torch_npu's layout and columns."""
-    activities = [torch.profiler.ProfilerActivity.CPU]
+    from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
+
     schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
-    with torch.profiler.profile(activities=activities, schedule=schedule, record_shapes=True) as prof:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                                record_shapes=True) as prof:
         times, y = run_steps(model, x, STEPS, prof.step)
     write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
     return times, y
 
 
+def run_steps(model, x, steps: int, on_step=None, sync=lambda: None) -> tuple[list[float], torch.Tensor]:
+    """``steps`` forwards; returns each step's host wall time (µs) and the last output."""
+    times = []
+    with torch.no_grad():
+        for _ in range(steps):
+            start = time.perf_counter()
+            y = model(x)
+            sync()  # the device runs behind the host: wait for it, or the step time is launch time only
+            if on_step:
+                on_step()  # tell the profiler a step ended: the schedule advances here
+            times.append((time.perf_counter() - start) * 1e6)
+    return times, y
+
+
+# --- 2. check · 3. read -----------------------------------------------------------------------------
+def check_run(run, model) -> list:
+    """The active steps' tasks: 4 MatMul + 3 Gelu each, Σ op time ≈ Computing, output = fp32 reference."""
+    from common.analyze import checks
+    from common.workload import expected_op_counts
+
+    datasets = run.datasets(kind="torch_npu")
+    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]  # warm-up steps have no Step Id
+    steps = [s for ds in datasets for s in ds.steps]
+    return [
+        checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04"),
+        checks.check_counts(tasks, ACTIVE, expected_op_counts(model), f"04, {ACTIVE} active steps"),
+        checks.check_top_family(checks.stats_of(datasets), "matmul", "04"),
+        checks.check_sum_vs_computing(tasks, steps, "04"),
+        checks.check_output_file(run.out / "output.npy", "04"),
+    ]
+
+
+# --- 4. interpret ----------------------------------------------------------------------------------
 def overhead_line(profiled_us: list[float], plain_us: list[float]) -> str:
     """Profiling cost: median active-step time with the profiler over the same steps without it."""
     with_prof = statistics.median(profiled_us[-ACTIVE:])
@@ -97,55 +105,26 @@ def overhead_line(profiled_us: list[float], plain_us: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="04_pyTorch/run.sh", description=__doc__.splitlines()[0])
-    parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
-    parser.add_argument("--output", help="output folder inside 04_pyTorch/ (default 04_pyTorch/prof_out)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    from common.lesson import Lesson, require_module
+    from common.workload import build_model, make_input
 
-    # --- workload -------------------------------------------------------------------------
-    backend: Backend = detect()
-    print(backend.banner(), flush=True)
-    device = parse_device_id(args.device)
-    os.environ.update(select_device(backend, device))
-    if backend.is_npu and "torch_npu" not in backend.python_modules:
-        raise LabError("the npu backend needs torch_npu, which is not importable", "pip install torch_npu matching your torch")
-    out = output_path(MODE_DIR, args.output)
-    lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
-    out = prepare_output_dir(out)
-    info = start_run(out, mode="pytorch", backend=backend.name, device=device, command=sys.argv,
-                     forwards=ACTIVE, schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
-    model, x = build_model(), make_input()
-    sync = lambda: None  # noqa: E731
-    if backend.is_npu:
-        import torch_npu  # noqa: F401
+    run = Lesson("pytorch", MODE_DIR, __doc__).start(
+        argv, forwards=ACTIVE, schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
+    require_module(run.backend, "torch_npu", "pip install torch_npu matching your torch")
+    model, x, sync = build_model(), make_input(), (lambda: None)
+    if run.npu:
+        import torch_npu  # noqa: F401  (registers the "npu" device with torch)
 
         model, x, sync = model.to("npu:0"), x.to("npu:0"), torch.npu.synchronize
 
-    # --- collect ----------------------------------------------------------------------------
-    profile = profile_npu if backend.is_npu else profile_portable
-    profiled_us, y = profile(model, x, out)
-    plain_us, _ = run_steps(model, x, STEPS, sync=sync)
-    np.save(out / "output.npy", y.float().cpu().numpy())
-    finish_run(out, info, exit_code=0, completed=True, overhead={"profiled_step_us": profiled_us, "plain_step_us": plain_us})
-
-    # --- parse, check, report ---------------------------------------------------------------
-    datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
-    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
-    steps = [s for ds in datasets for s in ds.steps]
-    verdicts = [
-        checks.check_files(datasets, FILES, "04"),
-        checks.check_counts(tasks, ACTIVE, expected_op_counts(model), f"04, {ACTIVE} active steps"),
-        checks.check_top_family(checks.stats_of(datasets), "matmul", "04"),
-        checks.check_sum_vs_computing(tasks, steps, "04"),
-        checks.check_output_file(out / "output.npy", "04"),
-    ]
-    text, markdown = directory_report(out, verdicts)
-    line = overhead_line(profiled_us, plain_us)
-    print(text)
-    print(line)
-    print(write_report_md(out, markdown + f"\n{line}\n"))
-    return 0 if all(v.ok for v in verdicts) else 1
+    profiled_us, y = (profile_npu if run.npu else profile_portable)(model, x, run.out)
+    plain_us, _ = run_steps(model, x, STEPS, sync=sync)  # the same steps without the profiler
+    np.save(run.out / "output.npy", y.float().cpu().numpy())
+    run.finish(completed=True, overhead={"profiled_step_us": profiled_us, "plain_step_us": plain_us})
+    return run.report(check_run(run, model), notes=[overhead_line(profiled_us, plain_us)])
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    from common.lesson import main_of
+
+    main_of(main)

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 MODE = ROOT / "02_api_AscendC"
 SRC = MODE / "src"

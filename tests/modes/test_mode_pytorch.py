@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import ROOT, error_lines, run
+from helpers import ROOT, error_lines, run
 
 from common.formats import readers
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, error_lines, lab_env
+from helpers import ROOT, error_lines, lab_env
 
 from common.backend import BACKEND_VAR, Backend, detect, soc_version
 from common.collect import launcher

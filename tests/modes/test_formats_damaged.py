@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, error_lines, run
+from helpers import FIXTURES, error_lines, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

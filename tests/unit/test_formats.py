@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import msprof_output
+from helpers import msprof_output
 
 from common.errors import LabError
 from common.formats import readers, writers

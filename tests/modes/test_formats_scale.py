@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import error_lines, run
+from helpers import error_lines, run
 
 from common.analyze import families
 from common.bench import generate

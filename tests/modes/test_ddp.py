@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, error_lines, run
+from helpers import ROOT, error_lines, run
 
 from common.formats import readers, schema
 

@@ -20,7 +20,7 @@ from common.errors import LabError
 from common.formats.records import Task
 from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
 MODE_DIR = ROOT / "02_api_AscendC"
 SRC = MODE_DIR / "src"
 CXX = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ROOT, error_lines, run
+from helpers import FIXTURES, ROOT, error_lines, run
 
 from common.collect import msprof_analyze
 from common.formats import overlap, readers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import error_lines, run
+from helpers import error_lines, run
 
 from common.analyze import bounds
 from common.analyze.bounds import Peaks

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import error_lines, lab_env
+from helpers import error_lines, lab_env
 from test_safety import copy_lab, plant
 
 from common.collect import launcher

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, error_lines, lab_env
+from helpers import ROOT, error_lines, lab_env
 
 MODE = ROOT / "03_api_pyAcl"
 sys.path.insert(0, str(MODE / "src"))

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, error_lines, lab_env
+from helpers import ROOT, error_lines, lab_env
 
 MODES = ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"]
 IGNORE = shutil.ignore_patterns("prof_out*", "prof_runs", "prof_sweep", "build", "model", "__pycache__")

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import error_lines, msprof_output, run
+from helpers import error_lines, msprof_output, run
 
 
 def report(path: Path):

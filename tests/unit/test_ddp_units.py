@@ -8,7 +8,7 @@ import json
 import sys
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from common.analyze.cluster import ClusterView, RankProfile, RankSummary, collective_arrivals, find_slow_rank
 from common.collect import torch_ops

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, error_lines, msprof_output, run
+from helpers import ROOT, error_lines, msprof_output, run
 
 from common.formats import readers
 from common.formats.schema import OP_SUMMARY
