@@ -27,7 +27,15 @@ from common.analyze.checks import Verdict
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.datasets import Dataset, find_datasets
-from common.formats.rundir import finish_run, lock_mode, output_path, parse_timeout, prepare_output_dir, start_run
+from common.formats.rundir import (
+    finish_run,
+    lock_mode,
+    output_path,
+    parse_timeout,
+    prepare_output_dir,
+    start_run,
+    write_run_info,
+)
 
 DEVICE_HELP = "NPU device id, 0..63 (default 0)"
 TIMEOUT_HELP = ("stop the program after this many seconds (default: $MSPROF_LAB_TIMEOUT_S, else no limit); "
@@ -51,6 +59,11 @@ class Run:
     @property
     def npu(self) -> bool:
         return self.backend.is_npu
+
+    def record(self, **changes: object) -> None:
+        """Add to run_info.json now (e.g. the command that really ran, once it is known)."""
+        self.info.update(changes)
+        write_run_info(self.out, self.info)
 
     def finish(self, *, completed: bool, exit_code: int | None = None, **extra: object) -> None:
         """Mark run_info.json finished (``completed`` false keeps what was collected, flagged partial)."""

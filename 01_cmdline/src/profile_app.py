@@ -13,109 +13,101 @@ Usage: ``bash 01_cmdline/run.sh [device] [-- program args...]`` (default program
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
-from common.analyze import checks
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv
-from common.backend import Backend, detect, parse_device_id, select_device
-from common.errors import ArgumentParser, run_cli
-from common.formats.datasets import find_datasets
-from common.cli.reports import directory_report, write_report_md
-from common.formats.rundir import finish_run, lock_mode, output_path, parse_timeout, prepare_output_dir, start_run
-from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, expected_op_counts
 
 MODE_DIR = Path(__file__).resolve().parent.parent
 MODEL = MODE_DIR / "src" / "model.py"
-MSPROF_FILES = ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"]
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = ArgumentParser(prog="01_cmdline/run.sh", description=__doc__.splitlines()[0])
-    parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
-    parser.add_argument("--output", help="output folder inside 01_cmdline/ (default 01_cmdline/prof_out)")
-    parser.add_argument("--timeout", help="stop the program after this many seconds (default: $MSPROF_LAB_TIMEOUT_S, "
-                        "else no limit); its profile is kept, marked incomplete")
-    parser.epilog = "Anything after -- is the program to profile and its arguments (default: src/model.py)."
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
-    args.app = argv[split + 1:]
-    return args
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    # --- workload: the program to profile, unchanged ---------------------------------------
-    backend = detect()
-    print(backend.banner(), flush=True)
-    device = parse_device_id(args.device)
-    timeout_s = parse_timeout(args.timeout)
-    env = select_device(backend, device)  # ASCEND_RT_VISIBLE_DEVICES must be set before msprof starts
-    out = output_path(MODE_DIR, args.output)
-    own_model = not args.app
-    if own_model:
-        app = [sys.executable, str(MODEL), "--device", "npu" if backend.is_npu else "cpu",
-               "--save-output", str(out / "output.npy")]
-    else:
-        app = launcher.resolve_app(args.app)
-
-    # --- collect ---------------------------------------------------------------------------
-    lock_mode(MODE_DIR)  # one run of this mode at a time: a second one stops here, before deleting anything
-    out = prepare_output_dir(out)
-    forwards = WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None
-    command = collect_command(backend, out, app)
-    info = start_run(out, mode="cmdline", backend=backend.name, device=device, command=command, forwards=forwards)
-    print("running:", " ".join(command), flush=True)
-    if backend.is_npu:
-        run = launcher.run_command(command, env, timeout_s)  # msprof and the program stop together, as a group
-    else:
-        raw = out / "portable_raw"
-        run = launcher.run_app(app, raw, env, timeout_s)
-        profiles = launcher.load_raw(raw)
-        launcher.write_msprof_layout(out, profiles)
-        if not profiles:
-            print("note: no process imported torch, so there was nothing to profile", file=sys.stderr)
-    finish_run(out, info, exit_code=run.exit_code, completed=run.ok, app_status=run.status())
-    if not run.ok:
-        raise_for_app(run, out)
-
-    # --- parse, check, report --------------------------------------------------------------
-    datasets = find_datasets(out)
-    verdicts = [checks.check_files(datasets, MSPROF_FILES, "01")]
-    stats = checks.stats_of(datasets)
-    if own_model:
-        tasks = checks.tasks_of(datasets)
-        verdicts += [
-            checks.check_counts(tasks, forwards, expected_op_counts(build_model()), f"01, {forwards} forwards"),
-            checks.check_top_family(stats, "matmul", "01"),
-            checks.check_output_file(out / "output.npy", "01"),
-        ]
-    text, markdown = directory_report(out, verdicts)
-    print(text)
-    print(write_report_md(out, markdown))
-    return 0 if all(v.ok for v in verdicts) else 1
-
-
-def collect_command(backend: Backend, out: Path, app: list[str]) -> list[str]:
-    """What runs: msprof wrapping the program (npu), or the program itself under the portable launcher."""
-    if backend.is_npu:
-        return msprof_argv(backend.tools["msprof"], out, app)
+# --- 1. profile ---------------------------------------------------------------------------------
+def collect_command(run, app: list[str]) -> list[str]:
+    """What runs: ``msprof --output=<out> <switches> <program>`` on the NPU (the switches and why are in
+    common/collect/npu_commands.py), the program itself under the portable launcher elsewhere."""
+    if run.npu:
+        return msprof_argv(run.backend.tools["msprof"], run.out, app)
     return ["portable-launcher", *app]
 
 
-def raise_for_app(run: launcher.AppRun, out: Path) -> None:
+def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
+    """Run the program to its end, profiled; msprof writes PROF_*/ itself, the portable launcher imitates it."""
+    print("running:", " ".join(command), flush=True)
+    if run.npu:
+        return launcher.run_command(command, run.child_env, run.timeout_s)  # msprof and the program stop together
+    raw = run.out / "portable_raw"
+    result = launcher.run_app(app, raw, run.child_env, run.timeout_s)
+    profiles = launcher.load_raw(raw)
+    launcher.write_msprof_layout(run.out, profiles)  # msprof's file names and columns, from torch.profiler
+    if not profiles:
+        print("note: no process imported torch, so there was nothing to profile", file=sys.stderr)
+    return result
+
+
+# --- 2. check · 3. read -------------------------------------------------------------------------
+def check_run(run, own_model: bool) -> list:
+    """Every file msprof exports is there and parses; for our model: op counts, MatMul share, output."""
+    from common.analyze import checks
+
+    datasets = run.datasets()
+    verdicts = [checks.check_files(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"],
+                                   "01")]
+    if own_model:  # a program of yours: the lab cannot know what it should contain
+        from common.workload import build_model, expected_op_counts
+
+        forwards = run.info["forwards"]
+        verdicts += [
+            # msprof saw every forward the program ran (warm-up too): the counts are per forward of all of them
+            checks.check_counts(checks.tasks_of(datasets), forwards, expected_op_counts(build_model()),
+                                f"01, {forwards} forwards"),
+            checks.check_top_family(checks.stats_of(datasets), "matmul", "01"),
+            checks.check_output_file(run.out / "output.npy", "01"),
+        ]
+    return verdicts
+
+
+# --- 4. interpret: the report (top ops, families, bounds) is printed by run.report -----------------
+def stop_for_app(app_run: launcher.AppRun, out: Path) -> None:
     """The program failed: keep what was collected, say so, and pass its status on."""
     if any(out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")):
         kept = f"its partial profile is kept in {out}"
     else:  # e.g. killed by SIGKILL/SIGSEGV before any process could write its profile
         kept = f"no profile could be saved; {out}"
-    print(f"Error: the profiled program {run.describe}; {kept}, marked incomplete in run_info.json", file=sys.stderr)
-    sys.exit(run.lab_exit_code)
+    print(f"Error: the profiled program {app_run.describe}; {kept}, marked incomplete in run_info.json",
+          file=sys.stderr)
+    sys.exit(app_run.lab_exit_code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from common.lesson import Lesson
+    from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS
+
+    lesson = Lesson("cmdline", MODE_DIR, __doc__, timeout=True)
+    lesson.parser.epilog = "Anything after -- is the program to profile and its arguments (default: src/model.py)."
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = lesson.parse(argv[:split])
+    program = argv[split + 1:]
+    own_model = not program
+    if program:  # a program of yours: found on PATH and run as an argv list, never through a shell
+        app = launcher.resolve_app(program)
+
+    run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None)
+    if own_model:  # our model.py, told where to save its output for the accuracy check
+        app = [sys.executable, str(MODEL), "--device", "npu" if run.npu else "cpu",
+               "--save-output", str(run.out / "output.npy")]
+    command = collect_command(run, app)
+    run.record(command=command)
+    app_run = profile(run, app, command)
+    run.finish(completed=app_run.ok, exit_code=app_run.exit_code, app_status=app_run.status())
+    if not app_run.ok:
+        stop_for_app(app_run, run.out)
+    return run.report(check_run(run, own_model))
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-    run_cli(main)
+    from common.lesson import main_of
+
+    main_of(main)
