@@ -107,8 +107,13 @@ class Lesson:
         return self.parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     def start(self, argv: list[str] | None = None, *, args: object = None, command: list[str] | None = None,
-              out: Path | None = None, **info: object) -> Run:
-        """Banner, device, lock, a fresh output folder and run_info.json (extra keys from ``info``)."""
+              out: Path | None = None, check: Callable[[Backend], None] | None = None, **info: object) -> Run:
+        """Banner, device, lock, a fresh output folder and run_info.json (extra keys from ``info``).
+
+        ``check(backend)``, if given, runs under the lock and before the output folder is touched:
+        what a user can get wrong for this backend (a missing model, a bad input) stops there,
+        with nothing deleted.
+        """
         args = args if args is not None else self.parse(argv)
         backend = detect()
         print(backend.banner(), flush=True)
@@ -117,6 +122,8 @@ class Lesson:
         timeout_s = parse_timeout(getattr(args, "timeout", None))
         target = out or output_path(self.mode_dir, getattr(args, "output", None))
         lock_mode(self.mode_dir)  # one run of this mode at a time: a second one stops here, before deleting anything
+        if check is not None:
+            check(backend)
         target = prepare_output_dir(target)
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
                            command=command or sys.argv, **info)

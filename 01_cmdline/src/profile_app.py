@@ -24,11 +24,11 @@ MODEL = MODE_DIR / "src" / "model.py"
 
 
 # --- 1. profile ---------------------------------------------------------------------------------
-def collect_command(run, app: list[str]) -> list[str]:
+def collect_command(backend, out: Path, app: list[str]) -> list[str]:
     """What runs: ``msprof --output=<out> <switches> <program>`` on the NPU (the switches and why are in
     common/collect/npu_commands.py), the program itself under the portable launcher elsewhere."""
-    if run.npu:
-        return msprof_argv(run.backend.tools["msprof"], run.out, app)
+    if backend.is_npu:
+        return msprof_argv(backend.tools["msprof"], out, app)
     return ["portable-launcher", *app]
 
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if own_model:  # our model.py, told where to save its output for the accuracy check
         app = [sys.executable, str(MODEL), "--device", "npu" if run.npu else "cpu",
                "--save-output", str(run.out / "output.npy")]
-    command = collect_command(run, app)
+    command = collect_command(run.backend, run.out, app)
     run.record(command=command)
     app_run = profile(run, app, command)
     run.finish(completed=app_run.ok, exit_code=app_run.exit_code, app_status=app_run.status())

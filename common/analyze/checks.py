@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.analyze.families import family_counts, family_share
+from common.analyze.families import family_counts, family_share, op_family
 from common.analyze.step_bound import summarize_steps
 from common.errors import LabError
 from common.formats.datasets import Dataset
@@ -28,8 +28,10 @@ class Verdict:
     detail: str
 
 
-def check_counts(tasks: list[Task], forwards: int, expected: dict[str, int], where: str) -> Verdict:
+def check_counts(tasks: list[Task], forwards: int | None, expected: dict[str, int], where: str) -> Verdict:
     """Each expected family appears exactly ``expected[f]`` times per forward."""
+    if not forwards:
+        return Verdict(f"op counts per forward ({where})", False, "run_info.json does not say how many forwards")
     counts = family_counts(tasks)
     parts, ok = [], True
     for family, per_forward in sorted(expected.items()):
@@ -70,8 +72,10 @@ def check_sum_vs_computing(tasks: list[Task], steps: list[StepTime], where: str)
     )
 
 
-def check_output(metrics: dict[str, float], where: str, max_abs_tol: float, cosine_min: float) -> Verdict:
-    """The model's output matches the fp32 reference within the given tolerances."""
+def check_output(metrics: dict[str, float] | None, where: str, max_abs_tol: float, cosine_min: float) -> Verdict:
+    """The model's output matches the fp32 reference within the given tolerances (None: nothing recorded)."""
+    if not metrics:
+        return Verdict(f"output matches fp32 reference ({where})", False, "run_info.json has no accuracy")
     ok = metrics["max_abs_diff"] <= max_abs_tol and metrics["cosine"] >= cosine_min
     return Verdict(
         f"output matches fp32 reference ({where})",
@@ -79,6 +83,23 @@ def check_output(metrics: dict[str, float], where: str, max_abs_tol: float, cosi
         f"max abs diff {metrics['max_abs_diff']:.3g} (tol {max_abs_tol:g}), mean abs diff "
         f"{metrics['mean_abs_diff']:.3g}, cosine {metrics['cosine']:.6f} (min {cosine_min})",
     )
+
+
+def check_kernel_per_launch(tasks: list[Task], launches: int | None, kernel: str, family: str, where: str) -> Verdict:
+    """A one-kernel program: every task is ``kernel`` (of ``family``), exactly once per measured launch."""
+    if not launches:
+        return Verdict(f"op counts per launch ({where})", False, "run_info.json records no measured_launches: re-run it")
+    kernels = sum(1 for t in tasks if op_family(t.op_type) == family)
+    others = len(tasks) - kernels
+    detail = f"{kernels} {kernel} tasks for {launches} measured launches (want 1 each), {others} other tasks"
+    return Verdict(f"op counts per launch ({where})", kernels == launches and others == 0, detail)
+
+
+def check_program_verified(info: dict, how: str, where: str) -> Verdict:
+    """A program that verifies its own output finished and said so (run_info: completed, exit code 0)."""
+    ok = bool(info.get("completed")) and info.get("exit_code") == 0
+    return Verdict(f"output verified ({where})", ok,
+                   f"{how}; run_info: completed={info.get('completed')}, exit_code={info.get('exit_code')}")
 
 
 # 01 and 04 run the same eager PyTorch ops, but 01 records every forward of the whole program
@@ -173,3 +194,74 @@ def tasks_of(datasets: list[Dataset]) -> list:
 
 def stats_of(datasets: list[Dataset]) -> list:
     return [row for ds in datasets for row in ds.op_statistic]
+
+
+def check_regressions(cmp) -> Verdict:
+    """A run comparison (common.analyze.compare.Comparison) flags no op and no total beyond its threshold."""
+    unit = f"us per {cmp.per}"
+    total_pct = 100 * (cmp.cand_total_us - cmp.base_total_us) / cmp.base_total_us
+    n = len(cmp.regressions) + int(cmp.total_flagged)
+    return Verdict(
+        "no regression beyond the threshold", n == 0,
+        f"total (init excluded) {cmp.base_total_us:,.1f} -> {cmp.cand_total_us:,.1f} {unit} ({total_pct:+.1f}%, "
+        f"threshold {cmp.threshold_pct:g}%); {len(cmp.regressions)} op(s) flagged",
+    )
+
+
+# --- DDP: mode 04 on several ranks (04_pyTorch/src/ddp_with_profiler.py) -------------------------
+
+# fp32 on both sides; the sums run in a different order (per-rank shards, then the all-reduce),
+# so the weights agree to rounding: ~1e-7 relative on norms of ~20.
+PARAM_NORM_RTOL = 1e-5
+
+
+def check_collectives(ranks: list) -> Verdict:
+    """Every rank ran the same collectives in every step (communication.json, HCCL schema).
+
+    ``ranks``: the cluster view's per-rank profiles (``.rank``, ``.folder``), in rank order.
+    """
+    import json
+
+    per_rank = {}
+    for p in ranks:
+        path = p.folder / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+        if not path.is_file():
+            return Verdict("same collectives on every rank", False, f"{path} missing")
+        data = json.loads(path.read_text())
+        per_rank[p.rank] = {step: sorted(ops.get("collective", {})) for step, ops in data.items()}
+    first = per_rank[ranks[0].rank]
+    counts = sorted({len(v) for v in first.values()})
+    ok = bool(first) and all(v == first for v in per_rank.values()) and counts != [0]
+    return Verdict(
+        "same collectives on every rank",
+        ok,
+        f"{len(first)} steps x {'/'.join(map(str, counts))} all-reduce(s) per step in communication.json on rank "
+        f"{ranks[0].rank}; {'identical' if ok else 'NOT identical'} on all {len(per_rank)} ranks",
+    )
+
+
+def check_params(statuses: dict[int, dict], reference: list[float]) -> Verdict:
+    """Every rank ends with bit-identical weights, equal (within rounding) to one process on the global batch."""
+    digests = {s["params"]["sha256"] for s in statuses.values()}
+    norms = statuses[0]["params"]["norms"]
+    worst = max(abs(a - b) / abs(b) for a, b in zip(norms, reference))
+    return Verdict(
+        "weights identical on every rank and equal to the single-process reference",
+        len(digests) == 1 and worst <= PARAM_NORM_RTOL,
+        f"{len(digests)} distinct sha256 over {len(statuses)} ranks; parameter norms vs one process on the global "
+        f"batch: largest relative difference {worst:.2e} (tolerance {PARAM_NORM_RTOL:g})",
+    )
+
+
+def check_slow_rank(slow, arrivals, slow_rank: int, slow_factor: int) -> Verdict:
+    """The rank given ``slow_factor`` x the work is the one the view blames, for its compute, and the last to arrive.
+
+    ``slow``: common.analyze.cluster.find_slow_rank's answer; ``arrivals``: collective_arrivals' (or None).
+    """
+    last = max(arrivals.last, key=arrivals.last.get) if arrivals else None
+    return Verdict(
+        "the cluster view names the slow rank",
+        slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
+        f"rank {slow_rank} was given {slow_factor}x its local batch; the view names rank {slow.rank} "
+        f"(reason: {slow.reason}); the rank most often last at the collectives: {last}",
+    )

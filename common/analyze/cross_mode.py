@@ -3,7 +3,7 @@
 ``python -m common agree [dir ...]`` (default: the four modes' ``prof_out/`` in this checkout).
 Inputs are refused, with the reason, when a mode is missing, a run did not complete, or the
 folders come from different backends or different runs (nox gives every mode of one
-invocation the same ``run_id``). The checks are DESIGN §5's; each names its numbers.
+invocation the same ``run_id``). Each check (common.analyze.checks) names its numbers.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
 
 # --- the checks ------------------------------------------------------------------------------------
 def verdicts(runs: dict[str, ModeRun], expected: dict[str, int]) -> list[Verdict]:
-    """DESIGN §5 across modes, plus per-forward counts and outputs in every mode."""
+    """The lesson checks across modes, plus per-forward counts and outputs in every mode."""
     out = [checks.check_top_family(runs[k].stats, "matmul", k) for k in ("01", "03", "04")]
     out.append(checks.check_share_agreement(
         {k: families.forward_shares(runs[k].stats) for k in ("01", "04")}, "matmul", checks.SHARE_AGREEMENT_PP))
@@ -157,43 +157,21 @@ def verdicts(runs: dict[str, ModeRun], expected: dict[str, int]) -> list[Verdict
     out += [checks.check_family_presence(runs[k].per_forward, "cast", False, k) for k in ("01", "04")]
     for k in ("01", "03", "04"):
         run = runs[k]
-        if not run.forwards:
-            out.append(Verdict(f"op counts per forward ({k})", False, "run_info.json does not say how many forwards"))
-        else:
-            out.append(checks.check_counts(run.tasks, run.forwards, expected, f"{k}, {run.forwards} forwards"))
-    out.append(kernel_count_verdict(runs["02"]))
+        out.append(checks.check_counts(run.tasks, run.forwards, expected, f"{k}, {run.forwards} forwards"))
+    out.append(checks.check_kernel_per_launch(runs["02"].tasks, runs["02"].forwards, "add_custom", "add", "02"))
     out.append(checks.check_sum_vs_computing(runs["04"].tasks, runs["04"].steps, "04"))
     out += output_verdicts(runs)
     return out
 
 
-def kernel_count_verdict(run: ModeRun) -> Verdict:
-    """02 profiles one kernel: every task is add_custom, exactly once per measured launch."""
-    kernels = sum(1 for t in run.tasks if families.op_family(t.op_type) == "add")
-    others = len(run.tasks) - kernels
-    if not run.forwards:
-        return Verdict("op counts per launch (02)", False, "run_info.json records no measured_launches: re-run 02")
-    ok = kernels == run.forwards and others == 0
-    detail = f"{kernels} add_custom tasks for {run.forwards} measured launches (want 1 each), {others} other tasks"
-    return Verdict("op counts per launch (02)", ok, detail)
-
-
 def output_verdicts(runs: dict[str, ModeRun]) -> list[Verdict]:
-    from common.analyze.checks import check_output_file
-
-    out = [check_output_file(runs[k].folder / "output.npy", k) for k in ("01", "04")]
-    r02 = runs["02"]
-    out.append(Verdict("output verified (02)", bool(r02.info.get("completed")) and r02.info.get("exit_code") == 0,
-                       f"02's host program checks every element (fp16 1 + 1 = 2.0); run_info: completed="
-                       f"{r02.info.get('completed')}, exit_code={r02.info.get('exit_code')}"))
+    out = [checks.check_output_file(runs[k].folder / "output.npy", k) for k in ("01", "04")]
+    out.append(checks.check_program_verified(runs["02"].info, "02's host program checks every element (fp16 1 + 1 = 2.0)",
+                                             "02"))
     results = runs["03"].info.get("results", {})
     for name in runs["03"].variants:
-        metrics = results.get(name, {}).get("accuracy")
-        if not metrics:
-            out.append(Verdict(f"output matches fp32 reference (03 {name})", False, "run_info.json has no accuracy"))
-            continue
         tol, cosine = PYACL_TOL["fp32" if name in PYACL_FP32_VARIANTS else "fp16"]
-        out.append(checks.check_output(metrics, f"03 {name}", tol, cosine))
+        out.append(checks.check_output(results.get(name, {}).get("accuracy"), f"03 {name}", tol, cosine))
     return out
 
 
@@ -242,9 +220,8 @@ def _accuracy(run: ModeRun) -> str:
     return f"max abs {m['max_abs_diff']:.2g}" if m else "N/A"
 
 
-
-def chart_data(runs: dict[str, ModeRun], root: Path = REPO_ROOT) -> dict:
-    """The numbers behind the cross-mode charts (rendering lives in common.report / common.html)."""
+def chart_data(runs: dict[str, ModeRun], sweep: tuple[dict, str] | None = None) -> dict:
+    """The numbers behind the cross-mode charts (common.render.html draws them); ``sweep`` from load_sweep."""
     from common.analyze import bounds
 
     data: dict = {}
@@ -261,7 +238,6 @@ def chart_data(runs: dict[str, ModeRun], root: Path = REPO_ROOT) -> dict:
     data["cast_variants"] = [(name, families.family_share(stats)) for name, (_, stats) in variants.items()]
     data["cast_counts"] = [(name, sum(1 for t in tasks if families.op_family(t.op_type) == "cast") / forwards)
                            for name, (tasks, _) in variants.items()]
-    sweep = load_sweep(root)
     if sweep:
         data["sweep"], data["sweep_note"] = sweep
     return data
@@ -285,17 +261,3 @@ def load_sweep(root: Path = REPO_ROOT) -> tuple[dict, str] | None:
     except (ValueError, KeyError, TypeError):
         return None
     return series, f"from {SWEEP_FILE} ({doc.get('backend')}, {doc.get('start')}); re-run with nox -s sweep"
-
-
-def write_outputs(out: Path, markdown: str, page: str, runs: dict[str, ModeRun]) -> list[str]:
-    """agree.md and report.html into ``out`` (a folder the lab owns), and each mode's report.html."""
-    from common.cli.reports import directory_html, write_report_html
-    from common.formats.rundir import prepare_output_dir
-
-    out = prepare_output_dir(out)
-    (out / "agree.md").write_text(markdown)
-    (out / "report.html").write_text(page)
-    lines = [f"(written to {out / 'agree.md'} and {out / 'report.html'})"]
-    for run in runs.values():
-        lines.append(write_report_html(run.folder, directory_html(run.folder)))
-    return lines

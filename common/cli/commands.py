@@ -29,6 +29,7 @@ def _agree(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from common.analyze import cross_mode
+    from common.cli.reports import write_agree_outputs
     from common.render.html import agree_html
     from common.render.text import agree_report
     from common.workload import build_model, expected_op_counts
@@ -43,13 +44,14 @@ def _agree(args: argparse.Namespace) -> int:
     cols = cross_mode.columns(runs)
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
-    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs))
+    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, cross_mode.load_sweep()))
     out = Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out"
-    print("\n".join(cross_mode.write_outputs(out, markdown, page, runs)))
+    print("\n".join(write_agree_outputs(out, markdown, page, runs)))
     return 0 if all(v.ok for v in verdicts) else 1
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from common.analyze.checks import check_regressions
     from common.analyze.compare import compare, load_side
     from common.errors import LabError
     from common.render.text import comparison_report
@@ -57,8 +59,9 @@ def _compare(args: argparse.Namespace) -> int:
     if not 0 < args.threshold < 1000:
         raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
     result = compare(load_side(args.baseline), load_side(args.candidate), args.threshold)
-    print(comparison_report(result, args.baseline, args.candidate))
-    return 1 if result.regressions or result.total_flagged else 0
+    verdict = check_regressions(result)
+    print(comparison_report(result, args.baseline, args.candidate, verdict))
+    return 0 if verdict.ok else 1
 
 
 def _cluster(args: argparse.Namespace) -> int:

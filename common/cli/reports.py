@@ -13,6 +13,7 @@ from common.analyze.bounds import Peaks
 from common.analyze.checks import Verdict
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
+from common.formats.rundir import prepare_output_dir
 from common.render import html
 from common.render.text import (
     STEP_ROWS,
@@ -219,3 +220,15 @@ def _short(label: str) -> str:
 
 def write_report_html(root: Path, page: str) -> str:
     return write_beside(root, "report.html", page)
+
+
+# --- the cross-mode outputs ------------------------------------------------------------------------
+def write_agree_outputs(out: Path, markdown: str, page: str, runs: dict) -> list[str]:
+    """agree.md and report.html into ``out`` (a folder the lab owns), and each mode's report.html."""
+    out = prepare_output_dir(out)
+    (out / "agree.md").write_text(markdown)
+    (out / "report.html").write_text(page)
+    lines = [f"(written to {out / 'agree.md'} and {out / 'report.html'})"]
+    for run in runs.values():
+        lines.append(write_report_html(run.folder, directory_html(run.folder)))
+    return lines

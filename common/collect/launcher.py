@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,23 +158,28 @@ def run_app(
 
 def run_command(
     argv: Sequence[object], env: dict[str, str] | None = None, timeout_s: float | None = None, *,
-    capture: bool = False, grace_s: float = TERMINATE_GRACE_S,
+    capture: bool = False, grace_s: float = TERMINATE_GRACE_S, stderr: Path | None = None,
+    on_timeout: Callable[[], object] | None = None,
 ) -> AppRun:
     """Run ``argv`` (no shell) in its own session and wait; stop its whole group on timeout, SIGINT or SIGTERM.
 
     ``capture``: stdout is collected (through a file, so a chatty program never blocks on a
-    full pipe) into ``AppRun.output``; stderr always goes to the terminal.
+    full pipe) into ``AppRun.output``; stderr goes to the terminal, or into the file ``stderr``.
+    ``on_timeout`` runs at the timeout while the program is still alive (to ask it where it is).
     """
     argv = check_argv(argv)
-    with tempfile.TemporaryFile() if capture else _nothing() as out, _sigterm_raises():
+    with (tempfile.TemporaryFile() if capture else _nothing() as out,
+          stderr.open("w") if stderr else _nothing() as err, _sigterm_raises()):
         # A session of its own: the terminal's Ctrl-C reaches only the lab, which passes it on
         # to the whole group; and the group can be stopped without touching the lab.
-        proc = subprocess.Popen(argv, env=env, stdout=out, start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
         run = AppRun(0, timeout_s=timeout_s)
         try:
             run.exit_code = _wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
             run.timed_out = True
+            if on_timeout:
+                on_timeout()
             run.exit_code = _stop_group(proc, signal.SIGTERM, grace_s)
         except _Terminated:
             run.stopped_by = "SIGTERM"

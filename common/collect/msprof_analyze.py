@@ -18,7 +18,6 @@ Set ``MSPROF_ANALYZE=/path/to/msprof-analyze`` to use an installation of your ow
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -29,6 +28,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from common.analyze.checks import Verdict
+from common.environments import ensure_environment
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.datasets import find_datasets
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
@@ -71,44 +71,23 @@ def _run(argv: list[str], what: str, timeout: float, **kwargs) -> subprocess.Com
         raise LabError(f"{what}: no answer after {timeout:.0f} s", "run it by hand to see where it hangs") from None
 
 
-def _group_line() -> str:
-    """The ``ecosystem = [...]`` line of pyproject.toml: the environment is rebuilt only when it changes."""
-    found = re.search(rf"^{GROUP}\s*=.*$", (REPO_ROOT / "pyproject.toml").read_text(), re.MULTILINE)
-    if not found:
-        raise LabError(f"pyproject.toml has no '{GROUP}' dependency group", "restore it: it pins msprof-analyze")
-    return found.group(0)
-
-
 def ensure_tool(log=print) -> Path:
-    """The ``msprof-analyze`` executable: $MSPROF_ANALYZE, or the ecosystem environment (built when stale)."""
+    """The ``msprof-analyze`` executable: $MSPROF_ANALYZE, or the ecosystem environment (built when stale).
+
+    The environment is built by the same function as the lab's own (common.environments), from
+    the ``ecosystem`` group of pyproject.toml, on first use.
+    """
     given = os.environ.get(EXE_VAR)
     if given:
         exe = Path(given)
         if not exe.is_file() or not os.access(exe, os.X_OK):
             raise LabError(f"{EXE_VAR}={given}: not an executable file", "point it at an msprof-analyze, or unset it")
         return exe
-    exe, python, stamp = ENV_DIR / "bin" / "msprof-analyze", ENV_DIR / "bin" / "python", ENV_DIR / ".lab-stamp"
-    want = hashlib.sha256(f"{_group_line()}|{sys.version}".encode()).hexdigest()
-    if exe.is_file() and stamp.is_file() and stamp.read_text() == want:
-        return exe
-    log(f"installing msprof-analyze into {ENV_DIR} (group '{GROUP}' of pyproject.toml; once)")
-    steps = [
-        ("venv", [sys.executable, "-m", "venv", "--clear", str(ENV_DIR)]),
-        ("pip upgrade", [str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1"]),  # --group
-        ("pip install", [str(python), "-m", "pip", "install", "--quiet", "--group", GROUP]),
-    ]
-    for name, argv in steps:
-        proc = _run(argv, f"installing msprof-analyze ({name})", INSTALL_TIMEOUT_S, cwd=REPO_ROOT)
-        if proc.returncode != 0:
-            raise LabError(
-                f"msprof-analyze could not be installed into {ENV_DIR} ({name} exited {proc.returncode}: "
-                f"{_last_line(proc.stderr + proc.stdout)})",
-                f"it comes from PyPI: check the network, or set {EXE_VAR} to one you installed; the modes do not need it",
-            )
-    if not exe.is_file():
-        raise LabError(f"{exe} missing after the install", f"check the '{GROUP}' group in pyproject.toml")
-    stamp.write_text(want)
-    return exe
+    ensure_environment(
+        ENV_DIR, [GROUP], expect=("msprof-analyze",), log=log, timeout_s=INSTALL_TIMEOUT_S,
+        fix=f"it comes from PyPI: check the network, or set {EXE_VAR} to one you installed; the modes do not need it",
+    )
+    return ENV_DIR / "bin" / "msprof-analyze"
 
 
 def tool_version(exe: Path) -> str:

@@ -118,8 +118,8 @@ def agree_report(cols: list, verdicts: list[Verdict], notes: list[str], info_lin
     return render_text(title, sections), render_markdown(title, sections)
 
 
-def comparison_report(cmp, base: str, cand: str) -> str:
-    """Per-op and total deltas of a run comparison, regressions marked, then one verdict line."""
+def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
+    """Per-op and total deltas of a run comparison, regressions marked, then its verdict line."""
     unit = f"us per {cmp.per}"
     rows = []
     for d in cmp.ops:
@@ -130,7 +130,6 @@ def comparison_report(cmp, base: str, cand: str) -> str:
             f"{d.delta_pct:+.1f}%" if d.delta_pct is not None else "new",
             "REGRESSION" if d.flagged else "",
         ])
-    total_pct = 100 * (cmp.cand_total_us - cmp.base_total_us) / cmp.base_total_us
     lines = [
         f"baseline: {base} ({cmp.base_runs} run{'s' if cmp.base_runs > 1 else ''}); candidate: {cand} "
         f"({cmp.cand_runs} run{'s' if cmp.cand_runs > 1 else ''}); medians over runs, {unit}",
@@ -138,12 +137,6 @@ def comparison_report(cmp, base: str, cand: str) -> str:
         f"and at least 1% of the baseline total; init ops listed, never flagged",
     ]
     table = render_table(["where", "OP Type", "Input Shapes", "baseline", "candidate", "delta(us)", "delta", ""], rows)
-    n = len(cmp.regressions) + int(cmp.total_flagged)
-    verdict = Verdict(
-        "no regression beyond the threshold", n == 0,
-        f"total (init excluded) {cmp.base_total_us:,.1f} -> {cmp.cand_total_us:,.1f} {unit} ({total_pct:+.1f}%, "
-        f"threshold {cmp.threshold_pct:g}%); {len(cmp.regressions)} op(s) flagged",
-    )
     return "\n".join([*lines, table, render_verdicts([verdict])])
 
 

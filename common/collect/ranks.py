@@ -1,0 +1,428 @@
+"""Several ranks under torchrun: the driver around a torch.distributed lesson, and what it
+needs from each rank.
+
+The driver validates ``nproc`` / the device list / the drills before anything runs, takes the
+mode's lock, prepares the output folder and ``run_info.json``, then starts
+``python -m torch.distributed.run`` on loopback through :func:`launcher.run_command` (the one
+supervisor of every program the lab starts: own session, timeout, SIGINT / SIGTERM passed on).
+Each rank keeps ``rank_status/rank_<r>.json`` (pid, state, step) up to date and dumps its
+Python stack on SIGUSR1; that is how the driver names the rank at fault when the run does not
+finish, and how it stops a rank that outlived torchrun (torchrun starts each rank in a session
+of its own, so stopping torchrun's group does not reach them).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.backend import Backend, detect, parse_device_id
+from common.collect import launcher
+from common.errors import ArgumentParser, LabError
+from common.formats.rundir import (
+    TIMEOUT_VAR,
+    finish_run,
+    lock_mode,
+    output_path,
+    parse_timeout,
+    prepare_output_dir,
+    start_run,
+)
+
+MAX_NPROC = 8  # ranks per node on one Atlas 800 server (8 NPUs); the allow-list for nproc
+SLOW_FACTORS = range(2, 17)  # how many times the slow rank's local batch is repeated
+DEFAULT_SLOW_FACTOR = 4
+DEFAULT_TIMEOUT_S = 600
+STOP_GRACE_S = 15.0  # after SIGTERM, how long torchrun gets to stop its ranks before SIGKILL
+STATUS_DIR = "rank_status"  # per-rank progress files (not profiling data)
+
+
+# ===== In each rank ==========================================================================
+
+
+class RankStatus:
+    """``rank_status/rank_<r>.json``: pid, state and step of one rank, for the driver to read."""
+
+    def __init__(self, folder: Path, rank: int) -> None:
+        self.path = folder / f"rank_{rank}.json"
+        self.data: dict = {"rank": rank, "pid": os.getpid(), "state": "starting", "step": None}
+        self.stacks = None  # the open rank_<r>.stack file, once start() registered it
+
+    @classmethod
+    def start(cls, out: Path, rank: int) -> RankStatus:
+        """Write the first status, and dump this rank's stack into ``rank_<r>.stack`` when the driver asks."""
+        status = cls(out / STATUS_DIR, rank)
+        status.update()
+        status.stacks = (out / STATUS_DIR / f"rank_{rank}.stack").open("w")
+        faulthandler.register(signal.SIGUSR1, file=status.stacks, all_threads=False)
+        return status
+
+    def update(self, **changes: object) -> None:
+        self.data.update(changes, time=time.time())
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data))
+        tmp.replace(self.path)
+
+
+# ===== The driver: validate ===================================================================
+
+
+def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Path) -> object:
+    """The driver's command line; ``--worker`` (with the hidden options after it) is how torchrun starts a rank."""
+    import argparse
+
+    hidden = argparse.SUPPRESS
+    parser = ArgumentParser(prog=prog, description=(doc or "").strip().splitlines()[0] if doc else None)
+    parser.add_argument("nproc", nargs="?", default="2", help=f"ranks on this node, 1..{MAX_NPROC} (default 2)")
+    parser.add_argument("devices", nargs="?", help="NPU ids, one per rank, comma-separated (default 0..nproc-1)")
+    parser.add_argument("--slow-rank", help="give this rank extra work (a larger local batch): the slow-rank demo")
+    parser.add_argument(
+        "--slow-factor",
+        default=str(DEFAULT_SLOW_FACTOR),
+        help=f"the slow rank's local batch is this many times larger, 2..16 (default {DEFAULT_SLOW_FACTOR})",
+    )
+    parser.add_argument(
+        "--timeout",
+        help=f"seconds before an unfinished run is ended (default ${TIMEOUT_VAR}, else {DEFAULT_TIMEOUT_S})",
+    )
+    parser.add_argument(
+        "--fault", help="failure drill: crash:<rank>, kill:<rank> or hang:<rank> at the first active step"
+    )
+    parser.add_argument("--output", help=f"output folder inside {mode_dir.name}/ (default {mode_dir.name}/prof_out_ddp)")
+    parser.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="install msprof-analyze if needed and check the cluster view against it",
+    )
+    parser.add_argument("--worker", action="store_true", help=hidden)
+    parser.add_argument("--worker-out", help=hidden)
+    parser.add_argument("--launch-id", help=hidden)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.worker:  # written by the driver below: already valid
+        args.slow_rank = None if args.slow_rank in (None, "") else int(args.slow_rank)
+        args.slow_factor, args.timeout = int(args.slow_factor), float(args.timeout)
+    return args
+
+
+def parse_nproc(text: str) -> int:
+    """nproc is an integer in 1..8."""
+    if not re.fullmatch(r"[1-9]", str(text).strip()) or int(text) > MAX_NPROC:
+        raise LabError(f"nproc {text!r} is not an integer in 1..{MAX_NPROC}", "e.g. bash 04_pyTorch/run_ddp.sh 2")
+    return int(text)
+
+
+def parse_device_list(text: str | None, nproc: int) -> list[int]:
+    """``0,1,...``: one distinct device id (0..63) per rank; default 0..nproc-1."""
+    if text is None:
+        return list(range(nproc))
+    ids = [parse_device_id(part) for part in str(text).split(",")]
+    if len(set(ids)) != len(ids):
+        raise LabError(f"device list {text!r} names a device twice", "give one distinct id per rank, e.g. 0,1")
+    if len(ids) != nproc:
+        raise LabError(f"device list {text!r} has {len(ids)} ids for {nproc} ranks", "give exactly one id per rank")
+    return ids
+
+
+def parse_fault(text: str | None, nproc: int) -> str | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"(crash|kill|hang):([0-9])", text)
+    if not m or int(m[2]) >= nproc:
+        raise LabError(
+            f"--fault {text!r} is not crash:<rank>, kill:<rank> or hang:<rank> with a rank below {nproc}",
+            "e.g. --fault crash:1",
+        )
+    return text
+
+
+@dataclass
+class Plan:
+    """A validated command line: what the driver will launch."""
+
+    nproc: int
+    devices: list[int]
+    slow_rank: int | None
+    slow_factor: int
+    timeout_s: float
+    fault: str | None
+
+
+def validate(args) -> Plan:
+    """Every option checked before anything runs (one ``Error:`` line for the first mistake)."""
+    nproc = parse_nproc(args.nproc)
+    devices = parse_device_list(args.devices, nproc)
+    slow_rank = None
+    if args.slow_rank is not None:
+        if not re.fullmatch(r"[0-9]", args.slow_rank) or int(args.slow_rank) >= nproc:
+            raise LabError(f"--slow-rank {args.slow_rank!r} is not a rank in 0..{nproc - 1}", "e.g. --slow-rank 1")
+        slow_rank = int(args.slow_rank)
+    if not re.fullmatch(r"[0-9]{1,2}", args.slow_factor) or int(args.slow_factor) not in SLOW_FACTORS:
+        raise LabError(f"--slow-factor {args.slow_factor!r} is not an integer in 2..16", "e.g. --slow-factor 4")
+    timeout_s = parse_timeout(args.timeout)  # --timeout, else $MSPROF_LAB_TIMEOUT_S
+    if timeout_s is None:
+        timeout_s = float(DEFAULT_TIMEOUT_S)  # never without a limit: a hung rank would block every other one
+    if not 1 <= timeout_s <= 86400:
+        raise LabError(f"--timeout {args.timeout!r} is not a number of seconds in 1..86400", "e.g. --timeout 600")
+    fault = parse_fault(args.fault, nproc)
+    return Plan(nproc, devices, slow_rank, int(args.slow_factor), timeout_s, fault)
+
+
+# ===== The driver: launch torchrun ==============================================================
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface for the rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_argv(nproc: int, port: int, script: Path, worker_args: list[str]) -> list[str]:
+    """torchrun (``python -m torch.distributed.run``) on this node only, rendezvous on loopback."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--max-restarts",
+        "0",  # a failed rank ends the run: this is a profile, not a job to keep alive
+        "--monitor-interval",
+        "0.5",
+        str(Path(script).resolve()),
+        "--worker",
+        *worker_args,
+    ]
+
+
+def rank_env(backend: Backend, devices: list[int], root: Path) -> dict[str, str]:
+    """The ranks' environment: loopback only, the repository on PYTHONPATH; on the NPU, the cards they may use."""
+    env = dict(os.environ)
+    env.update(MASTER_ADDR="127.0.0.1", PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])))
+    if backend.is_npu:
+        # Rank r (LOCAL_RANK r) sees the r-th card of the list as npu:r. Set before torchrun so
+        # every rank, and the profiler inside it, agrees on the mapping.
+        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, devices))
+    else:
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs on the loopback interface, never the network
+    return env
+
+
+# ===== The driver: watch the ranks, name the one at fault ======================================
+
+
+def read_statuses(out: Path, nproc: int) -> dict[int, dict]:
+    found = {}
+    for rank in range(nproc):
+        path = out / STATUS_DIR / f"rank_{rank}.json"
+        try:
+            found[rank] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+    return found
+
+
+def _ours(pid: int, script: Path) -> bool:
+    """Is ``pid`` still one of this run's ranks (not a recycled pid)?"""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return str(Path(script).resolve()).encode() in cmdline and b"--worker" in cmdline
+
+
+def stop_leftovers(statuses: dict[int, dict], script: Path) -> list[int]:
+    """SIGKILL any rank process that outlived torchrun; returns the ranks that needed it."""
+    killed = []
+    for rank, status in statuses.items():
+        pid = int(status.get("pid") or 0)
+        if pid and _ours(pid, script):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(rank)
+    deadline = time.monotonic() + 5
+    while any(_ours(int(s.get("pid") or 0), script) for s in statuses.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return killed
+
+
+def dump_stacks(out: Path, statuses: dict[int, dict], script: Path) -> dict[int, str]:
+    """Ask every live rank for its Python stack (faulthandler on SIGUSR1); returns the text per rank."""
+    for status in statuses.values():
+        pid = int(status.get("pid") or 0)
+        if pid and _ours(pid, script):
+            os.kill(pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    return {
+        r: (out / STATUS_DIR / f"rank_{r}.stack").read_text(errors="replace")
+        for r in statuses
+        if (out / STATUS_DIR / f"rank_{r}.stack").is_file()
+    }
+
+
+def in_collective(stack: str) -> bool:
+    """Is a rank's stack inside DDP's backward / a torch.distributed call (waiting for its peers)?"""
+    return bool(re.search(r"torch/autograd/|torch/distributed/|in backward", stack))
+
+
+# torchrun's own failure summary names the first rank that failed ("Root Cause").
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL
+)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def diagnose(
+    nproc: int, statuses: dict[int, dict], stacks: dict[int, str], timed_out: bool, timeout_s: float, torchrun_log: str
+) -> tuple[int | None, str]:
+    """(the rank at fault or None, one sentence) for a run that did not finish."""
+    if timed_out:
+        stuck = [
+            r
+            for r in sorted(statuses)
+            if statuses[r].get("state") != "done" and r in stacks and not in_collective(stacks[r])
+        ]
+        waiting = [r for r in sorted(statuses) if r not in stuck and statuses[r].get("state") != "done"]
+        if len(stuck) == 1:
+            r = stuck[0]
+            return r, (
+                f"timed out after {timeout_s:g} s: rank {r} stopped making progress at step "
+                f"{statuses[r].get('step')} outside any collective"
+                + (f"; {_ranks(waiting)} waited for it in the all-reduce" if waiting else "")
+            )
+        where = ", ".join(f"rank {r} at step {statuses[r].get('step')}" for r in sorted(statuses))
+        return None, f"timed out after {timeout_s:g} s with no single rank to blame ({where or 'no rank started'})"
+    root = _ROOT_CAUSE.search(torchrun_log)
+    failed = sorted((s for s in statuses.values() if s.get("state") == "failed"), key=lambda s: s["time"])
+    rank = int(root[1]) if root else (failed[0]["rank"] if failed else None)
+    if rank is None:
+        missing = [r for r in range(nproc) if r not in statuses]
+        if missing:
+            return missing[0], f"rank {missing[0]} never started (no {STATUS_DIR}/rank_{missing[0]}.json)"
+        return None, "torchrun failed before or after the ranks ran"
+    status = statuses.get(rank, {})
+    if status.get("state") == "failed":
+        return rank, f"rank {rank} failed at step {status.get('step')}: {status.get('error')}"
+    code = int(root[2]) if root else None
+    how = (
+        f"was killed by signal {signal.Signals(-code).name}"
+        if code is not None and code < 0
+        else f"exited with code {code}"
+    )
+    return rank, f"rank {rank} {how} at step {status.get('step')} without an error report (a hard crash or a kill)"
+
+
+# ===== The driver, start to end ================================================================
+
+
+@dataclass
+class RanksRun:
+    """A finished launch: where its output is, how each rank ended, and whether all of them did."""
+
+    out: Path
+    info: dict
+    plan: Plan
+    statuses: dict[int, dict]
+    completed: bool
+
+    def report(self, view, verdicts: list, cross_check: bool = False) -> int:
+        """The cluster view with the run's checks (and msprof-analyze's, when installed); 0 when all held."""
+        from common.analyze import cluster
+
+        more, notes = cluster.view_checks(view, install=cross_check)
+        verdicts = verdicts + more
+        text = cluster.render_cluster(view, verdicts, notes)
+        print(text)
+        (self.out / "cluster_report.txt").write_text(text + "\n")
+        return 0 if all(v.ok for v in verdicts) else 1
+
+
+def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: dict) -> RanksRun:
+    """Validate, start ``plan.nproc`` copies of ``script --worker`` under torchrun, and supervise them.
+
+    A run that does not finish is marked incomplete in run_info.json with the rank at fault and
+    ends with one ``Error:`` line (``completed`` false); SIGINT / SIGTERM end the lab after that.
+    """
+    plan = validate(args)
+    backend = detect()
+    print(backend.banner(), flush=True)
+    if backend.is_npu:
+        hidden = [d for d in plan.devices if d not in backend.devices]
+        if hidden:
+            raise LabError(
+                f"device(s) {','.join(map(str, hidden))} not visible (visible: {','.join(map(str, backend.devices))})",
+                "pick ids shown by `npu-smi info`",
+            )
+        if "torch_npu" not in backend.python_modules:
+            raise LabError(
+                "the npu backend needs torch_npu, which is not importable", "pip install torch_npu matching your torch"
+            )
+    out = output_path(mode_dir, args.output or str(mode_dir / "prof_out_ddp"))
+    lock_mode(mode_dir)  # one run of this mode at a time: a second one stops here, before deleting anything
+    out = prepare_output_dir(out)
+    (out / STATUS_DIR).mkdir()
+    record = start_run(
+        out,
+        mode="ddp",
+        backend=backend.name,
+        device=plan.devices,
+        command=sys.argv,
+        world_size=plan.nproc,
+        process_group="hccl" if backend.is_npu else "gloo",
+        forwards=forwards,
+        slow_rank=plan.slow_rank,
+        slow_factor=plan.slow_factor if plan.slow_rank is not None else None,
+        schedule=schedule,
+    )
+
+    # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
+    worker_args = ["--worker-out", str(out), "--launch-id", uuid.uuid4().hex, "--slow-factor", str(plan.slow_factor),
+                   "--timeout", str(plan.timeout_s)]
+    worker_args += ["--slow-rank", str(plan.slow_rank)] if plan.slow_rank is not None else []
+    worker_args += ["--fault", plan.fault] if plan.fault else []
+    env = rank_env(backend, plan.devices, mode_dir.parent)
+    env["MSPROF_LAB_RUN_ID"] = record["run_id"]
+    argv = torchrun_argv(plan.nproc, free_port(), script, worker_args)
+    print(f"launching {plan.nproc} ranks: {' '.join(argv[1:7])} ... (rendezvous 127.0.0.1)", flush=True)
+    stacks: dict[int, str] = {}
+    log = out / "torchrun.log"  # torchrun's stderr and the ranks' (warnings, tracebacks)
+    app = launcher.run_command(
+        argv, env, plan.timeout_s, grace_s=STOP_GRACE_S, stderr=log,
+        on_timeout=lambda: stacks.update(dump_stacks(out, read_statuses(out, plan.nproc), script)),
+    )
+    code = -1 if app.timed_out else app.lab_exit_code if app.stopped_by else app.exit_code
+    statuses = read_statuses(out, plan.nproc)
+    killed = stop_leftovers(statuses, script)
+    done = code == 0 and len(statuses) == plan.nproc and all(s.get("state") == "done" for s in statuses.values())
+    if not done:
+        if app.stopped_by:
+            rank, why = None, f"stopped: the lab received {app.stopped_by}"
+        else:
+            rank, why = diagnose(plan.nproc, statuses, stacks, app.timed_out, plan.timeout_s,
+                                 log.read_text(errors="replace"))
+        finish_run(out, record, exit_code=code, completed=False, timed_out=app.timed_out,
+                   failure={"rank": rank, "reason": why, "killed_leftover_ranks": killed})
+        app.raise_if_stopped()  # Ctrl-C / SIGTERM: the ranks are stopped, the lab ends here
+        print(f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
+              f"(the ranks' output: {log})", file=sys.stderr)
+        return RanksRun(out, record, plan, statuses, False)
+    ranks = {r: {"local_batch": s["local_batch"], "params": s["params"]} for r, s in statuses.items()}
+    finish_run(out, record, exit_code=0, completed=True, ranks=ranks)
+    return RanksRun(out, record, plan, statuses, True)

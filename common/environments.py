@@ -1,0 +1,110 @@
+"""The Python environments the lab builds for itself: a venv holding dependency groups of pyproject.toml.
+
+One builder for all of them: noxfile.py builds the shared environment (``.nox/lab-<backend>``)
+with it, and ``common.collect.msprof_analyze`` the one msprof-analyze lives in
+(``.nox/ecosystem``). Standard library only, so that noxfile.py can import it under whatever
+Python runs nox.
+
+An environment is rebuilt only when what it was built from changes: the requirements of its
+groups (``include-group`` resolved), the Python building it, and whether it sees the system's
+site packages. That is hashed into ``<venv>/.lab-stamp``, written last, so a build that was
+interrupted is redone on the next use; an edit elsewhere in pyproject.toml rebuilds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from common.errors import LabError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+STAMP = ".lab-stamp"
+PIP = "pip>=25.1"  # the first pip with `pip install --group` (PEP 735 dependency groups)
+
+
+def group_requirements(groups: list[str], pyproject: Path = PYPROJECT) -> list[str]:
+    """The requirements of ``groups`` in ``pyproject``, with ``include-group`` entries resolved.
+
+    On Python 3.10 (no tomllib) the whole ``[dependency-groups]`` table stands in for them.
+    """
+    text = pyproject.read_text()
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: any change to the table counts
+        found = re.search(r"^\[dependency-groups\]$(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
+        table = found.group(1) if found else ""
+        missing = [g for g in groups if not re.search(rf"^{re.escape(g)}\s*=", table, re.MULTILINE)]
+        if missing:
+            raise LabError(f"{pyproject} has no dependency group {missing[0]!r}", "restore it from the repository")
+        return [table]
+    table = tomllib.loads(text).get("dependency-groups", {})
+
+    def resolve(name: str, seen: tuple[str, ...]) -> list[str]:
+        if name not in table:
+            raise LabError(f"{pyproject} has no dependency group {name!r}", "restore it from the repository")
+        if name in seen:
+            raise LabError(f"{pyproject}: dependency group {name!r} includes itself", "fix its include-group")
+        out: list[str] = []
+        for item in table[name]:
+            out += resolve(item["include-group"], (*seen, name)) if isinstance(item, dict) else [item]
+        return out
+
+    return [req for group in groups for req in resolve(group, ())]
+
+
+def stamp_of(groups: list[str], system_site_packages: bool = False) -> str:
+    """What an environment of ``groups`` is built from, hashed: kept in its ``.lab-stamp``."""
+    return hashlib.sha256(json.dumps({
+        "groups": groups, "requirements": group_requirements(groups), "python": sys.version,
+        "system_site_packages": system_site_packages,
+    }).encode()).hexdigest()
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: bool = False,
+                       expect: tuple[str, ...] = (), log: Callable[[str], object] = print, capture: bool = True,
+                       timeout_s: float | None = None, fix: str = "check the network and pyproject.toml") -> Path:
+    """``venv``'s python, with ``groups`` installed by ``pip install --group``; built only when stale.
+
+    ``expect`` names executables the groups put in ``<venv>/bin`` (a build that lacks one is an
+    error, and one gone missing since triggers a rebuild). ``capture=False`` lets pip print to the
+    terminal (nox); otherwise a failure's last line goes into the error.
+    """
+    python = venv / "bin" / "python"
+    stamp = venv / STAMP
+    want = stamp_of(groups, system_site_packages)
+    ready = [python, *(venv / "bin" / name for name in expect)]
+    if all(path.exists() for path in ready) and stamp.is_file() and stamp.read_text() == want:
+        return python
+    log(f"building {venv}: dependency groups {', '.join(groups)} of pyproject.toml (once; again only when they change)")
+    site = ["--system-site-packages"] if system_site_packages else []
+    steps = [
+        ("venv", [sys.executable, "-m", "venv", "--clear", *site, str(venv)]),
+        ("pip upgrade", [str(python), "-m", "pip", "install", "--quiet", "--upgrade", PIP]),
+        ("pip install", [str(python), "-m", "pip", "install", "--quiet", *(a for g in groups for a in ("--group", g))]),
+    ]
+    for name, argv in steps:
+        try:
+            proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=capture, text=True, timeout=timeout_s,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"building {venv}: {name} gave no answer after {timeout_s:.0f} s", fix) from None
+        if proc.returncode != 0:
+            said = _last_line((proc.stderr or "") + (proc.stdout or "")) if capture else "its output is above"
+            raise LabError(f"{venv} could not be built ({name} exited {proc.returncode}: {said})", fix)
+    for path in ready:
+        if not path.exists():
+            raise LabError(f"{path} missing after building {venv}", f"check the {', '.join(groups)} group(s) in pyproject.toml")
+    stamp.write_text(want)
+    return python
