@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# DESIGN §4: the switches the lab turns on for a whole-program msprof collection.
+# The switches the lab turns on for a whole-program msprof collection.
 MSPROF_SWITCHES = (
     "--ascendcl=on",  # AscendCL API calls -> api_statistic (acl level)
     "--runtime-api=on",  # runtime API calls (memcpy, launch, sync) -> api_statistic (runtime level)
