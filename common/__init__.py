@@ -1,4 +1,12 @@
-"""msprof lab's shared package: workload, env, formats, collect, analysis, report.
+"""msprof lab's shared library, in layers; each imports only those before it.
+
+    workload.py, backend.py, errors.py   the workload (TinyMLP), npu or portable (detected once), one error type
+    formats/    readers and writers of msprof / torch_npu files; datasets; run folders and run_info.json
+    collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze
+    analyze/    pure functions over parsed rows: families, steps, bounds, compare, cluster, cross-mode;
+                checks.py owns Verdict and every check
+    render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
+    cli/, lesson.py   ``python -m common ...`` and the harness every mode's lesson file runs on
 
 Importing ``common`` stays light (standard library only); heavy modules import torch themselves.
 """
