@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ class LabError(Exception):
 
 
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool stopped by a closed pipe
 
 
 class Interrupted(KeyboardInterrupt):
@@ -37,6 +39,10 @@ def run_cli(main: Callable[[], int]) -> None:
     except LabError as err:
         print(f"Error: {err}", file=sys.stderr)
         code = EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as other Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot raise again
+        code = EXIT_BROKEN_PIPE
     except KeyboardInterrupt as err:  # Ctrl-C, or an Interrupted raised for SIGINT / SIGTERM
         name = getattr(err, "signal_name", "SIGINT")
         print(f"Error: interrupted by {name}", file=sys.stderr)
