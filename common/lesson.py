@@ -107,12 +107,13 @@ class Lesson:
         return self.parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     def start(self, argv: list[str] | None = None, *, args: object = None, command: list[str] | None = None,
-              out: Path | None = None, check: Callable[[Backend], None] | None = None, **info: object) -> Run:
+              out: Path | None = None, check: Callable[[Backend], dict | None] | None = None, **info: object) -> Run:
         """Banner, device, lock, a fresh output folder and run_info.json (extra keys from ``info``).
 
         ``check(backend)``, if given, runs under the lock and before the output folder is touched:
         what a user can get wrong for this backend (a missing model, a bad input) stops there,
-        with nothing deleted.
+        with nothing deleted. A dict it returns (what it found, e.g. the build's RUN_MODE) goes
+        into run_info first.
         """
         args = args if args is not None else self.parse(argv)
         backend = detect()
@@ -122,11 +123,10 @@ class Lesson:
         timeout_s = parse_timeout(getattr(args, "timeout", None))
         target = out or output_path(self.mode_dir, getattr(args, "output", None))
         lock_mode(self.mode_dir)  # one run of this mode at a time: a second one stops here, before deleting anything
-        if check is not None:
-            check(backend)
+        found = check(backend) if check is not None else None
         target = prepare_output_dir(target)
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
-                           command=command or sys.argv, **info)
+                           command=command or sys.argv, **{**(found or {}), **info})
         return Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env)
 
 

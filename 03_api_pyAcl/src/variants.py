@@ -1,4 +1,4 @@
-"""The three precision variants of this mode, and where each one's model file lives.
+"""The three precision variants of this mode, where each one's model file lives, and what it is fed.
 
 One table says, per variant, which ATC options build the NPU model, which conversion builds
 the portable one, and which dtype its input and output have. Everything else reads this table.
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common import workload
 from common.errors import LabError
 
 MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/
@@ -19,6 +20,8 @@ PROF_OUT = MODE_DIR / "prof_out"
 ONNX_MODEL = MODEL_DIR / "tiny_mlp.onnx"  # the fp32 export every variant starts from
 INPUT_NAME = "x"
 OUTPUT_NAME = "y"
+WARMUP = workload.WARMUP_FORWARDS  # 3: first executes pay allocation and cache set-up; never measured
+MEASURED = workload.MEASURED_FORWARDS  # 20
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,17 @@ def parse_variants(text: str) -> list[Variant]:
             f"choose one of {', '.join(VARIANTS)} or all",
         )
     return [VARIANTS[value]]
+
+
+def make_feed(variant: Variant) -> np.ndarray:
+    """The shared input, in the dtype the variant's model takes (fp16-io: the caller converts)."""
+    return workload.make_input().numpy().astype(variant.numpy_io_dtype)
+
+
+def check_feed(feed: np.ndarray, shape: list, dtype: str, where: str) -> None:
+    """The array fed must match the model's input exactly; ORT and ACL would fail less clearly."""
+    if list(feed.shape) != list(shape) or feed.dtype != np.dtype(dtype):
+        raise LabError(
+            f"{where} takes {dtype}{list(shape)}, the input is {feed.dtype}{list(feed.shape)}",
+            "feed common.workload.make_input() in the variant's dtype, or rebuild the model",
+        )

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, error_lines, lab_env
+from helpers import ROOT, error_lines, lab_env, load_lesson
 
 MODE = ROOT / "03_api_pyAcl"
-sys.path.insert(0, str(MODE / "src"))
+infer = load_lesson("03_api_pyAcl/src/infer.py")  # puts src/ on sys.path: the modules beside it import as in run.sh
 
 import acl_chain
+import acl_worker
 import build_model
-import infer
 import ort_profile
 import variants
 
@@ -227,9 +227,9 @@ def test_wrong_shape_model_file(bad_model_repo):
 def test_wrong_input_shape_is_refused():
     feed = np.zeros((16, 1024), np.float32)
     with pytest.raises(LabError, match=r"float32\[32, 1024\].*float32\[16, 1024\]"):
-        infer.check_feed(feed, [32, 1024], "float32", "model input x")
+        variants.check_feed(feed, [32, 1024], "float32", "model input x")
     with pytest.raises(LabError, match="float16"):
-        infer.check_feed(np.zeros((32, 1024), np.float32), [32, 1024], "float16", "model input x")
+        variants.check_feed(np.zeros((32, 1024), np.float32), [32, 1024], "float16", "model input x")
 
 
 # ----- argv builders ---------------------------------------------------------------------------------
@@ -296,16 +296,16 @@ def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("acl_prof", [False, True])
-def test_collect_npu_argv(monkeypatch, tmp_path, acl_prof):
+def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
     calls = []
     monkeypatch.setattr(
-        infer.launcher,
+        acl_worker.launcher,
         "run_command",
-        lambda argv, env: calls.append((argv, env)) or infer.launcher.AppRun(0),
+        lambda argv, env: calls.append((argv, env)) or acl_worker.launcher.AppRun(0),
     )
     (tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP").mkdir()
     with pytest.raises(LabError, match="no op_summary"):
-        infer.collect_npu(variants.VARIANTS["default"], tmp_path, fake_npu(), 3, acl_prof)
+        infer.profile_npu(variants.VARIANTS["default"], tmp_path, fake_npu(), 3, acl_prof)
     worker = [
         sys.executable,
         str(MODE / "src" / "infer.py"),
