@@ -4,6 +4,7 @@
  * The work: 8192 elements split over 8 AI Vector cores (blocks). Each core owns 1024 elements
  * and walks them in 8 tiles; every tile is split in two for double buffering, so the loop
  * runs 16 times over 64-element halves.
+ * The sizes live in add_sizes.h, shared with the host program (main.cpp).
  *
  * Each step is a three-stage pipeline joined by queues in the Unified Buffer (UB):
  *   CopyIn   GM -> UB  (DataCopy, runs on the MTE2 pipe)
@@ -20,12 +21,7 @@
  */
 #include "kernel_operator.h"
 
-constexpr int32_t TOTAL_LENGTH = 8 * 1024;                      // elements in x, y and z
-constexpr int32_t USE_CORE_NUM = 8;                             // blockDim at launch
-constexpr int32_t BLOCK_LENGTH = TOTAL_LENGTH / USE_CORE_NUM;   // elements per core: 1024
-constexpr int32_t TILE_NUM = 8;                                 // tiles per core
-constexpr int32_t BUFFER_NUM = 2;                               // double buffer: 2 buffers per queue
-constexpr int32_t TILE_LENGTH = BLOCK_LENGTH / TILE_NUM / BUFFER_NUM;  // elements per buffer: 64
+#include "add_sizes.h"  // TOTAL_LENGTH, USE_CORE_NUM, BLOCK_LENGTH, TILE_NUM, BUFFER_NUM, TILE_LENGTH
 
 class KernelAdd {
 public:

@@ -6,6 +6,7 @@
  * Every launch is verified element by element (fp16 1.0 + 1.0 = 2.0, bits 0x4000); the first
  * mismatches are printed and the exit code is 1. Under msprof, each launch becomes one row of
  * op_summary. --timings (portable twin only) writes the twin's per-block pipe timers.
+ * Before the first launch it prints the sizes it was built with (add_sizes.h) on a "kernel sizes:" line.
  */
 #include <cinttypes>
 #include <cstdint>
@@ -16,13 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "add_sizes.h"       // the kernel's sizes, shared with add_kernel.cpp
 #include "twin/twin_half.h"  // only for printing fp16 bits as numbers; plain C++, no twin runtime
 
 namespace {
 
-// Must match TOTAL_LENGTH and USE_CORE_NUM in add_kernel.cpp (verification catches a mismatch).
-constexpr size_t kTotalLength = 8 * 1024;
-constexpr uint32_t kBlockDim = 8;
+constexpr size_t kTotalLength = TOTAL_LENGTH;  // elements in x, y and z
+constexpr uint32_t kBlockDim = USE_CORE_NUM;   // one block per AI Vector core
 constexpr uint16_t kOne = 0x3C00;       // fp16 1.0
 constexpr uint16_t kExpected = 0x4000;  // fp16 2.0 = 1.0 + 1.0, exactly
 constexpr uint16_t kSentinel = 0x7E01;  // a NaN written into z before each launch: an untouched element fails
@@ -242,6 +243,10 @@ int main(int argc, char** argv) {
         return 2;
     }
 #endif
+    // The sizes this program was built with: the lab reads this line rather than keep its own copy.
+    std::printf("kernel sizes: total_length=%" PRId32 " block_dim=%" PRId32 " block_length=%" PRId32
+                " tile_num=%" PRId32 " buffer_num=%" PRId32 " tile_length=%" PRId32 "\n",
+                TOTAL_LENGTH, USE_CORE_NUM, BLOCK_LENGTH, TILE_NUM, BUFFER_NUM, TILE_LENGTH);
     const std::vector<uint16_t> x(kTotalLength, kOne);
     const std::vector<uint16_t> y(kTotalLength, kOne);
     std::vector<uint16_t> z(kTotalLength);

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import random
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,31 +18,25 @@ from common.errors import LabError
 from common.formats.records import Task
 from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
 
-from helpers import ROOT
+from helpers import ROOT, load_lesson
+from helpers import lab_env as helpers_lab_env
+
 MODE_DIR = ROOT / "02_api_AscendC"
 SRC = MODE_DIR / "src"
 CXX = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 needs_cxx = pytest.mark.skipif(CXX is None or shutil.which("cmake") is None, reason="needs a C++ compiler and CMake")
 
+driver = load_lesson("02_api_AscendC/src/add_profile.py")  # the lesson; its src/ folder is now on sys.path
+import build_kernel  # noqa: E402  (the CMake build, beside the lesson)
+import kernel_report  # noqa: E402  (sizes, pipe means, the report table)
+import twin_profile  # noqa: E402  (the twin's timers as op_summary rows)
 
-def load_driver():
-    spec = importlib.util.spec_from_file_location("add_profile", SRC / "add_profile.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-driver = load_driver()
+SIZES = {"total_length": 8192, "block_dim": 8, "block_length": 1024, "tile_num": 8, "buffer_num": 2, "tile_length": 64}
 
 
 def lab_env(**extra: str) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env.update(PYTHON=sys.executable, MSPROF_LAB_BACKEND="portable", PYTHONPATH=str(ROOT))
-    env.pop("RUN_MODE", None)
-    env.update(extra)
+    env = helpers_lab_env(**extra)
+    env.pop("RUN_MODE", None)  # build.sh picks the mode from the machine, as for a user who set nothing
     return env
 
 
@@ -142,9 +134,10 @@ def _build_copy(tmp_path: Path, replace: tuple[str, str]) -> Path:
     kernel.write_text(text.replace(replace[0], replace[1]))
     build = tmp_path / "build"
     cmake = shutil.which("cmake")
-    for argv in (driver.cmake_configure_argv(cmake, src, build, "portable"), driver.cmake_build_argv(cmake, build, 2)):
+    for argv in (build_kernel.cmake_configure_argv(cmake, src, build, "portable"),
+                 build_kernel.cmake_build_argv(cmake, build, 2)):
         subprocess.run(argv, check=True, capture_output=True, text=True)
-    return build / driver.BINARY_NAME
+    return build / build_kernel.BINARY_NAME
 
 
 @needs_cxx
@@ -157,6 +150,7 @@ def test_broken_compute_fails_verification_with_first_mismatches(tmp_path):
     assert "verification FAILED in launch 0" in proc.stdout
     assert re.search(r"index 32: expected 0x4000 \(2\), actual 0xffff \(-?nan\)", proc.stdout), proc.stdout
     assert "4096 of 8192 elements differ" in proc.stdout
+    assert kernel_report.read_sizes(proc.stdout) == SIZES  # printed before the first launch, failing or not
     verdict = driver.verification_verdict(proc.returncode, proc.stdout)
     assert not verdict.ok
 
@@ -195,7 +189,7 @@ def test_portable_build_and_run_end_to_end():
     assert rows[0] == OP_SUMMARY
     body = [dict(zip(rows[0], r)) for r in rows[1:]]
     assert len(body) == driver.MEASURED_LAUNCHES
-    measured = {"aiv_time(us)"} | {f"aiv_{p}_{k}" for p in driver.PIPES for k in ("time(us)", "ratio")}
+    measured = {"aiv_time(us)"} | {f"aiv_{p}_{k}" for p in kernel_report.PIPES for k in ("time(us)", "ratio")}
     for row in body:
         assert row["Task Type"] == "CPU" and row["Device_id"] == "host" and row["OP Type"] == "add_custom"
         assert row["Block Dim"] == "8"
@@ -204,7 +198,7 @@ def test_portable_build_and_run_end_to_end():
                 assert float(row[column]) >= 0.0, column
             else:
                 assert row[column] == "N/A", column
-        ratio_sum = sum(float(row[f"aiv_{p}_ratio"]) for p in driver.PIPES)
+        ratio_sum = sum(float(row[f"aiv_{p}_ratio"]) for p in kernel_report.PIPES)
         assert abs(ratio_sum - 1.0) <= driver.RATIO_SUM_TOLERANCE_PORTABLE
         assert float(row["aiv_time(us)"]) <= float(row["Task Duration(us)"])  # a block fits in its launch
     with statistic.open(newline="") as f:
@@ -243,10 +237,10 @@ def test_ratio_sum_check_fails_when_timers_double_count():
 def test_launch_count_and_bound_pipe():
     assert not driver.check_launch_count([_task({"vec": 1, "scalar": 0, "mte2": 0, "mte3": 0})] * 19, "x").ok
     ratios = {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}
-    assert driver.bound_pipe(ratios) == ("scalar", 0.65)
+    assert kernel_report.bound_pipe(ratios) == ("scalar", 0.65)
     verdict = driver.check_bound(ratios)
     assert isinstance(verdict, Verdict) and verdict.ok and verdict.detail.startswith("scalar 0.650")
-    assert not driver.check_bound({p: None for p in driver.PIPES}).ok
+    assert not driver.check_bound({p: None for p in kernel_report.PIPES}).ok
 
 
 def test_twin_timings_become_pipe_times(tmp_path):
@@ -256,25 +250,26 @@ def test_twin_timings_become_pipe_times(tmp_path):
         "0,0,1000000,50000,10000,9000,2000,5000,1000\n"
         "0,1,1000000,50000,12000,9000,2000,7000,1000\n"
     )
-    (launch,) = driver.parse_twin_timings(path)
+    (launch,) = twin_profile.parse_twin_timings(path)
     assert launch.start_us == 1000.0 and launch.duration_us == 50.0 and launch.aiv_time_us == 11.0
     assert launch.pipe_us == {"vec": 6.0, "scalar": 2.0, "mte2": 2.0, "mte3": 1.0}
-    (task,) = driver.twin_tasks([launch])
+    (task,) = twin_profile.twin_tasks([launch], SIZES)
     assert task.pmu["aiv_vec_ratio"] == pytest.approx(6 / 11) and task.task_type == "CPU"
+    assert task.block_dim == 8 and task.input_shapes == "8192;8192" and task.output_shapes == "8192"
 
 
 # --- npu: command builders (nothing runs) ----------------------------------------------------------
 def test_cmake_argv_for_npu_passes_soc_and_cann():
-    argv = driver.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version="Ascend910B3",
-                                       cann_home="/opt/my cann")
+    argv = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version="Ascend910B3",
+                                             cann_home="/opt/my cann")
     assert argv[:5] == ["cmake", "-S", str(SRC), "-B", "/b"]
     assert "-DRUN_MODE=npu" in argv and "-DSOC_VERSION=Ascend910B3" in argv
     assert "-DASCEND_CANN_PACKAGE_PATH=/opt/my cann" in argv  # one argv item: spaces are inert
     with pytest.raises(ValueError):
-        driver.cmake_configure_argv("cmake", SRC, Path("/b"), "npu")
+        build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu")
     with pytest.raises(ValueError):
-        driver.cmake_configure_argv("cmake", SRC, Path("/b"), "gpu")
-    assert driver.cmake_build_argv("cmake", Path("/b"), 0) == ["cmake", "--build", "/b", "--parallel", "1"]
+        build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "gpu")
+    assert build_kernel.cmake_build_argv("cmake", Path("/b"), 0) == ["cmake", "--build", "/b", "--parallel", "1"]
 
 
 def test_msprof_argv_builders_for_the_kernel():
@@ -291,16 +286,17 @@ def test_run_mode_choice_and_missing_tools(monkeypatch):
     from common.backend import Backend
 
     portable = Backend("portable", "test")
-    assert driver.choose_run_mode(portable, None)[0] == "portable"
-    assert driver.choose_run_mode(portable, "NPU")[0] == "npu"
+    assert build_kernel.choose_run_mode(portable, None)[0] == "portable"
+    assert build_kernel.choose_run_mode(portable, "NPU")[0] == "npu"
     with pytest.raises(LabError, match="RUN_MODE='gpu'"):
-        driver.choose_run_mode(portable, "gpu")
-    monkeypatch.setattr(driver.shutil, "which", lambda name: None)
+        build_kernel.choose_run_mode(portable, "gpu")
+    assert driver.choose_run_mode is build_kernel.choose_run_mode  # the entry point's allow-list is the build's
+    monkeypatch.setattr(build_kernel.shutil, "which", lambda name: None)
     monkeypatch.delenv("CXX", raising=False)
     with pytest.raises(LabError, match="CMake not found.*install CMake"):
-        driver.find_cmake()
+        build_kernel.find_cmake()
     with pytest.raises(LabError, match="no C\\+\\+ compiler.*install"):
-        driver.find_cxx()
+        build_kernel.find_cxx()
 
 
 def test_kernel_source_is_the_only_kernel():
@@ -310,6 +306,23 @@ def test_kernel_source_is_the_only_kernel():
     text = (SRC / "add_kernel.cpp").read_text()
     for api in ("MetricsProfStart()", "MetricsProfStop()", "GetBlockIdx()", "TQue<AscendC::QuePosition::VECIN"):
         assert api in text
+
+
+def test_kernel_sizes_are_set_once_and_read_from_the_program():
+    # add_sizes.h sets them; the kernel and the host program include it, Python reads what the program prints.
+    setters = [p.name for p in SRC.rglob("*") if p.suffix in (".cpp", ".h")
+               and re.search(r"constexpr\s+\w+\s+(TOTAL_LENGTH|USE_CORE_NUM|kTotalLength)\s*=\s*\d", p.read_text())]
+    assert setters == ["add_sizes.h"]
+    for source in ("add_kernel.cpp", "main.cpp"):
+        assert '#include "add_sizes.h"' in (SRC / source).read_text(), source
+    for module in SRC.glob("*.py"):
+        assert not re.search(r"\b(8192|1024)\b", module.read_text()), module.name
+    printed = "kernel sizes: " + " ".join(f"{k}={v}" for k, v in SIZES.items()) + "\nverified: 8192 of 8192 elements\n"
+    assert kernel_report.read_sizes(printed) == SIZES
+    verified = driver.verification_verdict(0, printed)
+    assert verified.ok and verified.name == "all 8192 elements verified"
+    unsized = driver.verification_verdict(0, "verified: 8192 of 8192 elements equal 0x4000")
+    assert not unsized.ok and "without its 'kernel sizes:' line" in unsized.detail
 
 
 def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
@@ -322,6 +335,6 @@ def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
         header + "\n0,cube0,2.69,NA,NA,NA,NA,NA,\n0,vector0,NA,5.0,0.04,0.60,0.30,0.10,\n"
         "1,vector0,NA,5.2,0.06,0.70,0.36,0.12,\n"
     )
-    pipes = driver.read_msprof_op_pipes(tmp_path)
+    pipes = kernel_report.read_msprof_op_pipes(tmp_path)
     assert pipes == pytest.approx({"vec": 0.05, "scalar": 0.65, "mte2": 0.33, "mte3": 0.11})
-    assert driver.read_msprof_op_pipes(tmp_path / "none") is None
+    assert kernel_report.read_msprof_op_pipes(tmp_path / "none") is None

@@ -56,6 +56,7 @@ def test_portable_host_program_is_sanitizer_clean(tmp_path: Path) -> None:
     proc = run_clean([str(exe), "--warmup", "1", "--launches", "3", "--timings", str(timings)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verified: 8192 of 8192 elements equal 0x4000 in each of 4 launches" in proc.stdout
+    assert "kernel sizes: total_length=8192 block_dim=8 block_length=1024" in proc.stdout  # from add_sizes.h
     assert len(timings.read_text().splitlines()) == 1 + 3 * 8  # header + 3 measured launches x 8 blocks
     bad = run_clean([str(exe), "--launches", "0"])  # a usage error takes the same clean exit
     assert bad.returncode == 2 and "bad argument '--launches'" in bad.stderr

@@ -1,0 +1,88 @@
+"""The portable twin's timers as msprof output: ``--timings`` CSV -> op_summary / op_statistic rows.
+
+The twin times each block's pipes on the host (main.cpp ``--timings``). These functions turn
+that into what msprof writes on an NPU, with op_summary's real column names, so the same readers
+and checks work on both: the measured ``aiv_*`` columns are filled, every other PMU column is N/A.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_report import KERNEL, PIPES
+
+from common.collect.msprof_layout import new_prof_dir
+from common.formats import writers
+from common.formats.records import Task
+
+
+@dataclass
+class LaunchPipes:
+    """One launch on the twin: wall time and the per-block mean time of each pipe (µs)."""
+
+    start_us: float
+    duration_us: float
+    aiv_time_us: float
+    pipe_us: dict[str, float]  # vec, scalar, mte2, mte3
+
+
+def parse_twin_timings(path: Path) -> list[LaunchPipes]:
+    """The twin's per-block timer CSV -> one LaunchPipes per launch.
+
+    aiv_time is the mean block time (op_summary's aiv_time is a per-core figure too); scalar is
+    what is left of a block's time outside the three timed pipes.
+    """
+    blocks: dict[int, list[dict[str, str]]] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            blocks.setdefault(int(row["launch"]), []).append(row)
+    launches = []
+    for _, rows in sorted(blocks.items()):
+        def mean_us(key: str) -> float:
+            return statistics.fmean(int(r[key]) for r in rows) / 1000.0
+
+        aiv, vec, mte2, mte3 = mean_us("kernel_ns"), mean_us("vec_ns"), mean_us("mte2_ns"), mean_us("mte3_ns")
+        launches.append(
+            LaunchPipes(
+                start_us=int(rows[0]["start_unix_ns"]) / 1000.0,
+                duration_us=int(rows[0]["wall_ns"]) / 1000.0,
+                aiv_time_us=aiv,
+                pipe_us={"vec": vec, "scalar": aiv - vec - mte2 - mte3, "mte2": mte2, "mte3": mte3},
+            )
+        )
+    return launches
+
+
+def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int]) -> list[Task]:
+    """op_summary rows: measured aiv_* columns, every other PMU column N/A, Task Type CPU.
+
+    ``sizes`` is what the host program printed (kernel_report.read_sizes): Block Dim and shapes.
+    """
+    total = sizes["total_length"]
+    tasks = []
+    for launch in launches:
+        pmu: dict[str, float | None] = {"aiv_time(us)": launch.aiv_time_us}
+        for pipe in PIPES:
+            t = launch.pipe_us[pipe]
+            pmu[f"aiv_{pipe}_time(us)"] = t
+            pmu[f"aiv_{pipe}_ratio"] = t / launch.aiv_time_us if launch.aiv_time_us else None
+        tasks.append(
+            Task(
+                op_name=KERNEL, op_type=KERNEL, task_type="CPU", start_us=launch.start_us,
+                duration_us=launch.duration_us, device_id="host", block_dim=sizes["block_dim"],
+                input_shapes=f"{total};{total}", input_dtypes="DT_FLOAT16;DT_FLOAT16",
+                output_shapes=f"{total}", output_dtypes="DT_FLOAT16", pmu=pmu,
+            )
+        )
+    return writers.with_wait_times(tasks)
+
+
+def write_portable_profile(out_dir: Path, tasks: list[Task]) -> tuple[Path, Path]:
+    """PROF_*/mindstudio_profiler_output/{op_summary,op_statistic}_<ts>.csv, as msprof lays them out."""
+    prof = new_prof_dir(out_dir)
+    summary = writers.write_op_summary(prof.file("op_summary"), tasks)
+    statistic = writers.write_op_statistic(prof.file("op_statistic"), writers.aggregate_op_statistic(tasks))
+    return summary, statistic
