@@ -6,18 +6,20 @@
     nox -s sweep                                 # 04 over a grid of sizes: host-bound -> compute-bound
     nox -s ddp -- 2                              # 04 on 2 ranks: cluster view and slow-rank demo
     nox -s tests                                 # the test suite
+    nox -s tests -- -m "not e2e"                 # its fast part (tests/unit), in seconds
     nox -s bench                                 # readers at real-model scale vs a pandas baseline
 
-The backend is detected once, here, and printed before anything runs. Every session uses
-one shared environment (``.nox/lab-<backend>``), built on first use and rebuilt only when
-``pyproject.toml`` changes. On an NPU machine that environment sees the system's torch,
-torch_npu and CANN's ``acl`` (system site packages; torch is not reinstalled); on the
-portable backend it pins the CPU build of torch.
+After the four modes have run in one nox invocation (in any order), the cross-mode ``agree``
+step follows by itself. The backend is detected once, here, and printed before anything runs.
+Every session uses one shared environment (``.nox/lab-<backend>``), built on first use and
+rebuilt only when its dependency groups in ``pyproject.toml`` change (common/environments.py,
+which also builds msprof-analyze's ``.nox/ecosystem``). On an NPU machine that environment
+sees the system's torch, torch_npu and CANN's ``acl`` (system site packages; torch is not
+reinstalled); on the portable backend it pins the CPU build of torch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -30,9 +32,11 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from common.backend import detect, parse_device_id  # noqa: E402  (standard library only)
+from common.environments import ensure_environment  # noqa: E402
 from common.errors import LabError  # noqa: E402
-from common.formats.rundir import prepare_output_dir  # noqa: E402
+from common.formats.rundir import prepare_output_dir, read_run_info  # noqa: E402
 
+nox.needs_version = ">=2024.4"  # as in the dev group of pyproject.toml
 nox.options.sessions = ["cmdline", "ascendc", "pyacl", "pytorch"]
 nox.options.default_venv_backend = "none"  # sessions share the lab environment below instead
 
@@ -47,20 +51,12 @@ GROUPS = ["npu" if BACKEND.is_npu else "portable", "dev"]
 
 
 def lab_python(session: nox.Session) -> str:
-    """The shared environment's python, created or refreshed when pyproject.toml changed."""
-    venv = ROOT / ".nox" / f"lab-{BACKEND.name}"
-    python = venv / "bin" / "python"
-    stamp = venv / ".lab-stamp"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + " ".join(GROUPS).encode()).hexdigest()
-    if python.exists() and stamp.is_file() and stamp.read_text() == want:
-        return str(python)
-    session.log(f"building the shared environment {venv} (once; torch takes a minute)")
-    venv_args = ["--system-site-packages"] if BACKEND.is_npu else []
-    session.run(sys.executable, "-m", "venv", "--clear", *venv_args, str(venv), external=True)
-    session.run(str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1", external=True)  # --group
-    groups = [arg for group in GROUPS for arg in ("--group", group)]
-    session.run(str(python), "-m", "pip", "install", "--quiet", *groups, external=True)
-    stamp.write_text(want)
+    """The shared environment's python, built (or rebuilt) when its dependency groups changed."""
+    try:
+        python = ensure_environment(ROOT / ".nox" / f"lab-{BACKEND.name}", GROUPS, system_site_packages=BACKEND.is_npu,
+                                    log=session.log, capture=False)  # pip prints to the terminal as it works
+    except LabError as err:
+        session.error(str(err))
     return str(python)
 
 
@@ -87,8 +83,17 @@ def mode_args(session: nox.Session) -> tuple[str, int]:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} ({err})")
 
 
-MODE_SESSIONS = {"cmdline", "ascendc", "pyacl", "pytorch"}
-_modes_done: set[str] = set()  # mode sessions finished in this nox invocation
+MODE_DIRS = {"cmdline": "01_cmdline", "ascendc": "02_api_AscendC", "pyacl": "03_api_pyAcl", "pytorch": "04_pyTorch"}
+
+
+def modes_of_this_run(root: Path = ROOT, run_id: str = RUN_ID) -> set[str]:
+    """The mode sessions whose last output (``<mode>/prof_out/run_info.json``) is a completed run of this invocation."""
+    done = set()
+    for session, folder in MODE_DIRS.items():
+        info = read_run_info(root / folder / "prof_out")
+        if info and info.get("run_id") == run_id and info.get("completed"):
+            done.add(session)
+    return done
 
 
 def run_mode(session: nox.Session, *scripts: list[str]) -> None:
@@ -96,7 +101,11 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
 
     With ``--repeat N`` the mode's run.sh runs N times and each run's prof_out/ is kept as
     ``<mode>/prof_runs/<i>/`` (for ``python -m common compare``, which takes medians over them).
-    When this invocation has now run all four modes, the cross-mode ``agree`` step follows.
+    When the four modes' outputs now all come from this invocation (their run_info.json carry its
+    run id), ``agree`` is queued after the sessions still to run, without the device arguments,
+    which are not agree's. That is read from disk, not kept in this process: nox's ``requires=``
+    cannot say "after these, if they all ran" (it runs a session's requirements *before* it,
+    and ``nox -s agree`` alone must not re-run the modes).
     """
     device, repeat = mode_args(session)
     python = lab_python(session)
@@ -116,10 +125,13 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
             session.run("bash", *script, device, env=env, external=True)
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))
-    _modes_done.add(session.name)
-    if _modes_done == MODE_SESSIONS:
-        session.log("all four modes ran: the cross-mode verdict follows")
-        session.run(python, "-m", "common", "agree", external=True)
+    if modes_of_this_run() != set(MODE_DIRS):
+        return
+    try:
+        session.notify("agree", posargs=[])  # a no-op when agree is queued already
+        session.log("all four modes ran in this invocation: the cross-mode verdict follows")
+    except ValueError:  # --parallel / --no-dependencies: nox queues nothing more
+        session.log("all four modes ran in this invocation: `nox -s agree` gives the cross-mode verdict")
 
 
 @nox.session
@@ -165,7 +177,8 @@ def ecosystem(session: nox.Session) -> None:
     python = lab_python(session)
     if not session.posargs:  # the default candidate is mode 04's output: make a fresh one first
         session.run("bash", "04_pyTorch/run.sh", "0", env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
-    # msprof-analyze gets an environment of its own (.nox/ecosystem); common/ecosystem.py builds it.
+    # msprof-analyze gets an environment of its own (.nox/ecosystem), built on first use by
+    # common/collect/msprof_analyze.py with the same builder as the lab's (common/environments.py).
     session.run(python, "-m", "common.collect.msprof_analyze", *session.posargs, external=True)
 
 
@@ -185,7 +198,7 @@ def ddp(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (portable backend; pass pytest options after --)."""
+    """The test suite (portable backend; pytest options after --, e.g. -m "not e2e" for the fast part)."""
     python = lab_python(session)
     session.run(python, "-m", "pytest", *session.posargs, external=True, env={"MSPROF_LAB_RUN_ID": RUN_ID})
 

@@ -97,7 +97,7 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
     for name, argv in steps:
         try:
             proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=capture, text=True, timeout=timeout_s,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
             raise LabError(f"building {venv}: {name} gave no answer after {timeout_s:.0f} s", fix) from None
         if proc.returncode != 0:
@@ -105,6 +105,7 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
             raise LabError(f"{venv} could not be built ({name} exited {proc.returncode}: {said})", fix)
     for path in ready:
         if not path.exists():
-            raise LabError(f"{path} missing after building {venv}", f"check the {', '.join(groups)} group(s) in pyproject.toml")
+            raise LabError(f"{path} missing after building {venv}",
+                           f"check the {', '.join(groups)} group(s) in pyproject.toml")
     stamp.write_text(want)
     return python

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
+from common.backend import BACKEND_VAR, detect
+
 
 @pytest.fixture
 def npu_fixtures(tmp_path: Path) -> Path:
@@ -17,6 +19,16 @@ def npu_fixtures(tmp_path: Path) -> Path:
     for path in target.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     return target
+
+
+@pytest.fixture
+def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The portable backend, detected afresh, in an empty working folder (a PWNED file would land here)."""
+    monkeypatch.setenv(BACKEND_VAR, "portable")
+    monkeypatch.chdir(tmp_path)
+    detect.cache_clear()
+    yield tmp_path
+    detect.cache_clear()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,9 +1,12 @@
-"""What the tests share: the repo root, the fixtures, running the lab as a user does, loading a lesson file."""
+"""What the tests share: the repo root, the fixtures, running the lab as a user does, loading a lesson file,
+and the planted sandboxes of the safety and fault tests."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +14,10 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MODES = ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch")
+# Shell syntax a user (or a script that builds a command line) could pass where the lab expects a
+# device id or a program argument: it must be refused, or passed on inert, never run.
+SHELLISH = ["0;rm -rf /", "$(touch PWNED)", "`touch PWNED`", "0\nrm -rf /", "0 && touch PWNED", "0|touch PWNED"]
 
 
 def lab_env(**extra: str) -> dict[str, str]:
@@ -23,7 +30,8 @@ def lab_env(**extra: str) -> dict[str, str]:
 
 def run(args: list[str], timeout: float = 300, **extra: str) -> subprocess.CompletedProcess:
     """Run a command from the repo root, as a user would, capturing its output."""
-    return subprocess.run(args, cwd=ROOT, env=lab_env(**extra), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(args, cwd=ROOT, env=lab_env(**extra), capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -53,3 +61,45 @@ def load_lesson(relative: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up here
     spec.loader.exec_module(module)
     return module
+
+
+# ----- sandboxes with planted markers (safety and fault tests) ------------------------------------------
+def tree_state(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with what it is: file content hash, symlink target, or dir."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            state[rel] = "link -> " + os.readlink(path)
+        elif path.is_dir():
+            state[rel] = "dir"
+        else:
+            state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def plant(folder: Path, *, marker: bool = True) -> Path:
+    """A folder with a precious file and (unless ``marker=False``) the lab's marker: where the lab must not delete."""
+    from common.formats import rundir
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if marker:
+        (folder / rundir.MARKER).write_text("planted")
+    (folder / "precious.txt").write_text(f"do not delete {folder.name}")
+    return folder
+
+
+def copy_lab(target: Path) -> Path:
+    """A private copy of the lab's code (no outputs, builds or models) to run as a user would."""
+    from common.formats import rundir
+
+    ignore = shutil.ignore_patterns("__pycache__", "prof_out*", "build", "model", rundir.LOCK_FILE)
+    shutil.copytree(ROOT / "common", target / "common", ignore=ignore)
+    for mode in MODES:
+        shutil.copytree(ROOT / mode, target / mode, ignore=ignore)
+    return target
+
+
+def assert_nothing_ran(where: Path) -> None:
+    """No ``PWNED`` file appeared: nothing user-supplied was run through a shell."""
+    assert not list(where.rglob("PWNED*")) and not list(ROOT.glob("PWNED*"))

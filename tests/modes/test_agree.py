@@ -234,6 +234,7 @@ def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")
 def test_cross_mode_html_renders_its_charts_in_chromium(repo: Path, agreed, tmp_path: Path) -> None:
     page = repo / "agree_out" / "report.html"
@@ -253,6 +254,7 @@ def test_cross_mode_html_renders_its_charts_in_chromium(repo: Path, agreed, tmp_
     assert proc.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 30_000
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")
 def test_run_html_of_04_shows_steps_and_bottlenecks(repo: Path, agreed, tmp_path: Path) -> None:
     dom = browse(repo / "04_pyTorch" / "prof_out" / "report.html", tmp_path / "profile", "--dump-dom")
@@ -290,30 +292,3 @@ def test_sweep_bad_sizes_one_line(repo: Path) -> None:
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
         "Error: --hidden '64,zero' is not a comma-separated list of integers in 1..8192 — "
         "e.g. --hidden 64,128,256,512,1024,2048,4096"]
-
-
-# --- nox: -- [device] [--repeat N] ----------------------------------------------------------------
-class _Session:
-    """The two attributes of a nox session that mode_args uses."""
-
-    name = "pytorch"
-
-    def __init__(self, posargs: list[str]) -> None:
-        self.posargs = posargs
-
-    def error(self, message: str) -> None:
-        raise SystemExit(message)
-
-
-def test_nox_mode_args_device_and_repeat(capsys) -> None:
-    sys.path.insert(0, str(ROOT))
-    import noxfile
-
-    capsys.readouterr()  # the backend banner printed on import
-    assert noxfile.mode_args(_Session([])) == ("0", 1)
-    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5)
-    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2)
-    for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "[--repeat N]"),
-                     (["0;rm -rf /"], "is not an integer in 0..63")):
-        with pytest.raises(SystemExit, match=re.escape(why)):
-            noxfile.mode_args(_Session(bad))

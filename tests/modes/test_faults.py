@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import error_lines, lab_env
-from test_safety import copy_lab, plant
+from helpers import copy_lab, error_lines, lab_env, load_lesson, plant
 
 from common.collect import launcher
 from common.errors import LabError
@@ -148,14 +147,13 @@ def test_sigterm_to_the_program_still_flushes_its_profile(program, tmp_path: Pat
 
 @fault
 def test_ascendc_host_program_timeout_is_reported(program, capsys) -> None:
-    from test_safety import DRIVERS
-
+    driver = load_lesson("02_api_AscendC/src/add_profile.py")
     script, pid_file = program
-    code, output = DRIVERS["02"]().run_binary([sys.executable, str(script), str(pid_file), "hang"], timeout_s=2)
+    code, output = driver.run_binary([sys.executable, str(script), str(pid_file), "hang"], timeout_s=2)
     assert code == launcher.EXIT_TIMEOUT and output == ""
     stopped = f"{Path(sys.executable).name} did not finish within the 2 s timeout and was stopped"
     assert stopped in capsys.readouterr().err
-    assert DRIVERS["02"]().verification_verdict(code, output).ok is False
+    assert driver.verification_verdict(code, output).ok is False
     assert_no_orphans(pid_file)
 
 

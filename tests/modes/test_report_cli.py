@@ -1,12 +1,14 @@
-"""python -m common report, driven as a user would, on real captures and damaged ones."""
+"""The lab's command lines driven as a user would: ``python -m common report`` on real captures and damaged
+ones, with bounds; ``python -m common.bench make``."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import error_lines, msprof_output, run
+from helpers import FIXTURES, error_lines, msprof_output, run
 
 
 def report(path: Path):
@@ -59,3 +61,46 @@ def test_missing_and_empty_directories(tmp_path: Path) -> None:
 def test_usage_error_is_one_line() -> None:
     proc = run([sys.executable, "-m", "common", "frobnicate"])
     assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1
+
+
+def test_report_on_damaged_dataset_is_one_error_line(tmp_path: Path) -> None:
+    for damage in ("truncated_mid_row", "non_utf8", "nan_duration", "duplicated_header"):
+        folder = tmp_path / damage / "PROF_000001_20260101000000000_DAMAGEDFIXTURE00" / "mindstudio_profiler_output"
+        folder.mkdir(parents=True)
+        shutil.copy(FIXTURES / "damaged" / f"op_summary__{damage}.csv", folder / "op_summary_20260101000000.csv")
+        proc = run([sys.executable, "-m", "common", "report", str(tmp_path / damage)])
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        (line,) = error_lines(proc.stderr)
+        assert "op_summary_20260101000000.csv:" in line
+
+
+# --- bottleneck analysis: peaks, bounds and pipes in the report -----------------------------------
+def test_report_on_npu_capture_without_shapes_says_unavailable(npu_fixtures) -> None:
+    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")])
+    assert proc.returncode == 0, proc.stderr
+    assert "peaks: none (NPU data without a SoC name: pass --soc Ascend910B3" in proc.stdout
+    assert "unavailable: no Input Shapes in the profile" in proc.stdout
+    assert "aiv_scalar 0.99 >= 0.8: limited by scalar" in proc.stdout
+    assert (npu_fixtures / "cann85_minimal" / "report.html").is_file()
+
+
+def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
+    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
+                "--soc", "Ascend910B3"])
+    assert proc.returncode == 0, proc.stderr
+    assert "peaks: nominal: 20 cube cores x 8192 FLOP/cycle x 1.8 GHz, 1600 GB/s memory" in proc.stdout
+    add = next(li for li in proc.stdout.splitlines() if li.startswith("Add ") and "512,2,4096" in li)
+    assert add.rstrip().endswith("memory")
+    bad = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
+               "--soc", "Ascend999"])
+    assert bad.returncode == 0 and "peaks: none (Ascend999 is not in the peak table" in bad.stdout
+    assert error_lines(bad.stderr) == []
+
+
+# --- python -m common.bench -------------------------------------------------------------------------
+def test_bench_make_small_and_bad_arguments(tmp_path: Path) -> None:
+    proc = run([sys.executable, "-m", "common.bench", "make", "--rows", "30", "--events", "3000", "--out", str(tmp_path)])
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(tmp_path.rglob("op_summary_*.csv"))) == 1 and (tmp_path / "trace_view_3000").is_dir()
+    proc = run([sys.executable, "-m", "common.bench", "make", "--what", "nonsense", "--out", str(tmp_path)])
+    assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1 and "Traceback" not in proc.stderr

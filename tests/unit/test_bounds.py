@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from helpers import error_lines, run
 
 from common.analyze import bounds
 from common.analyze.bounds import Peaks
@@ -87,28 +84,6 @@ def test_run_hint_is_a_hypothesis_with_evidence() -> None:
     assert host[2].startswith("evidence: Computing 35.0 us : Free 2215.0 us per step (1.6% computing, threshold 50%)")
     device = bounds.run_hint(StepSummary(5, 4000.0, 3800.0, 200.0), None, None)
     assert device[0].startswith("hypothesis: device-bound")
-
-
-def test_report_on_npu_capture_without_shapes_says_unavailable(npu_fixtures) -> None:
-    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")])
-    assert proc.returncode == 0, proc.stderr
-    assert "peaks: none (NPU data without a SoC name: pass --soc Ascend910B3" in proc.stdout
-    assert "unavailable: no Input Shapes in the profile" in proc.stdout
-    assert "aiv_scalar 0.99 >= 0.8: limited by scalar" in proc.stdout
-    assert (npu_fixtures / "cann85_minimal" / "report.html").is_file()
-
-
-def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
-    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
-                "--soc", "Ascend910B3"])
-    assert proc.returncode == 0, proc.stderr
-    assert "peaks: nominal: 20 cube cores x 8192 FLOP/cycle x 1.8 GHz, 1600 GB/s memory" in proc.stdout
-    add = next(li for li in proc.stdout.splitlines() if li.startswith("Add ") and "512,2,4096" in li)
-    assert add.rstrip().endswith("memory")
-    bad = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
-               "--soc", "Ascend999"])
-    assert bad.returncode == 0 and "peaks: none (Ascend999 is not in the peak table" in bad.stdout
-    assert error_lines(bad.stderr) == []
 
 
 def test_a_bound_above_the_peak_is_called_not_tight() -> None:

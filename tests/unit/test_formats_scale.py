@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import error_lines, run
 
 from common.analyze import families
 from common.bench import generate
@@ -140,11 +138,3 @@ def test_step_table_lists_the_longest_steps_when_there_are_many(tmp_path: Path) 
     assert "50 steps: the 10 longest are listed" in text
     table_lines = [line.split() for line in text.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
     assert [int(t[0]) for t in table_lines if len(t) == 5][:10] == list(range(50, 40, -1))
-
-
-def test_bench_make_small_and_bad_arguments(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.bench", "make", "--rows", "30", "--events", "3000", "--out", str(tmp_path)])
-    assert proc.returncode == 0, proc.stderr
-    assert len(list(tmp_path.rglob("op_summary_*.csv"))) == 1 and (tmp_path / "trace_view_3000").is_dir()
-    proc = run([sys.executable, "-m", "common.bench", "make", "--what", "nonsense", "--out", str(tmp_path)])
-    assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1 and "Traceback" not in proc.stderr

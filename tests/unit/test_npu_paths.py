@@ -6,30 +6,21 @@ that an NPU ran.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT
+from helpers import load_lesson
 
 from common.backend import Backend, select_device
-
-
-def _load(relative: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 NPU = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof"}, (0, 3))
 
 
 def test_cmdline_msprof_argv_and_environment(tmp_path: Path) -> None:
-    cmdline = _load("01_cmdline/src/profile_app.py", "profile_app")
+    cmdline = load_lesson("01_cmdline/src/profile_app.py")
     app = ["/usr/bin/python3", "/lab/01_cmdline/src/model.py", "--device", "npu"]
     argv = cmdline.collect_command(NPU, tmp_path / "prof out", app)
     assert argv == [
@@ -80,7 +71,7 @@ def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: p
     recorder = _Recorder()
     monkeypatch.setitem(sys.modules, "torch_npu", recorder.module())
     monkeypatch.setattr(torch, "npu", types.SimpleNamespace(synchronize=lambda: None), raising=False)
-    mode = _load("04_pyTorch/src/model_with_profiler.py", "model_with_profiler")
+    mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
     model = torch.nn.Linear(4, 4)
     times, _ = mode.profile_npu(model, torch.ones(2, 4), tmp_path)
     calls = recorder.calls

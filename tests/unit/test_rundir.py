@@ -51,7 +51,8 @@ def test_output_default_and_inside(tmp_path: Path) -> None:
     assert rundir.output_path(tmp_path, str(tmp_path / "mine")) == tmp_path.resolve() / "mine"
 
 
-def test_run_info_start_and_finish(tmp_path: Path) -> None:
+def test_run_info_start_and_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rundir, "_git_commit", lambda: "0" * 40)  # unit tests start no process (git rev-parse)
     out = rundir.prepare_output_dir(tmp_path / "out")
     info = rundir.start_run(out, mode="cmdline", backend="portable", device=0, command=["x"])
     assert rundir.read_run_info(out)["completed"] is False
