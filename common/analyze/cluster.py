@@ -307,7 +307,7 @@ def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
 
 
 def installed_msprof_analyze() -> Path | None:
-    """msprof-analyze as :mod:`common.ecosystem` installs it ($MSPROF_ANALYZE, or its environment), if present."""
+    """msprof-analyze as :mod:`common.collect.msprof_analyze` installs it ($MSPROF_ANALYZE, or its environment), if present."""
     from common.collect import msprof_analyze
 
     given = os.environ.get(msprof_analyze.EXE_VAR)
@@ -318,7 +318,7 @@ def installed_msprof_analyze() -> Path | None:
 def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
     """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv vs this view.
 
-    The tool is found (or, with ``install``, installed) by :mod:`common.ecosystem`. Without it,
+    The tool is found (or, with ``install``, installed) by :mod:`common.collect.msprof_analyze`. Without it,
     returns the line saying the cross-check was skipped and how to get it.
     """
     from common.collect import msprof_analyze
