@@ -31,6 +31,12 @@ MODE_DIR = Path(__file__).resolve().parent.parent
 # --- 1. profile ---------------------------------------------------------------------------------
 def profile_npu(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
     """torch_npu.profiler on the NPU: it writes ``<out>/*_ascend_pt/`` itself when the schedule ends."""
+    with npu_profiler(out) as prof:
+        return run_steps(model, x, STEPS, prof.step, torch.npu.synchronize)
+
+
+def npu_profiler(out: Path):
+    """The profiler itself, with the schedule: ``with npu_profiler(out) as prof:``, ``prof.step()`` per step."""
     import torch_npu
 
     config = torch_npu.profiler._ExperimentalConfig(
@@ -38,27 +44,31 @@ def profile_npu(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
         aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization,  # pipe busy ratios in kernel_details
         data_simplification=False,  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
     )
-    with torch_npu.profiler.profile(
+    return torch_npu.profiler.profile(
         activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
         schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
         on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(out)),
         record_shapes=True,
         with_stack=False,  # call stacks inflate host time in exactly the steps we measure
         experimental_config=config,
-    ) as prof:
-        return run_steps(model, x, STEPS, prof.step, torch.npu.synchronize)
+    )
 
 
 def profile_portable(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
     """torch.profiler with the same schedule, written in torch_npu's layout and columns."""
     from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
 
-    schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                record_shapes=True) as prof:
+    with portable_profiler() as prof:
         times, y = run_steps(model, x, STEPS, prof.step)
     write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
     return times, y
+
+
+def portable_profiler():
+    """torch.profiler with the same schedule (the CPU is the only device it sees)."""
+    schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                                  record_shapes=True)
 
 
 def run_steps(model, x, steps: int, on_step=None, sync=lambda: None) -> tuple[list[float], torch.Tensor]:

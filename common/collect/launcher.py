@@ -6,8 +6,8 @@ torch writes its own op tree; this module turns each into a ``PROF_*`` folder th
 msprof writes one folder per profiled process.
 
 :func:`run_command` is how the lab starts every external program (msprof, the app, the
-AscendC host program): in a session of its own, so that a timeout, Ctrl-C (SIGINT) or
-SIGTERM reaching the lab is passed to the program's whole process group, children and
+AscendC host program, torchrun): in a session of its own, so that a timeout, Ctrl-C (SIGINT)
+or SIGTERM reaching the lab is passed to the program's whole process group, children and
 grandchildren included, and whatever the program leaves running when it ends is stopped
 too. The program first gets ``grace_s`` seconds to exit by itself (the start-up hook turns
 SIGTERM into a normal exit, so the profile is written), then the group is killed.

@@ -13,6 +13,7 @@ of its own, so stopping torchrun's group does not reach them).
 
 from __future__ import annotations
 
+import datetime as dt
 import faulthandler
 import json
 import os
@@ -72,6 +73,48 @@ class RankStatus:
         tmp.write_text(json.dumps(self.data))
         tmp.replace(self.path)
 
+    # ``with RankStatus.start(out, rank) as status:`` — an error inside is recorded for the driver
+    # (state "failed", the message) and the rank exits non-zero: ``return status.exit_code``.
+    exit_code = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:
+        if kind is None or not issubclass(kind, Exception):
+            return False
+        self.update(state="failed", error=f"{kind.__name__}: {err}"[:400])
+        self.exit_code = 1
+        return True
+
+
+def join_process_group(local_rank: int, timeout_s: float):
+    """In a rank: set its device and join the process group — HCCL between NPUs, gloo between CPU
+    processes. Returns (the torch.device to compute on, whether it is an NPU)."""
+    import torch
+    import torch.distributed as dist
+
+    npu = detect().is_npu
+    if npu:
+        import torch_npu  # noqa: F401  (registers the npu device and HCCL)
+
+        torch.npu.set_device(local_rank)  # ASCEND_RT_VISIBLE_DEVICES maps rank -> card
+    # Longer than the driver's timeout, so a hang is diagnosed by the driver (which rank, where)
+    # before the process group gives up with a less specific error.
+    dist.init_process_group("hccl" if npu else "gloo", timeout=dt.timedelta(seconds=2 * timeout_s + 60))
+    return torch.device(f"npu:{local_rank}" if npu else "cpu"), npu
+
+
+def write_portable_rank(prof, out: Path, rank: int, schedule: tuple[int, int, int], **info: object) -> None:
+    """Portable backend: torch.profiler's record in torch_npu's multi-rank layout (``profiler_info_<rank>.json``
+    with ``info``: world size, local batch, launch id)."""
+    from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
+
+    wait, warmup, active = schedule
+    record = portable_profiler_info(wait, warmup, active)
+    record.update(info, process_group="gloo")
+    write_torch_profile(prof, out, wait + warmup, record, rank=rank)
+
 
 # ===== The driver: validate ===================================================================
 
@@ -97,7 +140,9 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
     parser.add_argument(
         "--fault", help="failure drill: crash:<rank>, kill:<rank> or hang:<rank> at the first active step"
     )
-    parser.add_argument("--output", help=f"output folder inside {mode_dir.name}/ (default {mode_dir.name}/prof_out_ddp)")
+    parser.add_argument(
+        "--output", help=f"output folder inside {mode_dir.name}/ (default {mode_dir.name}/prof_out_ddp)"
+    )
     parser.add_argument(
         "--cross-check",
         action="store_true",
@@ -354,7 +399,7 @@ class RanksRun:
         return 0 if all(v.ok for v in verdicts) else 1
 
 
-def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: dict) -> RanksRun:
+def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple[int, int, int]) -> RanksRun:
     """Validate, start ``plan.nproc`` copies of ``script --worker`` under torchrun, and supervise them.
 
     A run that does not finish is marked incomplete in run_info.json with the rank at fault and
@@ -389,7 +434,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: dict)
         forwards=forwards,
         slow_rank=plan.slow_rank,
         slow_factor=plan.slow_factor if plan.slow_rank is not None else None,
-        schedule=schedule,
+        schedule=dict(zip(("wait", "warmup", "active"), schedule)),
     )
 
     # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
@@ -407,6 +452,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: dict)
         argv, env, plan.timeout_s, grace_s=STOP_GRACE_S, stderr=log,
         on_timeout=lambda: stacks.update(dump_stacks(out, read_statuses(out, plan.nproc), script)),
     )
+    # run_info's exit_code: -1 when stopped at the timeout, 128+N when the lab got signal N, else torchrun's
     code = -1 if app.timed_out else app.lab_exit_code if app.stopped_by else app.exit_code
     statuses = read_statuses(out, plan.nproc)
     killed = stop_leftovers(statuses, script)

@@ -3,32 +3,21 @@ the slow-rank rule, the driver's validation and its reading of a failed run."""
 
 from __future__ import annotations
 
-import importlib.util
+import faulthandler
 import json
+import signal
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import load_lesson
 
 from common.analyze.cluster import ClusterView, RankProfile, RankSummary, collective_arrivals, find_slow_rank
-from common.collect import torch_ops
+from common.collect import ranks, torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange
 from common.errors import LabError
 from common.formats.records import Task
-
-
-def _load_ddp():
-    spec = importlib.util.spec_from_file_location(
-        "ddp_with_profiler", ROOT / "04_pyTorch" / "src" / "ddp_with_profiler.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("ddp_with_profiler", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-ddp = _load_ddp()
 
 
 def _task(name: str, start: float, end: float, kind: str = "CPU", step: int = 4) -> Task:
@@ -115,7 +104,7 @@ def test_balanced_ranks_have_no_slow_rank() -> None:
 @pytest.mark.parametrize("text", ["0", "9", "-1", "2;rm -rf /", "x", "", "1 2", "٢"])
 def test_nproc_allow_list(text: str) -> None:
     with pytest.raises(LabError, match="nproc"):
-        ddp.parse_nproc(text)
+        ranks.parse_nproc(text)
 
 
 @pytest.mark.hostile
@@ -133,17 +122,18 @@ def test_nproc_allow_list(text: str) -> None:
 )
 def test_device_lists(text: str, message: str) -> None:
     with pytest.raises(LabError, match=message):
-        ddp.parse_device_list(text, 2)
+        ranks.parse_device_list(text, 2)
 
 
 def test_device_list_default_and_order() -> None:
-    assert ddp.parse_device_list(None, 3) == [0, 1, 2]
-    assert ddp.parse_device_list("7,3", 2) == [7, 3]
+    assert ranks.parse_device_list(None, 3) == [0, 1, 2]
+    assert ranks.parse_device_list("7,3", 2) == [7, 3]
 
 
 def test_torchrun_argv_is_loopback_and_an_argv_list() -> None:
-    argv = ddp.torchrun_argv(4, 29555, ["--worker-out", "/x y"])
+    argv = ranks.torchrun_argv(4, 29555, Path("/w/ddp.py"), ["--worker-out", "/x y"])
     assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert argv[argv.index("/w/ddp.py") + 1] == "--worker"
     assert argv[argv.index("--nproc-per-node") + 1] == "4"
     assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:29555"
     assert argv[argv.index("--max-restarts") + 1] == "0" and argv[-2:] == ["--worker-out", "/x y"]
@@ -164,10 +154,10 @@ def test_diagnose_uses_torchrun_root_cause_and_rank_reports() -> None:
         0: {"rank": 0, "state": "failed", "step": 4, "time": 2.0, "error": "RuntimeError: Connection closed by peer"},
         1: {"rank": 1, "state": "running", "step": 4, "time": 1.0},
     }
-    rank, why = ddp.diagnose(2, statuses, {}, False, 60, TORCHRUN_FAILURE)
+    rank, why = ranks.diagnose(2, statuses, {}, False, 60, TORCHRUN_FAILURE)
     assert rank == 1 and "killed by signal SIGKILL at step 4" in why
     statuses[1].update(state="failed", error="ValueError: bad batch")
-    assert ddp.diagnose(2, statuses, {}, False, 60, "") == (1, "rank 1 failed at step 4: ValueError: bad batch")
+    assert ranks.diagnose(2, statuses, {}, False, 60, "") == (1, "rank 1 failed at step 4: ValueError: bad batch")
 
 
 def test_diagnose_a_hang_from_the_ranks_stacks() -> None:
@@ -177,10 +167,10 @@ def test_diagnose_a_hang_from_the_ranks_stacks() -> None:
         1: 'File "/x/data.py", line 3 in load',
         2: 'File "/x/torch/autograd/__init__.py" in backward',
     }
-    rank, why = ddp.diagnose(3, statuses, stacks, True, 30, "")
+    rank, why = ranks.diagnose(3, statuses, stacks, True, 30, "")
     assert rank == 1 and "rank 1 stopped making progress at step 4" in why and "ranks 0, 2 waited" in why
     stacks[2] = 'File "/x/data.py", line 3 in load'
-    assert ddp.diagnose(3, statuses, stacks, True, 30, "")[0] is None
+    assert ranks.diagnose(3, statuses, stacks, True, 30, "")[0] is None
 
 
 def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> None:
@@ -195,3 +185,25 @@ def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> No
     assert arrivals.collectives == 2 and arrivals.last == {0: 0, 1: 2}
     assert arrivals.wait_us == {0: 40.0, 1: 0.0}  # (60 + 20) / 2 collectives
     assert "rank 1 started 2 of 2 last" in arrivals.text()
+
+
+def test_the_ddp_lesson_profiles_with_mode_04s_schedule_and_profiler() -> None:
+    ddp = load_lesson("04_pyTorch/src/ddp_with_profiler.py")
+    single = load_lesson("04_pyTorch/src/model_with_profiler.py")
+    assert (ddp.WAIT, ddp.WARMUP, ddp.ACTIVE, ddp.STEPS) == (single.WAIT, single.WARMUP, single.ACTIVE, 9)
+    assert ddp.npu_profiler is single.npu_profiler and ddp.portable_profiler is single.portable_profiler
+
+
+def test_a_rank_error_is_recorded_for_the_driver(tmp_path) -> None:
+    (tmp_path / ranks.STATUS_DIR).mkdir()
+    with ranks.RankStatus.start(tmp_path, 1) as status:
+        status.update(state="running", step=4)
+        raise ValueError("bad batch")
+    assert status.exit_code == 1
+    assert ranks.read_statuses(tmp_path, 2)[1] | {"time": 0} == {
+        "rank": 1, "pid": status.data["pid"], "state": "failed", "step": 4, "error": "ValueError: bad batch", "time": 0,
+    }
+    with ranks.RankStatus.start(tmp_path, 0) as ok:
+        ok.update(state="done")
+    assert ok.exit_code == 0 and sorted(ranks.read_statuses(tmp_path, 2)) == [0, 1]
+    faulthandler.unregister(signal.SIGUSR1)  # start() asked for stacks on SIGUSR1: not in the test process
