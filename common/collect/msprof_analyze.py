@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
 from common.analyze.checks import Verdict
+from common.collect import launcher
 from common.environments import ensure_environment
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.datasets import find_datasets
@@ -62,13 +63,22 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _run(argv: list[str], what: str, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+def _run(argv: list[str], what: str, timeout: float, log_path: Path) -> tuple[int, str]:
+    """Run under the lab's launcher (own session, group stopped on timeout, SIGINT, SIGTERM); (exit code, output).
+
+    stdout and stderr both land in ``log_path`` (stderr first, then stdout) and are returned together.
+    """
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
+        run = launcher.run_command(argv, {**os.environ, "PYTHONUNBUFFERED": "1"}, timeout, capture=True,
+                                   stderr=log_path)
     except FileNotFoundError:
         raise LabError(f"{what}: {argv[0]} not found", f"install msprof-analyze, or unset {EXE_VAR}") from None
-    except subprocess.TimeoutExpired:
-        raise LabError(f"{what}: no answer after {timeout:.0f} s", "run it by hand to see where it hangs") from None
+    run.raise_if_stopped()  # Ctrl-C or SIGTERM: the tool was stopped with the lab
+    output = log_path.read_text(errors="replace") + run.output
+    log_path.write_text(output)
+    if run.timed_out:
+        raise LabError(f"{what}: no answer after {timeout:.0f} s", f"run it by hand to see where it hangs ({log_path})")
+    return run.exit_code, output
 
 
 def ensure_tool(log=print) -> Path:
@@ -95,21 +105,20 @@ def tool_version(exe: Path) -> str:
     python = exe.parent / "python"
     if not python.is_file():
         return "unknown version"
-    proc = _run([str(python), "-c", "import importlib.metadata as m; print(m.version('msprof-analyze'))"],
-                "reading msprof-analyze's version", 60)
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown version"
+    with tempfile.TemporaryDirectory() as tmp:
+        code, output = _run([str(python), "-c", "import importlib.metadata as m; print(m.version('msprof-analyze'))"],
+                            "reading msprof-analyze's version", 60, Path(tmp) / "version.log")
+    lines = output.strip().splitlines()
+    return lines[-1] if code == 0 and lines else "unknown version"
 
 
 def run_tool(exe: Path, args: list[str], log_path: Path) -> str:
     """Run ``msprof-analyze <args>`` (an argv list, no shell); its full output goes to ``log_path``."""
-    proc = _run([str(exe), *args], f"msprof-analyze {args[0]}", TOOL_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    log_path.write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise LabError(
-            f"msprof-analyze {' '.join(args[:2])} failed (exit {proc.returncode}): {_last_line(proc.stderr + proc.stdout)}",
-            f"its full output is in {log_path}",
-        )
-    return proc.stdout + proc.stderr
+    code, output = _run([str(exe), *args], f"msprof-analyze {args[0]}", TOOL_TIMEOUT_S, log_path)
+    if code != 0:
+        raise LabError(f"msprof-analyze {' '.join(args[:2])} failed (exit {code}): {_last_line(output)}",
+                       f"its full output is in {log_path}")
+    return output
 
 
 # --- reading what it reports ------------------------------------------------------------------------
