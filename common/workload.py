@@ -1,97 +1,465 @@
-"""The one shared workload: TinyMLP, its fixed input and its fp32 reference.
+"""The workload every mode profiles: a model, its fixed input, its fp32 reference, its expected op counts.
 
-Every mode imports this module, so all four ways of profiling look at the same
-model with the same weights and the same input. To profile your own model, edit
-``build_model`` and ``make_input`` (marked below) and nothing else.
+The default is TinyMLP, defined below. A workload file (``--workload FILE`` or
+``MSPROF_LAB_WORKLOAD=FILE``) replaces it: a Python file with ``build_model()`` and
+``make_input()``, optionally ``loss(output, input)`` and ``EXPECT`` (see docs/own_model.md).
+The file is imported and run as it is: it is the user's own code, trusted like any script
+they run. torch is imported only when a model is built or run.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
 
-SEED = 0
-BATCH = 32
-HIDDEN = 1024
-N_LINEAR = 4
+from common.errors import LabError
+
+ENV_VAR = "MSPROF_LAB_WORKLOAD"
+SEED = 0  # build_model() runs under this torch seed, make_input() under SEED + 1
 
 WARMUP_FORWARDS = 3  # excluded from timing: first calls pay allocation and dispatch caches
 MEASURED_FORWARDS = 20
 
+# Declared expectations a workload may state in EXPECT, and the type of each value.
+EXPECT_KEYS: dict[str, type] = {
+    "top_family": str,  # the op family with the largest share of forward time
+    "cast_on_03_default": bool,  # ATC's default precision policy inserts Casts (mode 03)
+    "share_agreement_01_04": str,  # this family's share of forward time agrees between modes 01 and 04
+}
+# Families whose counts depend on the backend rather than on the model: an NPU adds TransData for its
+# private formats, MemSet before some MatMuls and Casts under a precision policy; the portable task
+# rule hides copies inside a reshape. Expected counts are compared for the other families only.
+BACKEND_DEPENDENT_FAMILIES = frozenset({"layout", "cast", "memcpy", "init"})
 
-class TinyMLP(nn.Module):
-    """4 x Linear(1024, 1024) with a GELU between each pair (3 GELU)."""
-
-    def __init__(self, hidden: int = HIDDEN, n_linear: int = N_LINEAR) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        for i in range(n_linear):
-            layers.append(nn.Linear(hidden, hidden))
-            if i < n_linear - 1:
-                layers.append(nn.GELU())
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+_HELP = "see docs/own_model.md for what a workload file defines"
 
 
-# ===== Replace with your model: edit these two functions, keep their signatures. =====
-def build_model(hidden: int = HIDDEN) -> nn.Module:
-    """The model every mode profiles, with weights fixed by ``SEED``, in eval mode."""
+# --- TinyMLP: the default workload -------------------------------------------------------------------
+BATCH = 32
+HIDDEN = 1024
+N_LINEAR = 4
+TINY_MLP_EXPECT = {"top_family": "matmul", "cast_on_03_default": True, "share_agreement_01_04": "matmul"}
+
+
+@functools.cache
+def _tiny_mlp_class() -> type:
+    from torch import nn
+
+    class TinyMLP(nn.Module):
+        """4 x Linear(1024, 1024) with a GELU between each pair (3 GELU)."""
+
+        def __init__(self, hidden: int = HIDDEN, n_linear: int = N_LINEAR) -> None:
+            super().__init__()
+            layers: list[nn.Module] = []
+            for i in range(n_linear):
+                layers.append(nn.Linear(hidden, hidden))
+                if i < n_linear - 1:
+                    layers.append(nn.GELU())
+            self.net = nn.Sequential(*layers)
+
+        def forward(self, x):
+            return self.net(x)
+
+    TinyMLP.__qualname__ = "TinyMLP"  # pickles as common.workload.TinyMLP (found by __getattr__ below)
+    return TinyMLP
+
+
+def build_model(hidden: int = HIDDEN):
+    """TinyMLP with weights fixed by ``SEED``, in eval mode."""
+    import torch
+
     torch.manual_seed(SEED)
-    return TinyMLP(hidden).eval()
+    return _tiny_mlp_class()(hidden).eval()
 
 
-def make_input(batch: int = BATCH, hidden: int = HIDDEN) -> torch.Tensor:
-    """The fixed input, drawn from its own seeded generator so it never depends on the model."""
+def make_input(batch: int = BATCH, hidden: int = HIDDEN):
+    """TinyMLP's fixed input, drawn from its own seeded generator so it never depends on the model."""
+    import torch
+
     generator = torch.Generator().manual_seed(SEED + 1)
     return torch.randn(batch, hidden, generator=generator)
-# ===== End of the part to replace. =====
+# --- end of TinyMLP ----------------------------------------------------------------------------------
 
 
-# Which op family each module type launches once per forward. A module type that is
-# not listed adds nothing to the expected counts (containers, dropout in eval, ...).
-_MODULE_FAMILY = {nn.Linear: "matmul", nn.GELU: "gelu"}
+def __getattr__(name: str) -> Any:  # TinyMLP stays importable without importing torch with this module
+    if name == "TinyMLP":
+        return _tiny_mlp_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def expected_op_counts(model: nn.Module) -> dict[str, int]:
-    """Per-forward op counts by family, derived from the model's modules (not typed in)."""
-    counts: Counter[str] = Counter()
-    for module in model.modules():
-        family = _MODULE_FAMILY.get(type(module))
-        if family:
-            counts[family] += 1
-    return dict(counts)
+def _tiny_mlp_sha256() -> str:
+    """TinyMLP's identity: a hash of its definition (the marked part of this file)."""
+    text = Path(__file__).read_text(encoding="utf-8")
+    start = text.index("# --- TinyMLP: the default workload")
+    end = text.index("# --- end of TinyMLP", start)
+    return hashlib.sha256(b"TinyMLP\n" + text[start:end].encode()).hexdigest()
 
 
-def reference_output(batch: int = BATCH, hidden: int = HIDDEN) -> np.ndarray:
-    """The fp32 CPU output of the shared model on the shared input, computed without any profiler."""
-    return _reference(batch, hidden).copy()  # a copy: callers may not change the cached one
+# --- op counts -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpCounts:
+    """Ops one forward runs, per family and per aten op, as the dispatcher saw them below autograd."""
+
+    per_family: dict[str, int]
+    per_op: dict[str, int]
+
+    @property
+    def checked(self) -> dict[str, int]:
+        """The families a run's measured task counts are compared with (BACKEND_DEPENDENT_FAMILIES left out)."""
+        return {f: n for f, n in self.per_family.items() if f not in BACKEND_DEPENDENT_FAMILIES}
 
 
-@functools.lru_cache(maxsize=4)
-def _reference(batch: int, hidden: int) -> np.ndarray:
-    model = build_model(hidden)
-    with torch.no_grad():
-        return model(make_input(batch, hidden)).float().numpy()
+def count_ops(model, inputs: tuple) -> OpCounts:
+    """Run one forward (no grad) and count the ops that do work, the way the portable task rule does.
+
+    Composite ops (``aten::linear``, ``aten::conv2d``, ``aten::layer_norm`` ...) never reach the
+    dispatcher's Python key: the ops they call do (``aten::addmm``, ``aten::convolution``,
+    ``aten::native_layer_norm``). An op that handles a call hides the ops it calls itself, so a
+    fused ``aten::_native_multi_head_attention`` counts once. Views and metadata ops launch nothing
+    and are dropped.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from common.analyze.families import op_family
+    from common.collect.torch_ops import VIEW_OPS
+
+    per_op: Counter[str] = Counter()
+
+    class _Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = f"{func.namespace}::{func.overloadpacket.__name__}"
+            if not getattr(func, "is_view", False) and name not in VIEW_OPS:
+                per_op[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), _Count():
+        model(*inputs)
+    per_family: Counter[str] = Counter()
+    for name, n in per_op.items():
+        per_family[op_family(name)] += n
+    return OpCounts(dict(per_family), dict(per_op))
 
 
-def compare_to_reference(output: np.ndarray, reference: np.ndarray) -> dict[str, float]:
-    """Max abs diff, mean abs diff and cosine similarity of an output against the reference."""
-    if output.shape != reference.shape:
-        from common.errors import LabError
+# --- comparing outputs ---------------------------------------------------------------------------------
+def _arrays(output) -> list[np.ndarray]:
+    """A tensor, an array, or a tuple/list of them, as fp32 numpy arrays."""
+    items = output if isinstance(output, (tuple, list)) else [output]
+    arrays = []
+    for item in items:
+        if hasattr(item, "detach"):
+            item = item.detach().float().cpu().numpy()
+        arrays.append(np.asarray(item, dtype=np.float32))
+    return arrays
 
-        raise LabError(
-            f"output shape {tuple(output.shape)} does not match the reference {tuple(reference.shape)}",
-            "the run used a different input or model; rebuild it from common.workload",
-        )
-    out = output.astype(np.float64).ravel()
-    ref = reference.astype(np.float64).ravel()
+
+def compare_outputs(output, reference) -> dict[str, float]:
+    """Max abs diff, mean abs diff and cosine similarity of an output (all its tensors) against a reference."""
+    outs, refs = _arrays(output), _arrays(reference)
+    shapes = [tuple(a.shape) for a in outs], [tuple(a.shape) for a in refs]
+    if shapes[0] != shapes[1]:
+        got, want = (s[0] if len(s) == 1 else s for s in shapes)
+        raise LabError(f"output shape {got} does not match the reference {want}",
+                       "the run used a different input or model; rebuild it from the same workload")
+    out = np.concatenate([a.astype(np.float64).ravel() for a in outs])
+    ref = np.concatenate([a.astype(np.float64).ravel() for a in refs])
+    if out.size == 0:
+        return {"max_abs_diff": 0.0, "mean_abs_diff": 0.0, "cosine": float("nan")}
     diff = np.abs(out - ref)
     denom = float(np.linalg.norm(out) * np.linalg.norm(ref))
     cosine = float(out @ ref / denom) if denom else float("nan")
     return {"max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()), "cosine": cosine}
+
+
+# --- the Workload ---------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Workload:
+    """One model to profile: how to build it and its input, its reference output and expected op counts."""
+
+    name: str
+    path: str | None  # the workload file; None for the built-in TinyMLP
+    sha256: str  # of the file's bytes (TinyMLP: of its definition)
+    _build: Callable[[], Any] = field(repr=False)
+    _make_input: Callable[[], Any] = field(repr=False)
+    loss: Callable[[Any, Any], Any] | None = field(default=None, repr=False)
+    expectations: dict[str, Any] = field(default_factory=dict)
+    _reference: tuple[np.ndarray, ...] | None = field(default=None, repr=False)
+    _counts: OpCounts | None = field(default=None, repr=False)
+
+    @property
+    def where(self) -> str:
+        return f"workload file {self.path}" if self.path else f"the built-in {self.name}"
+
+    def info(self) -> dict[str, Any]:
+        """What run_info.json records about the workload."""
+        return {"name": self.name, "path": self.path, "sha256": self.sha256}
+
+    def build_model(self):
+        """The model with its random initialisation fixed by ``SEED``, in eval mode."""
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED)
+            model = self._build()
+        if not isinstance(model, torch.nn.Module):
+            raise LabError(f"{self.where}: build_model() returned {type(model).__name__}, not a torch.nn.Module",
+                           "make build_model() return the model (an nn.Module instance)")
+        return model.eval()
+
+    def make_input(self):
+        """The fixed input: a tensor, or a tuple of tensors passed as separate arguments."""
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(SEED + 1)
+            x = self._make_input()
+        items = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+        if not items or not all(isinstance(t, torch.Tensor) for t in items):
+            raise LabError(f"{self.where}: make_input() returned {_kinds(x)}, not a tensor or a tuple of tensors",
+                           "make make_input() return the model's input: a torch.Tensor, or a tuple of them")
+        return items if isinstance(x, (tuple, list)) else x
+
+    def inputs(self) -> tuple:
+        """make_input() as a tuple of positional arguments for the model."""
+        x = self.make_input()
+        return x if isinstance(x, tuple) else (x,)
+
+    @staticmethod
+    def forward(model, x):
+        """``model(x)``, or ``model(*x)`` for a tuple of inputs."""
+        return model(*x) if isinstance(x, tuple) else model(x)
+
+    def reference_output(self):
+        """The fp32 CPU output of the model on its input, without any profiler (a copy; one array per output)."""
+        arrays = tuple(a.copy() for a in self._reference_arrays())
+        return arrays[0] if len(arrays) == 1 else arrays
+
+    def compare_to_reference(self, output) -> dict[str, float]:
+        """Max abs diff, mean abs diff and cosine of ``output`` against the reference."""
+        return compare_outputs(output, self._reference_arrays())
+
+    def expected_op_counts(self) -> OpCounts:
+        """Per-forward op counts from one real forward (see :func:`count_ops`); computed once."""
+        if self._counts is None:
+            self._counts = count_ops(self.build_model(), self.inputs())
+        return self._counts
+
+    def not_applicable(self, key: str) -> str:
+        """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""
+        return f"not applicable: {self.name} declares no EXPECT[{key!r}]"
+
+    def _reference_arrays(self) -> tuple[np.ndarray, ...]:
+        if self._reference is None:
+            self._reference = tuple(_arrays(self._checked_forward()))
+        return self._reference
+
+    def _checked_forward(self):
+        """One forward on the fixed input (no grad), with the user's mistakes turned into LabErrors."""
+        import torch
+
+        model, x = self.build_model(), self.make_input()
+        try:
+            with torch.no_grad():
+                out = self.forward(model, x)
+        except Exception as err:  # noqa: BLE001 (the user's model: any failure is theirs to fix)
+            shapes = ", ".join(str(tuple(t.shape)) for t in (x if isinstance(x, tuple) else (x,)))
+            raise LabError(f"{self.where}: the model rejects the input of make_input() (shapes {shapes}): "
+                           f"{_first_line(err)}",
+                           "make make_input() return what forward() takes (a tuple is passed as separate "
+                           "arguments)") from None
+        items = out if isinstance(out, (tuple, list)) else (out,)
+        if not items or not all(isinstance(t, torch.Tensor) for t in items):
+            raise LabError(f"{self.where}: the model returned {_kinds(out)}, not a tensor or a tuple of tensors",
+                           "make forward() return a tensor (or a tuple of tensors); wrap the model if it returns "
+                           "a dict or other object")
+        if self.loss is not None:
+            try:
+                with torch.no_grad():
+                    value = self.loss(out, x)
+            except Exception as err:  # noqa: BLE001 (the user's code)
+                raise LabError(f"{self.where}: loss(output, input) failed: {_first_line(err)}",
+                               "make loss() take the model's output and make_input()'s value") from None
+            if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                raise LabError(f"{self.where}: loss(output, input) returned {_describe(value)}, not a scalar tensor",
+                               "make loss() return one number as a tensor (e.g. a .mean())")
+        return out
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _kinds(value) -> str:
+    """``dict``, or ``a tuple of Tensor, NoneType``: what a function returned, for an error line."""
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {', '.join(type(v).__name__ for v in value) or 'nothing'}"
+    return type(value).__name__
+
+
+def _describe(value) -> str:
+    shape = getattr(value, "shape", None)
+    return f"a tensor of shape {tuple(shape)}" if shape is not None else type(value).__name__
+
+
+@functools.cache
+def tiny_mlp() -> Workload:
+    """The default workload."""
+    return Workload("TinyMLP", None, _tiny_mlp_sha256(), build_model, make_input, None, dict(TINY_MLP_EXPECT))
+
+
+# --- loading a workload file --------------------------------------------------------------------------
+_LOADED: dict[tuple[str, str], Workload] = {}
+
+
+def load_workload(path: str | os.PathLike | None = None) -> Workload:
+    """The workload of ``path``, else of $MSPROF_LAB_WORKLOAD, else TinyMLP; loaded once per file content.
+
+    Loading imports the file, builds the model and runs one forward on its input, so every mistake
+    shows here, before any output folder is touched.
+    """
+    origin = ""
+    if path is None or str(path) == "":
+        path = os.environ.get(ENV_VAR) or None
+        origin = f" (from {ENV_VAR})"
+    if path is None:
+        return tiny_mlp()
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise LabError(f"workload file {file}{origin} does not exist",
+                       f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}")
+    if not file.is_file():
+        raise LabError(f"workload file {file}{origin} is not a file",
+                       f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}")
+    try:
+        data = file.read_bytes()
+    except OSError as err:
+        raise LabError(f"workload file {file}{origin} cannot be read: {err.strerror}",
+                       "check its permissions") from None
+    resolved = file.resolve()
+    sha = hashlib.sha256(data).hexdigest()
+    key = (str(resolved), sha)
+    if key not in _LOADED:
+        workload = _from_module(_import(resolved, sha), resolved, sha)
+        workload._reference_arrays()  # the forward that checks the model accepts its input
+        _LOADED[key] = workload
+    return _LOADED[key]
+
+
+def _import(file: Path, sha: str):
+    """Import the file as a module of its own (never through a shell); its folder joins sys.path's end."""
+    name = f"msprof_lab_workload_{sha[:16]}"
+    loader = importlib.machinery.SourceFileLoader(name, str(file))
+    spec = importlib.util.spec_from_file_location(name, file, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    if str(file.parent) not in sys.path:
+        sys.path.append(str(file.parent))  # so that it can import the modules next to it
+    sys.modules[name] = module  # dataclasses and pickling look their module up here
+    try:
+        loader.exec_module(module)
+    except SyntaxError as err:
+        sys.modules.pop(name, None)
+        raise LabError(f"workload file {file}: syntax error at line {err.lineno}: {err.msg}",
+                       "fix the Python syntax in that file") from None
+    except ImportError as err:
+        sys.modules.pop(name, None)
+        raise LabError(f"workload file {file}: an import failed: {_first_line(err)}",
+                       "install the missing package in this environment or fix the import") from None
+    except (Exception, SystemExit) as err:  # noqa: BLE001 (the user's code, run at import)
+        sys.modules.pop(name, None)
+        raise LabError(f"workload file {file}: running it failed: {_first_line(err)}",
+                       "fix the code at its top level (it runs when the lab imports the file)") from None
+    return module
+
+
+def _from_module(module, file: Path, sha: str) -> Workload:
+    missing = [f for f in ("build_model", "make_input") if not callable(getattr(module, f, None))]
+    if missing:
+        raise LabError(f"workload file {file} defines no {' and no '.join(f + '()' for f in missing)}",
+                       f"add def build_model() returning the nn.Module and def make_input() returning its input; "
+                       f"{_HELP}")
+    loss = getattr(module, "loss", None)
+    if loss is not None and not callable(loss):
+        raise LabError(f"workload file {file}: loss is not a function but {type(loss).__name__}",
+                       "define loss(output, input) returning a scalar tensor, or remove it")
+    expect = _expectations(getattr(module, "EXPECT", {}), file)
+    return Workload(file.stem, str(file), sha, _guard(module.build_model, file, "build_model"),
+                    _guard(module.make_input, file, "make_input"), loss, expect)
+
+
+def _guard(func: Callable[[], Any], file: Path, what: str) -> Callable[[], Any]:
+    """``func()`` with any failure raised as a LabError naming the file."""
+
+    def call():
+        try:
+            return func()
+        except LabError:
+            raise
+        except Exception as err:  # noqa: BLE001 (the user's code)
+            raise LabError(f"workload file {file}: {what}() failed: {_first_line(err)}",
+                           f"fix {what}() in that file (it is called with no arguments)") from None
+
+    return call
+
+
+def _expectations(expect: Any, file: Path) -> dict[str, Any]:
+    from common.analyze.families import FAMILY_ORDER
+
+    if not isinstance(expect, dict):
+        raise LabError(f"workload file {file}: EXPECT is a {type(expect).__name__}, not a dict",
+                       f"write EXPECT = {{...}} with keys among {', '.join(EXPECT_KEYS)}")
+    for key, value in expect.items():
+        if key not in EXPECT_KEYS:
+            raise LabError(f"workload file {file}: EXPECT has an unknown key {key!r}",
+                           f"use keys among {', '.join(EXPECT_KEYS)}")
+        kind = EXPECT_KEYS[key]
+        if not isinstance(value, kind):
+            raise LabError(f"workload file {file}: EXPECT[{key!r}] is {value!r}, not a {kind.__name__}",
+                           f"give EXPECT[{key!r}] a {kind.__name__} value")
+        if kind is str and value not in FAMILY_ORDER:
+            raise LabError(f"workload file {file}: EXPECT[{key!r}] names no op family: {value!r}",
+                           f"use one of {', '.join(FAMILY_ORDER)}")
+    return dict(expect)
+
+
+# --- threads ----------------------------------------------------------------------------------------------
+def use_threads(n: int = 1) -> int:
+    """Set torch's intra-op thread count (portable backend); returns the count now in use."""
+    import torch
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise LabError(f"thread count {n!r} is not a positive integer", "pass 1 or more")
+    torch.set_num_threads(n)
+    return torch.get_num_threads()
+
+
+# --- the default workload's functions, as the modes call them -----------------------------------------
+def expected_op_counts(model=None) -> dict[str, int]:
+    """Per-forward op counts by family (the checked ones) of TinyMLP, or of ``model`` (a TinyMLP, on any
+    device: a CPU copy is counted) on TinyMLP's input."""
+    if model is None:
+        return tiny_mlp().expected_op_counts().checked
+    import copy
+
+    return count_ops(copy.deepcopy(model).cpu().eval(), tiny_mlp().inputs()).checked
+
+
+def reference_output() -> np.ndarray:
+    """TinyMLP's fp32 CPU output on its input, computed once per process (a copy)."""
+    return tiny_mlp().reference_output()
+
+
+def compare_to_reference(output, reference=None) -> dict[str, float]:
+    """Max abs diff, mean abs diff and cosine of an output against ``reference`` (default: TinyMLP's)."""
+    return compare_outputs(output, tiny_mlp()._reference_arrays() if reference is None else reference)
