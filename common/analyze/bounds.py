@@ -19,7 +19,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from common.analyze.families import op_family
+from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
 from common.analyze.step_bound import HOST_BOUND_BELOW, StepSummary
 from common.formats.records import Task
 
@@ -119,16 +119,16 @@ def op_work(task: Task) -> Work | str:
     family = op_family(task.op_type)
     if family == "matmul":
         return _matmul_work(inputs, sizes, outputs, out_sizes)
-    # The other families are element-wise: read every input once, write an output the size of
-    # the largest input, at least one operation per output element. An op outside the table is
-    # modelled so only when its tensor inputs all have one size (attention, convolution, ... are not).
+    # Element-wise families read every input once and write an output the size of the largest
+    # input, at least one operation per output element. Any other op is modelled so only when its
+    # tensor inputs all have one size (attention, convolution, ... are not).
     numels = [math.prod(s) for s in inputs]
-    if family == "other" and len({n for s, n in zip(inputs, numels) if s}) > 1:
+    if family not in ELEMENTWISE_FAMILIES and len({n for s, n in zip(inputs, numels) if s}) > 1:
         return f"no work model for {task.op_type} (inputs of different sizes: not element-wise)"
     out_numel = math.prod(outputs[0]) if outputs else max(numels)
     out_size = out_sizes[0] if out_sizes else sizes[numels.index(max(numels))]
     moved = sum(n * b for n, b in zip(numels, sizes)) + out_numel * out_size
-    flops = 0.0 if family in ("cast", "memcpy", "init") else float(out_numel)
+    flops = 0.0 if family in NO_ARITHMETIC_FAMILIES else float(out_numel)
     return Work(flops, float(moved), f"element-wise: read inputs, write {out_numel} elements, "
                 f"{'no arithmetic' if not flops else '>= 1 FLOP per element'}")
 

@@ -158,7 +158,7 @@ def verdicts(runs: dict[str, ModeRun], expected: dict[str, int]) -> list[Verdict
     for k in ("01", "03", "04"):
         run = runs[k]
         out.append(checks.check_counts(run.tasks, run.forwards, expected, f"{k}, {run.forwards} forwards"))
-    out.append(checks.check_kernel_per_launch(runs["02"].tasks, runs["02"].forwards, "add_custom", "add", "02"))
+    out.append(checks.check_kernel_per_launch(runs["02"].tasks, runs["02"].forwards, "add_custom", "elementwise", "02"))
     out.append(checks.check_sum_vs_computing(runs["04"].tasks, runs["04"].steps, "04"))
     out += output_verdicts(runs)
     return out

@@ -1,37 +1,197 @@
-"""Op families: one table maps NPU op types and portable names to a family; shares, counts, top ops.
+"""Op families: one table maps every backend's op names to a family and a label; shares, counts, top ops.
 
 Pure functions over parsed rows; nothing here reads files or prints.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 
 from common.formats.records import OpStat, Task
 
-# One table maps NPU op types and portable (PyTorch / ONNX Runtime / AscendC twin) names to a family.
-# Patterns are matched against the lower-cased OP Type; the first match wins.
-OP_FAMILIES: list[tuple[str, str]] = [
-    ("cast", r"^cast$|^aten::(_to_copy|to)$|^aten::_?cast"),
-    ("matmul", r"matmul|^gemm$|^fusedmatmul$|^aten::(addmm|mm|bmm|baddbmm|matmul|linear)$"),
-    # Erf: ONNX Runtime runs an unfused GELU as x * 0.5 * (1 + Erf(x / sqrt 2)), one Erf per GELU;
-    # its Div/Mul/Add neighbours stay in their own families.
-    ("gelu", r"gelu|^aten::(relu|silu|tanh|sigmoid)$|^(relu|fastgelu|erf|swish|silu|sigmoid)$"),
-    ("init", r"random|^aten::(uniform_|normal_|randn|rand|kaiming_uniform_|zero_|fill_|empty)$|^dsa"),
-    ("memcpy", r"memcpy|^aten::copy_$|^transdata$|^identity$"),
-    ("add", r"^add$|^aten::add_?$|^add_custom$"),
+# The order families are listed in (tables, legends). What each one holds:
+#   matmul        MatMulV2/V3, BatchMatMul, Gemm, FusedMatMul, aten::addmm/mm/bmm
+#   conv          Conv2D and its backprops, Conv, FusedConv, aten::convolution/cudnn_/mkldnn_convolution
+#   attention     FlashAttentionScore(Grad), Attention, MultiHeadAttention, scaled_dot_product_attention
+#   norm          LayerNorm(V3/Grad), RmsNorm, BatchNormalization, BNTraining*, aten::native_layer_norm
+#   activation    Relu, Gelu, FastGelu, Silu, Swiglu, Sigmoid, Tanh, Erf and their gradients; each keeps its
+#                 own label (op_label): a ReLU is never reported as a GELU
+#   softmax       SoftmaxV2, LogSoftmaxV2, Softmax, aten::_softmax and their gradients
+#   elementwise   Add, Mul, Sub, RealDiv, Pow, Equal, Where, DropOutDoMask, the AscendC add_custom kernel
+#   reduce        ReduceSum/Mean/Max, ArgMax, TopK, aten::sum/mean, losses (they reduce to one number)
+#   pool          MaxPool(WithArgmax), AvgPool, AdaptiveAvgPool, GlobalAveragePool, aten::max_pool2d
+#   cast          Cast, aten::to/_to_copy
+#   layout        TransData, TensorMove, Transpose, Reshape, Concat, Gather, aten::copy_/contiguous/clone
+#   memcpy        transfers: MemcpyAsync, ORT's MemcpyFromHost/ToHost, host<->device copies
+#   communication hcom_*/HCCL tasks, allReduce/allGather/broadcast/..., gloo:/nccl: collectives
+#   optimizer     Foreach*, Apply*(Adam, Momentum, ...), aten::_foreach_*, fused Adam/SGD steps
+#   init          tensors filled with constants or random numbers: MemSet, Fill, ZerosLike, OnesLike,
+#                 DSA random generators, aten::uniform_/randn/fill_/zero_
+#   other         anything no rule names
+FAMILY_ORDER = ["matmul", "conv", "attention", "norm", "activation", "softmax", "elementwise", "reduce", "pool",
+                "cast", "layout", "memcpy", "communication", "optimizer", "init", "other"]
+
+# Families whose ops read their inputs and write an output once, element by element (bounds.py
+# models their memory traffic so) and those of them that do no arithmetic at all.
+ELEMENTWISE_FAMILIES = frozenset({"activation", "elementwise", "cast", "layout", "memcpy", "init"})
+NO_ARITHMETIC_FAMILIES = frozenset({"cast", "layout", "memcpy", "init"})
+
+# (family, label, pattern): the pattern must match a whole key (lower case, see _keys); the first rule
+# that matches wins, so specific rules sit above general ones (ForeachAddList is an optimizer step,
+# not an Add; DropoutGenMask draws random bits, DropoutDoMask applies them). A label of None means
+# the op keeps the name it was found under (MatMulV2, aten::addmm, TransData ...).
+_RULES: list[tuple[str, str | None, str]] = [
+    ("communication", "AllReduce", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?all_?reduce[a-z0-9_]*"),
+    ("communication", "AllGather", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?all_?gather[a-z0-9_]*"),
+    ("communication", "ReduceScatter", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?reduce_?scatter[a-z0-9_]*"),
+    ("communication", "AllToAll", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?all_?to_?all[a-z0-9_]*"),
+    ("communication", "Broadcast", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)broadcast[a-z0-9_]*|broadcast"),
+    ("communication", None, (r"hcom_[a-z0-9_]*|hccl[a-z0-9_]*|(c10d::|gloo:|nccl:|mpi:|ucc:)[a-z0-9_:]*"
+                             r"|(batch_?)?send(_?recv)?|recv|receive|barrier|notify_?(wait|record)")),
+    ("optimizer", None, (r"foreach[a-z0-9_]*|apply(adam|adamw|adagrad|adadelta|adamax|momentum|gradientdescent"
+                         r"|centeredrmsprop|rmsprop|ftrl|proximal|powersign|addsign|kerasmomentum|lamb)[a-z0-9]*"
+                         r"|(fused_)?(adam|adamw|sgd|lamb|lars|adagrad|rmsprop)(_[a-z0-9_]*)?")),
+    ("attention", None, r"[a-z0-9_]*(attention|flash_?attn)[a-z0-9_]*|scaled_dot_product[a-z0-9_]*"),
+    ("matmul", None, (r"(fused|quant|weight_?quant|grouped|batch|quant_?batch|weight_?quant_?batch)*mat_?mul[a-z0-9]*"
+                      r"|(fused|q)?gemm(v\d+)?|gemv|mm|bmm|addmm|baddbmm|addbmm|addmv|mv|dot|vdot|linear|einsum"
+                      r"|scaled_mm|fullyconnection")),
+    ("conv", None, (r"(fused|qlinear|depthwise|de)?conv(?!ert)[a-z0-9_]*|(cudnn|mkldnn|miopen|slow|thnn)_conv[a-z0-9_]*"
+                    r"|convolution[a-z0-9_]*")),
+    ("norm", None, (r"(native_|cudnn_|miopen_)?(layer|batch|group|instance|rms|skip_?layer|skip_?simplified_?layer"
+                    r"|simplified_?layer|skip_?rms|add_?rms|add_?layer|embed_?layer|local_response|deep)_?norm"
+                    r"(alization)?[a-z0-9_]*|bn_?(training|infer)[a-z0-9_]*|lrn")),
+    ("softmax", None, r"[a-z0-9_]*softmax[a-z0-9_]*"),
+    ("pool", None, r"[a-z0-9_]*pool[a-z0-9_]*"),
+    ("activation", "Gelu", r"(fast_?|bias_?|quick_?)?gelu(v\d+|_tanh|_erf)?"),
+    ("activation", "Relu6", r"relu6"),
+    ("activation", "LeakyRelu", r"leaky_?relu"),
+    ("activation", "PRelu", r"prelu|rrelu(_with_noise)?"),
+    ("activation", "Relu backward", r"threshold_?backward"),  # what aten and aclnn run for a ReLU's gradient
+    ("activation", "Relu", r"relu(v\d+)?"),
+    ("activation", "Threshold", r"threshold"),
+    ("activation", "Silu", r"silu|swish"),
+    ("activation", "Swiglu", r"swi_?glu"),
+    ("activation", "Geglu", r"ge_?glu"),
+    ("activation", "Glu", r"glu"),
+    ("activation", "HardSigmoid", r"hard_?sigmoid"),
+    ("activation", "LogSigmoid", r"log_?sigmoid(_forward)?"),
+    ("activation", "Sigmoid", r"sigmoid"),
+    ("activation", "HardTanh", r"hard_?tanh"),
+    ("activation", "Tanh", r"tanh"),
+    ("activation", "HardSwish", r"hard_?swish"),
+    ("activation", "Elu", r"elu"),
+    ("activation", "Selu", r"selu"),
+    ("activation", "Celu", r"celu"),
+    ("activation", "Mish", r"mish"),
+    ("activation", "Softplus", r"softplus"),
+    ("activation", "Softsign", r"softsign"),
+    # ONNX Runtime runs an unfused GELU as x * 0.5 * (1 + Erf(x / sqrt 2)): one Erf per GELU; its
+    # Div/Mul/Add neighbours are element-wise.
+    ("activation", "Erf", r"erf"),
+    ("cast", None, (r"cast(like|v\d+)?|to|to_copy|to_dtype[a-z_]*|npu_dtype_cast|_?cast_[a-z0-9_]*"
+                    r"|convert_element_type")),
+    ("init", None, (r"memset(v\d+)?|fill[a-z0-9_]*|zero|zeros(_like|like)?|ones(_like|like)?|full(_like)?"
+                    r"|empty[a-z_]*|uniform|normal|randn?|randint|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
+                    r"|truncated_?normal|bernoulli|multinomial|dsa[a-z0-9]*|dropout_?gen_?mask[a-z0-9]*|gen_?mask"
+                    r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*")),
+    ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*"),
+    ("layout", None, (r"trans_?data[a-z0-9_]*|tensor_?move|transpose[a-z0-9_]*|contiguous|clone|copy|identity"
+                      r"|reshape|view|unsafe_view|flatten|unflatten|squeeze|unsqueeze|permute|expand(_as)?"
+                      r"|broadcast_?to|broadcast_tensors|tile|repeat[a-z_]*|concat[a-z0-9]*|cat|stack|split[a-z0-9_]*"
+                      r"|chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select|index[a-z0-9_]*"
+                      r"|gather[a-z0-9_]*|scatter[a-z0-9_]*|embedding[a-z0-9_]*|pad(v\d+|d)?|constant_pad_nd"
+                      r"|as_strided[a-z0-9_]*|shape|size|format[a-z0-9_]*|trans_?format|unfold|roll|flip")),
+    ("reduce", None, (r"reduce[a-z0-9_]*|sum|nansum|mean|nanmean|amax|amin|aminmax|max|min|prod|arg_?max[a-z0-9_]*"
+                      r"|arg_?min[a-z0-9_]*|top_?k(v\d+)?|sort(v\d+)?|cumsum|cumprod|std|var|var_mean|std_mean|norm"
+                      r"|linalg_vector_norm|all|any|logsumexp|count_nonzero"
+                      r"|(nll|mse|l1|smooth_l1|huber|kl_div|cross_entropy)_?loss[a-z0-9_]*"
+                      r"|binary_cross_entropy[a-z0-9_]*")),
+    ("elementwise", None, (r"add(n|v\d+|s|_custom|cmul|cdiv)?|sub|rsub|mul(s|v\d+|no_?nan)?|div(s|_no_?nan|no_?nan)?"
+                           r"|real_?div|true_?div|floor_?div|floor_divide|pow|square|sqrt|rsqrt|exp|expm1|log|log1p"
+                           r"|log2|log10|abs|neg|reciprocal|maximum|minimum|clamp[a-z_]*|clip(by_?value)?|where"
+                           r"|select_?v2|masked_?fill|masked_?select|equal|eq|ne|not_?equal|lt|le|gt|ge|less(_?equal)?"
+                           r"|greater(_?equal)?|logical_?(and|or|not|xor)|bitwise_[a-z]+|and|or|not|xor|floor|ceil"
+                           r"|round|trunc|sign|sin|cos|tan|atan2?|lerp|axpy(v\d+)?|mod|fmod|remainder|is_?nan"
+                           r"|is_?inf|is_?finite|nan_to_num|square_?sum(v\d+)?|dropout[a-z0-9_]*|dropout_?do_?mask"
+                           r"|native_dropout[a-z_]*|fused_?mul_?add[a-z0-9]*|mul_?add|addcmul|addcdiv")),
 ]
-FAMILY_ORDER = ["matmul", "gelu", "cast", "add", "memcpy", "init", "other"]
+_COMPILED = [(family, label, re.compile(pattern)) for family, label, pattern in _RULES]
+
+# A gradient op is the forward op's family: ReluGrad, aten::gelu_backward, FlashAttentionScoreGrad, ...
+_GRAD = re.compile(r"(_?backward|grad(v\d+)?)$")
+# Level0 kernel names carry the aclnn API they ran under and the implementation: aclnnInplaceCopy_
+# TensorMoveAiCore_TensorMove. The last token is the kernel's own op type (the OP Type a Level1
+# export shows for the same kernel); the API name is the caller, and a caller launches helpers
+# (aclnnMm_MatMulCommon_MemSet zeroes the output before the MatMul).
+_ACLNN = re.compile(r"^aclnn(inplace)?", re.IGNORECASE)
+_IMPL = re.compile(r"(aicore|aicpu)$", re.IGNORECASE)
+
+
+def _rule(key: str) -> tuple[str, str | None] | None:
+    for family, label, pattern in _COMPILED:
+        if pattern.fullmatch(key):
+            return family, label
+    return None
+
+
+def _keys(op_type: str) -> list[tuple[str, str]]:
+    """Candidate (lower-case key, name as found) pairs for one op name, the most telling first.
+
+    A framework name (aten::addmm, gloo:all_reduce) is one key. A kernel name is split on "_": its
+    last token first (the kernel's own op type: Conv2DBackpropFilter6_MemSet is a MemSet, as Level1's
+    OP Type says), then the whole name (add_custom), then the other tokens, the caller's last.
+    """
+    name = op_type.strip()
+    if ":" in name:
+        bare = name[6:] if name.lower().startswith("aten::") else name
+        return [(bare.strip("_").lower(), name)]
+    tokens = [found for t in re.split(r"_+", name)
+              if t and not t.isdigit() and (found := _IMPL.sub("", _ACLNN.sub("", t)))]
+    whole = [] if _ACLNN.match(name) and "_" in name else [(name.strip("_").lower(), name)]
+    if len(tokens) > 1:
+        keys = [(tokens[-1].lower(), tokens[-1]), *whole, *((t.lower(), t) for t in reversed(tokens[:-1]))]
+    else:
+        keys = whole
+    # a graph node's counter: Cast16, Add18 name a Cast and an Add
+    keys += [(re.sub(r"\d+$", "", k), re.sub(r"\d+$", "", n)) for k, n in list(keys) if re.search(r"[a-z]\d+$", k)]
+    return keys
+
+
+def _without_counter(found: str, family: str) -> str:
+    """Conv2D1, ReduceSum7 (graph-node counters) -> Conv2D, ReduceSum; MatMulV2 keeps its version."""
+    bare = re.sub(r"(?<=[^\dVv])\d+$", "", found)
+    hit = _rule(bare.lower()) if bare != found else None
+    return bare if hit and hit[0] == family else found
+
+
+@functools.lru_cache(maxsize=4096)
+def classify(op_type: str) -> tuple[str, str]:
+    """(family, label) of an op name from any backend or capture level; ("other", the name) when none fits."""
+    for key, found in _keys(op_type):
+        grad = _GRAD.search(key)
+        for candidate, is_grad in ((key, False), (_GRAD.sub("", key).strip("_"), True)) if grad else ((key, False),):
+            if not candidate:
+                continue
+            hit = _rule(candidate)
+            if hit:
+                family, label = hit
+                if label is None:
+                    return family, _without_counter(found, family)
+                return family, f"{label} backward" if is_grad else label
+    return "other", op_type.strip()
 
 
 def op_family(op_type: str) -> str:
-    """The family (matmul, gelu, cast, add, memcpy, init, other) of an NPU or portable op type."""
-    name = op_type.strip().lower()
-    for family, pattern in OP_FAMILIES:
-        if re.search(pattern, name):
-            return family
-    return "other"
+    """The family (one of FAMILY_ORDER) of an NPU op type, Level0 kernel name, aten or ONNX Runtime op."""
+    return classify(op_type)[0]
+
+
+def op_label(op_type: str) -> str:
+    """The op's own name within its family: canonical for activations (Relu, Gelu, Silu, Erf, 'Relu backward'
+    ...), otherwise the name that identified it (a Level0 kernel name's op token: TransData, MemSet ...)."""
+    return classify(op_type)[1]
 
 
 def family_time(stats: list[OpStat]) -> dict[str, float]:
@@ -47,6 +207,15 @@ def family_share(stats: list[OpStat], exclude: tuple[str, ...] = ()) -> dict[str
     totals = {f: t for f, t in family_time(stats).items() if f not in exclude}
     grand = sum(totals.values())
     return {f: (t / grand if grand else 0.0) for f, t in totals.items()}
+
+
+def family_labels(stats: list[OpStat], n: int = 3) -> dict[str, list[str]]:
+    """Per family, the labels of its ``n`` most time-consuming ops (what a family is made of)."""
+    per: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for s in stats:
+        family, label = classify(s.op_type)
+        per[family][label] += s.total_us
+    return {f: [label for label, _ in sorted(times.items(), key=lambda kv: -kv[1])[:n]] for f, times in per.items()}
 
 
 def family_counts(tasks: list[Task]) -> Counter[str]:

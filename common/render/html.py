@@ -16,10 +16,12 @@ from common.analyze.step_bound import HOST_BOUND_BELOW
 from common.render.text import side_by_side
 
 FAMILY_COLORS = {
-    "matmul": "#4c78a8", "gelu": "#f58518", "cast": "#e45756", "add": "#72b7b2",
-    "memcpy": "#54a24b", "init": "#b279a2", "other": "#9d9d9d",
+    "matmul": "#4c78a8", "conv": "#3b3b98", "attention": "#9467bd", "norm": "#17becf", "activation": "#f58518",
+    "softmax": "#bcbd22", "elementwise": "#72b7b2", "reduce": "#c7a76c", "pool": "#ff9da6", "cast": "#e45756",
+    "layout": "#d4a017", "memcpy": "#54a24b", "communication": "#222222", "optimizer": "#8c564b",
+    "init": "#b279a2", "other": "#9d9d9d",
 }
-COMPUTING, FREE = "#4c78a8", "#f2cf5b"
+COMPUTING, FREE, COMMUNICATION, MEMORY = "#4c78a8", "#f2cf5b", "#e45756", "#54a24b"
 SERIES = ["#4c78a8", "#e45756", "#54a24b", "#b279a2"]
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -102,35 +104,59 @@ def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
-def step_bars(chart: str, steps: list[tuple[str, float, float]]) -> str:
-    """Computing + Free per step, stacked on one µs axis."""
+def step_bars(chart: str, steps: list[tuple]) -> str:
+    """Computing + Communication(Not Overlapped) + Free per step, stacked on one µs axis.
+
+    Each step is ``(label, computing, free)`` or ``(label, computing, free, communication not overlapped)``.
+    """
     width, label_w, bar_h, gap = 900, 150, 18, 6
-    top = max((c + f for _, c, f in steps), default=0.0) or 1.0
+    rows = [(s[0], s[1], s[3] if len(s) > 3 else 0.0, s[2]) for s in steps]
+    with_comm = any(comm > 0 for _, _, comm, _ in rows)
+    top = max((c + n + f for _, c, n, f in rows), default=0.0) or 1.0
     scale = (width - label_w - 90) / top
-    height = len(steps) * (bar_h + gap) + 34
+    height = len(rows) * (bar_h + gap) + 34
     parts = []
-    for i, (label, computing, free) in enumerate(steps):
-        y = i * (bar_h + gap)
-        wc, wf = computing * scale, free * scale
-        parts.append(
-            f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>"
-            f"<rect class=\"seg\" data-part=\"computing\" x=\"{label_w}\" y=\"{y}\" width=\"{wc:.1f}\" height=\"{bar_h}\" "
-            f"fill=\"{COMPUTING}\"><title>Computing {computing:,.1f} us</title></rect>"
-            f"<rect class=\"seg\" data-part=\"free\" x=\"{label_w + wc:.1f}\" y=\"{y}\" width=\"{wf:.1f}\" height=\"{bar_h}\" "
-            f"fill=\"{FREE}\"><title>Free {free:,.1f} us</title></rect>"
-            f"<text x=\"{label_w + wc + wf + 4:.1f}\" y=\"{y + 13}\">{computing + free:,.0f} us</text>"
-        )
-    parts.append(_legend([("Computing", COMPUTING), ("Free", FREE)], height - 20))
+    for i, (label, computing, comm, free) in enumerate(rows):
+        y, x = i * (bar_h + gap), float(label_w)
+        parts.append(f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>")
+        segments = [("computing", "Computing", computing, COMPUTING)]
+        if with_comm:
+            segments.append(("communication", "Communication(Not Overlapped)", comm, COMMUNICATION))
+        segments.append(("free", "Free", free, FREE))
+        for part, name, value, color in segments:
+            w = value * scale
+            parts.append(f"<rect class=\"seg\" data-part=\"{part}\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" "
+                         f"height=\"{bar_h}\" fill=\"{color}\"><title>{esc(name)} {value:,.1f} us</title></rect>")
+            x += w
+        parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + 13}\">{computing + comm + free:,.0f} us</text>")
+    legend = [("Computing", COMPUTING)] + ([("Communication (not overlapped)", COMMUNICATION)] if with_comm else [])
+    parts.append(_legend(legend + [("Free", FREE)], height - 20))
     return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
+def memory_block(summary) -> str:
+    """Peak allocated and reserved per allocator (bars, MB), then the top ops by memory allocated."""
+    items = []
+    for p in summary.peaks:
+        if p.peak_allocated_mb is not None:
+            items.append((f"{p.component} allocated", p.peak_allocated_mb))
+        if p.peak_reserved_mb is not None:
+            items.append((f"{p.component} reserved", p.peak_reserved_mb))
+    out = value_bars("memory-peaks", items, "MB", color=MEMORY, fmt=",.1f") if items else ""
+    if summary.operators:
+        out += table(["Operator", "Allocations", "Allocated(MB)", "Largest(MB)", "Held(us)"],
+                     [[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators])
+    return out
+
+
 def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float | None = None,
-               color: str = "#4c78a8") -> str:
-    """Plain horizontal bars, one per item (pipe ratios, Casts per variant ...)."""
+               color: str = "#4c78a8", fmt: str = ".3g") -> str:
+    """Plain horizontal bars, one per item (pipe ratios, Casts per variant, MB ...), values printed with ``fmt``."""
     width, label_w, bar_h, gap = 900, 150, 18, 6
     top = top or max((v for _, v in items), default=0.0) or 1.0
-    scale = (width - label_w - 60 - 7 * len(unit)) / top
+    widest = max((len(f"{v:{fmt}} {unit}") for _, v in items), default=0)
+    scale = (width - label_w - max(60 + 7 * len(unit), 8 * widest + 8)) / top
     height = len(items) * (bar_h + gap) + 6
     parts = []
     for i, (label, value) in enumerate(items):
@@ -139,7 +165,7 @@ def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float
             f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>"
             f"<rect class=\"seg\" x=\"{label_w}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h}\" fill=\"{color}\">"
             f"<title>{esc(label)}: {value:g} {esc(unit)}</title></rect>"
-            f"<text x=\"{label_w + w + 4:.1f}\" y=\"{y + 13}\">{value:.3g} {esc(unit)}</text>"
+            f"<text x=\"{label_w + w + 4:.1f}\" y=\"{y + 13}\">{value:{fmt}} {esc(unit)}</text>"
         )
     return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")

@@ -93,7 +93,7 @@ def side_by_side(cols: list, info_line: str) -> Section:
                   for family in FAMILY_ORDER if family != "init" and any(family in c.shares for c in cols)]
     count_rows = [row(f"{family} per forward", [f"{c.per_forward.get(family, 0):g}" if c.forwards else "N/A"
                                                 for c in cols])
-                  for family in ("matmul", "gelu", "cast", "add")]
+                  for family in ("matmul", "activation", "cast", "elementwise")]
     rows = [
         row("profiled forwards (02: kernel launches)", [c.forwards or c.launches or "N/A" for c in cols]),
         row("op time per forward (us, init excluded)",

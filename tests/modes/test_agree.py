@@ -105,8 +105,8 @@ def test_agree_prints_the_table_then_passing_verdicts(agreed) -> None:
         return re.split(r"\s{2,}", next(li for li in out.splitlines() if li.startswith(name)).strip())
 
     assert row("matmul per forward")[1:] == ["4", "0", "4", "4"]  # 02: per kernel launch
-    assert row("gelu per forward")[1:] == ["3", "0", "3", "3"]
-    assert row("add per forward")[2] == "1"  # one add_custom task per launch
+    assert row("activation per forward")[1:] == ["3", "0", "3", "3"]
+    assert row("elementwise per forward")[2] == "1"  # one add_custom task per launch
     assert row("cast per forward")[1] == "0" and float(row("cast per forward")[3]) > 0 and row("cast per forward")[4] == "0"
     assert float(row("init ops, one-off (us, shown apart)")[1].replace(",", "")) > 0  # 01 sees weight init
 

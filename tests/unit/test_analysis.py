@@ -13,9 +13,9 @@ from common.formats.records import OpStat, StepTime, Task
     ("op_type", "family"),
     [
         ("MatMulV2", "matmul"), ("MatMulV3", "matmul"), ("BatchMatMul", "matmul"), ("aten::addmm", "matmul"),
-        ("Gemm", "matmul"), ("Gelu", "gelu"), ("aten::gelu", "gelu"), ("Cast", "cast"), ("DSARandomNormal", "init"),
-        ("aten::uniform_", "init"), ("aten::randn", "init"), ("MemcpyAsync", "memcpy"), ("Add", "add"),
-        ("FlashAttentionScore", "other"),
+        ("Gemm", "matmul"), ("Gelu", "activation"), ("aten::gelu", "activation"), ("Cast", "cast"),
+        ("DSARandomNormal", "init"), ("aten::uniform_", "init"), ("aten::randn", "init"), ("MemcpyAsync", "memcpy"),
+        ("Add", "elementwise"), ("FlashAttentionScore", "attention"),
     ],
 )
 def test_op_family(op_type: str, family: str) -> None:
@@ -28,8 +28,8 @@ def _task(op: str, start: float, dur: float, step: int | None = None) -> Task:
 
 def test_check_counts_passes_and_fails() -> None:
     tasks = [_task("aten::addmm", i, 1) for i in range(8)] + [_task("aten::gelu", i, 1) for i in range(6)]
-    assert checks.check_counts(tasks, 2, {"matmul": 4, "gelu": 3}, "t").ok
-    bad = checks.check_counts(tasks[1:], 2, {"matmul": 4, "gelu": 3}, "t")
+    assert checks.check_counts(tasks, 2, {"matmul": 4, "activation": 3}, "t").ok
+    bad = checks.check_counts(tasks[1:], 2, {"matmul": 4, "activation": 3}, "t")
     assert not bad.ok and "matmul 7 (want 4 x 2 = 8)" in bad.detail
 
 
@@ -38,7 +38,7 @@ def test_top_family_excludes_init() -> None:
              OpStat("aten::gelu", "CPU", 3, 200, 1, 1, 1, 20)]
     verdict = checks.check_top_family(stats, "matmul", "t")
     assert verdict.ok and "matmul 60.0%" in verdict.detail
-    assert not checks.check_top_family(stats, "gelu", "t").ok
+    assert not checks.check_top_family(stats, "activation", "t").ok
 
 
 def test_sum_vs_computing() -> None:
