@@ -1,19 +1,23 @@
 """Find and load profiling datasets in a directory, whoever wrote them.
 
-A *dataset* is one folder of exported files: an msprof ``mindstudio_profiler_output/``
-(files named ``<name>_<14-digit ts>.csv``, sliced as ``<name>_slice_<i>_<ts>.csv`` past a
-million rows) or a torch_npu ``ASCEND_PROFILER_OUTPUT/`` (``kernel_details.csv`` ...).
+A *dataset* is one export of one capture: an msprof ``mindstudio_profiler_output/`` (files
+named ``<name>_<14-digit ts>.csv``, sliced as ``<name>_slice_<i>_<ts>.csv`` past a million
+rows), a torch_npu ``ASCEND_PROFILER_OUTPUT/`` (``kernel_details.csv`` ...), or the SQLite
+export of either (``ascend_pytorch_profiler[_{rank}].db``, ``msprof_<ts>.db``; read by
+:mod:`common.formats.db`). A capture exported both ways is read once: the text export when it
+is complete, the database otherwise (:attr:`Dataset.source` says which, and why).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import LabError
 from common.formats import readers
+from common.formats.db import ProfilerDb, db_kind
 from common.formats.engine import pl
 from common.formats.overlap import overlap_step_times
 from common.formats.records import OpStat, StepTime, Task
@@ -28,14 +32,33 @@ TASK_RECORDS_MAX = 200_000
 MSPROF_NAMES = ("op_summary", "op_statistic", "api_statistic", "task_time", "msprof")
 
 
+DB_KINDS = ("torch_npu_db", "msprof_db")
+MSPROF_TEXT_DIR = "mindstudio_profiler_output"  # beside msprof_<ts>.db in PROF_*/ (current layout)
+
+
 @dataclass
 class Dataset:
-    kind: str  # "msprof" or "torch_npu"
+    kind: str  # "msprof", "torch_npu" (text exports), "msprof_db" or "torch_npu_db" (SQLite exports)
     folder: Path
+    db: Path | None = None  # the .db file of a database dataset
+    skipped: list[Path] = field(default_factory=list)  # the same capture's other export(s), not read
+    reason: str | None = None  # why this export was read rather than the skipped one
+
+    @property
+    def is_db(self) -> bool:
+        return self.db is not None
+
+    @functools.cached_property
+    def profiler_db(self) -> ProfilerDb:
+        if self.db is None:
+            raise ValueError(f"{self.folder}: a text dataset has no database")
+        return ProfilerDb(self.db, self.kind)
 
     @functools.cached_property
     def _files(self) -> dict[str, list[Path]]:
         found: dict[str, list[tuple[int, Path]]] = {}
+        if self.is_db:
+            return {}
         for path in self.folder.iterdir():
             if self.kind == "torch_npu":
                 if path.name in TORCH_NPU_FILES:
@@ -53,12 +76,44 @@ class Dataset:
 
     @property
     def task_file(self) -> str:
-        """The per-task file of this kind of dataset: op_summary (msprof) or kernel_details (torch_npu)."""
+        """The per-task file: op_summary (msprof), kernel_details (torch_npu) or the .db file's name."""
+        if self.db is not None:
+            return self.db.name
         return "op_summary" if self.kind == "msprof" else "kernel_details"
+
+    @property
+    def complete(self) -> bool:
+        """A text export with its task file (and, from torch_npu, a step table or timeline); any database."""
+        if self.is_db:
+            return True
+        if not self.has(self.task_file):
+            return False
+        return self.kind == "msprof" or self.has("step_trace_time") or self.has("trace_view")
+
+    @property
+    def source(self) -> str:
+        """Which export of the capture was read, for reports."""
+        what = f"database export {self.db.name}" if self.db is not None else f"text export ({self.kind})"
+        if not self.skipped:
+            return f"read: {what}"
+        other = ", ".join(p.name for p in self.skipped)
+        return f"read: {what}; not read: {other} ({self.reason})"
+
+    def counterpart(self) -> Dataset | None:
+        """The same capture's other export as a dataset, when both are complete (for cross-checks)."""
+        for path in self.skipped:
+            kind = db_kind(path.name)
+            other = (Dataset(kind, path.parent, db=path) if kind else
+                     Dataset(_kind(path) or "", path) if path.is_dir() else None)
+            if other is not None and other.kind and other.complete and self.complete:
+                return other
+        return None
 
     @functools.cached_property
     def tasks(self) -> list[Task]:
         """Every task as a typed record, slices joined (small profiles; at scale use the table accessors)."""
+        if self.is_db:
+            return self.profiler_db.tasks()
         reader = readers.read_op_summary if self.kind == "msprof" else readers.read_kernel_details
         return [task for path in self.files(self.task_file) for task in reader(path)]
 
@@ -66,8 +121,11 @@ class Dataset:
     def task_totals(self) -> pl.DataFrame:
         """Per (Device_id, OP Type, Core Type, Input Shapes) count and total/min/max µs of the task file, slices joined.
 
-        Computed in polars a block at a time, so memory stays bounded however many rows there are.
+        Computed in polars a block at a time (SQLite's GROUP BY for a database), so memory stays
+        bounded however many rows there are.
         """
+        if self.is_db:
+            return self.profiler_db.task_totals()
         parts = [readers.task_totals(path, self.task_file) for path in self.files(self.task_file)]
         return readers.merge_totals(pl.concat(parts)) if parts else readers.task_totals_empty()
 
@@ -93,7 +151,12 @@ class Dataset:
 
     @functools.cached_property
     def op_statistic(self) -> list[OpStat]:
-        """op_statistic from its file, or built from the task file when only that was exported."""
+        """op_statistic from its file, or built from the task file when only that was exported.
+
+        A database has no op_statistic table: it is built from its compute tasks, as msprof builds the file.
+        """
+        if self.is_db:
+            return self.profiler_db.op_statistic()
         if self.has("op_statistic"):
             return [row for path in self.files("op_statistic") for row in readers.read_op_statistic(path)]
         return readers.op_statistic_from_totals(self.task_totals)
@@ -106,7 +169,10 @@ class Dataset:
         per ProfilerStep when the trace has them), as torch_npu and msprof-analyze do, so Computing/Free
         agree with msprof-analyze on any torch_npu output, step_trace_time.csv or not. The trace is
         streamed (``readers.read_overlap``): a gigabyte trace_view.json stays within bounded memory.
+        A database's come from analysis.db's StepTraceTime, else its OVERLAP_ANALYSIS events.
         """
+        if self.is_db:
+            return self.profiler_db.steps()
         if self.has("step_trace_time"):
             return [row for path in self.files("step_trace_time") for row in readers.read_step_trace_time(path)]
         return [row for path in self.files("trace_view") for row in overlap_step_times(readers.read_overlap(path))]
@@ -114,6 +180,8 @@ class Dataset:
     @property
     def steps_source(self) -> str:
         """Where :attr:`steps` come from, for reports."""
+        if self.is_db:
+            return self.profiler_db.steps_and_source[1]
         if self.has("step_trace_time"):
             return "step_trace_time.csv"
         whole = not any(row.step is not None for row in self.steps)
@@ -135,21 +203,96 @@ def _kind(folder: Path) -> str | None:
     return None
 
 
+def _databases(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if db_kind(p.name) and p.is_file())
+
+
+def _read_once(folder: Path, dbs: list[Path], text: Dataset | None) -> Dataset:
+    """One dataset for a capture exported as text and/or databases: the text when complete."""
+    if text is not None and text.complete:
+        text.skipped, text.reason = dbs, "database export of the same capture; its text export is complete"
+        return text
+    newest = dbs[-1]  # msprof_<ts>.db sorts by its timestamp: a re-export is the last
+    skipped = dbs[:-1] + ([text.folder] if text is not None else [])
+    missing = f"no {text.task_file} file" if text is not None and not text.has(text.task_file) else "no step table"
+    reason = (f"incomplete text export of the same capture: {missing}" if text is not None else
+              f"older export of the same capture than {newest.name}")
+    return Dataset(db_kind(newest.name) or "torch_npu_db", folder, db=newest, skipped=skipped, reason=reason)
+
+
 def find_datasets(root: Path | str) -> list[Dataset]:
-    """Every dataset folder at or below ``root`` (raw ``device_*/data`` is not one)."""
+    """Every dataset at or below ``root`` (raw ``device_*/data`` is not one), each capture once.
+
+    A database and a text export are one capture when they share a folder (torch_npu's
+    ASCEND_PROFILER_OUTPUT/, msprof CANN 8.0.RC1's mindstudio_profiler_output/) or the database
+    sits in the PROF_*/ folder of the mindstudio_profiler_output/ (msprof's current layout).
+    """
     root = Path(root)
     if not root.exists():
         raise LabError(f"{root}: no such directory", "give the prof_out/ of a mode or a PROF_*/ or *_ascend_pt/ folder")
     if not root.is_dir():
         raise LabError(f"{root} is not a directory", "give the folder that holds the profile, not a file")
     folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
-    datasets = [Dataset(kind, folder) for folder in folders if (kind := _kind(folder))]
+    text = {folder: Dataset(kind, folder) for folder in folders if (kind := _kind(folder))}
+    chosen: dict[Path, Dataset] = {}
+    for folder in folders:
+        dbs = _databases(folder)
+        if not dbs:
+            continue
+        twin = next((f for f in (folder, folder / MSPROF_TEXT_DIR) if f in text), None)
+        chosen[folder] = _read_once(folder, dbs, text.pop(twin) if twin is not None else None)
+    chosen.update(text)
+    datasets = [chosen[folder] for folder in folders if folder in chosen]
     if not datasets:
         raise LabError(
             f"{root}: no msprof or torch_npu output found",
-            "expected PROF_*/mindstudio_profiler_output/*.csv or ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+            "expected PROF_*/mindstudio_profiler_output/*.csv, ASCEND_PROFILER_OUTPUT/kernel_details.csv "
+            "or a database export (ascend_pytorch_profiler_*.db, msprof_*.db)",
         )
     return datasets
+
+
+def dataset_of(folder: Path | str) -> Dataset | None:
+    """The one dataset of a single export folder (e.g. a rank's ASCEND_PROFILER_OUTPUT/), text or database."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    kind = _kind(folder)
+    dbs = _databases(folder)
+    text = Dataset(kind, folder) if kind else None
+    return _read_once(folder, dbs, text) if dbs else text
+
+
+@dataclass
+class ExportSide:
+    """One export's view of a capture, for cross-checking a text export against its database."""
+
+    source: str  # the file the numbers come from: kernel_details / op_summary, or the .db
+    per_type: dict[str, tuple[int, float]]  # OP Type -> (task count, total µs), communication included
+    steps: list[StepTime]
+    steps_source: str
+
+
+def export_side(ds: Dataset) -> ExportSide:
+    per = ds.task_totals.group_by("op_type").agg(pl.col("count").sum(), pl.col("total_us").sum())
+    return ExportSide(
+        source=ds.db.name if ds.db is not None else ds.task_file,
+        per_type={op: (int(count), float(total)) for op, count, total in per.iter_rows()},
+        steps=ds.steps, steps_source=ds.steps_source,
+    )
+
+
+def export_sides(ds: Dataset) -> tuple[ExportSide, ExportSide] | None:
+    """(text, database) of a capture exported both ways, both complete; None when there is one side.
+
+    Exports of one capture must agree: the same tasks per OP Type (count and total time) and the
+    same step rows; a difference means one export is damaged or not from the same capture.
+    """
+    other = ds.counterpart()
+    if other is None:
+        return None
+    text, db = (other, ds) if ds.is_db else (ds, other)
+    return export_side(text), export_side(db)
 
 
 def find_run_info(path: Path | str) -> dict | None:

@@ -126,3 +126,47 @@ class OverlapEvents:
 
 OVERLAP_PROCESS = "Overlap Analysis"  # torch_npu / msprof timeline process with the Computing / Free tracks
 OVERLAP_EVENTS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
+
+
+@dataclass
+class CommOp:
+    """One collective or point-to-point operation: an HCCL row of kernel_details / COMMUNICATION_OP (µs)."""
+
+    op_name: str  # hcom_allReduce__210_0_1: the same name on every rank of the group
+    op_type: str  # hcom_allReduce_
+    group: str | None
+    start_us: float
+    duration_us: float
+    wait_us: float | None = None
+    step_id: int | None = None
+    device_id: str | None = None
+
+
+@dataclass
+class MemoryRecord:
+    """One row of memory_record: the allocator's totals at one moment (MB, as torch_npu prints them)."""
+
+    component: str  # PTA, GE, PTA+GE, APP
+    timestamp_us: float
+    total_allocated_mb: float | None
+    total_reserved_mb: float | None
+    total_active_mb: float | None
+    stream_ptr: str | None = None
+    device: str | None = None  # "NPU:0"
+
+
+@dataclass
+class OpMemory:
+    """One row of operator_memory: one allocation by one operator (KB / µs / MB as torch_npu prints them)."""
+
+    name: str
+    size_kb: float
+    allocation_us: float
+    release_us: float | None
+    duration_us: float | None
+    allocation_total_allocated_mb: float | None
+    allocation_total_reserved_mb: float | None
+    release_total_allocated_mb: float | None
+    release_total_reserved_mb: float | None
+    stream_ptr: str | None = None
+    device: str | None = None

@@ -1,0 +1,581 @@
+"""Readers of the SQLite exports: torch_npu ``export_type=db`` and ``msprof --type=db``.
+
+torch_npu writes ``ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler[_{rank}].db`` and, when it
+analysed communication, ``analysis.db`` beside it; msprof writes ``msprof_<14-digit ts>.db``.
+Both keep one table per kind of record (``TASK``, ``COMPUTE_TASK_INFO``, ``COMMUNICATION_OP``,
+``STEP_TIME``, ``MEMORY_RECORD`` ...), every string once in ``STRING_IDS`` referred to by id,
+and times as integer ns. The readers return the rows the text readers return
+(:mod:`common.formats.records`), in the text files' units, so every analysis reads either export.
+
+Opening: read-only through SQLite (``file:<path>?mode=ro``). The file is never written, and
+SQLite's locking still applies, so a database that the profiler is still writing is read as
+its last committed state or refused as locked, never read half-written. ``immutable=1``
+would skip locking and the write-ahead log and could read a file in mid-write as if it were
+complete, so it is used only where ``mode=ro`` cannot open a WAL database because its folder
+is not writable (SQLite keeps a ``-shm`` index beside the file) and no ``-wal`` file exists:
+then nothing can be writing it. A WAL database read with ``mode=ro`` gets ``-wal``/``-shm``
+files beside it while it is open; SQLite removes them when the connection closes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import os
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+from common.errors import LabError
+from common.formats.engine import np, pl
+from common.formats.overlap import overlap_step_times
+from common.formats.readers import TOTALS_KEYS, merge_totals, op_statistic_from_totals, task_totals_empty
+from common.formats.records import (
+    OVERLAP_EVENTS,
+    CommOp,
+    MemoryRecord,
+    OpMemory,
+    OpStat,
+    OverlapEvents,
+    StepTime,
+    Task,
+)
+from common.formats.schema import PMU_COLUMNS
+from common.formats.table import MISSING, clean
+
+TORCH_NPU_DB = re.compile(r"^ascend_pytorch_profiler(?:_\d+)?\.db$")
+MSPROF_DB = re.compile(r"^msprof_\d{14}\.db$")
+ANALYSIS_DB = "analysis.db"  # torch_npu's communication / step-time analysis, beside the profiler db
+LOCK_WAIT_S = 5.0  # how long a read waits for a writer's lock before calling the file locked
+
+# The tables each reader needs, with the columns it reads (other columns are optional).
+TASK_TABLES = {
+    "TASK": ("startNs", "endNs", "globalTaskId"),
+    "COMPUTE_TASK_INFO": ("globalTaskId", "name", "opType", "taskType"),
+    "STRING_IDS": ("id", "value"),
+}
+COMM_TABLE = {"COMMUNICATION_OP": ("opName", "startNs", "endNs", "opType")}
+STEP_TRACE_COLUMNS = (
+    "step", "computing", "communication_not_overlapped", "overlapped", "communication", "free", "stage", "bubble",
+)
+# OVERLAP_ANALYSIS.type is the index of the event in OVERLAP_EVENTS (0 Computing ... 3 Free)
+OVERLAP_TABLE = {"OVERLAP_ANALYSIS": ("startNs", "endNs", "type")}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_BYTES = 100
+NS_PER_US = 1000.0
+CUBE_UTILIZATION = "cube_utilization(%)"
+BYTES_PER_MB = 1024.0 * 1024.0
+# torch_npu labels communication rows of kernel_details "HCCL"; msprof's op_summary "COMMUNICATION".
+COMM_CORE = {"torch_npu_db": "HCCL", "msprof_db": "COMMUNICATION"}
+WRITER = {
+    "torch_npu_db": "torch_npu (export_type=db)",
+    "msprof_db": "msprof (--type=db)",
+}
+
+
+def db_kind(name: str) -> str | None:
+    """The dataset kind of a profiler database file name, or None for any other file."""
+    if TORCH_NPU_DB.match(name):
+        return "torch_npu_db"
+    if MSPROF_DB.match(name):
+        return "msprof_db"
+    return None
+
+
+def _pmu_name(name: str) -> str | None:
+    """The op_summary column of a TASK_PMU_INFO metric, as msprof names it; None when op_summary has none."""
+    renamed = {"total_time": "aicore_time", "aic_total_time": "aicore_time", "aiv_total_time": "aiv_time"}.get(name, name)
+    column = f"{renamed}(us)" if "time" in renamed else renamed
+    return column if column in PMU_COLUMNS else None
+
+
+def _text(value: object) -> str | None:
+    """A STRING_IDS value as the text readers clean a cell: quotes and blanks stripped, N/A = None."""
+    if value is None:
+        return None
+    text = clean(str(value))
+    return None if text in MISSING else text
+
+
+class SqliteFile:
+    """One SQLite file opened read-only per query, every failure turned into one LabError."""
+
+    def __init__(self, path: Path | str, what: str) -> None:
+        self.path = Path(path)
+        self.what = what
+
+    def _check_header(self) -> None:
+        """Refuse what SQLite would misread or report vaguely: not a file, empty, not SQLite, truncated.
+
+        The header layout is SQLite's file format (sqlite.org/fileformat.html, section 1.3): the magic
+        string, the page size at offset 16, and the page count at 28, valid when the change counter at
+        24 equals the version-valid-for number at 92.
+        """
+        path = self.path
+        if not path.is_file():
+            raise LabError(f"{path}: file not found", "give the folder that holds the profiler's .db export")
+        size = path.stat().st_size
+        if size == 0:
+            raise LabError(f"{path}: file is empty (0 bytes), not a {self.what} database",
+                           "the export did not finish; export the profile again")
+        try:
+            with path.open("rb") as f:
+                head = f.read(SQLITE_HEADER_BYTES)
+        except OSError as err:
+            raise LabError(f"{path}: cannot read ({err.strerror})", "check the file's permissions") from None
+        if not head.startswith(SQLITE_MAGIC[: len(head)]) or len(head) < len(SQLITE_MAGIC):
+            raise LabError(f"{path}: not an SQLite database (file is not a database)",
+                           f"give the .db that {self.what} wrote; this file is something else")
+        if len(head) < SQLITE_HEADER_BYTES:
+            raise LabError(f"{path}: truncated: {size} bytes, shorter than an SQLite header",
+                           "the copy or the export was cut short; export or copy the profile again")
+        page_size = int.from_bytes(head[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(head[28:32], "big")
+        if pages and head[24:28] == head[92:96] and size < page_size * pages:
+            raise LabError(
+                f"{path}: truncated: {size:,} bytes of the {page_size * pages:,} its header declares "
+                "(database disk image is malformed)",
+                "the copy or the export was cut short; export or copy the profile again",
+            )
+
+    def _uri(self, immutable: bool = False) -> str:
+        return self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+
+    def _fail(self, err: sqlite3.Error) -> LabError:
+        message = str(err)
+        if "locked" in message or "busy" in message:
+            return LabError(f"{self.path}: the database is locked by another program (sqlite: {message})",
+                            "wait until the profiler has finished writing it, or close what holds it, then run again")
+        if "not a database" in message or "malformed" in message or "disk I/O" in message:
+            return LabError(f"{self.path}: the database is damaged (sqlite: {message})",
+                            "export or copy the profile again")
+        return LabError(f"{self.path}: cannot read the database (sqlite: {message})",
+                        "check that the file is a complete profiler export and readable")
+
+    def _read_only_wal_fallback(self) -> bool:
+        folder = self.path.resolve().parent
+        wal = folder / f"{self.path.name}-wal"
+        return not os.access(folder, os.W_OK) and not wal.exists()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._uri(), uri=True, timeout=LOCK_WAIT_S)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return _guarded(conn)
+        except sqlite3.OperationalError as err:
+            conn.close()
+            cannot_share = "readonly" in str(err) or "unable to open" in str(err)
+            if not cannot_share or not self._read_only_wal_fallback():
+                raise
+        return _guarded(sqlite3.connect(self._uri(immutable=True), uri=True, timeout=LOCK_WAIT_S))
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection, closed afterwards; sqlite errors become one LabError."""
+        self._check_header()
+        try:
+            conn = self._open()
+        except sqlite3.Error as err:
+            raise self._fail(err) from None
+        with closing(conn):
+            yield conn
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self.connect() as conn:
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as err:
+                raise self._fail(err) from None
+
+    @functools.cached_property
+    def schema(self) -> dict[str, list[str]]:
+        """Table name -> its column names."""
+        rows = self.query(
+            "SELECT m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p "
+            "WHERE m.type = 'table' ORDER BY m.name, p.cid"
+        )
+        tables: dict[str, list[str]] = {}
+        for table, column in rows:
+            tables.setdefault(table, []).append(column)
+        return tables
+
+    def has(self, table: str, *columns: str) -> bool:
+        return table in self.schema and all(c in self.schema[table] for c in columns)
+
+    def column(self, table: str, *names: str) -> str | None:
+        """The first of ``names`` that ``table`` has (versions rename columns), or None."""
+        return next((n for n in names if n in self.schema.get(table, ())), None)
+
+    def require(self, tables: dict[str, tuple[str, ...]]) -> None:
+        """Stop with one line naming every missing table (or column) of what a reader needs."""
+        missing = [t for t in tables if t not in self.schema]
+        fix = (f"give the .db that {self.what} wrote; this one comes from another program, "
+               "or from an export that did not finish")
+        if missing:
+            present = sorted(self.schema)
+            listed = ", ".join(present[:6]) + (", ..." if len(present) > 6 else "") if present else "none"
+            raise LabError(f"{self.path}: not a {self.what} database: table(s) {', '.join(missing)} missing "
+                           f"(it has {len(present)} table(s): {listed})", fix)
+        for table, columns in tables.items():
+            lacking = [c for c in columns if c not in self.schema[table]]
+            if lacking:
+                raise LabError(f"{self.path}: table {table} lacks column(s) {', '.join(lacking)}: "
+                               f"not a {self.what} database this lab can read", fix)
+
+
+def _guarded(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """A file from elsewhere is data, not code: no schema-defined functions, no writes at all."""
+    conn.execute("PRAGMA trusted_schema = OFF")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def _finite(value: object, path: Path, where: str, required: bool = True) -> float | None:
+    if value is None or value == "":
+        if required:
+            raise LabError(f"{path}: {where} is empty", "the database is damaged; export the profile again")
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise LabError(f"{path}: {where} is {value!r}, not a number", "the database is damaged; export the profile again")
+    return number
+
+
+def _step_of(value: object) -> int | None:
+    text = _text(value)
+    if text is None:
+        return None
+    match = re.fullmatch(r"(?:step)?(\d+)", text)
+    return int(match[1]) if match else None
+
+
+class ProfilerDb:
+    """A torch_npu or msprof profiler database (and torch_npu's analysis.db beside it)."""
+
+    def __init__(self, path: Path | str, kind: str | None = None) -> None:
+        self.path = Path(path)
+        self.kind = kind or db_kind(self.path.name) or "torch_npu_db"
+        self.db = SqliteFile(self.path, WRITER.get(self.kind, "profiler"))
+
+    @property
+    def analysis_path(self) -> Path:
+        return self.path.parent / ANALYSIS_DB
+
+    @functools.cached_property
+    def strings(self) -> dict[int, str]:
+        self.db.require({"STRING_IDS": TASK_TABLES["STRING_IDS"]})
+        return dict(self.db.query("SELECT id, value FROM STRING_IDS"))
+
+    def _string(self, ident: object) -> str | None:
+        return _text(self.strings.get(ident)) if ident is not None else None
+
+    @functools.cached_property
+    def step_ranges(self) -> list[tuple[int, int, int]]:
+        """(step, startNs, endNs) of STEP_TIME, by start; empty when no schedule ran (or msprof)."""
+        if not self.db.has("STEP_TIME", "id", "startNs", "endNs"):
+            return []
+        rows = self.db.query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+        return [(int(step), int(start), int(end)) for step, start, end in rows
+                if step is not None and start is not None and end is not None]
+
+    def _step_at(self, start_ns: int) -> int | None:
+        """The step whose [startNs, endNs] holds ``start_ns``: torch_npu's Step Id of a task."""
+        starts = [s for _, s, _ in self.step_ranges]
+        i = bisect.bisect_right(starts, start_ns) - 1
+        if i >= 0 and start_ns <= self.step_ranges[i][2]:
+            return self.step_ranges[i][0]
+        return None
+
+    def _ns(self, start: object, end: object, where: str) -> tuple[int, int]:
+        if not isinstance(start, int) or not isinstance(end, int) or end < start:
+            raise LabError(f"{self.path}: {where} has start {start!r} and end {end!r} (ns)",
+                           "the database is damaged; export the profile again")
+        return start, end
+
+    # --- tasks ---------------------------------------------------------------------------------
+    def _compute_select(self, columns: str) -> str:
+        return f"SELECT {columns} FROM TASK AS t JOIN COMPUTE_TASK_INFO AS c ON c.globalTaskId = t.globalTaskId"
+
+    def _optional(self, table: str, alias: str, *names: str) -> str:
+        name = self.db.column(table, *names)
+        return f"{alias}.{name}" if name else "NULL"
+
+    @functools.cached_property
+    def devices(self) -> list[int]:
+        if not self.db.has("TASK", "deviceId"):
+            return []
+        return [d for (d,) in self.db.query("SELECT DISTINCT deviceId FROM TASK WHERE deviceId IS NOT NULL")]
+
+    def compute_tasks(self) -> list[Task]:
+        """Every compute task (TASK x COMPUTE_TASK_INFO), as op_summary / kernel_details rows, by start time."""
+        self.db.require(TASK_TABLES)
+        opt = functools.partial(self._optional, "COMPUTE_TASK_INFO", "c")
+        columns = ", ".join([
+            "t.startNs", "t.endNs", self._optional("TASK", "t", "deviceId"), "t.globalTaskId", "c.name", "c.opType",
+            "c.taskType", opt("blockDim", "blockNum"), opt("waitNs"), opt("inputShapes"), opt("inputDataTypes"),
+            opt("outputShapes"), opt("outputDataTypes"),
+        ])
+        rows = self.db.query(self._compute_select(columns) + " ORDER BY t.startNs, t.globalTaskId")
+        pmu = self._pmu()
+        # cube_utilization(%) needs the chip's AI Core count, which the database does not hold: N/A
+        names = sorted({name for values in pmu.values() for name in values} | ({CUBE_UTILIZATION} if pmu else set()),
+                       key=PMU_COLUMNS.index)
+        tasks = []
+        for start, end, device, gid, name, op_type, core, block, wait, ishape, idtype, oshape, odtype in rows:
+            start, end = self._ns(start, end, f"TASK globalTaskId {gid}")
+            op_name = self._string(name) or ""
+            values = pmu.get(gid, {})
+            tasks.append(Task(
+                op_name=op_name, op_type=self._string(op_type) or op_name, task_type=self._string(core) or "N/A",
+                start_us=start / NS_PER_US, duration_us=(end - start) / NS_PER_US,
+                wait_us=None if wait is None else wait / NS_PER_US,
+                device_id=None if device is None else str(device), block_dim=None if block is None else int(block),
+                input_shapes=self._string(ishape), input_dtypes=self._string(idtype),
+                output_shapes=self._string(oshape), output_dtypes=self._string(odtype),
+                step_id=self._step_at(start), pmu={n: values.get(n) for n in names} if values else {},
+            ))
+        return tasks
+
+    def _pmu(self) -> dict[int, dict[str, float]]:
+        """globalTaskId -> PMU values under their op_summary column names (µs for times, as op_summary)."""
+        if not self.db.has("TASK_PMU_INFO", "globalTaskId", "name", "value"):
+            return {}
+        out: dict[int, dict[str, float]] = {}
+        columns: dict[object, str | None] = {}
+        for gid, name, value in self.db.query("SELECT globalTaskId, name, value FROM TASK_PMU_INFO"):
+            if name not in columns:
+                columns[name] = _pmu_name(self.strings.get(name, ""))
+            column = columns[name]
+            if column is None or value is None:
+                continue
+            number = float(value)
+            out.setdefault(gid, {})[column] = number / NS_PER_US if column.endswith("(us)") else number
+        return out
+
+    def communication(self) -> list[CommOp]:
+        """COMMUNICATION_OP: every collective / point-to-point op, by start time (none when none ran)."""
+        if "COMMUNICATION_OP" not in self.db.schema:
+            return []
+        self.db.require(COMM_TABLE)
+        group, wait = self._optional("COMMUNICATION_OP", "op", "groupName"), self._optional("COMMUNICATION_OP", "op", "waitNs")
+        device = "NULL"
+        if len(self.devices) == 1:
+            device = str(int(self.devices[0]))
+        elif self.db.has("COMMUNICATION_OP", "connectionId") and self.db.has("TASK", "connectionId", "deviceId"):
+            device = "(SELECT min(t.deviceId) FROM TASK AS t WHERE t.connectionId = op.connectionId)"
+        rows = self.db.query(
+            f"SELECT op.opName, op.opType, {group}, op.startNs, op.endNs, {wait}, {device} "
+            "FROM COMMUNICATION_OP AS op ORDER BY op.startNs"
+        )
+        ops = []
+        for name, op_type, grp, start, end, wait_ns, dev in rows:
+            start, end = self._ns(start, end, f"COMMUNICATION_OP {self._string(name)!r}")
+            ops.append(CommOp(
+                op_name=self._string(name) or "", op_type=self._string(op_type) or "", group=self._string(grp),
+                start_us=start / NS_PER_US, duration_us=(end - start) / NS_PER_US,
+                wait_us=None if wait_ns is None else wait_ns / NS_PER_US, step_id=self._step_at(start),
+                device_id=None if dev is None else str(dev),
+            ))
+        return ops
+
+    def tasks(self) -> list[Task]:
+        """What kernel_details / op_summary hold: compute tasks and communication ops, by start time."""
+        core = COMM_CORE.get(self.kind, "HCCL")
+        comm = [Task(op_name=c.op_name, op_type=c.op_type or c.op_name, task_type=core, start_us=c.start_us,
+                     duration_us=c.duration_us, wait_us=c.wait_us, device_id=c.device_id, block_dim=0,
+                     step_id=c.step_id)
+                for c in self.communication()]
+        return sorted(self.compute_tasks() + comm, key=lambda t: t.start_us)
+
+    def compute_totals(self) -> pl.DataFrame:
+        """Per (Device_id, OP Type, Core Type, Input Shapes) of the compute tasks: count, total/min/max µs.
+
+        Grouped by SQLite on the string ids, so a database of millions of tasks never becomes Python rows.
+        """
+        self.db.require(TASK_TABLES)
+        device = self._optional("TASK", "t", "deviceId")
+        shapes = self._optional("COMPUTE_TASK_INFO", "c", "inputShapes")
+        duration = "(t.endNs - t.startNs)"
+        rows = self.db.query(self._compute_select(
+            f"{device}, c.opType, c.name, c.taskType, {shapes}, count(*), sum({duration}), min({duration}), "
+            f"max({duration})") + f" GROUP BY {device}, c.opType, c.name, c.taskType, {shapes}")
+        return self._totals(
+            (dev, self._string(op_type) or self._string(name) or "", self._string(core) or "N/A", self._string(shape),
+             count, total, low, high)
+            for dev, op_type, name, core, shape, count, total, low, high in rows
+        )
+
+    def _totals(self, rows) -> pl.DataFrame:
+        records = []
+        for dev, op_type, core, shape, count, total, low, high in rows:
+            if low is None or low < 0:
+                raise LabError(f"{self.path}: a {op_type} task ends before it starts",
+                               "the database is damaged; export the profile again")
+            records.append((None if dev is None else str(dev), op_type, core, shape, count,
+                            total / NS_PER_US, low / NS_PER_US, high / NS_PER_US))
+        if not records:
+            return task_totals_empty()
+        schema = {**dict.fromkeys(TOTALS_KEYS, pl.String), "count": pl.UInt32, "total_us": pl.Float64,
+                  "min_us": pl.Float64, "max_us": pl.Float64}
+        return merge_totals(pl.DataFrame(records, schema=schema, orient="row"))
+
+    def task_totals(self) -> pl.DataFrame:
+        """:meth:`compute_totals` plus the communication ops: the totals of kernel_details / op_summary."""
+        core = COMM_CORE.get(self.kind, "HCCL")
+        per: dict[tuple, list] = {}
+        for c in self.communication():
+            key = (c.device_id, c.op_type or c.op_name, core, None)
+            ns = round(c.duration_us * NS_PER_US)
+            count, total, low, high = per.get(key, (0, 0, ns, ns))
+            per[key] = (count + 1, total + ns, min(low, ns), max(high, ns))
+        comm = self._totals((*key, *values) for key, values in per.items())
+        return merge_totals(pl.concat([self.compute_totals(), comm]))
+
+    def op_statistic(self) -> list[OpStat]:
+        """op_statistic as msprof builds it: compute tasks only, by (OP Type, Core Type), largest first."""
+        return op_statistic_from_totals(self.compute_totals())
+
+    # --- steps ---------------------------------------------------------------------------------
+    @functools.cached_property
+    def _device(self) -> str | None:
+        return str(self.devices[0]) if len(self.devices) == 1 else None
+
+    def analysis_steps(self) -> list[StepTime] | None:
+        """analysis.db's StepTraceTime (torch_npu's step_trace_time.csv, same columns); None without it."""
+        if not self.analysis_path.is_file():
+            return None
+        analysis = SqliteFile(self.analysis_path, WRITER["torch_npu_db"])
+        if not analysis.has("StepTraceTime", *STEP_TRACE_COLUMNS):
+            return None
+        preparing = analysis.column("StepTraceTime", "preparing") or "NULL"
+        device = analysis.column("StepTraceTime", "deviceId", "device_id") or "NULL"
+        rows = analysis.query(f"SELECT {', '.join(STEP_TRACE_COLUMNS)}, {preparing}, {device} FROM StepTraceTime")
+        out = []
+        for i, (step, *values, prep, dev) in enumerate(rows):
+            where = f"StepTraceTime row {i + 1}"
+            numbers = [_finite(v, analysis.path, f"{where} {name}") for v, name in zip(values, STEP_TRACE_COLUMNS[1:])]
+            out.append(StepTime(_step_of(step), *numbers, preparing_us=_finite(prep, analysis.path, where, False),
+                                device_id=str(dev) if dev is not None else self._device))
+        return sorted(out, key=lambda s: (s.device_id or "", -1 if s.step is None else s.step))
+
+    def overlap(self) -> OverlapEvents | None:
+        """OVERLAP_ANALYSIS as the timeline's Overlap Analysis events (steps from STEP_TIME); None without it."""
+        if not self.db.has("OVERLAP_ANALYSIS", *OVERLAP_TABLE["OVERLAP_ANALYSIS"]):
+            return None
+        rows = self.db.query("SELECT type, startNs, endNs FROM OVERLAP_ANALYSIS WHERE type BETWEEN 0 AND ? "
+                             "ORDER BY startNs", (len(OVERLAP_EVENTS) - 1,))
+        for _, start, end in rows:
+            self._ns(start, end, "an OVERLAP_ANALYSIS event")
+        kinds = np.array([r[0] for r in rows], dtype=np.int8)
+        starts = np.array([r[1] for r in rows], dtype=np.int64)
+        ends = np.array([r[2] for r in rows], dtype=np.int64)
+        # Times relative to the first step or event, so that µs differences keep every ns digit
+        # (an absolute 1.7e15 µs float keeps only ~0.25 µs).
+        firsts = [start for _, start, _ in self.step_ranges] + ([int(starts.min())] if len(starts) else [])
+        base = min(firsts, default=0)
+        receive = [c for c in self.communication() if c.op_name.startswith("hcom_receive")]
+        return OverlapEvents(
+            kind=kinds, ts_us=(starts - base) / NS_PER_US, dur_us=(ends - starts) / NS_PER_US,
+            steps=[(step, (start - base) / NS_PER_US) for step, start, _ in self.step_ranges],
+            bubble_ts_us=np.array([c.start_us - base / NS_PER_US for c in receive]),
+            bubble_dur_us=np.array([c.duration_us for c in receive]),
+            labels=[f"NPU {self._device}"] if self._device is not None else [],
+        )
+
+    @functools.cached_property
+    def steps_and_source(self) -> tuple[list[StepTime], str]:
+        analysed = self.analysis_steps()
+        if analysed:
+            return analysed, f"{ANALYSIS_DB} StepTraceTime"
+        overlap = self.overlap()
+        rows = overlap_step_times(overlap) if overlap is not None else []
+        if not rows:
+            return [], f"{self.path.name}: no step table (no {ANALYSIS_DB} StepTraceTime, no OVERLAP_ANALYSIS events)"
+        per = "per STEP_TIME step" if self.step_ranges else "whole trace (no STEP_TIME)"
+        return rows, f"{self.path.name} OVERLAP_ANALYSIS events, {per} (no {ANALYSIS_DB} StepTraceTime)"
+
+    def steps(self) -> list[StepTime]:
+        """step_trace_time rows: analysis.db's StepTraceTime, else rebuilt from OVERLAP_ANALYSIS as from a timeline."""
+        return self.steps_and_source[0]
+
+    # --- memory --------------------------------------------------------------------------------
+    def memory_records(self) -> list[MemoryRecord]:
+        """MEMORY_RECORD as memory_record.csv rows (MB); empty when memory was not profiled."""
+        table = "MEMORY_RECORD"
+        if table not in self.db.schema:
+            return []
+        self.db.require({table: ("component", "timestamp", "totalAllocated", "totalReserved")})
+        opt = functools.partial(self._optional, table, "m")
+        rows = self.db.query(f"SELECT component, timestamp, totalAllocated, totalReserved, {opt('totalActive')}, "
+                             f"{opt('streamPtr')}, {opt('deviceId')} FROM {table} AS m ORDER BY timestamp")
+        return [
+            MemoryRecord(
+                component=self._string(component) or "", timestamp_us=_finite(ts, self.path, f"{table} timestamp") / NS_PER_US,
+                total_allocated_mb=_mb(allocated), total_reserved_mb=_mb(reserved), total_active_mb=_mb(active),
+                stream_ptr=None if stream is None else str(stream), device=None if dev is None else f"NPU:{dev}",
+            )
+            for component, ts, allocated, reserved, active, stream, dev in rows
+        ]
+
+    def op_memory(self) -> list[OpMemory]:
+        """OP_MEMORY as operator_memory.csv rows (KB, µs, MB); empty when memory was not profiled."""
+        table = "OP_MEMORY"
+        if table not in self.db.schema:
+            return []
+        self.db.require({table: ("name", "size", "allocationTime")})
+        opt = functools.partial(self._optional, table, "o")
+        columns = ["releaseTime", "duration", "allocationTotalAllocated", "allocationTotalReserved",
+                   "releaseTotalAllocated", "releaseTotalReserved", "streamPtr", "deviceId"]
+        rows = self.db.query(f"SELECT name, size, allocationTime, {', '.join(opt(c) for c in columns)} "
+                             f"FROM {table} AS o ORDER BY allocationTime")
+        return [
+            OpMemory(
+                name=self._string(name) or "", size_kb=_finite(size, self.path, f"{table} size") / 1024.0,
+                allocation_us=_finite(alloc, self.path, f"{table} allocationTime") / NS_PER_US,
+                release_us=_us(release), duration_us=_us(duration),
+                allocation_total_allocated_mb=_mb(a_alloc), allocation_total_reserved_mb=_mb(a_res),
+                release_total_allocated_mb=_mb(r_alloc), release_total_reserved_mb=_mb(r_res),
+                stream_ptr=None if stream is None else str(stream), device=None if dev is None else f"NPU:{dev}",
+            )
+            for name, size, alloc, release, duration, a_alloc, a_res, r_alloc, r_res, stream, dev in rows
+        ]
+
+
+def _mb(value: object) -> float | None:
+    return None if value is None or value == "" else float(value) / BYTES_PER_MB
+
+
+def _us(value: object) -> float | None:
+    return None if value is None or value == "" else float(value) / NS_PER_US
+
+
+# --- msprof-analyze's own database output ------------------------------------------------------
+CLUSTER_ANALYSIS_DB = "cluster_analysis.db"  # what `msprof-analyze cluster` writes for database input
+_CLUSTER_STEP_COLUMNS = {
+    "step": "Step", "type": "Type", "index": "Index", "computing": "Computing",
+    "communication_not_overlapped": "Communication(Not Overlapped)", "overlapped": "Overlapped",
+    "communication": "Communication", "free": "Free", "stage": "Stage", "bubble": "Bubble",
+    "communication_not_overlapped_and_exclude_receive": "Communication(Not Overlapped and Exclude Receive)",
+    "preparing": "Preparing",
+}
+
+
+def read_cluster_step_trace_time(path: Path | str) -> list[dict[str, str]]:
+    """``ClusterStepTraceTime`` of msprof-analyze's cluster_analysis.db as rows of its cluster_step_trace_time.csv.
+
+    Given database exports, ``msprof-analyze cluster`` writes this table instead of the CSV; the rows
+    come back under the CSV's column names, values as text, so one comparison reads either.
+    """
+    file = SqliteFile(path, "msprof-analyze cluster")
+    file.require({"ClusterStepTraceTime": ("step", "type", "index")})
+    present = [c for c in _CLUSTER_STEP_COLUMNS if c in file.schema["ClusterStepTraceTime"]]
+    quoted = ", ".join(f'"{c}"' for c in present)  # "index" is an SQL keyword
+    rows = file.query(f"SELECT {quoted} FROM ClusterStepTraceTime")
+    return [{_CLUSTER_STEP_COLUMNS[c]: "" if v is None else str(v) for c, v in zip(present, row)} for row in rows]
