@@ -17,7 +17,9 @@ the two exceeds the other ranks' median by more.
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -26,10 +28,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.analyze import step_bound
 from common.analyze.checks import Verdict
 from common.errors import LabError
-from common.formats.datasets import Dataset
-from common.formats.records import StepTime
+from common.formats.datasets import Dataset, dataset_of
+from common.formats.records import CommOp, StepTime
 from common.formats.rundir import MARKER, read_run_info
 
 PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
@@ -41,7 +44,14 @@ SLOW_RANK_MIN_SHARE = 0.20
 # msprof-analyze re-reads the same step_trace_time.csv (µs with 3 decimals): the numbers must
 # agree to the last printed digit; any larger difference is a rank or step mapped differently.
 CROSS_CHECK_ABS_US = 0.002
-COMPARED_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
+# cluster_step_trace_time.csv's step columns (msprof-analyze copies them from each rank's
+# step_trace_time.csv) and the StepTime field each is compared with.
+MSA_STEP_COLUMNS = {
+    "Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Overlapped": "overlapped_us", "Communication": "communication_us", "Free": "free_us", "Stage": "stage_us",
+    "Bubble": "bubble_us", "Preparing": "preparing_us",
+}
+COMPARED_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")  # required in the tool's table
 
 
 @dataclass
@@ -50,13 +60,18 @@ class RankProfile:
     folder: Path  # the rank's *_ascend_pt
     info: dict  # its profiler_info_{rank}.json
 
-    @property
+    @functools.cached_property
     def dataset(self) -> Dataset:
-        return Dataset("torch_npu", self.folder / OUTPUT_SUBDIR)
+        """The rank's export: the text files, or the database (torch_npu export_type=db) when there are none."""
+        return dataset_of(self.folder / OUTPUT_SUBDIR) or Dataset("torch_npu", self.folder / OUTPUT_SUBDIR)
 
     @property
     def steps(self) -> list[StepTime]:
         return self.dataset.steps
+
+    def communication(self) -> list[CommOp]:
+        """The rank's collectives from its database's COMMUNICATION_OP (empty for a text export: see communication.json)."""
+        return self.dataset.profiler_db.communication() if self.dataset.is_db else []
 
 
 @dataclass
@@ -99,7 +114,18 @@ def _rank_dirs(root: Path) -> dict[int, list[Path]]:
     return found
 
 
-def _ranges(steps: list[int]) -> str:
+def _step_order(step: int | None) -> tuple[bool, int]:
+    """Sort key of a Step: an empty Step (a capture without a schedule: one whole-trace row) first."""
+    return (step is not None, step or 0)
+
+
+def _steps_of(rows: list[StepTime]) -> list[int | None]:
+    return sorted((s.step for s in rows), key=_step_order)
+
+
+def _ranges(steps: list[int | None]) -> str:
+    if any(s is None for s in steps):
+        return f"{steps} (an empty Step: no schedule)"
     return f"{steps[0]}..{steps[-1]}" if steps and steps == list(range(steps[0], steps[-1] + 1)) else str(steps)
 
 
@@ -159,9 +185,9 @@ def load_cluster(root: Path | str) -> ClusterView:
             "compare the ranks of one run only",
         )
     steps = {p.rank: p.steps for p in ranks}
-    reference = sorted(s.step for s in steps[ranks[0].rank])
+    reference = _steps_of(steps[ranks[0].rank])
     for p in ranks[1:]:
-        mine = sorted(s.step for s in steps[p.rank])
+        mine = _steps_of(steps[p.rank])
         if mine != reference:
             raise LabError(
                 f"{root}: rank {p.rank} recorded steps {_ranges(mine)} "
@@ -170,7 +196,8 @@ def load_cluster(root: Path | str) -> ClusterView:
             )
     if not reference:
         raise LabError(
-            f"{ranks[0].folder}: step_trace_time.csv has no steps", "profile with a schedule so steps are recorded"
+            f"{ranks[0].folder}: no steps ({ranks[0].dataset.steps_source})",
+            "profile with a schedule so steps are recorded"
         )
     return ClusterView(root, ranks, run_info, steps)
 
@@ -191,8 +218,43 @@ def rank_summaries(view: ClusterView) -> list[RankSummary]:
     return out
 
 
-def find_slow_rank(summaries: list[RankSummary]) -> SlowRank:
-    """The rank the others wait for, and why (see the module docstring)."""
+@dataclass(frozen=True)
+class Gap:
+    """The largest difference of Computing + Free between two ranks (µs), and where."""
+
+    us: float
+    high: int  # the rank with more
+    low: int
+    step: int | None = None  # None: of the mean step (or the one whole-trace row)
+
+
+def mean_gap(summaries: list[RankSummary]) -> Gap:
+    """Largest minus smallest mean Computing + Free over the ranks."""
+    high = max(summaries, key=lambda s: s.own_us)
+    low = min(summaries, key=lambda s: s.own_us)
+    return Gap(high.own_us - low.own_us, high.rank, low.rank)
+
+
+def step_gap(steps: dict[int, list[StepTime]]) -> Gap | None:
+    """The largest Computing + Free difference between two ranks within one step, over every step."""
+    own: dict[int | None, dict[int, float]] = {}
+    for rank, rows in steps.items():
+        for s in rows:
+            own.setdefault(s.step, {})[rank] = s.computing_us + s.free_us
+    best = None
+    for step in sorted(own, key=_step_order):
+        per_rank = own[step]
+        if len(per_rank) < 2:
+            continue
+        high, low = max(per_rank, key=per_rank.get), min(per_rank, key=per_rank.get)
+        gap = Gap(per_rank[high] - per_rank[low], high, low, step)
+        if best is None or gap.us > best.us:
+            best = gap
+    return best
+
+
+def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]] | None = None) -> SlowRank:
+    """The rank the others wait for, and why (see the module docstring); ``steps`` adds the per-step gap."""
     if len(summaries) < 2:
         return SlowRank(None, None, "one rank: nothing to compare it with")
     slowest = max(summaries, key=lambda s: s.own_us)
@@ -202,12 +264,21 @@ def find_slow_rank(summaries: list[RankSummary]) -> SlowRank:
     excess = slowest.own_us - own_median
     wait_median = statistics.median(s.comm_not_overlapped_us for s in others)
     if excess < SLOW_RANK_MIN_SHARE * step:
+        spread = mean_gap(summaries)
+        single = step_gap(steps) if steps else None
+        median = (f"; rank {slowest.rank} exceeds the other ranks' median by {excess:,.1f} us"
+                  if len(summaries) > 2 else "")
+        where = ""
+        if single is not None and len({s.step for rows in steps.values() for s in rows}) > 1:
+            where = (f"; within one step they differ by at most {single.us:,.1f} us "
+                     f"(step {single.step}: rank {single.high} vs rank {single.low})")
         return SlowRank(
             None,
             None,
             (
-                f"no slow rank: Computing + Free differ by at most {excess:,.1f} us between ranks, under "
-                f"{100 * SLOW_RANK_MIN_SHARE:.0f}% of the {step:,.1f} us step"
+                f"no slow rank: mean Computing + Free differ by at most {spread.us:,.1f} us between ranks "
+                f"(rank {spread.high} vs rank {spread.low}){median}, under {100 * SLOW_RANK_MIN_SHARE:.0f}% of "
+                f"the {step:,.1f} us mean step{where}"
             ),
         )
     d_compute = slowest.computing_us - statistics.median(s.computing_us for s in others)
@@ -258,6 +329,14 @@ class Arrivals:
         )
 
 
+TOTAL_OP_INFO = "Total Op Info"  # torch_npu's per-step sum inside "collective"; not a collective itself
+
+
+def collectives_of(step: dict) -> dict:
+    """A communication.json step's collectives, without torch_npu's ``Total Op Info`` summary entry."""
+    return {name: op for name, op in (step.get("collective") or {}).items() if name != TOTAL_OP_INFO}
+
+
 def collective_arrivals(view: ClusterView) -> Arrivals | None:
     """Per collective, the rank that started it last and how long each rank waited for that one.
 
@@ -273,7 +352,7 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
         except (OSError, json.JSONDecodeError):
             return None
         for step, kinds in data.items():
-            for name, op in (kinds.get("collective") or {}).items():
+            for name, op in collectives_of(kinds).items():
                 start = (op.get("Communication Time Info") or {}).get("Start Timestamp(us)")
                 if start is not None:
                     starts.setdefault(f"{step}/{name}", {})[p.rank] = float(start)
@@ -329,7 +408,7 @@ def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
             "cross-check with msprof-analyze skipped: not installed (`nox -s ddp` installs it, or "
             f"`python -m common cluster <dir> --cross-check`; or set {msprof_analyze.EXE_VAR}=/path/to/msprof-analyze)"
         )
-    name = "agrees with msprof-analyze cluster (cluster_step_trace_time.csv)"
+    name = CROSS_CHECK_NAME
     keep = view.root / MSA_OUTPUT
     with tempfile.TemporaryDirectory(prefix="msprof_lab_cluster_") as tmp:
         log = Path(tmp) / "msprof_analyze.log"
@@ -342,40 +421,94 @@ def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
                 f"msprof-analyze wrote no {MSA_OUTPUT}/cluster_step_trace_time.csv; "
                 f"last output: {log.read_text().strip().splitlines()[-1:]}",
             )
-        with csv_path.open(newline="") as f:
-            theirs = {
-                (int(row["Index"]), int(float(row["Step"]))): row
-                for row in csv.DictReader(f)
-                if row.get("Type") == "rank" and row.get("Step") not in (None, "")
-            }
+        verdict = compare_with_msprof_analyze(view.steps, csv_path, name)
         if (view.root / MARKER).is_file():  # a lab output folder: keep the tool's output beside the data
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(Path(tmp) / MSA_OUTPUT, keep)
             shutil.copy(log, keep / "msprof_analyze.log")
-    ours = {
-        (rank, s.step): {
-            "Computing": s.computing_us,
-            "Communication(Not Overlapped)": s.communication_not_overlapped_us,
-            "Free": s.free_us,
-        }
-        for rank, rows in view.steps.items()
-        for s in rows
-    }
+    return verdict
+
+
+def _msa_step(text: str | None) -> int | None:
+    """A Step cell of cluster_step_trace_time.csv: empty when the capture had no schedule."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(text)
+    return int(value)
+
+
+CROSS_CHECK_NAME = "agrees with msprof-analyze cluster (cluster_step_trace_time.csv)"
+
+
+def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path,
+                                name: str = CROSS_CHECK_NAME) -> Verdict:
+    """Every ``rank`` row msprof-analyze wrote against this view's (rank, step) rows, every step column both have.
+
+    Rows are matched by (Index, Step), an empty Step (no schedule) matching this view's empty Step;
+    a row the tool wrote twice, a row it wrote and this view lacks (or the reverse), a cell that is
+    not a number, or a value on one side only fails the check.
+    """
+    try:
+        with csv_path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            records = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        return Verdict(name, False, f"{csv_path.name} unreadable ({err})")
+    missing = [c for c in ("Step", "Type", "Index", *COMPARED_COLUMNS) if c not in header]
+    if missing:
+        return Verdict(name, False, f"{csv_path.name} has no column {', '.join(map(repr, missing))} (header {header})")
+    theirs: dict[tuple[int, int | None], dict] = {}
+    other_types: dict[str, int] = {}
+    for line, row in enumerate(records, start=2):
+        if row.get("Type") != "rank":
+            other_types[str(row.get("Type"))] = other_types.get(str(row.get("Type")), 0) + 1
+            continue
+        try:
+            key = (int(float(row["Index"])), _msa_step(row["Step"]))
+        except (TypeError, ValueError, OverflowError):
+            return Verdict(name, False, f"{csv_path.name}:{line}: Index {row.get('Index')!r} / Step "
+                                        f"{row.get('Step')!r} is not a rank and a step")
+        if key in theirs:
+            return Verdict(name, False, f"{csv_path.name}:{line}: rank {key[0]} step {key[1]} written twice")
+        theirs[key] = row
+    ours = {(rank, s.step): s for rank, rows in steps.items() for s in rows}
     if set(theirs) != set(ours):
-        return Verdict(
-            name, False, f"(rank, step) pairs differ: ours {sorted(ours)[:6]}..., theirs {sorted(theirs)[:6]}..."
-        )
-    worst, where = 0.0, ""
+        def show(keys) -> str:
+            listed = sorted(keys, key=lambda k: (k[0], _step_order(k[1])))
+            return f"{listed[:6]}{'...' if len(listed) > 6 else ''}"
+        return Verdict(name, False, f"(rank, step) pairs differ: only ours {show(set(ours) - set(theirs))}, "
+                                    f"only theirs {show(set(theirs) - set(ours))}")
+    columns = [c for c in MSA_STEP_COLUMNS if c in header]
+    worst, where, compared = 0.0, "", 0
     for key, mine in ours.items():
-        for column in COMPARED_COLUMNS:
-            diff = abs(float(theirs[key][column]) - mine[column])
+        for column in columns:
+            cell = (theirs[key][column] or "").strip()
+            value = getattr(mine, MSA_STEP_COLUMNS[column])
+            if not cell and value is None:
+                continue
+            if not cell or value is None:
+                return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze "
+                                            f"{cell or 'empty'}, ours {'empty' if value is None else value}")
+            try:
+                diff = abs(float(cell) - value)
+            except ValueError:
+                diff = math.nan
+            if not math.isfinite(diff):
+                return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze wrote {cell!r}, "
+                                            f"ours {value}")
+            compared += 1
             if diff >= worst:
-                worst, where = diff, f"rank {key[0]} step {key[1]} {column}"
+                worst, where = diff, f"rank {key[0]} step {'(none)' if key[1] is None else key[1]} {column}"
+    extra = f"; rows of other types not compared: {other_types}" if other_types else ""
     return Verdict(
         name,
         worst <= CROSS_CHECK_ABS_US,
-        f"{len(ours)} rank-steps x {', '.join(COMPARED_COLUMNS)}: largest difference {worst:.4f} us ({where}); "
-        f"tolerance {CROSS_CHECK_ABS_US} us",
+        f"{len(ours)} rank-steps x {', '.join(columns)} ({compared} values): largest difference {worst:.4f} us "
+        f"({where}); tolerance {CROSS_CHECK_ABS_US} us{extra}",
     )
 
 
@@ -389,19 +522,40 @@ def view_checks(view: ClusterView, install: bool = False) -> tuple[list[Verdict]
     return verdicts + [crossed], []
 
 
+def _mean_kind(s: RankSummary) -> str:
+    kind, parts, _ = step_bound.classify(s.computing_us, s.comm_not_overlapped_us, s.free_us)
+    return f"mixed ({' + '.join(parts)})" if kind == "mixed" else kind
+
+
+def cluster_step_lines(view: ClusterView) -> list[str]:
+    """The step verdict over every rank's steps, with its hypothesis, what to try and the evidence."""
+    from common.analyze import bounds
+
+    summary = step_bound.summarize_steps([s for rows in view.steps.values() for s in rows])
+    if summary is None:
+        return []
+    verdict = step_bound.step_verdict(summary)
+    if verdict.kind in ("host-bound", "compute-bound"):
+        hint = bounds.run_hint(summary, None, None) + step_bound.preparing_note(summary)
+    else:
+        hint = step_bound.advice(summary, verdict)
+    return [verdict.text, *hint]
+
+
 def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
     """The cluster view as text: per step and rank, per rank means, the slow-rank verdict, checks."""
     from common.render.text import Section, render_text, render_verdicts, run_info_line
 
     per_step = [
-        [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us]
-        for step in sorted({s.step for rows in view.steps.values() for s in rows})
+        [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us,
+         step_bound.step_kind(s)]
+        for step in sorted({s.step for rows in view.steps.values() for s in rows}, key=_step_order)
         for rank, rows in sorted(view.steps.items())
         for s in rows
         if s.step == step
     ]
     summaries = rank_summaries(view)
-    slow = find_slow_rank(summaries)
+    slow = find_slow_rank(summaries, view.steps)
     arrivals = collective_arrivals(view)
     means = [
         [
@@ -412,6 +566,7 @@ def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, not
             s.free_us,
             s.step_us,
             100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0,
+            _mean_kind(s),
         ]
         for s in summaries
     ]
@@ -426,13 +581,15 @@ def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, not
         Section("Cluster", lines=head),
         Section(
             "Per step and rank (us)",
-            header=["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step"],
+            header=["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step", "Bound"],
             rows=per_step,
         ),
+        Section("What bounds the step (every rank's steps)", lines=cluster_step_lines(view)),
         Section(
             "Per rank, mean of the steps (us)",
             lines=[slow.text] + ([arrivals.text()] if arrivals else []),
-            header=["Rank", "Computing", "Comm(Not Overlapped)", "Communication", "Free", "Step", "Comm wait(%)"],
+            header=["Rank", "Computing", "Comm(Not Overlapped)", "Communication", "Free", "Step", "Comm wait(%)",
+                    "Bound"],
             rows=means,
         ),
     ]

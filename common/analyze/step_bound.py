@@ -1,5 +1,8 @@
-"""Step time: per-step Computing / Free summaries and the host-bound / compute-bound verdict.
+"""Step time: per-step Computing / Communication / Free summaries and what bounds the step.
 
+A step (torch_npu's Stage) is Computing + Communication(Not Overlapped) + Free: the device
+computes, waits in a collective that no computation hides, or waits for the host. Whichever
+part holds most of the step is what to shorten first; the verdict names it with its numbers.
 Pure functions over parsed rows; nothing here reads files or prints.
 """
 
@@ -10,8 +13,24 @@ from dataclasses import dataclass
 
 from common.formats.records import StepTime
 
-# Computing/Free below this share of the step means the host cannot keep the device busy.
-HOST_BOUND_BELOW = 0.5
+# A part holding at least half of the step bounds it: shortening any other part cannot save as
+# much as halving this one. With no communication (one device) this is the old rule exactly:
+# Computing below 50% of the step means Free above 50%, the host cannot keep the device busy.
+DOMINANT_SHARE = 0.5
+HOST_BOUND_BELOW = DOMINANT_SHARE  # Computing share below which a one-device step is host-bound
+# When no part reaches DOMINANT_SHARE the step is "mixed"; the parts at or above this share are
+# named, since halving one of them still saves more than a tenth of the step.
+MIXED_PART_SHARE = 0.25
+# Less than this share of the communication hidden under computing: overlap is the first thing
+# to try (DDP all-reduces gradient buckets while backward still runs, when buckets allow it).
+LOW_OVERLAP_SHARE = 0.5
+# Preparing (step start to the step's first device task, outside the step) above this share of
+# the step is host work worth naming: data loading, input copies, the previous step's tail.
+PREPARING_NOTE_SHARE = 0.10
+
+PARTS = ("computing", "communication", "free")
+PART_NAMES = {"computing": "Computing", "communication": "Communication(Not Overlapped)", "free": "Free"}
+KIND_OF_PART = {"computing": "compute-bound", "communication": "communication-bound", "free": "host-bound"}
 
 
 @dataclass(frozen=True)
@@ -20,28 +39,154 @@ class StepSummary:
     mean_step_us: float
     mean_computing_us: float
     mean_free_us: float
+    mean_comm_not_overlapped_us: float = 0.0
+    mean_overlapped_us: float = 0.0
+    mean_communication_us: float = 0.0
+    mean_preparing_us: float | None = None
 
     @property
     def computing_ratio(self) -> float:
         return self.mean_computing_us / self.mean_step_us if self.mean_step_us else 0.0
 
+    @property
+    def has_communication(self) -> bool:
+        return bool(self.mean_comm_not_overlapped_us or self.mean_communication_us)
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    """What bounds a step: ``kind`` (compute-bound, host-bound, communication-bound or mixed),
+    the deciding parts, the shares of the step and the line that says so with its numbers."""
+
+    kind: str
+    parts: tuple[str, ...]
+    shares: dict[str, float]
+    text: str
+
 
 def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
     if not steps:
         return None
+    preparing = [s.preparing_us for s in steps if s.preparing_us is not None]
     return StepSummary(
         steps=len(steps),
         mean_step_us=statistics.fmean(s.total_us for s in steps),
         mean_computing_us=statistics.fmean(s.computing_us for s in steps),
         mean_free_us=statistics.fmean(s.free_us for s in steps),
+        mean_comm_not_overlapped_us=statistics.fmean(s.communication_not_overlapped_us for s in steps),
+        mean_overlapped_us=statistics.fmean(s.overlapped_us for s in steps),
+        mean_communication_us=statistics.fmean(s.communication_us for s in steps),
+        mean_preparing_us=statistics.fmean(preparing) if preparing else None,
     )
+
+
+def classify(computing_us: float, comm_not_overlapped_us: float, free_us: float) -> tuple[str, tuple[str, ...], dict]:
+    """(kind, deciding parts, shares) of one step's three parts, by DOMINANT_SHARE and MIXED_PART_SHARE."""
+    total = computing_us + comm_not_overlapped_us + free_us
+    values = {"computing": computing_us, "communication": comm_not_overlapped_us, "free": free_us}
+    shares = {p: (v / total if total else 0.0) for p, v in values.items()}
+    if not total:
+        return "empty", (), shares
+    top = max(PARTS, key=lambda p: shares[p])
+    if shares[top] >= DOMINANT_SHARE:  # a tie at 50% goes to Computing first, as the one-device rule did
+        return KIND_OF_PART[top], (top,), shares
+    named = tuple(sorted((p for p in PARTS if shares[p] >= MIXED_PART_SHARE), key=lambda p: -shares[p]))
+    return "mixed", named, shares
+
+
+def step_kind(step: StepTime) -> str:
+    """The verdict of one step row (for the per-step column)."""
+    kind, parts, _ = classify(step.computing_us, step.communication_not_overlapped_us, step.free_us)
+    return f"mixed ({' + '.join(parts)})" if kind == "mixed" else kind
+
+
+def step_verdict(summary: StepSummary) -> StepVerdict:
+    """The verdict over the mean step, with the numbers and the thresholds that decide it."""
+    c, n, f = summary.mean_computing_us, summary.mean_comm_not_overlapped_us, summary.mean_free_us
+    kind, parts, shares = classify(c, n, f)
+    if not summary.has_communication:  # one device: the Computing-vs-Free line it always had
+        label = "compute-bound" if kind == "compute-bound" else "host-bound"
+        text = (f"{label}: Computing {c:.1f} us vs Free {f:.1f} us per step "
+                f"(Computing = {100 * summary.computing_ratio:.1f}% of the step; host-bound below "
+                f"{100 * HOST_BOUND_BELOW:.0f}%)")
+        return StepVerdict(label, ("computing",) if label == "compute-bound" else ("free",), shares, text)
+    split = (f"Computing {c:.1f} us ({100 * shares['computing']:.1f}%), Communication(Not Overlapped) {n:.1f} us "
+             f"({100 * shares['communication']:.1f}%), Free {f:.1f} us ({100 * shares['free']:.1f}%) "
+             f"of the {summary.mean_step_us:.1f} us step")
+    if kind == "mixed":
+        named = " + ".join(PART_NAMES[p] for p in parts)
+        text = (f"mixed ({named}): {split}; no part reaches {100 * DOMINANT_SHARE:.0f}%, parts at or above "
+                f"{100 * MIXED_PART_SHARE:.0f}% are named")
+    else:
+        text = (f"{kind}: {split}; {PART_NAMES[parts[0]]} holds at least {100 * DOMINANT_SHARE:.0f}% of the "
+                f"step (mean of {summary.steps} step{'s' if summary.steps != 1 else ''})")
+    return StepVerdict(kind, parts, shares, text)
 
 
 def bound_verdict(summary: StepSummary) -> str:
-    """Host-bound or compute-bound, with the numbers that decide it."""
-    ratio = summary.computing_ratio
-    kind = "host-bound" if ratio < HOST_BOUND_BELOW else "compute-bound"
-    return (
-        f"{kind}: Computing {summary.mean_computing_us:.1f} us vs Free {summary.mean_free_us:.1f} us per step "
-        f"(Computing = {100 * ratio:.1f}% of the step; host-bound below {100 * HOST_BOUND_BELOW:.0f}%)"
-    )
+    """The verdict line over the mean step."""
+    return step_verdict(summary).text
+
+
+def overlap_share(summary: StepSummary) -> float | None:
+    """The share of communication hidden under computing (Overlapped / Communication); None without any."""
+    return summary.mean_overlapped_us / summary.mean_communication_us if summary.mean_communication_us else None
+
+
+ADVICE = {
+    "communication": (
+        "overlap computation and communication (DDP all-reduces a gradient bucket as soon as backward has filled "
+        "it: tune bucket_cap_mb, smaller starts the first all-reduce sooner, larger sends fewer collectives); fewer, "
+        "larger collectives (gradient accumulation: all-reduce once per N micro-batches; no per-tensor all-reduce "
+        "in a loop); a slow link or a slow rank makes every rank wait in the collective: `python -m common cluster "
+        "<dir>` names the rank the others wait for"
+    ),
+    "free": (
+        "batch more work per launch; fuse small ops (fewer launches); graph mode / an offline model to take "
+        "Python dispatch off the critical path; remove host syncs (.item(), .cpu(), prints) inside the step"
+    ),
+    "computing": (
+        "the per-op bounds: the ops furthest from their lower bound first; lower precision (fp16/bf16) for the "
+        "matmuls; fuse element-wise ops into their neighbours"
+    ),
+}
+
+
+def advice(summary: StepSummary, verdict: StepVerdict | None = None) -> list[str]:
+    """Hypothesis, what to try and the evidence, for communication-bound and mixed steps.
+
+    (Host- and compute-bound steps get :func:`common.analyze.bounds.run_hint`, which adds
+    per-task evidence from the task file.)
+    """
+    verdict = verdict or step_verdict(summary)
+    overlap = overlap_share(summary)
+    evidence = (f"evidence: per step Computing {summary.mean_computing_us:.1f} us, Communication(Not Overlapped) "
+                f"{summary.mean_comm_not_overlapped_us:.1f} us, Free {summary.mean_free_us:.1f} us; Overlapped "
+                f"{summary.mean_overlapped_us:.1f} us of {summary.mean_communication_us:.1f} us communication")
+    if overlap is not None:
+        low = "low" if overlap < LOW_OVERLAP_SHARE else "not low"
+        evidence += (f" ({100 * overlap:.1f}% hidden under computing; {low}, "
+                     f"under {100 * LOW_OVERLAP_SHARE:.0f}% is low)")
+    if verdict.kind == "communication-bound":
+        lines = [
+            "hypothesis: communication-bound — the ranks spend most of the step in collectives that no computation "
+            "hides, so faster kernels or a faster host would not shorten the step much.",
+            f"try: {ADVICE['communication']}.",
+        ]
+    elif verdict.kind == "mixed":
+        lines = [f"hypothesis: mixed — no single part holds {100 * DOMINANT_SHARE:.0f}% of the step; work on the "
+                 f"named parts, largest first."]
+        lines += [f"try ({PART_NAMES[p]}): {ADVICE[p]}." for p in verdict.parts]
+    else:
+        lines = []
+    return lines + [evidence] + preparing_note(summary)
+
+
+def preparing_note(summary: StepSummary) -> list[str]:
+    """A line when Preparing (before the step's first device task) is large beside the step."""
+    p = summary.mean_preparing_us
+    if p is None or not summary.mean_step_us or p < PREPARING_NOTE_SHARE * summary.mean_step_us:
+        return []
+    return [f"note: Preparing {p:.1f} us per step before the first device task ({100 * p / summary.mean_step_us:.1f}% "
+            f"of the step, outside it; named above {100 * PREPARING_NOTE_SHARE:.0f}%): host work before the step's "
+            "first launch — data loading, input copies, the previous step's tail"]

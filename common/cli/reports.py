@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.analyze import bounds, families, step_bound
+from common.analyze import bounds, families, memory, step_bound
 from common.analyze.bounds import Peaks
 from common.analyze.checks import Verdict
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
+from common.formats.memory import read_memory
+from common.formats.records import StepTime
 from common.formats.rundir import prepare_output_dir
 from common.render import html
 from common.render.text import (
@@ -76,6 +78,7 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     sections = [
         Section(
             f"Top ops: {label} ({ds.kind})",
+            lines=[ds.source] if ds.is_db or ds.skipped else [],
             header=["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
             rows=[[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in families.top_ops(stats, TOP_N)],
         )
@@ -83,40 +86,95 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     shares = families.family_share(stats)
     has_tasks = ds.task_count > 0
     counts = families.family_counts_of_types(ds.type_counts) if has_tasks else {}
-    fam_rows = []
+    fam_rows, labels = [], families.family_labels(stats)
     for family in families.FAMILY_ORDER:
         if family in shares:
             if family == "init":
                 per_fwd = "one-off"  # weight init and input generation happen once, not per forward
             else:
                 per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and has_tasks else "N/A"
-            fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if has_tasks else "N/A", per_fwd])
+            fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if has_tasks else "N/A", per_fwd,
+                             ", ".join(labels.get(family, []))])
     note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
     sections.append(
         Section(
             f"Op families: {label}",
             lines=[f"share of summed op time; counts from {'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"],
-            header=["family", "share(%)", "tasks", "per forward"],
+            header=["family", "share(%)", "tasks", "per forward", "largest ops"],
             rows=fam_rows,
         )
     )
     if ds.steps:
-        summary = step_bound.summarize_steps(ds.steps)
-        shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
-        rows = [
-            [s.step if s.step is not None else "", s.computing_us, s.free_us, s.total_us,
-             100 * s.computing_us / s.total_us if s.total_us else 0.0]
-            for s in shown
-        ]
-        sections.append(
-            Section(
-                f"Steps: {label}",
-                lines=[step_bound.bound_verdict(summary), *bounds.run_hint(summary, *_step_task_stats(ds)),
-                       *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else [])],
-                header=["Step", "Computing(us)", "Free(us)", "Step(us)", "Computing(%)"],
-                rows=rows,
-            )
-        )
+        sections.append(step_section(ds, label))
+    sections += memory_sections(ds, label)
+    return sections
+
+
+STEP_HEADER = ["Step", "Computing(us)", "Comm Not Overlapped(us)", "Overlapped(us)", "Free(us)", "Preparing(us)",
+               "Step(us)", "Computing(%)", "Comm(%)", "Free(%)", "Bound"]
+
+
+def step_rows(steps: list[StepTime]) -> list[list[object]]:
+    """One row per step: its parts, their shares of the step and the step's own verdict."""
+    rows = []
+    for s in steps:
+        total = s.total_us
+        rows.append([
+            s.step if s.step is not None else "", s.computing_us, s.communication_not_overlapped_us, s.overlapped_us,
+            s.free_us, s.preparing_us, total,
+            *(100 * v / total if total else 0.0
+              for v in (s.computing_us, s.communication_not_overlapped_us, s.free_us)),
+            step_bound.step_kind(s),
+        ])
+    return rows
+
+
+def step_lines(ds: Dataset) -> list[str]:
+    """The verdict over the mean step, then its hypothesis, what to try and the evidence."""
+    summary = step_bound.summarize_steps(ds.steps)
+    verdict = step_bound.step_verdict(summary)
+    if verdict.kind in ("host-bound", "compute-bound"):
+        hint = bounds.run_hint(summary, *_step_task_stats(ds)) + step_bound.preparing_note(summary)
+    else:
+        hint = step_bound.advice(summary, verdict)
+    return [verdict.text, *hint]
+
+
+def step_section(ds: Dataset, label: str) -> Section:
+    shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
+    return Section(
+        f"Steps: {label}",
+        lines=[*step_lines(ds), f"steps from {ds.steps_source}",
+               *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else [])],
+        header=STEP_HEADER,
+        rows=step_rows(shown),
+    )
+
+
+def memory_summary(ds: Dataset) -> memory.MemorySummary | None:
+    if ds.kind != "torch_npu":
+        return None
+    return memory.summarize_memory(read_memory(ds.folder))
+
+
+MEMORY_OP_HEADER = ["Operator", "Allocations", "Allocated(MB)", "Largest(MB)", "Held(us)"]
+
+
+def memory_sections(ds: Dataset, label: str, summary: memory.MemorySummary | None = None) -> list[Section]:
+    """Peak allocated / reserved per allocator and the top ops by memory, when the capture recorded memory."""
+    summary = summary or memory_summary(ds)
+    if summary is None:
+        return []
+    sections = [Section(
+        f"Memory: {label}", lines=memory.memory_lines(summary),
+        header=["Component", "Peak allocated(MB)", "Peak reserved(MB)", "Peak active(MB)", "Samples"],
+        rows=[[p.component, p.peak_allocated_mb, p.peak_reserved_mb, p.peak_active_mb, p.samples]
+              for p in summary.peaks],
+    )]
+    if summary.operators:
+        sections.append(Section(
+            f"Top ops by memory: {label}", header=MEMORY_OP_HEADER,
+            rows=[[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators]))
     return sections
 
 
@@ -190,11 +248,16 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
     for ds in datasets:
         label = _short(ds.label(root))
         if ds.steps:
-            summary = step_bound.summarize_steps(ds.steps)
-            steps = [(f"step {s.step}", s.computing_us, s.free_us) for s in ds.steps]
+            shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
+            bars = [(f"step {s.step}" if s.step is not None else "whole trace", s.computing_us, s.free_us,
+                     s.communication_not_overlapped_us) for s in shown]
             blocks.append(html.section(
-                f"Computing / Free per step: {label}", html.step_bars("steps", steps),
-                note=" ".join([step_bound.bound_verdict(summary), *bounds.run_hint(summary, *_step_task_stats(ds))])))
+                f"Computing / Communication / Free per step: {label}", html.step_bars("steps", bars),
+                html.table(STEP_HEADER, step_rows(shown)), note=" ".join(step_lines(ds))))
+        mem = memory_summary(ds)
+        if mem is not None:
+            blocks.append(html.section(f"Memory: {label}", html.memory_block(mem),
+                                       note=" ".join(memory.memory_lines(mem))))
         for sec in bottleneck_sections(ds, label, peaks, note):
             if sec.title.startswith("Pipes"):
                 charts = "".join(
@@ -213,9 +276,9 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
 
 def _short(label: str) -> str:
     """A dataset label without msprof's / torch_npu's generated folder names."""
-    parts = [p for p in label.split("/") if p not in ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
-             and not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
-    return "/".join(parts) or label.split("/")[-1]
+    parts = [p for p in label.split("/") if p not in ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")]
+    named = [p for p in parts if not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
+    return "/".join(named or parts) or label.split("/")[-1]  # generated names only: keep them (rank0_ascend_pt)
 
 
 def write_report_html(root: Path, page: str) -> str:

@@ -14,10 +14,12 @@ in HCCL's schema with the fields the portable backend measures (see :func:`commu
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.collect import torch_ops
@@ -87,11 +89,17 @@ def trace_view(tasks: list[Task], ranges: list[StepRange], host_pid: int) -> lis
 COMM_GROUP = "world"
 
 
+TOTAL_OP_INFO = "Total Op Info"  # torch_npu's per-step summary entry inside "collective": not a collective
+
+
 def communication_json(tasks: list[Task]) -> dict:
-    """``communication.json`` for one rank: ``{"step<N>": {"collective": {"<op>_<N>_<k>@<group>": ...}, "p2p": {}}}``.
+    """``communication.json`` for one rank: ``{"step<N>": {"collective": {"<op>_<N>_<k>@<group>": ...,
+    "Total Op Info": ...}, "p2p": {}}}``.
 
     The k-th collective of a step gets the same name on every rank, which is how
-    msprof-analyze matches one collective across ranks.
+    msprof-analyze matches one collective across ranks. As torch_npu does (its communication
+    parser's ``compute_total_info``), each step's collectives are summed into a ``Total Op Info``
+    entry: every time field but the start timestamp, so here the elapsed time only.
     """
     steps: dict[str, dict] = {}
     counters: dict[int, int] = {}
@@ -108,7 +116,27 @@ def communication_json(tasks: list[Task]) -> dict:
             },
             "Communication Bandwidth Info": {},
         }
+    for step in steps.values():
+        ops = step["collective"].values()
+        step["collective"][TOTAL_OP_INFO] = {
+            "Communication Time Info": {
+                "Elapse Time(ms)": round(sum(op["Communication Time Info"]["Elapse Time(ms)"] for op in ops), 6),
+            },
+            "Communication Bandwidth Info": {},
+        }
     return steps
+
+
+def profiler_rank_id(info: dict) -> int | None:
+    """``rank_id`` of a profiler_info_{rank}.json: torch_npu writes a string (from RANK), older files an int."""
+    value = info.get("rank_id")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
 
 
 def write_ascend_pt(
@@ -131,20 +159,30 @@ def write_ascend_pt(
     if rank is None:
         (run / "profiler_info.json").write_text(json.dumps(profiler_info, indent=4) + "\n")
     else:
-        info = {**profiler_info, "rank_id": rank}
+        info = {**profiler_info, "rank_id": str(rank)}  # a string, as torch_npu writes it (from RANK)
         (run / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=4) + "\n")
         (out / "communication.json").write_text(json.dumps(communication_json(tasks), indent=4) + "\n")
     return run
 
 
 def portable_profiler_info(wait: int, warmup: int, active: int) -> dict:
-    """profiler_info.json's ``config`` as torch_npu writes it, for a CPU-only torch.profiler run."""
+    """profiler_info.json as torch_npu writes it, for a CPU-only torch.profiler run.
+
+    The keys are torch_npu's (``profiler_interface.py``); what only an NPU run can fill stays null:
+    ``start_info`` / ``end_info`` (the device's system counter), ``torch_npu_version`` and
+    ``cann_version`` (neither is installed). ``config.experimental_config`` is left out: there is no
+    torch_npu configuration, and a null there stops msprof-analyze's overall summary.
+    """
     import torch
 
     return {
         "config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": {
             "wait": wait, "warmup": warmup, "active": active, "repeat": 1, "skip_first": 0}, "record_shapes": True,
-            "profile_memory": False, "with_stack": False, "with_flops": False, "with_modules": False}},
+            "profile_memory": True, "with_stack": False, "with_flops": False, "with_modules": False}},
+        "start_info": None,
+        "end_info": None,
+        "torch_npu_version": None,
+        "cann_version": None,
         "backend": "portable (torch.profiler on CPU; no NPU, no PMU)",
         "torch_version": torch.__version__,
     }
@@ -164,4 +202,104 @@ def write_torch_profile(prof, parent: Path, first_step: int, profiler_info: dict
         (t for t in tasks if t.task_type == COMMUNICATION), key=lambda t: t.start_us)
     steps = torch_ops.step_times(tasks, ranges)
     api = torch_ops.api_statistic(torch_ops.api_calls(roots))
-    return write_ascend_pt(parent, sorted(tasks, key=lambda t: t.start_us), ranges, steps, api, profiler_info, rank)
+    run = write_ascend_pt(parent, sorted(tasks, key=lambda t: t.start_us), ranges, steps, api, profiler_info, rank)
+    write_memory_files(run / OUTPUT_SUBDIR, allocation_events(prof))
+    return run
+
+
+# --- memory (profile_memory=True): memory_record.csv and operator_memory.csv ---------------------------
+MEMORY_RECORD_HEADER = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
+                        "Stream Ptr", "Device Type"]
+OPERATOR_MEMORY_HEADER = [
+    "Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)", "Duration(us)",
+    "Active Duration(us)", "Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)",
+    "Allocation Total Active(MB)", "Release Total Allocated(MB)", "Release Total Reserved(MB)",
+    "Release Total Active(MB)", "Stream Ptr", "Device Type",
+]
+MEMORY_COMPONENT = "PTA"  # torch_npu's name for the PyTorch allocator's records
+_MB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One allocator event of torch.profiler (profile_memory=True): bytes > 0 allocates, < 0 frees."""
+
+    ts_us: float
+    ptr: int
+    nbytes: int
+    total_allocated: int
+    total_reserved: int | None  # None: the allocator keeps no cache (the CPU's)
+    device: str  # "CPU", "NPU:0" ...
+    op: str | None  # the innermost op that made the call
+
+
+def allocation_events(prof) -> list[Allocation]:
+    """The allocator events of a finished profile, by time; empty when memory was not profiled."""
+    try:
+        tree = prof.profiler.kineto_results.experimental_event_tree()
+    except (AttributeError, RuntimeError):
+        return []
+    out, stack = [], list(tree)
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        fields = node.extra_fields
+        if not hasattr(fields, "alloc_size"):
+            continue
+        device = str(fields.device)
+        cpu = device.split(":")[0] == "cpu"
+        out.append(Allocation(
+            ts_us=node.start_time_ns / 1000.0, ptr=int(fields.ptr), nbytes=int(fields.alloc_size),
+            total_allocated=int(fields.total_allocated), total_reserved=None if cpu else int(fields.total_reserved),
+            device="CPU" if cpu else device.upper(), op=node.parent.name if node.parent is not None else None,
+        ))
+    return sorted(out, key=lambda a: a.ts_us)
+
+
+def _cell(value: float | int | None, ts: bool = False) -> str:
+    if value is None:
+        return ""
+    return f"{value:.3f}\t" if ts else repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def write_memory_files(out: Path, events: list[Allocation]) -> list[Path]:
+    """memory_record.csv (the allocator's totals after every event) and operator_memory.csv (one row per
+    allocation an op made, paired with its release by address), in torch_npu's columns.
+
+    What torch.profiler does not measure stays empty, as torch_npu leaves it: Total Active and
+    Stream Ptr always, Total Reserved on the CPU (its allocator keeps no cache). On the CPU the
+    totals count what was allocated while the profiler recorded (the weights, made before, are
+    not in them). An allocation
+    made before the profile started is released without a row; one still held at the end has
+    no release. Nothing is written when the profile has no allocator events.
+    """
+    if not events:
+        return []
+    record, operators, open_by_ptr = [], [], {}
+    for e in events:
+        reserved = None if e.total_reserved is None else e.total_reserved / _MB
+        record.append([MEMORY_COMPONENT, _cell(e.ts_us, ts=True), _cell(e.total_allocated / _MB), _cell(reserved),
+                       "", "", e.device])
+        if e.nbytes > 0:
+            open_by_ptr[e.ptr] = row = {"Name": e.op, "Size(KB)": e.nbytes / 1024.0, "Allocation Time(us)": e.ts_us,
+                                        "Allocation Total Allocated(MB)": e.total_allocated / _MB,
+                                        "Allocation Total Reserved(MB)": reserved, "Device Type": e.device}
+            operators.append(row)
+        elif (row := open_by_ptr.pop(e.ptr, None)) is not None:
+            row.update({"Release Time(us)": e.ts_us, "Duration(us)": e.ts_us - row["Allocation Time(us)"],
+                        "Release Total Allocated(MB)": e.total_allocated / _MB, "Release Total Reserved(MB)": reserved})
+    paths = [out / "memory_record.csv", out / "operator_memory.csv"]
+    with paths[0].open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(MEMORY_RECORD_HEADER)
+        w.writerows(record)
+    with paths[1].open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(OPERATOR_MEMORY_HEADER)
+        for row in operators:
+            if row["Name"] is None:  # an allocation outside any op: memory_record has it, no op to name
+                continue
+            w.writerow([row["Name"] if c == "Name" else row["Device Type"] if c == "Device Type"
+                        else _cell(row.get(c), ts=c.endswith("Time(us)") or c == "Duration(us)")
+                        for c in OPERATOR_MEMORY_HEADER])
+    return paths
