@@ -8,6 +8,7 @@
     nox -s tests                                 # the test suite
     nox -s tests -- -m "not e2e"                 # its fast part (tests/unit), in seconds
     nox -s bench                                 # readers at real-model scale vs a pandas baseline
+    nox -s npu_dryrun -- 3                       # every mode's NPU path against recording stand-ins (no NPU)
 
 After the four modes have run in one nox invocation (in any order), the cross-mode ``agree``
 step follows by itself. The backend is detected once, here, and printed before anything runs.
@@ -201,6 +202,15 @@ def tests(session: nox.Session) -> None:
     """The test suite (portable backend; pytest options after --, e.g. -m "not e2e" for the fast part)."""
     python = lab_python(session)
     session.run(python, "-m", "pytest", *session.posargs, external=True, env={"MSPROF_LAB_RUN_ID": RUN_ID})
+
+
+@nox.session(name="npu_dryrun")
+def npu_dryrun(session: nox.Session) -> None:
+    """Every mode's NPU path, end to end, against recording stand-ins of CANN, pyACL and torch_npu (tests/npu_dryrun)."""
+    if len(session.posargs) > 1:
+        session.error("Usage: nox -s npu_dryrun -- [device id 0..7]")
+    device = session.posargs[0] if session.posargs else "0"
+    session.run(lab_python(session), "-m", "tests.npu_dryrun", device, external=True, env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session

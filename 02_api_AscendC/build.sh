@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build add_custom. RUN_MODE comes from the machine (npu with CANN + an NPU, portable otherwise);
-# override with RUN_MODE=portable|npu|cpu bash build.sh. SOC_VERSION=Ascend910B3 skips detection.
+# override with RUN_MODE=portable|npu bash build.sh. SOC_VERSION=Ascend910B3 skips detection.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"

@@ -3,5 +3,5 @@
 # npu: pyACL under msprof (or acl.prof with --acl-prof); anywhere else: ONNX Runtime's profiler.
 set -euo pipefail
 MODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export PYTHONPATH="$(dirname "$MODE_DIR")"
+export PYTHONPATH="$(dirname "$MODE_DIR")${PYTHONPATH:+:$PYTHONPATH}"  # keep CANN's pyACL (set_env.sh) importable
 exec "${PYTHON:-python3}" "$MODE_DIR/src/infer.py" "$@"

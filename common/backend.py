@@ -21,6 +21,7 @@ from common.errors import LabError
 BACKEND_VAR = "MSPROF_LAB_BACKEND"  # auto (default) | portable | npu
 BACKENDS = ("auto", "portable", "npu")
 MAX_DEVICE_ID = 63
+VISIBLE_VAR = "ASCEND_RT_VISIBLE_DEVICES"  # refused on the npu backend: not supported while profiling
 
 # Where CANN installs itself when ASCEND_HOME_PATH is not set (toolkit and the newer single-package layout).
 _CANN_CANDIDATES = (
@@ -86,14 +87,44 @@ def find_tool(name: str, cann_home: str | None) -> str | None:
     return None
 
 
-def visible_devices() -> tuple[int, ...]:
-    """NPU indices the driver exposes (/dev/davinci<N>), limited by ASCEND_RT_VISIBLE_DEVICES if set."""
-    found = sorted(int(m.group(1)) for p in glob.glob("/dev/davinci*") if (m := re.fullmatch(r"/dev/davinci(\d+)", p)))
-    limit = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
-    if limit:
-        allowed = {int(x) for x in limit.split(",") if x.strip().isdigit()}
-        found = [d for d in found if d in allowed]
-    return tuple(found)
+# `npu-smi info -l`: "Total Count : N", then one block per NPU ("NPU ID : k", ..., "Chip Count : c").
+_TOTAL_COUNT = re.compile(r"^\s*Total Count\s*:\s*(\d+)\s*$", re.MULTILINE)
+_NPU_ID = re.compile(r"^\s*NPU ID\s*:\s*(\d+)\s*$", re.MULTILINE)
+_CHIP_COUNT = re.compile(r"^\s*Chip Count\s*:\s*(\d+)\s*$", re.MULTILINE)
+
+
+def count_from_npu_smi_list(text: str) -> int | None:
+    """Logical devices listed by ``npu-smi info -l``: one per chip (the sum of "Chip Count" when every NPU
+    entry has one), else "Total Count", else the number of "NPU ID" entries; None when it lists none."""
+    npus, chips = _NPU_ID.findall(text), _CHIP_COUNT.findall(text)
+    if npus and len(chips) == len(npus):
+        return sum(int(c) for c in chips) or None
+    total = _TOTAL_COUNT.search(text)
+    if total:
+        return int(total.group(1)) or None
+    return len(npus) or None
+
+
+def davinci_count() -> int:
+    """The /dev/davinci<N> nodes (not davinci_manager): only the fallback when npu-smi is missing."""
+    return sum(1 for p in glob.glob("/dev/davinci*") if re.fullmatch(r"/dev/davinci[0-9]+", p))
+
+
+def logical_devices(npu_smi: str | None) -> tuple[tuple[int, ...], str]:
+    """The logical device ids 0..N-1 the runtime numbers, and what N was counted from.
+
+    Logical ids are what ``aclrtSetDevice`` / ``acl.rt.set_device`` / ``torch.npu.set_device`` take:
+    in a container that mounts only /dev/davinci4, that card is logical device 0. N comes from
+    ``npu-smi info -l``; only without npu-smi is it the number of /dev/davinci<N> nodes.
+    """
+    if npu_smi:
+        try:
+            text = subprocess.run([npu_smi, "info", "-l"], capture_output=True, text=True, timeout=30,
+                                  check=False).stdout
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+        return tuple(range(count_from_npu_smi_list(text) or 0)), "`npu-smi info -l`"
+    return tuple(range(davinci_count())), "/dev/davinci* nodes, npu-smi not found"
 
 
 def _importable(module: str) -> bool:
@@ -114,7 +145,7 @@ def detect(requested: str | None = None) -> Backend:
 
     cann_home = find_cann_home()
     tools = {t: p for t in ("msprof", "atc", "npu-smi") if (p := find_tool(t, cann_home))}
-    devices = visible_devices()
+    devices, source = logical_devices(tools.get("npu-smi"))
     modules = tuple(m for m in ("torch_npu", "acl") if _importable(m))
     missing = []
     if not cann_home:
@@ -122,7 +153,7 @@ def detect(requested: str | None = None) -> Backend:
     if "msprof" not in tools:
         missing.append("msprof on PATH")
     if not devices:
-        missing.append("visible NPU (/dev/davinci*)")
+        missing.append(f"NPU (none counted from {source})")
 
     if missing:
         if choice == "npu":
@@ -131,25 +162,41 @@ def detect(requested: str | None = None) -> Backend:
                 "source CANN's set_env.sh and check `npu-smi info`, or use the portable backend",
             )
         return Backend("portable", "no " + "; no ".join(missing))
-    reason = f"CANN at {cann_home}, devices {','.join(map(str, devices))}"
+    reason = f"CANN at {cann_home}, logical devices 0..{len(devices) - 1} (counted from {source})"
     return Backend("npu", reason, cann_home, tools, devices, modules)
 
 
 def select_device(backend: Backend, device: int) -> dict[str, str]:
-    """Environment for a child that must use ``device``; on the npu backend the device must be visible.
+    """Check ``device`` is a logical device id here; the environment a profiled child runs with.
 
-    ASCEND_RT_VISIBLE_DEVICES is set before msprof starts so that msprof, the runtime and the
-    app agree on one card; inside the child that card is then logical device 0.
+    The program selects the device itself (``aclrtSetDevice`` / ``acl.rt.set_device`` /
+    ``torch.npu.set_device``), given the id on its command line, and msprof profiles the device
+    the program uses. ASCEND_RT_VISIBLE_DEVICES is not used: CANN's environment-variable reference
+    says it is not supported while profiling, so a run with it set is refused.
     """
     env = dict(os.environ)
     if backend.is_npu:
+        if env.get(VISIBLE_VAR) is not None:
+            raise LabError(
+                f"{VISIBLE_VAR}={env[VISIBLE_VAR]!r} is set; CANN does not support it while profiling",
+                f"unset {VISIBLE_VAR} and pass the logical device id (0..{max(len(backend.devices) - 1, 0)}) instead",
+            )
         if device not in backend.devices:
             raise LabError(
-                f"device {device} is not visible (visible: {', '.join(map(str, backend.devices))})",
-                "pick one of those ids, see `npu-smi info`",
+                f"device {device} is not a logical device id here (valid: {valid_ids(backend.devices)})",
+                "pick one of those; logical ids count the chips `npu-smi info` lists, from 0",
             )
-        env["ASCEND_RT_VISIBLE_DEVICES"] = str(device)
     return env
+
+
+def valid_ids(devices: tuple[int, ...] | list[int]) -> str:
+    """``0..7`` for a full range, else the ids themselves; ``none`` when there are none."""
+    if not devices:
+        return "none"
+    ids = sorted(devices)
+    if len(ids) > 2 and ids == list(range(ids[0], ids[-1] + 1)):
+        return f"{ids[0]}..{ids[-1]}"
+    return ", ".join(map(str, ids))
 
 
 def host_arch_dir() -> str:
@@ -157,8 +204,57 @@ def host_arch_dir() -> str:
     return f"{platform.machine()}-linux"
 
 
+def _cells(line: str) -> list[str] | None:
+    """The cells of one ``| a | b | c |`` table row, stripped; None for rules and other lines."""
+    line = line.strip()
+    if not (line.startswith("|") and line.endswith("|")) or len(line) < 2:
+        return None
+    return [c.strip() for c in line[1:-1].split("|")]
+
+
+_NAME_ROW = re.compile(r"(\d+)\s+([0-9]{3}[0-9A-Za-z_]*)")  # "NPU  Name":   "0     910B3"
+_CHIP_ROW = re.compile(r"(\d+)(?:\s+(\d+))?")  # "Chip [Device]": "0" (910B), "1     2" (310P: Device 2)
+
+
+def chip_names(text: str) -> dict[int, str]:
+    """``npu-smi info``'s chip table as {logical device id: chip Name}, read by its columns.
+
+    Each chip is two rows: the first cell holds "NPU  Name", the next row's first cell "Chip" or
+    "Chip  Device". Only that first cell is read, so a number from another column (memory
+    "3105 / 65536", power, bus id) is never taken for a name. Where the table has a Device column
+    (310P) it is the logical id; otherwise the chips are numbered in the order listed. The
+    process table below the chips ends the reading.
+    """
+    names: dict[int, str] = {}
+    in_table, pending = False, None
+    for line in text.splitlines():
+        cells = _cells(line)
+        if cells is None:
+            continue
+        first = cells[0]
+        if first.startswith("NPU") and "Name" in first:  # the chip table's header
+            in_table, pending = True, None
+            continue
+        if any("Process" in c for c in cells):  # "NPU Chip | Process id | ...": not chips
+            in_table, pending = False, None
+            continue
+        if not in_table:
+            continue
+        if pending is None:
+            m = _NAME_ROW.fullmatch(first)
+            pending = m.group(2) if m else None
+            continue
+        m = _CHIP_ROW.fullmatch(first)
+        if m:
+            logical = int(m.group(2)) if m.group(2) is not None else len(names)
+            names.setdefault(logical, pending)
+        pending = None
+    return names
+
+
 def soc_version(backend: Backend, device: int = 0) -> str:
-    """The SoC name ATC and AscendC want (e.g. ``Ascend910B3``): $SOC_VERSION, else from npu-smi."""
+    """The SoC name ATC and AscendC want (e.g. ``Ascend910B3``): $SOC_VERSION, else the Name column
+    of ``npu-smi info``'s chip table for logical device ``device``."""
     forced = os.environ.get("SOC_VERSION")
     if forced:
         if not re.fullmatch(r"Ascend[0-9A-Za-z_]+", forced):
@@ -167,8 +263,13 @@ def soc_version(backend: Backend, device: int = 0) -> str:
     npu_smi = backend.tools.get("npu-smi")
     if not npu_smi:
         raise LabError("cannot detect the SoC: npu-smi not found", "set SOC_VERSION, e.g. SOC_VERSION=Ascend910B3")
-    text = subprocess.run([npu_smi, "info"], capture_output=True, text=True, timeout=30, check=False).stdout
-    names = re.findall(r"\b((?:910|310|950)[0-9A-Z]*)\b", text)
-    if not names:
-        raise LabError("cannot read the chip name from `npu-smi info`", "set SOC_VERSION, e.g. SOC_VERSION=Ascend910B3")
-    return "Ascend" + names[min(device, len(names) - 1)]
+    try:
+        text = subprocess.run([npu_smi, "info"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    names = chip_names(text)
+    if device not in names:
+        found = f"chips for logical devices {valid_ids(sorted(names))}" if names else "no chip table"
+        raise LabError(f"cannot read the chip Name of device {device} from `npu-smi info` ({found})",
+                       "set SOC_VERSION, e.g. SOC_VERSION=Ascend910B3")
+    return "Ascend" + names[device]

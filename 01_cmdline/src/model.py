@@ -8,6 +8,7 @@ wall-clock figure, and can save its output so the lab can check it against the r
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 import numpy as np
@@ -16,16 +17,27 @@ import torch
 from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, make_input
 
 
+def parse_device(text: str) -> int | None:
+    """``cpu`` -> None; ``npu`` / ``npu:<id>`` -> the logical NPU id (0 when none is given)."""
+    m = re.fullmatch(r"cpu|npu(?::([0-9]{1,2}))?", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not cpu, npu or npu:<logical id>")
+    return None if text == "cpu" else int(m.group(1) or 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=["cpu", "npu"], default="cpu", help="where to run the model")
+    parser.add_argument("--device", type=parse_device, default="cpu", metavar="{cpu,npu:ID}",
+                        help="where to run the model: cpu, or npu:<logical device id>")
     parser.add_argument("--save-output", metavar="PATH", help="save the last output as a .npy file")
     args = parser.parse_args()
 
-    if args.device == "npu":
+    if args.device is not None:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
 
-        device = torch.device("npu:0")  # the lab sets ASCEND_RT_VISIBLE_DEVICES, so the card is logical 0
+        # The program selects its device itself; msprof profiles the device the program uses.
+        torch.npu.set_device(args.device)
+        device = torch.device(f"npu:{args.device}")
         sync = torch.npu.synchronize
     else:
         device, sync = torch.device("cpu"), (lambda: None)

@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         app = launcher.resolve_app(program)
 
     run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None)
-    if own_model:  # our model.py, told where to save its output for the accuracy check
-        app = [sys.executable, str(MODEL), "--device", "npu" if run.npu else "cpu",
+    if own_model:  # our model.py, told its logical device (it selects it itself) and where to save its output
+        app = [sys.executable, str(MODEL), "--device", f"npu:{run.device}" if run.npu else "cpu",
                "--save-output", str(run.out / "output.npy")]
     command = collect_command(run.backend, run.out, app)
     run.record(command=command)

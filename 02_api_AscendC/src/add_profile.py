@@ -29,7 +29,7 @@ from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
 from common.analyze.checks import Verdict
 from common.collect import launcher
-from common.collect.npu_commands import msprof_argv, msprof_op_argv
+from common.collect.npu_commands import msprof_argv, msprof_op_argv, msprof_op_metrics
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
@@ -43,8 +43,9 @@ TWIN_TIMINGS = "twin_timings.csv"  # the twin's per-block pipe timers, in prof_o
 # --- 1. profile ---------------------------------------------------------------------------------
 def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict | None]:
     """msprof around the host program (op_summary per launch), then msprof op (per-block PMU of one launch)."""
-    # run.child_env sets ASCEND_RT_VISIBLE_DEVICES: msprof and the program see one card, device 0 inside.
-    app = [str(binary), "--device", "0", "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES)]
+    # The program selects the logical device itself (aclrtSetDevice in device_npu.h); msprof follows it.
+    app = [str(binary), "--device", str(run.device), "--warmup", str(WARMUP_LAUNCHES),
+           "--launches", str(MEASURED_LAUNCHES)]
     argv = msprof_argv(run.backend.tools["msprof"], run.out, app)  # --aic-metrics=PipeUtilization
     print("$ " + " ".join(argv))
     code, stdout = run_binary(argv, run.child_env, run.timeout_s)
@@ -55,22 +56,26 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
                        "check msprof's log in PROF_*/mindstudio_profiler_log")
     rows = sorted(kernel_tasks(readers.read_op_summary(summaries[-1])), key=lambda t: t.start_us)
 
-    # msprof op: per-block PMU for the MetricsProfStart/Stop region of one launch.
-    op_argv = msprof_op_argv(run.backend.tools["msprof"], run.out, app, kernel_name=KERNEL, launch_count=1)
+    # msprof op: per-block PMU of the first measured launch. KernelScale makes it honour the kernel's
+    # MetricsProfStart/Stop region (A2/A3); the warm-up launches are skipped, as they are in op_summary.
+    metrics = msprof_op_metrics(read_build_info().get("soc_version"))
+    op_argv = msprof_op_argv(run.backend.tools["msprof"], run.out, app, kernel_name=KERNEL, launch_count=1,
+                             aic_metrics=metrics, launch_skip=WARMUP_LAUNCHES)
     print("$ " + " ".join(op_argv))
     op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s)
     pipes = read_msprof_op_pipes(run.out)
     found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
+    region = "the MetricsProf region" if "KernelScale" in metrics else "the whole kernel (no KernelScale here)"
     verdicts.append(Verdict("msprof op wrote PipeUtilization", op_code == 0 and pipes is not None,
-                            "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found))
+                            "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found
+                            + f"; {region}"))
     return verdicts, rows[WARMUP_LAUNCHES:], summaries[-1].name, read_sizes(stdout)
 
 
-def profile_twin(run, binary: Path, run_mode: str) -> tuple[int, str]:
+def profile_twin(run, binary: Path) -> tuple[int, str]:
     """No msprof without an NPU: the portable twin times each pipe itself (``--timings``)."""
-    app = [str(binary), "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES)]
-    if run_mode == "portable":
-        app += ["--timings", str(run.out / TWIN_TIMINGS)]
+    app = [str(binary), "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES),
+           "--timings", str(run.out / TWIN_TIMINGS)]
     print("$ " + " ".join(app))
     return run_binary(app, timeout_s=run.timeout_s)
 
@@ -166,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = lesson.parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     commands.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend or $RUN_MODE)")
     run_command = commands.add_parser("run", help="run, verify, profile and report")
-    run_command.add_argument("--device", default="0", help="NPU id (0..63); ignored by the portable twin")
+    run_command.add_argument("--device", default="0", help="logical NPU id (0..63); ignored by the portable twin")
     run_command.add_argument("--timeout", help=TIMEOUT_HELP)
     args = lesson.parse(argv)
     if args.command == "build":
@@ -185,19 +190,15 @@ def main(argv: list[str] | None = None) -> int:
             more, tasks, where, sizes = profile_npu(run, binary)
             verdicts += more
         else:
-            code, stdout = profile_twin(run, binary, run_mode)
+            code, stdout = profile_twin(run, binary)
             verdicts.append(verification_verdict(code, stdout))
             tasks, where, sizes = [], "", read_sizes(stdout)
-            if run_mode == "cpu":
-                print("cpu (tikicpulib) build: correctness only; CANN's CPU debug has no pipe timers. "
-                      "Use the portable twin or an NPU for the profile.")
-            elif code == 0 and sizes:
+            if code == 0 and sizes:
                 tasks, where = read_twin_profile(run, sizes)
-        if run_mode != "cpu":  # CANN's CPU debug build has no pipe timers: nothing to check past correctness
-            verdicts += [check_launch_count(tasks, where or "no op_summary"), check_ratio_sums(tasks, data_backend),
-                         check_bound(mean_ratios(tasks))]
-            if tasks and sizes:
-                print(render_report(tasks, data_backend, where, sizes))
+        verdicts += [check_launch_count(tasks, where or "no op_summary"), check_ratio_sums(tasks, data_backend),
+                     check_bound(mean_ratios(tasks))]
+        if tasks and sizes:
+            print(render_report(tasks, data_backend, where, sizes))
         finished = True
     finally:  # Ctrl-C, a timeout or a missing export: what was collected stays, marked incomplete
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)

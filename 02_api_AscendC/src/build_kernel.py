@@ -26,14 +26,17 @@ BUILD_DIR = MODE_DIR / "build"
 BINARY_NAME = "add_custom_main"
 BUILD_INFO = "lab_build.json"
 
-RUN_MODES = ("portable", "npu", "cpu")
-RUN_MODE_VAR = "RUN_MODE"  # build.sh override: RUN_MODE=portable|npu|cpu
+RUN_MODES = ("portable", "npu")
+RUN_MODE_VAR = "RUN_MODE"  # build.sh override: RUN_MODE=portable|npu
 
 
 def choose_run_mode(backend: Backend, override: str | None) -> tuple[str, str]:
     """RUN_MODE for CMake and why: the override if given, else npu with an NPU, portable otherwise."""
     if override:
         mode = override.strip().lower()
+        if mode == "cpu":  # CANN's CPU debug route (tikicpulib, ICPU_RUN_KF) is a separate build the lab does not offer
+            raise LabError(f"{RUN_MODE_VAR}=cpu is not offered: ascendc_library builds device code only",
+                           "use RUN_MODE=portable (the twin, on any CPU) or npu; see 02_api_AscendC/README.md")
         if mode not in RUN_MODES:
             raise LabError(f"{RUN_MODE_VAR}={override!r} is not one of {', '.join(RUN_MODES)}", "unset it or pick one")
         return mode, f"set by {RUN_MODE_VAR}={mode}"
@@ -46,7 +49,7 @@ def cmake_configure_argv(
     cmake: str, source: Path, build: Path, run_mode: str, *, cxx: str | None = None,
     soc_version: str | None = None, cann_home: str | None = None,
 ) -> list[str]:
-    """``cmake -S src -B build -DRUN_MODE=...``; npu/cpu also need the SoC and the CANN root."""
+    """``cmake -S src -B build -DRUN_MODE=...``; npu also needs the SoC and the CANN root."""
     if run_mode not in RUN_MODES:
         raise ValueError(f"unknown RUN_MODE {run_mode!r}")
     argv = [cmake, "-S", str(source), "-B", str(build), f"-DRUN_MODE={run_mode}", "-DCMAKE_BUILD_TYPE=Release"]
@@ -146,6 +149,9 @@ def usable_build(backend: Backend, build_dir: Path = BUILD_DIR) -> dict:
     """The build's lab_build.json, if this machine can run it: an npu build needs the npu backend."""
     info = read_build_info(build_dir)
     run_mode = info["run_mode"]
+    if run_mode not in RUN_MODES:
+        raise LabError(f"build/ is RUN_MODE={run_mode}, which this lab no longer builds",
+                       "rebuild: `bash 02_api_AscendC/build.sh`")
     if run_mode == "npu" and not backend.is_npu:
         raise LabError("the build is RUN_MODE=npu but this machine has no NPU backend",
                        "rebuild: `bash 02_api_AscendC/build.sh` (it picks the portable twin here)")

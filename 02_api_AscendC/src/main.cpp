@@ -5,7 +5,8 @@
  *
  * Every launch is verified element by element (fp16 1.0 + 1.0 = 2.0, bits 0x4000); the first
  * mismatches are printed and the exit code is 1. Under msprof, each launch becomes one row of
- * op_summary. --timings (portable twin only) writes the twin's per-block pipe timers.
+ * op_summary. --device D is the logical device (0..N-1) the NPU build selects with aclrtSetDevice(D);
+ * --timings (portable twin only) writes the twin's per-block pipe timers.
  * Before the first launch it prints the sizes it was built with (add_sizes.h) on a "kernel sizes:" line.
  */
 #include <cinttypes>
@@ -33,48 +34,12 @@ constexpr size_t kBytes = kTotalLength * sizeof(uint16_t);
 
 // =====================================================================================
 // THE switch between the NPU and the CPU run. CMake's RUN_MODE defines exactly one:
-//   LAB_RUN_NPU        npu       ACL runtime + ACLRT_LAUNCH_KERNEL on a real device
-//   ASCENDC_CPU_DEBUG  cpu       CANN's own CPU debug library (tikicpulib, ICPU_RUN_KF)
+//   LAB_RUN_NPU        npu       ACL runtime + ACLRT_LAUNCH_KERNEL on the logical device --device D
 //   LAB_RUN_PORTABLE   portable  the twin in src/twin/: one host thread per block, pipe timers
 // Each branch defines the same class Device { explicit Device(int id); Timing Run(x, y, z); }.
 // =====================================================================================
 #if defined(LAB_RUN_NPU)
 #include "device_npu.h"  // class Device on the ACL runtime (the only branch that needs CANN)
-#elif defined(ASCENDC_CPU_DEBUG)
-#include "tikicpulib.h"
-extern "C" __global__ __aicore__ void add_custom(GM_ADDR x, GM_ADDR y, GM_ADDR z);
-
-namespace {
-
-struct GmBuffer {
-    explicit GmBuffer(size_t bytes) : ptr(static_cast<uint8_t*>(AscendC::GmAlloc(bytes))) {
-        if (!ptr) throw std::runtime_error("AscendC::GmAlloc failed");
-    }
-    ~GmBuffer() { AscendC::GmFree(ptr); }
-    uint8_t* ptr;
-};
-
-struct Timing {};
-
-class Device {
-public:
-    explicit Device(int) : x_(kBytes), y_(kBytes), z_(kBytes) {}
-    Timing Run(const std::vector<uint16_t>& x, const std::vector<uint16_t>& y, std::vector<uint16_t>& z) {
-        std::memcpy(x_.ptr, x.data(), kBytes);
-        std::memcpy(y_.ptr, y.data(), kBytes);
-        std::memcpy(z_.ptr, z.data(), kBytes);
-        AscendC::SetKernelMode(KernelMode::AIV_MODE);
-        ICPU_RUN_KF(add_custom, kBlockDim, x_.ptr, y_.ptr, z_.ptr);
-        std::memcpy(z.data(), z_.ptr, kBytes);
-        return {};
-    }
-
-private:
-    GmBuffer x_, y_, z_;
-};
-
-}  // namespace
-
 #elif defined(LAB_RUN_PORTABLE)
 #include "twin/twin_launch.h"
 extern "C" void add_custom(uint8_t* x, uint8_t* y, uint8_t* z);
@@ -104,7 +69,7 @@ private:
 #define LAB_HAS_TWIN_TIMERS 1
 
 #else
-#error "define one of LAB_RUN_NPU, ASCENDC_CPU_DEBUG, LAB_RUN_PORTABLE (CMake's RUN_MODE does this)"
+#error "define one of LAB_RUN_NPU, LAB_RUN_PORTABLE (CMake's RUN_MODE does this)"
 #endif
 // =====================================================================================
 

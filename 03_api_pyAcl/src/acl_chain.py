@@ -1,8 +1,11 @@
 """The pyACL inference chain, with every resource released in reverse order on every path.
 
 The chain is the one every pyACL program follows:
-init -> set_device -> create_context -> load model -> model desc -> device buffers + datasets
--> copy input in -> execute -> copy output back, then the same steps undone, last first.
+init -> [prof.init] -> set_device -> create_context -> load model -> model desc -> device buffers
++ datasets (output sizes and dims from the model description) -> copy input in -> execute -> copy
+outputs back, then the same steps undone, last first. With profiling, acl.prof.init comes after
+acl.init and before the model is loaded, acl.prof.start right before the measured executes, and
+stop / destroy_config / finalize before acl.finalize (CANN pyACL API reference, "Profiling").
 Each acquisition registers its own release the moment it succeeds, so a failure at any step
 releases exactly what was acquired before it, data buffers included. The ``acl`` module is a
 parameter so the chain can be unit-tested against a recording stand-in.
@@ -29,6 +32,10 @@ ACL_PROF_TASK_TIME = 0x0002  # per-task device time -> op_summary, op_statistic
 ACL_PROF_AICORE_METRICS = 0x0004  # AI Core PMU counters -> op_summary's PMU columns
 ACL_PROF_AICPU = 0x0008  # ops that fall back to AI CPU
 ACL_PROF_FLAGS = ACL_PROF_ACL_API | ACL_PROF_TASK_TIME | ACL_PROF_AICORE_METRICS | ACL_PROF_AICPU
+
+# aclDataType (acl_base.h) -> numpy, for the dtypes an offline model's outputs can have here.
+ACL_DTYPES = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
+              8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_}
 
 
 def check_ret(call: str, ret: int) -> None:
@@ -80,27 +87,36 @@ class Releases:
         return False
 
 
-def _device_dataset(acl, releases: Releases, size: int) -> tuple[object, int]:
-    """Device memory of ``size`` bytes wrapped in a data buffer inside a dataset: what execute takes."""
-    dev_ptr, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    releases.push("acl.rt.free", acl.rt.free, dev_ptr)
-    buffer = acl.create_data_buffer(dev_ptr, size)
-    check_handle("acl.create_data_buffer", buffer)
-    # destroy_dataset does not destroy the buffers inside it: each needs its own release.
-    releases.push("acl.destroy_data_buffer", acl.destroy_data_buffer, buffer)
+def _device_dataset(acl, releases: Releases, sizes: list[int]) -> tuple[object, list[int]]:
+    """Device memory per size, each wrapped in a data buffer, all in one dataset: what execute takes."""
+    buffers, pointers = [], []
+    for size in sizes:
+        dev_ptr, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+        check_ret("acl.rt.malloc", ret)
+        releases.push("acl.rt.free", acl.rt.free, dev_ptr)
+        buffer = acl.create_data_buffer(dev_ptr, size)
+        check_handle("acl.create_data_buffer", buffer)
+        # destroy_dataset does not destroy the buffers inside it: each needs its own release.
+        releases.push("acl.destroy_data_buffer", acl.destroy_data_buffer, buffer)
+        buffers.append(buffer)
+        pointers.append(dev_ptr)
     dataset = acl.mdl.create_dataset()
     check_handle("acl.mdl.create_dataset", dataset)
     releases.push("acl.mdl.destroy_dataset", acl.mdl.destroy_dataset, dataset)
-    _, ret = acl.mdl.add_dataset_buffer(dataset, buffer)
-    check_ret("acl.mdl.add_dataset_buffer", ret)
-    return dataset, dev_ptr
+    for buffer in buffers:
+        _, ret = acl.mdl.add_dataset_buffer(dataset, buffer)
+        check_ret("acl.mdl.add_dataset_buffer", ret)
+    return dataset, pointers
 
 
-def _start_acl_prof(acl, releases: Releases, prof_dir: Path, device: int) -> None:
-    """In-process collection: init -> create_config -> start; stop/destroy_config/finalize are pushed."""
+def _init_acl_prof(acl, releases: Releases, prof_dir: Path) -> None:
+    """acl.prof.init: after acl.init, before the model is loaded; its finalize runs before acl.finalize."""
     check_ret("acl.prof.init", acl.prof.init(str(prof_dir)))
     releases.push("acl.prof.finalize", acl.prof.finalize)
+
+
+def _start_acl_prof(acl, releases: Releases, device: int) -> None:
+    """create_config -> start, right before the measured executes; stop and destroy_config are pushed."""
     config = acl.prof.create_config([device], ACL_AICORE_PIPE_UTILIZATION, 0, ACL_PROF_FLAGS)
     check_handle("acl.prof.create_config", config)
     releases.push("acl.prof.destroy_config", acl.prof.destroy_config, config)
@@ -108,24 +124,50 @@ def _start_acl_prof(acl, releases: Releases, prof_dir: Path, device: int) -> Non
     releases.push("acl.prof.stop", acl.prof.stop, config)
 
 
+def output_specs(acl, desc, om_path: Path) -> list[tuple[int, tuple[int, ...], np.dtype]]:
+    """Per model output: its size in bytes, dims and dtype, as the model description states them."""
+    count = acl.mdl.get_num_outputs(desc)
+    if not count:
+        raise LabError(f"{om_path}: acl.mdl.get_num_outputs found no output",
+                       "rebuild the model: bash 03_api_pyAcl/build_model.sh")
+    specs = []
+    for i in range(count):
+        size = acl.mdl.get_output_size_by_index(desc, i)
+        dims, ret = acl.mdl.get_output_dims(desc, i)
+        check_ret(f"acl.mdl.get_output_dims({i})", ret)
+        shape = tuple(int(d) for d in (dims or {}).get("dims", []))
+        code = acl.mdl.get_output_data_type(desc, i)
+        if code not in ACL_DTYPES:
+            raise LabError(f"{om_path}: acl.mdl.get_output_data_type({i}) returned {code}, not a dtype the lab reads",
+                           "rebuild the model: bash 03_api_pyAcl/build_model.sh")
+        dtype = np.dtype(ACL_DTYPES[code])
+        if any(d < 0 for d in shape) or not size or int(np.prod(shape)) * dtype.itemsize != size:
+            raise LabError(f"{om_path}: output {i} has dims {list(shape)} ({dtype}) but {size} bytes",
+                           "build the model with a fixed --input_shape: bash 03_api_pyAcl/build_model.sh")
+        specs.append((size, shape, dtype))
+    return specs
+
+
 def run_om(
     acl,
     om_path: Path,
     device: int,
     feed: np.ndarray,
-    output_dtype: np.dtype,
-    output_shape: tuple[int, ...],
     warmup: int,
     measured: int,
     prof_dir: Path | None = None,
-) -> np.ndarray:
-    """Load ``om_path`` on ``device``, execute it warmup + measured times on ``feed``, return the output.
+) -> list[np.ndarray]:
+    """Load ``om_path`` on logical device ``device``, execute it warmup + measured times on ``feed``,
+    return every output (sizes, dims and dtypes from the model description).
 
-    With ``prof_dir``, acl.prof records only the measured executes (the warm-up runs before start).
+    With ``prof_dir``, acl.prof.init runs before the model is loaded and acl.prof.start after the
+    warm-up, so only the measured executes are recorded.
     """
     with Releases() as releases:
         check_ret("acl.init", acl.init())
         releases.push("acl.finalize", acl.finalize)
+        if prof_dir is not None:
+            _init_acl_prof(acl, releases, prof_dir)
         check_ret("acl.rt.set_device", acl.rt.set_device(device))
         releases.push("acl.rt.reset_device", acl.rt.reset_device, device)
         context, ret = acl.rt.create_context(device)
@@ -142,36 +184,37 @@ def run_om(
 
         # The om fixes its IO sizes at build time: a model built for another shape or dtype shows here.
         in_size = acl.mdl.get_input_size_by_index(desc, 0)
-        out_size = acl.mdl.get_output_size_by_index(desc, 0)
-        out_bytes = int(np.prod(output_shape)) * np.dtype(output_dtype).itemsize
-        if in_size != feed.nbytes or out_size != out_bytes:
+        if in_size != feed.nbytes:
             raise LabError(
-                f"{om_path} takes {in_size} input bytes and gives {out_size}, but the lab feeds "
-                f"{feed.nbytes} ({feed.dtype} {list(feed.shape)}) and expects {out_bytes}",
-                "rebuild the model for this variant: bash 03_api_pyAcl/build_model.sh",
+                f"{om_path} takes {in_size} input bytes, but the lab feeds {feed.nbytes} ({feed.dtype} "
+                f"{list(feed.shape)})", "rebuild the model for this variant: bash 03_api_pyAcl/build_model.sh",
             )
-        input_dataset, input_ptr = _device_dataset(acl, releases, in_size)
-        output_dataset, output_ptr = _device_dataset(acl, releases, out_size)
+        outputs = output_specs(acl, desc, om_path)
+        input_dataset, (input_ptr,) = _device_dataset(acl, releases, [in_size])
+        output_dataset, output_ptrs = _device_dataset(acl, releases, [size for size, _, _ in outputs])
 
         host_input = np.ascontiguousarray(feed).tobytes()  # kept alive while its pointer is used
         check_ret(
             "acl.rt.memcpy(host->device)",
             acl.rt.memcpy(input_ptr, in_size, acl.util.bytes_to_ptr(host_input), in_size, ACL_MEMCPY_HOST_TO_DEVICE),
         )
-        for _ in range(warmup):  # first executes pay one-off costs (memory, caches); not profiled
+        for _ in range(warmup):  # first executes pay one-off costs (memory, caches); before start: not recorded
             check_ret("acl.mdl.execute (warm-up)", acl.mdl.execute(model_id, input_dataset, output_dataset))
-        with Releases() as prof_releases:  # its own stack: profiling stops right after the measured runs
+        with Releases() as prof_releases:  # its own stack: stop + destroy_config right after the measured runs
             if prof_dir is not None:
-                _start_acl_prof(acl, prof_releases, prof_dir, device)
+                _start_acl_prof(acl, prof_releases, device)
             for _ in range(measured):
                 check_ret("acl.mdl.execute", acl.mdl.execute(model_id, input_dataset, output_dataset))
 
-        host_output, ret = acl.rt.malloc_host(out_size)
-        check_ret("acl.rt.malloc_host", ret)
-        releases.push("acl.rt.free_host", acl.rt.free_host, host_output)
-        check_ret(
-            "acl.rt.memcpy(device->host)",
-            acl.rt.memcpy(host_output, out_size, output_ptr, out_size, ACL_MEMCPY_DEVICE_TO_HOST),
-        )
-        data = acl.util.ptr_to_bytes(host_output, out_size)
-        return np.frombuffer(data, dtype=output_dtype).reshape(output_shape).copy()
+        results = []
+        for (size, shape, dtype), output_ptr in zip(outputs, output_ptrs):
+            host_output, ret = acl.rt.malloc_host(size)
+            check_ret("acl.rt.malloc_host", ret)
+            releases.push("acl.rt.free_host", acl.rt.free_host, host_output)
+            check_ret(
+                "acl.rt.memcpy(device->host)",
+                acl.rt.memcpy(host_output, size, output_ptr, size, ACL_MEMCPY_DEVICE_TO_HOST),
+            )
+            data = acl.util.ptr_to_bytes(host_output, size)
+            results.append(np.frombuffer(data, dtype=dtype).reshape(shape).copy())
+        return results

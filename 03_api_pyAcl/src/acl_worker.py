@@ -1,6 +1,6 @@
 """The npu backend's pyACL side: the worker program msprof starts, and what the driver does around it.
 
-The worker is ``infer.py --worker <variant> --om <file> --output-npy <file> [--acl-prof <dir>]``:
+The worker is ``infer.py --worker <variant> --device <id> --om <file> --output-npy <file> [--acl-prof <dir>]``:
 a separate process, because msprof profiles a program it starts itself. It runs the chain of
 ``acl_chain.run_om`` (warm-up, then the measured executes) and saves the output for the
 accuracy check. ``worker_argv`` builds that command and ``worker_main`` parses it, side by side,
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from variants import MEASURED, VARIANTS, WARMUP, Variant, make_feed
 
+from common.backend import parse_device_id
 from common.collect import launcher, msprof_layout
 from common.errors import ArgumentParser, LabError
 from common.formats.records import Task
@@ -22,13 +23,16 @@ from common.formats.records import Task
 LESSON = Path(__file__).resolve().with_name("infer.py")  # the worker is the lesson file run with --worker
 
 
-def worker_argv(variant: Variant, output_npy: Path) -> list[str]:
-    """The pyACL program msprof runs for one variant (this interpreter, the lesson file, ``--worker``)."""
+def worker_argv(variant: Variant, output_npy: Path, device: int = 0) -> list[str]:
+    """The pyACL program msprof runs for one variant (this interpreter, the lesson file, ``--worker``);
+    ``device`` is the logical device it selects itself with acl.rt.set_device."""
     return [
         sys.executable,
         str(LESSON),
         "--worker",
         variant.name,
+        "--device",
+        str(device),
         "--om",
         str(variant.om_path()),
         "--output-npy",
@@ -40,6 +44,7 @@ def worker_main(argv: list[str]) -> int:
     """The pyACL program msprof runs: one variant, warm-up + measured executes, output saved to .npy."""
     parser = ArgumentParser(prog="infer.py --worker")
     parser.add_argument("variant", choices=list(VARIANTS))
+    parser.add_argument("--device", default="0", help="logical device id (acl.rt.set_device)")
     parser.add_argument("--om", type=Path, required=True)
     parser.add_argument("--output-npy", type=Path, required=True)
     parser.add_argument("--acl-prof", type=Path, default=None, help="collect in-process into this directory")
@@ -47,23 +52,24 @@ def worker_main(argv: list[str]) -> int:
     variant = VARIANTS[args.variant]
     if not args.om.is_file():
         raise LabError(f"model file {args.om} not found", "build it first: bash 03_api_pyAcl/build_model.sh")
-    import acl
+    device = parse_device_id(args.device)
+    try:
+        import acl  # pyACL ships with CANN: set_env.sh puts it on PYTHONPATH
+    except ImportError as err:
+        raise LabError(f"pyACL (the acl module) is not importable: {err}",
+                       "source CANN's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) first") from None
     from acl_chain import run_om
 
     feed = make_feed(variant)
-    # ASCEND_RT_VISIBLE_DEVICES (set by the driver) leaves one card visible: inside, it is device 0.
-    output = run_om(
-        acl,
-        args.om,
-        0,
-        feed,
-        variant.numpy_io_dtype,
-        tuple(feed.shape),
-        WARMUP,
-        MEASURED,
-        prof_dir=args.acl_prof.resolve() if args.acl_prof else None,
-    )
-    np.save(args.output_npy, output)
+    # The worker selects the logical device itself (acl.rt.set_device inside run_om); msprof follows it.
+    outputs = run_om(acl, args.om, device, feed, WARMUP, MEASURED,
+                     prof_dir=args.acl_prof.resolve() if args.acl_prof else None)
+    if outputs[0].dtype != variant.numpy_io_dtype:
+        raise LabError(f"{args.om} gives {outputs[0].dtype} output, variant {variant.name} expects {variant.io_dtype}",
+                       "rebuild the model for this variant: bash 03_api_pyAcl/build_model.sh")
+    np.save(args.output_npy, outputs[0])  # the accuracy check reads the first output
+    for i, extra in enumerate(outputs[1:], start=1):  # a model of yours with more outputs: saved beside it
+        np.save(args.output_npy.with_name(f"{args.output_npy.stem}_{i}.npy"), extra)
     return 0
 
 

@@ -45,14 +45,15 @@ MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/; the run's fi
 def profile_npu(variant: Variant, variant_dir: Path, backend: Backend, device: int, acl_prof: bool):
     """pyACL under msprof: msprof starts the worker (this file, ``--worker``) and exports its CSVs.
 
-    With ``--acl-prof`` the worker profiles itself (``acl_chain.run_om``): after the warm-up,
-    acl.prof.init -> create_config -> start, the measured executes, then stop -> destroy_config
-    -> finalize. That leaves raw data only, so ``msprof --export`` turns each PROF_* into CSVs.
+    With ``--acl-prof`` the worker profiles itself (``acl_chain.run_om``): acl.prof.init right after
+    acl.init (before the model is loaded), create_config -> start after the warm-up, the measured
+    executes, then stop -> destroy_config, and finalize before acl.finalize. That leaves raw data
+    only, so ``msprof --export`` turns each PROF_* into CSVs.
     """
     msprof = backend.tools["msprof"]
-    env_vars = select_device(backend, device)  # set before msprof starts, so all of them see one card
+    env_vars = select_device(backend, device)  # a logical id here; the worker selects it itself
     output_npy = variant_dir / "output.npy"
-    app = worker_argv(variant, output_npy)  # python infer.py --worker <variant> --om <om> --output-npy <npy>
+    app = worker_argv(variant, output_npy, device)  # python infer.py --worker <variant> --device <id> --om ...
     if acl_prof:
         run_step([*app, "--acl-prof", str(variant_dir)], env_vars, "the pyACL worker (acl.prof)")
         for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
@@ -71,8 +72,8 @@ COSINE_MIN = 0.999
 # Max abs diff, next to outputs whose largest magnitude is ~0.09: fp16 rounding of weights and
 # activations stays well below 5e-3 (~5% of the largest output).
 FP16_MAX_ABS_DIFF = 5e-3
-# fp32: only the summation order differs on CPU (~1e-7), but force_fp32 on Atlas A2 may still run
-# MatMul in HF32 (a shorter mantissa) unless --allow_hf32 is off, hence 1e-3 rather than 1e-6.
+# fp32 (must_keep_origin_dtype): only the summation order differs on CPU (~1e-7); an NPU's fp32 MatMul
+# may accumulate in another order or in HF32 where --allow_hf32 enables it, hence 1e-3 rather than 1e-6.
 FP32_MAX_ABS_DIFF = 1e-3
 
 

@@ -40,9 +40,10 @@ def worker(args) -> int:
     rank, world, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     out = Path(args.worker_out)
     with ranks.RankStatus.start(out, rank) as status:  # pid / step / state for the driver; an error, if any
-        device, npu = ranks.join_process_group(local_rank, args.timeout)  # HCCL on NPUs, gloo on the CPU
+        # The rank selects its own device (the LOCAL_RANK-th of the sorted list), then HCCL (gloo on the CPU).
+        device, npu = ranks.join_process_group(local_rank, args.timeout, args.rank_devices)
         model = build_model().train().to(device)
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if npu else None)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if npu else None)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=LEARNING_RATE)
         x = local_batch(rank, world, args.slow_rank, args.slow_factor).to(device)
         sync = torch.npu.synchronize if npu else (lambda: None)
@@ -104,7 +105,7 @@ def check_run(view, statuses: dict[int, dict], nproc: int) -> list:
     """Per rank and step 11 MatMul + 6 GELU (backward: 2 MatMuls per Linear but the first, whose input needs
     no gradient); the same collectives everywhere; the weights equal to one process on the global batch."""
     forward = expected_op_counts(build_model())
-    per_step = {"matmul": 3 * forward["matmul"] - 1, "gelu": 2 * forward["gelu"]}
+    per_step = {"matmul": 3 * forward["matmul"] - 1, "activation": 2 * forward["activation"]}
     files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
     verdicts = [checks.check_files([p.dataset for p in view.ranks], files, f"{nproc} ranks")]
     for p in view.ranks:

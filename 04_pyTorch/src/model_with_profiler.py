@@ -49,6 +49,7 @@ def npu_profiler(out: Path):
         schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
         on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(out)),
         record_shapes=True,
+        profile_memory=True,  # memory_record.csv, operator_memory.csv: peak memory and the ops that allocate
         with_stack=False,  # call stacks inflate host time in exactly the steps we measure
         experimental_config=config,
     )
@@ -68,7 +69,7 @@ def portable_profiler():
     """torch.profiler with the same schedule (the CPU is the only device it sees)."""
     schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
     return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                  record_shapes=True)
+                                  record_shapes=True, profile_memory=True)
 
 
 def run_steps(model, x, steps: int, on_step=None, sync=lambda: None) -> tuple[list[float], torch.Tensor]:
@@ -125,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     if run.npu:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
 
-        model, x, sync = model.to("npu:0"), x.to("npu:0"), torch.npu.synchronize
+        torch.npu.set_device(run.device)  # the logical device you named; msprof profiles the one in use
+        device = f"npu:{run.device}"
+        model, x, sync = model.to(device), x.to(device), torch.npu.synchronize
 
     profiled_us, y = (profile_npu if run.npu else profile_portable)(model, x, run.out)
     plain_us, _ = run_steps(model, x, STEPS, sync=sync)  # the same steps without the profiler

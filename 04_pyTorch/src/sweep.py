@@ -56,7 +56,7 @@ def measure(hidden: int, batch: int, out: Path, npu: bool) -> dict:
     """Profile one grid point with 04's own driver functions; read its step table back from disk."""
     model, x = build_model(hidden), make_input(batch, hidden)
     if npu:
-        model, x = model.to("npu:0"), x.to("npu:0")
+        model, x = model.to("npu"), x.to("npu")  # the current device: main's torch.npu.set_device
     (profile_npu if npu else profile_portable)(model, x, out)
     datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
     steps = [s for ds in datasets for s in ds.steps]
@@ -136,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     backend = detect()
     print(backend.banner(), flush=True)
     device = parse_device_id(args.device)
-    os.environ.update(select_device(backend, device))
+    select_device(backend, device)  # a logical device id here (one line naming the valid ids otherwise)
     if backend.is_npu:
         import torch_npu  # noqa: F401
+
+        torch.npu.set_device(device)  # the program selects the device; msprof profiles the one in use
     out = prepare_output_dir(OUT)
     info = start_run(out, mode="sweep", backend=backend.name, device=device, command=sys.argv,
                      grid={"hidden": list(hiddens), "batch": list(batches)}, threads=args.threads or None)

@@ -222,13 +222,15 @@ def check_collectives(ranks: list) -> Verdict:
     """
     import json
 
+    from common.analyze.cluster import collectives_of  # "Total Op Info" is a summary, not a collective
+
     per_rank = {}
     for p in ranks:
         path = p.folder / "ASCEND_PROFILER_OUTPUT" / "communication.json"
         if not path.is_file():
             return Verdict("same collectives on every rank", False, f"{path} missing")
         data = json.loads(path.read_text())
-        per_rank[p.rank] = {step: sorted(ops.get("collective", {})) for step, ops in data.items()}
+        per_rank[p.rank] = {step: sorted(collectives_of(ops)) for step, ops in data.items()}
     first = per_rank[ranks[0].rank]
     counts = sorted({len(v) for v in first.values()})
     ok = bool(first) and all(v == first for v in per_rank.values()) and counts != [0]

@@ -61,19 +61,45 @@ def atc_om_to_json_argv(atc: str, om: Path, json_out: Path) -> list[str]:
     return [atc, "--mode=1", f"--om={om}", f"--json={json_out}"]
 
 
-def msprof_op_argv(
-    msprof: str, output: Path, app_argv: list[str], kernel_name: str | None = None, launch_count: int = 1
-) -> list[str]:
-    """``msprof op --output=<dir> [--kernel-name=K] --launch-count=N <app argv...>``: per-block PMU of one kernel.
+# msprof op's metric sets (msopprof user guide, --aic-metrics). KernelScale is the one that honours a
+# kernel's MetricsProfStart()/MetricsProfStop() region; without --aic-metrics the region is not
+# collected. KernelScale exists on Atlas A2/A3 (Ascend910B*, Ascend910_93*) only.
+MSPROF_OP_METRICS_REGION = ("KernelScale", "PipeUtilization")
+MSPROF_OP_METRICS_PLAIN = ("PipeUtilization",)
+MAX_LAUNCH_COUNT = 5000  # msprof op --launch-count accepts 1..5000
 
-    The results land in ``<dir>/OPPROF_*/`` (OpBasicInfo.csv, PipeUtilization.csv, ...); the
-    kernel's ``MetricsProfStart()``/``MetricsProfStop()`` bound the region that is measured.
+
+def msprof_op_metrics(soc_version: str | None) -> tuple[str, ...]:
+    """``--aic-metrics`` for msprof op: KernelScale (the MetricsProf region) + PipeUtilization on A2/A3,
+    PipeUtilization alone elsewhere (the region is then the whole kernel)."""
+    if soc_version and (soc_version.startswith("Ascend910B") or soc_version.startswith("Ascend910_93")):
+        return MSPROF_OP_METRICS_REGION
+    return MSPROF_OP_METRICS_PLAIN
+
+
+def msprof_op_argv(
+    msprof: str, output: Path, app_argv: list[str], kernel_name: str | None = None, launch_count: int = 1,
+    aic_metrics: tuple[str, ...] = MSPROF_OP_METRICS_REGION, launch_skip: int = 0,
+) -> list[str]:
+    """``msprof op --output=<dir> [--kernel-name=K] --aic-metrics=<sets> [--launch-skip-before-match=S]
+    --launch-count=N <app argv...>``: per-block PMU of N launches of one kernel.
+
+    ``launch_skip`` launches (the program's warm-up) are skipped before collection starts; the
+    results land in ``<dir>/OPPROF_*/`` (OpBasicInfo.csv, PipeUtilization.csv, ...). ``msprof op``
+    is CANN 8.x's entry point of the tool newer documentation calls ``msopprof``.
     """
     if not app_argv:
         raise ValueError("msprof op needs an application to run")
-    if launch_count < 1:
-        raise ValueError("launch_count must be at least 1")
+    if not 1 <= launch_count <= MAX_LAUNCH_COUNT:
+        raise ValueError(f"launch_count must be in 1..{MAX_LAUNCH_COUNT}")
+    if launch_skip < 0:
+        raise ValueError("launch_skip must not be negative")
+    if not aic_metrics:
+        raise ValueError("msprof op needs at least one --aic-metrics set")
     argv = [msprof, "op", f"--output={output}"]
     if kernel_name:
         argv.append(f"--kernel-name={kernel_name}")
+    argv.append(f"--aic-metrics={','.join(aic_metrics)}")
+    if launch_skip:
+        argv.append(f"--launch-skip-before-match={launch_skip}")
     return [*argv, f"--launch-count={launch_count}", *app_argv]

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.backend import Backend, detect, parse_device_id
+from common.backend import Backend, detect, parse_device_id, select_device, valid_ids
 from common.collect import launcher
 from common.errors import ArgumentParser, LabError
 from common.formats.rundir import (
@@ -88,21 +88,31 @@ class RankStatus:
         return True
 
 
-def join_process_group(local_rank: int, timeout_s: float):
-    """In a rank: set its device and join the process group — HCCL between NPUs, gloo between CPU
+def rank_device(local_rank: int, devices: list[int]) -> int:
+    """The logical device of the rank with LOCAL_RANK ``local_rank``: its place in the sorted device list."""
+    ordered = sorted(devices)
+    if not 0 <= local_rank < len(ordered):
+        raise LabError(f"LOCAL_RANK {local_rank} has no device in {','.join(map(str, ordered))}",
+                       "give one device id per rank")
+    return ordered[local_rank]
+
+
+def join_process_group(local_rank: int, timeout_s: float, devices: list[int] | None = None):
+    """In a rank: select its device, then join the process group — HCCL between NPUs, gloo between CPU
     processes. Returns (the torch.device to compute on, whether it is an NPU)."""
     import torch
     import torch.distributed as dist
 
     npu = detect().is_npu
+    device = rank_device(local_rank, devices) if devices else local_rank
     if npu:
         import torch_npu  # noqa: F401  (registers the npu device and HCCL)
 
-        torch.npu.set_device(local_rank)  # ASCEND_RT_VISIBLE_DEVICES maps rank -> card
+        torch.npu.set_device(device)  # the rank selects its own logical device, before HCCL starts
     # Longer than the driver's timeout, so a hang is diagnosed by the driver (which rank, where)
     # before the process group gives up with a less specific error.
     dist.init_process_group("hccl" if npu else "gloo", timeout=dt.timedelta(seconds=2 * timeout_s + 60))
-    return torch.device(f"npu:{local_rank}" if npu else "cpu"), npu
+    return torch.device(f"npu:{device}" if npu else "cpu"), npu
 
 
 def write_portable_rank(prof, out: Path, rank: int, schedule: tuple[int, int, int], **info: object) -> None:
@@ -151,10 +161,12 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
     parser.add_argument("--worker", action="store_true", help=hidden)
     parser.add_argument("--worker-out", help=hidden)
     parser.add_argument("--launch-id", help=hidden)
+    parser.add_argument("--rank-devices", help=hidden)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.worker:  # written by the driver below: already valid
         args.slow_rank = None if args.slow_rank in (None, "") else int(args.slow_rank)
         args.slow_factor, args.timeout = int(args.slow_factor), float(args.timeout)
+        args.rank_devices = [int(d) for d in (args.rank_devices or "").split(",") if d] or None
     return args
 
 
@@ -166,7 +178,8 @@ def parse_nproc(text: str) -> int:
 
 
 def parse_device_list(text: str | None, nproc: int) -> list[int]:
-    """``0,1,...``: one distinct device id (0..63) per rank; default 0..nproc-1."""
+    """``0,1,...``: one distinct logical device id (0..63) per rank, sorted (rank r gets the r-th
+    smallest); default 0..nproc-1."""
     if text is None:
         return list(range(nproc))
     ids = [parse_device_id(part) for part in str(text).split(",")]
@@ -174,7 +187,7 @@ def parse_device_list(text: str | None, nproc: int) -> list[int]:
         raise LabError(f"device list {text!r} names a device twice", "give one distinct id per rank, e.g. 0,1")
     if len(ids) != nproc:
         raise LabError(f"device list {text!r} has {len(ids)} ids for {nproc} ranks", "give exactly one id per rank")
-    return ids
+    return sorted(ids)
 
 
 def parse_fault(text: str | None, nproc: int) -> str | None:
@@ -256,13 +269,16 @@ def torchrun_argv(nproc: int, port: int, script: Path, worker_args: list[str]) -
 
 
 def rank_env(backend: Backend, devices: list[int], root: Path) -> dict[str, str]:
-    """The ranks' environment: loopback only, the repository on PYTHONPATH; on the NPU, the cards they may use."""
+    """The ranks' environment: loopback only, the repository on PYTHONPATH.
+
+    On the NPU every rank selects its own device (``torch.npu.set_device``, from ``--rank-devices``
+    and LOCAL_RANK); ASCEND_RT_VISIBLE_DEVICES is refused, as CANN does not support it while profiling.
+    """
     env = dict(os.environ)
     env.update(MASTER_ADDR="127.0.0.1", PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])))
     if backend.is_npu:
-        # Rank r (LOCAL_RANK r) sees the r-th card of the list as npu:r. Set before torchrun so
-        # every rank, and the profiler inside it, agrees on the mapping.
-        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, devices))
+        for device in devices:
+            select_device(backend, device)  # a logical id here; ASCEND_RT_VISIBLE_DEVICES set: refused
     else:
         env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs on the loopback interface, never the network
     return env
@@ -409,12 +425,14 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     backend = detect()
     print(backend.banner(), flush=True)
     if backend.is_npu:
-        hidden = [d for d in plan.devices if d not in backend.devices]
-        if hidden:
+        unknown = [d for d in plan.devices if d not in backend.devices]
+        if unknown:
             raise LabError(
-                f"device(s) {','.join(map(str, hidden))} not visible (visible: {','.join(map(str, backend.devices))})",
-                "pick ids shown by `npu-smi info`",
+                f"device(s) {','.join(map(str, unknown))} not logical device ids here "
+                f"(valid: {valid_ids(backend.devices)})",
+                "pick one of those per rank; logical ids count the chips `npu-smi info` lists, from 0",
             )
+        rank_env(backend, plan.devices, mode_dir.parent)  # ASCEND_RT_VISIBLE_DEVICES set: refused here, early
         if "torch_npu" not in backend.python_modules:
             raise LabError(
                 "the npu backend needs torch_npu, which is not importable", "pip install torch_npu matching your torch"
@@ -439,7 +457,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
 
     # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
     worker_args = ["--worker-out", str(out), "--launch-id", uuid.uuid4().hex, "--slow-factor", str(plan.slow_factor),
-                   "--timeout", str(plan.timeout_s)]
+                   "--timeout", str(plan.timeout_s), "--rank-devices", ",".join(map(str, plan.devices))]
     worker_args += ["--slow-rank", str(plan.slow_rank)] if plan.slow_rank is not None else []
     worker_args += ["--fault", plan.fault] if plan.fault else []
     env = rank_env(backend, plan.devices, mode_dir.parent)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from common.analyze.checks import Verdict
-from common.collect.npu_commands import msprof_argv, msprof_op_argv
+from common.collect.npu_commands import MSPROF_SWITCHES, msprof_argv, msprof_op_argv, msprof_op_metrics
 from common.errors import LabError
 from common.formats.records import Task
 from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
@@ -276,10 +276,51 @@ def test_msprof_argv_builders_for_the_kernel():
     app = ["/x/add_custom_main", "--device", "0", "--launches", "20"]
     argv = msprof_argv("/c/bin/msprof", Path("/out dir"), app)
     assert argv[1] == "--output=/out dir" and "--aic-metrics=PipeUtilization" in argv and argv[-5:] == app
-    op = msprof_op_argv("/c/bin/msprof", Path("/out"), app, kernel_name="add_custom", launch_count=1)
-    assert op == ["/c/bin/msprof", "op", "--output=/out", "--kernel-name=add_custom", "--launch-count=1", *app]
+    # msprof op honours the kernel's MetricsProfStart/Stop region only with --aic-metrics=KernelScale (A2/A3),
+    # and skips the warm-up launches with --launch-skip-before-match (msopprof user guide).
+    op = msprof_op_argv("/c/bin/msprof", Path("/out"), app, kernel_name="add_custom", launch_count=1,
+                        aic_metrics=msprof_op_metrics("Ascend910B3"), launch_skip=3)
+    assert op == ["/c/bin/msprof", "op", "--output=/out", "--kernel-name=add_custom",
+                  "--aic-metrics=KernelScale,PipeUtilization", "--launch-skip-before-match=3", "--launch-count=1", *app]
+    assert msprof_op_metrics("Ascend910_9391") == ("KernelScale", "PipeUtilization")
+    assert msprof_op_metrics("Ascend310P3") == msprof_op_metrics(None) == ("PipeUtilization",)
+    plain = msprof_op_argv("msprof", Path("/out"), app, aic_metrics=("PipeUtilization",))
+    assert plain == ["msprof", "op", "--output=/out", "--aic-metrics=PipeUtilization", "--launch-count=1", *app]
+    for bad in ({"launch_count": 0}, {"launch_count": 5001}, {"launch_skip": -1}, {"aic_metrics": ()}):
+        with pytest.raises(ValueError):
+            msprof_op_argv("msprof", Path("/out"), app, **bad)
     with pytest.raises(ValueError):
         msprof_op_argv("msprof", Path("/out"), [])
+
+
+def test_profile_npu_passes_the_device_and_skips_the_warm_up(tmp_path, monkeypatch):
+    """The program selects the logical device itself (--device 3); msprof op skips the 3 warm-up launches."""
+    from types import SimpleNamespace
+
+    from common.backend import Backend
+
+    calls = []
+    summary = tmp_path / "PROF_1" / "mindstudio_profiler_output"
+
+    def fake_run(argv, child_env=None, timeout_s=None):
+        calls.append((argv, child_env))
+        if argv[1] != "op":
+            summary.mkdir(parents=True, exist_ok=True)
+            (summary / "op_summary_1.csv").write_text(",".join(OP_SUMMARY) + "\n")
+        return 0, "kernel sizes: " + " ".join(f"{k}={v}" for k, v in SIZES.items()) + "\n"
+
+    monkeypatch.setattr(driver, "run_binary", fake_run)
+    monkeypatch.setattr(driver, "read_build_info", lambda: {"soc_version": "Ascend910B3", "run_mode": "npu"})
+    backend = Backend("npu", "test", "/c", {"msprof": "/c/bin/msprof"}, tuple(range(8)))
+    run = SimpleNamespace(backend=backend, out=tmp_path, device=3, child_env={"PATH": "/bin"}, timeout_s=None)
+    driver.profile_npu(run, Path("/b/add_custom_main"))
+    app = ["/b/add_custom_main", "--device", "3", "--warmup", "3", "--launches", "20"]
+    assert [c[0] for c in calls] == [
+        ["/c/bin/msprof", f"--output={tmp_path}", *MSPROF_SWITCHES, *app],
+        ["/c/bin/msprof", "op", f"--output={tmp_path}", "--kernel-name=add_custom",
+         "--aic-metrics=KernelScale,PipeUtilization", "--launch-skip-before-match=3", "--launch-count=1", *app],
+    ]
+    assert all("ASCEND_RT_VISIBLE_DEVICES" not in c[1] for c in calls)
 
 
 def test_run_mode_choice_and_missing_tools(monkeypatch):
@@ -290,6 +331,16 @@ def test_run_mode_choice_and_missing_tools(monkeypatch):
     assert build_kernel.choose_run_mode(portable, "NPU")[0] == "npu"
     with pytest.raises(LabError, match="RUN_MODE='gpu'"):
         build_kernel.choose_run_mode(portable, "gpu")
+    # ascendc_library builds device code only: a CPU build of it cannot compile, so it is not offered.
+    assert build_kernel.RUN_MODES == ("portable", "npu")
+    with pytest.raises(LabError, match="RUN_MODE=cpu is not offered: ascendc_library builds device code only"):
+        build_kernel.choose_run_mode(portable, "cpu")
+    with pytest.raises(ValueError):
+        build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "cpu", soc_version="Ascend910B3", cann_home="/c")
+    cmake = (SRC / "CMakeLists.txt").read_text()
+    main_cpp = (SRC / "main.cpp").read_text()
+    assert "ASCENDC_CPU_DEBUG" not in main_cpp and "tikicpulib.h" not in main_cpp
+    assert 'STRINGS portable npu)' in cmake and 'RUN_MODE STREQUAL "cpu"' not in cmake
     assert driver.choose_run_mode is build_kernel.choose_run_mode  # the entry point's allow-list is the build's
     monkeypatch.setattr(build_kernel.shutil, "which", lambda name: None)
     monkeypatch.delenv("CXX", raising=False)
@@ -338,3 +389,9 @@ def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
     pipes = kernel_report.read_msprof_op_pipes(tmp_path)
     assert pipes == pytest.approx({"vec": 0.05, "scalar": 0.65, "mte2": 0.33, "mte3": 0.11})
     assert kernel_report.read_msprof_op_pipes(tmp_path / "none") is None
+    # The multi-operator layout (OPPROF_*/<OpName>/<launch>/PipeUtilization_<ts>.csv) is read the same way.
+    nested = tmp_path / "multi" / "OPPROF_20260129023105_ABCDEFGHIJKLMNOP" / "add_custom" / "0"
+    nested.mkdir(parents=True)
+    (nested / "PipeUtilization_20260129023105284.csv").write_text(header + "\n0,vector0,NA,5.0,0.5,0.2,0.2,0.1,\n")
+    assert kernel_report.read_msprof_op_pipes(tmp_path / "multi") == pytest.approx(
+        {"vec": 0.5, "scalar": 0.2, "mte2": 0.2, "mte3": 0.1})

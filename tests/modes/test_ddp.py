@@ -65,7 +65,8 @@ def test_per_rank_layout_is_torch_npus(slow_run) -> None:
     assert sorted(ranks) == [0, 1] and len(list(out.glob("*_ascend_pt"))) == 2
     for rank, folder in ranks.items():
         info = json.loads((folder / f"profiler_info_{rank}.json").read_text())
-        assert info["rank_id"] == rank and info["world_size"] == 2 and not (folder / "profiler_info.json").exists()
+        assert info["rank_id"] == str(rank) and info["world_size"] == 2  # a string, as torch_npu writes it
+        assert not (folder / "profiler_info.json").exists()
         output = folder / "ASCEND_PROFILER_OUTPUT"
         header = (output / "step_trace_time.csv").read_text().splitlines()[0].split(",")
         assert header == schema.STEP_TRACE_TIME
@@ -85,8 +86,11 @@ def test_per_rank_layout_is_torch_npus(slow_run) -> None:
         data = json.loads((output / "communication.json").read_text())
         assert sorted(data) == [f"step{n}" for n in range(4, 9)]
         for step in data.values():
+            total = step["collective"].pop("Total Op Info")  # torch_npu's per-step sum, not a collective
             for op in step["collective"].values():
                 assert set(op["Communication Time Info"]) == {"Start Timestamp(us)", "Elapse Time(ms)"}
+            assert total["Communication Time Info"]["Elapse Time(ms)"] == pytest.approx(
+                sum(op["Communication Time Info"]["Elapse Time(ms)"] for op in step["collective"].values()), abs=1e-5)
 
 
 def test_slow_rank_computes_more_and_the_other_waits(slow_run) -> None:

@@ -256,7 +256,7 @@ def test_atc_argv_exact():
         npu_commands.atc_argv(
             "atc", Path("a.onnx"), Path("o"), "Ascend310P3", "x:32,1024", variants.VARIANTS["fp32"].atc_options
         )[-1]
-        == "--precision_mode=force_fp32"
+        == "--precision_mode=must_keep_origin_dtype"  # force_fp32 casts MatMul inputs to fp16 (cube_fp16in_fp32out)
     )
     assert variants.VARIANTS["default"].atc_options == ()
     with pytest.raises(ValueError):
@@ -289,7 +289,7 @@ def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
             f"--output={tmp_path}/tiny_mlp_fp32",
             "--soc_version=Ascend910B4",
             "--input_shape=x:32,1024",
-            "--precision_mode=force_fp32",
+            "--precision_mode=must_keep_origin_dtype",
         ],
         ["/cann/bin/atc", "--mode=1", f"--om={tmp_path}/tiny_mlp_fp32.om", f"--json={tmp_path}/tiny_mlp_fp32.json"],
     ]
@@ -311,6 +311,8 @@ def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
         str(MODE / "src" / "infer.py"),
         "--worker",
         "default",
+        "--device",
+        "3",  # the worker selects logical device 3 itself (acl.rt.set_device)
         "--om",
         str(variants.VARIANTS["default"].om_path()),
         "--output-npy",
@@ -325,7 +327,8 @@ def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
         assert [c[0] for c in calls] == [
             ["/cann/bin/msprof", f"--output={tmp_path}", *npu_commands.MSPROF_SWITCHES, *worker]
         ]
-    assert all(c[1]["ASCEND_RT_VISIBLE_DEVICES"] == "3" for c in calls)
+    # Not supported while profiling (CANN's ASCEND_RT_VISIBLE_DEVICES page): the environment selects no card.
+    assert all("ASCEND_RT_VISIBLE_DEVICES" not in c[1] for c in calls)
 
 
 # ----- the pyACL chain against a recording fake acl ---------------------------------------------------
@@ -350,8 +353,11 @@ class FakeAcl:
         "prof.stop": "prof.start",
     }
 
-    def __init__(self, nbytes: int, fail_at: int | None = None, fail_release: str | None = None):
+    def __init__(self, nbytes: int, fail_at: int | None = None, fail_release: str | None = None,
+                 outputs: list[tuple[tuple[int, ...], int]] | None = None):
         self.nbytes, self.fail_at, self.fail_release = nbytes, fail_at, fail_release
+        # The model's outputs as its description states them: (dims, aclDataType); default one fp32 [32, 1024].
+        self.outputs = outputs if outputs is not None else [((32, 1024), 0)]
         self.calls: list[str] = []
         self.live: list[tuple[str, object]] = []  # acquired and not yet released, in order
         self.released: list[tuple[str, object]] = []
@@ -414,8 +420,19 @@ class FakeAcl:
     def _mdl_get_input_size_by_index(self, failing, desc, i):
         return 0 if failing else self.nbytes
 
+    def _mdl_get_num_outputs(self, failing, desc):
+        return 0 if failing else len(self.outputs)
+
     def _mdl_get_output_size_by_index(self, failing, desc, i):
-        return 0 if failing else self.nbytes
+        dims, code = self.outputs[i]
+        return 0 if failing else int(np.prod(dims)) * np.dtype(acl_chain.ACL_DTYPES.get(code, np.float32)).itemsize
+
+    def _mdl_get_output_dims(self, failing, desc, i):
+        dims, _ = self.outputs[i]
+        return ({}, self.ERROR) if failing else ({"name": f"y{i}", "dimCount": len(dims), "dims": list(dims)}, 0)
+
+    def _mdl_get_output_data_type(self, failing, desc, i):
+        return -1 if failing else self.outputs[i][1]  # -1: ACL_DT_UNDEFINED
 
     def _rt_malloc(self, failing, size, policy):
         return self._acquire("rt.malloc", failing)
@@ -449,16 +466,19 @@ class FakeAcl:
         if failing:
             return self.ERROR
         self.executes = getattr(self, "executes", 0) + 1
-        # The fake model is the identity: output memory = input memory.
-        in_ptr = next(h for k, h in self.live if k == "rt.malloc")
-        out_ptr = [h for k, h in self.live if k == "rt.malloc"][1]
-        self.memory[out_ptr] = self.memory.get(in_ptr, b"")
+        # The fake model: output k is the input's bytes, cut or repeated to output k's size.
+        in_ptr, *out_ptrs = [h for k, h in self.live if k == "rt.malloc"]
+        data = self.memory.get(in_ptr, b"")
+        for ptr, (dims, code) in zip(out_ptrs, self.outputs):
+            size = int(np.prod(dims)) * np.dtype(acl_chain.ACL_DTYPES[code]).itemsize
+            self.memory[ptr] = (data * (size // max(len(data), 1) + 1))[:size]
         return 0
 
     def _util_ptr_to_bytes(self, failing, ptr, size):
         return self.memory[ptr]
 
     def _prof_init(self, failing, path):
+        self.loaded_before_prof_init = any(k == "mdl.load_from_file" for k, _ in self.live)
         if failing:
             return self.ERROR
         self.live.append(("prof.init", None))
@@ -491,10 +511,8 @@ for _name in ("init", "finalize", "create_data_buffer", "destroy_data_buffer"):
 FEED = np.arange(32 * 1024, dtype=np.float32).reshape(32, 1024) / 1000
 
 
-def run_fake(acl: FakeAcl, prof: bool = False):
-    return acl_chain.run_om(
-        acl, Path("/m/a.om"), 0, FEED, np.float32, FEED.shape, 3, 20, prof_dir=Path("/p") if prof else None
-    )
+def run_fake(acl: FakeAcl, prof: bool = False, device: int = 0):
+    return acl_chain.run_om(acl, Path("/m/a.om"), device, FEED, 3, 20, prof_dir=Path("/p") if prof else None)
 
 
 def assert_released_in_reverse(acl: FakeAcl, acquired_order: list) -> None:
@@ -510,19 +528,25 @@ def acquisitions(acl: FakeAcl) -> list:
 @pytest.mark.parametrize("prof", [False, True])
 def test_chain_success_releases_everything(prof):
     acl = FakeAcl(FEED.nbytes)
-    out = run_fake(acl, prof)
+    (out,) = run_fake(acl, prof)
     np.testing.assert_array_equal(out, FEED)
     assert acl.live == []
     kinds = [k for k, _ in acquisitions(acl)]
     assert kinds.count("create_data_buffer") == 2 and kinds.count("mdl.create_dataset") == 2
     assert kinds.count("rt.malloc") == 2 and "rt.malloc_host" in kinds
-    assert kinds[:4] == ["init", "rt.set_device", "rt.create_context", "mdl.load_from_file"]
+    chain = ["init", *(["prof.init"] if prof else []), "rt.set_device", "rt.create_context", "mdl.load_from_file"]
+    assert kinds[: len(chain)] == chain
     # Each data buffer is destroyed after its dataset and before its device memory.
     order = [name for name in acl.calls if name in ("mdl.destroy_dataset", "destroy_data_buffer", "rt.free")]
     assert order == ["mdl.destroy_dataset", "destroy_data_buffer", "rt.free"] * 2
-    assert acl.calls[-3:] == ["rt.destroy_context", "rt.reset_device", "finalize"]
+    assert [c for c in acl.calls if not c.startswith("prof.")][-3:] == ["rt.destroy_context", "rt.reset_device",
+                                                                        "finalize"]
     assert acl.executes == 23
     if prof:
+        # CANN pyACL reference, "Profiling pyACL API": prof.init after acl.init and before the model load;
+        # start before the measured executes (the 3 warm-up executes come before it: not collected).
+        assert acl.loaded_before_prof_init is False
+        assert acl.calls.index("init") < acl.calls.index("prof.init") < acl.calls.index("mdl.load_from_file")
         assert acl.executes_before_start == 3, "acl.prof starts after the warm-up"
         prof_calls = [c for c in acl.calls if c.startswith("prof.")]
         assert prof_calls == [
@@ -540,8 +564,11 @@ def test_chain_success_releases_everything(prof):
             | acl_chain.ACL_PROF_AICORE_METRICS
             | acl_chain.ACL_PROF_AICPU
         )
-        # Profiling stops before the output is copied back.
-        assert acl.calls.index("prof.finalize") < acl.calls.index("rt.malloc_host")
+        # Profiling stops right after the measured executes, before the output is copied back; one
+        # init/finalize pair, and stop, destroy_config, finalize all before acl.finalize.
+        assert acl.calls.index("prof.destroy_config") < acl.calls.index("rt.malloc_host")
+        assert acl.calls.count("prof.init") == acl.calls.count("prof.finalize") == 1
+        assert acl.calls.index("prof.finalize") < acl.calls.index("finalize") == len(acl.calls) - 1
 
 
 def _failable_calls(prof: bool) -> int:
@@ -587,7 +614,46 @@ def test_wrong_size_om_is_a_clear_error_and_releases():
     assert acl.live == []
 
 
+def test_outputs_take_their_sizes_dims_and_dtypes_from_the_model_description():
+    """Not the input's shape: [32, 1024] fp32 in, [32, 10] fp16 and [32] int32 out (a model of yours)."""
+    acl = FakeAcl(FEED.nbytes, outputs=[((32, 10), 1), ((32,), 3)])
+    first, second = run_fake(acl, device=5)
+    assert (first.shape, first.dtype, second.shape, second.dtype) == ((32, 10), np.float16, (32,), np.int32)
+    assert first.tobytes() == FEED.tobytes()[: first.nbytes]  # what the fake model wrote, read back by its dims
+    assert ("rt.set_device", 5) in acquisitions(acl) and acl.live == []
+    kinds = [k for k, _ in acquisitions(acl)]
+    assert kinds.count("rt.malloc") == 3 and kinds.count("rt.malloc_host") == 2
+    assert kinds.count("mdl.create_dataset") == 2
+    for outputs, message in [([((32, -1), 0)], r"dims \[32, -1\]"), ([((32, 10), 99)], "returned 99")]:
+        acl = FakeAcl(FEED.nbytes, outputs=outputs)
+        with pytest.raises(LabError, match=message):
+            run_fake(acl)
+        assert acl.live == []
+
+
 def test_check_ret_names_call_and_code():
     acl_chain.check_ret("acl.mdl.execute", 0)
     with pytest.raises(LabError, match=r"acl.mdl.execute failed with ACL error 107000"):
         acl_chain.check_ret("acl.mdl.execute", 107000)
+
+
+def test_worker_selects_its_logical_device_and_saves_the_model_output(tmp_path, monkeypatch):
+    """infer.py --worker ... --device 2: acl.rt.set_device(2) in the worker itself; fp16-io's output saved as fp16."""
+    om = tmp_path / "m.om"
+    om.write_bytes(b"om")
+    variant = variants.VARIANTS["fp16-io"]
+    feed = variants.make_feed(variant)
+    fake = FakeAcl(feed.nbytes, outputs=[((32, 1024), 1)])
+    monkeypatch.setitem(sys.modules, "acl", fake)
+    monkeypatch.setattr(variants.Variant, "om_path", lambda self: om)
+    argv = acl_worker.worker_argv(variant, tmp_path / "out.npy", 2)
+    assert argv[2:6] == ["--worker", "fp16-io", "--device", "2"]
+    assert acl_worker.worker_main(argv[3:]) == 0  # what infer.py --worker hands it
+    saved = np.load(tmp_path / "out.npy")
+    assert saved.dtype == np.float16 and saved.shape == (32, 1024) and ("rt.set_device", 2) in acquisitions(fake)
+    wrong = FakeAcl(feed.nbytes, outputs=[((32, 512), 0)])  # an om built for another variant: fp32 output
+    monkeypatch.setitem(sys.modules, "acl", wrong)
+    with pytest.raises(LabError, match="gives float32 output, variant fp16-io expects float16"):
+        acl_worker.worker_main(["fp16-io", "--device", "0", "--om", str(om), "--output-npy", str(tmp_path / "o.npy")])
+    with pytest.raises(LabError, match="not an integer in 0..63"):
+        acl_worker.worker_main(["fp16-io", "--device", "x", "--om", str(om), "--output-npy", str(tmp_path / "o.npy")])

@@ -86,6 +86,36 @@ def test_every_mode_refuses_hostile_device_ids(mode: str, device: str, portable:
 
 
 @hostile
+@pytest.mark.parametrize("mode", sorted(DRIVERS))
+@pytest.mark.parametrize(("device", "visible", "needle"), [
+    ("2", None, "device 2 is not a logical device id here (valid: 0, 1)"),
+    ("63", None, "device 63 is not a logical device id here (valid: 0, 1)"),
+    ("0", "1", "ASCEND_RT_VISIBLE_DEVICES='1' is set; CANN does not support it while profiling"),
+])
+def test_every_mode_refuses_a_device_the_npu_runtime_does_not_have(mode: str, device: str, visible: str | None,
+                                                                   needle: str, portable: Path, monkeypatch,
+                                                                   capsys) -> None:
+    """On the npu backend the id is a logical one (0..N-1, N from `npu-smi info -l`), checked before anything runs."""
+    import common.lesson
+    from common.backend import Backend
+
+    npu = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, (0, 1),
+                  ("torch_npu", "acl"))
+    if visible is None:
+        monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", visible)
+    module = DRIVERS[mode]()
+    monkeypatch.setattr(common.lesson, "detect", lambda *a: npu)
+    if hasattr(module, "detect"):
+        monkeypatch.setattr(module, "detect", lambda *a: npu)
+    code, stderr = run_cli_in_process(module.main, DEVICE_ARGV[mode](device), capsys)
+    assert code == 2 and "Traceback" not in stderr
+    errors = error_lines(stderr)
+    assert len(errors) == 1 and needle in errors[0], stderr
+
+
+@hostile
 @pytest.mark.parametrize("script", ["infer", "build_model"])
 @pytest.mark.parametrize("variant", HOSTILE_VARIANTS, ids=[repr(v) for v in HOSTILE_VARIANTS])
 def test_pyacl_refuses_hostile_variants(script: str, variant: str, portable: Path, capsys) -> None:

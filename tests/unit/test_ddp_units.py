@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import os
 import signal
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from helpers import load_lesson
 
-from common.analyze.cluster import ClusterView, RankProfile, RankSummary, collective_arrivals, find_slow_rank
+from common.backend import Backend
+from common.analyze.cluster import (ClusterView, RankProfile, RankSummary, collective_arrivals, collectives_of,
+                                   find_slow_rank)
 from common.collect import ranks, torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange
@@ -70,7 +74,43 @@ def test_communication_json_names_collectives_per_step_in_order() -> None:
     assert sorted(data) == ["step4", "step5"] and data["step4"]["p2p"] == {}
     first = data["step4"]["collective"]["gloo_all_reduce_4_0@world"]["Communication Time Info"]
     assert first == {"Start Timestamp(us)": 1.0, "Elapse Time(ms)": 0.002}
-    assert list(data["step5"]["collective"]) == ["gloo_all_reduce_5_0@world"]
+    # torch_npu's compute_total_info: each step's collectives summed into "Total Op Info" (no start timestamp)
+    assert list(data["step5"]["collective"]) == ["gloo_all_reduce_5_0@world", "Total Op Info"]
+    total = data["step4"]["collective"]["Total Op Info"]
+    assert total == {"Communication Time Info": {"Elapse Time(ms)": 0.022}, "Communication Bandwidth Info": {}}
+    assert collectives_of(data["step4"]) == {k: v for k, v in data["step4"]["collective"].items() if "@" in k}
+
+
+def test_total_op_info_is_not_counted_as_a_collective(tmp_path) -> None:
+    from common.analyze.checks import check_collectives
+
+    profiles = []
+    for rank in (0, 1):
+        folder = tmp_path / f"r{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        folder.mkdir(parents=True)
+        tasks = [_task("gloo:all_reduce", 10 + rank, 20, COMMUNICATION, step=s) for s in (4, 5)]
+        (folder / "communication.json").write_text(json.dumps(communication_json(tasks)))
+        profiles.append(RankProfile(rank, folder.parent, {}))
+    verdict = check_collectives(profiles)
+    assert verdict.ok and "2 steps x 1 all-reduce(s) per step" in verdict.detail
+    arrivals = collective_arrivals(ClusterView(tmp_path, profiles, None, {}))
+    assert arrivals.collectives == 2 and arrivals.last == {0: 0, 1: 2}
+
+
+def test_profiler_info_carries_torch_npus_keys_and_a_string_rank_id(tmp_path) -> None:
+    from common.collect.torch_npu_layout import portable_profiler_info, profiler_rank_id, write_ascend_pt
+
+    info = portable_profiler_info(1, 3, 5)
+    for key in ("start_info", "end_info", "torch_npu_version", "cann_version"):
+        assert key in info and info[key] is None  # only an NPU run knows them: null, never made up
+    # no torch_npu configuration exists on the portable backend; a null there breaks msprof-analyze's summary
+    assert "experimental_config" not in info["config"]
+    run = write_ascend_pt(tmp_path, [], [], [], [], info, rank=1)
+    written = json.loads((run / "profiler_info_1.json").read_text())
+    assert written["rank_id"] == "1" and profiler_rank_id(written) == 1
+    assert profiler_rank_id({"rank_id": 3}) == 3 and profiler_rank_id({"rank_id": "3"}) == 3
+    assert profiler_rank_id({}) is None and profiler_rank_id({"rank_id": "x"}) is None
+    assert profiler_rank_id({"rank_id": True}) is None
 
 
 def test_trace_has_the_four_overlap_tracks() -> None:
@@ -127,7 +167,46 @@ def test_device_lists(text: str, message: str) -> None:
 
 def test_device_list_default_and_order() -> None:
     assert ranks.parse_device_list(None, 3) == [0, 1, 2]
-    assert ranks.parse_device_list("7,3", 2) == [7, 3]
+    assert ranks.parse_device_list("7,3", 2) == [3, 7]  # sorted: LOCAL_RANK r gets the r-th smallest id
+    assert [ranks.rank_device(r, [7, 3]) for r in (0, 1)] == [3, 7]
+    with pytest.raises(LabError, match="LOCAL_RANK 2 has no device"):
+        ranks.rank_device(2, [3, 7])
+
+
+NPU8 = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof"}, tuple(range(8)))
+
+
+def test_rank_env_selects_no_card_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rank calls torch.npu.set_device itself: the driver sets no ASCEND_RT_VISIBLE_DEVICES."""
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
+    env = ranks.rank_env(NPU8, [3, 7], Path("/repo"))
+    assert "ASCEND_RT_VISIBLE_DEVICES" not in env and env["MASTER_ADDR"] == "127.0.0.1"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == "/repo" and "GLOO_SOCKET_IFNAME" not in env
+    with pytest.raises(LabError, match=r"device 9 is not a logical device id here \(valid: 0..7\)"):
+        ranks.rank_env(NPU8, [3, 9], Path("/repo"))
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(LabError, match="not support it while profiling"):
+        ranks.rank_env(NPU8, [0, 1], Path("/repo"))
+    assert ranks.rank_env(Backend("portable", "test"), [0, 1], Path("/repo"))["GLOO_SOCKET_IFNAME"] == "lo"
+
+
+def test_rank_selects_its_device_before_hccl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """join_process_group on the npu backend: torch.npu.set_device(<the rank's id>), then init_process_group("hccl")."""
+    import torch
+    import torch.distributed as dist
+
+    calls = []
+    monkeypatch.setattr(ranks, "detect", lambda: NPU8)
+    monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+    monkeypatch.setattr(torch, "npu", types.SimpleNamespace(set_device=lambda d: calls.append(("set_device", d))),
+                        raising=False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: calls.append(("init", backend)))
+    monkeypatch.setattr(torch, "device", lambda text: ("device", text))  # CPU-only torch has no "npu" type
+    device, npu = ranks.join_process_group(1, 10.0, [7, 3])
+    assert npu and device == ("device", "npu:7") and calls == [("set_device", 7), ("init", "hccl")]
+    args = ranks.parse_args(["--worker", "--worker-out", "/o", "--launch-id", "x", "--slow-factor", "4",
+                             "--timeout", "9", "--rank-devices", "3,7"], None, "ddp", Path("/m"))
+    assert args.rank_devices == [3, 7]
 
 
 def test_torchrun_argv_is_loopback_and_an_argv_list() -> None:

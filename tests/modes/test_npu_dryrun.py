@@ -1,0 +1,173 @@
+"""The NPU dry run (tests/npu_dryrun) for logical device 3: every mode's NPU path against recording stand-ins.
+
+What it proves: the lab finds CANN and the devices the documented way, builds the documented
+command lines (msprof, msprof op, atc), calls pyACL / AscendCL / torch_npu in the documented
+order on the device it was given, and reads, checks and reports the real-format files the
+stand-ins replay. What it does not prove: anything measured (the stand-ins replay captures of
+other workloads, so workload checks in the reports fail by design), that the real tools accept
+exactly what the stand-ins accept, or anything about the device itself; only an NPU run shows that.
+The second half checks that the stand-ins refuse what the real tools refuse, so a pass above means
+the lab's calls were accepted, not that anything would have been.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+from tests.npu_dryrun import expectations
+
+DEVICE = 3
+DRYRUN = ROOT / "tests" / "npu_dryrun"
+MODULES = DRYRUN / "modules"
+TOOLS = DRYRUN / "tools.py"
+
+
+@pytest.fixture(scope="module")
+def dryrun(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("npu_dryrun") / "out"
+    proc = subprocess.run([sys.executable, "-m", "tests.npu_dryrun", str(DEVICE), "--out", str(out)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1500,
+                          check=False)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 2: the dry run itself could not run
+    assert (out / "calls.jsonl").is_file() and (out / "summary.json").is_file(), proc.stdout + proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("check", list(expectations.CHECKS))
+def test_documented_npu_behaviour(dryrun: Path, check: str) -> None:
+    result = expectations.CHECKS[check](dryrun, DEVICE)
+    assert result.ok, f"{result.name}: {result.detail}"
+
+
+def test_every_call_is_one_json_object_with_tool_call_args_env(dryrun: Path) -> None:
+    calls = expectations.load(dryrun)
+    assert {c["tool"] for c in calls} >= {"msprof", "msprof op", "atc", "npu-smi", "cmake", "acl", "ascendcl", "torch_npu"}
+    for c in calls:
+        assert isinstance(c["call"], str) and isinstance(c["args"], list) and isinstance(c["env"], dict), c
+
+
+def test_the_modes_ran_in_a_private_copy_of_the_lab(dryrun: Path) -> None:
+    """Builds, models and prof_out/ folders of the dry run stay in its own folder, never in the working tree."""
+    lab = json.loads((dryrun / "summary.json").read_text())["lab"]
+    outputs = [a.split("=", 1)[1] for c in expectations.load(dryrun) if c["tool"] in ("msprof", "msprof op", "atc")
+               for a in c["args"] if a.startswith(("--output=", "--om=", "--json="))]
+    assert outputs and all(Path(o).resolve().is_relative_to(Path(lab).resolve()) for o in outputs), outputs
+
+
+# ----- the stand-ins refuse what the real tools refuse ------------------------------------------------
+def stand_in_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ASCEND_RT_VISIBLE_DEVICES"}
+    env.update(PYTHONPATH=str(MODULES), NPU_DRYRUN_LOG=str(tmp_path / "calls.jsonl"),
+               NPU_DRYRUN_CAPTURES=str(DRYRUN / "captures"), NPU_DRYRUN_FIXTURES=str(ROOT / "tests/fixtures/npu"))
+    env.update(extra)
+    return env
+
+
+def tool(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOLS), *argv], env=stand_in_env(tmp_path, **extra), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def refusals(tmp_path: Path) -> list[str]:
+    return [c.get("refused") for c in expectations.load(tmp_path) if c.get("refused")]
+
+
+@pytest.mark.parametrize("argv", [
+    ["msprof", "--output=o", "--bogus=on", "true"],  # an option msprof does not have
+    ["msprof", "--output", "o", "true"],  # msprof takes --name=value only
+    ["msprof", "--output=o", "--aic-metrics=PipelineExecuteUtilization", "true"],  # 310B only
+    ["msprof", "--output=o", "--ascendcl=on"],  # no program
+    ["msprof", "--export=on", "--output=nowhere"],  # nothing collected there
+    ["msprof", "op", "--output=o", "--aic-metrics=Kernelscale", "true"],  # metric names are case-sensitive
+    ["msprof", "op", "--output=o", "--launch-count=0", "true"],  # 1..5000
+    ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3", "--precision_mode=fp32"],
+    ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3",
+     "--precision_mode=force_fp16", "--precision_mode_v2=origin"],  # not together
+    ["atc", "--mode=1", "--om=missing.om", "--json=m.json"],
+    ["npu-smi", "info", "-t", "board"],
+], ids=lambda argv: " ".join(argv[:3]))
+def test_tool_stand_ins_refuse_what_the_tools_refuse(tmp_path: Path, argv: list[str]) -> None:
+    proc = tool(tmp_path, *argv)
+    assert proc.returncode != 0 and proc.stderr.startswith("[ERROR]"), proc.stdout + proc.stderr
+    assert len(refusals(tmp_path)) == 1
+
+
+def test_npu_smi_stand_in_lists_eight_910b3_chips_in_the_real_formats(tmp_path: Path) -> None:
+    listing = tool(tmp_path, "npu-smi", "info", "-l").stdout
+    assert "Total Count                    : 8" in listing and listing.count("NPU ID") == 8
+    table = tool(tmp_path, "npu-smi", "info").stdout
+    assert table.count(" 910B3 ") == 8  # one "| <id>     910B3   | OK ..." row per chip
+    assert "| NPU   Name                | Health        |" in table
+
+
+PYACL = """
+import json, sys, acl
+out = {}
+out["set_device_before_init"] = acl.rt.set_device(0)
+out["init"] = acl.init()
+out["prof_start_before_init"] = acl.prof.start(1)
+out["set_device_8"] = acl.rt.set_device(8)
+out["set_device_3"] = acl.rt.set_device(3)
+out["load"] = acl.mdl.load_from_file(sys.argv[1])[1]
+out["prof_init_after_load"] = acl.prof.init(sys.argv[2])
+print(json.dumps(out))
+"""
+
+
+def test_pyacl_stand_in_enforces_the_documented_order_and_device_ids(tmp_path: Path) -> None:
+    om = tmp_path / "m.om"
+    om.write_text(json.dumps({"magic": "NPU_DRYRUN_OM", "name": "m", "inputs": [], "outputs": [], "ops": []}))
+    proc = subprocess.run([sys.executable, "-c", PYACL, str(om), str(tmp_path)], env=stand_in_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    got = json.loads(proc.stdout)
+    assert got == {"set_device_before_init": 100001, "init": 0, "prof_start_before_init": 500005,
+                   "set_device_8": 107001, "set_device_3": 0, "load": 0, "prof_init_after_load": 500005}
+
+
+def test_pyacl_stand_in_numbers_devices_under_ascend_rt_visible_devices(tmp_path: Path) -> None:
+    code = "import acl; acl.init(); print(acl.rt.set_device(3), acl.rt.set_device(0))"
+    proc = subprocess.run([sys.executable, "-c", code], env=stand_in_env(tmp_path, ASCEND_RT_VISIBLE_DEVICES="3"),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.split() == ["107001", "0"]  # one visible card: it is logical device 0
+
+
+TORCH_NPU = """
+import torch, torch_npu
+for bad in (lambda: torch.npu.set_device(8), lambda: torch.ones(1).to("npu:8"),
+            lambda: torch_npu.profiler.profile(unknown=1), lambda: torch_npu.profiler.profile().step()):
+    try:
+        bad()
+        print("accepted")
+    except (RuntimeError, TypeError) as err:
+        print(type(err).__name__)
+torch.npu.set_device(3)
+print(torch.ones(2).to("npu:3").device, torch.npu.current_device())
+"""
+
+
+def test_torch_npu_stand_in_refuses_bad_devices_and_arguments(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", TORCH_NPU], env=stand_in_env(tmp_path), capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.stdout.splitlines() == ["RuntimeError", "RuntimeError", "TypeError", "RuntimeError", "cpu 3"], proc.stderr
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="needs a C++ compiler")
+def test_ascendcl_stand_in_refuses_a_device_id_past_the_last(tmp_path: Path) -> None:
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    exe = tmp_path / "add_custom_main"
+    src = ROOT / "02_api_AscendC" / "src"
+    subprocess.run([cxx, "-std=c++17", "-DLAB_RUN_NPU", "-I", str(ROOT / "tests/native/acl_stub"), "-I", str(src),
+                    str(src / "main.cpp"), str(DRYRUN / "native" / "acl_dryrun.cpp"), "-o", str(exe)], check=True)
+    proc = subprocess.run([str(exe), "--device", "8", "--launches", "1"], env=stand_in_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1 and "107001" in proc.stderr
+    calls = [(c["call"], c["args"], c["rc"]) for c in expectations.load(tmp_path)]
+    assert ("aclrtSetDevice", [8], 107001) in calls

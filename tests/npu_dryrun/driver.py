@@ -1,0 +1,152 @@
+# TEST DOUBLE driver: runs every mode's NPU path against the stand-ins and checks calls.jsonl; never used outside tests.
+"""The NPU dry run: ``python -m tests.npu_dryrun [device] [--out DIR] [--skip-ddp]`` (``nox -s npu_dryrun``).
+
+1. ``<out>/`` (default ``npu_dryrun/`` at the repository root) is made with the lab's marker;
+   a fake CANN tree goes to ``<out>/cann`` (pyACL in its python/site-packages), the torch_npu
+   stand-in to ``<out>/torch_site``, and a private copy of the lab to ``<out>/lab`` (the
+   modes write their build/, model/ and prof_out/ folders there, not into the working tree).
+2. With MSPROF_LAB_BACKEND=npu, ASCEND_HOME_PATH=<out>/cann, PATH and PYTHONPATH as CANN's
+   set_env.sh would set them, every mode's scripts run as a user runs them, for ``device``.
+3. Every stand-in appends its calls to ``<out>/calls.jsonl``; each step's output is kept in
+   ``<out>/logs/<step>.log`` and its prof_out/ in ``<out>/results/<step>/``; ``<out>/summary.json``
+   says how each step ended. Then the documented NPU behaviour is checked (expectations.py)
+   and printed; the exit code is 0 only when every expectation holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tests.npu_dryrun import expectations, fake_cann
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+MODULES = HERE / "modules"
+MODES = ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch")
+STEP_TIMEOUT_S = 600
+PROBE = """
+import json
+from common.backend import detect, soc_version
+b = detect()
+print(json.dumps({"name": b.name, "reason": b.reason, "devices": list(b.devices), "tools": sorted(b.tools),
+                  "python_modules": list(b.python_modules), "soc": soc_version(b, %d) if b.is_npu else None}))
+"""
+
+
+def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
+    """(name, argv, the prof_out folder to keep) for every mode's NPU path, in the order a user runs them."""
+    d = str(device)
+    out = [
+        ("detect", [sys.executable, "-c", PROBE % device], None),
+        ("01", ["bash", "01_cmdline/run.sh", d], "01_cmdline/prof_out"),
+        ("02.build", ["bash", "02_api_AscendC/build.sh"], None),
+        ("02", ["bash", "02_api_AscendC/run.sh", d], "02_api_AscendC/prof_out"),
+        ("03.build", ["bash", "03_api_pyAcl/build_model.sh", "all"], None),
+        ("03.msprof", ["bash", "03_api_pyAcl/run.sh", d, "all"], "03_api_pyAcl/prof_out"),
+        ("03.acl_prof", ["bash", "03_api_pyAcl/run.sh", d, "default", "--acl-prof"], "03_api_pyAcl/prof_out"),
+        ("04", ["bash", "04_pyTorch/run.sh", d], "04_pyTorch/prof_out"),
+    ]
+    if ddp:
+        pair = sorted({device, (device + 1) % 8})
+        out.append(("04.ddp", ["bash", "04_pyTorch/run_ddp.sh", str(len(pair)), ",".join(map(str, pair))],
+                    "04_pyTorch/prof_out_ddp"))
+    return out
+
+
+def copy_lab(target: Path) -> Path:
+    """The lab's code as it is in the working tree (no outputs, builds, models or locks)."""
+    ignore = shutil.ignore_patterns("__pycache__", "prof_out*", "prof_runs", "build", "model", ".msprof_lab.lock")
+    shutil.copytree(ROOT / "common", target / "common", ignore=ignore)
+    for mode in MODES:
+        shutil.copytree(ROOT / mode, target / mode, ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", target / "pyproject.toml")
+    return target
+
+
+def base_env(out: Path, cann: Path, torch_site: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ASCEND_RT_VISIBLE_DEVICES", "SOC_VERSION", "RUN_MODE", "PYTHONPATH", "MSPROF_LAB_BACKEND")}
+    env = fake_cann.environment(env, cann, torch_site)
+    env.update(MSPROF_LAB_BACKEND="npu", PYTHON=sys.executable, KINETO_LOG_LEVEL="5",
+               MSPROF_LAB_RUN_ID=uuid.uuid4().hex, MSPROF_LAB_TIMEOUT_S=str(STEP_TIMEOUT_S - 60),
+               NPU_DRYRUN_LOG=str(out / "calls.jsonl"), NPU_DRYRUN_CAPTURES=str(HERE / "captures"),
+               NPU_DRYRUN_FIXTURES=str(ROOT / "tests" / "fixtures" / "npu"),
+               NPU_DRYRUN_CANN_VERSION=fake_cann.CANN_VERSION)
+    return env
+
+
+def mark(log: Path, call: str, name: str, **extra: object) -> None:
+    with log.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"tool": "dryrun", "call": call, "args": [name], "env": {}, **extra}) + "\n")
+
+
+def run_step(name: str, argv: list[str], keep: str | None, lab: Path, out: Path, env: dict[str, str]) -> dict:
+    log = out / "calls.jsonl"
+    mark(log, "step.begin", name)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=lab, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
+                              check=False)
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as err:
+        code, stdout, stderr = 124, str(err.stdout or ""), str(err.stderr or "") + f"\n(timed out, {STEP_TIMEOUT_S} s)"
+    seconds = round(time.monotonic() - start, 1)
+    mark(log, "step.end", name, rc=code)
+    (out / "logs" / f"{name}.log").write_text(f"$ {' '.join(argv)}\n--- stdout\n{stdout}\n--- stderr\n{stderr}")
+    kept = None
+    if keep and (lab / keep).is_dir():
+        kept = out / "results" / name
+        shutil.copytree(lab / keep, kept, symlinks=True)
+        kept = str(kept.relative_to(out))
+    return {"name": name, "argv": argv, "rc": code, "seconds": seconds, "kept": kept,
+            "traceback": "Traceback (most recent call last)" in stdout + stderr,
+            "error_lines": [line for line in stderr.splitlines() if line.startswith("Error:")],
+            "stdout_tail": stdout[-2000:], "stderr_tail": stderr[-2000:]}
+
+
+def run(device: int, out: Path, ddp: bool = True) -> dict:
+    """The whole dry run into ``out`` (recreated); returns the summary also written to summary.json."""
+    sys.path.insert(0, str(ROOT))
+    from common.formats.rundir import prepare_output_dir
+
+    out = prepare_output_dir(out)
+    (out / "logs").mkdir()
+    (out / "results").mkdir()
+    cann = fake_cann.build(out / "cann", sys.executable, MODULES)
+    torch_site = fake_cann.install_modules(MODULES, out / "torch_site", ("torch_npu",))
+    lab = copy_lab(out / "lab")
+    env = base_env(out, cann, torch_site)
+    summary = {"device": device, "out": str(out), "cann": str(cann), "lab": str(lab), "steps": []}
+    for name, argv, keep in steps(device, ddp):
+        result = run_step(name, argv, keep, lab, out, env)
+        summary["steps"].append(result)
+        print(f"[npu dry run] {name:12} exit {result['rc']:>3}  {result['seconds']:>6} s", flush=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.npu_dryrun", description=__doc__.splitlines()[0])
+    parser.add_argument("device", nargs="?", default="0", help="logical NPU id 0..7 (default 0)")
+    parser.add_argument("--out", default=str(ROOT / "npu_dryrun"), help="output folder (default npu_dryrun/)")
+    parser.add_argument("--skip-ddp", action="store_true", help="leave out the 2-rank DDP step")
+    args = parser.parse_args(argv)
+    if not args.device.isdigit() or not 0 <= int(args.device) < 8:
+        print(f"Error: device {args.device!r} is not a logical id of the stand-in machine — pass 0..7", file=sys.stderr)
+        return 2
+    try:
+        summary = run(int(args.device), Path(args.out), ddp=not args.skip_ddp)
+    except Exception as err:  # noqa: BLE001  (a LabError from prepare_output_dir, a missing fixture)
+        print(f"Error: the dry run could not start ({err}) — see the message and retry", file=sys.stderr)
+        return 2
+    results = expectations.evaluate(Path(summary["out"]), int(args.device))
+    print(expectations.render(results))
+    return 0 if all(r.ok for r in results) else 1

@@ -1,0 +1,370 @@
+# TEST DOUBLE checks: what a dry run's calls.jsonl must show, per the documented NPU behaviour; tests only.
+"""The documented NPU behaviour, checked on a dry run's ``calls.jsonl`` and outputs.
+
+Each check returns a :class:`Result`; the driver prints them all, tests/modes/test_npu_dryrun.py
+asserts each one. What "documented" means is read from the tables of docs/npu_reference.md
+(the msprof switches, msprof op's ``--aic-metrics`` and ``--launch-skip-before-match``, the ATC
+variant options, the pyACL call order); the constants below are used only while that file is
+missing, and each result says which it used.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "docs" / "npu_reference.md"
+MEASURED_LAUNCHES_WARMUP = 3  # mode 02: warm-up launches msprof op must skip
+# msprof's collection switches (Ascend/msprof docs; the lab's choice of metric set)
+MSPROF_SWITCHES = ["--ascendcl=on", "--runtime-api=on", "--task-time=on", "--task-memory=on", "--ai-core=on",
+                   "--aic-metrics=PipeUtilization", "--aicpu=on", "--msproftx=on"]
+# The calls whose order the pyACL check compares (pyACL API reference, "Profiling pyACL API").
+PYACL_ORDER = ["init", "prof.init", "mdl.load_from_file", "prof.start", "mdl.execute", "prof.stop", "prof.finalize",
+               "finalize"]
+# Facts each check relies on; each must appear in docs/npu_reference.md (exact text).
+FACTS = {
+    "visible": "ASCEND_RT_VISIBLE_DEVICES",
+    "pyacl_order": "acl.prof.init",
+    "fp32": "must_keep_origin_dtype",
+    "kernelscale": "KernelScale",
+    "skip": "--launch-skip-before-match",
+    "output_dims": "get_output_dims",
+}
+
+
+def reference_tables(path: Path = REFERENCE) -> dict[str, list[dict[str, str]]]:
+    """docs/npu_reference.md as {section title: [row as {column: cell}]} (Markdown pipe tables under ``## `` titles)."""
+    if not path.is_file():
+        return {}
+    tables: dict[str, list[dict[str, str]]] = {}
+    title, header = "", None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            title, header = line[3:].strip(), None
+            continue
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if header is None:
+            header = cells
+        elif not all(set(c) <= set("-: ") for c in cells):
+            tables.setdefault(title, []).append(dict(zip(header, cells)))
+    return tables
+
+
+def _section(tables: dict, prefix: str) -> list[dict[str, str]]:
+    return next((rows for title, rows in tables.items() if title.startswith(prefix)), [])
+
+
+def _code(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell or "")
+
+
+def _row(rows: list[dict[str, str]], what: str) -> dict[str, str]:
+    return next((r for r in rows if r.get("what", "").strip("`") == what or r.get("what") == what), {})
+
+
+def documented() -> dict:
+    """The facts the checks compare with: from docs/npu_reference.md when present, else the constants here."""
+    tables = reference_tables()
+    facts = {"source": "docs/npu_reference.md" if tables else "built-in (docs/npu_reference.md missing)",
+             "msprof_switches": MSPROF_SWITCHES, "op_metrics": ["KernelScale", "PipeUtilization"],
+             "op_skip": str(MEASURED_LAUNCHES_WARMUP), "fp32": ["--precision_mode=must_keep_origin_dtype"],
+             "fp16_io": ["--input_fp16_nodes=x", "--output_type=FP16"], "pyacl_order": PYACL_ORDER,
+             "executes": [3, 20]}
+    if not tables:
+        return facts
+    msprof = _section(tables, "msprof (")
+    switches = [r["what"].strip("`") for r in msprof if r.get("what", "").startswith("`--")]
+    op = _section(tables, "msprof op")
+    metrics = _code(_row(op, "--aic-metrics").get("the lab passes", ""))
+    skip = _code(_row(op, "--launch-skip-before-match").get("the lab passes", ""))
+    atc = _section(tables, "ATC")
+    fp32 = _code(_row(atc, "fp32").get("the lab passes", ""))
+    fp16_io = _code(_row(atc, "fp16-io").get("the lab passes", ""))
+    pyacl = _section(tables, "pyACL")
+    named = [m for r in pyacl for m in re.findall(r"acl\.[a-z_]+(?:\.[a-z_]+)?", r.get("what", "") + " "
+             + (r.get("the lab passes", "") if r.get("what") == "teardown" else ""))]
+    order = [n for n in dict.fromkeys(n.removeprefix("acl.") for n in named) if n in PYACL_ORDER]
+    executes = [int(m) for r in pyacl if "acl.mdl.execute" in r.get("what", "")
+                for m in re.findall(r"×\s*(\d+)", r["what"])]
+    facts.update(msprof_switches=switches or facts["msprof_switches"],
+                 op_metrics=metrics[0].split(",") if metrics else facts["op_metrics"],
+                 op_skip=skip[0] if skip else facts["op_skip"], fp32=fp32[0].split() if fp32 else facts["fp32"],
+                 fp16_io=fp16_io[0].split() if fp16_io else facts["fp16_io"], pyacl_order=order or PYACL_ORDER,
+                 executes=executes if len(executes) == 2 else facts["executes"])
+    return facts
+
+
+@dataclass
+class Result:
+    name: str
+    ok: bool
+    detail: str
+
+
+def load(out: Path) -> list[dict]:
+    path = out / "calls.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def by_step(calls: list[dict]) -> dict[str, list[dict]]:
+    steps: dict[str, list[dict]] = {}
+    current = None
+    for c in calls:
+        if c["tool"] == "dryrun":
+            current = c["args"][0] if c["call"] == "step.begin" else None
+            steps.setdefault(c["args"][0], [])
+        elif current:
+            steps[current].append(c)
+    return steps
+
+
+def summary(out: Path) -> dict:
+    path = out / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else {"steps": []}
+
+
+def step_result(out: Path, name: str) -> dict:
+    return next((s for s in summary(out)["steps"] if s["name"] == name), {})
+
+
+def ok_calls(calls: list[dict], tool: str, call: str) -> list[dict]:
+    return [c for c in calls if c["tool"] == tool and c["call"] == call and c.get("rc", 0) == 0]
+
+
+# ----- the checks -------------------------------------------------------------------------------------
+def detection(out: Path, device: int) -> Result:
+    step = step_result(out, "detect")
+    try:
+        found = json.loads(step.get("stdout_tail", "").strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        last = (step.get("error_lines") or step.get("stderr_tail", "").strip().splitlines() or ["no output"])[-1]
+        return Result("lab detects the npu backend", False, f"probe exit {step.get('rc')}: {last}")
+    ok = found["name"] == "npu" and found["devices"] == list(range(8)) and found["soc"] == "Ascend910B3"
+    return Result("lab detects the npu backend", ok, f"{found['name']}, devices {found['devices']}, soc {found['soc']}, "
+                  f"modules {found['python_modules']}")
+
+
+def no_visible_devices(out: Path, device: int) -> Result:
+    calls = [c for c in load(out) if c["tool"] != "dryrun"]
+    bad = sorted({f"{c['tool']} {c['call']}" for c in calls if "ASCEND_RT_VISIBLE_DEVICES" in c.get("env", {})})
+    tools = [c for c in calls if c["tool"] in ("msprof", "msprof op")]
+    return Result("no ASCEND_RT_VISIBLE_DEVICES (msprof, msprof op, programs)", bool(tools) and not bad,
+                  f"{len(tools)} msprof calls; set for: {', '.join(bad) or 'none'}")
+
+
+DEVICE_CALLS = {("acl", "rt.set_device"), ("ascendcl", "aclrtSetDevice"), ("torch_npu", "npu.set_device"),
+                ("torch_npu", "tensor.to")}
+
+
+def devices_in(calls: list[dict], kinds=DEVICE_CALLS) -> list[int]:
+    return sorted({int(c["args"][0]) for c in calls if (c["tool"], c["call"]) in kinds and c.get("rc", 0) == 0})
+
+
+def program_selects(out: Path, device: int, step: str, kinds: set, want: list[int] | None = None) -> Result:
+    calls = by_step(load(out)).get(step, [])
+    chosen = devices_in(calls, kinds)
+    refused = [f"{c['call']}({c['args'][0]}) rc {c.get('rc')}" for c in calls
+               if (c["tool"], c["call"]) in DEVICE_CALLS and c.get("rc", 0) != 0]
+    want = want or [device]
+    return Result(f"{step}: the program selects logical device {','.join(map(str, want))} itself", chosen == want,
+                  f"selected {chosen or 'none'} via {sorted({c for _, c in kinds})}; refused: {refused or 'none'}")
+
+
+def pyacl_order(out: Path, device: int) -> Result:
+    calls = [c for c in by_step(load(out)).get("03.acl_prof", []) if c["tool"] == "acl"]
+    refused = [f"{c['call']}: {c.get('refused')}" for c in calls if c.get("rc", 0) != 0]
+
+    def at(call: str, last: bool = False) -> int | None:
+        idx = [i for i, c in enumerate(calls) if c["call"] == call and c.get("rc", 0) == 0]
+        return (idx[-1] if last else idx[0]) if idx else None
+
+    facts = documented()
+    order = facts["pyacl_order"]
+    seen = [at(c) for c in order]
+    start, stop = at("prof.start"), at("prof.stop")
+    executes = [i for i, c in enumerate(calls) if c["call"] == "mdl.execute"]
+    measured = [i for i in executes if start is not None and stop is not None and start < i < stop]
+    warmup, profiled = facts["executes"]
+    ok = (None not in seen and seen == sorted(seen) and not refused and len(measured) == profiled
+          and len(executes) == warmup + profiled and set(PYACL_ORDER) <= set(order))
+    detail = ", ".join(f"{c}@{i}" for c, i in zip(order, seen))
+    return Result("03 --acl-prof: acl.init < prof.init < load < prof.start < execute < prof.stop < prof.finalize "
+                  "< acl.finalize", ok, f"{detail} (order from {facts['source']}); {len(measured)} executes profiled "
+                  f"of {len(executes)} (want {profiled} of {warmup + profiled}); refused: {refused or 'none'}")
+
+
+def pyacl_config_device(out: Path, device: int) -> Result:
+    calls = [c for c in by_step(load(out)).get("03.acl_prof", []) if c["call"] == "prof.create_config"]
+    lists = [c["args"][0] for c in calls if c.get("handle")]
+    return Result(f"03 --acl-prof: acl.prof.create_config([{device}], ...)", lists == [[device]], f"device lists {lists}")
+
+
+def msprof_argv(out: Path, device: int) -> Result:
+    facts = documented()
+    switches = facts["msprof_switches"]
+    calls = [c for c in load(out) if c["tool"] == "msprof" and c["call"] == "collect"]
+    bad = []
+    for c in calls:
+        options = [a for a in c["args"] if a.startswith("--")][: len(switches) + 1]
+        if not options or not options[0].startswith("--output=") or options[1:] != switches:
+            bad.append(" ".join(c["args"][:10]))
+    refused = [c["refused"] for c in load(out) if c["tool"] == "msprof" and c.get("refused")]
+    return Result("msprof argv: --output, the documented switches, then the program", bool(calls) and not bad
+                  and not refused, f"{len(calls)} collections; switches from {facts['source']}: {' '.join(switches)}; "
+                  f"wrong: {bad or 'none'}; refused: {refused or 'none'}")
+
+
+def msprof_op(out: Path, device: int) -> Result:
+    calls = [c for c in by_step(load(out)).get("02", []) if c["tool"] == "msprof op"]
+    collect = [c for c in calls if c["call"] == "collect"]
+    done = [c for c in calls if c["call"] == "collect.done"]
+    args = collect[0]["args"] if collect else []
+    metrics = next((a.split("=", 1)[1].split(",") for a in args if a.startswith("--aic-metrics=")), [])
+    skip = next((a.split("=", 1)[1] for a in args if a.startswith("--launch-skip-before-match=")), None)
+    facts = documented()
+    ok = (metrics == facts["op_metrics"] and "KernelScale" in metrics and skip == facts["op_skip"]
+          and "--kernel-name=add_custom" in args and bool(done) and done[0].get("launches", 0) >= 1
+          and collect[0].get("rc", 0) == 0)
+    return Result(f"02: msprof op --aic-metrics={','.join(facts['op_metrics'])} --launch-skip-before-match="
+                  f"{facts['op_skip']} ({facts['source']})", ok, f"argv {' '.join(args[:6]) or 'none'}; "
+                  f"collected {done[0].get('launches') if done else 'nothing'}; "
+                  f"refused: {collect[0].get('refused') if collect else '-'}")
+
+
+def atc_variants(out: Path, device: int) -> Result:
+    calls = [c for c in by_step(load(out)).get("03.build", []) if c["tool"] == "atc"]
+    converts = {next((Path(a.split("=", 1)[1]).name for a in c["args"] if a.startswith("--output=")), "?"): c["args"]
+                for c in calls if c["call"] == "convert"}
+    fp32 = converts.get("tiny_mlp_fp32", [])
+    fp16io = converts.get("tiny_mlp_fp16-io", [])
+    default = converts.get("tiny_mlp_default", [])
+    facts = documented()
+    keep = set(facts["fp32"]) <= set(fp32) and any(a in fp32 for a in ("--precision_mode=must_keep_origin_dtype",
+                                                                        "--precision_mode_v2=origin"))
+    socs = {a for args in converts.values() for a in args if a.startswith("--soc_version=")}
+    ok = (keep and "--precision_mode=force_fp32" not in fp32 and not any(a.startswith("--precision_mode") for a in default)
+          and set(facts["fp16_io"]) <= set(fp16io) and socs == {"--soc_version=Ascend910B3"}
+          and len(ok_calls(calls, "atc", "mode1")) == 3 and all(c.get("rc", 0) == 0 for c in calls))
+    precision = [a for a in fp32 if a.startswith("--precision_mode")]
+    return Result("03 atc: fp32 keeps fp32 (--precision_mode=must_keep_origin_dtype), fp16-io, default; --mode=1 each",
+                  ok, f"variants {sorted(converts)}; fp32 {precision or 'no precision option'} (want {facts['fp32']} "
+                  f"from {facts['source']}); socs {sorted(socs)}; "
+                  f"refused: {[c.get('refused') for c in calls if c.get('rc', 0)] or 'none'}")
+
+
+def output_dims(out: Path, device: int) -> Result:
+    calls = [c for s in ("03.msprof", "03.acl_prof") for c in by_step(load(out)).get(s, []) if c["tool"] == "acl"]
+    dims = [c for c in calls if c["call"] == "mdl.get_output_dims"]
+    return Result("03: output dims read from the model description (acl.mdl.get_output_dims)", bool(dims),
+                  f"{len(dims)} calls")
+
+
+def no_refusals(out: Path, device: int) -> Result:
+    calls = [c for c in load(out) if c["tool"] != "dryrun"]
+    bad = [f"{c['tool']} {c['call']}: {c.get('refused')}" for c in calls if c.get("refused")]
+    return Result("no stand-in refused a call (flags, order, device ids)", bool(calls) and not bad,
+                  f"{len(calls)} calls; refused: {'; '.join(sorted(set(bad))) or 'none'}")
+
+
+REPORTING_STEPS = ("01", "02", "03.msprof", "03.acl_prof", "04")
+
+
+def reports_ran(out: Path, device: int) -> Result:
+    parts, ok = [], True
+    for name in REPORTING_STEPS:
+        step = step_result(out, name)
+        kept = out / step["kept"] if step.get("kept") else None
+        info = json.loads((kept / "run_info.json").read_text()) if kept and (kept / "run_info.json").is_file() else {}
+        report = bool(kept and (kept / "report.md").is_file()) or name.startswith("03")
+        good = (step.get("rc") in (0, 1) and not step.get("traceback") and info.get("backend") in ("npu",)
+                and info.get("device") == device and info.get("end") is not None and report)
+        ok &= good
+        parts.append(f"{name}: exit {step.get('rc')}, finished {info.get('end') is not None}, "
+                     f"{'report' if report else 'no report'}{', TRACEBACK' if step.get('traceback') else ''}"
+                     f"{' ' + step['error_lines'][0] if step.get('error_lines') else ''}")
+    return Result("every mode ran to its report on the replayed outputs (exit 0/1, run_info finished, npu, device)", ok,
+                  "; ".join(parts))
+
+
+def device_in_outputs(out: Path, device: int) -> Result:
+    found: set[str] = set()
+    results = [out / "results" / name for name in REPORTING_STEPS]  # not 04.ddp: its ranks use two devices
+
+    def paths(pattern: str) -> list[Path]:
+        return [p for r in results for p in r.glob(pattern)]
+
+    for path in paths("**/op_summary_*.csv"):
+        with path.open(newline="") as f:
+            found |= {row.get("Device_id", "") for row in csv.DictReader(f)}
+    for path in paths("**/PROF_*/device_*"):
+        found.add(path.name.split("_", 1)[1])
+    for path in paths("**/OPPROF_*/OpBasicInfo.csv"):
+        with path.open(newline="") as f:
+            found |= {row.get("Device Id", "") for row in csv.DictReader(f)}
+    return Result(f"device {device} in every PROF_*/device_*, op_summary Device_id and OpBasicInfo Device Id",
+                  found == {str(device)}, f"found {sorted(found) or 'none'}")
+
+
+def ddp(out: Path, device: int) -> Result:
+    step = step_result(out, "04.ddp")
+    if not step:
+        return Result("04 DDP: ranks select their devices, HCCL group, report", False, "step not run")
+    calls = by_step(load(out)).get("04.ddp", [])
+    want = sorted({device, (device + 1) % 8})
+    chosen = devices_in(calls, {("torch_npu", "npu.set_device")})
+    groups = ok_calls(calls, "torch_npu", "hccl.create_group")
+    ok = step.get("rc") in (0, 1) and not step.get("traceback") and chosen == want and len(groups) == len(want)
+    return Result("04 DDP: ranks select their devices, HCCL group, report", ok,
+                  f"exit {step.get('rc')}; set_device {chosen} (want {want}); {len(groups)} hccl groups"
+                  f"{'; ' + step['error_lines'][0] if step.get('error_lines') else ''}")
+
+
+def reference_rows(out: Path | None = None, device: int | None = None) -> Result:
+    if not REFERENCE.is_file():
+        return Result("docs/npu_reference.md lists the facts checked here", False, f"{REFERENCE.name} not written yet")
+    rows = [line for line in REFERENCE.read_text().splitlines() if line.lstrip().startswith("|")]
+    missing = [fact for fact in FACTS.values() if not any(fact in row for row in rows)]
+    return Result("docs/npu_reference.md lists the facts checked here", not missing,
+                  f"{len(rows)} table rows; missing: {missing or 'none'}")
+
+
+CHECKS = {
+    "detection": detection,
+    "no_visible_devices": no_visible_devices,
+    "select_01": lambda o, d: program_selects(o, d, "01", {("torch_npu", "npu.set_device")}),
+    "select_02": lambda o, d: program_selects(o, d, "02", {("ascendcl", "aclrtSetDevice")}),
+    "select_03": lambda o, d: program_selects(o, d, "03.msprof", {("acl", "rt.set_device")}),
+    "select_03_acl_prof": lambda o, d: program_selects(o, d, "03.acl_prof", {("acl", "rt.set_device")}),
+    "select_04": lambda o, d: program_selects(o, d, "04", {("torch_npu", "npu.set_device")}),
+    "pyacl_order": pyacl_order,
+    "pyacl_config_device": pyacl_config_device,
+    "msprof_argv": msprof_argv,
+    "msprof_op": msprof_op,
+    "atc_variants": atc_variants,
+    "output_dims": output_dims,
+    "no_refusals": no_refusals,
+    "reports_ran": reports_ran,
+    "device_in_outputs": device_in_outputs,
+    "ddp": ddp,
+    "reference_rows": reference_rows,
+}
+
+
+def evaluate(out: Path, device: int) -> list[Result]:
+    return [check(out, device) for check in CHECKS.values()]
+
+
+def render(results: list[Result]) -> str:
+    lines = ["", "NPU dry run: documented behaviour"]
+    for r in results:
+        lines.append(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}\n         {r.detail}")
+    held = sum(r.ok for r in results)
+    lines.append(f"{held} of {len(results)} hold")
+    return "\n".join(lines)

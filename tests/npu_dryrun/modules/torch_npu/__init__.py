@@ -1,0 +1,135 @@
+# TEST DOUBLE for the NPU dry run: a recording stand-in for torch_npu on the real CPU torch; never used outside tests.
+"""``import torch_npu`` here registers an "npu" device that is the CPU, and records what the lab calls.
+
+- ``torch.npu.set_device(id)`` / ``current_device`` / ``device_count`` / ``synchronize``: logical ids
+  0..N-1 (N = 8, narrowed by ASCEND_RT_VISIBLE_DEVICES); an id outside raises RuntimeError, as
+  torch_npu does for an invalid device.
+- ``tensor.to("npu:N")`` / ``module.to(...)``: checked like set_device, then the tensor stays on the CPU.
+- ``dist.init_process_group("hccl")``: a gloo group on the CPU; DDP over CPU parameters drops
+  ``device_ids`` (recorded).
+- ``torch_npu.profiler``: see torch_npu/profiler/__init__.py.
+"""
+
+from __future__ import annotations
+
+import types
+
+import npu_dryrun_record as rec
+import torch
+
+__version__ = "2.1.0.dryrun"
+_state = {"device": None, "to_seen": set()}
+
+
+def _index(device) -> int | None:
+    """The npu index of ``device`` (None: the current device), or -1 when it is not an npu device."""
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        if not device.startswith("npu"):
+            return -1
+        _, _, idx = device.partition(":")
+        return int(idx) if idx else None
+    if isinstance(device, torch.device):
+        return device.index if device.type == "npu" else -1
+    return -1
+
+
+def _check(call: str, index: int) -> None:
+    if not 0 <= index < rec.logical_count():
+        rec.record("torch_npu", call, [index], rc=1, refused="invalid device id")
+        raise RuntimeError(f"Invalid device ID {index}: logical npu ids here are 0..{rec.logical_count() - 1}")
+
+
+def set_device(device) -> None:
+    index = _index(device)
+    if index is None or index < 0:
+        rec.record("torch_npu", "npu.set_device", [str(device)], rc=1, refused="not an npu device")
+        raise RuntimeError(f"set_device expects an npu device, got {device!r}")
+    _check("npu.set_device", index)
+    _state["device"] = index
+    rec.record("torch_npu", "npu.set_device", [index], rc=0)
+
+
+def current_device() -> int:
+    return 0 if _state["device"] is None else _state["device"]
+
+
+def device_count() -> int:
+    return rec.logical_count()
+
+
+def synchronize(device=None) -> None:
+    rec.record("torch_npu", "npu.synchronize", [] if device is None else [str(device)], rc=0)
+
+
+def is_available() -> bool:
+    return rec.logical_count() > 0
+
+
+npu = types.ModuleType("torch_npu.npu")
+npu.set_device, npu.current_device, npu.device_count = set_device, current_device, device_count
+npu.synchronize, npu.is_available = synchronize, is_available
+
+
+def _to_cpu(device):
+    index = _index(device)
+    if index == -1:
+        return device
+    index = current_device() if index is None else index
+    _check("tensor.to", index)
+    if index not in _state["to_seen"]:  # once per device and process: the first move says which card
+        _state["to_seen"].add(index)
+        rec.record("torch_npu", "tensor.to", [index], rc=0)
+    return torch.device("cpu")
+
+
+_tensor_to = torch.Tensor.to
+
+
+def _patched_to(self, *args, **kwargs):
+    args = tuple(_to_cpu(a) if isinstance(a, (str, torch.device)) else a for a in args)
+    if "device" in kwargs:
+        kwargs["device"] = _to_cpu(kwargs["device"])
+    return _tensor_to(self, *args, **kwargs)
+
+
+def _register() -> None:
+    if getattr(torch, "_npu_dryrun", False):
+        return
+    torch.utils.rename_privateuse1_backend("npu")
+    torch._register_device_module("npu", npu)
+    torch.Tensor.to = _patched_to
+    torch._npu_dryrun = True
+    _register_hccl()
+    rec.record("torch_npu", "import", [], rc=0)
+
+
+def _register_hccl() -> None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+
+    def create(store, rank, size, timeout):
+        rec.record("torch_npu", "hccl.create_group", [rank, size], rc=0, mapped_to="gloo")
+        return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+    dist.Backend.register_backend("hccl", create, devices=["cpu", "npu"])
+    base = torch.nn.parallel.DistributedDataParallel
+
+    class DistributedDataParallel(base):
+        def __init__(self, module, device_ids=None, *args, **kwargs):
+            if device_ids is not None and all(p.device.type == "cpu" for p in module.parameters()):
+                for d in device_ids:
+                    _check("ddp.device_ids", _index(d) if not isinstance(d, int) else d)
+                rec.record("torch_npu", "ddp.device_ids", [str(d) for d in device_ids], rc=0, mapped_to="cpu")
+                device_ids = None
+            super().__init__(module, device_ids, *args, **kwargs)
+
+    torch.nn.parallel.DistributedDataParallel = DistributedDataParallel
+
+
+_register()
+
+from torch_npu import profiler as profiler  # after the device exists
