@@ -3,4 +3,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
-exec "${PYTHON:-python3}" "$here/src/profile_app.py" "$@"
+source "$(dirname "$here")/common/lab_python.sh" cmdline  # sets PYTHON: $PYTHON, else the lab's .nox environment
+exec "$PYTHON" "$here/src/profile_app.py" "$@"

@@ -4,4 +4,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
-exec "${PYTHON:-python3}" "$here/src/add_profile.py" build
+source "$(dirname "$here")/common/lab_python.sh" ascendc  # sets PYTHON: $PYTHON, else the lab's .nox environment
+exec "$PYTHON" "$here/src/add_profile.py" build

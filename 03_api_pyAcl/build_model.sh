@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build the offline model of each precision variant: bash build_model.sh [default|fp16-io|fp32|all]
+# Build the offline model of each precision variant: bash build_model.sh [default|fp16-io|fp32|all] [--workload FILE]
 # npu: ATC -> model/npu/*.om; anywhere else: ONNX Runtime -> model/portable/*.opt.onnx.
 set -euo pipefail
 MODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$MODE_DIR")${PYTHONPATH:+:$PYTHONPATH}"  # keep CANN's pyACL (set_env.sh) importable
-exec "${PYTHON:-python3}" "$MODE_DIR/src/build_model.py" "$@"
+source "$(dirname "$MODE_DIR")/common/lab_python.sh" pyacl  # sets PYTHON: $PYTHON, else the lab's .nox environment
+exec "$PYTHON" "$MODE_DIR/src/build_model.py" "$@"

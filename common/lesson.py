@@ -10,9 +10,12 @@ rest, the same way in every mode::
     run.finish(completed=True)                            # run_info.json: completed, exit code
     return run.report(verdicts)                           # report + checks printed, report.md, exit code
 
-``start`` prints the detected backend first, validates the device id, takes the mode's lock
-(a second run of the same mode stops there, before anything is deleted), recreates the output
+``start`` prints the detected backend first, validates the device id, loads the workload
+(``--workload FILE``, else $MSPROF_LAB_WORKLOAD, else TinyMLP: a bad file stops here, nothing
+deleted), sets the portable backend's thread count (``--threads``), takes the mode's lock (a
+second run of the same mode stops there, before anything is deleted), recreates the output
 folder only when the lab made it, and writes ``run_info.json`` marked incomplete.
+``run.report`` prints the report and writes report.md and report.html beside the data.
 """
 
 from __future__ import annotations
@@ -36,8 +39,17 @@ from common.formats.rundir import (
     start_run,
     write_run_info,
 )
+from common.workload import ENV_VAR as WORKLOAD_VAR
+from common.workload import Workload, load_workload, tiny_mlp, use_threads
 
 DEVICE_HELP = "NPU device id, 0..63 (default 0)"
+WORKLOAD_HELP = ("a Python file defining build_model() and make_input() (see docs/own_model.md); default: "
+                 "$MSPROF_LAB_WORKLOAD, else the built-in TinyMLP")
+# One thread by default: on a small shared machine a parallel op lasts as long as its slowest
+# thread, so per-op times would measure whatever else the machine is doing, not the op.
+THREADS_HELP = ("portable backend: torch's intra-op threads (default 1: an op split over threads waits for the "
+                "slowest one, so on a busy machine its time measures the other programs; 0 = torch's default)")
+THREADS_VAR = "OMP_NUM_THREADS"  # what a profiled child process's torch reads its thread count from
 TIMEOUT_HELP = ("stop the program after this many seconds (default: $MSPROF_LAB_TIMEOUT_S, else no limit); "
                 "its profile is kept, marked incomplete")
 
@@ -55,6 +67,7 @@ class Run:
     info: dict
     timeout_s: float | None = None
     child_env: dict[str, str] = field(default_factory=dict)
+    workload: Workload | None = None  # None: the mode profiles something else (02's kernel)
 
     @property
     def npu(self) -> bool:
@@ -75,15 +88,21 @@ class Run:
         found = find_datasets(where or self.out)
         return [ds for ds in found if kind is None or ds.kind == kind]
 
-    def report(self, verdicts: list[Verdict], notes: list[str] = (), where: Path | None = None) -> int:
-        """Print the report with the checks and notes, save report.md beside the data; 0 when every check held."""
-        from common.cli.reports import directory_report, write_report_md
+    def report(self, verdicts: list[Verdict], notes: list[str] = (), where: Path | None = None,
+               warnings: list[str] = ()) -> int:
+        """Print the report with the checks and notes, save report.md and report.html beside the data;
+        0 when every check held. ``warnings`` (e.g. a disturbed run) are shown, never failed."""
+        from common.cli.reports import write_reports
 
-        text, markdown = directory_report(where or self.out, verdicts)
+        root = where or self.out
+        text, written, warnings = write_reports(root, verdicts, notes, warnings)
+        if warnings:
+            self.record(disturbed=warnings)
         print(text)
         for note in notes:
             print(note)
-        print(write_report_md(where or self.out, markdown + "".join(f"\n{note}\n" for note in notes)))
+        for line in written:
+            print(line)
         return 0 if all(v.ok for v in verdicts) else 1
 
 
@@ -91,8 +110,11 @@ class Lesson:
     """A mode's command line and start-up, shared by every lesson file."""
 
     def __init__(self, mode: str, mode_dir: Path, doc: str | None, *, prog: str | None = None,
-                 device: bool = True, output: bool = True, timeout: bool = False) -> None:
+                 device: bool = True, output: bool = True, timeout: bool = False, workload: bool = True) -> None:
+        """``workload`` false: the mode profiles something else; ``--workload`` (added by the mode where it
+        fits, see :meth:`add_workload_option`) is only identified and recorded, never run."""
         self.mode, self.mode_dir = mode, Path(mode_dir).resolve()
+        self.uses_workload = workload
         self.parser = ArgumentParser(prog=prog or f"{self.mode_dir.name}/run.sh",
                                      description=(doc or "").strip().splitlines()[0] if doc else None)
         if device:
@@ -102,6 +124,13 @@ class Lesson:
                                      f"(default {self.mode_dir.name}/prof_out)")
         if timeout:
             self.parser.add_argument("--timeout", help=TIMEOUT_HELP)
+        if workload:
+            self.add_workload_option(self.parser)
+            self.parser.add_argument("--threads", default="1", metavar="N", help=THREADS_HELP)
+
+    @staticmethod
+    def add_workload_option(parser) -> None:
+        parser.add_argument("--workload", metavar="FILE", help=WORKLOAD_HELP)
 
     def parse(self, argv: list[str] | None) -> object:
         return self.parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -121,13 +150,57 @@ class Lesson:
         device = parse_device_id(getattr(args, "device", "0"))
         child_env = select_device(backend, device)
         timeout_s = parse_timeout(getattr(args, "timeout", None))
+        threads = parse_threads(getattr(args, "threads", None))
         target = out or output_path(self.mode_dir, getattr(args, "output", None))
+        # The workload is imported and run once here, before anything is deleted: a bad file stops the run.
+        workload = load_workload(getattr(args, "workload", None)) if self.uses_workload else None
+        identity = workload.info() if workload else workload_identity(getattr(args, "workload", None))
+        if threads is not None and not backend.is_npu:
+            threads = set_threads(threads, child_env)
+        else:
+            threads = None  # the NPU backend leaves the host's thread count as it is
         lock_mode(self.mode_dir)  # one run of this mode at a time: a second one stops here, before deleting anything
         found = check(backend) if check is not None else None
         target = prepare_output_dir(target)
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
-                           command=command or sys.argv, **{**(found or {}), **info})
-        return Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env)
+                           command=command or sys.argv, workload=identity, threads=threads,
+                           **{**(found or {}), **info})
+        return Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
+
+
+def parse_threads(text: object) -> int | None:
+    """``--threads``: an integer 0..1024 (0: torch's default); None when the mode has no such option."""
+    if text is None:
+        return None
+    value = str(text).strip()
+    if not value.isdigit() or int(value) > 1024:
+        raise LabError(f"--threads {text!r} is not an integer in 0..1024",
+                       "e.g. --threads 1 (one thread, the default) or --threads 0 (torch's default)")
+    return int(value)
+
+
+def set_threads(threads: int, child_env: dict[str, str]) -> int:
+    """This process's torch thread count, and the one of any program it profiles (OMP_NUM_THREADS)."""
+    import torch
+
+    if threads == 0:
+        return torch.get_num_threads()
+    child_env[THREADS_VAR] = str(threads)
+    return use_threads(threads)
+
+
+def workload_identity(path: str | None) -> dict:
+    """name, path and sha256 of a workload file without importing it (a mode that does not run it records it)."""
+    import hashlib
+
+    path = path or os.environ.get(WORKLOAD_VAR) or None
+    if path is None:
+        return tiny_mlp().info()
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise LabError(f"workload file {file} does not exist or is not a file",
+                       "pass the path of a Python file that defines build_model() and make_input()")
+    return {"name": file.stem, "path": str(file.resolve()), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
 
 
 def require_module(backend: Backend, module: str, fix: str) -> None:

@@ -120,8 +120,9 @@ class OpCounts:
         return {f: n for f, n in self.per_family.items() if f not in BACKEND_DEPENDENT_FAMILIES}
 
 
-def count_ops(model, inputs: tuple) -> OpCounts:
-    """Run one forward (no grad) and count the ops that do work, the way the portable task rule does.
+def count_ops(model, inputs: tuple, *, grad: bool = False) -> OpCounts:
+    """Run one forward (no grad; ``grad=True``: with autograd recording, as a training step's forward
+    runs) and count the ops that do work, the way the portable task rule does.
 
     Composite ops (``aten::linear``, ``aten::conv2d``, ``aten::layer_norm`` ...) never reach the
     dispatcher's Python key: the ops they call do (``aten::addmm``, ``aten::convolution``,
@@ -144,7 +145,7 @@ def count_ops(model, inputs: tuple) -> OpCounts:
                 per_op[name] += 1
             return func(*args, **(kwargs or {}))
 
-    with torch.no_grad(), _Count():
+    with torch.set_grad_enabled(grad), _Count():
         model(*inputs)
     per_family: Counter[str] = Counter()
     for name, n in per_op.items():
@@ -323,11 +324,12 @@ def tiny_mlp() -> Workload:
 _LOADED: dict[tuple[str, str], Workload] = {}
 
 
-def load_workload(path: str | os.PathLike | None = None) -> Workload:
+def load_workload(path: str | os.PathLike | None = None, *, check: bool = True) -> Workload:
     """The workload of ``path``, else of $MSPROF_LAB_WORKLOAD, else TinyMLP; loaded once per file content.
 
     Loading imports the file, builds the model and runs one forward on its input, so every mistake
-    shows here, before any output folder is touched.
+    shows here, before any output folder is touched. ``check=False`` skips that forward (a profiled
+    program whose file the lab checked already: the forward would be profiled too).
     """
     origin = ""
     if path is None or str(path) == "":
@@ -352,6 +354,8 @@ def load_workload(path: str | os.PathLike | None = None) -> Workload:
     key = (str(resolved), sha)
     if key not in _LOADED:
         workload = _from_module(_import(resolved, sha), resolved, sha)
+        if not check:
+            return workload
         workload._reference_arrays()  # the forward that checks the model accepts its input
         _LOADED[key] = workload
     return _LOADED[key]

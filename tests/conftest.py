@@ -9,6 +9,17 @@ import pytest
 from helpers import FIXTURES
 
 from common.backend import BACKEND_VAR, detect
+from common.workload import ENV_VAR as WORKLOAD_VAR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tiny_mlp_unless_a_test_says_otherwise():
+    """$MSPROF_LAB_WORKLOAD from the caller's shell is cleared for the whole session (before any module
+    fixture runs a mode): tests assume TinyMLP unless they set it themselves (monkeypatch.setenv, or the
+    environment of the process they start)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(WORKLOAD_VAR, raising=False)
+        yield
 
 
 @pytest.fixture

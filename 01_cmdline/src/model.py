@@ -1,8 +1,9 @@
-"""TinyMLP inference: the program mode 01 profiles *without changing it*.
+"""The workload's inference: the program mode 01 profiles *without changing it*.
 
 There is no profiler code here on purpose: msprof (or the lab's portable launcher) wraps
-this process from the outside. It runs the shared workload 3 + 20 times, prints a host
-wall-clock figure, and can save its output so the lab can check it against the reference.
+this process from the outside. It runs the workload (``--workload FILE``, else
+$MSPROF_LAB_WORKLOAD, else TinyMLP) 3 + 20 times, prints a host wall-clock figure, and can
+save its output so the lab can check it against the reference.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, build_model, make_input
+from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, load_workload
 
 
 def parse_device(text: str) -> int | None:
@@ -25,10 +27,20 @@ def parse_device(text: str) -> int | None:
     return None if text == "cpu" else int(m.group(1) or 0)
 
 
+def save_output(path: str, y) -> None:
+    """One output tensor -> ``path`` (.npy); several -> ``<path>.npz`` with one array each, in order."""
+    arrays = [t.float().cpu().numpy() for t in (y if isinstance(y, (tuple, list)) else (y,))]
+    if len(arrays) == 1:
+        np.save(path, arrays[0])
+    else:
+        np.savez(Path(path).with_suffix(".npz"), *arrays)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", type=parse_device, default="cpu", metavar="{cpu,npu:ID}",
                         help="where to run the model: cpu, or npu:<logical device id>")
+    parser.add_argument("--workload", metavar="FILE", help="workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     parser.add_argument("--save-output", metavar="PATH", help="save the last output as a .npy file")
     args = parser.parse_args()
 
@@ -42,21 +54,24 @@ def main() -> None:
     else:
         device, sync = torch.device("cpu"), (lambda: None)
 
-    model = build_model().to(device)
-    x = make_input().to(device)
+    # check=False: the lab checked the file with a forward before it started us; that forward
+    # would otherwise be profiled too, and every count would be off by one forward.
+    work = load_workload(args.workload, check=False)
+    model = work.build_model().to(device)
+    x = tuple(t.to(device) for t in work.inputs())
     with torch.no_grad():
         for _ in range(WARMUP_FORWARDS):
-            y = model(x)
+            y = model(*x)
         sync()
         start = time.perf_counter()
         for _ in range(MEASURED_FORWARDS):
-            y = model(x)
+            y = model(*x)
         sync()
         elapsed = time.perf_counter() - start
-    print(f"model.py: {MEASURED_FORWARDS} forwards on {device}, {1e3 * elapsed / MEASURED_FORWARDS:.3f} ms each "
-          f"(host wall clock, after {WARMUP_FORWARDS} warm-up forwards)")
+    print(f"model.py: {work.name}, {MEASURED_FORWARDS} forwards on {device}, {1e3 * elapsed / MEASURED_FORWARDS:.3f} "
+          f"ms each (host wall clock, after {WARMUP_FORWARDS} warm-up forwards)")
     if args.save_output:
-        np.save(args.save_output, y.float().cpu().numpy())
+        save_output(args.save_output, y)
 
 
 if __name__ == "__main__":

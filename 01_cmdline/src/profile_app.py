@@ -1,14 +1,16 @@
 """Mode 01 — profile an unchanged program from the command line (black box).
 
-What you will do: run ``model.py`` — or any program of yours — under msprof without editing
-a line of it, then read the files msprof exports.
+What you will do: run ``model.py`` (the workload: TinyMLP, or your model with ``--workload FILE``)
+— or any program of yours — under msprof without editing a line of it, then read the files
+msprof exports.
 
 What you will learn:
 - msprof wraps a whole process: everything it runs, model set-up included, lands in the profile;
 - which msprof switch fills which file (op_summary, op_statistic, api_statistic, task_time);
 - how to check a profile before trusting it: op counts per forward and the output itself.
 
-Usage: ``bash 01_cmdline/run.sh [device] [-- program args...]`` (default program: src/model.py).
+Usage: ``bash 01_cmdline/run.sh [device] [--workload FILE] [--threads N] [-- program args...]``
+(default program: src/model.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv
+from common.errors import LabError
 
 MODE_DIR = Path(__file__).resolve().parent.parent
 MODEL = MODE_DIR / "src" / "model.py"
@@ -48,22 +51,21 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
 
 # --- 2. check · 3. read -------------------------------------------------------------------------
 def check_run(run, own_model: bool) -> list:
-    """Every file msprof exports is there and parses; for our model: op counts, MatMul share, output."""
+    """Every file msprof exports is there and parses; for the workload: op counts, declared top family, output."""
     from common.analyze import checks
 
     datasets = run.datasets()
     verdicts = [checks.check_files(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"],
                                    "01")]
     if own_model:  # a program of yours: the lab cannot know what it should contain
-        from common.workload import build_model, expected_op_counts
-
-        forwards = run.info["forwards"]
+        forwards, work = run.info["forwards"], run.workload
         verdicts += [
-            # msprof saw every forward the program ran (warm-up too): the counts are per forward of all of them
-            checks.check_counts(checks.tasks_of(datasets), forwards, expected_op_counts(build_model()),
-                                f"01, {forwards} forwards"),
-            checks.check_top_family(checks.stats_of(datasets), "matmul", "01"),
-            checks.check_output_file(run.out / "output.npy", "01"),
+            # msprof saw every forward the program ran (warm-up too): the counts are per forward of all of them.
+            # The expected counts come from one real forward of the workload (common/workload.py count_ops).
+            checks.check_forward_counts(checks.tasks_of(datasets), forwards, work, f"01, {forwards} forwards"),
+            # Which family dominates is a statement about the model: only the workload can declare it.
+            checks.check_declared_top_family(checks.stats_of(datasets), work, "01"),
+            checks.check_output_file(run.out / "output.npy", "01", work),
         ]
     return verdicts
 
@@ -92,11 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     program = argv[split + 1:]
     own_model = not program
     if program:  # a program of yours: found on PATH and run as an argv list, never through a shell
+        if args.workload:
+            raise LabError("--workload chooses the model of the lab's own src/model.py, but a program was given",
+                           "drop --workload (your program runs as it is), or drop the program after --")
         app = launcher.resolve_app(program)
 
     run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None)
-    if own_model:  # our model.py, told its logical device (it selects it itself) and where to save its output
+    if own_model:  # our model.py, told the workload, its logical device (it selects it itself), where to save
         app = [sys.executable, str(MODEL), "--device", f"npu:{run.device}" if run.npu else "cpu",
+               *(["--workload", run.workload.path] if run.workload.path else []),
                "--save-output", str(run.out / "output.npy")]
     command = collect_command(run.backend, run.out, app)
     run.record(command=command)

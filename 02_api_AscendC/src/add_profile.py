@@ -27,7 +27,7 @@ from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_tasks, m
                            read_sizes, render_report)
 from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
-from common.analyze.checks import Verdict
+from common.analyze.checks import Verdict, not_applicable
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv, msprof_op_argv, msprof_op_metrics
 from common.errors import LabError
@@ -167,12 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     from common.errors import ArgumentParser
     from common.lesson import TIMEOUT_HELP, Lesson
 
-    lesson = Lesson(MODE, MODE_DIR, __doc__, prog="add_profile.py", device=False, output=False)
+    lesson = Lesson(MODE, MODE_DIR, __doc__, prog="add_profile.py", device=False, output=False, workload=False)
     commands = lesson.parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     commands.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend or $RUN_MODE)")
     run_command = commands.add_parser("run", help="run, verify, profile and report")
     run_command.add_argument("--device", default="0", help="logical NPU id (0..63); ignored by the portable twin")
     run_command.add_argument("--timeout", help=TIMEOUT_HELP)
+    lesson.add_workload_option(run_command)  # accepted and recorded, like every mode; this one profiles a kernel
     args = lesson.parse(argv)
     if args.command == "build":
         return build()
@@ -183,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     run_mode, binary = run.info["run_mode"], BUILD_DIR / BINARY_NAME
     data_backend = "npu" if run_mode == "npu" else "portable"  # what the numbers come from, not the machine
     verdicts = [Verdict("build succeeds", True, f"{binary.name} built {read_build_info()['built_at']} "
-                        f"(RUN_MODE={run_mode})")]
+                        f"(RUN_MODE={run_mode})"),
+                not_applicable(f"workload ({run.info['workload']['name']})", "not applicable: mode 02 profiles one "
+                               "AscendC kernel (fp16 Add), not the workload")]
     finished = False
     try:
         if run_mode == "npu":

@@ -96,7 +96,7 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
             f"min {min(durations):.1f}, max {max(durations):.1f}"
             + (f"; aiv_time(us) per block: mean {times['aiv_time(us)']:.2f}" if times["aiv_time(us)"] else "")
         )
-    label = "this run (portable twin, host CPU)" if backend_name == "portable" else "this run (NPU PMU)"
+    label = "the portable twin (host CPU)" if backend_name == "portable" else "the NPU PMU"
     rows = []
     for pipe in PIPES:
         ref = REFERENCE_910B3[pipe]
@@ -104,8 +104,8 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
             pipe, PIPE_ROLE[pipe], times[f"aiv_{pipe}_time(us)"], ratios[pipe],
             "-" if ref is None else f"~{ref:.2f}",
         ])
-    lines.append(render_table(["pipe", "what runs there", "time(us)", f"ratio: {label}",
-                               "ratio: 910B3 reference (from elsewhere)"], rows))
+    lines.append(f"ratio = the pipe's share of the block's time; this run: {label}; 910B3: reference (from elsewhere)")
+    lines.append(render_table(["pipe", "what runs there", "time(us)", "ratio (this run)", "ratio (910B3)"], rows))
     found = bound_pipe(ratios)
     ref_pipe = max((p for p in PIPES if REFERENCE_910B3[p] is not None), key=lambda p: REFERENCE_910B3[p])
     if found:

@@ -2,7 +2,7 @@
 
 The chain is the one every pyACL program follows:
 init -> [prof.init] -> set_device -> create_context -> load model -> model desc -> device buffers
-+ datasets (output sizes and dims from the model description) -> copy input in -> execute -> copy
++ datasets (input and output sizes, output dims from the model description) -> copy inputs in -> execute -> copy
 outputs back, then the same steps undone, last first. With profiling, acl.prof.init comes after
 acl.init and before the model is loaded, acl.prof.start right before the measured executes, and
 stop / destroy_config / finalize before acl.finalize (CANN pyACL API reference, "Profiling").
@@ -148,21 +148,41 @@ def output_specs(acl, desc, om_path: Path) -> list[tuple[int, tuple[int, ...], n
     return specs
 
 
+def input_sizes(acl, desc, om_path: Path, feeds: list[np.ndarray]) -> list[int]:
+    """Per model input, its size in bytes; the om fixes them at build time, so a model built for other
+    inputs (count, shape or dtype) shows here."""
+    count = acl.mdl.get_num_inputs(desc)
+    if count != len(feeds):
+        raise LabError(f"{om_path}: acl.mdl.get_num_inputs gives {count} inputs, the lab feeds {len(feeds)}",
+                       "rebuild the model for this workload: bash 03_api_pyAcl/build_model.sh --workload FILE")
+    sizes = []
+    for i, feed in enumerate(feeds):
+        size = acl.mdl.get_input_size_by_index(desc, i)
+        if size != feed.nbytes:
+            raise LabError(
+                f"{om_path} takes {size} bytes at input {i}, but the lab feeds {feed.nbytes} ({feed.dtype} "
+                f"{list(feed.shape)})", "rebuild the model for this variant: bash 03_api_pyAcl/build_model.sh",
+            )
+        sizes.append(size)
+    return sizes
+
+
 def run_om(
     acl,
     om_path: Path,
     device: int,
-    feed: np.ndarray,
+    feeds: list[np.ndarray] | np.ndarray,
     warmup: int,
     measured: int,
     prof_dir: Path | None = None,
 ) -> list[np.ndarray]:
-    """Load ``om_path`` on logical device ``device``, execute it warmup + measured times on ``feed``,
-    return every output (sizes, dims and dtypes from the model description).
+    """Load ``om_path`` on logical device ``device``, execute it warmup + measured times on ``feeds``
+    (one array per model input), return every output (sizes, dims and dtypes from the model description).
 
     With ``prof_dir``, acl.prof.init runs before the model is loaded and acl.prof.start after the
     warm-up, so only the measured executes are recorded.
     """
+    feeds = [feeds] if isinstance(feeds, np.ndarray) else list(feeds)
     with Releases() as releases:
         check_ret("acl.init", acl.init())
         releases.push("acl.finalize", acl.finalize)
@@ -182,22 +202,15 @@ def run_om(
         releases.push("acl.mdl.destroy_desc", acl.mdl.destroy_desc, desc)
         check_ret("acl.mdl.get_desc", acl.mdl.get_desc(desc, model_id))
 
-        # The om fixes its IO sizes at build time: a model built for another shape or dtype shows here.
-        in_size = acl.mdl.get_input_size_by_index(desc, 0)
-        if in_size != feed.nbytes:
-            raise LabError(
-                f"{om_path} takes {in_size} input bytes, but the lab feeds {feed.nbytes} ({feed.dtype} "
-                f"{list(feed.shape)})", "rebuild the model for this variant: bash 03_api_pyAcl/build_model.sh",
-            )
+        in_sizes = input_sizes(acl, desc, om_path, feeds)
         outputs = output_specs(acl, desc, om_path)
-        input_dataset, (input_ptr,) = _device_dataset(acl, releases, [in_size])
+        input_dataset, input_ptrs = _device_dataset(acl, releases, in_sizes)
         output_dataset, output_ptrs = _device_dataset(acl, releases, [size for size, _, _ in outputs])
 
-        host_input = np.ascontiguousarray(feed).tobytes()  # kept alive while its pointer is used
-        check_ret(
-            "acl.rt.memcpy(host->device)",
-            acl.rt.memcpy(input_ptr, in_size, acl.util.bytes_to_ptr(host_input), in_size, ACL_MEMCPY_HOST_TO_DEVICE),
-        )
+        host_inputs = [np.ascontiguousarray(feed).tobytes() for feed in feeds]  # kept alive while pointers are used
+        for i, (ptr, size, host) in enumerate(zip(input_ptrs, in_sizes, host_inputs)):
+            check_ret(f"acl.rt.memcpy(host->device, input {i})",
+                      acl.rt.memcpy(ptr, size, acl.util.bytes_to_ptr(host), size, ACL_MEMCPY_HOST_TO_DEVICE))
         for _ in range(warmup):  # first executes pay one-off costs (memory, caches); before start: not recorded
             check_ret("acl.mdl.execute (warm-up)", acl.mdl.execute(model_id, input_dataset, output_dataset))
         with Releases() as prof_releases:  # its own stack: stop + destroy_config right after the measured runs

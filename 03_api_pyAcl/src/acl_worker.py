@@ -1,8 +1,9 @@
 """The npu backend's pyACL side: the worker program msprof starts, and what the driver does around it.
 
-The worker is ``infer.py --worker <variant> --device <id> --om <file> --output-npy <file> [--acl-prof <dir>]``:
-a separate process, because msprof profiles a program it starts itself. It runs the chain of
-``acl_chain.run_om`` (warm-up, then the measured executes) and saves the output for the
+The worker is ``infer.py --worker <variant> --device <id> --om <file> --inputs <npz> --output-npy <file>
+[--acl-prof <dir>]``: a separate process, because msprof profiles a program it starts itself. It
+feeds the arrays the driver saved (one per model input, in the variant's dtype), runs the chain of
+``acl_chain.run_om`` (warm-up, then the measured executes) and saves every output for the
 accuracy check. ``worker_argv`` builds that command and ``worker_main`` parses it, side by side,
 so the two cannot drift apart.
 """
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from variants import MEASURED, VARIANTS, WARMUP, Variant, make_feed
+from variants import BUILD, MEASURED, VARIANTS, WARMUP, Variant
 
 from common.backend import parse_device_id
 from common.collect import launcher, msprof_layout
@@ -23,36 +24,44 @@ from common.formats.records import Task
 LESSON = Path(__file__).resolve().with_name("infer.py")  # the worker is the lesson file run with --worker
 
 
-def worker_argv(variant: Variant, output_npy: Path, device: int = 0) -> list[str]:
+def worker_argv(variant: Variant, om: Path, inputs: Path, output_npy: Path, device: int = 0) -> list[str]:
     """The pyACL program msprof runs for one variant (this interpreter, the lesson file, ``--worker``);
     ``device`` is the logical device it selects itself with acl.rt.set_device."""
-    return [
-        sys.executable,
-        str(LESSON),
-        "--worker",
-        variant.name,
-        "--device",
-        str(device),
-        "--om",
-        str(variant.om_path()),
-        "--output-npy",
-        str(output_npy),
-    ]
+    return [sys.executable, str(LESSON), "--worker", variant.name, "--device", str(device), "--om", str(om),
+            "--inputs", str(inputs), "--output-npy", str(output_npy)]
+
+
+def save_inputs(path: Path, feeds: list[np.ndarray]) -> Path:
+    """The arrays the worker feeds, in model-input order (arr_0, arr_1 ...)."""
+    np.savez(path, *feeds)
+    return path
+
+
+def output_paths(output_npy: Path, count: int) -> list[Path]:
+    """Where the worker saves output i: output.npy, then output_1.npy, output_2.npy ..."""
+    return [output_npy] + [output_npy.with_name(f"{output_npy.stem}_{i}.npy") for i in range(1, count)]
 
 
 def worker_main(argv: list[str]) -> int:
-    """The pyACL program msprof runs: one variant, warm-up + measured executes, output saved to .npy."""
+    """The pyACL program msprof runs: one variant, warm-up + measured executes, every output saved to .npy."""
     parser = ArgumentParser(prog="infer.py --worker")
     parser.add_argument("variant", choices=list(VARIANTS))
     parser.add_argument("--device", default="0", help="logical device id (acl.rt.set_device)")
     parser.add_argument("--om", type=Path, required=True)
+    parser.add_argument("--inputs", type=Path, required=True, help="npz of the arrays to feed, in input order")
     parser.add_argument("--output-npy", type=Path, required=True)
     parser.add_argument("--acl-prof", type=Path, default=None, help="collect in-process into this directory")
     args = parser.parse_args(argv)
     variant = VARIANTS[args.variant]
     if not args.om.is_file():
-        raise LabError(f"model file {args.om} not found", "build it first: bash 03_api_pyAcl/build_model.sh")
+        raise LabError(f"model file {args.om} not found", f"build it first: {BUILD}")
     device = parse_device_id(args.device)
+    try:
+        with np.load(args.inputs) as saved:
+            feeds = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    except (OSError, ValueError, KeyError) as err:
+        raise LabError(f"{args.inputs}: cannot read the arrays to feed ({err})",
+                       "re-run: bash 03_api_pyAcl/run.sh") from None
     try:
         import acl  # pyACL ships with CANN: set_env.sh puts it on PYTHONPATH
     except ImportError as err:
@@ -60,16 +69,15 @@ def worker_main(argv: list[str]) -> int:
                        "source CANN's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) first") from None
     from acl_chain import run_om
 
-    feed = make_feed(variant)
     # The worker selects the logical device itself (acl.rt.set_device inside run_om); msprof follows it.
-    outputs = run_om(acl, args.om, device, feed, WARMUP, MEASURED,
+    outputs = run_om(acl, args.om, device, feeds, WARMUP, MEASURED,
                      prof_dir=args.acl_prof.resolve() if args.acl_prof else None)
-    if outputs[0].dtype != variant.numpy_io_dtype:
-        raise LabError(f"{args.om} gives {outputs[0].dtype} output, variant {variant.name} expects {variant.io_dtype}",
-                       "rebuild the model for this variant: bash 03_api_pyAcl/build_model.sh")
-    np.save(args.output_npy, outputs[0])  # the accuracy check reads the first output
-    for i, extra in enumerate(outputs[1:], start=1):  # a model of yours with more outputs: saved beside it
-        np.save(args.output_npy.with_name(f"{args.output_npy.stem}_{i}.npy"), extra)
+    for i, out in enumerate(outputs):  # floating-point outputs come back in the variant's IO dtype
+        if np.issubdtype(out.dtype, np.floating) and out.dtype != variant.numpy_io_dtype:
+            raise LabError(f"{args.om} gives {out.dtype} at output {i}, variant {variant.name} expects "
+                           f"{variant.io_dtype}", f"rebuild the model for this variant: {BUILD}")
+    for path, out in zip(output_paths(args.output_npy, len(outputs)), outputs):
+        np.save(path, out)
     return 0
 
 

@@ -1,15 +1,16 @@
 """Build one offline model per precision variant from the exported ONNX file.
 
-What you will do: export TinyMLP to ONNX, then convert it offline, once per variant:
-with ATC into ``model/npu/tiny_mlp_<variant>.om`` on an NPU machine, or with ONNX Runtime
-into ``model/portable/tiny_mlp_<variant>.opt.onnx`` anywhere else.
+What you will do: export the workload's model (TinyMLP unless ``--workload FILE``) to ONNX,
+then convert it offline, once per variant: with ATC into ``model/npu/<name>_<variant>.om`` on
+an NPU machine, or with ONNX Runtime into ``model/portable/<name>_<variant>.opt.onnx`` anywhere else.
 
 What you will learn:
 - the offline converter, not your code, decides the precision: ATC's default policy computes
   in fp16 while the model's IO stays fp32, so it must insert Cast ops at the boundary;
 - the two ways to remove those Casts (feed fp16 yourself, or keep fp32 compute) and that each
   is just a converter option;
-- to count what the converter produced (ops by type in the built graph) before profiling it.
+- to count what the converter produced (ops by type in the built graph) and to name what it
+  fused, before profiling it.
 """
 
 from __future__ import annotations
@@ -23,60 +24,70 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from export_onnx import OPSET, export
-from variants import INPUT_NAME, ONNX_MODEL, Variant, parse_variants
+from export_onnx import OPSET, export, recorded, stamp
+from graph_changes import build_changes, describe, type_counts
+from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants
 
 from common.backend import Backend, detect, soc_version
-from common.formats import rundir
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
-from common.workload import make_input
-
-INPUT_SHAPE = list(make_input().shape)  # [32, 1024]: the model is built for the shared input
-ATC_INPUT_SHAPE = f"{INPUT_NAME}:" + ",".join(map(str, INPUT_SHAPE))  # atc --input_shape, e.g. x:32,1024
-# Ops that are graph plumbing, not work: they launch no kernel and are left out of the counts.
-NON_COMPUTE_OPS = frozenset({"Constant", "Data", "NetOutput", "Const"})
+from common.formats import rundir
+from common.lesson import Lesson
+from common.workload import load_workload
 
 
 # ----- reading a built graph ---------------------------------------------------------------------
-def load_onnx(path: Path):
-    """Load and check an ONNX file; a missing, corrupt or wrong-shape file is a usage error."""
+def load_onnx(path: Path, files: ModelFiles, *, check_record: bool = True):
+    """Load and check an ONNX file built for ``files``' workload; anything else is a usage error."""
     import onnx
 
     if not path.is_file():
-        raise LabError(f"model file {path} not found", "build it first: bash 03_api_pyAcl/build_model.sh")
+        raise LabError(f"model file {path} not found", _build_hint(files))
     try:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as err:  # protobuf DecodeError, ValidationError, ...: all mean "not a usable file"
-        raise LabError(
-            f"{path} is not a valid ONNX model ({type(err).__name__})", "rebuild it: bash 03_api_pyAcl/build_model.sh"
-        ) from None
-    check_input_shape(
-        path, [i.name for i in model.graph.input], _dims(model.graph.input[0]) if model.graph.input else []
-    )
+        raise LabError(f"{path} is not a valid ONNX model ({type(err).__name__})",
+                       f"rebuild it: {_build_hint(files).removeprefix('build it first: ')}") from None
+    check_inputs(path, {i.name: _dims(i) for i in model.graph.input}, files)
+    if check_record:
+        files.check_record(path, recorded(model))
     return model
 
 
+def _build_hint(files: ModelFiles) -> str:
+    return f"build it first: {BUILD}" + (f" --workload {files.workload.path}" if files.workload.path else "")
+
+
 def _dims(value_info) -> list[int | str]:
-    return [
-        d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in value_info.type.tensor_type.shape.dim
-    ]
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in value_info.type.tensor_type.shape.dim]
 
 
-def check_input_shape(path: Path, input_names: list[str], dims: list) -> None:
-    """The lab's model has exactly one input ``x`` of shape [32, 1024]; anything else was built for another input."""
-    if input_names != [INPUT_NAME] or list(dims) != INPUT_SHAPE:
-        raise LabError(
-            f"{path} takes {', '.join(input_names) or 'no input'} {list(dims)}, "
-            f"but the lab feeds {INPUT_NAME}{INPUT_SHAPE}",
-            "rebuild the model from common.workload: bash 03_api_pyAcl/build_model.sh",
-        )
+def check_inputs(path: Path, inputs: dict[str, list], files: ModelFiles) -> None:
+    """The model takes exactly the workload's inputs, by name and shape; anything else was built for others."""
+    if inputs != files.input_shapes:
+        def listed(items: dict) -> str:
+            return ", ".join(f"{name}{list(dims)}" for name, dims in items.items()) or "no input"
+
+        raise LabError(f"{path} takes {listed(inputs)}, but the lab feeds {listed(files.input_shapes)}",
+                       f"rebuild it from the workload: {_build_hint(files).removeprefix('build it first: ')}")
 
 
-def onnx_op_counts(path: Path) -> Counter[str]:
-    """Compute ops by type in an ONNX graph: what one execute of it runs."""
-    return Counter(n.op_type for n in load_onnx(path).graph.node if n.op_type not in NON_COMPUTE_OPS)
+def onnx_types(model) -> Counter[str]:
+    """Compute ops by type in a loaded ONNX graph: what one execute of it runs."""
+    return type_counts(n.op_type for n in model.graph.node)
+
+
+def fused_conv_activations(model) -> Counter[str]:
+    """FusedConv nodes by the activation ONNX Runtime fused into them (its ``activation`` attribute)."""
+    found: Counter[str] = Counter()
+    for node in model.graph.node:
+        if node.op_type == "FusedConv":
+            for attr in node.attribute:
+                if attr.name == "activation":
+                    found[attr.s.decode()] += 1
+    return found
 
 
 def om_op_counts(json_path: Path) -> Counter[str]:
@@ -84,84 +95,104 @@ def om_op_counts(json_path: Path) -> Counter[str]:
     try:
         graphs = json.loads(json_path.read_text())["graph"]
     except (OSError, ValueError, KeyError) as err:
-        raise LabError(
-            f"{json_path}: cannot read the om graph dump ({err})", "rebuild: bash 03_api_pyAcl/build_model.sh"
-        ) from None
-    return Counter(op["type"] for g in graphs for op in g.get("op", []) if op.get("type") not in NON_COMPUTE_OPS)
+        raise LabError(f"{json_path}: cannot read the om graph dump ({err})", f"rebuild: {BUILD}") from None
+    return type_counts(op.get("type") for g in graphs for op in g.get("op", []))
+
+
+def graph_changes(variant: Variant, files: ModelFiles, npu: bool) -> tuple[Counter[str], list]:
+    """The variant's built graph (op types) and what the converter changed against the exported ONNX graph."""
+    exported = onnx_types(load_onnx(files.onnx, files))
+    if npu:
+        built = om_op_counts(files.om_json_path(variant))
+        return built, build_changes(exported, built, "atc")
+    model = load_onnx(files.portable_path(variant), files)
+    built = onnx_types(model)
+    return built, build_changes(exported, built, "onnxruntime", fused_conv_activations(model))
 
 
 # ----- portable: ONNX Runtime offline optimization -----------------------------------------------
-def build_portable(variant: Variant, source: Path) -> Path:
-    """Apply the variant's precision policy to ``source``, then let ONNX Runtime optimize and save it."""
+def build_portable(variant: Variant, files: ModelFiles) -> Path:
+    """Apply the variant's precision policy to the export, then let ONNX Runtime optimize and save it."""
     import onnx
     import onnxruntime as ort
 
-    model = load_onnx(source)
+    model = load_onnx(files.onnx, files)
     if variant.fp16_compute:
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         # The same policy as ATC's default: weights and ops become fp16. keep_io_types=True keeps
-        # the model's input and output fp32, which is exactly what forces a Cast at each boundary.
+        # the model's inputs and outputs fp32, which is exactly what forces a Cast at each boundary.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "value truncated to fp16": expected here
             model = convert_float_to_float16(model, keep_io_types=variant.io_dtype == "float32")
-    out = variant.portable_path()
+    out = files.portable_path(variant)
     out.parent.mkdir(parents=True, exist_ok=True)
     converted = out.with_name(out.name.replace(".opt.onnx", ".converted.onnx"))
     onnx.save(model, str(converted))
 
     options = ort.SessionOptions()
-    # EXTENDED: fusions (Gemm + GELU pattern -> Gelu) without the hardware-specific layout
-    # changes of ALL, so the saved file is a plain graph that any CPU can run as saved.
+    # EXTENDED: fusions (Gemm + GELU pattern -> Gelu, Conv + Relu -> FusedConv) without the
+    # hardware-specific layout changes of ALL, so the saved file is a plain graph any CPU runs as saved.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.optimized_model_filepath = str(out)
     options.log_severity_level = 3  # errors only
-    ort.InferenceSession(str(converted), options, providers=["CPUExecutionProvider"])
-    converted.unlink()
+    try:
+        ort.InferenceSession(str(converted), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # ORT's own exception types: an op or dtype its CPU provider cannot run
+        raise LabError(f"ONNX Runtime cannot build variant {variant.name}: {str(err).strip().splitlines()[0]}",
+                       "the portable backend runs what ONNX Runtime's CPU provider supports; try variant fp32",
+                       ) from None
+    finally:
+        converted.unlink(missing_ok=True)
+    optimized = onnx.load(str(out))
+    stamp(optimized, files)  # the file records its workload: run.sh refuses it for another one
+    onnx.save(optimized, str(out))
     return out
 
 
 # ----- npu: ATC ----------------------------------------------------------------------------------
-def build_npu(variant: Variant, source: Path, backend: Backend) -> Path:
-    """Run ATC for one variant, then dump the om graph to JSON so its ops can be counted."""
+def build_npu(variant: Variant, files: ModelFiles, backend: Backend) -> Path:
+    """Run ATC for one variant, dump the om graph to JSON so its ops can be counted, record the workload."""
     atc = backend.tools.get("atc")
     if not atc:
         raise LabError("atc not found on PATH", "source CANN's set_env.sh (it puts atc on PATH)")
-    variant.om_stem().parent.mkdir(parents=True, exist_ok=True)
+    files.om_stem(variant).parent.mkdir(parents=True, exist_ok=True)
+    files.om_record_path(variant).unlink(missing_ok=True)  # a failed build leaves no record of a workload
     soc = soc_version(backend)  # never hard-coded: the .om only runs on the chip it was built for
+    options = variant.atc_options(files.float_inputs)
     for argv in (
-        npu_commands.atc_argv(atc, source, variant.om_stem(), soc, ATC_INPUT_SHAPE, variant.atc_options),
-        npu_commands.atc_om_to_json_argv(atc, variant.om_path(), variant.om_json_path()),
+        npu_commands.atc_argv(atc, files.onnx, files.om_stem(variant), soc, files.atc_input_shape(), options),
+        npu_commands.atc_om_to_json_argv(atc, files.om_path(variant), files.om_json_path(variant)),
     ):
         print("$ " + " ".join(argv), flush=True)
         code = subprocess.run(argv, check=False).returncode
         if code != 0:
-            raise LabError(
-                f"{Path(argv[0]).name} exited with {code} for variant {variant.name}", "read ATC's messages above"
-            )
-    return variant.om_path()
+            raise LabError(f"{Path(argv[0]).name} exited with {code} for variant {variant.name}",
+                           "read ATC's messages above")
+    files.write_om_record(variant)
+    return files.om_path(variant)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
+    Lesson.add_workload_option(parser)  # --workload FILE, as run.sh takes it
     args = parser.parse_args(argv)
     variants = parse_variants(args.variant)  # validated before anything is written
+    files = ModelFiles(load_workload(args.workload))  # a broken workload file stops here, one line
     backend = detect()
     print(backend.banner())
-    rundir.lock_mode(ONNX_MODEL.parent.parent)  # never rebuild the models while a run of this mode reads them
+    rundir.lock_mode(MODEL_DIR.parent)  # never rebuild the models while a run of this mode reads them
 
-    source = export(ONNX_MODEL)
-    print(f"exported {ONNX_MODEL} (fp32, opset {OPSET})")
+    source = export(files)
+    print(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
+          f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})")
     for variant in variants:
-        if backend.is_npu:
-            path = build_npu(variant, source, backend)
-            counts = om_op_counts(variant.om_json_path())
-        else:
-            path = build_portable(variant, source)
-            counts = onnx_op_counts(path)
-        ops = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
-        print(f"[{variant.name}] {path.relative_to(ONNX_MODEL.parent.parent)}: {ops}")
+        path = build_npu(variant, files, backend) if backend.is_npu else build_portable(variant, files)
+        built, changes = graph_changes(variant, files, backend.is_npu)
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(built.items()))
+        print(f"[{variant.name}] {path.relative_to(MODEL_DIR.parent)}: {ops}")
+        print(f"  {'ATC' if backend.is_npu else 'ONNX Runtime'} changed: {describe(changes)}")
     return 0
 
 

@@ -1,16 +1,18 @@
-"""Export the shared TinyMLP to ONNX, the file ATC and ONNX Runtime both start from.
+"""Export the workload's model to ONNX, the file ATC and ONNX Runtime both start from.
 
-What you will do: trace ``common.workload.build_model()`` (same seed, same weights) on the
-shared input and write ``model/tiny_mlp.onnx`` with one input ``x`` of shape [32, 1024].
+What you will do: trace the workload's ``build_model()`` (same seed, same weights) on its
+``make_input()`` and write ``model/<name>.onnx``: one graph input per input (named after
+forward()'s parameters, ``x`` for TinyMLP), one graph output per output (``y``, or ``y0``, ``y1`` ...).
 
 What you will learn:
 - an offline model is a frozen graph: shapes, dtypes and weights are fixed at export time;
-- which ops the graph holds before any tool optimizes it (Gemm + the Erf form of GELU);
-- that the file is checked (``onnx.checker``) before anything converts it.
+- which ops the graph holds before any tool optimizes it (TinyMLP: Gemm + the Erf form of GELU);
+- that the file is checked (``onnx.checker``) and records its workload before anything converts it.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections import Counter
@@ -18,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from variants import INPUT_NAME, ONNX_MODEL, OUTPUT_NAME
+from variants import RECORD_KEY, ModelFiles
 
 from common.errors import ArgumentParser, LabError, run_cli
+from common.workload import load_workload
 
 # Opset 17: GELU is exported as its Erf formula (Div, Erf, Add, Mul, Mul), which ATC and
 # ONNX Runtime both fuse back into one Gelu op. The single-op Gelu only exists from opset 20,
@@ -28,55 +31,79 @@ from common.errors import ArgumentParser, LabError, run_cli
 OPSET = 17
 
 
-def export(path: Path = ONNX_MODEL) -> Path:
-    """Write the shared model as ONNX to ``path`` and check it; returns ``path``."""
+def stamp(model, files: ModelFiles) -> None:
+    """Write the workload's name and hash into the model's metadata (run.sh refuses a model of another)."""
+    for prop in list(model.metadata_props):
+        if prop.key == RECORD_KEY:
+            model.metadata_props.remove(prop)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = RECORD_KEY, json.dumps(files.record())
+
+
+def recorded(model) -> dict | None:
+    """The workload a loaded ONNX model records, or None."""
+    for prop in model.metadata_props:
+        if prop.key == RECORD_KEY:
+            try:
+                return json.loads(prop.value)
+            except ValueError:
+                return None
+    return None
+
+
+def export(files: ModelFiles) -> Path:
+    """Write the workload's model as ONNX to ``files.onnx``, stamped and checked; returns the path."""
     import onnx
     import torch
 
-    from common.workload import build_model, make_input
-
-    model, example = build_model(), make_input()
+    path = files.onnx
+    model, example = files.workload.build_model(), files.workload.inputs()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.onnx")
     with warnings.catch_warnings():
         # torch 2.13 announces that the TorchScript exporter is deprecated. We still use it
         # (dynamo=False): the new exporter needs the onnxscript package, which this lab does
-        # not require, and both give the same graph for a model this simple.
+        # not require, and both give the same graph for TinyMLP.
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
-        torch.onnx.export(
-            model,
-            (example,),
-            str(tmp),
-            input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME],
-            opset_version=OPSET,
-            dynamo=False,  # no dynamic axes either: ATC gets the fixed shape x:32,1024
-        )
-    onnx.checker.check_model(onnx.load(str(tmp)), full_check=True)
+        warnings.simplefilter("ignore", UserWarning)  # e.g. the exporter's notes on a model's own tracing
+        try:
+            torch.onnx.export(model, example, str(tmp), input_names=files.input_names,
+                              output_names=files.output_names, opset_version=OPSET,
+                              dynamo=False)  # no dynamic axes either: ATC gets fixed shapes, e.g. x:32,1024
+        except Exception as err:  # noqa: BLE001 (the user's model: an op the exporter cannot write)
+            tmp.unlink(missing_ok=True)
+            raise LabError(f"{files.workload.where}: torch.onnx.export failed: {str(err).strip().splitlines()[0]}",
+                           "mode 03 needs a model the TorchScript ONNX exporter (opset 17) can write") from None
+    graph = onnx.load(str(tmp))
+    names = [i.name for i in graph.graph.input], [o.name for o in graph.graph.output]
+    if names != (files.input_names, files.output_names):
+        tmp.unlink()
+        raise LabError(f"{files.workload.where}: the exported graph takes {names[0]} and gives {names[1]}, "
+                       f"the model {files.input_names} and {files.output_names}",
+                       "make every input of make_input() used by forward() and every output a distinct tensor")
+    stamp(graph, files)
+    onnx.save(graph, str(tmp))
+    onnx.checker.check_model(str(tmp), full_check=True)
     tmp.replace(path)  # only a checked file takes the real name
     return path
 
 
 def describe(path: Path) -> str:
-    """One line: the graph's input and its ops counted by type."""
+    """One line: the graph's inputs and its ops counted by type."""
     import onnx
 
     graph = onnx.load(str(path)).graph
-    dims = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim]
+    inputs = ", ".join(f"{i.name}{[d.dim_value for d in i.type.tensor_type.shape.dim]}" for i in graph.input)
     ops = Counter(n.op_type for n in graph.node if n.op_type != "Constant")
-    return f"{path.name}: input {graph.input[0].name}{dims}, ops " + ", ".join(
-        f"{k} x{v}" for k, v in sorted(ops.items())
-    )
+    return f"{path.name}: input {inputs}, ops " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=ONNX_MODEL, help=f"ONNX file to write (default {ONNX_MODEL})")
+    parser.add_argument("--workload", default=None, help="workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     args = parser.parse_args(argv)
-    if args.output.suffix != ".onnx":
-        raise LabError(f"{args.output}: the output should end in .onnx", "e.g. --output model/tiny_mlp.onnx")
-    path = export(args.output)
+    path = export(ModelFiles(load_workload(args.workload)))
     print(f"exported {describe(path)}")
     return 0
 

@@ -4,7 +4,8 @@ What you will do: execute each variant's offline model 3 times to warm up and 20
 measured, profiled, from Python: with pyACL under ``msprof`` on an NPU (or in-process with
 ``acl.prof``, option ``--acl-prof``), with ONNX Runtime's profiler anywhere else. Both write
 msprof's ``op_summary`` / ``op_statistic`` files; the report reads them back and compares the
-variants: Cast ops per execute, Cast and MatMul share of op time, accuracy against fp32.
+variants: Cast ops per execute, their share of op time, what the converter fused, accuracy
+against fp32. The model is the workload's (``--workload FILE``; TinyMLP by default).
 
 What you will learn:
 - the Cast ops you see come from the offline converter's precision policy, not from your model;
@@ -21,28 +22,30 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
 import numpy as np
-from acl_worker import find_export, measured_window_npu, run_step, worker_argv, worker_main
-from build_model import om_op_counts, onnx_op_counts
+from acl_worker import (find_export, measured_window_npu, output_paths, run_step, save_inputs, worker_argv,
+                        worker_main)
+from build_model import graph_changes, load_onnx
+from graph_changes import export_changes, model_count_verdict
 from ort_profile import collect_portable, validate_portable
-from variant_report import VariantResult, explain, render, summary
-from variants import MEASURED, WARMUP, Variant, parse_variants
+from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
+from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
 
-from common import workload
 from common.analyze import checks
 from common.analyze.checks import Verdict
 from common.backend import Backend, detect, select_device
 from common.collect import npu_commands
 from common.errors import LabError
-from common.formats import readers, schema, writers
-from common.formats.table import read_table
+from common.formats import readers, writers
 from common.lesson import Lesson, main_of
 from common.render import text
+from common.workload import Workload, compare_outputs, load_workload
 
 MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/; the run's files go to its prof_out/
 
 
 # --- 1. profile ------------------------------------------------------------------------------------
-def profile_npu(variant: Variant, variant_dir: Path, backend: Backend, device: int, acl_prof: bool):
+def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend: Backend, device: int,
+                acl_prof: bool):
     """pyACL under msprof: msprof starts the worker (this file, ``--worker``) and exports its CSVs.
 
     With ``--acl-prof`` the worker profiles itself (``acl_chain.run_om``): acl.prof.init right after
@@ -53,94 +56,118 @@ def profile_npu(variant: Variant, variant_dir: Path, backend: Backend, device: i
     msprof = backend.tools["msprof"]
     env_vars = select_device(backend, device)  # a logical id here; the worker selects it itself
     output_npy = variant_dir / "output.npy"
-    app = worker_argv(variant, output_npy, device)  # python infer.py --worker <variant> --device <id> --om ...
+    inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))  # every input, in the variant's dtype
+    app = worker_argv(variant, files.om_path(variant), inputs, output_npy, device)
     if acl_prof:
         run_step([*app, "--acl-prof", str(variant_dir)], env_vars, "the pyACL worker (acl.prof)")
         for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
             run_step(npu_commands.msprof_export_argv(msprof, prof_dir), env_vars, "msprof --export")
     else:
         run_step(npu_commands.msprof_argv(msprof, variant_dir, app), env_vars, "msprof")
-    files = {name: find_export(variant_dir, name) for name in ("op_summary", "op_statistic")}
-    return files, np.load(output_npy)
+    found = {name: find_export(variant_dir, name) for name in ("op_summary", "op_statistic")}
+    paths = output_paths(output_npy, len(files.output_names))
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise LabError(f"the pyACL worker saved no {', '.join(missing)} in {variant_dir}", "read its messages above")
+    return found, [np.load(p) for p in paths]
 
 
 # --- 2. check --------------------------------------------------------------------------------------
-# Accuracy against the fp32 reference. fp16 keeps 11 significant bits (~3 decimal digits) and
-# every layer sums 1024 rounded products, so an fp16 path agrees in direction (cosine), not digit
-# by digit. 0.999 is the usual acceptance line for fp16 inference.
+# Accuracy against the fp32 reference, per output. Rounding error grows with the values computed,
+# so the bound is relative to the output's own scale (max |reference|): the same check holds for
+# outputs of ~0.1 (TinyMLP) and of ~100. fp16 keeps 11 significant bits (~3 decimal digits) and
+# every layer sums many rounded products, so an fp16 path agrees in direction (cosine), not digit
+# by digit; 0.999 is the usual acceptance line for fp16 inference.
 COSINE_MIN = 0.999
-# Max abs diff, next to outputs whose largest magnitude is ~0.09: fp16 rounding of weights and
-# activations stays well below 5e-3 (~5% of the largest output).
-FP16_MAX_ABS_DIFF = 5e-3
-# fp32 (must_keep_origin_dtype): only the summation order differs on CPU (~1e-7); an NPU's fp32 MatMul
-# may accumulate in another order or in HF32 where --allow_hf32 enables it, hence 1e-3 rather than 1e-6.
-FP32_MAX_ABS_DIFF = 1e-3
+FP16_REL_TOL = 2e-2  # 2^-11 ~ 4.9e-4 per rounding, compounded over layers, norms and softmax: 2% of the
+# scale is far above that and far below a wrong op, which moves an output by its own size
+FP32_REL_TOL = 1e-3  # an NPU's fp32 MatMul may sum in another order, or in HF32 where --allow_hf32 enables it
+FP16_ABS_FLOOR = 1e-5  # an output of scale ~0 still meets fp16's spacing near 0.01 (2^-17 ~ 7.6e-6)
+FP32_ABS_FLOOR = 1e-6
 
 
-def file_verdict(variant: Variant, files: dict[str, Path], npu: bool) -> Verdict:
-    """Both files exist, have rows, and carry the columns msprof writes (all of them, on portable)."""
-    parts, ok = [], True
-    npu_columns = ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
-    required = {"op_summary": npu_columns if npu else schema.OP_SUMMARY, "op_statistic": schema.OP_STATISTIC}
-    for name, columns in required.items():
-        try:
-            rows = len(read_table(files[name], columns, "msprof / this mode"))
-        except LabError as err:
-            ok, rows = False, f"error: {err}"
-        ok &= isinstance(rows, int) and rows > 0
-        parts.append(f"{files[name].name} {len(columns)} columns, {rows} rows")
-    return Verdict(f"files and columns ({variant.name})", ok, "; ".join(parts))
+def tolerance(variant: Variant, scale: float) -> float:
+    """Max abs diff allowed for an output whose largest reference magnitude is ``scale``."""
+    if variant.fp16_compute:
+        return FP16_REL_TOL * scale + FP16_ABS_FLOOR
+    return FP32_REL_TOL * scale + FP32_ABS_FLOOR
 
 
-def graph_count_verdict(result: VariantResult) -> Verdict:
-    """Each op type runs per execute exactly as often as the built graph holds it."""
-    measured = Counter(t.op_type for t in result.tasks)
-    parts, ok = [], True
-    for op_type in sorted(set(result.graph_counts) | set(measured)):
-        want, got = result.graph_counts.get(op_type, 0), measured.get(op_type, 0) / MEASURED
-        ok &= got == want
-        parts.append(f"{op_type} {got:g} (graph {want})")
-    return Verdict(f"op counts per execute match the graph ({result.variant.name})", ok, ", ".join(parts))
+def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], reference) -> list[dict]:
+    """Per output: max/mean abs diff and cosine against the reference, its scale and its tolerance."""
+    if len(outputs) != len(reference):
+        raise LabError(f"the model gave {len(outputs)} outputs, the workload's reference has {len(reference)}",
+                       f"rebuild the model: {BUILD}")
+    rows = []
+    for name, out, ref in zip(files.output_names, outputs, reference):
+        scale = float(np.abs(ref).max()) if ref.size else 0.0
+        rows.append({"name": name, **compare_outputs(out.astype(np.float32), ref), "scale": scale,
+                     "tol": tolerance(variant, scale)})
+    return rows
 
 
-def variant_verdicts(result: VariantResult, npu: bool) -> list[Verdict]:
-    name, casts = result.variant.name, result.per_execute("Cast")
-    verdicts = [
-        file_verdict(result.variant, result.files, npu),
-        Verdict(f"measured window ({name})", result.window_ok, result.window),
-        checks.check_top_family(result.stats, "matmul", name),
-        graph_count_verdict(result),
-    ]
-    if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
-        share = f"{100 * result.share('cast'):.1f}% of op time"
-        verdicts.append(Verdict("Cast present (default)", casts > 0, f"{casts:g} Cast per execute, {share}"))
-    if name == "fp32":
-        verdicts.append(Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
-        # Without a precision change the graph is the model itself: 4 MatMul, 3 Gelu per execute.
-        expected = workload.expected_op_counts(workload.build_model())
-        verdicts.append(checks.check_counts(result.tasks, MEASURED, expected, name))
-    tol = FP16_MAX_ABS_DIFF if result.variant.fp16_compute else FP32_MAX_ABS_DIFF
-    verdicts.append(checks.check_output(result.metrics, name, tol, COSINE_MIN))
+def output_verdicts(result: VariantResult) -> list[Verdict]:
+    name, several = result.variant.name, len(result.outputs) > 1
+    rel, floor = (FP16_REL_TOL, FP16_ABS_FLOOR) if result.variant.fp16_compute else (FP32_REL_TOL, FP32_ABS_FLOOR)
+    verdicts = []
+    for o in result.outputs:
+        v = checks.check_output(o, f"{name}, output {o['name']}" if several else name, o["tol"], COSINE_MIN)
+        verdicts.append(Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} "
+                                              f"+ {floor:g}"))
     return verdicts
 
 
+def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
+    """The Cast lesson, as the workload declares it (TinyMLP: matmul on top, Casts only from the policy)."""
+    name, casts = result.variant.name, result.per_execute("Cast")
+    family, share = result.top_family()
+    measured = f"measured: {family} on top ({100 * share:.1f}%), {casts:g} Cast per execute"
+    top, cast = work.expectations.get("top_family"), work.expectations.get("cast_on_03_default")
+    not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
+    verdicts = [checks.check_top_family(result.stats, top, name) if top else
+                not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")]
+    if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
+        verdicts.append(not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; "
+                                       f"{measured}") if cast is None else
+                        Verdict(f"Cast {'present' if cast else 'absent'} (default)", (casts > 0) == cast,
+                                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time"))
+    if name == "fp32":  # the model's own dtype: no precision change, so no Cast
+        verdicts.append(not_applicable("Cast absent (fp32)", f"{work.not_applicable('cast_on_03_default')}; "
+                                       f"{measured}") if cast is None else
+                        Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
+    return verdicts
+
+
+def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[Verdict]:
+    per_execute = Counter({k: v / MEASURED for k, v in Counter(t.op_type for t in result.tasks).items()})
+    return [
+        file_verdict(result.variant, result.files, npu),
+        Verdict(f"measured window ({result.variant.name})", result.window_ok, result.window),
+        graph_count_verdict(result),
+        model_count_verdict(work.expected_op_counts(), per_execute, result.changes, result.variant.name),
+        *lesson_verdicts(result, work),
+        *output_verdicts(result),
+    ]
+
+
 # --- 3. read ---------------------------------------------------------------------------------------
-def profile_and_read(variant: Variant, variant_dir: Path, run, acl_prof: bool, reference) -> VariantResult:
-    """Profile one variant, count its built graph, read the files back strictly, cut the measured window."""
+def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool,
+                     reference, exported) -> VariantResult:
+    """Profile one variant, count and diff its built graph, read the files back strictly, cut the measured window."""
     raw = None
     if run.npu:
-        files, output = profile_npu(variant, variant_dir, run.backend, run.device, acl_prof)
-        graph = om_op_counts(variant.om_json_path())
+        found, outputs = profile_npu(variant, files, variant_dir, run.backend, run.device, acl_prof)
     else:  # the portable window is cut while converting ORT's profile (ort_profile.measured_events)
-        files, output, raw, window, window_ok = collect_portable(variant, variant_dir)
-        graph = onnx_op_counts(variant.portable_path())
-    tasks = readers.read_op_summary(files["op_summary"])
-    readers.read_op_statistic(files["op_statistic"])  # strict reader: a damaged file stops here
+        found, outputs, raw, window, window_ok = collect_portable(variant, files, variant_dir, run.info.get("threads"))
+    graph, changes = graph_changes(variant, files, run.npu)
+    tasks = readers.read_op_summary(found["op_summary"])
+    readers.read_op_statistic(found["op_statistic"])  # strict reader: a damaged file stops here
     if run.npu:  # msprof saw the warm-up executes too (acl.prof did not): cut them by execute
         tasks, window, window_ok = measured_window_npu(tasks, acl_prof)
-    metrics = workload.compare_to_reference(output.astype(np.float32), reference)
-    stats = writers.aggregate_op_statistic(tasks)
-    return VariantResult(variant, tasks, stats, graph, metrics, files, window, window_ok, raw)
+    metrics = compare_outputs([o.astype(np.float32) for o in outputs], reference)
+    return VariantResult(variant, tasks, writers.aggregate_op_statistic(tasks), graph, metrics,
+                         accuracy(variant, files, outputs, reference), found, window, window_ok, raw,
+                         export_changes(files.workload.expected_op_counts(), exported.graph) + changes)
 
 
 # --- 4. interpret ---------------------------------------------------------------------------------
@@ -149,18 +176,22 @@ def interpret(results: dict[str, VariantResult], backend: Backend) -> str:
 
     Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
     moves the input conversion to the caller; ``fp32`` has no Cast and the reference's accuracy.
-    Cast share is the time they cost; the accuracy columns are what removing them costs instead.
+    Cast share is the time they cost; the accuracy columns are what removing them costs instead;
+    the fusions column names what the exporter and the converter changed in the graph.
     """
     return "\n".join([render(results, backend), *explain(results, backend.is_npu)])
 
 
-def validate(variants: list[Variant], backend: Backend) -> None:
+def validate(variants: list[Variant], files: ModelFiles, backend: Backend) -> None:
     """Everything a user can get wrong is checked before prof_out/ is touched."""
+    load_onnx(files.onnx, files)  # the export the graph changes are named against, of this workload
     for variant in variants:
-        if backend.is_npu and not variant.om_path().is_file():
-            raise LabError(f"model file {variant.om_path()} not found", "build it first: bash 03_api_pyAcl/build_model.sh")
-        if not backend.is_npu:
-            validate_portable(variant)
+        if backend.is_npu:
+            if not files.om_path(variant).is_file():
+                raise LabError(f"model file {files.om_path(variant)} not found", f"build it first: {BUILD}")
+            files.check_record(files.om_path(variant), files.read_om_record(variant))
+        else:
+            validate_portable(variant, files)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,14 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     lesson = Lesson("pyacl", MODE_DIR, __doc__, output=False)
     lesson.parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
     lesson.parser.add_argument("--acl-prof", action="store_true", help="npu: collect with acl.prof, not msprof")
-    args = lesson.parse(argv)
+    args = lesson.parse(argv)  # the harness adds --workload FILE and --threads N
     variants = parse_variants(args.variant)
+    # Loaded once (load_workload keeps it by file content): start() gets the same one and records it.
+    files = ModelFiles(load_workload(args.workload))
     npu = detect().is_npu
-    run = lesson.start(args=args, check=lambda backend: validate(variants, backend),
+    run = lesson.start(args=args, check=lambda backend: validate(variants, files, backend),
                        command=[sys.executable, __file__, *argv], variants=[v.name for v in variants],
                        warmup_executes=WARMUP, measured_executes=MEASURED,
                        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
-    reference = workload.reference_output()
+    reference = files.workload._reference_arrays()
+    exported = load_onnx(files.onnx, files)
     results: dict[str, VariantResult] = {}
     verdicts: list[Verdict] = []
     code = 1
@@ -185,13 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         for variant in variants:
             (run.out / variant.name).mkdir()
             print(f"[{variant.name}] {variant.summary}", flush=True)
-            results[variant.name] = profile_and_read(variant, run.out / variant.name, run, args.acl_prof, reference)
-            verdicts += variant_verdicts(results[variant.name], run.npu)
+            results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
+                                                     reference, exported)
+            verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
         print(interpret(results, run.backend))
         print(text.render_verdicts(verdicts))
         code = 0 if all(v.ok for v in verdicts) else 1
     finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
-        run.finish(completed=len(results) == len(variants), exit_code=code, results=summary(results, run.out, run.npu),
+        models = {v.name: files.model_path(v, run.npu) for v in variants}
+        run.finish(completed=len(results) == len(variants), exit_code=code,
+                   results=summary(results, run.out, run.npu, models),
                    verdicts_passed=bool(verdicts) and all(v.ok for v in verdicts))
     print(f"Output: {run.out}")
     return code

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 from build_model import load_onnx
-from variants import INPUT_NAME, MEASURED, WARMUP, Variant, check_feed, make_feed
+from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, check_feed
 
 from common.collect import msprof_layout
 from common.errors import LabError
@@ -27,7 +27,9 @@ KERNEL_SUFFIX = "_kernel_time"
 TASK_TYPE = "CPU"  # the portable backend's core type, never an NPU core name
 DEVICE_ID = "host"
 
-_ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16"}
+_ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+              "tensor(bool)": "bool"}
 # ORT's tensor type names -> the upper-case names msprof prints in "Input Data Types".
 _DTYPE_NAMES = {"float": "FLOAT", "float16": "FLOAT16", "double": "DOUBLE", "int64": "INT64", "int32": "INT32"}
 
@@ -116,51 +118,55 @@ def to_tasks(events: list[dict], start_ns: int) -> list[Task]:
 
 
 # ----- the profiled run: a session on the built file, its profile written in msprof's layout -----
-def open_session(path: Path, profile_prefix: Path | None = None):
-    """An ORT session on an already-optimized model file, run as saved."""
+def open_session(path: Path, files: ModelFiles, profile_prefix: Path | None = None, threads: int | None = None):
+    """An ORT session on an already-optimized model file of ``files``' workload, run as saved
+    (on ``threads`` intra-op threads, as --threads sets torch's in the other modes; None: ORT's default)."""
     import onnxruntime as ort
 
-    load_onnx(path)  # missing / corrupt / wrong-shape files stop here with one clear line
+    load_onnx(path, files)  # missing / corrupt / wrong-shape / other-workload files stop here with one line
     options = ort.SessionOptions()
     # The file was optimized offline by build_model.py: run it as saved, so the ops ORT executes
     # are exactly the nodes we count in the file.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = str(profile_prefix)
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own exception types for unloadable graphs
-        raise LabError(
-            f"ONNX Runtime cannot load {path}: {str(err).splitlines()[0]}", "rebuild: bash 03_api_pyAcl/build_model.sh"
-        ) from None
+        raise LabError(f"ONNX Runtime cannot load {path}: {str(err).splitlines()[0]}", f"rebuild: {BUILD}") from None
 
 
-def validate_portable(variant: Variant) -> None:
-    """Before anything is written: the model exists, loads, and takes this variant's input."""
-    path = variant.portable_path()
-    session = open_session(path)
-    inp = session.get_inputs()[0]
-    check_feed(make_feed(variant), inp.shape, _ORT_TYPES.get(inp.type, inp.type), f"{path.name} input {inp.name}")
+def validate_portable(variant: Variant, files: ModelFiles) -> None:
+    """Before anything is written: the model exists, loads, and takes this variant's inputs, every one."""
+    path = files.portable_path(variant)
+    session = open_session(path, files)
+    for inp, feed in zip(session.get_inputs(), files.feeds(variant), strict=True):
+        check_feed(feed, inp.shape, _ORT_TYPES.get(inp.type, inp.type), f"{path.name} input {inp.name}")
 
 
-def collect_portable(variant: Variant, variant_dir: Path) -> tuple[dict[str, Path], np.ndarray, Path, str, bool]:
-    """Run the variant under ORT's profiler and write msprof-schema files of the measured runs."""
-    session = open_session(variant.portable_path(), variant_dir / "onnxruntime_profile")
-    feed = make_feed(variant)
+def collect_portable(variant: Variant, files: ModelFiles, variant_dir: Path,
+                     threads: int | None = None) -> tuple[dict[str, Path], list[np.ndarray], Path, str, bool]:
+    """Run the variant under ORT's profiler (every input fed, every output kept) and write msprof-schema files
+    of the measured runs."""
+    path = files.portable_path(variant)
+    session = open_session(path, files, variant_dir / "onnxruntime_profile", threads)
+    feeds = dict(zip(files.input_names, files.feeds(variant), strict=True))
     try:
         for _ in range(WARMUP + MEASURED):
-            output = session.run(None, {INPUT_NAME: feed})[0]
+            outputs = session.run(None, feeds)
     except Exception as err:
-        raise LabError(f"ONNX Runtime failed to run {variant.portable_path()}: {str(err).splitlines()[0]}") from None
+        raise LabError(f"ONNX Runtime failed to run {path}: {str(err).splitlines()[0]}", f"rebuild: {BUILD}") from None
     raw = Path(session.end_profiling()).rename(variant_dir / "onnxruntime_profile.json")
     profile = load_profile(raw)
     events = measured_events(profile, WARMUP, MEASURED)  # warm-up runs are filtered out here, by run
     tasks = writers.with_wait_times(to_tasks(events, session.get_profiling_start_time_ns()))
 
     prof = msprof_layout.new_prof_dir(variant_dir)
-    files = {
+    files_written = {
         "op_summary": writers.write_op_summary(prof.file("op_summary"), tasks),
         "op_statistic": writers.write_op_statistic(prof.file("op_statistic"), writers.aggregate_op_statistic(tasks)),
         "timeline": writers.write_trace(
@@ -168,4 +174,4 @@ def collect_portable(variant: Variant, variant_dir: Path) -> tuple[dict[str, Pat
         ),
     }
     window = f"{len(profile.runs)} runs recorded, the first {WARMUP} excluded by run, {MEASURED} measured"
-    return files, output, raw, window, len(profile.runs) == WARMUP + MEASURED
+    return files_written, list(outputs), raw, window, len(profile.runs) == WARMUP + MEASURED

@@ -1,8 +1,10 @@
 """What one profiled variant gave, and the table that sets the variants side by side.
 
 ``VariantResult`` is everything the checks and the report need about one variant, read back
-from disk; ``explain`` turns the Cast figures into sentences, ``render`` prints the comparison
-table and each variant's top ops; ``summary`` is what run_info.json keeps of it.
+from disk; ``file_verdict`` and ``graph_count_verdict`` check its files and its counts against its
+built graph; ``explain`` turns the Cast figures into sentences, ``render`` prints the comparison
+table (the graph changes named in its fusions column) and each variant's top ops; ``summary``
+is what run_info.json keeps of it.
 """
 
 from __future__ import annotations
@@ -11,11 +13,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graph_changes import Change, describe
 from variants import MEASURED, WARMUP, Variant
 
 from common.analyze import families
+from common.analyze.checks import Verdict
 from common.backend import Backend
+from common.errors import LabError
+from common.formats import schema
 from common.formats.records import OpStat, Task
+from common.formats.table import read_table
 from common.render import text
 
 # The original demo's figures on an Atlas 910B3 (ATC default policy), quoted for comparison only:
@@ -33,11 +40,13 @@ class VariantResult:
     tasks: list[Task]  # measured executes only
     stats: list[OpStat]  # op_statistic of those tasks
     graph_counts: Counter  # compute ops by type in the built model file
-    metrics: dict[str, float]  # accuracy against the fp32 reference
+    metrics: dict[str, float]  # accuracy against the fp32 reference, all outputs together
+    outputs: list[dict]  # per output: name, max/mean abs diff, cosine, scale (max |reference|), tol
     files: dict[str, Path]
     window: str  # how the measured window was cut, in words
     window_ok: bool
     raw_profile: Path | None = None
+    changes: list[Change] = field(default_factory=list)  # exporter's and converter's, named
     notes: list[str] = field(default_factory=list)
 
     def per_execute(self, op_type: str) -> float:
@@ -48,6 +57,41 @@ class VariantResult:
 
     def execute_us(self) -> float:
         return sum(t.duration_us for t in self.tasks) / MEASURED
+
+    def top_family(self) -> tuple[str, float]:
+        shares = families.family_share(self.stats, ("init",))
+        top = max(shares, key=shares.get) if shares else "none"
+        return top, shares.get(top, 0.0)
+
+    def worst_output(self) -> dict:
+        """The output closest to (or furthest past) its tolerance."""
+        return max(self.outputs, key=lambda o: o["max_abs_diff"] / o["tol"] if o["tol"] else float("inf"))
+
+
+def file_verdict(variant: Variant, files: dict[str, Path], npu: bool) -> Verdict:
+    """Both files exist, have rows, and carry the columns msprof writes (all of them, on portable)."""
+    parts, ok = [], True
+    npu_columns = ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
+    required = {"op_summary": npu_columns if npu else schema.OP_SUMMARY, "op_statistic": schema.OP_STATISTIC}
+    for name, columns in required.items():
+        try:
+            rows = len(read_table(files[name], columns, "msprof / this mode"))
+        except LabError as err:
+            ok, rows = False, f"error: {err}"
+        ok &= isinstance(rows, int) and rows > 0
+        parts.append(f"{files[name].name} {len(columns)} columns, {rows} rows")
+    return Verdict(f"files and columns ({variant.name})", ok, "; ".join(parts))
+
+
+def graph_count_verdict(result: VariantResult) -> Verdict:
+    """Each op type runs per execute exactly as often as the built graph holds it."""
+    measured = Counter(t.op_type for t in result.tasks)
+    parts, ok = [], True
+    for op_type in sorted(set(result.graph_counts) | set(measured)):
+        want, got = result.graph_counts.get(op_type, 0), measured.get(op_type, 0) / MEASURED
+        ok &= got == want
+        parts.append(f"{op_type} {got:g} (graph {want})")
+    return Verdict(f"op counts per execute match the graph ({result.variant.name})", ok, ", ".join(parts))
 
 
 def fallback_casts(result: VariantResult) -> float:
@@ -68,7 +112,8 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
         if not npu and fallback_casts(default):
             lines.append(
                 f"  {fallback_casts(default):g} of them were added by ONNX Runtime, not by the fp16 conversion: "
-                "its CPU provider has no fp16 Gemm/Erf kernels, so it runs those nodes in fp32 and casts "
+                "its CPU provider lacks fp16 kernels for some of the graph's ops (Gemm and Erf for TinyMLP), "
+                "so it runs those nodes in fp32 and casts "
                 "the fp16 weights and constants up on every execute. This backend pays for the policy "
                 "without computing in fp16."
             )
@@ -82,60 +127,61 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
                 "so feeding fp16 moves the boundary Cast instead of removing it. On an NPU, which has "
                 "fp16 kernels, --input_fp16_nodes / --output_type=FP16 remove it."
                 if not npu
-                else "ATC kept Casts; check that --input_fp16_nodes names the model's input."
+                else "ATC kept Casts; check that --input_fp16_nodes names every floating-point input."
             )
             lines.append(f"fp16-io: {fp16_io.per_execute('Cast'):g} Cast per execute, not fewer than default: " + why)
     return lines
 
 
 def render(results: dict[str, VariantResult], backend: Backend) -> str:
-    header = [
-        "variant",
-        "Cast/execute",
-        "Cast share",
-        "MatMul share",
-        "op time/execute (us)",
-        "max abs diff",
-        "mean abs diff",
-        "cosine",
-    ]
-    rows = [
-        [
-            name,
-            r.per_execute("Cast"),
-            f"{100 * r.share('cast'):.1f}%",
-            f"{100 * r.share('matmul'):.1f}%",
-            r.execute_us(),
-            f"{r.metrics['max_abs_diff']:.3g}",
-            f"{r.metrics['mean_abs_diff']:.3g}",
-            f"{r.metrics['cosine']:.6f}",
-        ]
-        for name, r in results.items()
-    ]
+    header = ["variant", "Cast/execute", "Cast share", "top family", "op time/execute (us)", "max abs diff",
+              "tol", "cosine", "fusions"]
+    rows = []
+    for name, r in results.items():
+        family, share = r.top_family()
+        worst = r.worst_output()
+        rows.append([name, r.per_execute("Cast"), f"{100 * r.share('cast'):.1f}%", f"{family} {100 * share:.1f}%",
+                     r.execute_us(), f"{worst['max_abs_diff']:.3g}", f"{worst['tol']:.2g}",
+                     f"{min(o['cosine'] for o in r.outputs):.6f}", describe(converter_changes(r))])
     top = []
     for name, r in results.items():
         ops = ", ".join(f"{s.op_type} {s.ratio_pct:.1f}%" for s in families.top_ops(r.stats, 4))
         top.append(f"  {name}: {ops}")
+    first = next(iter(results.values()))
+    changes = [f"  exporter (every variant): {describe([c for c in first.changes if c.stage == 'exporter'])}"]
+    changes += [f"  {name} ({'ATC' if backend.is_npu else 'ONNX Runtime'}): {describe(converter_changes(r))}"
+                for name, r in results.items()]
     return "\n".join(
         [
-            f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant",
+            f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant "
+            "(accuracy: the output furthest into its tolerance; fusions: what the converter changed)",
             text.render_table(header, rows),
+            "Graph changes against the model, named (fusions, folds, ops added or removed):",
+            *changes,
             "Top ops by share of op time:",
             *top,
         ]
     )
 
 
-def summary(results: dict[str, VariantResult], out: Path, npu: bool) -> dict[str, dict]:
-    """Per variant, what run_info.json records: model, Cast figures, accuracy, graph counts, files."""
+def converter_changes(result: VariantResult) -> list[Change]:
+    return [c for c in result.changes if c.stage != "exporter"]
+
+
+def summary(results: dict[str, VariantResult], out: Path, npu: bool, models: dict[str, Path]) -> dict[str, dict]:
+    """Per variant, what run_info.json records: model, Cast figures, accuracy, graph counts and changes, files."""
     return {
         name: {
-            "model": str(r.variant.model_path(npu)),
+            "model": str(models[name]),
             "cast_per_execute": r.per_execute("Cast"),
             "cast_share": r.share("cast"),
             "matmul_share": r.share("matmul"),
+            "top_family": r.top_family()[0],
             "accuracy": r.metrics,
+            "accuracy_per_output": r.outputs,
             "graph_op_counts": dict(r.graph_counts),
+            "graph_changes": [{"stage": c.stage, "change": str(c), "family_delta": c.delta,
+                               "loose": sorted(c.loose)} for c in r.changes],
             "window": r.window,
             "files": {k: str(p.relative_to(out)) for k, p in r.files.items()},
         }

@@ -1,6 +1,7 @@
 """Mode 04 · DDP — beyond one device: profile every rank of a torch.distributed job.
 
-What you will do: train TinyMLP (forward, backward, optimizer step) under
+What you will do: train TinyMLP (or your workload: ``--workload FILE``; forward, its loss,
+backward, optimizer step) under
 DistributedDataParallel on N ranks launched by ``torchrun``, with mode 04's profiler running in
 every rank (torch_npu.profiler + HCCL on an NPU; torch.profiler + gloo on the portable
 backend), then read the per-rank step tables side by side: the cluster view.
@@ -12,7 +13,7 @@ What you will learn:
   collective, so *their* communication time grows, not its own;
 - what a failed rank looks like: the run stops, names the rank and leaves nothing running.
 
-Usage: ``bash 04_pyTorch/run_ddp.sh [nproc] [device_list] [--slow-rank R]``.
+Usage: ``bash 04_pyTorch/run_ddp.sh [nproc] [device_list] [--slow-rank R] [--workload FILE]``.
 The same file is the per-rank program torchrun starts (``--worker``; not for direct use).
 """
 
@@ -29,7 +30,7 @@ from model_with_profiler import ACTIVE, MODE_DIR, STEPS, WAIT, WARMUP, npu_profi
 
 from common.analyze import checks, cluster
 from common.collect import ranks
-from common.workload import BATCH, build_model, expected_op_counts, make_input
+from common.workload import BATCH, build_model, expected_op_counts, load_workload, make_input
 
 LEARNING_RATE = 0.01
 
@@ -42,10 +43,11 @@ def worker(args) -> int:
     with ranks.RankStatus.start(out, rank) as status:  # pid / step / state for the driver; an error, if any
         # The rank selects its own device (the LOCAL_RANK-th of the sorted list), then HCCL (gloo on the CPU).
         device, npu = ranks.join_process_group(local_rank, args.timeout, args.rank_devices)
-        model = build_model().train().to(device)
+        work = load_workload(args.workload, check=False)  # the driver checked the file before it started us
+        model = work.build_model().train().to(device)
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if npu else None)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=LEARNING_RATE)
-        x = local_batch(rank, world, args.slow_rank, args.slow_factor).to(device)
+        x = tuple(t.to(device) for t in local_batch(work, rank, world, args.slow_rank, args.slow_factor))
         sync = torch.npu.synchronize if npu else (lambda: None)
         status.update(state="running")
         # Mode 04's profiler and schedule (skip 1, warm up 3, record 5), in every rank. At Level1
@@ -54,28 +56,41 @@ def worker(args) -> int:
             for step in range(STEPS):
                 status.update(step=step)
                 inject_fault(args.fault, rank, step)
-                train_step(ddp, optimizer, x)
+                train_step(ddp, optimizer, x, work)
                 sync()  # the device runs behind the host: the step ends when its work has
                 prof.step()
         if not npu:
             ranks.write_portable_rank(prof, out, rank, (WAIT, WARMUP, ACTIVE), world_size=world,
-                                      local_batch=int(x.shape[0]), launch_id=args.launch_id)
-        status.update(state="done", params=params_digest(model), local_batch=int(x.shape[0]))
+                                      local_batch=int(x[0].shape[0]), launch_id=args.launch_id)
+        status.update(state="done", params=params_digest(model), local_batch=int(x[0].shape[0]))
         torch.distributed.destroy_process_group()
     return status.exit_code
 
 
-def local_batch(rank: int, world: int, slow_rank: int | None, slow_factor: int) -> torch.Tensor:
-    """This rank's 32-row shard of the global batch; the slow rank repeats it (more work, the same gradient)."""
-    x = make_input(BATCH * world)[rank * BATCH : (rank + 1) * BATCH]
-    return x.repeat(slow_factor, 1) if rank == slow_rank else x
+def local_batch(work, rank: int, world: int, slow_rank: int | None, slow_factor: int) -> tuple:
+    """This rank's shard of the global batch (TinyMLP: 32 rows of a 32 x world batch; a workload file: its
+    fixed input split along the first dimension); the slow rank repeats its shard (more work)."""
+    if work.path is None:
+        shards = (make_input(BATCH * world)[rank * BATCH : (rank + 1) * BATCH],)
+    else:
+        shards = tuple(torch.tensor_split(t, world)[rank] for t in work.inputs())
+    if rank == slow_rank:
+        shards = tuple(t.repeat(slow_factor, *[1] * (t.dim() - 1)) for t in shards)
+    return shards
 
 
-def train_step(model, optimizer, x) -> None:
+def train_step(model, optimizer, x: tuple, work, scale: float = 1.0) -> None:
     """One data-parallel training step; DDP all-reduces the gradient buckets during backward."""
     optimizer.zero_grad(set_to_none=True)
-    model(x).square().mean().backward()
+    step_loss(model, x, work, scale).backward()
     optimizer.step()
+
+
+def step_loss(model, x: tuple, work, scale: float = 1.0):
+    """The workload's loss(output, input) (the input as make_input() shapes it), else the mean square output."""
+    out = model(*x)
+    loss = work.loss(out, x if len(x) > 1 else x[0]) if work.loss else out.square().mean()
+    return loss * scale if scale != 1.0 else loss
 
 
 def inject_fault(fault: str | None, rank: int, step: int) -> None:
@@ -101,26 +116,41 @@ def params_digest(model) -> dict:
 
 
 # --- 2. check ----------------------------------------------------------------------------------------
-def check_run(view, statuses: dict[int, dict], nproc: int) -> list:
-    """Per rank and step 11 MatMul + 6 GELU (backward: 2 MatMuls per Linear but the first, whose input needs
-    no gradient); the same collectives everywhere; the weights equal to one process on the global batch."""
+def check_run(view, statuses: dict[int, dict], plan, work) -> list:
+    """TinyMLP: per rank and step 11 MatMul + 6 GELU (backward: 2 MatMuls per Linear but the first, whose input
+    needs no gradient); a workload file: at least its training forward's ops per step (backward counts are not
+    derived from the model). The same collectives everywhere; the weights equal to one process's reference."""
+    files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
+    verdicts = [checks.check_files([p.dataset for p in view.ranks], files, f"{plan.nproc} ranks")]
     forward = expected_op_counts(build_model())
     per_step = {"matmul": 3 * forward["matmul"] - 1, "activation": 2 * forward["activation"]}
-    files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
-    verdicts = [checks.check_files([p.dataset for p in view.ranks], files, f"{nproc} ranks")]
     for p in view.ranks:
         tasks = [t for t in p.dataset.tasks if t.step_id is not None and t.task_type != "COMMUNICATION"]
-        verdicts.append(checks.check_counts(tasks, ACTIVE, per_step, f"rank {p.rank}, {ACTIVE} training steps"))
-    return verdicts + [checks.check_collectives(view.ranks), checks.check_params(statuses, reference_norms(nproc))]
+        where = f"rank {p.rank}, {ACTIVE} training steps"
+        verdicts.append(checks.check_counts(tasks, ACTIVE, per_step, where) if work.path is None
+                        else checks.check_training_counts(tasks, ACTIVE, work, where))
+    how = ("one process on the global batch" if work.path is None else
+           "one process averaging the ranks' gradients over their shards")
+    return verdicts + [checks.check_collectives(view.ranks), checks.check_params(statuses, reference_norms(plan, work), how)]
 
 
-def reference_norms(nproc: int) -> list[float]:
-    """Parameter norms after the same steps on one process with the whole global batch (nproc x 32 rows)."""
-    model = build_model().train()
+def reference_norms(plan, work) -> list[float]:
+    """Parameter norms after the same steps in one process. TinyMLP: on the whole global batch (nproc x 32
+    rows). A workload file: every rank's shard in turn, each loss scaled by 1/nproc, gradients summed — the
+    average DDP's all-reduce computes, whatever the loss or BatchNorm do with a batch."""
+    model = work.build_model().train()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    x = make_input(BATCH * nproc)
+    if work.path is None:
+        x = (make_input(BATCH * plan.nproc),)
+        for _ in range(STEPS):
+            train_step(model, optimizer, x, work)
+        return params_digest(model)["norms"]
+    shards = [local_batch(work, r, plan.nproc, plan.slow_rank, plan.slow_factor) for r in range(plan.nproc)]
     for _ in range(STEPS):
-        train_step(model, optimizer, x)
+        optimizer.zero_grad(set_to_none=True)
+        for x in shards:
+            step_loss(model, x, work, 1.0 / plan.nproc).backward()
+        optimizer.step()
     return params_digest(model)["norms"]
 
 
@@ -141,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if not run.completed:
         return 1
     view = cluster.load_cluster(run.out)  # every rank's step table; refuses ranks that do not belong together
-    verdicts = check_run(view, run.statuses, run.plan.nproc) + interpret(view, run.plan)
+    verdicts = check_run(view, run.statuses, run.plan, run.workload) + interpret(view, run.plan)
     return run.report(view, verdicts, cross_check=args.cross_check)  # + msprof-analyze's, when installed
 
 

@@ -1,15 +1,16 @@
 """Mode 04 — white-box profiling from inside PyTorch, with a schedule.
 
-What you will do: wrap the TinyMLP inference loop in ``torch_npu.profiler`` (the portable
-backend: ``torch.profiler``) with ``schedule(wait=1, warmup=3, active=5)``, then read the
-step table ``step_trace_time.csv`` next to ``kernel_details.csv`` and ``op_statistic.csv``.
+What you will do: wrap the workload's inference loop (TinyMLP, or your model with
+``--workload FILE``; with ``--train``, its training steps) in ``torch_npu.profiler`` (the
+portable backend: ``torch.profiler``) with ``schedule(wait=1, warmup=3, active=5)``, then read
+the step table ``step_trace_time.csv`` next to ``kernel_details.csv`` and ``op_statistic.csv``.
 
 What you will learn:
 - why a schedule: the first steps pay one-off costs, so only the active steps are recorded;
 - Computing vs Free per step: is the device busy, or waiting for the host (host-bound)?
 - what profiling itself costs: the same steps are timed again without the profiler.
 
-Usage: ``bash 04_pyTorch/run.sh [device]``.
+Usage: ``bash 04_pyTorch/run.sh [device] [--workload FILE] [--train] [--threads N]``.
 """
 
 from __future__ import annotations
@@ -18,23 +19,17 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 # The schedule: skip 1 step, warm up 3 (recorded, then thrown away: caches and allocator
 # settle), record 5. Only the 5 active steps reach the files.
 WAIT, WARMUP, ACTIVE = 1, 3, 5
 STEPS = WAIT + WARMUP + ACTIVE
+LEARNING_RATE = 0.01  # plain SGD at a fixed rate: every run takes the same steps
 MODE_DIR = Path(__file__).resolve().parent.parent
 
 
 # --- 1. profile ---------------------------------------------------------------------------------
-def profile_npu(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
-    """torch_npu.profiler on the NPU: it writes ``<out>/*_ascend_pt/`` itself when the schedule ends."""
-    with npu_profiler(out) as prof:
-        return run_steps(model, x, STEPS, prof.step, torch.npu.synchronize)
-
-
 def npu_profiler(out: Path):
     """The profiler itself, with the schedule: ``with npu_profiler(out) as prof:``, ``prof.step()`` per step."""
     import torch_npu
@@ -55,16 +50,6 @@ def npu_profiler(out: Path):
     )
 
 
-def profile_portable(model, x, out: Path) -> tuple[list[float], torch.Tensor]:
-    """torch.profiler with the same schedule, written in torch_npu's layout and columns."""
-    from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
-
-    with portable_profiler() as prof:
-        times, y = run_steps(model, x, STEPS, prof.step)
-    write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
-    return times, y
-
-
 def portable_profiler():
     """torch.profiler with the same schedule (the CPU is the only device it sees)."""
     schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
@@ -72,36 +57,83 @@ def portable_profiler():
                                   record_shapes=True, profile_memory=True)
 
 
-def run_steps(model, x, steps: int, on_step=None, sync=lambda: None) -> tuple[list[float], torch.Tensor]:
-    """``steps`` forwards; returns each step's host wall time (µs) and the last output."""
-    times = []
-    with torch.no_grad():
-        for _ in range(steps):
-            start = time.perf_counter()
-            y = model(x)
-            sync()  # the device runs behind the host: wait for it, or the step time is launch time only
-            if on_step:
-                on_step()  # tell the profiler a step ended: the schedule advances here
-            times.append((time.perf_counter() - start) * 1e6)
-    return times, y
+def profile_npu(model, x, out: Path, step=None) -> tuple[list[float], list]:
+    """torch_npu.profiler around ``step`` (default: a no-grad ``model(x)``); it writes ``<out>/*_ascend_pt/``
+    itself when the schedule ends."""
+    with npu_profiler(out) as prof:
+        return run_steps(step or forward_step(model, (x,)), prof.step, torch.npu.synchronize)
+
+
+def profile_portable(model, x, out: Path, step=None) -> tuple[list[float], list]:
+    """torch.profiler with the same schedule, written in torch_npu's layout and columns."""
+    from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
+
+    with portable_profiler() as prof:
+        result = run_steps(step or forward_step(model, (x,)), prof.step)
+    write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
+    return result
+
+
+def run_steps(step, on_step=None, sync=lambda: None) -> tuple[list[float], list]:
+    """``STEPS`` calls of ``step``; returns each step's host wall time (µs) and what each step returned."""
+    times, results = [], []
+    for _ in range(STEPS):
+        start = time.perf_counter()
+        results.append(step())
+        sync()  # the device runs behind the host: wait for it, or the step time is launch time only
+        if on_step:
+            on_step()  # tell the profiler a step ended: the schedule advances here
+        times.append((time.perf_counter() - start) * 1e6)
+    return times, results
+
+
+def forward_step(model, args: tuple):
+    """One inference forward, ``model(*args)``, with no autograd graph (as a deployed model runs)."""
+    def forward():
+        with torch.no_grad():
+            return model(*args)
+    return forward
+
+
+def make_step(work, device: str, train: bool):
+    """A fresh model (same seed, same weights) and its step: a forward, or with ``train`` a training
+    step — forward, the workload's loss, backward, an SGD step — with autograd recording."""
+    model, raw = work.build_model().to(device), work.make_input()
+    raw = tuple(t.to(device) for t in raw) if isinstance(raw, tuple) else raw.to(device)
+    if not train:
+        return forward_step(model, raw if isinstance(raw, tuple) else (raw,))
+    model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = work.loss(model(*raw) if isinstance(raw, tuple) else model(raw), raw)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+    return train_step
 
 
 # --- 2. check · 3. read -----------------------------------------------------------------------------
-def check_run(run, model) -> list:
-    """The active steps' tasks: 4 MatMul + 3 Gelu each, Σ op time ≈ Computing, output = fp32 reference."""
+def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) -> list:
+    """The active steps' tasks against the workload's counts, Σ op time ≈ Computing, output = fp32 reference."""
     from common.analyze import checks
-    from common.workload import expected_op_counts
 
+    work, where = run.workload, f"04, {ACTIVE} active steps"
     datasets = run.datasets(kind="torch_npu")
     tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]  # warm-up steps have no Step Id
     steps = [s for ds in datasets for s in ds.steps]
-    return [
-        checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04"),
-        checks.check_counts(tasks, ACTIVE, expected_op_counts(model), f"04, {ACTIVE} active steps"),
-        checks.check_top_family(checks.stats_of(datasets), "matmul", "04"),
-        checks.check_sum_vs_computing(tasks, steps, "04"),
-        checks.check_output_file(run.out / "output.npy", "04"),
-    ]
+    verdicts = [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04")]
+    if train:  # backward op counts are not derived from the model: the training forward's are a lower bound
+        return verdicts + [
+            checks.check_training_counts(tasks, ACTIVE, work, where),
+            checks.not_applicable("top family (04)", "not applicable: EXPECT['top_family'] is about the forward; "
+                                  "a training step adds backward and optimizer ops"),
+            checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
+    return verdicts + [
+        checks.check_forward_counts(tasks, ACTIVE, work, where),
+        checks.check_declared_top_family(checks.stats_of(datasets), work, "04"),
+        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work)]
 
 
 # --- 4. interpret ----------------------------------------------------------------------------------
@@ -116,25 +148,45 @@ def overhead_line(profiled_us: list[float], plain_us: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from common.analyze.checks import save_output
+    from common.collect.calibrate import step_disturbance
+    from common.errors import LabError
     from common.lesson import Lesson, require_module
-    from common.workload import build_model, make_input
+    from common.workload import load_workload
 
-    run = Lesson("pytorch", MODE_DIR, __doc__).start(
-        argv, forwards=ACTIVE, schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
+    lesson = Lesson("pytorch", MODE_DIR, __doc__)
+    lesson.parser.add_argument("--train", action="store_true",
+                               help="profile training steps (forward, loss, backward, SGD step): needs loss()")
+
+    def needs_loss(backend) -> None:  # checked before the output folder is touched
+        if args.train and (work := load_workload(args.workload)).loss is None:
+            raise LabError(f"--train needs a loss, and {work.where} defines no loss()",
+                           "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train")
+
+    args = lesson.parse(argv)
+    run = lesson.start(args=args, check=needs_loss, forwards=ACTIVE, train=args.train,
+                       schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
     require_module(run.backend, "torch_npu", "pip install torch_npu matching your torch")
-    model, x, sync = build_model(), make_input(), (lambda: None)
+    device, sync = "cpu", (lambda: None)
     if run.npu:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
 
         torch.npu.set_device(run.device)  # the logical device you named; msprof profiles the one in use
-        device = f"npu:{run.device}"
-        model, x, sync = model.to(device), x.to(device), torch.npu.synchronize
+        device, sync = f"npu:{run.device}", torch.npu.synchronize
 
-    profiled_us, y = (profile_npu if run.npu else profile_portable)(model, x, run.out)
-    plain_us, _ = run_steps(model, x, STEPS, sync=sync)  # the same steps without the profiler
-    np.save(run.out / "output.npy", y.float().cpu().numpy())
-    run.finish(completed=True, overhead={"profiled_step_us": profiled_us, "plain_step_us": plain_us})
-    return run.report(check_run(run, model), notes=[overhead_line(profiled_us, plain_us)])
+    step = make_step(run.workload, device, args.train)
+    profiled_us, results = (profile_npu if run.npu else profile_portable)(None, None, run.out, step)
+    # The same steps without the profiler, from a fresh model: what profiling costs (and, for
+    # training, what the steps compute when nothing watches them).
+    plain_us, plain = run_steps(make_step(run.workload, device, args.train), sync=sync)
+    losses = ([float(v) for v in results], [float(v) for v in plain]) if args.train else None
+    if not args.train:
+        save_output(run.out / "output.npy", results[-1])
+    run.finish(completed=True, overhead={"profiled_step_us": profiled_us, "plain_step_us": plain_us},
+               **({"losses": {"profiled": losses[0], "plain": losses[1]}} if losses else {}))
+    disturbed = step_disturbance(profiled_us[-ACTIVE:], f"the {ACTIVE} active steps' wall times")
+    return run.report(check_run(run, args.train, losses), notes=[overhead_line(profiled_us, plain_us)],
+                      warnings=[disturbed] if disturbed else [])
 
 
 if __name__ == "__main__":

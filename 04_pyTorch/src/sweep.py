@@ -1,17 +1,18 @@
 """Mode 04, extended: sweep the model's size and watch the step turn from host-bound to compute-bound.
 
-What you will do: profile the same TinyMLP loop as ``model_with_profiler.py`` (same schedule,
-same profiler, same files) for a small grid of hidden sizes and batch sizes, and read
-Computing : Free from each point's ``step_trace_time.csv``.
+What you will do: profile the same loop as ``model_with_profiler.py`` (same schedule, same
+profiler, same files) over a small grid of sizes, and read Computing : Free from each point's
+``step_trace_time.csv``. TinyMLP (the default workload) is swept over hidden size x batch; any
+other workload (``--workload FILE``) over its batch: the first dimension of ``make_input()``.
 
 What you will learn:
 - the host's cost per op is roughly fixed, the device's grows with the work: small models are
   host-bound (Free dominates), large ones compute-bound — where the line is depends on the device;
 - a larger batch moves the turning point to smaller models (more work per launch);
-- why the TinyMLP of the demo is host-bound on an NPU yet compute-bound on a CPU.
+- to check a throughput figure against the device's peak before believing it.
 
-Usage: ``nox -s sweep`` or ``bash 04_pyTorch/run.sh``'s interpreter on
-``04_pyTorch/src/sweep.py [device] [--hidden 64,128,...,4096] [--batch 1,32]``.
+Usage: ``nox -s sweep [-- --workload FILE]`` or ``bash 04_pyTorch/run.sh``'s interpreter on
+``04_pyTorch/src/sweep.py [device] [--hidden 64,128,...,4096] [--batch 1,32] [--workload FILE]``.
 """
 
 from __future__ import annotations
@@ -24,97 +25,152 @@ from pathlib import Path
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
 
 import torch  # noqa: E402
-from model_with_profiler import ACTIVE, MODE_DIR, profile_npu, profile_portable  # noqa: E402
+from model_with_profiler import ACTIVE, MODE_DIR, forward_step, profile_npu, profile_portable  # noqa: E402
 
 from common.analyze import step_bound  # noqa: E402
-from common.backend import detect, parse_device_id, select_device  # noqa: E402
+from common.backend import detect, parse_device_id, select_device, soc_version  # noqa: E402
 from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
-from common.render.text import render_table  # noqa: E402
 from common.formats.rundir import finish_run, prepare_output_dir, start_run  # noqa: E402
-from common.workload import N_LINEAR, build_model, make_input  # noqa: E402
+from common.render.text import render_table  # noqa: E402
+from common.workload import build_model, load_workload, make_input  # noqa: E402
 
 HIDDEN = (64, 128, 256, 512, 1024, 2048, 4096)
-BATCH = (1, 32)
+BATCH = (1, 32)  # TinyMLP's batches; another workload's default batches: BATCH_ANY
+BATCH_ANY = (1, 4, 16, 64)
 MAX_HIDDEN = 8192  # 4 x 8192^2 fp32 weights = 1 GiB: past that a laptop swaps
+MAX_BATCH = 4096
 OUT = MODE_DIR / "prof_sweep"
 
 
-def parse_sizes(text: str, what: str, upper: int) -> tuple[int, ...]:
+def parse_sizes(text: str, what: str, upper: int, default: tuple[int, ...]) -> tuple[int, ...]:
     """``"64,256"`` -> (64, 256); every value an integer in 1..upper."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        values = ()
+    values = tuple(int(v) for v in text.split(",")) if all(v.strip().isdigit() for v in text.split(",")) else ()
     if not values or any(not 1 <= v <= upper for v in values):
         raise LabError(f"--{what} {text!r} is not a comma-separated list of integers in 1..{upper}",
-                       f"e.g. --{what} {','.join(map(str, HIDDEN if what == 'hidden' else BATCH))}")
+                       f"e.g. --{what} {','.join(map(str, default))}")
     return values
 
 
-def measure(hidden: int, batch: int, out: Path, npu: bool) -> dict:
+def batched(work, batch: int) -> tuple:
+    """The workload's input with its first dimension (the batch) scaled to ``batch``: its samples repeated.
+
+    Repeating keeps the values valid (token ids stay token ids); the profile depends on shapes only.
+    A model that takes no batch dimension there is refused with the reason.
+    """
+    inputs = work.inputs()
+    firsts = {tuple(t.shape)[:1] for t in inputs}
+    shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
+    fix = f"profile it at its own size instead: nox -s pytorch -- 0 --workload {work.path}"
+    if len(firsts) != 1 or firsts == {()} or firsts == {(0,)}:
+        raise LabError(f"{work.where}: the sweep scales the first input dimension as the batch, but make_input() "
+                       f"gives {shapes}: no first dimension common to every input", fix)
+    n = next(iter(firsts))[0]
+    scaled = tuple(t.repeat(-(-batch // n), *[1] * (t.dim() - 1))[:batch] for t in inputs)
+    try:
+        with torch.no_grad():
+            work.forward(work.build_model(), scaled)
+    except Exception as err:  # noqa: BLE001 (the user's model: any failure is a refusal)
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise LabError(f"{work.where}: the model rejects batch {batch} (make_input()'s first dimension {n} "
+                       f"scaled, shapes {shapes}): {type(err).__name__}: {reason}", fix) from None
+    return scaled
+
+
+def counted_flops(model, x: tuple) -> int:
+    """FLOPs of one forward as torch's flop counter counts them (MatMul, convolution, attention kernels it
+    knows; a fused op it does not know counts 0, so the figure is a lower bound). TinyMLP: 2*b*h*h*4."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(*x)
+    return counter.get_total_flops()
+
+
+def measure(model, x: tuple, out: Path, npu: bool) -> dict:
     """Profile one grid point with 04's own driver functions; read its step table back from disk."""
-    model, x = build_model(hidden), make_input(batch, hidden)
-    if npu:
-        model, x = model.to("npu"), x.to("npu")  # the current device: main's torch.npu.set_device
-    (profile_npu if npu else profile_portable)(model, x, out)
-    datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
-    steps = [s for ds in datasets for s in ds.steps]
+    flops = counted_flops(model, x)
+    if npu:  # the current device: main's torch.npu.set_device
+        model, x = model.to("npu"), tuple(t.to("npu") for t in x)
+    (profile_npu if npu else profile_portable)(model, x, out, step=forward_step(model, x))  # model(*x), no grad
+    steps = [s for ds in find_datasets(out) if ds.kind == "torch_npu" for s in ds.steps]
     if not steps:
         raise LabError(f"{out}: no step_trace_time.csv rows", "the profiler wrote no steps; see its messages above")
     # The median step, not the mean: on a shared machine one step that lost the CPU to another
     # process would otherwise move a whole grid point.
     step = sorted(steps, key=lambda s: s.total_us)[len(steps) // 2]
     ratio = step.computing_us / step.total_us if step.total_us else 0.0
-    flops = 2 * batch * hidden * hidden * N_LINEAR  # the Linear layers' MatMuls, per step
     return {
-        "hidden": hidden, "batch": batch, "steps": len(steps), "step_us": step.total_us,
-        "computing_us": step.computing_us, "free_us": step.free_us, "computing_ratio": ratio,
-        "bound": "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound",
-        "matmul_gflops_per_s": flops / step.computing_us / 1e3 if step.computing_us else None,
+        "steps": len(steps), "step_us": step.total_us, "computing_us": step.computing_us, "free_us": step.free_us,
+        "computing_ratio": ratio, "bound": "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound",
+        "flops": flops, "gflops_per_s": flops / step.computing_us / 1e3 if step.computing_us else None,
     }
 
 
-def turning_points(points: list[dict]) -> list[str]:
-    """Per batch: the largest host-bound and the smallest compute-bound hidden size."""
+def peak_flops(backend, device: int) -> tuple[float | None, str]:
+    """The device's FLOP/s peak: the SoC table on an NPU, a calibration of this CPU (at the sweep's threads)."""
+    from common.analyze.bounds import device_peaks
+    from common.collect.calibrate import calibrate
+
+    if not backend.is_npu:
+        return calibrate().flops_per_s, f"calibrated fp32 GEMM on {calibrate().name}"
+    peaks = device_peaks(soc := soc_version(backend, device))
+    return (peaks.flops_per_s, f"{peaks.name} table: {peaks.source}") if peaks else (None, f"{soc} not in the table")
+
+
+def turning_points(points: list[dict], x: str) -> list[str]:
+    """Per series: the largest host-bound and the smallest compute-bound size along ``x``."""
     lines = []
-    for batch in sorted({p["batch"] for p in points}):
-        row = sorted((p for p in points if p["batch"] == batch), key=lambda p: p["hidden"])
-        host = [p["hidden"] for p in row if p["bound"] == "host-bound"]
-        compute = [p["hidden"] for p in row if p["bound"] == "compute-bound"]
+    for series in sorted({p["series"] for p in points}):
+        row = sorted((p for p in points if p["series"] == series), key=lambda p: p[x])
+        host = [p[x] for p in row if p["bound"] == "host-bound"]
+        compute = [p[x] for p in row if p["bound"] == "compute-bound"]
         if host and compute:
-            lines.append(f"batch {batch}: host-bound up to hidden {max(host)}, compute-bound from hidden {min(compute)}")
+            lines.append(f"{series}: host-bound up to {x} {max(host)}, compute-bound from {x} {min(compute)}")
         else:
             kind = "host-bound" if host else "compute-bound"
-            lines.append(f"batch {batch}: {kind} at every hidden size tried ({row[0]['hidden']}..{row[-1]['hidden']})")
+            lines.append(f"{series}: {kind} at every {x} tried ({row[0][x]}..{row[-1][x]})")
     return lines
 
 
-def render(points: list[dict], backend: str) -> str:
-    rows = [[p["hidden"], p["batch"], p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
-             p["bound"], p["matmul_gflops_per_s"]] for p in points]
-    return "\n".join([
+def render(points: list[dict], backend: str, x: str, peak: float | None, peak_source: str) -> str:
+    def gflops(p: dict) -> object:
+        value = p["gflops_per_s"]
+        return "N/A" if value is None else f"{value:,.1f}" + (" (!)" if p["above_peak"] else "")
+
+    sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
+    rows = [[*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
+             p["bound"], gflops(p)] for p in points]
+    peak_text = f"peak {peak / 1e9:,.1f} GFLOP/s ({peak_source})" if peak else f"no peak known ({peak_source})"
+    lines = [
         f"Sweep ({backend}): the median of {ACTIVE} active steps per point; host-bound when Computing < "
         f"{100 * step_bound.HOST_BOUND_BELOW:.0f}% of the step",
-        render_table(["hidden", "batch", "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict",
-                      "MatMul GFLOP/s"], rows),
-        *turning_points(points),
-    ])
+        f"GFLOP/s = FLOPs counted by torch's flop counter per forward / Computing; {peak_text}",
+        render_table([*sizes, "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict", "GFLOP/s"], rows),
+        *turning_points(points, x),
+    ]
+    above = [p for p in points if p["above_peak"]]
+    if above:  # more work per second than the device can do: the figure is wrong, not the device fast
+        lines.append(f"warning: (!) {len(above)} point(s) above the peak: Computing is shorter than the counted "
+                     "FLOPs allow, so it misses time the work took (or the peak was measured under other load); "
+                     "those GFLOP/s are not throughput")
+    return "\n".join(lines)
 
 
-def sweep_html(points: list[dict], text: str, info_line: str) -> str:
+def sweep_html(points: list[dict], text: str, info_line: str, x: str) -> str:
     from common.render import html
 
     series: dict[str, list[tuple[int, float]]] = {}
     for p in points:
-        series.setdefault(f"batch {p['batch']}", []).append((p["hidden"], p["computing_ratio"]))
-    table = [[p["hidden"], p["batch"], p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
+        series.setdefault(p["series"], []).append((p[x], p["computing_ratio"]))
+    sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
+    table = [[*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
               p["bound"]] for p in points]
     return html.page("msprof lab: 04 sweep", info_line, [
-        html.section("Computing share of the step vs model size",
-                     html.sweep_chart("sweep", series, step_bound.HOST_BOUND_BELOW),
-                     note=" ".join(turning_points(points))),
-        html.section("Points", html.table(["hidden", "batch", "step(us)", "Computing(us)", "Free(us)",
+        html.section(f"Computing share of the step vs {x}",
+                     html.sweep_chart("sweep", series, step_bound.HOST_BOUND_BELOW, x_label=f"{x} size"),
+                     note=" ".join(turning_points(points, x))),
+        html.section("Points", html.table([*sizes, "step(us)", "Computing(us)", "Free(us)",
                                            "Computing(%)", "verdict"], table)),
         html.section("As printed", f"<pre>{html.esc(text)}</pre>"),
     ])
@@ -123,15 +179,24 @@ def sweep_html(points: list[dict], text: str, info_line: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="04_pyTorch/src/sweep.py", description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
-    parser.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="hidden sizes (default %(default)s)")
-    parser.add_argument("--batch", default=",".join(map(str, BATCH)), help="batch sizes (default %(default)s)")
+    parser.add_argument("--hidden", help=f"TinyMLP's hidden sizes (default {','.join(map(str, HIDDEN))})")
+    parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, BATCH))} for TinyMLP, "
+                                        f"{','.join(map(str, BATCH_ANY))} for another workload)")
+    parser.add_argument("--workload", metavar="FILE", help="a workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     parser.add_argument("--threads", type=int, default=1,
                         help="portable: CPU threads for torch (default 1; 0 = torch's default)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not 0 <= args.threads <= 1024:
         raise LabError(f"--threads {args.threads} is not in 0..1024", "e.g. --threads 1, or 0 for torch's default")
-    hiddens = parse_sizes(args.hidden, "hidden", MAX_HIDDEN)
-    batches = parse_sizes(args.batch, "batch", 4096)
+    work = load_workload(args.workload)  # a bad file stops here, before anything is touched
+    mlp = work.path is None  # TinyMLP: its size is a parameter; any other model keeps its own
+    if not mlp and args.hidden:
+        raise LabError(f"--hidden sizes TinyMLP's layers; {work.name} has no hidden size the sweep can change",
+                       f"sweep its batch: --batch {','.join(map(str, BATCH_ANY))}")
+    hiddens = parse_sizes(args.hidden or ",".join(map(str, HIDDEN)), "hidden", MAX_HIDDEN, HIDDEN) if mlp else (None,)
+    default = BATCH if mlp else BATCH_ANY
+    batches = parse_sizes(args.batch or ",".join(map(str, default)), "batch", MAX_BATCH, default)
+    grid = [(b, h, None if mlp else batched(work, b)) for b in batches for h in hiddens]  # refusals come first
 
     backend = detect()
     print(backend.banner(), flush=True)
@@ -141,33 +206,41 @@ def main(argv: list[str] | None = None) -> int:
         import torch_npu  # noqa: F401
 
         torch.npu.set_device(device)  # the program selects the device; msprof profiles the one in use
-    out = prepare_output_dir(OUT)
-    info = start_run(out, mode="sweep", backend=backend.name, device=device, command=sys.argv,
-                     grid={"hidden": list(hiddens), "batch": list(batches)}, threads=args.threads or None)
     # One thread by default: a parallel op waits for its slowest thread, and on a machine shared
     # with other work a thread that loses its core costs a whole scheduler slice (we saw ~3 ms per
     # op), which would bury the few hundred microseconds of host time this sweep is about.
     if not backend.is_npu and args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
+    peak, peak_source = peak_flops(backend, device)  # portable: calibrated now, at the sweep's thread count
+    out = prepare_output_dir(OUT)
+    info = start_run(out, mode="sweep", backend=backend.name, device=device, command=sys.argv, workload=work.info(),
+                     grid={"hidden": list(hiddens) if mlp else None, "batch": list(batches)},
+                     threads=args.threads or None)
     points = []
     torch.set_grad_enabled(False)
-    for batch in batches:
-        for hidden in hiddens:
-            point_dir = out / f"h{hidden}_b{batch}"
-            point_dir.mkdir()
-            point = measure(hidden, batch, point_dir, backend.is_npu)
-            print(f"hidden {hidden:5d} batch {batch:3d}: Computing {100 * point['computing_ratio']:5.1f}% "
-                  f"of {point['step_us']:,.0f} us ({point['bound']})", flush=True)
-            points.append(point)
+    for batch, hidden, x in grid:
+        model, x = (build_model(hidden), (make_input(batch, hidden),)) if mlp else (work.build_model(), x)
+        point_dir = out / (f"h{hidden}_b{batch}" if mlp else f"b{batch}")
+        point_dir.mkdir()
+        point = {"series": f"batch {batch}" if mlp else work.name, "hidden": hidden, "batch": batch,
+                 **measure(model, x, point_dir, backend.is_npu)}
+        point["above_peak"] = bool(peak and point["gflops_per_s"] and point["gflops_per_s"] * 1e9 > peak)
+        print(f"{f'hidden {hidden:5d} ' if mlp else ''}batch {batch:4d}: Computing "
+              f"{100 * point['computing_ratio']:5.1f}% of {point['step_us']:,.0f} us ({point['bound']})", flush=True)
+        points.append(point)
     finish_run(out, info, exit_code=0, completed=True)
-    text = render(points, backend.name if backend.is_npu else f"portable, {threads} CPU thread{'s' * (threads > 1)}")
+    x_axis = "hidden" if mlp else "batch"
+    name = backend.name if backend.is_npu else f"portable, {threads} CPU thread{'s' * (threads > 1)}"
+    text = render(points, f"{work.name}, {name}", x_axis, peak, peak_source)
     print(text)
-    doc = {"backend": backend.name, "threads": threads, "start": info["start"], "host": info["host"], "points": points}
+    doc = {"backend": backend.name, "threads": threads, "start": info["start"], "host": info["host"],
+           "workload": work.info(), "x": x_axis, "peak_gflops_per_s": peak / 1e9 if peak else None,
+           "peak_source": peak_source, "points": points}
     (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "sweep.md").write_text(f"# 04 sweep\n\n```\n{text}\n```\n")
-    line = f"backend: {backend.name.upper()} | host {info['host']} | {info['start']}"
-    (out / "report.html").write_text(sweep_html(points, text, line))
+    line = f"backend: {backend.name.upper()} | workload {work.name} | host {info['host']} | {info['start']}"
+    (out / "report.html").write_text(sweep_html(points, text, line, x_axis))
     print(f"(written to {out / 'sweep.json'}, {out / 'sweep.md'} and {out / 'report.html'})")
     return 0
 

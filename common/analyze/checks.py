@@ -1,7 +1,8 @@
 """Every check the lab makes: the :class:`Verdict` type and the functions that return one.
 
 A verdict names what was compared, prints the numbers and says whether it held; a failing
-verdict fails the run that made it.
+verdict fails the run that made it. A check with nothing to compare with (a lesson check whose
+expectation the workload does not declare) is "not applicable": shown as [N/A], never a failure.
 """
 
 from __future__ import annotations
@@ -16,16 +17,22 @@ from common.analyze.step_bound import summarize_steps
 from common.errors import LabError
 from common.formats.datasets import Dataset
 from common.formats.records import OpStat, StepTime, Task
-from common.workload import compare_to_reference, reference_output
+from common.workload import Workload, compare_to_reference, reference_output, tiny_mlp
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One check: what was compared, the numbers, and whether it held."""
+    """One check: what was compared, the numbers, and whether it held (``applicable`` false: [N/A])."""
 
     name: str
     ok: bool
     detail: str
+    applicable: bool = True
+
+
+def not_applicable(name: str, reason: str) -> Verdict:
+    """A check that has nothing to compare with: reported, never failed. ``reason`` starts "not applicable: "."""
+    return Verdict(name, True, reason, applicable=False)
 
 
 def check_counts(tasks: list[Task], forwards: int | None, expected: dict[str, int], where: str) -> Verdict:
@@ -173,19 +180,124 @@ def _rows(ds: Dataset, name: str) -> int:
     return sum(len(reader(path)) for path in ds.files(name))
 
 
-def output_metrics(path: Path) -> dict[str, float] | None:
-    """Accuracy of a saved model output (``output.npy``) against the fp32 reference; None if not written."""
-    if not path.is_file():
+def load_output(path: Path) -> list[np.ndarray] | None:
+    """A saved model output: ``output.npy`` (one tensor) or, beside it, ``output.npz`` (several, in order)."""
+    several = Path(path).with_suffix(".npz")
+    if Path(path).is_file():
+        return [np.load(path)]
+    if several.is_file():
+        with np.load(several) as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]
+    return None
+
+
+def output_metrics(path: Path, workload: Workload | None = None) -> dict[str, float] | None:
+    """Accuracy of a saved model output (``output.npy`` / ``.npz``) against the workload's fp32 reference
+    (default TinyMLP's); None if not written."""
+    arrays = load_output(path)
+    if arrays is None:
         return None
-    return compare_to_reference(np.load(path), reference_output())
+    if workload is None:
+        return compare_to_reference(arrays, reference_output())
+    return workload.compare_to_reference(arrays)
 
 
-def check_output_file(path: Path, where: str) -> Verdict:
-    """The saved model output matches the fp32 reference (tolerances above)."""
-    metrics = output_metrics(path)
+def output_tolerance(workload: Workload | None = None) -> float:
+    """FP32_MAX_ABS for outputs up to 1 in magnitude, scaled with the largest reference value above that
+    (rounding grows with the values summed)."""
+    reference = (workload or tiny_mlp()).reference_output()
+    largest = max((float(np.abs(a).max()) for a in (reference if isinstance(reference, tuple) else (reference,))
+                   if a.size), default=0.0)
+    return FP32_MAX_ABS * max(1.0, largest)
+
+
+def check_output_file(path: Path, where: str, workload: Workload | None = None) -> Verdict:
+    """The saved model output matches the workload's fp32 reference (tolerances above); a missing file fails."""
+    name = f"output matches fp32 reference ({where})"
+    try:
+        metrics = output_metrics(path, workload)
+    except LabError as err:  # a different shape or number of outputs: a wrong output, not a bad input
+        return Verdict(name, False, str(err))
     if metrics is None:
-        return Verdict(f"output matches fp32 reference ({where})", False, f"{path} was not written")
-    return check_output(metrics, where, FP32_MAX_ABS, FP32_COSINE_MIN)
+        return Verdict(name, False, f"{path} was not written")
+    return check_output(metrics, where, output_tolerance(workload), FP32_COSINE_MIN)
+
+
+# --- expectations from the workload (common/workload.py), never typed in here ----------------------
+def check_forward_counts(tasks: list[Task], forwards: int | None, workload: Workload, where: str) -> Verdict:
+    """Each family the workload's forward runs (``count_ops(...).checked``) appears that many times per forward."""
+    expected = workload.expected_op_counts().checked
+    if not expected:
+        return not_applicable(f"op counts per forward ({where})",
+                              f"not applicable: {workload.name}'s forward runs no op of a family the count "
+                              f"check compares (backend-dependent families are left out)")
+    return check_counts(tasks, forwards, expected, where)
+
+
+def training_forward_counts(workload: Workload) -> dict[str, int]:
+    """Per-family ops of one training forward: train mode, autograd recording (some modules take another
+    path than in the no-grad forward: nn.MultiheadAttention runs unfused, as MatMuls and a softmax)."""
+    from common.workload import count_ops
+
+    return count_ops(workload.build_model().train(), workload.inputs(), grad=True).checked
+
+
+def check_training_counts(tasks: list[Task], steps: int | None, workload: Workload, where: str) -> Verdict:
+    """A training step runs at least its forward's ops of each family (backward and optimizer ops come on top).
+
+    Only a lower bound is checked: how many backward ops a family gets depends on which inputs
+    need a gradient and on the backward formulas of the aten ops, which one forward does not tell.
+    """
+    name = f"forward ops in every training step ({where})"
+    expected = training_forward_counts(workload)
+    if not steps:
+        return Verdict(name, False, "run_info.json does not say how many steps")
+    if not expected:
+        return not_applicable(name, f"not applicable: {workload.name}'s forward runs no op of a compared family")
+    counts = family_counts(tasks)
+    parts, ok = [], True
+    for family, per_forward in sorted(expected.items()):
+        got = counts.get(family, 0)
+        ok &= got >= per_forward * steps
+        parts.append(f"{family} {got} (want >= {per_forward} x {steps} = {per_forward * steps})")
+    return Verdict(name, ok, "; ".join(parts) + " (want: one training forward's ops per step; backward and "
+                   "optimizer ops come on top and are not counted exactly)")
+
+
+# The same training steps from the same weights, with and without the profiler, on one device: the
+# profiler must not change what is computed. CPU runs agree bit for bit; the margin is for devices
+# whose reductions are not deterministic (atomic accumulation in some backward kernels).
+LOSS_RTOL = 1e-4
+
+
+def check_training_losses(profiled: list[float], plain: list[float], where: str) -> Verdict:
+    """Each step's loss under the profiler equals the same step's loss without it (fresh model, same seed)."""
+    name = f"training losses match an unprofiled run ({where})"
+    if not profiled or len(profiled) != len(plain):
+        return Verdict(name, False, f"{len(profiled)} profiled vs {len(plain)} unprofiled losses")
+    worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(profiled, plain))
+    return Verdict(name, worst <= LOSS_RTOL,
+                   f"{len(plain)} steps, loss {plain[0]:.6g} -> {plain[-1]:.6g}; largest relative difference "
+                   f"{worst:.2e} (tolerance {LOSS_RTOL:g})")
+
+
+def save_output(path: Path, output) -> Path:
+    """A model output as :func:`load_output` reads it: one tensor -> ``path`` (.npy), several -> ``.npz``."""
+    items = output if isinstance(output, (tuple, list)) else (output,)
+    arrays = [t.detach().float().cpu().numpy() for t in items]
+    if len(arrays) == 1:
+        np.save(path, arrays[0])
+        return Path(path)
+    np.savez(Path(path).with_suffix(".npz"), *arrays)
+    return Path(path).with_suffix(".npz")
+
+
+def check_declared_top_family(stats: list[OpStat], workload: Workload, where: str) -> Verdict:
+    """The workload's EXPECT['top_family'] has the largest share of op time; N/A when it declares none."""
+    family = workload.expectations.get("top_family")
+    if family is None:
+        return not_applicable(f"top family ({where})", workload.not_applicable("top_family"))
+    return check_top_family(stats, family, where)
 
 
 def tasks_of(datasets: list[Dataset]) -> list:
@@ -226,6 +338,12 @@ def check_collectives(ranks: list) -> Verdict:
 
     per_rank = {}
     for p in ranks:
+        if p.dataset.is_db:  # a database export: its COMMUNICATION_OP rows, by step
+            by_step: dict[str, list[str]] = {}
+            for op in p.communication():
+                by_step.setdefault(str(op.step_id), []).append(f"{op.op_name}@{op.group or ''}")
+            per_rank[p.rank] = {step: sorted(names) for step, names in by_step.items()}
+            continue
         path = p.folder / "ASCEND_PROFILER_OUTPUT" / "communication.json"
         if not path.is_file():
             return Verdict("same collectives on every rank", False, f"{path} missing")
@@ -237,21 +355,23 @@ def check_collectives(ranks: list) -> Verdict:
     return Verdict(
         "same collectives on every rank",
         ok,
-        f"{len(first)} steps x {'/'.join(map(str, counts))} all-reduce(s) per step in communication.json on rank "
+        f"{len(first)} steps x {'/'.join(map(str, counts))} all-reduce(s) per step in "
+        f"{'COMMUNICATION_OP' if ranks[0].dataset.is_db else 'communication.json'} on rank "
         f"{ranks[0].rank}; {'identical' if ok else 'NOT identical'} on all {len(per_rank)} ranks",
     )
 
 
-def check_params(statuses: dict[int, dict], reference: list[float]) -> Verdict:
-    """Every rank ends with bit-identical weights, equal (within rounding) to one process on the global batch."""
+def check_params(statuses: dict[int, dict], reference: list[float],
+                 how: str = "one process on the global batch") -> Verdict:
+    """Every rank ends with bit-identical weights, equal (within rounding) to a one-process reference (``how``)."""
     digests = {s["params"]["sha256"] for s in statuses.values()}
     norms = statuses[0]["params"]["norms"]
     worst = max(abs(a - b) / abs(b) for a, b in zip(norms, reference))
     return Verdict(
         "weights identical on every rank and equal to the single-process reference",
         len(digests) == 1 and worst <= PARAM_NORM_RTOL,
-        f"{len(digests)} distinct sha256 over {len(statuses)} ranks; parameter norms vs one process on the global "
-        f"batch: largest relative difference {worst:.2e} (tolerance {PARAM_NORM_RTOL:g})",
+        f"{len(digests)} distinct sha256 over {len(statuses)} ranks; parameter norms vs {how}: largest relative "
+        f"difference {worst:.2e} (tolerance {PARAM_NORM_RTOL:g})",
     )
 
 
@@ -267,3 +387,187 @@ def check_slow_rank(slow, arrivals, slow_rank: int, slow_factor: int) -> Verdict
         f"rank {slow_rank} was given {slow_factor}x its local batch; the view names rank {slow.rank} "
         f"(reason: {slow.reason}); the rank most often last at the collectives: {last}",
     )
+
+
+# --- integrity: the files of one export agree with each other -------------------------------------
+# A profiler derives op_statistic from the task file, step_trace_time from the timeline's Overlap
+# Analysis, and its text export from the same data as its database. A disagreement beyond rounding
+# means a file was edited, cut short, or comes from another export.
+
+# Both files print µs with 3 decimals: each task-file row is rounded by up to 0.0005 µs, the total
+# once more; 0.001 µs per task covers the sum of the rounded rows. msprof prints op_statistic totals
+# with 2 decimals, hence the 0.01 µs floor.
+ROUNDING_US_PER_TASK = 0.001
+ROUNDING_US_FLOOR = 0.01
+# op_statistic counts compute tasks only: torch_npu leaves its HCCL rows out, msprof may list them
+# under Core Type COMMUNICATION. A communication row missing from op_statistic is by design.
+COMMUNICATION_CORES = ("HCCL", "COMMUNICATION")
+# step tables: every value is a sum of µs durations printed with 3 decimals (trace events, or ns
+# divided by 1000); 0.05 µs, or a millionth of the step for long ones, is rounding, anything more is not.
+STEP_TABLE_ABS_US = 0.05
+STEP_TABLE_REL = 1e-6
+STEP_FIELDS = {"Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
+               "Communication": "communication_us", "Free": "free_us"}
+
+
+def _task_tolerance(count: int) -> float:
+    return ROUNDING_US_FLOOR + ROUNDING_US_PER_TASK * count
+
+
+def _first_name(ds: Dataset, name: str) -> str:
+    files = ds.files(name)
+    return files[0].name + (f" (+{len(files) - 1} slices)" if len(files) > 1 else "") if files else name
+
+
+def check_op_statistic(ds: Dataset, where: str) -> Verdict | None:
+    """op_statistic agrees with the task file, per (OP Type, Core Type): same count, same total time.
+
+    None when there is nothing to compare: a database (its op_statistic is built from its tasks)
+    or a text export without op_statistic (Level0) or without a task file.
+    """
+    if ds.is_db or not ds.has("op_statistic") or not ds.has(ds.task_file):
+        return None
+    stat_file, task_file = _first_name(ds, "op_statistic"), _first_name(ds, ds.task_file)
+    name = f"op_statistic agrees with {ds.task_file} ({where})"
+    stats = ds.op_statistic
+    totals = ds.task_totals
+    by_device = all(s.device_id for s in stats) and totals["device_id"].null_count() == 0
+    theirs: dict[tuple, tuple[int, float]] = {}
+    for s in stats:
+        key = (s.device_id if by_device else None, s.op_type, s.core_type)
+        count, total = theirs.get(key, (0, 0.0))
+        theirs[key] = (count + s.count, total + s.total_us)
+    ours: dict[tuple, tuple[int, float]] = {}
+    for device, op_type, core, count, total in totals.select(
+            "device_id", "op_type", "task_type", "count", "total_us").iter_rows():
+        key = (device if by_device else None, op_type, core)
+        c, t = ours.get(key, (0, 0.0))
+        ours[key] = (c + int(count), t + float(total))
+
+    def label(key: tuple) -> str:
+        device, op_type, core = key
+        return f"{op_type} ({core}{f', device {device}' if device is not None else ''})"
+
+    problems, by_design = [], []
+    for key in sorted(set(ours) | set(theirs), key=lambda k: tuple(str(x) for x in k)):
+        mine, stat = ours.get(key), theirs.get(key)
+        if stat is None:
+            if key[2] in COMMUNICATION_CORES:
+                by_design.append(f"{label(key)} {mine[0]} tasks")
+                continue
+            problems.append(f"{label(key)}: {stat_file} has no row, {task_file} has {mine[0]} tasks, "
+                            f"{mine[1]:,.3f} us")
+        elif mine is None:
+            problems.append(f"{label(key)}: {stat_file} has {stat[0]} tasks, {stat[1]:,.3f} us; "
+                            f"{task_file} has none")
+        elif mine[0] != stat[0] or abs(mine[1] - stat[1]) > _task_tolerance(mine[0]):
+            problems.append(f"{label(key)}: {stat_file} {stat[0]} tasks, {stat[1]:,.3f} us; "
+                            f"{task_file} {mine[0]} tasks, {mine[1]:,.3f} us")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; ... {len(problems) - 5} more" if len(problems) > 5 else "")
+        return Verdict(name, False, f"{len(problems)} OP Type(s) disagree: {shown}")
+    compared = [ours[k] for k in theirs]
+    detail = (f"{len(theirs)} OP Types, {sum(c for c, _ in compared):,} tasks, {sum(t for _, t in compared):,.3f} us: "
+              f"count equal and total within {ROUNDING_US_FLOOR:g} us + {ROUNDING_US_PER_TASK:g} us per task "
+              f"(rounding) in {stat_file} and {task_file}")
+    if by_design:
+        detail += f"; communication, not in op_statistic by design: {', '.join(by_design)}"
+    return Verdict(name, True, detail)
+
+
+def _step_key_rows(rows: list[StepTime]) -> dict[tuple, StepTime]:
+    steps = [s.step for s in rows]
+    with_device = len(set(steps)) != len(steps)
+    return {((s.device_id if with_device else None), s.step): s for s in rows}
+
+
+def compare_step_tables(mine: list[StepTime], other: list[StepTime], name: str, mine_src: str,
+                        other_src: str) -> Verdict:
+    """Two step tables of one capture: the same steps, Computing / Communication / Free within rounding."""
+    a, b = _step_key_rows(mine), _step_key_rows(other)
+    if set(a) != set(b):
+        def steps(keys) -> str:
+            return ", ".join("(none)" if k[1] is None else str(k[1]) for k in sorted(keys, key=str)) or "none"
+        return Verdict(name, False, f"steps differ: {mine_src} has {steps(a)}, {other_src} has {steps(b)}")
+    problems, worst = [], 0.0
+    for key, row in a.items():
+        for column, attr in STEP_FIELDS.items():
+            x, y = getattr(row, attr), getattr(b[key], attr)
+            diff = abs(x - y)
+            tolerance = max(STEP_TABLE_ABS_US, STEP_TABLE_REL * max(row.total_us, b[key].total_us))
+            worst = max(worst, diff)
+            if diff > tolerance:
+                step = "(none)" if key[1] is None else key[1]
+                problems.append(f"step {step} {column}: {mine_src} {x:,.3f} us, {other_src} {y:,.3f} us")
+    if problems:
+        return Verdict(name, False, "; ".join(problems[:6]) + (f"; ... {len(problems) - 6} more" if len(problems) > 6 else ""))
+    return Verdict(name, True, f"{len(a)} step(s) x {', '.join(STEP_FIELDS)}: largest difference {worst:.4f} us "
+                               f"(tolerance {STEP_TABLE_ABS_US:g} us or {STEP_TABLE_REL:g} of the step: rounding)")
+
+
+def check_step_table(ds: Dataset, where: str) -> Verdict | None:
+    """step_trace_time agrees with the timeline's Overlap Analysis events it is built from.
+
+    Text: step_trace_time.csv vs trace_view.json; database: analysis.db StepTraceTime vs the
+    OVERLAP_ANALYSIS table. None when the capture lacks one of the two (or the timeline has no
+    Overlap Analysis events: a Level0 or msprof export).
+    """
+    from common.formats import readers
+    from common.formats.overlap import overlap_step_times
+
+    if ds.is_db:
+        db = ds.profiler_db
+        table = db.analysis_steps()
+        overlap = db.overlap() if table else None
+        rebuilt = overlap_step_times(overlap) if overlap is not None else []
+        if not table or not rebuilt:
+            return None
+        return compare_step_tables(table, rebuilt, f"step table agrees with the Overlap Analysis ({where})",
+                                   "analysis.db StepTraceTime", f"{db.path.name} OVERLAP_ANALYSIS")
+    if not ds.has("step_trace_time") or not ds.has("trace_view"):
+        return None
+    rebuilt = [row for path in ds.files("trace_view") for row in overlap_step_times(readers.read_overlap(path))]
+    if not rebuilt:
+        return None
+    return compare_step_tables(ds.steps, rebuilt, f"step table agrees with the Overlap Analysis ({where})",
+                               "step_trace_time.csv", "trace_view.json Overlap Analysis")
+
+
+def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:
+    """A capture exported as text and as a database: the same tasks per OP Type and the same step rows."""
+    from common.formats.datasets import export_sides
+
+    sides = export_sides(ds)
+    if sides is None:
+        return []
+    text, db = sides
+    name = f"text and database exports agree ({where})"
+    problems = []
+    for op in sorted(set(text.per_type) | set(db.per_type)):
+        t, d = text.per_type.get(op), db.per_type.get(op)
+        if t is None or d is None:
+            have, lack = (text.source, db.source) if d is None else (db.source, text.source)
+            count, total = t or d
+            problems.append(f"{op}: {have} has {count} tasks, {total:,.3f} us; {lack} has none")
+        elif t[0] != d[0] or abs(t[1] - d[1]) > _task_tolerance(t[0]):
+            problems.append(f"{op}: {text.source} {t[0]} tasks, {t[1]:,.3f} us; {db.source} {d[0]} tasks, {d[1]:,.3f} us")
+    out = [Verdict(name + ": tasks per OP Type", not problems,
+                   "; ".join(problems[:5]) + (f"; ... {len(problems) - 5} more" if len(problems) > 5 else "")
+                   if problems else
+                   f"{len(text.per_type)} OP Types, {sum(c for c, _ in text.per_type.values()):,} tasks: count equal "
+                   f"and total within {ROUNDING_US_FLOOR:g} us + {ROUNDING_US_PER_TASK:g} us per task in "
+                   f"{text.source} and {db.source}")]
+    if text.steps and db.steps:
+        out.append(compare_step_tables(text.steps, db.steps, name + ": step table", text.steps_source,
+                                       db.steps_source))
+    return out
+
+
+def integrity_verdicts(datasets: list[Dataset], root: Path) -> list[Verdict]:
+    """Every integrity check that applies to each dataset under ``root``."""
+    out: list[Verdict] = []
+    for ds in datasets:
+        where = ds.label(root)
+        out += [v for v in (check_op_statistic(ds, where), check_step_table(ds, where)) if v is not None]
+        out += check_exports_agree(ds, where)
+    return out

@@ -32,6 +32,7 @@ from common.analyze import step_bound
 from common.analyze.checks import Verdict
 from common.errors import LabError
 from common.formats.datasets import Dataset, dataset_of
+from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import MARKER, read_run_info
 
@@ -319,12 +320,13 @@ class Arrivals:
     collectives: int  # matched on every rank
     last: dict[int, int]  # rank -> collectives it started last
     wait_us: dict[int, float]  # rank -> mean over the collectives of (last rank's start - its own start)
+    source: str = "communication.json"
 
     def text(self) -> str:
         order = sorted(self.last, key=lambda r: -self.last[r])
         waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in sorted(self.wait_us))
         return (
-            f"arrival at the collectives (communication.json): rank {order[0]} started {self.last[order[0]]} of "
+            f"arrival at the collectives ({self.source}): rank {order[0]} started {self.last[order[0]]} of "
             f"{self.collectives} last; mean wait for the last rank per collective: {waits}"
         )
 
@@ -345,7 +347,14 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     torch_npu aligns. None when a rank has no communication.json.
     """
     starts: dict[str, dict[int, float]] = {}
+    sources = set()
     for p in view.ranks:
+        if p.dataset.is_db:  # a database export: COMMUNICATION_OP, one row per collective
+            sources.add("COMMUNICATION_OP")
+            for name, start in rank_collectives(p).items():
+                starts.setdefault(name, {})[p.rank] = start
+            continue
+        sources.add("communication.json")
         path = p.folder / OUTPUT_SUBDIR / "communication.json"
         try:
             data = json.loads(path.read_text())
@@ -367,7 +376,13 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
         last[max(per_rank, key=per_rank.get)] += 1
         for rank, start in per_rank.items():
             waited[rank] += latest - start
-    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()})
+    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)))
+
+
+def rank_collectives(p: RankProfile) -> dict[str, float]:
+    """A database rank's collectives, ``<step>/<op name>@<group>`` -> start (µs), as communication.json names them."""
+    return {f"{'' if op.step_id is None else op.step_id}/{op.op_name}@{op.group or ''}": op.start_us
+            for op in p.communication()}
 
 
 def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
@@ -395,7 +410,8 @@ def installed_msprof_analyze() -> Path | None:
 
 
 def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
-    """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv vs this view.
+    """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv (for database input, the
+    ClusterStepTraceTime table of its cluster_analysis.db) vs this view.
 
     The tool is found (or, with ``install``, installed) by :mod:`common.collect.msprof_analyze`. Without it,
     returns the line saying the cross-check was skipped and how to get it.
@@ -414,14 +430,18 @@ def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
         log = Path(tmp) / "msprof_analyze.log"
         msprof_analyze.run_tool(exe, ["cluster", "-d", str(view.root.resolve()), "-m", "all", "-o", tmp], log)
         csv_path = Path(tmp) / MSA_OUTPUT / "cluster_step_trace_time.csv"
-        if not csv_path.is_file():
+        db_path = Path(tmp) / MSA_OUTPUT / CLUSTER_ANALYSIS_DB
+        if csv_path.is_file():
+            verdict = compare_with_msprof_analyze(view.steps, csv_path, name)
+        elif db_path.is_file():  # database input: the tool writes its tables into cluster_analysis.db
+            verdict = compare_with_cluster_db(view.steps, db_path)
+        else:
             return Verdict(
                 name,
                 False,
-                f"msprof-analyze wrote no {MSA_OUTPUT}/cluster_step_trace_time.csv; "
-                f"last output: {log.read_text().strip().splitlines()[-1:]}",
+                f"msprof-analyze wrote neither {MSA_OUTPUT}/cluster_step_trace_time.csv nor "
+                f"{MSA_OUTPUT}/{CLUSTER_ANALYSIS_DB}; last output: {log.read_text().strip().splitlines()[-1:]}",
             )
-        verdict = compare_with_msprof_analyze(view.steps, csv_path, name)
         if (view.root / MARKER).is_file():  # a lab output folder: keep the tool's output beside the data
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(Path(tmp) / MSA_OUTPUT, keep)
@@ -443,6 +463,20 @@ def _msa_step(text: str | None) -> int | None:
 CROSS_CHECK_NAME = "agrees with msprof-analyze cluster (cluster_step_trace_time.csv)"
 
 
+CROSS_CHECK_DB_NAME = f"agrees with msprof-analyze cluster ({CLUSTER_ANALYSIS_DB} ClusterStepTraceTime)"
+
+
+def compare_with_cluster_db(steps: dict[int, list[StepTime]], db_path: Path,
+                            name: str = CROSS_CHECK_DB_NAME) -> Verdict:
+    """:func:`compare_with_msprof_analyze` against the ClusterStepTraceTime table msprof-analyze writes for db input."""
+    try:
+        records = read_cluster_step_trace_time(db_path)
+    except LabError as err:
+        return Verdict(name, False, str(err))
+    header = list(records[0]) if records else ["Step", "Type", "Index"]
+    return compare_step_rows(steps, header, records, f"{db_path.name} ClusterStepTraceTime", name, head_line=1)
+
+
 def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path,
                                 name: str = CROSS_CHECK_NAME) -> Verdict:
     """Every ``rank`` row msprof-analyze wrote against this view's (rank, step) rows, every step column both have.
@@ -458,22 +492,29 @@ def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path
             records = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         return Verdict(name, False, f"{csv_path.name} unreadable ({err})")
+    return compare_step_rows(steps, header, records, csv_path.name, name)
+
+
+def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], records: list[dict], source: str,
+                      name: str, head_line: int = 2) -> Verdict:
+    """The comparison itself, over rows under cluster_step_trace_time.csv's column names (``source`` names them;
+    ``head_line``: the line or row number of the first record, for messages)."""
     missing = [c for c in ("Step", "Type", "Index", *COMPARED_COLUMNS) if c not in header]
     if missing:
-        return Verdict(name, False, f"{csv_path.name} has no column {', '.join(map(repr, missing))} (header {header})")
+        return Verdict(name, False, f"{source} has no column {', '.join(map(repr, missing))} (header {header})")
     theirs: dict[tuple[int, int | None], dict] = {}
     other_types: dict[str, int] = {}
-    for line, row in enumerate(records, start=2):
+    for line, row in enumerate(records, start=head_line):
         if row.get("Type") != "rank":
             other_types[str(row.get("Type"))] = other_types.get(str(row.get("Type")), 0) + 1
             continue
         try:
             key = (int(float(row["Index"])), _msa_step(row["Step"]))
         except (TypeError, ValueError, OverflowError):
-            return Verdict(name, False, f"{csv_path.name}:{line}: Index {row.get('Index')!r} / Step "
+            return Verdict(name, False, f"{source}:{line}: Index {row.get('Index')!r} / Step "
                                         f"{row.get('Step')!r} is not a rank and a step")
         if key in theirs:
-            return Verdict(name, False, f"{csv_path.name}:{line}: rank {key[0]} step {key[1]} written twice")
+            return Verdict(name, False, f"{source}:{line}: rank {key[0]} step {key[1]} written twice")
         theirs[key] = row
     ours = {(rank, s.step): s for rank, rows in steps.items() for s in rows}
     if set(theirs) != set(ours):

@@ -11,12 +11,12 @@ than the baseline by more than the threshold; it makes the exit status 1, so CI 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.analyze.families import op_family
 from common.errors import LabError
-from common.formats.datasets import find_datasets
+from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
 from common.formats.rundir import RUN_INFO, read_run_info
 
 DEFAULT_THRESHOLD_PCT = 10.0
@@ -38,6 +38,7 @@ class RunOps:
     info: dict | None
     per: str  # "forward" or "run"
     ops: dict[Key, float]
+    missing: list[str] = field(default_factory=list)  # datasets without per-op times, and what they hold instead
 
 
 def _where(folder: Path, root: Path) -> str:
@@ -54,14 +55,19 @@ def load_run(folder: Path) -> RunOps:
     info = read_run_info(folder)
     forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
     ops: dict[Key, float] = {}
+    missing = []
     for ds in find_datasets(folder):
         where = _where(ds.folder, folder)
+        if not ds.is_db and not ds.has(ds.task_file):
+            names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
+            present = [n for n in dict.fromkeys(names) if ds.has(n)]
+            missing.append(f"{ds.label(folder)} has no {ds.task_file} file (it has {', '.join(present) or 'nothing else'})")
         for (op_type, shapes), total_us in ds.time_by_op_and_shape().items():  # summed in the engine
             key = (where, op_type, shapes)
             ops[key] = ops.get(key, 0.0) + total_us
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
-    return RunOps(folder, info, "forward" if forwards else "run", ops)
+    return RunOps(folder, info, "forward" if forwards else "run", ops, missing)
 
 
 def load_side(path: Path | str) -> list[RunOps]:
@@ -74,6 +80,19 @@ def load_side(path: Path | str) -> list[RunOps]:
         if repeats:
             return [load_run(p) for p in repeats]
     return [load_run(path)]
+
+
+def _check_task_files(base: list[RunOps], cand: list[RunOps]) -> None:
+    """Per-op times come from op_summary / kernel_details: a side without them is named, with what it lacks."""
+    for side, runs in (("baseline", base), ("candidate", cand)):
+        for run in runs:
+            if run.missing:
+                more = f" (and {len(run.missing) - 1} more)" if len(run.missing) > 1 else ""
+                raise LabError(
+                    f"the {side} {run.folder} has no per-op times: {run.missing[0]}{more}",
+                    "compare reads op_summary_<ts>.csv (msprof) or kernel_details.csv (torch_npu): export the "
+                    "profile again (msprof --export=on writes op_summary), or give a folder that has them",
+                )
 
 
 def _check_same_workload(base: list[RunOps], cand: list[RunOps]) -> None:
@@ -128,6 +147,7 @@ def _medians(runs: list[RunOps]) -> dict[Key, float]:
 
 def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Comparison:
     """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged."""
+    _check_task_files(base, cand)
     _check_same_workload(base, cand)
     b, c = _medians(base), _medians(cand)
     def forward(ops: dict[Key, float]) -> dict[Key, float]:

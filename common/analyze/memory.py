@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from common.formats.memory import MemoryData, MemoryRecord
+from common.formats.memory import MemoryData, MemoryRecord, OperatorMemory
 
 # The allocator whose totals headline the report: torch's and the graph engine's together when
 # torch_npu records both, torch's caching allocator alone otherwise (the portable backend's CPU
@@ -49,6 +49,24 @@ class MemorySummary:
     operators: list[OperatorTotal]
     operator_rows: int
     modules: list[tuple[str, float]]  # (CANN module, peak reserved MB), largest first
+    record_source: str = "memory_record.csv"  # where the figures come from, for the report's words
+    operator_source: str = "operator_memory.csv"
+
+
+DB_TABLES = ("MEMORY_RECORD", "OP_MEMORY")  # a database export's memory_record / operator_memory
+
+
+def memory_from_db(records: list, operators: list) -> MemoryData:
+    """A database's MEMORY_RECORD / OP_MEMORY rows (common.formats.db) as the text files' MemoryData."""
+    return MemoryData(
+        records=[MemoryRecord(r.component, r.timestamp_us, r.total_allocated_mb, r.total_reserved_mb,
+                              r.total_active_mb, r.device) for r in records],
+        operators=[OperatorMemory(o.name, o.size_kb, o.allocation_us, o.release_us, o.duration_us,
+                                  o.allocation_total_allocated_mb, o.allocation_total_reserved_mb, o.device)
+                   for o in operators],
+        modules=[],
+        files=[name for name, rows in zip(DB_TABLES, (records, operators)) if rows],
+    )
 
 
 def _max(values) -> float | None:
@@ -91,6 +109,7 @@ def summarize_memory(data: MemoryData, top: int = TOP_OPERATORS) -> MemorySummar
         peaks=peaks, headline=headline, process=named.get(PROCESS_COMPONENT), operators=operators[:top],
         operator_rows=len(data.operators),
         modules=sorted(modules.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_MODULES],
+        **({"record_source": DB_TABLES[0], "operator_source": DB_TABLES[1]} if set(data.files) & set(DB_TABLES) else {}),
     )
 
 
@@ -106,13 +125,13 @@ def memory_lines(summary: MemorySummary) -> list[str]:
     if summary.headline:
         h = summary.headline
         lines.append(f"peak allocated {_mb(h.peak_allocated_mb)}, peak reserved {_mb(h.peak_reserved_mb)} "
-                     f"({h.component}, {h.samples} samples in memory_record.csv)")
+                     f"({h.component}, {h.samples} samples in {summary.record_source})")
     if summary.process and summary.process is not summary.headline:
         lines.append(f"whole process ({PROCESS_COMPONENT}): peak reserved {_mb(summary.process.peak_reserved_mb)}")
     if summary.modules:
         lines.append("largest CANN modules (npu_module_mem.csv, peak reserved): "
                      + ", ".join(f"{name} {mb:,.1f} MB" for name, mb in summary.modules))
     if summary.operators:
-        lines.append(f"top ops by memory allocated ({summary.operator_rows} allocations in operator_memory.csv); "
+        lines.append(f"top ops by memory allocated ({summary.operator_rows} allocations in {summary.operator_source}); "
                      "held = mean time from allocation to release")
     return lines

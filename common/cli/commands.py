@@ -1,6 +1,7 @@
 """``python -m common <command>``: the lab's tools for any output directory.
 
-  report <dir>     top ops, op families, per-forward counts, step table, bottlenecks; writes <dir>/report.md
+  report <dir>     top ops, op families, per-forward counts, step table, bottlenecks, integrity checks;
+                   writes <dir>/report.md; exit 1 when an integrity check fails (the files of an export disagree)
   agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
   compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs);
                    exit 1 on a regression beyond --threshold
@@ -11,18 +12,23 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from common.errors import ArgumentParser
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
+    from common.cli.reports import checked_report, directory_html, write_report_html, write_report_md
 
-    text, markdown = directory_report(args.dir, soc=args.soc)
+    text, markdown, integrity = checked_report(args.dir, soc=args.soc)
     print(text)
     print(write_report_md(args.dir, markdown))
     print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc)))
-    return 0
+    failed = [v for v in integrity if not v.ok]
+    if failed:
+        print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "
+              "mixed with another export); the numbers above are not trustworthy", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _agree(args: argparse.Namespace) -> int:
@@ -32,16 +38,18 @@ def _agree(args: argparse.Namespace) -> int:
     from common.cli.reports import write_agree_outputs
     from common.render.html import agree_html
     from common.render.text import agree_report
-    from common.workload import build_model, expected_op_counts
 
     dirs = [Path(d) for d in args.dirs] or cross_mode.default_dirs()
     runs, notes = cross_mode.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
-    verdicts = cross_mode.verdicts(runs, expected_op_counts(build_model()))
+    # the workload 01, 03 and 04 ran (one, checked by load_runs): its EXPECT and its forward's op counts
+    workload = cross_mode.workload_of(runs)
+    verdicts = cross_mode.verdicts(runs, workload)
+    notes = [cross_mode.workload_line(workload), *notes, *cross_mode.graph_notes(runs, workload)]
     info = runs["04"].info
     line = (f"backend: {str(info['backend']).upper()} | run {str(info.get('run_id'))[:8]} | host {info.get('host')} | "
             f"modes started {min(r.info.get('start') or '' for r in runs.values())} .. "
             f"{max(r.info.get('start') or '' for r in runs.values())}")
-    cols = cross_mode.columns(runs)
+    cols = cross_mode.columns(runs, workload)
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
     page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, cross_mode.load_sweep()))
@@ -104,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster_p = sub.add_parser("cluster", help="the per-rank view of a multi-rank (torch.distributed) profile")
     cluster_p.add_argument("dir", help="a folder holding one *_ascend_pt/ per rank, e.g. 04_pyTorch/prof_out_ddp")
     cluster_p.add_argument("--cross-check", action="store_true",
-                           help="install msprof-analyze if needed and compare with its cluster_step_trace_time.csv")
+                           help="install msprof-analyze if needed and compare with its cluster_step_trace_time.csv "
+                                "(cluster_analysis.db for database exports)")
     cluster_p.set_defaults(func=_cluster)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from common.analyze import bounds, families, memory, step_bound
 from common.analyze.bounds import Peaks
-from common.analyze.checks import Verdict
+from common.analyze.checks import Verdict, integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 from common.formats.memory import read_memory
@@ -78,7 +78,7 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     sections = [
         Section(
             f"Top ops: {label} ({ds.kind})",
-            lines=[ds.source] if ds.is_db or ds.skipped else [],
+            lines=[ds.source] if ds.is_db or ds.skipped or ds.superseded else [],
             header=["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
             rows=[[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in families.top_ops(stats, TOP_N)],
         )
@@ -152,6 +152,10 @@ def step_section(ds: Dataset, label: str) -> Section:
 
 
 def memory_summary(ds: Dataset) -> memory.MemorySummary | None:
+    """Memory of a torch_npu text export (its memory files) or of a database (MEMORY_RECORD / OP_MEMORY)."""
+    if ds.is_db:
+        db = ds.profiler_db
+        return memory.summarize_memory(memory.memory_from_db(db.memory_records(), db.op_memory()))
     if ds.kind != "torch_npu":
         return None
     return memory.summarize_memory(read_memory(ds.folder))
@@ -189,24 +193,50 @@ def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
     return len(stepped) / len(ds.steps), durations[len(durations) // 2]
 
 
+NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two files derived from the same data "
+                          "(op_statistic and its task file, a step table and its timeline, text and database)")
+
+
 def directory_report(
-    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True
+    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
+    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
 ) -> tuple[str, str]:
-    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown)."""
+    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown).
+
+    The integrity checks of every dataset (common.analyze.checks.integrity_verdicts) are printed
+    with them and appended to ``verdicts`` when a list is given, so a mode's run counts them in
+    its exit status as it counts its own checks.
+    """
+    text, markdown, integrity = checked_report(root, verdicts, soc, bottlenecks, peaks, warnings)
+    if verdicts is not None:
+        verdicts.extend(integrity)
+    return text, markdown
+
+
+def checked_report(
+    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
+    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
+) -> tuple[str, str, list[Verdict]]:
+    """:func:`directory_report` and, apart, the integrity verdicts it printed: (text, Markdown, integrity)."""
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
     forwards = info.get("forwards") if info else None
-    sections = [Section("Run", lines=[run_info_line(info), f"datasets: {len(datasets)}"])]
-    peaks, note = peaks_for(info, datasets, soc) if bottlenecks else (None, "")
+    sections = [Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(datasets)}",
+                                      *warnings])]
+    peaks, note = (peaks or peaks_for(info, datasets, soc)) if bottlenecks else (None, "")
     for ds in datasets:
         sections += dataset_sections(ds, root, forwards)
         if bottlenecks:
             sections += bottleneck_sections(ds, ds.label(root), peaks, note)
+    integrity = integrity_verdicts(datasets, root)
     if verdicts:
         sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
+    sections.append(Section("Integrity (the files of each export agree with each other)", lines=(
+        render_verdicts(integrity).splitlines() if integrity else
+        [NOTHING_TO_CROSS_CHECK])))
     title = f"msprof lab report: {root}"
-    return render_text(title, sections), render_markdown(title, sections)
+    return render_text(title, sections), render_markdown(title, sections), integrity
 
 
 def write_beside(root: Path, name: str, text: str) -> str:
@@ -223,6 +253,37 @@ def write_report_md(root: Path, markdown: str) -> str:
     return write_beside(root, "report.md", markdown)
 
 
+def workload_lines(info: dict | None) -> list[str]:
+    """What run_info.json says was profiled: the workload's name and hash, the thread count."""
+    work = (info or {}).get("workload")
+    if not work:
+        return []
+    where = work.get("path") or "built in"
+    threads = (info or {}).get("threads")
+    return [f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})"
+            + (f" | threads: {threads}" if threads is not None else "")]
+
+
+def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
+                  warnings: list[str] = ()) -> tuple[str, list[str], list[str]]:
+    """A mode's report: (the text, the 'written to' lines of report.md and report.html, the warnings).
+
+    The peaks are found once (a calibration on the portable backend) and serve both files; a
+    calibration whose repeats spread widely adds its own 'disturbed' warning.
+    """
+    from common.collect.calibrate import calibration_disturbance
+
+    root = Path(root)
+    info = find_run_info(root)
+    found = peaks_for(info, find_datasets(root), None)
+    warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance()) else [])]
+    text, markdown = directory_report(root, verdicts, peaks=found, warnings=warnings)
+    page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes)
+    written = [write_report_md(root, markdown + "".join(f"\n{note}\n" for note in notes)),
+               write_report_html(root, page)]
+    return text, written, warnings
+
+
 # --- HTML ----------------------------------------------------------------------------------------
 def _family_rows(labelled_stats: list[tuple[str, list]]) -> list[tuple[str, dict[str, float]]]:
     return [(label, families.family_share(stats)) for label, stats in labelled_stats]
@@ -232,15 +293,24 @@ def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
     return [(pipe, value) for pipe, value in ratios.items()]
 
 
-def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None) -> str:
+def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None,
+                   peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
+                   notes: list[str] = ()) -> str:
     """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG."""
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
-    peaks, note = peaks_for(info, datasets, soc)
+    peaks, note = peaks if peaks is not None else peaks_for(info, datasets, soc)
     blocks = []
+    if warnings:
+        blocks.append(html.section("Disturbed run", "".join(f"<p class=\"v\">{html.esc(w)}</p>" for w in warnings)))
     if verdicts:
-        blocks.append(html.section("Checks", html.verdict_list(verdicts)))
+        blocks.append(html.section("Checks", html.verdict_list(verdicts),
+                                   "".join(f"<p class=\"note\">{html.esc(n)}</p>" for n in notes)))
+    integrity = [v for v in integrity_verdicts(datasets, root) if v not in (verdicts or [])]  # a mode's list has them
+    if integrity:
+        blocks.append(html.section("Integrity", html.verdict_list(integrity),
+                                   note="the files of each export agree with each other"))
     rows = _family_rows([(_short(ds.label(root)), ds.op_statistic) for ds in datasets])
     blocks.append(html.section(
         "Op time by family", html.share_bars("op-share", rows, families.FAMILY_ORDER),
@@ -271,7 +341,8 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
         blocks.append(html.section(f"Top ops: {label}", html.table(
             ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
             [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top])))
-    return html.page(f"msprof lab report: {root.name}", run_info_line(info), blocks)
+    return html.page(f"msprof lab report: {root.name}", " | ".join([run_info_line(info), *workload_lines(info)]),
+                     blocks)
 
 
 def _short(label: str) -> str:

@@ -12,6 +12,7 @@ import functools
 import os
 import platform
 import socket
+import statistics
 import time
 from typing import TYPE_CHECKING
 
@@ -29,33 +30,77 @@ REPEATS = 5  # at least; short kernels repeat until BUDGET_S has passed
 BUDGET_S = 0.15  # per kernel: on a machine shared with other jobs more tries find a quiet moment
 
 
-def _best(fn, repeats: int = REPEATS) -> float:
+# A quiet machine repeats a kernel within a few percent. When the median try takes this many times
+# the best one, something else was using the CPU while the lab measured: the run is "disturbed".
+CALIBRATION_SPREAD_MAX = 1.5
+# Mode 04's active steps run the same work: their wall times' coefficient of variation (standard
+# deviation / mean) above this says the steps were interrupted, not that the model varies.
+STEP_CV_MAX = 0.25
+
+
+def _best(fn, repeats: int = REPEATS, spreads: dict | None = None, label: str = "") -> float:
     fn()  # first call: page faults, thread pool start-up
-    best, tries, spent = float("inf"), 0, 0.0
+    best, tries, spent, times = float("inf"), 0, 0.0, []
     while tries < repeats or (spent < BUDGET_S and tries < 200):
         start = time.perf_counter()
         fn()
         took = time.perf_counter() - start
         best, tries, spent = min(best, took), tries + 1, spent + took
+        times.append(took)
+    if spreads is not None:
+        spreads[label] = statistics.median(times) / best if best > 0 else 1.0
     return best
 
 
 @functools.cache
-def calibrate() -> Peaks:
-    """Measured peaks of this machine (cached for the process)."""
+def _measure() -> tuple[Peaks, dict[str, float]]:
+    """(peaks, median/best time of each kernel's repeats), measured once per process."""
     import torch
 
-    bandwidth = {}
+    bandwidth, spreads = {}, {}
     for mb in COPY_MB:
         src = torch.ones(mb * 2**20 // 4, dtype=torch.float32)
         dst = torch.empty_like(src)
-        bandwidth[mb] = 2 * src.numel() * 4 / _best(lambda d=dst, s=src: d.copy_(s))  # read + write
+        bandwidth[mb] = 2 * src.numel() * 4 / _best(lambda d=dst, s=src: d.copy_(s), spreads=spreads,
+                                                    label=f"copy {mb} MB")  # read + write
     bytes_per_s = max(bandwidth.values())
     a = torch.rand(GEMM_N, GEMM_N)
     b = torch.rand(GEMM_N, GEMM_N)
     out = torch.empty(GEMM_N, GEMM_N)
-    gemm_s = _best(lambda: torch.mm(a, b, out=out))
+    gemm_s = _best(lambda: torch.mm(a, b, out=out), spreads=spreads, label=f"GEMM {GEMM_N}^3")
     flops_per_s = 2 * GEMM_N**3 / gemm_s
+    return _peaks(torch, bandwidth, bytes_per_s, flops_per_s), spreads
+
+
+def calibrate() -> Peaks:
+    """Measured peaks of this machine (cached for the process)."""
+    return _measure()[0]
+
+
+def calibration_disturbance() -> str | None:
+    """A 'disturbed' line when this process's calibration repeats spread beyond CALIBRATION_SPREAD_MAX."""
+    spreads = _measure()[1]
+    wide = {k: v for k, v in spreads.items() if v > CALIBRATION_SPREAD_MAX}
+    if not wide:
+        return None
+    listed = ", ".join(f"{k} median {v:.2f}x its best" for k, v in wide.items())
+    return (f"disturbed: the calibration's repeats spread ({listed}; a quiet machine stays below "
+            f"{CALIBRATION_SPREAD_MAX:g}x): another program was using the CPU, so times here may be inflated")
+
+
+def step_disturbance(step_us: list[float], what: str) -> str | None:
+    """A 'disturbed' line when the steps' wall times vary beyond STEP_CV_MAX (coefficient of variation)."""
+    if len(step_us) < 2 or statistics.fmean(step_us) <= 0:
+        return None
+    cv = statistics.stdev(step_us) / statistics.fmean(step_us)
+    if cv <= STEP_CV_MAX:
+        return None
+    return (f"disturbed: {what} vary (coefficient of variation {cv:.2f}, above {STEP_CV_MAX:g}; "
+            f"min {min(step_us):.1f} us, max {max(step_us):.1f} us): the steps were interrupted, "
+            f"so per-step figures are less reliable; re-run on a quieter machine")
+
+
+def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops_per_s: float) -> Peaks:
     return Peaks(
         f"{socket.gethostname()} ({platform.machine()}, {torch.get_num_threads()} threads)",
         flops_per_s,

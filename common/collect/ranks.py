@@ -153,6 +153,8 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
     parser.add_argument(
         "--output", help=f"output folder inside {mode_dir.name}/ (default {mode_dir.name}/prof_out_ddp)"
     )
+    parser.add_argument("--workload", metavar="FILE", help="a workload file to train (see docs/own_model.md); "
+                        "default: $MSPROF_LAB_WORKLOAD, else TinyMLP")
     parser.add_argument(
         "--cross-check",
         action="store_true",
@@ -402,6 +404,7 @@ class RanksRun:
     plan: Plan
     statuses: dict[int, dict]
     completed: bool
+    workload: object = None  # the common.workload.Workload the ranks trained
 
     def report(self, view, verdicts: list, cross_check: bool = False) -> int:
         """The cluster view with the run's checks (and msprof-analyze's, when installed); 0 when all held."""
@@ -421,9 +424,17 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     A run that does not finish is marked incomplete in run_info.json with the rank at fault and
     ends with one ``Error:`` line (``completed`` false); SIGINT / SIGTERM end the lab after that.
     """
+    from common.workload import load_workload
+
     plan = validate(args)
     backend = detect()
     print(backend.banner(), flush=True)
+    work = load_workload(getattr(args, "workload", None))  # imported and run once: a bad file stops here
+    if work.path:  # a workload's fixed batch is split between the ranks along its first dimension
+        rows = min(int(t.shape[0]) for t in work.inputs())
+        if rows < plan.nproc:
+            raise LabError(f"{work.where}: make_input() has {rows} rows in its first dimension, fewer than "
+                           f"{plan.nproc} ranks", "give each rank at least one row: a larger batch, or fewer ranks")
     if backend.is_npu:
         unknown = [d for d in plan.devices if d not in backend.devices]
         if unknown:
@@ -453,6 +464,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         slow_rank=plan.slow_rank,
         slow_factor=plan.slow_factor if plan.slow_rank is not None else None,
         schedule=dict(zip(("wait", "warmup", "active"), schedule)),
+        workload=work.info(),
     )
 
     # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
@@ -460,6 +472,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
                    "--timeout", str(plan.timeout_s), "--rank-devices", ",".join(map(str, plan.devices))]
     worker_args += ["--slow-rank", str(plan.slow_rank)] if plan.slow_rank is not None else []
     worker_args += ["--fault", plan.fault] if plan.fault else []
+    worker_args += ["--workload", work.path] if work.path else []
     env = rank_env(backend, plan.devices, mode_dir.parent)
     env["MSPROF_LAB_RUN_ID"] = record["run_id"]
     argv = torchrun_argv(plan.nproc, free_port(), script, worker_args)
@@ -486,7 +499,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         app.raise_if_stopped()  # Ctrl-C / SIGTERM: the ranks are stopped, the lab ends here
         print(f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
               f"(the ranks' output: {log})", file=sys.stderr)
-        return RanksRun(out, record, plan, statuses, False)
+        return RanksRun(out, record, plan, statuses, False, work)
     ranks = {r: {"local_batch": s["local_batch"], "params": s["params"]} for r, s in statuses.items()}
     finish_run(out, record, exit_code=0, completed=True, ranks=ranks)
-    return RanksRun(out, record, plan, statuses, True)
+    return RanksRun(out, record, plan, statuses, True, work)

@@ -55,17 +55,37 @@ class Dataset:
         return ProfilerDb(self.db, self.kind)
 
     @functools.cached_property
-    def _files(self) -> dict[str, list[Path]]:
-        found: dict[str, list[tuple[int, Path]]] = {}
+    def _exports(self) -> tuple[dict[str, list[Path]], list[Path]]:
+        """(name -> the files read, slices in order; the older exports' files, not read).
+
+        msprof stamps every file of one export with one ``<14-digit ts>``; a folder exported twice
+        holds both stamps. Of each kind of file the newest export is read and the older ones are
+        left out (counting both would double every op); ``_slice_<i>_`` files of one stamp are one export.
+        """
+        found: dict[str, dict[str, list[tuple[int, Path]]]] = {}
         if self.is_db:
-            return {}
+            return {}, []
         for path in self.folder.iterdir():
             if self.kind == "torch_npu":
                 if path.name in TORCH_NPU_FILES:
-                    found.setdefault(path.name.rsplit(".", 1)[0], []).append((0, path))
+                    found.setdefault(path.name.rsplit(".", 1)[0], {}).setdefault("", []).append((0, path))
             elif (m := _MSPROF_NAME.match(path.name)) and m["name"] in MSPROF_NAMES:
-                found.setdefault(m["name"], []).append((int(m["slice"] or 0), path))
-        return {name: [p for _, p in sorted(items)] for name, items in found.items()}
+                found.setdefault(m["name"], {}).setdefault(m["ts"], []).append((int(m["slice"] or 0), path))
+        files, older = {}, []
+        for name, stamps in found.items():
+            newest = max(stamps)
+            files[name] = [p for _, p in sorted(stamps[newest])]
+            older += [p for ts, items in stamps.items() if ts != newest for _, p in sorted(items)]
+        return files, sorted(older)
+
+    @property
+    def _files(self) -> dict[str, list[Path]]:
+        return self._exports[0]
+
+    @property
+    def superseded(self) -> list[Path]:
+        """Files of older exports in the same folder (another ``<14-digit ts>``), not read."""
+        return self._exports[1]
 
     def files(self, name: str) -> list[Path]:
         """All files (slices in order) of one kind, e.g. ``files("op_summary")``."""
@@ -94,6 +114,11 @@ class Dataset:
     def source(self) -> str:
         """Which export of the capture was read, for reports."""
         what = f"database export {self.db.name}" if self.db is not None else f"text export ({self.kind})"
+        if self.superseded:
+            stamps = sorted({_MSPROF_NAME.match(p.name)["ts"] for p in self.superseded})
+            newest = sorted({_MSPROF_NAME.match(p.name)["ts"] for files in self._files.values() for p in files})
+            what += (f" of the newest export ({', '.join(newest)}); not read: {len(self.superseded)} file(s) of "
+                     f"older export(s) {', '.join(stamps)} in the same folder (reading both would count every op twice)")
         if not self.skipped:
             return f"read: {what}"
         other = ", ".join(p.name for p in self.skipped)
@@ -220,6 +245,39 @@ def _read_once(folder: Path, dbs: list[Path], text: Dataset | None) -> Dataset:
     return Dataset(db_kind(newest.name) or "torch_npu_db", folder, db=newest, skipped=skipped, reason=reason)
 
 
+_TEXT_STEMS = tuple(dict.fromkeys([*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]))
+
+
+def _refuse_near_misses(root: Path, folders: list[Path]) -> None:
+    """No dataset found: if files look like a profiler's under another name, say which names are expected."""
+    dbs, texts = [], []
+    for folder in folders:
+        for path in folder.iterdir():
+            if not path.is_file():
+                continue
+            if path.suffix == ".db" and not db_kind(path.name):
+                dbs.append(path)
+            elif path.suffix in (".csv", ".json") and path.name.startswith(_TEXT_STEMS):
+                texts.append(path)
+    if texts:
+        listed = ", ".join(str(p.relative_to(root)) for p in sorted(texts)[:3]) + (", ..." if len(texts) > 3 else "")
+        raise LabError(
+            f"{root}: {len(texts)} file(s) named like profiler output but not as msprof or torch_npu name them: {listed}",
+            "msprof names its files <name>_<14-digit timestamp>.csv (e.g. op_summary_20260101000000.csv, "
+            "op_summary_slice_0_20260101000000.csv); torch_npu writes kernel_details.csv, op_statistic.csv, "
+            "step_trace_time.csv, trace_view.json; rename them so, or give the folder the profiler wrote",
+        )
+    if dbs:
+        listed = ", ".join(str(p.relative_to(root)) for p in sorted(dbs)[:3]) + (", ..." if len(dbs) > 3 else "")
+        only = " (analysis.db holds torch_npu's communication analysis, not the profile)" if all(
+            p.name == "analysis.db" for p in dbs) else ""
+        raise LabError(
+            f"{root}: only database file(s) that are not a profiler export: {listed}{only}",
+            "give the folder holding ascend_pytorch_profiler[_<rank>].db (torch_npu export_type=db) or "
+            "msprof_<14-digit timestamp>.db (msprof --type=db)",
+        )
+
+
 def find_datasets(root: Path | str) -> list[Dataset]:
     """Every dataset at or below ``root`` (raw ``device_*/data`` is not one), each capture once.
 
@@ -244,6 +302,7 @@ def find_datasets(root: Path | str) -> list[Dataset]:
     chosen.update(text)
     datasets = [chosen[folder] for folder in folders if folder in chosen]
     if not datasets:
+        _refuse_near_misses(root, folders)
         raise LabError(
             f"{root}: no msprof or torch_npu output found",
             "expected PROF_*/mindstudio_profiler_output/*.csv, ASCEND_PROFILER_OUTPUT/kernel_details.csv "

@@ -13,7 +13,7 @@ import math
 from common.analyze.checks import Verdict
 from common.analyze.families import FAMILY_ORDER
 from common.analyze.step_bound import HOST_BOUND_BELOW
-from common.render.text import side_by_side
+from common.render.text import side_by_side, verdict_tag
 
 FAMILY_COLORS = {
     "matmul": "#4c78a8", "conv": "#3b3b98", "attention": "#9467bd", "norm": "#17becf", "activation": "#f58518",
@@ -29,7 +29,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bott
 .sub{color:#555;margin:0 0 12px}.note{color:#555;font-size:12.5px;margin:4px 0}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}
+.v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}.na{color:#6b6b6b}
 svg{display:block;margin:6px 0}svg text{font:12px system-ui,sans-serif;fill:#333}
 """
 
@@ -64,8 +64,9 @@ def table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def verdict_list(verdicts: list) -> str:
+    css = {"PASS": "pass", "FAIL": "fail", "N/A": "na"}
     return "".join(
-        f"<p class=\"v\"><span class=\"{'pass' if v.ok else 'fail'}\">[{'PASS' if v.ok else 'FAIL'}]</span> "
+        f"<p class=\"v\"><span class=\"{css[verdict_tag(v)]}\">[{verdict_tag(v)}]</span> "
         f"<b>{esc(v.name)}</b>: {esc(v.detail)}</p>" for v in verdicts
     )
 
@@ -171,8 +172,9 @@ def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
-def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshold: float) -> str:
-    """Computing share of the step (y, 0..100%) against hidden size (x, log2), one line per batch."""
+def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshold: float,
+                x_label: str = "hidden size") -> str:
+    """Computing share of the step (y, 0..100%) against a size (x, log2: hidden size, or batch), one line per series."""
     width, height, left, bottom, top_pad = 900, 320, 60, 40, 14
     xs = sorted({x for pts in series.values() for x, _ in pts})
     if not xs:
@@ -196,7 +198,7 @@ def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshol
         parts.append(f"<text x=\"{left - 8}\" y=\"{py(tick) + 4:.1f}\" text-anchor=\"end\">{100 * tick:.0f}%</text>")
     for x in xs:
         parts.append(f"<text x=\"{px(x):.1f}\" y=\"{height - bottom + 18}\" text-anchor=\"middle\">{x}</text>")
-    parts.append(f"<text x=\"{left + plot_w / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\">hidden size "
+    parts.append(f"<text x=\"{left + plot_w / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\">{x_label} "
                  "(log scale); y: Computing share of the step</text>")
     for i, (name, pts) in enumerate(series.items()):
         color = SERIES[i % len(SERIES)]
@@ -239,6 +241,7 @@ def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line:
             note="default = ATC's precision policy (fp16 compute, fp32 IO); fp16-io; fp32 = no precision change"))
     if charts.get("sweep"):
         blocks.append(section("04 sweep: host-bound to compute-bound",
-                                   sweep_chart("sweep", charts["sweep"], HOST_BOUND_BELOW),
+                                   sweep_chart("sweep", charts["sweep"], HOST_BOUND_BELOW,
+                                               charts.get("sweep_x", "hidden size")),
                                    note=charts.get("sweep_note", "")))
     return page("msprof lab: cross-mode agreement", info_line, blocks)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
 from dataclasses import dataclass, field
 
 from common.analyze.checks import Verdict
@@ -27,16 +29,85 @@ def _fmt(value: object) -> str:
     return "N/A" if value is None else str(value)
 
 
-def render_table(header: list[str], rows: list[list[object]]) -> str:
-    """A plain aligned text table (numeric columns right-aligned)."""
-    cells = [list(header)] + [[_fmt(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(header))]
+MAX_WIDTH = 120  # terminal tables stay within this many columns (Markdown and HTML keep every character)
+MIN_CUT_WIDTH = 12  # a text column is never cut narrower than this
+ELLIPSIS = "…"
+CUT_FIRST = ("Input Shapes",)  # narrowed first, down to CUT_FIRST_TO: long, and given in full in Markdown
+CUT_FIRST_TO = 24
+CUT_LAST = ("OP Type", "Operator", "Name")  # what a row is about: narrowed only when nothing else can be
+GAP = 2
+
+
+def _header_words(title: str) -> list[str]:
+    """A header's words, its unit apart: "Comm Not Overlapped(us)" -> Comm / Not / Overlapped / (us)."""
+    return [part for word in title.split() for part in re.split(r"(?=\()", word) if part]
+
+
+def _wrap_header(title: str, width: int) -> list[str]:
+    """The header on as few lines as fit ``width`` (a unit joins its word without a space)."""
+    lines: list[str] = []
+    for word in _header_words(title):
+        sep = "" if word.startswith("(") else " "
+        if lines and len(lines[-1]) + len(sep) + len(word) <= width:
+            lines[-1] += sep + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _cut_order(title: str, width: int, index: int) -> int:
+    """Which columns narrow first: Input Shapes (down to CUT_FIRST_TO), then the others; the first
+    column (what a row is about) and op names last."""
+    if title in CUT_FIRST and width > CUT_FIRST_TO:
+        return 0
+    return 2 if index == 0 or title in CUT_LAST else 1
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + ELLIPSIS
+
+
+def render_table(header: list[str], rows: list[list[object]], max_width: int = MAX_WIDTH) -> str:
+    """A plain aligned text table (numeric columns right-aligned), at most ``max_width`` columns wide.
+
+    A wider table first wraps its headers onto several lines (word by word, down to the widest
+    cell below them), then narrows its widest text columns one character at a time: a cell of
+    words (a verdict, a list of ratios) wraps onto more lines, a cell without spaces (Input
+    Shapes, an op name) is cut with an ellipsis. Numbers are never cut. Markdown and HTML tables
+    show every cell in full.
+    """
+    body = [[_fmt(c) for c in row] for row in rows]
+    n = len(header)
+    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) for r in rows) for i in range(n)]
+    data = [max((len(r[i]) for r in body), default=0) for i in range(n)]
+    heads = [[h] for h in header]
+    widths = [max(d, len(h)) for d, h in zip(data, header)]
+
+    def total() -> int:
+        return sum(widths) + GAP * (n - 1)
+
+    if total() > max_width:
+        for i, h in enumerate(header):
+            heads[i] = _wrap_header(h, max(data[i], max((len(w) for w in _header_words(h)), default=0)))
+            widths[i] = max(data[i], *(len(x) for x in heads[i]))
+    floor = [max(MIN_CUT_WIDTH, *(len(x) for x in heads[i])) for i in range(n)]
+    while total() > max_width:
+        narrowable = [i for i in range(n) if not numeric[i] and widths[i] > floor[i]]
+        if not narrowable:
+            break
+        widths[min(narrowable, key=lambda i: (_cut_order(header[i], widths[i], i), -widths[i]))] -= 1
+    lines_of = []
+    for r in body:
+        cells = [[c] if numeric[i] or len(c) <= widths[i] else
+                 textwrap.wrap(c, widths[i]) if " " in c else [_cut(c, widths[i])] for i, c in enumerate(r)]
+        lines_of += [[cell[k] if k < len(cell) else "" for cell in cells] for k in range(max(map(len, cells)))]
+    depth = max(len(h) for h in heads)
 
     def line(r: list[str]) -> str:
         return "  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
 
-    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
+    head_lines = [line([h[k] if k < len(h) else "" for h in heads]) for k in range(depth)]
+    return "\n".join([*head_lines, "  ".join("-" * w for w in widths), *(line(r) for r in lines_of)])
 
 
 def render_markdown_table(header: list[str], rows: list[list[object]]) -> str:
@@ -64,9 +135,14 @@ def render_markdown(title: str, sections: list[Section]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def verdict_tag(v: Verdict) -> str:
+    """PASS, FAIL, or N/A for a check that had nothing to compare with (never a failure)."""
+    return "N/A" if not getattr(v, "applicable", True) else "PASS" if v.ok else "FAIL"
+
+
 def render_verdicts(verdicts: list[Verdict]) -> str:
-    """One line per check: PASS/FAIL, its name, and the numbers it compared."""
-    return "\n".join(f"[{'PASS' if v.ok else 'FAIL'}] {v.name}: {v.detail}" for v in verdicts)
+    """One line per check: PASS/FAIL/N/A, its name, and the numbers it compared (or why it does not apply)."""
+    return "\n".join(f"[{verdict_tag(v)}] {v.name}: {v.detail}" for v in verdicts)
 
 
 def run_info_line(info: dict | None) -> str:
@@ -91,10 +167,12 @@ def side_by_side(cols: list, info_line: str) -> Section:
     share_rows = [row(f"{family} share of forward time", [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A"
                                                           for c in cols])
                   for family in FAMILY_ORDER if family != "init" and any(family in c.shares for c in cols)]
+    # the families the model runs (in any mode): a CNN gets conv and pool rows, an MLP none
     count_rows = [row(f"{family} per forward", [f"{c.per_forward.get(family, 0):g}" if c.forwards else "N/A"
                                                 for c in cols])
-                  for family in ("matmul", "activation", "cast", "elementwise")]
+                  for family in FAMILY_ORDER if family != "init" and any(c.per_forward.get(family) for c in cols)]
     rows = [
+        row("workload, sha256", [getattr(c, "workload", "") or "not recorded" for c in cols]),
         row("profiled forwards (02: kernel launches)", [c.forwards or c.launches or "N/A" for c in cols]),
         row("op time per forward (us, init excluded)",
             [f"{c.op_us_per_forward:,.1f}" if c.op_us_per_forward is not None else "N/A" for c in cols]),

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, error_lines, lab_env
 
+from common.workload import tiny_mlp
+
 MODES = ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"]
 IGNORE = shutil.ignore_patterns("prof_out*", "prof_runs", "prof_sweep", "build", "model", "__pycache__")
 
@@ -76,13 +78,15 @@ SHARE_VERDICT = re.compile(r"^\[(PASS|FAIL)\] matmul share of forward time agree
                            r"04 ([\d.]+)%: spread ([\d.]+) points \(tolerance 15 points; init ops excluded\)$")
 
 
-def test_agree_prints_the_table_then_passing_verdicts(agreed) -> None:
+def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> None:
     out = agreed.stdout
     table_at, verdicts_at = out.index("-- The four modes side by side --"), out.index("-- Cross-mode verdicts --")
     assert table_at < verdicts_at
     header = next(line for line in out.splitlines() if line.lstrip().startswith("01_cmdline"))
     assert all(mode in header for mode in MODES)
     assert "backend: PORTABLE | run agree-te" in out
+    sha = tiny_mlp().sha256
+    assert f"workload: TinyMLP | sha256 {sha[:12]} | built in, common/workload.py" in out
     verdicts = [line for line in out[verdicts_at:].splitlines() if line.startswith("[")]
     # Timing shares depend on how busy this machine is (another process can slow the small GELUs
     # of one mode many times over), so that one verdict is checked for consistency with its
@@ -91,7 +95,7 @@ def test_agree_prints_the_table_then_passing_verdicts(agreed) -> None:
     assert share[1] == ("PASS" if float(share[4]) <= 15 else "FAIL")
     assert abs(abs(float(share[2]) - float(share[3])) - float(share[4])) < 0.11
     others = [line for line in verdicts if not SHARE_VERDICT.match(line)]
-    assert others and all(line.startswith("[PASS]") for line in others), others
+    assert others and all(line.startswith("[PASS]") for line in others), others  # TinyMLP declares every EXPECT
     assert agreed.returncode == (0 if share[1] == "PASS" else 1), agreed.stderr
     for name in ("matmul dominates (01)", "matmul dominates (03)", "matmul dominates (04)",
                  "cast present (03 default)", "cast absent (01)",
@@ -101,8 +105,16 @@ def test_agree_prints_the_table_then_passing_verdicts(agreed) -> None:
                  "output matches fp32 reference (03 default)", "output matches fp32 reference (03 fp32)"):
         assert any(line.startswith(f"[PASS] {name}") for line in verdicts), name
     # the table shows measured counts: 4 MatMul and 3 GELU per forward in 01, 03 and 04; Casts only in 03
+    # (read from agree.md: the terminal table may cut its first column to fit the screen)
+    markdown = (repo / "agree_out" / "agree.md").read_text()
+
     def row(name: str) -> list[str]:
-        return re.split(r"\s{2,}", next(li for li in out.splitlines() if li.startswith(name)).strip())
+        return [name, *(c.strip() for c in next(li for li in markdown.splitlines()
+                                                  if li.startswith(f"| {name} |")).strip(" |").split("|")[1:])]
+
+    assert row("workload, sha256")[1:] == [f"TinyMLP {sha[:12]}", "add_custom kernel", f"TinyMLP {sha[:12]}",
+                                           f"TinyMLP {sha[:12]}"]
+    assert not any(f"| {family} per forward |" in markdown for family in ("conv", "attention", "pool", "norm"))
 
     assert row("matmul per forward")[1:] == ["4", "0", "4", "4"]  # 02: per kernel launch
     assert row("activation per forward")[1:] == ["3", "0", "3", "3"]
@@ -164,6 +176,41 @@ def test_agree_fails_when_a_count_is_off(repo: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert re.search(r"^\[FAIL\] op counts per forward \(01, 23 forwards\): .*matmul 91 \(want 4 x 23 = 92\)",
                      proc.stdout, re.MULTILINE)
+
+
+def test_agree_fails_when_op_statistic_was_tampered_with(repo: Path, tmp_path: Path) -> None:
+    """04's op_statistic without its GELU rows: the integrity check names the file, the op and both numbers."""
+    dirs = copy_outputs(repo, tmp_path)
+    (stat,) = dirs[3].glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv")
+    lines = stat.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if ",aten::gelu," not in line]
+    assert len(kept) < len(lines)
+    stat.write_text("".join(kept))
+    with (stat.parent / "kernel_details.csv").open(newline="") as f:
+        gelus = [row for row in csv.DictReader(f) if row["Type"] == "aten::gelu"]
+    proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [li for li in proc.stdout.splitlines() if li.startswith("[FAIL] op_statistic agrees with kernel_details")]
+    assert line.endswith(f"aten::gelu (CPU, device host): op_statistic.csv has no row, kernel_details.csv has "
+                         f"{len(gelus)} tasks, {sum(float(r['Duration(us)']) for r in gelus):,.3f} us")
+    assert "[04]" in line
+
+
+def test_agree_fails_on_a_half_written_kernel_details(repo: Path, tmp_path: Path) -> None:
+    """The last rows of 04's kernel_details.csv cut (as by a copy that stopped): its op_statistic no longer agrees."""
+    dirs = copy_outputs(repo, tmp_path)
+    (kernels,) = dirs[3].glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    lines = kernels.read_bytes().splitlines(keepends=True)
+    kernels.write_bytes(b"".join(lines[:-3]))
+    proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^\[FAIL\] op_statistic agrees with kernel_details .*\[04\]: \d OP Type\(s\) disagree: aten::",
+                     proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_agree_checks_the_integrity_of_every_mode(agreed) -> None:
+    passed = [li for li in agreed.stdout.splitlines() if li.startswith("[PASS] op_statistic agrees with")]
+    assert {re.search(r"\[(\d\d)\]:", li)[1] for li in passed} == {"01", "02", "03", "04"}, passed
 
 
 # --- compare ---------------------------------------------------------------------------------------
@@ -279,9 +326,13 @@ def test_sweep_small_grid(repo: Path, swept, agreed) -> None:
     assert swept.returncode == 0, swept.stdout + swept.stderr
     doc = json.loads((repo / "04_pyTorch" / "prof_sweep" / "sweep.json").read_text())
     assert [(p["hidden"], p["batch"]) for p in doc["points"]] == [(64, 1), (512, 1)]
+    assert doc["x"] == "hidden" and doc["workload"]["name"] == "TinyMLP" and doc["peak_gflops_per_s"] > 0
     for p in doc["points"]:
         assert 0 < p["computing_ratio"] <= 1 and abs(p["computing_us"] + p["free_us"] - p["step_us"]) < 1
         assert p["bound"] == ("host-bound" if p["computing_ratio"] < 0.5 else "compute-bound")
+        assert p["flops"] == 2 * p["batch"] * p["hidden"] ** 2 * 4  # TinyMLP's 4 Linear layers, counted by torch
+        assert p["above_peak"] == (p["gflops_per_s"] > doc["peak_gflops_per_s"])
+    assert ("warning: (!)" in swept.stdout) == any(p["above_peak"] for p in doc["points"])
     assert re.search(r"^batch 1: ", swept.stdout, re.MULTILINE)
     assert 'data-chart="sweep"' in (repo / "04_pyTorch" / "prof_sweep" / "report.html").read_text()
     assert 'data-chart="sweep"' in (repo / "agree_out" / "report.html").read_text()  # the cross-mode page has it

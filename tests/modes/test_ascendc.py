@@ -179,7 +179,7 @@ def test_portable_build_and_run_end_to_end():
     for name in ("build succeeds", "all 8192 elements verified", "20 measured launches", "pipe ratios sum to ~1",
                  "bound pipe stated"):
         assert any(line.startswith(f"[PASS] {name}") for line in lines), name
-    assert "910B3 reference (from elsewhere)" in ran.stdout
+    assert "910B3: reference (from elsewhere)" in ran.stdout
 
     out = MODE_DIR / "prof_out"
     (summary,) = out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")

@@ -78,3 +78,37 @@ def test_damaged_db_gives_one_error_line(db_capture: Path) -> None:
     (line,) = error_lines(proc.stderr)
     assert line.startswith(f"Error: {path}: truncated: 300,000 bytes")
     assert "Traceback" not in proc.stderr
+
+
+def test_report_on_db_export_shows_memory_from_its_tables(db_capture: Path) -> None:
+    conn = sqlite3.connect(f"file:{db_capture / 'rank1_ascend_pt' / OUT / 'ascend_pytorch_profiler_1.db'}?mode=ro",
+                           uri=True)
+    try:
+        (peak,) = conn.execute("SELECT max(m.totalAllocated) FROM MEMORY_RECORD AS m JOIN STRING_IDS AS s "
+                               "ON s.id = m.component WHERE s.value = 'PTA+GE'").fetchone()
+        (ops,) = conn.execute("SELECT count(*) FROM OP_MEMORY").fetchone()
+    finally:
+        conn.close()
+    proc = lab("report", str(db_capture))
+    assert proc.returncode == 0, proc.stderr
+    assert f"peak allocated {peak / 2**20:,.1f} MB" in proc.stdout
+    assert f"({ops} allocations in OP_MEMORY)" in proc.stdout
+    assert "-- Memory: rank1_ascend_pt/ASCEND_PROFILER_OUTPUT --" in proc.stdout
+
+
+MSPROF_ANALYZE = Path(__file__).resolve().parents[2] / ".nox" / "ecosystem" / "bin" / "msprof-analyze"
+
+
+@pytest.mark.network
+def test_cluster_cross_check_on_db_export_reads_cluster_analysis_db(db_capture: Path) -> None:
+    """msprof-analyze writes cluster_analysis.db (not cluster_step_trace_time.csv) for database input."""
+    if not MSPROF_ANALYZE.is_file():
+        from common.collect import msprof_analyze
+
+        msprof_analyze.ensure_tool()
+    proc = run([sys.executable, "-m", "common", "cluster", str(db_capture)], MSPROF_ANALYZE=str(MSPROF_ANALYZE))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [li for li in proc.stdout.splitlines() if "msprof-analyze cluster" in li]
+    assert line.startswith("[PASS] agrees with msprof-analyze cluster (cluster_analysis.db ClusterStepTraceTime): "
+                           "2 rank-steps x Computing, Communication(Not Overlapped)"), line
+    assert "arrival at the collectives (COMMUNICATION_OP): rank 1 started 4 of 4 last" in proc.stdout

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,62 @@ def test_program_killed_before_writing_says_nothing_was_saved(out_dir: Path) -> 
     (line,) = error_lines(result.stderr)
     assert "killed by signal SIGKILL" in line and "no profile could be saved" in line
     assert json.loads((out_dir / "run_info.json").read_text())["completed"] is False
+
+
+# --- the workload plug-in: --workload FILE ---------------------------------------------------------
+@pytest.mark.parametrize(("workload", "families"), [("cnn", {"conv", "pool", "norm"}),
+                                                     ("transformer", {"attention", "norm", "matmul"})])
+def test_workload_files_profile_and_check(workload: str, families: set[str], out_dir: Path) -> None:
+    path = ROOT / "workloads" / f"{workload}.py"
+    result = run(["bash", "01_cmdline/run.sh", "0", "--workload", str(path), "--output", str(out_dir)])
+    assert result.returncode == 0, result.stderr
+    (counts,) = [line for line in result.stdout.splitlines() if line.startswith("[PASS] op counts per forward (01")]
+    assert families <= {part.split()[0] for part in counts.split(": ", 1)[1].split("; ")}
+    assert f"[N/A] top family (01): not applicable: {workload} declares no EXPECT['top_family']" in result.stdout
+    assert "[PASS] output matches fp32 reference (01)" in result.stdout and "[FAIL]" not in result.stdout
+    info = json.loads((out_dir / "run_info.json").read_text())
+    assert info["workload"]["path"] == str(path) and info["workload"]["sha256"] == hashlib.sha256(
+        path.read_bytes()).hexdigest() and info["threads"] == 1
+    assert "--workload" in info["command"] and (out_dir / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_bad_workload_file_one_line_nothing_deleted(out_dir: Path, tmp_path: Path) -> None:
+    out_dir.mkdir()
+    (out_dir / ".msprof_lab").write_text("")
+    (out_dir / "keep.txt").write_text("old run")
+    bad = tmp_path / "typo.py"
+    bad.write_text("def build_model(:\n")
+    result = run(["bash", "01_cmdline/run.sh", "0", "--workload", str(bad), "--output", str(out_dir)])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "syntax error at line 1" in line and (out_dir / "keep.txt").read_text() == "old run"
+
+
+def _without_lab_python() -> dict[str, str]:
+    """The environment of a user's shell: no $PYTHON, a PATH without the lab's environment."""
+    return {"PYTHON": "", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+def test_own_program_command_as_written_finds_the_lab_environment(out_dir: Path, tmp_path: Path) -> None:
+    prog = tmp_path / "prog.py"
+    prog.write_text("import torch\nm = torch.nn.Linear(8, 8)\nfor _ in range(3):\n    m(torch.ones(2, 8))\n"
+                    "print('prog ran')\n")
+    env = _without_lab_python()
+    if not (ROOT / ".nox" / "lab-portable" / ".lab-stamp").is_file():
+        pytest.skip("the lab environment .nox/lab-portable is not built in this checkout")
+    result = run(["bash", "01_cmdline/run.sh", "0", "--output", str(out_dir), "--", "python3", str(prog)], **env)
+    assert result.returncode == 0, result.stderr
+    assert "prog ran" in result.stdout and "Traceback" not in result.stderr
+    assert "[PASS] files present" in result.stdout
+
+
+def test_own_program_without_a_lab_environment_says_how_to_build_it(tmp_path: Path) -> None:
+    from helpers import copy_lab
+
+    lab = copy_lab(tmp_path / "lab")  # a checkout where nox never ran: no .nox/
+    result = subprocess.run(["bash", str(lab / "01_cmdline/run.sh"), "0", "--", "python3", "prog.py"], cwd=tmp_path,
+                            env={**os.environ, "PYTHON": "", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stdout == ""
+    (line,) = error_lines(result.stderr)
+    assert "python3 -m pip install nox && nox -s cmdline" in line

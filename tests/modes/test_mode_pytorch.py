@@ -56,3 +56,84 @@ def test_torch_npu_layout_and_step_table(result) -> None:
 def test_bad_device_id() -> None:
     proc = run(["bash", "04_pyTorch/run.sh", "0;rm -rf /"])
     assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1 and "Traceback" not in proc.stderr
+
+
+def test_report_html_and_run_info(result) -> None:
+    _, out = result
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["workload"]["name"] == "TinyMLP" and info["workload"]["path"] is None
+    assert info["threads"] == 1 and info["train"] is False
+
+
+# --- the workload plug-in: --workload FILE, --train ---------------------------------------------------
+@pytest.fixture
+def out_dir():
+    path = MODE / "prof_out_test_workload"
+    yield path
+    if (path / ".msprof_lab").is_file():
+        shutil.rmtree(path)
+
+
+@pytest.mark.parametrize(("workload", "families"), [("cnn", {"conv", "pool", "norm"}),
+                                                     ("transformer", {"attention", "norm", "matmul"})])
+def test_workload_inference(workload: str, families: set[str], out_dir) -> None:
+    path = ROOT / "workloads" / f"{workload}.py"
+    proc = run(["bash", "04_pyTorch/run.sh", "0", "--workload", str(path), "--output", str(out_dir)])
+    assert proc.returncode == 0, proc.stderr
+    (counts,) = [line for line in proc.stdout.splitlines() if line.startswith("[PASS] op counts per forward (04")]
+    assert families <= {part.split()[0] for part in counts.split(": ", 1)[1].split("; ")}
+    assert f"[N/A] top family (04): not applicable: {workload} declares no EXPECT['top_family']" in proc.stdout
+    assert "[PASS] output matches fp32 reference (04)" in proc.stdout and "[FAIL]" not in proc.stdout
+    assert json.loads((out_dir / "run_info.json").read_text())["workload"]["path"] == str(path)
+
+
+def test_workload_training_steps(out_dir) -> None:
+    proc = run(["bash", "04_pyTorch/run.sh", "0", "--workload", str(ROOT / "workloads/cnn.py"), "--train",
+                "--output", str(out_dir)])
+    assert proc.returncode == 0, proc.stderr
+    for check in ("forward ops in every training step (04", "op time vs Computing (04)",
+                  "training losses match an unprofiled run (04)"):
+        assert f"[PASS] {check}" in proc.stdout
+    output = next(out_dir.glob("*_ascend_pt")) / "ASCEND_PROFILER_OUTPUT"
+    ops = {t.op_type for t in readers.read_kernel_details(output / "kernel_details.csv")}
+    assert any("backward" in op.lower() for op in ops), ops  # the backward pass was profiled, not only forwards
+    info = json.loads((out_dir / "run_info.json").read_text())
+    assert info["train"] is True and len(info["losses"]["profiled"]) == 9
+    assert not (out_dir / "output.npy").exists()
+
+
+def test_train_without_a_loss_one_line_nothing_deleted(out_dir) -> None:
+    out_dir.mkdir()
+    (out_dir / ".msprof_lab").write_text("")
+    (out_dir / "keep.txt").write_text("old run")
+    proc = run(["bash", "04_pyTorch/run.sh", "0", "--train", "--output", str(out_dir)])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "--train needs a loss" in line and (out_dir / "keep.txt").read_text() == "old run"
+
+
+def test_bad_workload_file_one_line_nothing_deleted(out_dir, tmp_path) -> None:
+    out_dir.mkdir()
+    (out_dir / ".msprof_lab").write_text("")
+    (out_dir / "keep.txt").write_text("old run")
+    proc = run(["bash", "04_pyTorch/run.sh", "0", "--workload", str(tmp_path / "nope.py"), "--output", str(out_dir)])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "does not exist" in line and (out_dir / "keep.txt").read_text() == "old run"
+
+
+def test_ddp_trains_a_workload_with_its_loss() -> None:
+    out = MODE / "prof_out_ddp_test_workload"
+    try:
+        proc = run(["bash", "04_pyTorch/run_ddp.sh", "2", "--workload", str(ROOT / "workloads/cnn.py"),
+                    "--output", str(out)])
+        assert proc.returncode == 0, proc.stderr
+        for check in ("forward ops in every training step (rank 0", "forward ops in every training step (rank 1",
+                      "same collectives on every rank", "weights identical on every rank"):
+            assert f"[PASS] {check}" in proc.stdout
+        assert "one process averaging the ranks' gradients" in proc.stdout
+        assert json.loads((out / "run_info.json").read_text())["workload"]["name"] == "cnn"
+    finally:
+        if (out / ".msprof_lab").is_file():
+            shutil.rmtree(out)

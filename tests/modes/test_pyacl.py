@@ -1,4 +1,5 @@
-"""03_api_pyAcl: the portable path end to end, the variants, the argv builders, the pyACL cleanup."""
+"""03_api_pyAcl: the portable path end to end (TinyMLP and other workloads), the variants, the argv builders,
+the pyACL cleanup."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ infer = load_lesson("03_api_pyAcl/src/infer.py")  # puts src/ on sys.path: the m
 import acl_chain
 import acl_worker
 import build_model
+import graph_changes
 import ort_profile
 import variants
 
@@ -27,14 +29,17 @@ from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, schema
 from common.formats.table import read_table
+from common.workload import load_workload, tiny_mlp
 
 VARIANT_NAMES = list(variants.VARIANTS)
+TINY = variants.ModelFiles(tiny_mlp())
 
 
 # ----- shared set-up ---------------------------------------------------------------------------------
 def make_repo(target: Path) -> Path:
     """A private copy of what the mode needs (common/ and the mode folder), so tests never touch the real tree."""
     shutil.copytree(ROOT / "common", target / "common", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "workloads", target / "workloads", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(MODE, target / MODE.name, ignore=shutil.ignore_patterns("model", "prof_out", "__pycache__"))
     return target
 
@@ -105,8 +110,11 @@ def test_files_have_msprof_columns_and_portable_values(ran, variant):
     assert prof_files(repo, variant, "msprof"), "timeline json"
 
 
-def graph_counts(repo: Path, variant: str) -> Counter:
-    return build_model.onnx_op_counts(repo / MODE.name / "model" / "portable" / f"tiny_mlp_{variant}.opt.onnx")
+def graph_counts(repo: Path, variant: str, stem: str = "tiny_mlp") -> Counter:
+    import onnx
+
+    path = repo / MODE.name / "model" / "portable" / f"{stem}_{variant}.opt.onnx"
+    return build_model.onnx_types(onnx.load(str(path)))
 
 
 @pytest.mark.parametrize("variant", VARIANT_NAMES)
@@ -213,14 +221,12 @@ def test_wrong_shape_model_file(bad_model_repo):
     import onnx
     import torch
 
-    from common.workload import build_model as tiny_mlp
-
     path = bad_model_repo / MODE.name / "model" / "portable" / "tiny_mlp_fp32.opt.onnx"
     torch.onnx.export(
-        tiny_mlp(), (torch.zeros(16, 1024),), str(path), input_names=["x"], opset_version=17, dynamo=False
+        tiny_mlp().build_model(), (torch.zeros(16, 1024),), str(path), input_names=["x"], opset_version=17, dynamo=False
     )
     assert onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 16
-    assert_usage_error(sh(bad_model_repo, "run.sh", "0", "fp32"), "[16, 1024]", "x[32, 1024]")
+    assert_usage_error(sh(bad_model_repo, "run.sh", "0", "fp32"), "takes x[16, 1024]", "feeds x[32, 1024]")
     assert (bad_model_repo / MODE.name / "prof_out" / "earlier.txt").is_file()
 
 
@@ -240,7 +246,7 @@ def test_atc_argv_exact():
         Path("/m/out"),
         "Ascend910B3",
         "x:32,1024",
-        variants.VARIANTS["fp16-io"].atc_options,
+        variants.VARIANTS["fp16-io"].atc_options(["x"]),
     )
     assert argv == [
         "/cann/bin/atc",
@@ -254,11 +260,13 @@ def test_atc_argv_exact():
     ]
     assert (
         npu_commands.atc_argv(
-            "atc", Path("a.onnx"), Path("o"), "Ascend310P3", "x:32,1024", variants.VARIANTS["fp32"].atc_options
+            "atc", Path("a.onnx"), Path("o"), "Ascend310P3", "x:32,1024", variants.VARIANTS["fp32"].atc_options(["x"])
         )[-1]
         == "--precision_mode=must_keep_origin_dtype"  # force_fp32 casts MatMul inputs to fp16 (cube_fp16in_fp32out)
     )
-    assert variants.VARIANTS["default"].atc_options == ()
+    assert variants.VARIANTS["default"].atc_options(["x"]) == ()
+    # Several inputs: ATC separates the fp16 nodes with ';'; an integer input (token ids) stays out.
+    assert variants.VARIANTS["fp16-io"].atc_options(["a", "b"]) == ("--input_fp16_nodes=a;b", "--output_type=FP16")
     with pytest.raises(ValueError):
         npu_commands.atc_argv("atc", Path("a.onnx"), Path("o"), "910B3", "x:32,1024")
     assert npu_commands.atc_om_to_json_argv("atc", Path("/m/a.om"), Path("/m/a.json")) == [
@@ -276,11 +284,13 @@ def fake_npu(devices=(0, 3)) -> Backend:
 def test_build_npu_runs_atc_with_the_detected_soc(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setenv("SOC_VERSION", "Ascend910B4")  # the detection path soc_version reads first
-    monkeypatch.setattr(variants.Variant, "om_stem", lambda self: tmp_path / f"tiny_mlp_{self.name}")
+    monkeypatch.setattr(variants.ModelFiles, "om_stem", lambda self, v: tmp_path / f"tiny_mlp_{v.name}")
+    monkeypatch.setattr(variants.ModelFiles, "onnx", property(lambda self: Path("/m/tiny_mlp.onnx")))
     monkeypatch.setattr(
         build_model.subprocess, "run", lambda argv, check: calls.append(argv) or subprocess.CompletedProcess(argv, 0)
     )
-    build_model.build_npu(variants.VARIANTS["fp32"], Path("/m/tiny_mlp.onnx"), fake_npu())
+    build_model.build_npu(variants.VARIANTS["fp32"], TINY, fake_npu())
+    assert json.loads((tmp_path / "tiny_mlp_fp32.workload.json").read_text())["sha256"] == tiny_mlp().sha256
     assert calls == [
         [
             "/cann/bin/atc",
@@ -305,7 +315,7 @@ def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
     )
     (tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP").mkdir()
     with pytest.raises(LabError, match="no op_summary"):
-        infer.profile_npu(variants.VARIANTS["default"], tmp_path, fake_npu(), 3, acl_prof)
+        infer.profile_npu(variants.VARIANTS["default"], TINY, tmp_path, fake_npu(), 3, acl_prof)
     worker = [
         sys.executable,
         str(MODE / "src" / "infer.py"),
@@ -314,7 +324,9 @@ def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
         "--device",
         "3",  # the worker selects logical device 3 itself (acl.rt.set_device)
         "--om",
-        str(variants.VARIANTS["default"].om_path()),
+        str(TINY.om_path(variants.VARIANTS["default"])),
+        "--inputs",
+        str(tmp_path / "inputs.npz"),  # the arrays fed, one per model input, in the variant's dtype
         "--output-npy",
         str(tmp_path / "output.npy"),
     ]
@@ -353,9 +365,11 @@ class FakeAcl:
         "prof.stop": "prof.start",
     }
 
-    def __init__(self, nbytes: int, fail_at: int | None = None, fail_release: str | None = None,
+    def __init__(self, nbytes: int | list[int], fail_at: int | None = None, fail_release: str | None = None,
                  outputs: list[tuple[tuple[int, ...], int]] | None = None):
-        self.nbytes, self.fail_at, self.fail_release = nbytes, fail_at, fail_release
+        # The model's inputs by size in bytes (one int: one input).
+        self.nbytes = [nbytes] if isinstance(nbytes, int) else list(nbytes)
+        self.fail_at, self.fail_release = fail_at, fail_release
         # The model's outputs as its description states them: (dims, aclDataType); default one fp32 [32, 1024].
         self.outputs = outputs if outputs is not None else [((32, 1024), 0)]
         self.calls: list[str] = []
@@ -417,8 +431,11 @@ class FakeAcl:
     def _mdl_get_desc(self, failing, desc, model_id):
         return self.ERROR if failing else 0
 
+    def _mdl_get_num_inputs(self, failing, desc):
+        return 0 if failing else len(self.nbytes)
+
     def _mdl_get_input_size_by_index(self, failing, desc, i):
-        return 0 if failing else self.nbytes
+        return 0 if failing else self.nbytes[i]
 
     def _mdl_get_num_outputs(self, failing, desc):
         return 0 if failing else len(self.outputs)
@@ -466,9 +483,10 @@ class FakeAcl:
         if failing:
             return self.ERROR
         self.executes = getattr(self, "executes", 0) + 1
-        # The fake model: output k is the input's bytes, cut or repeated to output k's size.
-        in_ptr, *out_ptrs = [h for k, h in self.live if k == "rt.malloc"]
-        data = self.memory.get(in_ptr, b"")
+        # The fake model: output k is the inputs' bytes one after the other, cut or repeated to output k's size.
+        ptrs = [h for k, h in self.live if k == "rt.malloc"]
+        in_ptrs, out_ptrs = ptrs[: len(self.nbytes)], ptrs[len(self.nbytes):]
+        data = b"".join(self.memory.get(p, b"") for p in in_ptrs)
         for ptr, (dims, code) in zip(out_ptrs, self.outputs):
             size = int(np.prod(dims)) * np.dtype(acl_chain.ACL_DTYPES[code]).itemsize
             self.memory[ptr] = (data * (size // max(len(data), 1) + 1))[:size]
@@ -609,8 +627,22 @@ def test_release_failure_still_releases_the_rest_and_is_reported():
 
 def test_wrong_size_om_is_a_clear_error_and_releases():
     acl = FakeAcl(FEED.nbytes // 2)  # an om built for fp16 IO, fed fp32
-    with pytest.raises(LabError, match="takes 65536 input bytes"):
+    with pytest.raises(LabError, match="takes 65536 bytes at input 0"):
         run_fake(acl)
+    assert acl.live == []
+
+
+def test_every_input_is_fed_and_the_input_count_checked():
+    """Two inputs: two device buffers in the input dataset, each copied in; a model of one input is refused."""
+    second = np.full((4, 8), 2.5, np.float16)
+    acl = FakeAcl([FEED.nbytes, second.nbytes], outputs=[((8,), 1)])
+    (out,) = acl_chain.run_om(acl, Path("/m/a.om"), 0, [FEED, second], 3, 20)
+    kinds = [k for k, _ in acquisitions(acl)]
+    assert kinds.count("rt.malloc") == 3 and acl.live == []
+    assert acl.calls.count("rt.memcpy") == 3  # two inputs in, one output back
+    acl = FakeAcl(FEED.nbytes)
+    with pytest.raises(LabError, match="get_num_inputs gives 1 inputs, the lab feeds 2"):
+        acl_chain.run_om(acl, Path("/m/a.om"), 0, [FEED, second], 3, 20)
     assert acl.live == []
 
 
@@ -642,18 +674,185 @@ def test_worker_selects_its_logical_device_and_saves_the_model_output(tmp_path, 
     om = tmp_path / "m.om"
     om.write_bytes(b"om")
     variant = variants.VARIANTS["fp16-io"]
-    feed = variants.make_feed(variant)
-    fake = FakeAcl(feed.nbytes, outputs=[((32, 1024), 1)])
+    (feed,) = TINY.feeds(variant)
+    inputs = acl_worker.save_inputs(tmp_path / "inputs.npz", [feed])
+    fake = FakeAcl(feed.nbytes, outputs=[((32, 1024), 1), ((32,), 3)])
     monkeypatch.setitem(sys.modules, "acl", fake)
-    monkeypatch.setattr(variants.Variant, "om_path", lambda self: om)
-    argv = acl_worker.worker_argv(variant, tmp_path / "out.npy", 2)
+    argv = acl_worker.worker_argv(variant, om, inputs, tmp_path / "out.npy", 2)
     assert argv[2:6] == ["--worker", "fp16-io", "--device", "2"]
     assert acl_worker.worker_main(argv[3:]) == 0  # what infer.py --worker hands it
     saved = np.load(tmp_path / "out.npy")
     assert saved.dtype == np.float16 and saved.shape == (32, 1024) and ("rt.set_device", 2) in acquisitions(fake)
+    assert saved.tobytes() == feed.tobytes()  # the array of inputs.npz reached the device
+    assert np.load(tmp_path / "out_1.npy").dtype == np.int32  # a second output, saved beside the first
     wrong = FakeAcl(feed.nbytes, outputs=[((32, 512), 0)])  # an om built for another variant: fp32 output
     monkeypatch.setitem(sys.modules, "acl", wrong)
-    with pytest.raises(LabError, match="gives float32 output, variant fp16-io expects float16"):
-        acl_worker.worker_main(["fp16-io", "--device", "0", "--om", str(om), "--output-npy", str(tmp_path / "o.npy")])
+    args = ["fp16-io", "--device", "0", "--om", str(om), "--inputs", str(inputs),
+            "--output-npy", str(tmp_path / "o.npy")]
+    with pytest.raises(LabError, match="gives float32 at output 0, variant fp16-io expects float16"):
+        acl_worker.worker_main(args)
     with pytest.raises(LabError, match="not an integer in 0..63"):
-        acl_worker.worker_main(["fp16-io", "--device", "x", "--om", str(om), "--output-npy", str(tmp_path / "o.npy")])
+        acl_worker.worker_main([*args[:1], "--device", "x", *args[3:]])
+
+
+# ----- other workloads ----------------------------------------------------------------------------------
+TWO_IN_TWO_OUT = """
+import torch
+from torch import nn
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 8), nn.Linear(4, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, image, extra):
+        h = torch.relu(self.a(image) + self.b(extra))
+        return self.head(h), h.sum(dim=1)
+
+
+def build_model():
+    return TwoHeads()
+
+
+def make_input():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(6, 16, generator=g), torch.randn(6, 4, generator=g)
+"""
+
+# Outputs of ~100: fp16 rounding moves them by more than an absolute 5e-3, by far less than 2% of their scale.
+LARGE_OUTPUTS = """
+import torch
+from torch import nn
+
+
+def build_model():
+    model = nn.Linear(1024, 64)
+    with torch.no_grad():
+        model.weight.mul_(300.0)
+        model.bias.mul_(300.0)
+    return model
+
+
+def make_input():
+    return torch.randn(16, 1024, generator=torch.Generator().manual_seed(1))
+"""
+
+
+def build_and_run(repo: Path, workload: Path, *variant: str) -> subprocess.CompletedProcess:
+    built = sh(repo, "build_model.sh", *variant, "--workload", str(workload))
+    assert built.returncode == 0, built.stdout + built.stderr
+    return sh(repo, "run.sh", "0", *variant, "--workload", str(workload))
+
+
+def run_info(repo: Path) -> dict:
+    return json.loads((repo / MODE.name / "prof_out" / "run_info.json").read_text())
+
+
+def verdict_lines(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith(("[PASS]", "[FAIL]", "[N/A]"))]
+
+
+@pytest.fixture(scope="module")
+def cnn_repo(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    repo = make_repo(tmp_path_factory.mktemp("pyacl_cnn") / "lab")
+    return repo, build_and_run(repo, repo / "workloads" / "cnn.py")
+
+
+def test_cnn_runs_with_its_fusions_named(cnn_repo):
+    repo, result = cnn_repo
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "exporter (every variant): BatchNormalization folded into Conv x2" in out
+    assert "fp32 (ONNX Runtime): Conv+Relu -> FusedConv x2" in out
+    lines = verdict_lines(result)
+    assert lines and not [line for line in lines if line.startswith("[FAIL]")]
+    # The model's counts (2 conv, 2 BatchNorm, 2 ReLU ...) against fp32's FusedConv graph: the differences are named.
+    (counts,) = [line for line in lines if "follow the model (fp32)" in line]
+    assert "norm 0 (model 2, -2 by the changes named)" in counts and "activation 0 (model 2, -2" in counts
+    assert "conv 2 (model 2)" in counts and "pool 2 (model 2)" in counts
+    # No declared expectation: the Cast lesson checks say why they do not apply, and do not fail.
+    assert "[N/A] Cast present (default): not applicable: cnn declares no EXPECT['cast_on_03_default']" in out
+    assert "[N/A] declared top family (fp32): not applicable: cnn declares no EXPECT['top_family']" in out
+    info = run_info(repo)
+    assert info["workload"] == load_workload(repo / "workloads" / "cnn.py").info()
+    assert info["workload"]["name"] == "cnn" and len(info["workload"]["sha256"]) == 64
+    assert graph_counts(repo, "fp32", "cnn") == Counter(FusedConv=2, MaxPool=2, Flatten=1, Gemm=1)
+    changes = {c["change"] for c in info["results"]["fp32"]["graph_changes"]}
+    assert {"BatchNormalization folded into Conv x2", "Conv+Relu -> FusedConv x2"} <= changes
+
+
+def test_transformer_runs(tmp_path):
+    repo = make_repo(tmp_path / "lab")
+    result = build_and_run(repo, repo / "workloads" / "transformer.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "attention written as MatMul, Softmax and elementwise ops x1" in result.stdout
+    assert "GELU's Erf formula (Div, Erf, Add, Mul, Mul) -> Gelu x1" in result.stdout
+    lines = verdict_lines(result)
+    assert lines and not [line for line in lines if line.startswith("[FAIL]")]
+    assert run_info(repo)["workload"]["name"] == "transformer"
+
+
+def test_two_inputs_two_outputs(tmp_path):
+    repo = make_repo(tmp_path / "lab")
+    workload = tmp_path / "two_heads.py"
+    workload.write_text(TWO_IN_TWO_OUT)
+    result = build_and_run(repo, workload)
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = variants.ModelFiles(load_workload(workload))
+    assert (files.input_names, files.output_names) == (["image", "extra"], ["y0", "y1"])
+    assert files.atc_input_shape() == "image:6,16;extra:6,4"
+    assert variants.VARIANTS["fp16-io"].atc_options(files.float_inputs)[0] == "--input_fp16_nodes=image;extra"
+    lines = verdict_lines(result)
+    for name in VARIANT_NAMES:  # one accuracy verdict per output, every output of every variant
+        for output in ("y0", "y1"):
+            assert any(line.startswith(f"[PASS] output matches fp32 reference ({name}, output {output})")
+                       for line in lines), output
+    results = run_info(repo)["results"]
+    assert [o["name"] for o in results["default"]["accuracy_per_output"]] == ["y0", "y1"]
+
+
+def test_a_model_built_for_another_workload_is_refused(cnn_repo, tmp_path):
+    """Same name, other content (an edited cnn.py): the .onnx records the hash, so run.sh refuses it."""
+    repo, _ = cnn_repo
+    edited = tmp_path / "cnn.py"
+    edited.write_text((repo / "workloads" / "cnn.py").read_text() + "\n# edited: BATCH and friends changed\n")
+    result = sh(repo, "run.sh", "0", "fp32", "--workload", str(edited))
+    assert_usage_error(result, "was built for workload cnn", "rebuild it", f"build_model.sh --workload {edited}")
+    # The other way round: the TinyMLP name with another workload's file in it.
+    tiny = repo / MODE.name / "model" / "tiny_mlp.onnx"
+    shutil.copy(repo / MODE.name / "model" / "cnn.onnx", tiny)
+    try:
+        assert_usage_error(sh(repo, "run.sh", "0", "fp32"), "tiny_mlp.onnx takes x[8, 3, 32, 32]", "feeds x[32, 1024]")
+    finally:
+        tiny.unlink()
+
+
+def test_tolerance_is_relative_to_the_output_scale(tmp_path):
+    repo = make_repo(tmp_path / "lab")
+    workload = tmp_path / "large_outputs.py"
+    workload.write_text(LARGE_OUTPUTS)
+    result = build_and_run(repo, workload, "default")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = run_info(repo)["results"]["default"]["accuracy_per_output"]
+    assert 50 < row["scale"] < 1000  # outputs of ~100
+    assert row["max_abs_diff"] > 5e-3, "an absolute 5e-3 (the old rule) would have failed this fp16 run"
+    assert row["max_abs_diff"] <= infer.FP16_REL_TOL * row["scale"] + infer.FP16_ABS_FLOOR == row["tol"]
+    assert infer.tolerance(variants.VARIANTS["fp32"], 100.0) == pytest.approx(0.1 + infer.FP32_ABS_FLOOR)
+
+
+def test_graph_changes_are_named_not_silent():
+    """A rule names what it knows; anything else is listed as removed / added, with its families."""
+    exported = Counter(Conv=2, Relu=2, MatMul=1, Add=1, Shape=2)
+    built = Counter(FusedConv=2, Gemm=1, Mystery=1)
+    changes = graph_changes.build_changes(exported, built, "onnxruntime", Counter(Relu=2))
+    assert [str(c) for c in changes] == ["Conv+Relu -> FusedConv x2", "MatMul+Add -> Gemm x1", "removed Shape x2",
+                                         "added Mystery x1"]
+    model = load_workload(ROOT / "workloads" / "cnn.py").expected_op_counts()
+    ok = graph_changes.model_count_verdict(model, Counter(FusedConv=2, MaxPool=2, Gemm=1, Flatten=1), [
+        graph_changes.Change("exporter", "BatchNormalization folded into Conv", 2, {"norm": -2}),
+        graph_changes.Change("onnxruntime", "Conv+Relu -> FusedConv", 2, {"activation": -2})], "fp32")
+    assert ok.ok, ok.detail
+    missing = graph_changes.model_count_verdict(model, Counter(FusedConv=2, MaxPool=1, Gemm=1), [], "fp32")
+    assert not missing.ok and "pool 1 (model 2, want 2: not explained by a named change)" in missing.detail

@@ -104,3 +104,44 @@ def test_bench_make_small_and_bad_arguments(tmp_path: Path) -> None:
     assert len(list(tmp_path.rglob("op_summary_*.csv"))) == 1 and (tmp_path / "trace_view_3000").is_dir()
     proc = run([sys.executable, "-m", "common.bench", "make", "--what", "nonsense", "--out", str(tmp_path)])
     assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1 and "Traceback" not in proc.stderr
+
+
+# --- integrity: report prints the checks and exits 1 when the files of an export disagree ------------------
+def test_report_exits_1_when_op_statistic_was_tampered_with(npu_fixtures: Path) -> None:
+    capture = npu_fixtures / "msinsight_torch_npu" / "text_level1"
+    proc = report(capture)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("[PASS] op_statistic agrees with kernel_details") == 2
+    assert proc.stdout.count("[PASS] step table agrees with the Overlap Analysis") == 2
+    stat = capture / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"
+    stat.write_text("".join(line for line in stat.read_text().splitlines(keepends=True) if not line.startswith("Conv2D,")))
+    proc = report(capture)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (failed,) = [line for line in proc.stdout.splitlines() if line.startswith("[FAIL]")]
+    assert failed.startswith("[FAIL] op_statistic agrees with kernel_details (rank1_ascend_pt/ASCEND_PROFILER_OUTPUT)")
+    assert "Conv2D (AI_CORE): op_statistic.csv has no row, kernel_details.csv has 5 tasks" in failed
+    assert "1 integrity check(s) FAILED" in proc.stderr
+    assert "[FAIL] op_statistic agrees" in (capture / "report.md").read_text()
+    page = (capture / "report.html").read_text()
+    assert "<h2>Integrity</h2>" in page and "Conv2D (AI_CORE): op_statistic.csv has no row" in page
+
+
+def test_report_names_the_msprof_file_pattern(tmp_path: Path, npu_fixtures: Path) -> None:
+    src = next((npu_fixtures / "cann85_minimal").glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
+    (tmp_path / "mine").mkdir()
+    shutil.copy(src, tmp_path / "mine" / "op_summary_2026.csv")
+    proc = report(tmp_path / "mine")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert "op_summary_2026.csv" in line and "<name>_<14-digit timestamp>.csv" in line
+
+
+def test_compare_says_which_side_lacks_which_file(npu_fixtures: Path, tmp_path: Path) -> None:
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    shutil.copytree(npu_fixtures / "cann85_minimal", base)
+    shutil.copytree(npu_fixtures / "cann85_minimal", cand)
+    next(cand.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")).unlink()
+    proc = run([sys.executable, "-m", "common", "compare", str(base), str(cand)])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith(f"Error: the candidate {cand} has no per-op times: ") and "no op_summary file" in line

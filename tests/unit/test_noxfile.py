@@ -20,25 +20,122 @@ def noxfile():
 
 
 class _Session:
-    """The two attributes of a nox session that mode_args uses."""
+    """The attributes of a nox session that mode_args and ddp_args use."""
 
-    name = "pytorch"
-
-    def __init__(self, posargs: list[str]) -> None:
+    def __init__(self, posargs: list[str], name: str = "pytorch") -> None:
         self.posargs = posargs
+        self.name = name
 
     def error(self, message: str) -> None:
         raise SystemExit(message)
 
 
-def test_nox_mode_args_device_and_repeat(noxfile) -> None:
-    assert noxfile.mode_args(_Session([])) == ("0", 1)
-    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5)
-    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2)
+def test_nox_mode_args_device_and_repeat(noxfile, monkeypatch) -> None:
+    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+    assert noxfile.mode_args(_Session([])) == ("0", 1, None)
+    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5, None)
+    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2, None)
     for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "[--repeat N]"),
                      (["0;rm -rf /"], "is not an integer in 0..63")):
         with pytest.raises(SystemExit, match=re.escape(why)):
             noxfile.mode_args(_Session(bad))
+
+
+def test_nox_mode_args_workload_flag_and_variable(noxfile, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+    cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
+    # relative to the repository root (where nox runs), handed on as an absolute path; any position
+    assert noxfile.mode_args(_Session(["1", "--workload", "workloads/cnn.py", "--repeat", "2"])) == ("1", 2, cnn)
+    assert noxfile.mode_args(_Session(["--workload=workloads/cnn.py"])) == ("0", 1, cnn)
+    mine = tmp_path / "my_model.py"
+    mine.write_text("")
+    assert noxfile.mode_args(_Session(["--workload", str(mine), "2"])).workload == str(mine.resolve())
+    # the variable when no flag is given; the flag wins over it
+    monkeypatch.setenv(noxfile.WORKLOAD_VAR, "workloads/transformer.py")
+    assert noxfile.mode_args(_Session(["0"])).workload == str((noxfile.ROOT / "workloads/transformer.py").resolve())
+    assert noxfile.mode_args(_Session(["0", "--workload", str(mine)])).workload == str(mine.resolve())
+    assert noxfile.workload_args(None) == [] and noxfile.workload_args(cnn) == ["--workload", cnn]
+
+
+@pytest.mark.parametrize(("args", "env", "why"), [
+    (["0", "--workload"], None, "(--workload takes a file, got '')"),
+    (["--workload", "--repeat", "2"], None, "(--workload takes a file, got '--repeat')"),
+    (["--workload", "no_such_model.py"], None,
+     "workload file no_such_model.py (--workload) does not exist — give the path of a Python file"),
+    (["--workload", "workloads"], None, "workload file workloads (--workload) is not a file"),
+    (["0"], "gone.py", "workload file gone.py (from $MSPROF_LAB_WORKLOAD) does not exist"),
+    (["0", "--workload", "workloads/cnn.py", "1"], None, "[--repeat N] [--workload FILE]"),
+])
+def test_nox_mode_args_refuse_a_bad_workload_with_one_line(noxfile, monkeypatch, args, env, why) -> None:
+    if env is None:
+        monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+    else:
+        monkeypatch.setenv(noxfile.WORKLOAD_VAR, env)
+    with pytest.raises(SystemExit) as stop:
+        noxfile.mode_args(_Session(args))
+    message = str(stop.value)
+    assert why in message and "\n" not in message, message
+
+
+def test_nox_ddp_args_take_a_workload(noxfile, monkeypatch) -> None:
+    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+    cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
+    assert noxfile.ddp_args(_Session([], "ddp")) == ("2", None)
+    assert noxfile.ddp_args(_Session(["4", "--workload", "workloads/cnn.py"], "ddp")) == ("4", cnn)
+    for bad, why in ((["9"], "[nproc 1..8] [--workload FILE]"), (["2", "3"], "[nproc 1..8]"),
+                     (["2", "--workload", "nope.py"], "nope.py (--workload) does not exist")):
+        with pytest.raises(SystemExit, match=re.escape(why)):
+            noxfile.ddp_args(_Session(bad, "ddp"))
+
+
+class _Recorder(_Session):
+    """A session that records the commands it would run instead of running them."""
+
+    def __init__(self, posargs: list[str], name: str) -> None:
+        super().__init__(posargs, name)
+        self.ran: list[tuple[str, ...]] = []
+
+    def run(self, *args: str, **kwargs) -> None:
+        self.ran.append(args)
+
+    def log(self, *args) -> None:
+        pass
+
+
+def test_every_mode_script_gets_the_workload_as_an_absolute_path(noxfile, monkeypatch) -> None:
+    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+    monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
+    monkeypatch.setattr(noxfile, "modes_of_this_run", lambda: set())  # agree is not queued here
+    cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
+    want = {
+        "cmdline": [("bash", "01_cmdline/run.sh", "1", "--workload", cnn)],
+        "ascendc": [("bash", "02_api_AscendC/build.sh"), ("bash", "02_api_AscendC/run.sh", "1", "--workload", cnn)],
+        "pyacl": [("bash", "03_api_pyAcl/build_model.sh", "--workload", cnn),
+                  ("bash", "03_api_pyAcl/run.sh", "1", "--workload", cnn)],
+        "pytorch": [("bash", "04_pyTorch/run.sh", "1", "--workload", cnn)],
+        "sweep": [("lab-python", "04_pyTorch/src/sweep.py", "--batch", "1,2", "--workload", cnn)],
+        "ddp": [("bash", "04_pyTorch/run_ddp.sh", "1", "--cross-check", "--workload", cnn)],
+    }
+    args = {"sweep": ["--batch", "1,2", "--workload", "workloads/cnn.py"], "ddp": ["1", "--workload", "workloads/cnn.py"]}
+    for name, commands in want.items():
+        session = _Recorder(args.get(name, ["1", "--workload", "workloads/cnn.py"]), name)
+        getattr(noxfile, name)(session)
+        assert session.ran == commands, name
+    # ecosystem: a fresh 04 run of the workload first, then msprof-analyze with the remaining arguments
+    session = _Recorder(["--workload", "workloads/cnn.py", "--output", "x"], "ecosystem")
+    noxfile.ecosystem(session)
+    assert session.ran == [("bash", "04_pyTorch/run.sh", "0", "--workload", cnn),
+                           ("lab-python", "-m", "common.collect.msprof_analyze", "--output", "x")]
+    # without a flag, the variable's file; without either, nothing is added (TinyMLP)
+    monkeypatch.setenv(noxfile.WORKLOAD_VAR, "workloads/transformer.py")
+    session = _Recorder(["0"], "pytorch")
+    noxfile.pytorch(session)
+    assert session.ran == [("bash", "04_pyTorch/run.sh", "0", "--workload",
+                            str((noxfile.ROOT / "workloads" / "transformer.py").resolve()))]
+    monkeypatch.delenv(noxfile.WORKLOAD_VAR)
+    session = _Recorder(["0", "--repeat", "1"], "pytorch")
+    noxfile.pytorch(session)
+    assert session.ran == [("bash", "04_pyTorch/run.sh", "0")]
 
 
 def test_agree_follows_only_when_all_four_modes_ran_in_this_invocation(noxfile, tmp_path: Path) -> None:
@@ -81,3 +178,15 @@ def test_an_environment_is_rebuilt_only_when_its_groups_change(tmp_path: Path, m
     assert built == []  # up to date: nothing ran
     assert environments.stamp_of(["ecosystem"]) != environments.stamp_of(["ecosystem"], system_site_packages=True)
     assert environments.stamp_of(["ecosystem"]) != environments.stamp_of(["bench"])
+
+
+def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None:
+    """tests/conftest.py clears $MSPROF_LAB_WORKLOAD for the session: `MSPROF_LAB_WORKLOAD=... nox -s tests` passes."""
+    import os
+
+    from common.workload import ENV_VAR, load_workload, tiny_mlp
+
+    assert ENV_VAR not in os.environ
+    assert load_workload() is tiny_mlp()
+    monkeypatch.setenv(ENV_VAR, str(Path(__file__).resolve().parents[2] / "workloads" / "cnn.py"))
+    assert load_workload().name == "cnn"

@@ -65,7 +65,7 @@ def test_atc_lines_are_the_builders() -> None:
                     "Ascend910B3", "x:32,1024")
     assert _shown(base).replace("Ascend910B3", "<soc>") in code  # the README leaves the SoC as a placeholder
     for name in ("fp16-io", "fp32"):
-        options = variants.VARIANTS[name].atc_options
+        options = variants.VARIANTS[name].atc_options(["x"])  # TinyMLP: one floating-point input, x
         assert " ".join(options) in code, (name, options)
     om = Path("03_api_pyAcl/model/npu/tiny_mlp_default.om")
     assert _shown(atc_om_to_json_argv("atc", om, om.with_suffix(".json"))) in code

@@ -1,0 +1,124 @@
+"""Every refusal names its real cause, and terminal tables fit 120 columns (Markdown keeps every character)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES
+
+from common.analyze.compare import compare, load_side
+from common.cli.reports import directory_report
+from common.errors import LabError
+from common.formats.datasets import find_datasets
+from common.render.text import ELLIPSIS, MAX_WIDTH, render_markdown_table, render_table
+
+NPU = FIXTURES / "npu"
+DB_OUT = NPU / "msinsight_torch_npu" / "db_level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+
+
+def msprof_copy(tmp_path: Path, name: str = "cann") -> Path:
+    shutil.copytree(NPU / "cann85_minimal", tmp_path / name)
+    return tmp_path / name
+
+
+def test_files_named_unlike_msprof_name_the_pattern(tmp_path: Path) -> None:
+    src = next((NPU / "cann85_minimal").glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
+    (tmp_path / "out").mkdir()
+    shutil.copy(src, tmp_path / "out" / "op_summary.csv")  # the timestamp dropped by hand
+    with pytest.raises(LabError) as err:
+        find_datasets(tmp_path)
+    assert "out/op_summary.csv" in err.value.what
+    assert "<name>_<14-digit timestamp>.csv" in err.value.fix and "op_summary_20260101000000.csv" in err.value.fix
+
+
+def test_only_an_analysis_db_says_it_is_not_the_profile(tmp_path: Path) -> None:
+    shutil.copy(DB_OUT / "analysis.db", tmp_path)
+    with pytest.raises(LabError) as err:
+        find_datasets(tmp_path)
+    assert "only database file(s) that are not a profiler export: analysis.db" in err.value.what
+    assert "ascend_pytorch_profiler[_<rank>].db" in err.value.fix
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_db_export_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_OUT / "ascend_pytorch_profiler_0.db", db)
+    db.chmod(0)
+    try:
+        with pytest.raises(LabError) as err:
+            directory_report(tmp_path, bottlenecks=False)
+    finally:
+        db.chmod(0o644)
+    assert str(db) in err.value.what and "cannot read" in err.value.what
+
+
+def test_an_empty_db_export_says_so(tmp_path: Path) -> None:
+    (tmp_path / "ascend_pytorch_profiler_0.db").write_bytes(b"")
+    with pytest.raises(LabError) as err:
+        directory_report(tmp_path, bottlenecks=False)
+    assert "ascend_pytorch_profiler_0.db: file is empty (0 bytes)" in err.value.what
+
+
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+def test_compare_names_the_side_that_lacks_op_summary(tmp_path: Path, side: str) -> None:
+    base, cand = msprof_copy(tmp_path, "base"), msprof_copy(tmp_path, "cand")
+    lacking = base if side == "baseline" else cand
+    next(lacking.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")).unlink()
+    with pytest.raises(LabError) as err:
+        compare(load_side(base), load_side(cand))
+    assert err.value.what.startswith(f"the {side} {lacking} has no per-op times: ")
+    assert "mindstudio_profiler_output has no op_summary file (it has op_statistic, api_statistic" in err.value.what
+    assert "not the same workload" not in err.value.what
+
+
+# --- terminal tables --------------------------------------------------------------------------------
+SHAPES = "8192,15365;8192,4096;4096,15365;" * 6
+
+
+def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
+    header = ["OP Type", "Input Shapes", "Count", "Mean(us)", "GFLOP", "MB moved", "Lower bound(us)", "Achieved(%)",
+              "Bound"]
+    rows = [["FlashAttentionScoreGrad", SHAPES, 4, 759.61, None, None, None, None, "unavailable: no work model"]]
+    text = render_table(header, rows)
+    assert max(len(line) for line in text.splitlines()) <= MAX_WIDTH
+    lines = text.splitlines()
+    body = lines[next(i for i, line in enumerate(lines) if line.startswith("----")) + 1]
+    assert ELLIPSIS in body and SHAPES not in body and body.startswith("FlashAttentionScoreGrad ")
+    assert "759.610" in body  # numbers are never cut, nor the op's name
+    words = " ".join(" ".join(line[body.index("unavailable"):] for line in lines if len(line) > body.index(
+        "unavailable")).split())
+    assert "unavailable: no work model" in words  # a cell of words wraps, whole, onto more lines
+    assert SHAPES in render_markdown_table(header, rows)
+
+
+def test_a_wide_step_table_wraps_its_headers_and_keeps_every_value() -> None:
+    from common.cli.reports import STEP_HEADER
+
+    row = [50, 8903.431, 98071.947, 4036.153, 25258.144, 18055.693, 132233.522, 6.733, 74.166, 19.101,
+           "communication-bound"]
+    text = render_table(STEP_HEADER, [row])
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= MAX_WIDTH
+    assert ELLIPSIS not in text and lines[-1].rstrip().endswith("communication-bound")
+    assert lines[-1].split()[:3] == ["50", "8,903.4", "98,071.9"]
+    dashes = next(i for i, line in enumerate(lines) if line.startswith("----"))
+    assert dashes > 1  # the headers went onto more than one line
+    words = " ".join(" ".join(lines[:dashes]).split())
+    for word in ("Computing", "Overlapped", "Preparing", "(us)", "(%)"):
+        assert word in words
+
+
+def test_a_narrow_table_is_unchanged() -> None:
+    assert render_table(["OP Type", "Count"], [["MatMulV2", 8]]).splitlines() == [
+        "OP Type   Count", "--------  -----", "MatMulV2      8"]
+
+
+def test_reports_of_every_real_capture_fit_the_terminal(tmp_path: Path) -> None:
+    shutil.copytree(NPU, tmp_path / "npu")
+    for capture in ("cann85_minimal", "torch_npu_kernel_details", "torch_npu_trace_view", "msinsight_torch_npu"):
+        text, _ = directory_report(tmp_path / "npu" / capture)
+        tables = [line for line in text.splitlines() if "  " in line]  # table rows: cells apart by two spaces
+        assert tables and max(len(line) for line in tables) <= MAX_WIDTH, capture

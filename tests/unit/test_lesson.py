@@ -1,0 +1,151 @@
+"""The lesson harness's workload and thread options, the workload-driven checks, N/A verdicts, disturbed runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from common.analyze import checks
+from common.collect import calibrate
+from common.errors import LabError
+from common.formats.records import OpStat, Task
+from common.lesson import Lesson, parse_threads, workload_identity
+from common.render import html
+from common.render.text import render_verdicts
+from common.workload import load_workload, tiny_mlp
+
+ROOT = Path(__file__).resolve().parents[2]
+CNN, TRANSFORMER = ROOT / "workloads" / "cnn.py", ROOT / "workloads" / "transformer.py"
+
+
+def _task(op: str, duration: float = 1.0) -> Task:
+    return Task(op_name=op, op_type=op, task_type="CPU", start_us=0.0, duration_us=duration)
+
+
+# --- the harness ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["-1", "x", "1.5", "2000", ""])
+def test_bad_thread_counts_are_refused(text: str) -> None:
+    with pytest.raises(LabError, match="--threads"):
+        parse_threads(text)
+
+
+def test_thread_counts() -> None:
+    assert parse_threads("0") == 0 and parse_threads(" 4 ") == 4 and parse_threads(None) is None
+
+
+def test_workload_identity_without_importing(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.py"
+    bad.write_text("raise SystemExit('never imported')\n")
+    info = workload_identity(str(bad))
+    assert info["name"] == "broken" and len(info["sha256"]) == 64
+    assert workload_identity(None) == tiny_mlp().info()
+    with pytest.raises(LabError, match="does not exist"):
+        workload_identity(str(tmp_path / "missing.py"))
+
+
+def test_start_loads_the_workload_before_touching_the_output(tmp_path: Path, portable) -> None:
+    mode = tmp_path / "mode"
+    out = mode / "prof_out"
+    out.mkdir(parents=True)
+    (out / ".msprof_lab").write_text("")
+    (out / "keep.txt").write_text("old run")
+    bad = tmp_path / "bad.py"
+    bad.write_text("def build_model():\n    return 1\n\ndef make_input():\n    return 2\n")
+    lesson = Lesson("test", mode, None)
+    with pytest.raises(LabError, match="not a torch.nn.Module"):
+        lesson.start(["0", "--workload", str(bad)])
+    assert (out / "keep.txt").read_text() == "old run"
+
+
+def test_start_records_workload_and_threads(tmp_path: Path, portable) -> None:
+    before = torch.get_num_threads()
+    (tmp_path / "mode2").mkdir()
+    try:
+        run = Lesson("test", tmp_path / "mode2", None).start(["0", "--workload", str(CNN), "--threads", "1"])
+        info = json.loads((run.out / "run_info.json").read_text())
+        assert info["workload"] == load_workload(CNN).info() and info["threads"] == 1
+        assert run.workload is load_workload(CNN) and torch.get_num_threads() == 1
+        assert run.child_env["OMP_NUM_THREADS"] == "1"  # a profiled child process gets the same count
+    finally:
+        torch.set_num_threads(before)
+
+
+# --- checks from the workload -------------------------------------------------------------------------
+def test_forward_counts_come_from_the_model() -> None:
+    work = load_workload(CNN)
+    per_forward = work.expected_op_counts().checked
+    assert {"conv", "norm", "pool", "activation", "matmul"} <= set(per_forward)
+    tasks = [_task(f"aten::{op}") for op in ("mkldnn_convolution", "convolution", "native_batch_norm",
+                                            "native_batch_norm", "relu", "relu", "max_pool2d", "max_pool2d",
+                                            "addmm")]
+    assert checks.check_forward_counts(tasks, 1, work, "t").ok
+    missing = checks.check_forward_counts(tasks[1:], 1, work, "t")
+    assert not missing.ok and "conv 1 (want 2 x 1 = 2)" in missing.detail
+
+
+def test_training_counts_are_a_lower_bound() -> None:
+    work = load_workload(TRANSFORMER)
+    forward = checks.training_forward_counts(work)
+    tasks = [_task(name) for family, n in forward.items() for name in [{
+        "matmul": "aten::mm", "attention": "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "norm": "aten::native_layer_norm", "activation": "aten::gelu", "elementwise": "aten::add",
+        "softmax": "aten::_softmax"}[family]] * n * 3]
+    assert checks.check_training_counts(tasks, 3, work, "t").ok
+    assert checks.check_training_counts(tasks + tasks, 3, work, "t").ok  # backward ops on top: still fine
+    short = [t for t in tasks if t.op_type != "aten::native_layer_norm"]
+    assert not checks.check_training_counts(short, 3, work, "t").ok
+
+
+def test_top_family_is_declared_or_not_applicable() -> None:
+    stats = [OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
+             OpStat("aten::gelu", "CPU", 3, 10.0, 3.0, 3.3, 3.6, 10.0)]
+    assert checks.check_declared_top_family(stats, tiny_mlp(), "t").ok
+    na = checks.check_declared_top_family(stats, load_workload(CNN), "t")
+    assert na.ok and not na.applicable and na.detail == "not applicable: cnn declares no EXPECT['top_family']"
+    line = render_verdicts([na, checks.Verdict("x", False, "y")])
+    assert line.splitlines() == ["[N/A] top family (t): not applicable: cnn declares no EXPECT['top_family']",
+                                 "[FAIL] x: y"]
+    assert "[N/A]" in html.verdict_list([na]) and "[PASS]" not in html.verdict_list([na])
+
+
+def test_output_files_one_or_several(tmp_path: Path) -> None:
+    work = load_workload(TRANSFORMER)
+    model = work.build_model()
+    with torch.no_grad():
+        y = model(*work.inputs())
+    checks.save_output(tmp_path / "output.npy", y)
+    assert checks.check_output_file(tmp_path / "output.npy", "t", work).ok
+    assert not checks.check_output_file(tmp_path / "output.npy", "t", load_workload(CNN)).ok  # another shape
+    checks.save_output(tmp_path / "two.npy", (y, y))
+    arrays = checks.load_output(tmp_path / "two.npy")
+    assert len(arrays) == 2 and np.array_equal(arrays[1], y.numpy())
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, y.numpy() + 0.01)
+    assert not checks.check_output_file(wrong, "t", work).ok
+    assert not checks.check_output_file(tmp_path / "none.npy", "t", work).ok
+
+
+def test_training_losses() -> None:
+    assert checks.check_training_losses([2.0, 1.5], [2.0, 1.5], "t").ok
+    assert not checks.check_training_losses([2.0, 1.6], [2.0, 1.5], "t").ok
+    assert not checks.check_training_losses([2.0], [2.0, 1.5], "t").ok
+
+
+# --- disturbed runs -----------------------------------------------------------------------------------
+def test_step_spread_marks_a_disturbed_run() -> None:
+    assert calibrate.step_disturbance([100.0, 101.0, 99.0, 100.5, 100.0], "steps") is None
+    line = calibrate.step_disturbance([100.0, 100.0, 100.0, 100.0, 400.0], "steps")
+    assert line.startswith("disturbed: steps vary") and "above 0.25" in line and "max 400.0 us" in line
+
+
+def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    peaks = calibrate.calibrate()
+    monkeypatch.setattr(calibrate, "_measure", lambda: (peaks, {"copy 64 MB": 1.1, "GEMM 1024^3": 3.0}))
+    line = calibrate.calibration_disturbance()
+    assert "GEMM 1024^3 median 3.00x its best" in line and "copy" not in line
+    monkeypatch.setattr(calibrate, "_measure", lambda: (peaks, {"copy 64 MB": 1.1}))
+    assert calibrate.calibration_disturbance() is None
