@@ -102,7 +102,7 @@ def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], ref
     for name, out, ref in zip(files.output_names, outputs, reference):
         scale = float(np.abs(ref).max()) if ref.size else 0.0
         rows.append({"name": name, **compare_outputs(out.astype(np.float32), ref), "scale": scale,
-                     "tol": tolerance(variant, scale)})
+                     "tol": tolerance(variant, scale), "cosine_min": COSINE_MIN})
     return rows
 
 

@@ -255,13 +255,14 @@ def test_sweep_warns_about_a_figure_above_the_peak() -> None:
     assert "(!)" not in quiet and "warning" not in quiet
 
 
-def test_agree_judges_03_outputs_by_03s_own_tolerance_rule() -> None:
-    """agree re-applies 03's rule (rel x max|reference| + floor) to 03's recorded accuracy: the same numbers."""
-    from helpers import load_lesson
-
+def test_agree_judges_03_outputs_by_03s_recorded_tolerance_and_checks_its_scale() -> None:
+    """agree applies the tolerance 03 recorded, after checking the scale 03 used against the reference."""
     from common.analyze import cross_mode
 
-    infer = load_lesson("03_api_pyAcl/src/infer.py")
-    assert cross_mode.PYACL_TOL == {"fp16": (infer.FP16_REL_TOL, infer.FP16_ABS_FLOOR),
-                                    "fp32": (infer.FP32_REL_TOL, infer.FP32_ABS_FLOOR)}
-    assert cross_mode.PYACL_COSINE_MIN == infer.COSINE_MIN
+    good = {"max_abs_diff": 0.01, "mean_abs_diff": 0.001, "cosine": 0.9999, "scale": 1.0, "tol": 0.02,
+            "cosine_min": 0.999}
+    assert cross_mode.recorded_accuracy_verdict(good, 1.0, "03 x").ok
+    assert not cross_mode.recorded_accuracy_verdict({**good, "max_abs_diff": 0.03}, 1.0, "03 x").ok
+    wrong_scale = cross_mode.recorded_accuracy_verdict(good, 50.0, "03 x")
+    assert not wrong_scale.ok and "the workload's is 50" in wrong_scale.detail
+    assert not cross_mode.recorded_accuracy_verdict(None, 1.0, "03 x").ok
