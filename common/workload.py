@@ -120,9 +120,10 @@ class OpCounts:
         return {f: n for f, n in self.per_family.items() if f not in BACKEND_DEPENDENT_FAMILIES}
 
 
-def count_ops(model, inputs: tuple, *, grad: bool = False) -> OpCounts:
+def count_ops(model, inputs: tuple | None, *, grad: bool = False) -> OpCounts:
     """Run one forward (no grad; ``grad=True``: with autograd recording, as a training step's forward
-    runs) and count the ops that do work, the way the portable task rule does.
+    runs) and count the ops that do work, the way the portable task rule does. ``inputs=None`` calls
+    ``model()`` as it is (e.g. a workload's make_input, to count what creating the input runs).
 
     Composite ops (``aten::linear``, ``aten::conv2d``, ``aten::layer_norm`` ...) never reach the
     dispatcher's Python key: the ops they call do (``aten::addmm``, ``aten::convolution``,
@@ -146,7 +147,7 @@ def count_ops(model, inputs: tuple, *, grad: bool = False) -> OpCounts:
             return func(*args, **(kwargs or {}))
 
     with torch.set_grad_enabled(grad), _Count():
-        model(*inputs)
+        model(*inputs) if inputs is not None else model()
     per_family: Counter[str] = Counter()
     for name, n in per_op.items():
         per_family[op_family(name)] += n
@@ -255,6 +256,10 @@ class Workload:
         if self._counts is None:
             self._counts = count_ops(self.build_model(), self.inputs())
         return self._counts
+
+    def input_op_counts(self) -> OpCounts:
+        """The ops make_input() runs once (a program that builds its input, profiled whole, shows them)."""
+        return count_ops(self.make_input, None)
 
     def not_applicable(self, key: str) -> str:
         """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""

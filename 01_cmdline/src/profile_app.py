@@ -62,7 +62,8 @@ def check_run(run, own_model: bool) -> list:
         verdicts += [
             # msprof saw every forward the program ran (warm-up too): the counts are per forward of all of them.
             # The expected counts come from one real forward of the workload (common/workload.py count_ops).
-            checks.check_forward_counts(checks.tasks_of(datasets), forwards, work, f"01, {forwards} forwards"),
+            checks.check_forward_counts(checks.tasks_of(datasets), forwards, work, f"01, {forwards} forwards",
+                                        with_input=True),  # model.py builds its input in the profiled process
             # Which family dominates is a statement about the model: only the workload can declare it.
             checks.check_declared_top_family(checks.stats_of(datasets), work, "01"),
             checks.check_output_file(run.out / "output.npy", "01", work),

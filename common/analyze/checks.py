@@ -35,17 +35,22 @@ def not_applicable(name: str, reason: str) -> Verdict:
     return Verdict(name, True, reason, applicable=False)
 
 
-def check_counts(tasks: list[Task], forwards: int | None, expected: dict[str, int], where: str) -> Verdict:
-    """Each expected family appears exactly ``expected[f]`` times per forward."""
+def check_counts(tasks: list[Task], forwards: int | None, expected: dict[str, int], where: str,
+                 once: dict[str, int] | None = None) -> Verdict:
+    """Each expected family appears exactly ``expected[f]`` times per forward (plus ``once[f]`` one-off ops,
+    e.g. what building the input runs in a program profiled whole)."""
     if not forwards:
         return Verdict(f"op counts per forward ({where})", False, "run_info.json does not say how many forwards")
     counts = family_counts(tasks)
+    once = once or {}
     parts, ok = [], True
-    for family, per_forward in sorted(expected.items()):
-        want = per_forward * forwards
+    for family in sorted(set(expected) | {f for f, n in once.items() if n}):
+        per_forward, extra = expected.get(family, 0), once.get(family, 0)
+        want = per_forward * forwards + extra
         got = counts.get(family, 0)
         ok &= got == want
-        parts.append(f"{family} {got} (want {per_forward} x {forwards} = {want})")
+        plus = f" + {extra} once (input)" if extra else ""
+        parts.append(f"{family} {got} (want {per_forward} x {forwards}{plus} = {want})")
     return Verdict(f"op counts per forward ({where})", ok, "; ".join(parts))
 
 
@@ -224,14 +229,17 @@ def check_output_file(path: Path, where: str, workload: Workload | None = None) 
 
 
 # --- expectations from the workload (common/workload.py), never typed in here ----------------------
-def check_forward_counts(tasks: list[Task], forwards: int | None, workload: Workload, where: str) -> Verdict:
-    """Each family the workload's forward runs (``count_ops(...).checked``) appears that many times per forward."""
+def check_forward_counts(tasks: list[Task], forwards: int | None, workload: Workload, where: str,
+                         with_input: bool = False) -> Verdict:
+    """Each family the workload's forward runs (``count_ops(...).checked``) appears that many times per forward;
+    ``with_input``: plus, once, what make_input() runs (a program profiled whole builds its input in view)."""
     expected = workload.expected_op_counts().checked
-    if not expected:
+    once = workload.input_op_counts().checked if with_input else None
+    if not expected and not once:
         return not_applicable(f"op counts per forward ({where})",
                               f"not applicable: {workload.name}'s forward runs no op of a family the count "
                               f"check compares (backend-dependent families are left out)")
-    return check_counts(tasks, forwards, expected, where)
+    return check_counts(tasks, forwards, expected, where, once)
 
 
 def training_forward_counts(workload: Workload) -> dict[str, int]:

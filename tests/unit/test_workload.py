@@ -286,3 +286,40 @@ def test_own_model_doc_example_loads(tmp_path: Path) -> None:
     block = python_blocks(ROOT / "docs" / "own_model.md")[0]
     work = wl.load_workload(write(tmp_path, block, "my_model.py"))
     assert work.expected_op_counts().checked == measured_counts(work) and work.loss is not None
+
+
+def test_ops_that_build_the_input_are_counted_once_for_a_program_profiled_whole(tmp_path) -> None:
+    from common.analyze import checks
+    from common.formats.records import Task
+
+    path = tmp_path / "scaled_input.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class Scaled(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x) * 3
+
+
+        def build_model():
+            return Scaled()
+
+
+        def make_input():
+            return torch.rand(3, 4) * 2 + 0.5
+        """))
+    work = wl.load_workload(str(path))
+    assert work.input_op_counts().checked == {"elementwise": 2}  # mul, add; rand is init (not compared)
+
+    def task(op: str) -> Task:
+        return Task(op, op, "AI_CORE", 1.0, 0.0, 0.0, "0")
+
+    tasks = [task("aten::addmm"), task("aten::mul")] * 5 + [task("aten::mul"), task("aten::add")]
+    assert checks.check_forward_counts(tasks, 5, work, "x", with_input=True).ok
+    assert not checks.check_forward_counts(tasks, 5, work, "x").ok  # without the input's ops: 2 too many
