@@ -24,6 +24,7 @@ become ``COMMUNICATION`` tasks (:func:`communication_tasks`), msprof's task type
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -146,10 +147,28 @@ def is_communication(name: str) -> bool:
     return name.startswith(COMMUNICATION_PREFIXES)
 
 
+@functools.cache
+def decomposes(name: str) -> bool:
+    """An aten op that is only a composition of others (every functional overload CompositeImplicitAutograd,
+    e.g. ``aten::adaptive_avg_pool2d``, ``aten::max_pool2d``): the ops it calls do the work. The
+    ``out=`` overloads are left aside: the profiler names the functional op."""
+    if not name.startswith("aten::"):
+        return False
+    import torch
+
+    packet = getattr(torch.ops.aten, name[len("aten::"):], None)
+    if packet is None:
+        return False
+    overloads = [f"{name}.{o}" if o != "default" else name for o in packet.overloads() if not o.endswith("out")]
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return bool(overloads) and all(has(o, "CompositeImplicitAutograd") for o in overloads)
+
+
 def _walk(node: OpNode, out: list[OpNode]) -> None:
     if node.name in VIEW_OPS or is_communication(node.name) or node.name.startswith(COLLECTIVE_LAUNCH_PREFIX):
         return
-    if node.is_range or node.name in COMPOSITE_OPS or _is_autograd_wrapper(node.name):
+    composite = node.name in COMPOSITE_OPS or (node.children and decomposes(node.name))
+    if node.is_range or composite or _is_autograd_wrapper(node.name):
         for child in node.children:
             _walk(child, out)
         return

@@ -323,3 +323,24 @@ def test_ops_that_build_the_input_are_counted_once_for_a_program_profiled_whole(
     tasks = [task("aten::addmm"), task("aten::mul")] * 5 + [task("aten::mul"), task("aten::add")]
     assert checks.check_forward_counts(tasks, 5, work, "x", with_input=True).ok
     assert not checks.check_forward_counts(tasks, 5, work, "x").ok  # without the input's ops: 2 too many
+
+
+def test_composite_ops_count_the_same_in_the_model_and_in_the_profile(tmp_path) -> None:
+    # nn.AdaptiveAvgPool2d(1) and nn.MaxPool2d are compositions (aten::mean, max_pool2d_with_indices): the
+    # dispatcher sees the ops they call, and the portable task rule looks through them the same way.
+    path = write(tmp_path, """
+        import torch
+        from torch import nn
+
+
+        def build_model():
+            return nn.Sequential(nn.Conv2d(3, 4, 3), nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(4, 2))
+
+
+        def make_input():
+            return torch.randn(2, 3, 8, 8)
+        """, "pools.py")
+    work = wl.load_workload(str(path))
+    measured = {f: n for f, n in measured_counts(work).items() if f not in wl.BACKEND_DEPENDENT_FAMILIES}
+    assert work.expected_op_counts().checked == measured
