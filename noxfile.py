@@ -1,17 +1,21 @@
 """msprof lab: the learning path as nox sessions.
 
     nox -s cmdline ascendc pyacl pytorch -- 0    # every mode on device 0 (the default), then agree
+    nox -s cmdline pyacl pytorch -- 0 --workload my_model.py   # your model instead of TinyMLP
     nox -s pytorch -- 0 --repeat 3               # a mode 3 times: <mode>/prof_runs/1..3 for compare
     nox -s agree                                 # the cross-mode verdict on the last outputs
     nox -s sweep                                 # 04 over a grid of sizes: host-bound -> compute-bound
     nox -s ddp -- 2                              # 04 on 2 ranks: cluster view and slow-rank demo
+                                                 # (sweep, ddp and ecosystem take --workload FILE too)
     nox -s tests                                 # the test suite
     nox -s tests -- -m "not e2e"                 # its fast part (tests/unit), in seconds
-    nox -s bench                                 # readers at real-model scale vs a pandas baseline
+    nox -s bench                                 # the lab at real-model scale beside polars, pandas, msprof-analyze
     nox -s npu_dryrun -- 3                       # every mode's NPU path against recording stand-ins (no NPU)
 
-After the four modes have run in one nox invocation (in any order), the cross-mode ``agree``
-step follows by itself. The backend is detected once, here, and printed before anything runs.
+``--workload FILE`` (or ``MSPROF_LAB_WORKLOAD=FILE`` when no flag is given) points every mode
+script at a workload file (docs/own_model.md); the path is checked here, before anything runs,
+and handed to the scripts as an absolute path. After the four modes have run in one nox
+invocation (in any order), the cross-mode ``agree`` step follows by itself. The backend is detected once, here, and printed before anything runs.
 Every session uses one shared environment (``.nox/lab-<backend>``), built on first use and
 rebuilt only when its dependency groups in ``pyproject.toml`` change (common/environments.py,
 which also builds msprof-analyze's ``.nox/ecosystem``). On an NPU machine that environment
@@ -26,6 +30,7 @@ import shutil
 import sys
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import nox
 
@@ -61,13 +66,64 @@ def lab_python(session: nox.Session) -> str:
     return str(python)
 
 
-USAGE = "[device id 0..63] [--repeat N]"
+USAGE = "[device id 0..63] [--repeat N] [--workload FILE]"
 MAX_REPEAT = 20
+WORKLOAD_VAR = "MSPROF_LAB_WORKLOAD"  # as common.workload.ENV_VAR (that module imports numpy; nox need not have it)
 
 
-def mode_args(session: nox.Session) -> tuple[str, int]:
-    """``-- [device] [--repeat N]`` (defaults 0 and 1), validated before anything runs."""
+class ModeArgs(NamedTuple):
+    device: str
+    repeat: int
+    workload: str | None  # an absolute path, or None for the default workload (TinyMLP)
+
+
+def workload_path(value: str | None, origin: str) -> str | None:
+    """The workload file as an absolute path (relative paths are taken from the repository root,
+    where nox runs), or None; a path that is not an existing file raises a LabError naming ``origin``."""
+    if not value:
+        return None
+    file = Path(value).expanduser()
+    file = file if file.is_absolute() else ROOT / file
+    if not file.is_file():
+        what = "does not exist" if not file.exists() else "is not a file"
+        raise LabError(f"workload file {value} ({origin}) {what}",
+                       "give the path of a Python file that defines build_model() and make_input() "
+                       "(see docs/own_model.md)")
+    return str(file.resolve())
+
+
+def take_workload(session: nox.Session, args: list[str], usage: str) -> str | None:
+    """Remove ``--workload FILE`` (or ``--workload=FILE``) from ``args``; the checked path, else
+    $MSPROF_LAB_WORKLOAD's, else None. A bad value ends the session with one line."""
+    value, origin = None, "--workload"
+    for at, arg in enumerate(args):
+        if arg == "--workload" or arg.startswith("--workload="):
+            if arg == "--workload":
+                value = args[at + 1] if at + 1 < len(args) else ""
+                del args[at:at + 2]
+            else:
+                value = arg.split("=", 1)[1]
+                del args[at]
+            if not value or value.startswith("-"):
+                session.error(f"Usage: nox -s {session.name} -- {usage} (--workload takes a file, got {value!r})")
+            break
+    else:
+        value, origin = os.environ.get(WORKLOAD_VAR) or None, f"from ${WORKLOAD_VAR}"
+    try:
+        return workload_path(value, origin)
+    except LabError as err:
+        session.error(str(err))
+
+
+def workload_args(workload: str | None) -> list[str]:
+    return ["--workload", workload] if workload else []
+
+
+def mode_args(session: nox.Session) -> ModeArgs:
+    """``-- [device] [--repeat N] [--workload FILE]`` (defaults 0, 1, $MSPROF_LAB_WORKLOAD or TinyMLP),
+    validated before anything runs."""
     args = list(session.posargs)
+    workload = take_workload(session, args, USAGE)
     repeat = 1
     if "--repeat" in args:
         at = args.index("--repeat")
@@ -79,11 +135,12 @@ def mode_args(session: nox.Session) -> tuple[str, int]:
     if len(args) > 1:
         session.error(f"Usage: nox -s {session.name} -- {USAGE}")
     try:
-        return str(parse_device_id(args[0] if args else "0")), repeat
+        return ModeArgs(str(parse_device_id(args[0] if args else "0")), repeat, workload)
     except LabError as err:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} ({err})")
 
 
+WORKLOAD_BUILD_SCRIPTS = {"03_api_pyAcl/build_model.sh"}  # the build steps that take --workload
 MODE_DIRS = {"cmdline": "01_cmdline", "ascendc": "02_api_AscendC", "pyacl": "03_api_pyAcl", "pytorch": "04_pyTorch"}
 
 
@@ -98,7 +155,9 @@ def modes_of_this_run(root: Path = ROOT, run_id: str = RUN_ID) -> set[str]:
 
 
 def run_mode(session: nox.Session, *scripts: list[str]) -> None:
-    """Run a mode's scripts with the shared environment's python; the device id goes last.
+    """Run a mode's scripts with the shared environment's python: run.sh gets the device id, then
+    ``--workload FILE`` when one was given (so does 03's build_model.sh, which builds the workload's
+    model; 02's build.sh builds a kernel and takes no workload).
 
     With ``--repeat N`` the mode's run.sh runs N times and each run's prof_out/ is kept as
     ``<mode>/prof_runs/<i>/`` (for ``python -m common compare``, which takes medians over them).
@@ -108,12 +167,13 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
     cannot say "after these, if they all ran" (it runs a session's requirements *before* it,
     and ``nox -s agree`` alone must not re-run the modes).
     """
-    device, repeat = mode_args(session)
+    device, repeat, workload = mode_args(session)
     python = lab_python(session)
     env = {"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}
     for script in scripts:
         if not script[-1].endswith("run.sh"):
-            session.run("bash", *script, env=env, external=True)
+            extra = workload_args(workload) if script[-1] in WORKLOAD_BUILD_SCRIPTS else []
+            session.run("bash", *script, *extra, env=env, external=True)
             continue
         mode_dir = ROOT / Path(script[-1]).parts[0]
         try:
@@ -123,7 +183,7 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
         for i in range(1, repeat + 1):
             if runs:
                 session.log(f"run {i} of {repeat}")
-            session.run("bash", *script, device, env=env, external=True)
+            session.run("bash", *script, device, *workload_args(workload), env=env, external=True)
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))
     if modes_of_this_run() != set(MODE_DIRS):
@@ -168,33 +228,52 @@ def agree(session: nox.Session) -> None:
 @nox.session
 def sweep(session: nox.Session) -> None:
     """04 over a grid of sizes: where the workload turns from host-bound to compute-bound."""
+    args = list(session.posargs)
+    workload = take_workload(session, args, "[device] [--hidden ...] [--batch ...] [--threads N] [--workload FILE]")
     env = {"PYTHONPATH": str(ROOT), "MSPROF_LAB_RUN_ID": RUN_ID, "KINETO_LOG_LEVEL": "5"}
-    session.run(lab_python(session), "04_pyTorch/src/sweep.py", *session.posargs, env=env, external=True)
+    session.run(lab_python(session), "04_pyTorch/src/sweep.py", *args, *workload_args(workload), env=env,
+                external=True)
 
 
 @nox.session
 def ecosystem(session: nox.Session) -> None:
     """msprof-analyze, the Ascend toolkit's own analysis CLI, on 04's output and a real capture: same numbers."""
+    args = list(session.posargs)
+    workload = take_workload(session, args, "[--workload FILE] [--candidate DIR] [--baseline DIR] [--output DIR]")
     python = lab_python(session)
-    if not session.posargs:  # the default candidate is mode 04's output: make a fresh one first
-        session.run("bash", "04_pyTorch/run.sh", "0", env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
+    if not any(a == "--candidate" or a.startswith("--candidate=") for a in args):
+        # the default candidate is mode 04's output: make a fresh one first (of the workload, if one was given)
+        session.run("bash", "04_pyTorch/run.sh", "0", *workload_args(workload),
+                    env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
     # msprof-analyze gets an environment of its own (.nox/ecosystem), built on first use by
     # common/collect/msprof_analyze.py with the same builder as the lab's (common/environments.py).
-    session.run(python, "-m", "common.collect.msprof_analyze", *session.posargs, external=True)
+    session.run(python, "-m", "common.collect.msprof_analyze", *args, external=True)
+
+
+DDP_USAGE = "[nproc 1..8] [--workload FILE]"
+
+
+def ddp_args(session: nox.Session) -> tuple[str, str | None]:
+    """``-- [nproc] [--workload FILE]`` (defaults 2 and $MSPROF_LAB_WORKLOAD or TinyMLP)."""
+    args = list(session.posargs)
+    workload = take_workload(session, args, DDP_USAGE)
+    nproc = args[0] if args else "2"
+    if len(args) > 1 or not (nproc.isdigit() and 1 <= int(nproc) <= 8):
+        session.error(f"Usage: nox -s ddp -- {DDP_USAGE}")
+    return nproc, workload
 
 
 @nox.session
 def ddp(session: nox.Session) -> None:
     """04 on N ranks (torchrun + DDP): per-rank profiles, the cluster view, the slow-rank demo."""
-    nproc = session.posargs[0] if session.posargs else "2"
-    if len(session.posargs) > 1 or not (nproc.isdigit() and 1 <= int(nproc) <= 8):
-        session.error("Usage: nox -s ddp -- [nproc 1..8]")
+    nproc, workload = ddp_args(session)
     env = {"PYTHON": lab_python(session), "MSPROF_LAB_RUN_ID": RUN_ID}
+    extra = workload_args(workload)
     # --cross-check: msprof-analyze cluster must agree with the lab's cluster view (installed once).
-    session.run("bash", "04_pyTorch/run_ddp.sh", nproc, "--cross-check", env=env, external=True)
+    session.run("bash", "04_pyTorch/run_ddp.sh", nproc, "--cross-check", *extra, env=env, external=True)
     if int(nproc) > 1:  # the slow-rank demo: the last rank gets 4x the work, the view must name it
         session.run("bash", "04_pyTorch/run_ddp.sh", nproc, "--slow-rank", str(int(nproc) - 1), "--cross-check",
-                    "--output", "04_pyTorch/prof_out_ddp_slow", env=env, external=True)
+                    "--output", "04_pyTorch/prof_out_ddp_slow", *extra, env=env, external=True)
 
 
 @nox.session
@@ -215,7 +294,8 @@ def npu_dryrun(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Reports at real-model scale: 1M-row op_summary vs pandas, a 1 GB trace_view, scaling (prints figures)."""
+    """At real-model scale, side by side: 1M-row op_summary (lab, polars, pandas), 0.53 GB trace (lab, msgspec,
+    msprof-analyze advisor), 1M-task db, 64 ranks (lab, msprof-analyze cluster); prints figures, asserts none."""
     python = lab_python(session)
     # pandas is only the baseline being compared against: its own group, added to the shared environment here.
     session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)

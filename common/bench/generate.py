@@ -11,6 +11,7 @@ on its own, so memory stays bounded however many rows are asked for.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,7 +225,14 @@ _METADATA = [
     f'{{"name":"thread_name","pid":{OVERLAP_PID},"tid":{tid},"ph":"M","args":{{"name":"{name}"}}}}'
     for tid, name in enumerate(["Computing", "Communication", "Communication(Not Overlapped)", "Free"])
 ]
-EVENTS_PER_TASK = 2 + 2 / TASKS_PER_BUSY_RUN  # host launch + device task, and per run one Computing + one Free
+EVENTS_PER_TASK = 2 + 2 / TASKS_PER_BUSY_RUN
+# profiler_info.json beside ASCEND_PROFILER_OUTPUT/: torch_npu's keys; what only a device run fills stays null.
+PROFILER_INFO = {
+    "config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"], "schedule": {
+        "wait": 0, "warmup": 0, "active": 1, "repeat": 1, "skip_first": 0}, "record_shapes": True,
+        "profile_memory": False, "with_stack": False, "with_flops": False, "with_modules": False}},
+    "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
+}  # host launch + device task, and per run one Computing + one Free
 
 
 def _text(*parts: str | pl.Expr) -> pl.Expr:
@@ -283,6 +291,7 @@ def write_trace_view(out: Path, events: int, seed: int = 0, block_tasks: int = 5
     """
     folder = out / "bench_0_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     folder.mkdir(parents=True, exist_ok=True)
+    (folder.parent / "profiler_info.json").write_text(json.dumps(PROFILER_INFO, indent=4) + "\n")
     path = folder / "trace_view.json"
     tasks = max(TASKS_PER_BUSY_RUN, int(events / EVENTS_PER_TASK) // TASKS_PER_BUSY_RUN * TASKS_PER_BUSY_RUN)
     block_tasks -= block_tasks % TASKS_PER_STEP  # a step never spans two blocks (only the last may be short)
@@ -314,3 +323,153 @@ def write_trace_view(out: Path, events: int, seed: int = 0, block_tasks: int = 5
                 + b',"tid":0,"ph":"M","args":{"sort_index":12}}\n]\n')
     table = pl.concat(expected).group_by("step").agg(pl.col("computing_us").sum(), pl.col("free_us").sum().fill_null(0.0))
     return path, table.sort("step")
+
+
+# --- ascend_pytorch_profiler.db (torch_npu export_type=db) ------------------------------------------
+# The tables the readers use, as torch_npu writes them (column names, types and order of its export).
+_DB_SCHEMA = [
+    "CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY,value TEXT)",
+    ("CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,"
+     "globalPid INTEGER,taskType INTEGER,contextId INTEGER,streamId INTEGER,taskId INTEGER,modelId INTEGER, depth integer)"),
+    ("CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,mixBlockDim INTEGER,"
+     "taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,inputShapes INTEGER,"
+     "outputFormats INTEGER,outputDataTypes INTEGER,outputShapes INTEGER,attrInfo INTEGER, waitNs INTEGER)"),
+    ("CREATE TABLE COMMUNICATION_OP (opName INTEGER,startNs INTEGER,endNs INTEGER,connectionId INTEGER,groupName INTEGER,"
+     "opId INTEGER PRIMARY KEY,relay INTEGER,retry INTEGER,dataType INTEGER,algType INTEGER,count NUMERIC,"
+     "opType INTEGER, waitNs INTEGER)"),
+    "CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER)",
+    ("CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
+     "endNs integer, type integer)"),
+]
+_DB_INDEXES = ["CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)"]
+DB_GROUP = "10.0.0.1%enp189s0f0_60000_0_1736410575713004"
+
+
+def write_profiler_db(out: Path, tasks: int, seed: int = 0, block_tasks: int = 500_000) -> tuple[Path, pl.DataFrame]:
+    """``*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db`` with ``tasks`` device tasks.
+
+    The op mix and timing of :func:`write_op_summary`; compute tasks in TASK x COMPUTE_TASK_INFO,
+    collectives in TASK and COMMUNICATION_OP, strings once in STRING_IDS, steps in STEP_TIME and
+    the overlap spans in OVERLAP_ANALYSIS (no analysis.db: the steps are rebuilt from those spans).
+    Returns the path and the expected totals per (OP Type, Core Type): count and total µs.
+    """
+    import sqlite3
+
+    folder = out / "bench_0_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "ascend_pytorch_profiler_0.db"
+    path.unlink(missing_ok=True)
+    strings: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        return strings.setdefault(text, len(strings))
+
+    core_of = {k.task_type: ("HCCL" if k.task_type == "COMMUNICATION" else k.task_type) for k in KINDS}
+    kind_ids = [
+        (sid(k.op_name), sid(k.op_type), sid(core_of[k.task_type]), sid(k.inputs[0] or "N/A"), sid(k.inputs[1] or "N/A"),
+         sid(k.inputs[2] or "N/A"), sid(k.outputs[0] or "N/A"), sid(k.outputs[1] or "N/A"), sid(k.outputs[2] or "N/A"))
+        for k in KINDS
+    ]
+    comm = np.array([k.task_type == "COMMUNICATION" for k in KINDS])
+    allreduce, group, attr = sid("hcom_allReduce_"), sid(DB_GROUP), sid("")
+    rng = np.random.default_rng(seed)
+    expected, start, done, op_id = [], START_NS, 0, 0
+    block_tasks -= block_tasks % TASKS_PER_STEP
+    with sqlite3.connect(path) as conn:
+        for statement in _DB_SCHEMA:
+            conn.execute(statement)
+        while done < tasks:
+            n = min(block_tasks, tasks - done)
+            frame, start = _rows(rng, n, done, start)
+            kind, begin, dur = frame["kind"].to_numpy(), frame["start"].to_numpy(), frame["dur"].to_numpy()
+            wait, stream, task_id = frame["wait"].to_numpy(), frame["stream"].to_numpy(), frame["task_id"].to_numpy()
+            gid = np.arange(done, done + n)
+            is_comm = comm[kind]
+            conn.executemany("INSERT INTO TASK VALUES (?,?,0,?,?,2871234,?,4294967295,?,?,4294967295,0)", zip(
+                begin.tolist(), (begin + dur).tolist(), gid.tolist(), gid.tolist(),
+                [kind_ids[k][2] for k in kind.tolist()], stream.tolist(), task_id.tolist()))
+            compute = np.flatnonzero(~is_comm)
+            conn.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                (ids[0], g, KINDS[k].block_dim, KINDS[k].mix_block_dim, ids[2], ids[1], ids[5], ids[4], ids[3], ids[8],
+                 ids[7], ids[6], attr, w)
+                for g, k, w in zip(gid[compute].tolist(), kind[compute].tolist(), wait[compute].tolist())
+                for ids in (kind_ids[k],)))
+            collective = np.flatnonzero(is_comm)
+            conn.executemany("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,0,0,4,0,4097000,?,?)", (
+                (kind_ids[k][0], b, b + d, g, group, op_id + i, allreduce, w)
+                for i, (k, b, d, g, w) in enumerate(zip(kind[collective].tolist(), begin[collective].tolist(),
+                                                        dur[collective].tolist(), gid[collective].tolist(),
+                                                        wait[collective].tolist()))))
+            op_id += len(collective)
+            computing, free, steps = _overlap(frame)
+            conn.executemany("INSERT INTO STEP_TIME VALUES (?,?,?)", steps.select("step", "start", "end").iter_rows())
+            spans = pl.concat([computing.with_columns(type=pl.lit(0)), free.with_columns(type=pl.lit(3))]).sort("start")
+            conn.executemany("INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (0,?,?,?)",
+                             spans.select("start", end=pl.col("start") + pl.col("dur"), kind="type").iter_rows())
+            expected.append(frame.group_by("kind").agg(count=pl.len(), total_us=pl.col("dur").sum() / 1000))
+            done += n
+        conn.executemany("INSERT INTO STRING_IDS VALUES (?,?)", ((i, s) for s, i in strings.items()))
+        for statement in _DB_INDEXES:
+            conn.execute(statement)
+    kinds = pl.DataFrame({"kind": list(range(len(KINDS))), "op_type": [k.op_type for k in KINDS],
+                          "core_type": [core_of[k.task_type] for k in KINDS]}, schema_overrides={"kind": pl.Int32})
+    totals = (pl.concat(expected).group_by("kind").agg(pl.col("count").sum(), pl.col("total_us").sum())
+              .join(kinds, on="kind").select("op_type", "core_type", "count", "total_us").sort("op_type"))
+    return path, totals
+
+
+# --- a multi-rank capture (what `python -m common cluster` and `msprof-analyze cluster` read) ----------
+CLUSTER_SLOW_RANK_FACTOR = 1.4  # the last rank's compute takes this much longer: the rank the others wait for
+
+
+def write_cluster(out: Path, ranks: int, steps: int = 20, tasks_per_step: int = 200, seed: int = 0) -> Path:
+    """``ranks`` torch_npu rank folders (``*_ascend_pt/`` with ``profiler_info_{rank}.json``) under ``out``.
+
+    Each rank: kernel_details.csv, op_statistic.csv, step_trace_time.csv, trace_view.json and
+    communication.json, written by the same layout code as the portable backend's DDP ranks. Every
+    step ends with one all-reduce that all ranks leave together: a rank waits in it for the slowest
+    one (the last rank, whose compute is :data:`CLUSTER_SLOW_RANK_FACTOR` longer).
+    """
+    from common.collect import torch_npu_layout, torch_ops
+    from common.formats.records import Task
+
+    rng = np.random.default_rng(seed)
+    info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
+                                         "schedule": {"wait": 0, "warmup": 1, "active": steps, "repeat": 1,
+                                                      "skip_first": 0}}},
+            "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
+            "launch_id": f"bench-{seed}"}
+    compute = [k for k in KINDS if k.task_type != "COMMUNICATION"]
+    shares = np.array([k.share for k in compute]) / sum(k.share for k in compute)
+    kinds = rng.choice(len(compute), size=(steps, tasks_per_step), p=shares)
+    base = rng.lognormal(np.log([[compute[k].mean_us for k in row] for row in kinds]), 0.25)
+    gap_us = 15.0
+    per_rank = []
+    for r in range(ranks):
+        factor = CLUSTER_SLOW_RANK_FACTOR if r == ranks - 1 else 1.0
+        jitter = rng.normal(1.0, 0.01, size=base.shape).clip(0.9, 1.1)
+        per_rank.append(base * jitter * factor)
+    busy = np.array([[float((d + gap_us).sum()) for d in durations] for durations in per_rank])  # ranks x steps
+    allreduce_us = 300.0
+    folders = []
+    for r in range(ranks):
+        tasks, ranges, start = [], [], 0.0
+        for s in range(steps):
+            step_start, t = start, start + 20.0
+            for k, d in zip(kinds[s], per_rank[r][s]):
+                kind = compute[k]
+                tasks.append(Task(kind.op_name, kind.op_type, kind.task_type, round(t, 3), round(float(d), 3), 0.0,
+                                  str(r % 8), kind.block_dim, kind.inputs[0], kind.inputs[1], kind.outputs[0],
+                                  kind.outputs[1], step_id=s + 1))
+                t += float(d) + gap_us
+            # every rank leaves the all-reduce together: the slowest rank's arrival plus the transfer
+            leave = step_start + 20.0 + float(busy[:, s].max()) + allreduce_us
+            tasks.append(Task("hcom_allReduce_", "hcom_allReduce_", torch_ops.COMMUNICATION, round(t, 3),
+                              round(leave - t, 3), 0.0, str(r % 8), 0, step_id=s + 1))
+            start = leave + 50.0
+            ranges.append(torch_ops.StepRange(s + 1, step_start, start))
+        step_rows = torch_ops.step_times(tasks, ranges, device_id=str(r % 8))
+        folder = out / f"rank{r:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        folders.append(torch_npu_layout.write_ascend_pt(folder, tasks, ranges, step_rows, [], info, rank=r))
+    return out

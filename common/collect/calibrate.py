@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from common.analyze.bounds import DEVICE_PEAKS, Peaks, device_peaks
+from common.formats.readers import cpu_only
 
 if TYPE_CHECKING:
     from common.formats.datasets import Dataset
@@ -114,8 +115,8 @@ def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops_per_s: 
 
 def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
     """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
-    portable = (info or {}).get("backend") == "portable" or all(
-        core == "CPU" for ds in datasets for core in ds.task_totals["task_type"].unique())
+    portable = (info or {}).get("backend") == "portable" or cpu_only(
+        core for ds in datasets for core in ds.task_totals["task_type"].unique())
     soc = soc or (info or {}).get("soc_version") or os.environ.get("SOC_VERSION")
     if soc:
         peaks = device_peaks(soc)

@@ -26,6 +26,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -49,6 +50,9 @@ from common.formats.table import MISSING, clean
 TORCH_NPU_DB = re.compile(r"^ascend_pytorch_profiler(?:_\d+)?\.db$")
 MSPROF_DB = re.compile(r"^msprof_\d{14}\.db$")
 ANALYSIS_DB = "analysis.db"  # torch_npu's communication / step-time analysis, beside the profiler db
+PARALLEL_QUERIES = 2  # a large TASK table is grouped in this many rowid ranges at once
+PARALLEL_MIN_ROWS = 200_000
+_KEPT: dict[tuple, object] = {}  # (file identity, what) -> result: one read per file however often it is asked
 LOCK_WAIT_S = 5.0  # how long a read waits for a writer's lock before calling the file locked
 
 # The tables each reader needs, with the columns it reads (other columns are optional).
@@ -74,6 +78,20 @@ WRITER = {
     "torch_npu_db": "torch_npu (export_type=db)",
     "msprof_db": "msprof (--type=db)",
 }
+
+
+def _kept(path: Path, what: str, compute):
+    """``compute()`` once per file and ``what`` (kept while the file's size, mtime and inode stay)."""
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, what)
+    except OSError:
+        return compute()
+    if key not in _KEPT:
+        if len(_KEPT) >= 256:
+            _KEPT.clear()
+        _KEPT[key] = compute()
+    return _KEPT[key]
 
 
 def db_kind(name: str) -> str | None:
@@ -285,10 +303,13 @@ class ProfilerDb:
         return [(int(step), int(start), int(end)) for step, start, end in rows
                 if step is not None and start is not None and end is not None]
 
+    @functools.cached_property
+    def _step_starts(self) -> list[int]:
+        return [s for _, s, _ in self.step_ranges]
+
     def _step_at(self, start_ns: int) -> int | None:
         """The step whose [startNs, endNs] holds ``start_ns``: torch_npu's Step Id of a task."""
-        starts = [s for _, s, _ in self.step_ranges]
-        i = bisect.bisect_right(starts, start_ns) - 1
+        i = bisect.bisect_right(self._step_starts, start_ns) - 1
         if i >= 0 and start_ns <= self.step_ranges[i][2]:
             return self.step_ranges[i][0]
         return None
@@ -361,15 +382,32 @@ class ProfilerDb:
 
     def communication(self) -> list[CommOp]:
         """COMMUNICATION_OP: every collective / point-to-point op, by start time (none when none ran)."""
+        return _kept(self.path, "communication", self._communication)
+
+    def _has_receives(self) -> bool:
+        """Whether any COMMUNICATION_OP is an ``hcom_receive*`` (asked of the few strings, not the many ops)."""
+        if "COMMUNICATION_OP" not in self.db.schema:
+            return False
+        ids = [i for i, value in self.strings.items() if (_text(value) or "").startswith("hcom_receive")]
+        if not ids:
+            return False
+        marks = ",".join("?" * len(ids))
+        return bool(self.db.query(f"SELECT 1 FROM COMMUNICATION_OP WHERE opName IN ({marks}) LIMIT 1", tuple(ids)))
+
+    def _communication_device(self) -> str:
+        """SQL for an op's device: the one device of the capture, else the device of its tasks, else NULL."""
+        if len(self.devices) == 1:
+            return str(int(self.devices[0]))
+        if self.db.has("COMMUNICATION_OP", "connectionId") and self.db.has("TASK", "connectionId", "deviceId"):
+            return "(SELECT min(t.deviceId) FROM TASK AS t WHERE t.connectionId = op.connectionId)"
+        return "NULL"
+
+    def _communication(self) -> list[CommOp]:
         if "COMMUNICATION_OP" not in self.db.schema:
             return []
         self.db.require(COMM_TABLE)
         group, wait = self._optional("COMMUNICATION_OP", "op", "groupName"), self._optional("COMMUNICATION_OP", "op", "waitNs")
-        device = "NULL"
-        if len(self.devices) == 1:
-            device = str(int(self.devices[0]))
-        elif self.db.has("COMMUNICATION_OP", "connectionId") and self.db.has("TASK", "connectionId", "deviceId"):
-            device = "(SELECT min(t.deviceId) FROM TASK AS t WHERE t.connectionId = op.connectionId)"
+        device = self._communication_device()
         rows = self.db.query(
             f"SELECT op.opName, op.opType, {group}, op.startNs, op.endNs, {wait}, {device} "
             "FROM COMMUNICATION_OP AS op ORDER BY op.startNs"
@@ -397,15 +435,21 @@ class ProfilerDb:
     def compute_totals(self) -> pl.DataFrame:
         """Per (Device_id, OP Type, Core Type, Input Shapes) of the compute tasks: count, total/min/max µs.
 
-        Grouped by SQLite on the string ids, so a database of millions of tasks never becomes Python rows.
+        Grouped by SQLite on the string ids, so a database of millions of tasks never becomes Python rows;
+        a large TASK table is grouped in parts on parallel read-only connections (SQLite runs a query
+        on one core), the parts merged in polars. Kept per file: asked twice, it is computed once.
         """
+        return _kept(self.path, "compute_totals", self._compute_totals)
+
+    def _compute_totals(self) -> pl.DataFrame:
         self.db.require(TASK_TABLES)
         device = self._optional("TASK", "t", "deviceId")
         shapes = self._optional("COMPUTE_TASK_INFO", "c", "inputShapes")
         duration = "(t.endNs - t.startNs)"
-        rows = self.db.query(self._compute_select(
+        sql = self._compute_select(
             f"{device}, c.opType, c.name, c.taskType, {shapes}, count(*), sum({duration}), min({duration}), "
-            f"max({duration})") + f" GROUP BY {device}, c.opType, c.name, c.taskType, {shapes}")
+            f"max({duration})")
+        rows = self._parallel_groups(sql, f"GROUP BY {device}, c.opType, c.name, c.taskType, {shapes}")
         return self._totals(
             (dev, self._string(op_type) or self._string(name) or "", self._string(core) or "N/A", self._string(shape),
              count, total, low, high)
@@ -426,9 +470,45 @@ class ProfilerDb:
                   "min_us": pl.Float64, "max_us": pl.Float64}
         return merge_totals(pl.DataFrame(records, schema=schema, orient="row"))
 
+    def _parallel_groups(self, select: str, group_by: str) -> list[tuple]:
+        """``select`` + ``group_by`` over TASK, in rowid ranges on parallel connections when it is large."""
+        (low, high), = self.db.query("SELECT min(rowid), max(rowid) FROM TASK")
+        parts = min(PARALLEL_QUERIES, os.cpu_count() or 1)
+        if low is None or high - low < PARALLEL_MIN_ROWS or parts < 2:
+            return self.db.query(f"{select} {group_by}")
+        step = (high - low) // parts + 1
+        ranges = [(low + i * step, min(high, low + (i + 1) * step - 1)) for i in range(parts)]
+        with ThreadPoolExecutor(parts) as pool:  # sqlite3 lets go of the GIL while a query runs
+            results = pool.map(lambda r: self.db.query(f"{select} WHERE t.rowid BETWEEN ? AND ? {group_by}", r), ranges)
+            return [row for rows in results for row in rows]
+
+    def _communication_totals(self) -> list[tuple] | None:
+        """Per (device, OP Type or name) of COMMUNICATION_OP: count and total/min/max ns, grouped by SQLite.
+
+        None when an op's start or end is not a whole number or it ends before it starts: the per-op
+        reader then names it.
+        """
+        bad = self.db.query("SELECT count(*) FROM COMMUNICATION_OP WHERE typeof(startNs) != 'integer' "
+                            "OR typeof(endNs) != 'integer' OR endNs < startNs")[0][0]
+        if bad:
+            return None
+        device, duration = self._communication_device(), "(op.endNs - op.startNs)"
+        rows = self.db.query(f"SELECT {device}, op.opType, op.opName, count(*), sum({duration}), min({duration}), "
+                             f"max({duration}) FROM COMMUNICATION_OP AS op GROUP BY 1, op.opType, op.opName")
+        per: dict[tuple, tuple] = {}
+        for dev, op_type, name, count, total, low, high in rows:
+            key = (None if dev is None else str(dev), self._string(op_type) or self._string(name) or "")
+            c0, t0, l0, h0 = per.get(key, (0, 0, low, high))
+            per[key] = (c0 + count, t0 + total, min(l0, low), max(h0, high))
+        return [(*key, *values) for key, values in per.items()]
+
     def task_totals(self) -> pl.DataFrame:
         """:meth:`compute_totals` plus the communication ops: the totals of kernel_details / op_summary."""
         core = COMM_CORE.get(self.kind, "HCCL")
+        grouped = self._communication_totals() if "COMMUNICATION_OP" in self.db.schema else []
+        if grouped is not None:
+            comm = self._totals((dev, name, core, None, *values) for dev, name, *values in grouped)
+            return merge_totals(pl.concat([self.compute_totals(), comm]))
         per: dict[tuple, list] = {}
         for c in self.communication():
             key = (c.device_id, c.op_type or c.op_name, core, None)
@@ -469,18 +549,24 @@ class ProfilerDb:
         """OVERLAP_ANALYSIS as the timeline's Overlap Analysis events (steps from STEP_TIME); None without it."""
         if not self.db.has("OVERLAP_ANALYSIS", *OVERLAP_TABLE["OVERLAP_ANALYSIS"]):
             return None
-        rows = self.db.query("SELECT type, startNs, endNs FROM OVERLAP_ANALYSIS WHERE type BETWEEN 0 AND ? "
-                             "ORDER BY startNs", (len(OVERLAP_EVENTS) - 1,))
-        for _, start, end in rows:
-            self._ns(start, end, "an OVERLAP_ANALYSIS event")
-        kinds = np.array([r[0] for r in rows], dtype=np.int8)
-        starts = np.array([r[1] for r in rows], dtype=np.int64)
-        ends = np.array([r[2] for r in rows], dtype=np.int64)
+        return _kept(self.path, "overlap", self._overlap)
+
+    def _overlap(self) -> OverlapEvents:
+        where = "FROM OVERLAP_ANALYSIS WHERE type BETWEEN 0 AND ?"
+        kinds_max = (len(OVERLAP_EVENTS) - 1,)
+        bad = self.db.query(f"SELECT count(*) {where} AND (typeof(startNs) != 'integer' OR typeof(endNs) != 'integer' "
+                            "OR endNs < startNs)", kinds_max)[0][0]
+        rows = self.db.query(f"SELECT type, startNs, endNs {where} ORDER BY startNs", kinds_max)
+        if bad:
+            for _, start, end in rows:
+                self._ns(start, end, "an OVERLAP_ANALYSIS event")
+        table = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        kinds, starts, ends = table[:, 0].astype(np.int8), table[:, 1], table[:, 2]
         # Times relative to the first step or event, so that µs differences keep every ns digit
         # (an absolute 1.7e15 µs float keeps only ~0.25 µs).
         firsts = [start for _, start, _ in self.step_ranges] + ([int(starts.min())] if len(starts) else [])
         base = min(firsts, default=0)
-        receive = [c for c in self.communication() if c.op_name.startswith("hcom_receive")]
+        receive = [c for c in self.communication() if c.op_name.startswith("hcom_receive")] if self._has_receives() else []
         return OverlapEvents(
             kind=kinds, ts_us=(starts - base) / NS_PER_US, dur_us=(ends - starts) / NS_PER_US,
             steps=[(step, (start - base) / NS_PER_US) for step, start, _ in self.step_ranges],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from common.formats.engine import np
 from common.formats.readers import overlap_events
 from common.formats.records import OVERLAP_EVENTS, OverlapEvents, StepTime, TraceEvent
 
@@ -31,11 +32,54 @@ def overlap_step_times(overlap: OverlapEvents) -> list[StepTime]:
     device = next((label.split()[1] for label in overlap.labels if label.startswith("NPU ") and len(label.split()) > 1),
                   "host" if "CPU" in overlap.labels else None)
     ends = overlap.ts_us + overlap.dur_us
-    starts = [start for _, start in overlap.steps]
-    ranges = [(step, start, starts[i + 1] if i + 1 < len(starts) else math.inf)
-              for i, (step, start) in enumerate(overlap.steps)] or [(None, -math.inf, math.inf)]
+    starts = np.array([start for _, start in overlap.steps], dtype=np.float64)
+    kinds = len(OVERLAP_EVENTS)
+    if len(starts) > 1 and bool((np.diff(starts) < 0).any()):  # steps not in time order: one mask per step
+        return _step_times_by_mask(overlap, device, ends)
+    if len(starts):
+        ranges = [(step, start) for step, start in overlap.steps]
+        # The step of an event: the last one starting at or before it (-1: before the first step).
+        step_of = np.searchsorted(starts, overlap.ts_us, side="right") - 1
+        bubble_of = np.searchsorted(starts, overlap.bubble_ts_us, side="right") - 1
+    else:
+        ranges = [(None, -math.inf)]
+        step_of = np.zeros(len(overlap.ts_us), dtype=np.int64)
+        bubble_of = np.zeros(len(overlap.bubble_ts_us), dtype=np.int64)
+    # Events grouped by (step, kind), each group in timeline order: a group's sum adds the same
+    # numbers in the same order as summing the group where it lies in the timeline.
+    key = step_of * kinds + overlap.kind.astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    key, durations = key[order], overlap.dur_us[order]
+    by_step = np.argsort(step_of, kind="stable")
+    step_sorted = step_of[by_step]
+    bubble_order = np.argsort(bubble_of, kind="stable")
+    bubble_sorted, bubble_durations = bubble_of[bubble_order], overlap.bubble_dur_us[bubble_order]
     rows = []
-    for step, start, end in ranges:
+    for i, (step, start) in enumerate(ranges):
+        lo, hi = np.searchsorted(step_sorted, [i, i + 1])
+        if lo == hi:
+            continue
+        members = by_step[lo:hi]
+        bounds = np.searchsorted(key, np.arange(i * kinds, (i + 1) * kinds + 1))
+        total = [float(durations[bounds[k]:bounds[k + 1]].sum()) for k in range(kinds)]
+        computing, communication, not_overlapped, free = total
+        b_lo, b_hi = np.searchsorted(bubble_sorted, [i, i + 1])
+        bubble = float(bubble_durations[b_lo:b_hi].sum())
+        first = float(overlap.ts_us[members].min())
+        rows.append(StepTime(
+            step=step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
+            overlapped_us=communication - not_overlapped, communication_us=communication, free_us=free,
+            stage_us=float(ends[members].max()) - first - bubble, bubble_us=bubble,
+            preparing_us=first - start if step is not None else None, device_id=device,
+        ))
+    return rows
+
+
+def _step_times_by_mask(overlap: OverlapEvents, device: str | None, ends: np.ndarray) -> list[StepTime]:
+    starts = [start for _, start in overlap.steps]
+    rows = []
+    for i, (step, start) in enumerate(overlap.steps):
+        end = starts[i + 1] if i + 1 < len(starts) else math.inf
         inside = (overlap.ts_us >= start) & (overlap.ts_us < end)
         if not inside.any():
             continue
@@ -47,8 +91,8 @@ def overlap_step_times(overlap: OverlapEvents) -> list[StepTime]:
         rows.append(StepTime(
             step=step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
             overlapped_us=communication - not_overlapped, communication_us=communication, free_us=free,
-            stage_us=float(ends[inside].max()) - first - bubble, bubble_us=bubble,
-            preparing_us=first - start if step is not None else None, device_id=device,
+            stage_us=float(ends[inside].max()) - first - bubble, bubble_us=bubble, preparing_us=first - start,
+            device_id=device,
         ))
     return rows
 

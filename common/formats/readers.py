@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import math
+import mmap
 import re
 from array import array
 from collections.abc import Iterable, Iterator
@@ -85,11 +86,19 @@ def read_kernel_details(path: Path | str) -> list[Task]:
 TOTALS_KEYS = ["device_id", "op_type", "task_type", "input_shapes"]
 
 
+FAST_BLOCK_BYTES = 32 << 20  # the fast aggregation parses this much at a time, on every core
+_TOTALS_CACHE: dict[tuple, pl.DataFrame] = {}  # (file identity, kind) -> totals: a report reads a file once
+_TOTALS_CACHE_MAX = 256
+
+
 def task_totals(path: Path | str, kind: str) -> pl.DataFrame:
     """Per (Device_id, OP Type, Core Type, Input Shapes) of op_summary / kernel_details: count, total, min, max µs.
 
-    Computed in polars block by block on raw cells (only group keys are cleaned, after grouping), so a
-    million-row slice never becomes Python objects; every row is still checked as the typed readers do.
+    Computed in polars on raw cells, a large block at a time on every core (:func:`_fast_totals`);
+    a file with any row the fast pass cannot vouch for (a short or long row, a duration that is not a
+    plain number >= 0, a missing OP Type, text polars refuses) is read again by the exact block reader,
+    which names the file, the line and the column of the problem. The result is kept per file
+    (path, size, mtime, inode), so a report that looks at a dataset twice parses it once.
     """
     names, required, writer = (
         (_OP_SUMMARY_NAMES, ["Op Name", "Task Type", "Task Start Time(us)", "Task Duration(us)"], MSPROF)
@@ -97,7 +106,83 @@ def task_totals(path: Path | str, kind: str) -> pl.DataFrame:
         (_KERNEL_NAMES, ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"], TORCH_NPU)
     )
     file = CsvFile(path, writer)
+    key = _identity(file.path, kind)
+    if key is not None and key in _TOTALS_CACHE:
+        return _TOTALS_CACHE[key]
     file.require(required)
+    totals = _fast_totals(file, names)
+    if totals is None:
+        totals = exact_task_totals(file, names)
+    if key is not None:
+        if len(_TOTALS_CACHE) >= _TOTALS_CACHE_MAX:
+            _TOTALS_CACHE.clear()
+        _TOTALS_CACHE[key] = totals
+    return totals
+
+
+def _identity(path: Path, kind: str) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, kind)
+
+
+def _fast_totals(file: CsvFile, names: dict[str, str]) -> pl.DataFrame | None:
+    """The totals in one multi-threaded polars pass per large block; None when a row needs the exact reader.
+
+    Rows are grouped on raw text (only the few group keys are cleaned, afterwards). The pass vouches
+    for every row: the last field is never empty (a short row or a blank line would be), a longer
+    row fills the field past the header, every duration casts to a finite number >= 0 and every OP
+    Type is present (the exact reader falls back to Op Name). Anything else returns None.
+    """
+    width = len(file.header)
+    schema = {f"f{i}": pl.String for i in range(width + 1)}  # one field past the header finds long rows
+    key_columns = ("Device_id", names["type"], names["core"], "Input Shapes")
+    index = {c: file.index(c) for c in (*key_columns, names["duration"])}
+    wanted = sorted({i for i in (*index.values(), width - 1, width) if i is not None})
+    keys = [pl.col(f"f{index[c]}") if index[c] is not None else pl.lit(None, pl.String) for c in key_columns]
+    raw = pl.col(f"f{index[names['duration']]}")
+    duration = raw.cast(pl.Float64, strict=False)
+    parts = []
+    for _, chunk in file.large_chunks(FAST_BLOCK_BYTES):
+        try:
+            frame = pl.read_csv(chunk, has_header=False, schema=schema, columns=wanted,
+                                empty_string_is_null=False, quote_char='"', raise_if_empty=False,
+                                missing_columns="insert")
+        except pl.exceptions.PolarsError:
+            return None
+        parts.append(
+            frame.lazy()
+            .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)], duration=duration,
+                    short=pl.col(f"f{width - 1}").is_null() | (pl.col(f"f{width - 1}") == "")
+                    | (pl.col(f"f{width}").is_not_null() & (pl.col(f"f{width}") != "")))
+            .group_by("k0", "k1", "k2", "k3")
+            .agg(count=pl.len(), numbers=pl.col("duration").count(), total_us=pl.col("duration").sum(),
+                 min_us=pl.col("duration").min(), max_us=pl.col("duration").max(), short=pl.col("short").any())
+            .collect()
+        )
+        del frame
+    if not parts:
+        return task_totals_empty()
+    merged = pl.concat(parts)
+    vouched = merged.select(
+        ok=(pl.col("count") == pl.col("numbers")).all() & ~pl.col("short").any() & pl.col("total_us").is_finite().all()
+        & (pl.col("min_us") >= 0).all() & (pl.col("max_us").is_finite()).all()
+    ).item()
+    if not vouched:
+        return None
+    totals = merged.with_columns(
+        device_id=cleaned(pl.col("k0")), op_type=cleaned(pl.col("k1")),
+        task_type=pl.coalesce(cleaned(pl.col("k2")), pl.lit("N/A")), input_shapes=cleaned(pl.col("k3")),
+    )
+    if totals["op_type"].null_count():  # the exact reader names such rows by their Op Name
+        return None
+    return merge_totals(totals)
+
+
+def exact_task_totals(file: CsvFile, names: dict[str, str]) -> pl.DataFrame:
+    """:func:`task_totals` by the exact block reader: every problem stops with its file, line and column."""
     columns = [names["name"], names["type"], names["core"], names["duration"], "Device_id", "Input Shapes"]
     present = {c: file.header[i] for c in columns if (i := file.index(c)) is not None}
     parts = []
@@ -118,6 +203,20 @@ def task_totals(path: Path | str, kind: str) -> pl.DataFrame:
         device_id=keys[0], op_type=pl.coalesce(keys[1], keys[2], pl.lit("")),
         task_type=pl.coalesce(keys[3], pl.lit("N/A")), input_shapes=keys[4],
     ))
+
+
+def cpu_only(task_types: Iterable[str | None]) -> bool:
+    """Whether tasks were recorded and every one ran on the CPU (the portable backend's data).
+
+    A capture without tasks (a trace or step table alone, from elsewhere) is not CPU data: the
+    report has no per-op bounds to compute for it, so nothing needs this machine's calibration.
+    """
+    seen = False
+    for core in task_types:
+        if core != "CPU":
+            return False
+        seen = True
+    return seen
 
 
 def task_totals_empty() -> pl.DataFrame:
@@ -266,7 +365,7 @@ def iter_trace(path: Path | str, timed: bool = False) -> Iterator[list[_Event] |
     damaged = "the trace is truncated or damaged; re-export it"
     with path.open("rb") as f:
         head = f.read(TRACE_BLOCK_BYTES)
-        body = head[len(codecs.BOM_UTF8):] if head.startswith(codecs.BOM_UTF8) else head
+        body = head.removeprefix(codecs.BOM_UTF8)
         body = body.lstrip()
         if body.startswith(b"{"):  # {"traceEvents": [...]}: small files only, decode whole
             yield _decode_object(path, body + f.read())
@@ -382,7 +481,16 @@ def overlap_events(blocks: Iterable[list[_Event] | list[_TimedEvent] | list[Trac
     bubble_ts, bubble_dur = array("d"), array("d")
     for block in blocks:
         # One C-speed pass drops the host and device events (nearly all of a trace) before any Python work.
-        for e in [e for e in block if e.name in kinds or e.ph == "M" or e.name.startswith(_KEPT_PREFIXES)]:
+        kept = [e for e in block if e.name in kinds or e.ph == "M" or e.name.startswith(_KEPT_PREFIXES)]
+        spans = [e for e in kept if e.name in kinds and e.ph == "X"]
+        times = [e.ts for e in spans] if spans and all(type(e) is _TimedEvent for e in spans) else None
+        if times is not None and None not in times:  # the common case, a list at a time
+            pid_of.extend([e.pid for e in spans])
+            kind_of.extend([kinds[e.name] for e in spans])
+            ts_of.extend(times)
+            dur_of.extend([e.dur or 0.0 for e in spans])
+            kept = [e for e in kept if not (e.name in kinds and e.ph == "X")]
+        for e in kept:
             if e.ph == "M":
                 args = _args(e)
                 if e.name == "process_name" and args.get("name") == OVERLAP_PROCESS:
@@ -446,8 +554,138 @@ def _event_times(e: _Event | _TimedEvent | TraceEvent, path: Path) -> tuple[floa
 def read_overlap(path: Path | str) -> OverlapEvents:
     """The Overlap Analysis / ProfilerStep events of trace_view.json or msprof_*.json, streamed.
 
-    The one reader of timelines for the step table: a gigabyte trace is decoded a block at a time
-    and only these events are kept (as arrays), so memory stays bounded.
+    The one reader of timelines for the step table. The byte scanner (:func:`scan_overlap_events`)
+    decodes only the events the step table can use; a trace it cannot vouch for is decoded whole,
+    a block at a time (:func:`iter_trace`), which also names the line of any damage. Either way
+    the same :func:`overlap_events` keeps them, so the numbers are the same. The result is kept per
+    file (path, size, mtime, inode): a report that asks twice reads the trace once.
     """
     path = Path(path)
-    return overlap_events(iter_trace(path, timed=True), path)
+    key = _identity(path, "overlap")
+    if key is not None and key in _OVERLAP_CACHE:
+        return _OVERLAP_CACHE[key]
+    try:
+        overlap = overlap_events(_scanned(path), path)
+    except _Unsure:
+        overlap = overlap_events(iter_trace(path, timed=True), path)
+    if key is not None:
+        if len(_OVERLAP_CACHE) >= _TOTALS_CACHE_MAX:
+            _OVERLAP_CACHE.clear()
+        _OVERLAP_CACHE[key] = overlap
+    return overlap
+
+
+_OVERLAP_CACHE: dict[tuple, OverlapEvents] = {}
+SCAN_BLOCK_BYTES = 16 << 20  # the scanner looks at this much of the map at a time, then lets its pages go
+SCAN_BATCH = 16_384  # events decoded (and handed on) at a time
+# The events the step table reads, found by their name: Overlap Analysis spans, steps, receives, process metadata.
+_WANTED = re.compile(
+    rb'"name"[ \t\r\n]*:[ \t\r\n]*"(?:Computing"|Communication|Free"|ProfilerStep#|hcom_receive|process_name"'
+    rb'|process_labels")'
+)
+_SPACE = b" \t\r\n"
+
+
+class _Unsure(Exception):
+    """The byte scanner met something it cannot vouch for: the trace is decoded whole instead."""
+
+
+def scan_overlap_events(path: Path) -> list[list[_TimedEvent]] | None:
+    """Every block :func:`_scanned` yields, or None where it gives up (for tests and tools)."""
+    try:
+        return list(_scanned(path))
+    except _Unsure:
+        return None
+
+
+def _scanned(path: Path) -> Iterator[list[_TimedEvent]]:
+    """The events :func:`overlap_events` keeps, decoded from byte slices of the file, a window at a time.
+
+    A JSON array of events is searched for ``"name": "<wanted>"``; each hit's event runs from the
+    ``{`` that opens it (the first one before the hit that follows ``,`` or ``[``, so an ``args``
+    object is passed over) to the next ``}, {``. Only those slices are decoded, with the typed
+    decoder. Anything unexpected raises :class:`_Unsure`, and the caller decodes the whole trace: not an
+    array, no closing ``]``, a slice that does not decode as exactly one event (a cut inside a
+    string or a nested object), a time that is not a number. Not seen: a wanted name written with
+    JSON escapes, or an event-like object nested in another event's args.
+    """
+    try:
+        size = path.stat().st_size
+        f = path.open("rb")
+    except OSError:
+        raise _Unsure
+    with f:
+        if size == 0:
+            raise _Unsure
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            head = mm[: min(size, 4096)]
+            body = head.removeprefix(codecs.BOM_UTF8)
+            tail = mm[max(0, size - 4096):].rstrip(_SPACE)
+            if not body.lstrip(_SPACE).startswith(b"[") or not tail.endswith(b"]"):
+                raise _Unsure
+            last = size - (len(mm[max(0, size - 4096):]) - len(tail)) - 1  # offset of the closing ']'
+            previous = -1
+            find, rfind, boundary = mm.find, mm.rfind, _BOUNDARY.search
+            for window in range(0, last, SCAN_BLOCK_BYTES):
+                slices = []
+                stop = window + SCAN_BLOCK_BYTES
+                for hit in _WANTED.finditer(mm, window, min(stop + 128, last)):
+                    at = hit.start()
+                    if at >= stop:
+                        break
+                    start = rfind(b"{", 0, at)
+                    if start < 1 or mm[start - 1] not in b",[":  # whitespace before it, or an args object
+                        start = _event_start(mm, at)
+                        if start is None:
+                            raise _Unsure
+                    if start == previous:  # a second wanted name in the same event
+                        continue
+                    previous = start
+                    end = find(b"}", at, last) + 1
+                    if end == 0 or find(b"{", start + 1, end) >= 0:  # the event holds an object (args)
+                        match = boundary(mm, at, last)
+                        end = match.start() + 1 if match else last
+                    slices.append(mm[start:end])
+                    if len(slices) >= SCAN_BATCH:
+                        yield _decoded(slices)
+                        slices = []
+                if slices:
+                    yield _decoded(slices)
+                _release(mm, window + SCAN_BLOCK_BYTES - (1 << 20))
+
+
+def _decoded(slices: list[bytes]) -> list[_TimedEvent]:
+    """The events of ``slices``, each of which must decode as exactly one event."""
+    try:
+        events = _TIMED_DECODER.decode(b"[" + b",".join(slices) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise _Unsure from None
+    if len(events) != len(slices):
+        raise _Unsure
+    return events
+
+
+def _event_start(mm: mmap.mmap, at: int) -> int | None:
+    """Offset of the ``{`` that opens the top-level event holding byte ``at``, or None."""
+    start = at
+    while True:
+        start = mm.rfind(b"{", 0, start)
+        if start < 0:
+            return None
+        before = start - 1
+        while before >= 0 and mm[before] in _SPACE:
+            before -= 1
+        if before < 0:
+            return None
+        if mm[before] in b",[":
+            return start
+
+
+def _release(mm: mmap.mmap, end: int) -> None:
+    """Drop the map's pages before ``end`` from this process (they stay in the page cache)."""
+    end -= end % mmap.PAGESIZE
+    if end > 0 and hasattr(mm, "madvise"):
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, 0, min(end, len(mm) - len(mm) % mmap.PAGESIZE))
+        except (OSError, ValueError):
+            pass

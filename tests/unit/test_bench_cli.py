@@ -1,0 +1,63 @@
+"""The benchmark's CLI on tiny inputs: it generates every kind of profile and each measurement reports totals.
+
+The figures themselves are never checked here: they depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from common.bench import __main__ as bench
+from common.errors import LabError
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    assert bench.main(["make", "--rows", "400", "--events", "4000", "--tasks", "600", "--ranks", "3",
+                       "--out", str(out)]) == 0
+    return out
+
+
+def _child(kind: str, target: Path, capsys) -> dict:
+    capsys.readouterr()
+    assert bench.main(["_child", kind, str(target)]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_make_writes_every_kind(made: Path) -> None:
+    assert len(list(made.glob("op_summary_400/PROF_*/mindstudio_profiler_output/op_summary_*.csv"))) == 1
+    (trace,) = made.glob("trace_view_4000/*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    assert (trace.parent / "expected_steps.csv").is_file() and (trace.parent.parent / "profiler_info.json").is_file()
+    assert len(list(made.glob("db_600/*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"))) == 1
+    assert sorted(p.name for p in made.glob("cluster_3/rank*/*_ascend_pt/profiler_info_*.json")) == [
+        f"profiler_info_{r}.json" for r in range(3)]
+
+
+def test_each_measurement_reports_its_totals(made: Path, capsys) -> None:
+    csv = _child("lab-csv", made / "op_summary_400", capsys)
+    assert csv["rows"] == 400 and csv["total_us"] > 0 and csv["hwm_kib"] > 0
+    (trace,) = made.glob("trace_view_4000/*/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    steps = _child("lab-trace", trace, capsys)
+    assert steps["computing_ms"] == pytest.approx(steps["expected_computing_ms"], rel=1e-9)
+    (db,) = made.glob("db_600/*/ASCEND_PROFILER_OUTPUT")
+    totals = _child("lab-db", db, capsys)
+    assert totals["rows"] == totals["expected_rows"] == 600
+    assert totals["total_us"] == pytest.approx(totals["expected_total_us"], rel=1e-9)
+    ranks = _child("lab-cluster", made / "cluster_3", capsys)
+    assert ranks["ranks"] == 3 and len(ranks["values"]) == 3 * 20
+
+
+def test_agreement_is_printed_as_a_relative_difference() -> None:
+    assert bench._agree(100.0, 100.05) == "0.0500% (agree)"
+    assert bench._agree(100.0, 101.0).endswith("(DIFFER)")
+    assert bench._agree(None, 1.0) == "N/A"
+
+
+@pytest.mark.parametrize("argv", [["make", "--what", "nonsense"], ["make", "--rows", "0"], ["run", "--repeat", "0"]])
+def test_bad_arguments_are_one_error(argv: list[str]) -> None:
+    with pytest.raises(LabError):
+        bench.main(argv)
