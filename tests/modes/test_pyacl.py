@@ -856,3 +856,8 @@ def test_graph_changes_are_named_not_silent():
     assert ok.ok, ok.detail
     missing = graph_changes.model_count_verdict(model, Counter(FusedConv=2, MaxPool=1, Gemm=1), [], "fp32")
     assert not missing.ok and "pool 1 (model 2, want 2: not explained by a named change)" in missing.detail
+    # More ops than the model with no rule (an exporter's decomposition): reported, not failed.
+    decomposed = graph_changes.model_count_verdict(model, Counter(FusedConv=2, MaxPool=2, Gemm=1, Mul=3), [
+        graph_changes.Change("exporter", "BatchNormalization folded into Conv", 2, {"norm": -2}),
+        graph_changes.Change("onnxruntime", "Conv+Relu -> FusedConv", 2, {"activation": -2})], "fp32")
+    assert decomposed.ok and not decomposed.applicable and "more than the model" in decomposed.detail
