@@ -343,6 +343,8 @@ def in_collective(stack: str) -> bool:
 
 
 # torchrun's own failure summary names the first rank that failed ("Root Cause").
+# A collective that failed because another rank left (gloo / HCCL / NCCL wording).
+_PEER_LOST = re.compile(r"gloo|Connection (closed|reset)|peer|Socket Timeout|HCCL|NCCL|timed out", re.I)
 _ROOT_CAUSE = re.compile(
     r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL
 )
@@ -374,7 +376,10 @@ def diagnose(
         return None, f"timed out after {timeout_s:g} s with no single rank to blame ({where or 'no rank started'})"
     root = _ROOT_CAUSE.search(torchrun_log)
     failed = sorted((s for s in statuses.values() if s.get("state") == "failed"), key=lambda s: s["time"])
-    rank = int(root[1]) if root else (failed[0]["rank"] if failed else None)
+    # A rank whose collective broke because a peer went away failed second, whatever the clock says:
+    # blame the one rank that failed for a reason of its own, when there is exactly one.
+    own = [s for s in failed if not _PEER_LOST.search(str(s.get("error", "")))]
+    rank = own[0]["rank"] if len(own) == 1 else int(root[1]) if root else (failed[0]["rank"] if failed else None)
     if rank is None:
         missing = [r for r in range(nproc) if r not in statuses]
         if missing:

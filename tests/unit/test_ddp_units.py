@@ -239,6 +239,17 @@ def test_diagnose_uses_torchrun_root_cause_and_rank_reports() -> None:
     assert ranks.diagnose(2, statuses, {}, False, 60, "") == (1, "rank 1 failed at step 4: ValueError: bad batch")
 
 
+def test_diagnose_blames_the_rank_that_failed_on_its_own_not_the_peer_whose_collective_broke_first() -> None:
+    # rank 0's all-reduce noticed the lost peer before rank 1 wrote its report, and torchrun names rank 0
+    statuses = {
+        0: {"rank": 0, "state": "failed", "step": 4, "time": 1.0,
+            "error": "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"},
+        1: {"rank": 1, "state": "failed", "step": 4, "time": 2.0, "error": "RuntimeError: fault drill"},
+    }
+    log = TORCHRUN_FAILURE.replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")
+    assert ranks.diagnose(2, statuses, {}, False, 60, log) == (1, "rank 1 failed at step 4: RuntimeError: fault drill")
+
+
 def test_diagnose_a_hang_from_the_ranks_stacks() -> None:
     statuses = {r: {"rank": r, "state": "running", "step": 4, "time": 1.0} for r in range(3)}
     stacks = {
