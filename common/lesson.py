@@ -39,8 +39,7 @@ from common.formats.rundir import (
     start_run,
     write_run_info,
 )
-from common.workload import ENV_VAR as WORKLOAD_VAR
-from common.workload import Workload, load_workload, tiny_mlp, use_threads
+from common.workload import Workload, load_workload, use_threads, workload_identity
 
 DEVICE_HELP = "NPU device id, 0..63 (default 0)"
 WORKLOAD_HELP = ("a Python file defining build_model() and make_input() (see docs/own_model.md); default: "
@@ -95,7 +94,7 @@ class Run:
         from common.cli.reports import write_reports
 
         root = where or self.out
-        text, written, warnings = write_reports(root, verdicts, notes, warnings)
+        text, written, warnings, integrity = write_reports(root, verdicts, notes, warnings)
         if warnings:
             self.record(disturbed=warnings)
         print(text)
@@ -103,7 +102,7 @@ class Run:
             print(note)
         for line in written:
             print(line)
-        return 0 if all(v.ok for v in verdicts) else 1
+        return 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
 
 
 class Lesson:
@@ -187,20 +186,6 @@ def set_threads(threads: int, child_env: dict[str, str]) -> int:
         return torch.get_num_threads()
     child_env[THREADS_VAR] = str(threads)
     return use_threads(threads)
-
-
-def workload_identity(path: str | None) -> dict:
-    """name, path and sha256 of a workload file without importing it (a mode that does not run it records it)."""
-    import hashlib
-
-    path = path or os.environ.get(WORKLOAD_VAR) or None
-    if path is None:
-        return tiny_mlp().info()
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise LabError(f"workload file {file} does not exist or is not a file",
-                       "pass the path of a Python file that defines build_model() and make_input()")
-    return {"name": file.stem, "path": str(file.resolve()), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
 
 
 def require_module(backend: Backend, module: str, fix: str) -> None:

@@ -329,19 +329,14 @@ def tiny_mlp() -> Workload:
 _LOADED: dict[tuple[str, str], Workload] = {}
 
 
-def load_workload(path: str | os.PathLike | None = None, *, check: bool = True) -> Workload:
-    """The workload of ``path``, else of $MSPROF_LAB_WORKLOAD, else TinyMLP; loaded once per file content.
-
-    Loading imports the file, builds the model and runs one forward on its input, so every mistake
-    shows here, before any output folder is touched. ``check=False`` skips that forward (a profiled
-    program whose file the lab checked already: the forward would be profiled too).
-    """
+def _workload_file(path: str | os.PathLike | None) -> tuple[Path, str] | None:
+    """The workload file of ``path``, else of $MSPROF_LAB_WORKLOAD (resolved) and its sha256; None: TinyMLP."""
     origin = ""
     if path is None or str(path) == "":
         path = os.environ.get(ENV_VAR) or None
         origin = f" (from {ENV_VAR})"
     if path is None:
-        return tiny_mlp()
+        return None
     file = Path(path).expanduser()
     if not file.exists():
         raise LabError(f"workload file {file}{origin} does not exist",
@@ -354,8 +349,30 @@ def load_workload(path: str | os.PathLike | None = None, *, check: bool = True) 
     except OSError as err:
         raise LabError(f"workload file {file}{origin} cannot be read: {err.strerror}",
                        "check its permissions") from None
-    resolved = file.resolve()
-    sha = hashlib.sha256(data).hexdigest()
+    return file.resolve(), hashlib.sha256(data).hexdigest()
+
+
+def workload_identity(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """``{name, path, sha256}`` of the workload :func:`load_workload` would load, without importing it
+    (a mode that profiles something else records which workload the run was given)."""
+    found = _workload_file(path)
+    if found is None:
+        return tiny_mlp().info()
+    resolved, sha = found
+    return {"name": resolved.stem, "path": str(resolved), "sha256": sha}
+
+
+def load_workload(path: str | os.PathLike | None = None, *, check: bool = True) -> Workload:
+    """The workload of ``path``, else of $MSPROF_LAB_WORKLOAD, else TinyMLP; loaded once per file content.
+
+    Loading imports the file, builds the model and runs one forward on its input, so every mistake
+    shows here, before any output folder is touched. ``check=False`` skips that forward (a profiled
+    program whose file the lab checked already: the forward would be profiled too).
+    """
+    found = _workload_file(path)
+    if found is None:
+        return tiny_mlp()
+    resolved, sha = found
     key = (str(resolved), sha)
     if key not in _LOADED:
         workload = _from_module(_import(resolved, sha), resolved, sha)

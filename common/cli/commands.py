@@ -18,12 +18,12 @@ from common.errors import ArgumentParser
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.cli.reports import checked_report, directory_html, write_report_html, write_report_md
+    from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
 
-    text, markdown, integrity = checked_report(args.dir, soc=args.soc)
+    text, markdown, integrity = directory_report(args.dir, soc=args.soc)
     print(text)
     print(write_report_md(args.dir, markdown))
-    print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc)))
+    print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc, integrity=integrity)))
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "

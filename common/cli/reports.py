@@ -200,24 +200,13 @@ NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two file
 def directory_report(
     root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
     peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
-) -> tuple[str, str]:
-    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown).
-
-    The integrity checks of every dataset (common.analyze.checks.integrity_verdicts) are printed
-    with them and appended to ``verdicts`` when a list is given, so a mode's run counts them in
-    its exit status as it counts its own checks.
-    """
-    text, markdown, integrity = checked_report(root, verdicts, soc, bottlenecks, peaks, warnings)
-    if verdicts is not None:
-        verdicts.extend(integrity)
-    return text, markdown
-
-
-def checked_report(
-    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
-    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
 ) -> tuple[str, str, list[Verdict]]:
-    """:func:`directory_report` and, apart, the integrity verdicts it printed: (text, Markdown, integrity)."""
+    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown, integrity).
+
+    ``integrity`` are the integrity checks of every dataset (common.analyze.checks.integrity_verdicts),
+    printed in their own section and returned apart, so a caller counts them in its exit status and
+    hands them to :func:`directory_html` instead of computing them again.
+    """
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
@@ -265,8 +254,9 @@ def workload_lines(info: dict | None) -> list[str]:
 
 
 def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
-                  warnings: list[str] = ()) -> tuple[str, list[str], list[str]]:
-    """A mode's report: (the text, the 'written to' lines of report.md and report.html, the warnings).
+                  warnings: list[str] = ()) -> tuple[str, list[str], list[str], list[Verdict]]:
+    """A mode's report: (the text, the 'written to' lines of report.md and report.html, the warnings,
+    the integrity checks).
 
     The peaks are found once (a calibration on the portable backend) and serve both files; a
     calibration whose repeats spread widely adds its own 'disturbed' warning.
@@ -277,11 +267,11 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     info = find_run_info(root)
     found = peaks_for(info, find_datasets(root), None)
     warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance()) else [])]
-    text, markdown = directory_report(root, verdicts, peaks=found, warnings=warnings)
-    page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes)
+    text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings)
+    page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity)
     written = [write_report_md(root, markdown + "".join(f"\n{note}\n" for note in notes)),
                write_report_html(root, page)]
-    return text, written, warnings
+    return text, written, warnings, integrity
 
 
 # --- HTML ----------------------------------------------------------------------------------------
@@ -295,8 +285,10 @@ def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
 
 def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None,
                    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
-                   notes: list[str] = ()) -> str:
-    """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG."""
+                   notes: list[str] = (), integrity: list[Verdict] | None = None) -> str:
+    """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG.
+
+    ``integrity``: the checks :func:`directory_report` returned (computed here when not given)."""
     root = Path(root)
     datasets = find_datasets(root)
     info = find_run_info(root)
@@ -307,7 +299,8 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
     if verdicts:
         blocks.append(html.section("Checks", html.verdict_list(verdicts),
                                    "".join(f"<p class=\"note\">{html.esc(n)}</p>" for n in notes)))
-    integrity = [v for v in integrity_verdicts(datasets, root) if v not in (verdicts or [])]  # a mode's list has them
+    if integrity is None:
+        integrity = integrity_verdicts(datasets, root)
     if integrity:
         blocks.append(html.section("Integrity", html.verdict_list(integrity),
                                    note="the files of each export agree with each other"))

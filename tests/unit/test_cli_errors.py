@@ -119,6 +119,6 @@ def test_a_narrow_table_is_unchanged() -> None:
 def test_reports_of_every_real_capture_fit_the_terminal(tmp_path: Path) -> None:
     shutil.copytree(NPU, tmp_path / "npu")
     for capture in ("cann85_minimal", "torch_npu_kernel_details", "torch_npu_trace_view", "msinsight_torch_npu"):
-        text, _ = directory_report(tmp_path / "npu" / capture)
+        text, _, _ = directory_report(tmp_path / "npu" / capture)
         tables = [line for line in text.splitlines() if "  " in line]  # table rows: cells apart by two spaces
         assert tables and max(len(line) for line in tables) <= MAX_WIDTH, capture

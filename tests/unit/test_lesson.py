@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import ROOT
 
 from common.analyze import checks
 from common.collect import calibrate
 from common.errors import LabError
 from common.formats.records import OpStat, Task
-from common.lesson import Lesson, parse_threads, workload_identity
+from common.lesson import Lesson, parse_threads
 from common.render import html
 from common.render.text import render_verdicts
-from common.workload import load_workload, tiny_mlp
+from common.workload import load_workload, tiny_mlp, workload_identity
 
-ROOT = Path(__file__).resolve().parents[2]
 CNN, TRANSFORMER = ROOT / "workloads" / "cnn.py", ROOT / "workloads" / "transformer.py"
 
 
@@ -43,6 +43,7 @@ def test_workload_identity_without_importing(tmp_path: Path) -> None:
     info = workload_identity(str(bad))
     assert info["name"] == "broken" and len(info["sha256"]) == 64
     assert workload_identity(None) == tiny_mlp().info()
+    assert workload_identity(str(CNN)) == load_workload(str(CNN)).info()  # what a loaded workload records
     with pytest.raises(LabError, match="does not exist"):
         workload_identity(str(tmp_path / "missing.py"))
 

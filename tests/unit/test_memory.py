@@ -74,7 +74,7 @@ def test_report_text_and_html_show_the_peaks_and_top_ops() -> None:
     rows = _rows(OUT0 / "memory_record.csv")
     line = (f"peak allocated {_peak(rows, 'PTA+GE', 'Total Allocated(MB)'):,.1f} MB, peak reserved "
             f"{_peak(rows, 'PTA+GE', 'Total Reserved(MB)'):,.1f} MB (PTA+GE")
-    text, markdown = directory_report(CAPTURE, bottlenecks=False)
+    text, markdown, _ = directory_report(CAPTURE, bottlenecks=False)
     assert line in text and line in markdown
     assert "-- Top ops by memory: rank0_ascend_pt/ASCEND_PROFILER_OUTPUT --" in text
     page = directory_html(CAPTURE)

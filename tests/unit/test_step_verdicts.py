@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import csv
 import statistics
-from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, ROOT
 
 from common.analyze import step_bound
 from common.analyze.cluster import load_cluster, render_cluster
@@ -90,7 +89,7 @@ def test_large_preparing_is_named_with_its_threshold() -> None:
 
 # --- the real capture ------------------------------------------------------------------------------
 def test_report_on_the_2_rank_capture_says_communication_bound_with_its_numbers() -> None:
-    text, markdown = directory_report(CAPTURE, bottlenecks=False)
+    text, markdown, _ = directory_report(CAPTURE, bottlenecks=False)
     for rank in (0, 1):
         rows = _csv_steps(rank)
         line = _expected_line(rows)
@@ -123,7 +122,7 @@ def test_cluster_view_gives_the_verdict_over_every_ranks_steps() -> None:
 
 
 def test_what_each_part_means_is_in_the_docs() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "bottlenecks.md").read_text()
+    doc = (ROOT / "docs" / "bottlenecks.md").read_text()
     assert "communication-bound" in doc and "mixed" in doc
     assert f"{100 * step_bound.DOMINANT_SHARE:.0f}%" in doc and f"{100 * step_bound.MIXED_PART_SHARE:.0f}%" in doc
 
