@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import math
 import os
 import re
 import sqlite3
@@ -33,7 +32,13 @@ from pathlib import Path
 from common.errors import LabError
 from common.formats.engine import np, pl
 from common.formats.overlap import overlap_step_times
-from common.formats.readers import TOTALS_KEYS, merge_totals, op_statistic_from_totals, task_totals_empty
+from common.formats.readers import (
+    TOTALS_KEYS,
+    finite_number,
+    merge_totals,
+    op_statistic_from_totals,
+    task_totals_empty,
+)
 from common.formats.records import (
     OVERLAP_EVENTS,
     CommOp,
@@ -47,6 +52,7 @@ from common.formats.records import (
 from common.formats.schema import PMU_COLUMNS
 from common.formats.table import MISSING, clean
 
+DAMAGED = "the database is damaged; export the profile again"  # the fix every damaged-file error names
 TORCH_NPU_DB = re.compile(r"^ascend_pytorch_profiler(?:_\d+)?\.db$")
 MSPROF_DB = re.compile(r"^msprof_\d{14}\.db$")
 ANALYSIS_DB = "analysis.db"  # torch_npu's communication / step-time analysis, beside the profiler db
@@ -255,15 +261,9 @@ def _guarded(conn: sqlite3.Connection) -> sqlite3.Connection:
 def _finite(value: object, path: Path, where: str, required: bool = True) -> float | None:
     if value is None or value == "":
         if required:
-            raise LabError(f"{path}: {where} is empty", "the database is damaged; export the profile again")
+            raise LabError(f"{path}: {where} is empty", DAMAGED)
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number):
-        raise LabError(f"{path}: {where} is {value!r}, not a number", "the database is damaged; export the profile again")
-    return number
+    return finite_number(value, path, where, DAMAGED)
 
 
 def _step_of(value: object) -> int | None:
@@ -317,7 +317,7 @@ class ProfilerDb:
     def _ns(self, start: object, end: object, where: str) -> tuple[int, int]:
         if not isinstance(start, int) or not isinstance(end, int) or end < start:
             raise LabError(f"{self.path}: {where} has start {start!r} and end {end!r} (ns)",
-                           "the database is damaged; export the profile again")
+                           DAMAGED)
         return start, end
 
     # --- tasks ---------------------------------------------------------------------------------
@@ -461,7 +461,7 @@ class ProfilerDb:
         for dev, op_type, core, shape, count, total, low, high in rows:
             if low is None or low < 0:
                 raise LabError(f"{self.path}: a {op_type} task ends before it starts",
-                               "the database is damaged; export the profile again")
+                               DAMAGED)
             records.append((None if dev is None else str(dev), op_type, core, shape, count,
                             total / NS_PER_US, low / NS_PER_US, high / NS_PER_US))
         if not records:

@@ -338,16 +338,19 @@ class _TimedEvent(msgspec.Struct):
 _TIMED_DECODER = msgspec.json.Decoder(list[_TimedEvent], strict=False)
 
 
-def _number(value: str | float | None, path: Path, where: str) -> float | None:
-    if value is None:
-        return None
+def finite_number(value: object, path: Path, where: str, fix: str) -> float:
+    """``value`` as a finite float, or one LabError naming the file, the place and the value."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         number = math.nan
     if not math.isfinite(number):
-        raise LabError(f"{path}: {where} is {value!r}, not a number", "the trace is damaged; re-export it")
+        raise LabError(f"{path}: {where} is {value!r}, not a number", fix)
     return number
+
+
+def _number(value: str | float | None, path: Path, where: str) -> float | None:
+    return None if value is None else finite_number(value, path, where, "the trace is damaged; re-export it")
 
 
 def iter_trace(path: Path | str, timed: bool = False) -> Iterator[list[_Event] | list[_TimedEvent]]:
