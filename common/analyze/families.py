@@ -38,16 +38,19 @@ FAMILY_ORDER = ["matmul", "conv", "attention", "norm", "activation", "softmax", 
 ELEMENTWISE_FAMILIES = frozenset({"activation", "elementwise", "cast", "layout", "memcpy", "init"})
 NO_ARITHMETIC_FAMILIES = frozenset({"cast", "layout", "memcpy", "init"})
 
+# How collectives are named: HCCL task names (hcom_allReduce__...), c10d ops and process-group backends.
+_COLLECTIVE = r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)"
+
 # (family, label, pattern): the pattern must match a whole key (lower case, see _keys); the first rule
 # that matches wins, so specific rules sit above general ones (ForeachAddList is an optimizer step,
 # not an Add; DropoutGenMask draws random bits, DropoutDoMask applies them). A label of None means
 # the op keeps the name it was found under (MatMulV2, aten::addmm, TransData ...).
 _RULES: list[tuple[str, str | None, str]] = [
-    ("communication", "AllReduce", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?all_?reduce[a-z0-9_]*"),
-    ("communication", "AllGather", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?all_?gather[a-z0-9_]*"),
-    ("communication", "ReduceScatter", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?reduce_?scatter[a-z0-9_]*"),
-    ("communication", "AllToAll", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)?all_?to_?all[a-z0-9_]*"),
-    ("communication", "Broadcast", r"(hcom_|hccl_?|c10d::|gloo:|nccl:|hccl:|mpi:|ucc:)broadcast[a-z0-9_]*|broadcast"),
+    ("communication", "AllReduce", _COLLECTIVE + r"?all_?reduce[a-z0-9_]*"),
+    ("communication", "AllGather", _COLLECTIVE + r"?all_?gather[a-z0-9_]*"),
+    ("communication", "ReduceScatter", _COLLECTIVE + r"?reduce_?scatter[a-z0-9_]*"),
+    ("communication", "AllToAll", _COLLECTIVE + r"?all_?to_?all[a-z0-9_]*"),
+    ("communication", "Broadcast", _COLLECTIVE + r"broadcast[a-z0-9_]*|broadcast"),
     ("communication", None, (r"hcom_[a-z0-9_]*|hccl[a-z0-9_]*|(c10d::|gloo:|nccl:|mpi:|ucc:)[a-z0-9_:]*"
                              r"|(batch_?)?send(_?recv)?|recv|receive|barrier|notify_?(wait|record)")),
     ("optimizer", None, (r"foreach[a-z0-9_]*|apply(adam|adamw|adagrad|adadelta|adamax|momentum|gradientdescent"
