@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, error_lines, run
+from helpers import FIXTURES, ROOT, error_lines, run
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "db_level1"
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -96,7 +96,7 @@ def test_report_on_db_export_shows_memory_from_its_tables(db_capture: Path) -> N
     assert "-- Memory: rank1_ascend_pt/ASCEND_PROFILER_OUTPUT --" in proc.stdout
 
 
-MSPROF_ANALYZE = Path(__file__).resolve().parents[2] / ".nox" / "ecosystem" / "bin" / "msprof-analyze"
+MSPROF_ANALYZE = ROOT / ".nox" / "ecosystem" / "bin" / "msprof-analyze"
 
 
 @pytest.mark.network

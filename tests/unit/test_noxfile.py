@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from common import environments
 from common.errors import LabError
@@ -188,5 +189,5 @@ def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None
 
     assert ENV_VAR not in os.environ
     assert load_workload() is tiny_mlp()
-    monkeypatch.setenv(ENV_VAR, str(Path(__file__).resolve().parents[2] / "workloads" / "cnn.py"))
+    monkeypatch.setenv(ENV_VAR, str(ROOT / "workloads" / "cnn.py"))
     assert load_workload().name == "cnn"
