@@ -32,6 +32,7 @@ from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variant
 
 from common.analyze import checks
 from common.analyze.checks import Verdict
+from common.cli.reports import write_own_report
 from common.backend import Backend, detect, select_device
 from common.collect import npu_commands
 from common.errors import LabError
@@ -222,9 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
                                                      reference, exported)
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
-        print(interpret(results, run.backend))
+        body = interpret(results, run.backend)
+        print(body)
         print(text.render_verdicts(verdicts))
-        code = 0 if all(v.ok for v in verdicts) else 1
+        integrity_text, written, integrity = write_own_report(run.out, f"msprof lab report: {run.out}", body,
+                                                              verdicts)
+        print(integrity_text, *written, sep="\n")
+        code = 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
     finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
         models = {v.name: files.model_path(v, run.npu) for v in variants}
         run.finish(completed=len(results) == len(variants), exit_code=code,

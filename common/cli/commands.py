@@ -54,7 +54,7 @@ def _agree(args: argparse.Namespace) -> int:
     print(text)
     page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, cross_mode.load_sweep()))
     out = Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out"
-    print("\n".join(write_agree_outputs(out, markdown, page, runs)))
+    print("\n".join(write_agree_outputs(out, markdown, page)))
     return 0 if all(v.ok for v in verdicts) else 1
 
 

@@ -274,6 +274,21 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     return text, written, warnings, integrity
 
 
+def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict]) -> tuple[str, list[str], list[Verdict]]:
+    """For a mode that renders its own report text (03's variant table): the integrity checks of its
+    datasets, then report.md (``body``, its checks, the integrity checks) and report.html beside the
+    data. Returns (the integrity section's text, the 'written to' lines, the integrity checks)."""
+    root = Path(root)
+    integrity = integrity_verdicts(find_datasets(root), root)
+    section = Section("Integrity (the files of each export agree with each other)",
+                      lines=render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK])
+    markdown = render_markdown(title, [Section("Report", lines=["```", *body.splitlines(), "```"]),
+                                       Section("Checks", lines=render_verdicts(verdicts).splitlines()), section])
+    page = directory_html(root, verdicts, integrity=integrity)
+    written = [write_report_md(root, markdown), write_report_html(root, page)]
+    return render_text("", [section]).strip(), written, integrity
+
+
 # --- HTML ----------------------------------------------------------------------------------------
 def _family_rows(labelled_stats: list[tuple[str, list]]) -> list[tuple[str, dict[str, float]]]:
     return [(label, families.family_share(stats)) for label, stats in labelled_stats]
@@ -350,12 +365,10 @@ def write_report_html(root: Path, page: str) -> str:
 
 
 # --- the cross-mode outputs ------------------------------------------------------------------------
-def write_agree_outputs(out: Path, markdown: str, page: str, runs: dict) -> list[str]:
-    """agree.md and report.html into ``out`` (a folder the lab owns), and each mode's report.html."""
+def write_agree_outputs(out: Path, markdown: str, page: str) -> list[str]:
+    """agree.md and report.html into ``out`` (a folder the lab owns); each mode wrote its own report.html."""
     out = prepare_output_dir(out)
     (out / "agree.md").write_text(markdown)
     (out / "report.html").write_text(page)
     lines = [f"(written to {out / 'agree.md'} and {out / 'report.html'})"]
-    for run in runs.values():
-        lines.append(write_report_html(run.folder, directory_html(run.folder)))
     return lines
