@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
@@ -28,10 +27,10 @@ import torch  # noqa: E402
 from model_with_profiler import ACTIVE, MODE_DIR, forward_step, profile_npu, profile_portable  # noqa: E402
 
 from common.analyze import step_bound  # noqa: E402
-from common.backend import detect, parse_device_id, select_device, soc_version  # noqa: E402
-from common.errors import ArgumentParser, LabError, run_cli  # noqa: E402
+from common.backend import soc_version  # noqa: E402
+from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
-from common.formats.rundir import finish_run, prepare_output_dir, start_run  # noqa: E402
+from common.lesson import Lesson, main_of  # noqa: E402
 from common.render.text import render_table  # noqa: E402
 from common.workload import build_model, load_workload, make_input  # noqa: E402
 
@@ -177,17 +176,11 @@ def sweep_html(points: list[dict], text: str, info_line: str, x: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="04_pyTorch/src/sweep.py", description=__doc__.splitlines()[0])
-    parser.add_argument("device", nargs="?", default="0", help="NPU device id, 0..63 (default 0)")
-    parser.add_argument("--hidden", help=f"TinyMLP's hidden sizes (default {','.join(map(str, HIDDEN))})")
-    parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, BATCH))} for TinyMLP, "
-                                        f"{','.join(map(str, BATCH_ANY))} for another workload)")
-    parser.add_argument("--workload", metavar="FILE", help="a workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="portable: CPU threads for torch (default 1; 0 = torch's default)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if not 0 <= args.threads <= 1024:
-        raise LabError(f"--threads {args.threads} is not in 0..1024", "e.g. --threads 1, or 0 for torch's default")
+    lesson = Lesson("sweep", MODE_DIR, __doc__, output=False, prog="04_pyTorch/src/sweep.py")  # + --workload, --threads
+    lesson.parser.add_argument("--hidden", help=f"TinyMLP's hidden sizes (default {','.join(map(str, HIDDEN))})")
+    lesson.parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, BATCH))} for TinyMLP, "
+                                               f"{','.join(map(str, BATCH_ANY))} for another workload)")
+    args = lesson.parse(argv)
     work = load_workload(args.workload)  # a bad file stops here, before anything is touched
     mlp = work.path is None  # TinyMLP: its size is a parameter; any other model keeps its own
     if not mlp and args.hidden:
@@ -198,25 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     batches = parse_sizes(args.batch or ",".join(map(str, default)), "batch", MAX_BATCH, default)
     grid = [(b, h, None if mlp else batched(work, b)) for b in batches for h in hiddens]  # refusals come first
 
-    backend = detect()
-    print(backend.banner(), flush=True)
-    device = parse_device_id(args.device)
-    select_device(backend, device)  # a logical device id here (one line naming the valid ids otherwise)
+    # Banner, logical device, threads (one by default: a parallel op waits for its slowest thread, and
+    # on a shared machine a thread that loses its core costs a scheduler slice, ~3 ms per op in our
+    # runs, which would bury the few hundred microseconds of host time this sweep is about), mode 04's
+    # lock (the sweep runs its functions), a fresh prof_sweep/ and run_info.json.
+    run = lesson.start(args=args, out=OUT, grid={"hidden": list(hiddens) if mlp else None, "batch": list(batches)})
+    backend, device, out, info = run.backend, run.device, run.out, run.info
     if backend.is_npu:
         import torch_npu  # noqa: F401
 
         torch.npu.set_device(device)  # the program selects the device; msprof profiles the one in use
-    # One thread by default: a parallel op waits for its slowest thread, and on a machine shared
-    # with other work a thread that loses its core costs a whole scheduler slice (we saw ~3 ms per
-    # op), which would bury the few hundred microseconds of host time this sweep is about.
-    if not backend.is_npu and args.threads:
-        torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
     peak, peak_source = peak_flops(backend, device)  # portable: calibrated now, at the sweep's thread count
-    out = prepare_output_dir(OUT)
-    info = start_run(out, mode="sweep", backend=backend.name, device=device, command=sys.argv, workload=work.info(),
-                     grid={"hidden": list(hiddens) if mlp else None, "batch": list(batches)},
-                     threads=args.threads or None)
     points = []
     torch.set_grad_enabled(False)
     for batch, hidden, x in grid:
@@ -229,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{f'hidden {hidden:5d} ' if mlp else ''}batch {batch:4d}: Computing "
               f"{100 * point['computing_ratio']:5.1f}% of {point['step_us']:,.0f} us ({point['bound']})", flush=True)
         points.append(point)
-    finish_run(out, info, exit_code=0, completed=True)
+    run.finish(completed=True)
     x_axis = "hidden" if mlp else "batch"
     name = backend.name if backend.is_npu else f"portable, {threads} CPU thread{'s' * (threads > 1)}"
     text = render(points, f"{work.name}, {name}", x_axis, peak, peak_source)
@@ -246,4 +232,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    main_of(main)
