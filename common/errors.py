@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -47,6 +48,9 @@ def run_cli(main: Callable[[], int]) -> None:
         name = getattr(err, "signal_name", "SIGINT")
         print(f"Error: interrupted by {name}", file=sys.stderr)
         code = getattr(err, "exit_code", 130)
+    # Leave the survivors to the exit itself: the interpreter's last garbage collection would walk
+    # every object of every module loaded (0.03 s once polars is in) only to free them as it exits.
+    gc.freeze()
     sys.exit(code)
 
 

@@ -19,11 +19,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from common.errors import LabError
+
+if TYPE_CHECKING:  # numpy is imported where outputs are compared: a report on a CSV never needs it
+    import numpy as np
 
 ENV_VAR = "MSPROF_LAB_WORKLOAD"
 SEED = 0  # build_model() runs under this torch seed, make_input() under SEED + 1
@@ -157,6 +158,8 @@ def count_ops(model, inputs: tuple | None, *, grad: bool = False) -> OpCounts:
 # --- comparing outputs ---------------------------------------------------------------------------------
 def _arrays(output) -> list[np.ndarray]:
     """A tensor, an array, or a tuple/list of them, as fp32 numpy arrays."""
+    import numpy as np
+
     items = output if isinstance(output, (tuple, list)) else [output]
     arrays = []
     for item in items:
@@ -168,6 +171,8 @@ def _arrays(output) -> list[np.ndarray]:
 
 def compare_outputs(output, reference) -> dict[str, float]:
     """Max abs diff, mean abs diff and cosine similarity of an output (all its tensors) against a reference."""
+    import numpy as np
+
     outs, refs = _arrays(output), _arrays(reference)
     shapes = [tuple(a.shape) for a in outs], [tuple(a.shape) for a in refs]
     if shapes[0] != shapes[1]:

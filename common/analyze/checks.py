@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from common.analyze.families import family_counts, family_share, op_family
 from common.analyze.step_bound import summarize_steps
 from common.errors import LabError
 from common.formats.datasets import Dataset
+from common.formats.engine import np
 from common.formats.records import OpStat, StepTime, Task
 from common.workload import Workload, compare_to_reference, reference_output, tiny_mlp
 

@@ -7,6 +7,7 @@ import math
 import mmap
 import re
 from array import array
+from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -86,7 +87,9 @@ def read_kernel_details(path: Path | str) -> list[Task]:
 TOTALS_KEYS = ["device_id", "op_type", "task_type", "input_shapes"]
 
 
-FAST_BLOCK_BYTES = 32 << 20  # the fast aggregation parses this much at a time, on every core
+FAST_BLOCK_BYTES = 16 << 20  # the fast aggregation parses this much at a time, on every core (below
+# glibc's largest mmap threshold, 32 MiB: a block's buffer is reused, not mapped and faulted in afresh)
+FAST_BLOCKS_AT_ONCE = 2  # blocks parsed at the same time: the memory bound is this many blocks
 _TOTALS_CACHE: dict[tuple, pl.DataFrame] = {}  # (file identity, kind) -> totals: a report reads a file once
 _TOTALS_CACHE_MAX = 256
 
@@ -129,40 +132,56 @@ def _identity(path: Path, kind: str) -> tuple | None:
 
 
 def _fast_totals(file: CsvFile, names: dict[str, str]) -> pl.DataFrame | None:
-    """The totals in one multi-threaded polars pass per large block; None when a row needs the exact reader.
+    """The totals in multi-threaded polars passes over large blocks; None when a row needs the exact reader.
 
     Rows are grouped on raw text (only the few group keys are cleaned, afterwards). The pass vouches
     for every row: the last field is never empty (a short row or a blank line would be), a longer
     row fills the field past the header, every duration casts to a finite number >= 0 and every OP
-    Type is present (the exact reader falls back to Op Name). Anything else returns None.
+    Type is present (the exact reader falls back to Op Name). Anything else returns None. Two
+    blocks are parsed at once (polars releases the GIL), which keeps both cores busy between the
+    parallel parts of each parse; at most two blocks are held.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     width = len(file.header)
     schema = {f"f{i}": pl.String for i in range(width + 1)}  # one field past the header finds long rows
     key_columns = ("Device_id", names["type"], names["core"], "Input Shapes")
     index = {c: file.index(c) for c in (*key_columns, names["duration"])}
     wanted = sorted({i for i in (*index.values(), width - 1, width) if i is not None})
     keys = [pl.col(f"f{index[c]}") if index[c] is not None else pl.lit(None, pl.String) for c in key_columns]
-    raw = pl.col(f"f{index[names['duration']]}")
-    duration = raw.cast(pl.Float64, strict=False)
-    parts = []
-    for _, chunk in file.large_chunks(FAST_BLOCK_BYTES):
+    duration = pl.col(f"f{index[names['duration']]}").cast(pl.Float64, strict=False)
+    last, past = pl.col(f"f{width - 1}"), pl.col(f"f{width}")
+    short = last.is_null() | (last == "") | (past.is_not_null() & (past != ""))
+
+    def block_totals(chunk: bytes) -> pl.DataFrame | None:
         try:
             frame = pl.read_csv(chunk, has_header=False, schema=schema, columns=wanted,
                                 empty_string_is_null=False, quote_char='"', raise_if_empty=False,
                                 missing_columns="insert")
         except pl.exceptions.PolarsError:
             return None
-        parts.append(
+        return (
             frame.lazy()
-            .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)], duration=duration,
-                    short=pl.col(f"f{width - 1}").is_null() | (pl.col(f"f{width - 1}") == "")
-                    | (pl.col(f"f{width}").is_not_null() & (pl.col(f"f{width}") != "")))
+            .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)], duration=duration, short=short)
             .group_by("k0", "k1", "k2", "k3")
             .agg(count=pl.len(), numbers=pl.col("duration").count(), total_us=pl.col("duration").sum(),
                  min_us=pl.col("duration").min(), max_us=pl.col("duration").max(), short=pl.col("short").any())
             .collect()
         )
-        del frame
+
+    parts: list[pl.DataFrame | None] = []
+    with ThreadPoolExecutor(FAST_BLOCKS_AT_ONCE) as pool:
+        pending = deque()
+        for _, chunk in file.large_chunks(FAST_BLOCK_BYTES):
+            pending.append(pool.submit(block_totals, chunk))
+            del chunk
+            if len(pending) >= FAST_BLOCKS_AT_ONCE:
+                parts.append(pending.popleft().result())
+                if parts[-1] is None:
+                    break
+        parts += [p.result() for p in pending]
+    if any(p is None for p in parts):
+        return None
     if not parts:
         return task_totals_empty()
     merged = pl.concat(parts)

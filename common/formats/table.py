@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import LabError
-from common.formats.engine import np, pl
+from common.formats.engine import pl
 from common.formats.schema import ALIASES
 
 MISSING = ["", "N/A", "NA", "n/a", "None"]
 BLOCK_BYTES = 8 << 20  # polars parses this much at a time: the memory bound of a read
 _MAX_PENDING = 4 * BLOCK_BYTES  # a quoted field longer than this is taken as broken quoting
-_QUOTE = ord('"')
 _DECORATION = ' \t\r\n"'  # msprof's trailing TAB after timestamps, kept quotes, whitespace
 _DAMAGED = "the file is truncated or damaged; re-export it"
 csv.field_size_limit(sys.maxsize)  # the exact scanner must accept any field polars accepts
@@ -176,48 +175,31 @@ class CsvFile:
                 size = block_bytes
 
     def large_chunks(self, block_bytes: int) -> Iterator[tuple[int, bytes]]:
-        """:meth:`_large_chunks`, the next block read on a second thread while the caller parses this one."""
-        from concurrent.futures import ThreadPoolExecutor
+        """(file offset, bytes) of whole lines in blocks of about ``block_bytes``, cut after a newline.
 
-        blocks = self._large_chunks(block_bytes)
-        with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(next, blocks, None)
-            while (block := pending.result()) is not None:
-                pending = pool.submit(next, blocks, None)
-                yield block
-
-    def _large_chunks(self, block_bytes: int) -> Iterator[tuple[int, bytes]]:
-        """(file offset, bytes) of whole lines in blocks of about ``block_bytes``, never cut inside a quoted field.
-
-        For the fast aggregation: the cut is found on a read-only map of the file (quotes counted a
-        MiB at a time, pages dropped once passed, so the map never holds the file) and each block is
-        read once, exactly, with no further copy. A record longer than a block widens that block.
+        For the fast aggregation. The cut is not checked against quoting: a cut inside a quoted
+        field that holds a newline leaves an open quote at the end of one block and a stray one at
+        the start of the next, which polars refuses or reads as a row with too few fields, and the
+        fast pass gives up on both (the exact reader then reads the file, quotes and all). The cut
+        is found on a read-only map of the file (pages dropped once passed, so the map never holds
+        the file) and each block is read once, exactly. A record longer than a block widens it.
         """
         size = self.path.stat().st_size
         if size <= self.data_offset:
             return
         with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            data = np.frombuffer(mm, np.uint8)
-            try:
-                offset, want = self.data_offset, block_bytes
-                while offset < size:
-                    end = min(offset + want, size)
-                    if end < size:
-                        cut = mm.rfind(b"\n", offset, end) + 1
-                        odd = bool(_parity(data, offset, cut)) if cut > offset else True
-                        while cut > offset and odd:  # inside a quoted field: back to an earlier newline
-                            earlier = mm.rfind(b"\n", offset, cut - 1) + 1
-                            odd ^= bool(_parity(data, max(earlier, offset), cut))
-                            cut = max(earlier, offset)
-                        if cut <= offset:  # a record longer than the block: look further
-                            want *= 2
-                            continue
-                        end = cut
-                    yield offset, os.pread(f.fileno(), end - offset, offset)
-                    _drop(mm, offset, end)
-                    offset, want = end, block_bytes
-            finally:
-                del data  # the map can close only once no array looks into it
+            offset, want = self.data_offset, block_bytes
+            while offset < size:
+                end = min(offset + want, size)
+                if end < size:
+                    cut = mm.rfind(b"\n", offset, end) + 1
+                    if cut <= offset:  # a record longer than the block: look further
+                        want *= 2
+                        continue
+                    end = cut
+                yield offset, os.pread(f.fileno(), end - offset, offset)
+                _drop(mm, offset, end)
+                offset, want = end, block_bytes
 
     def _records(self, chunk: bytes, offset: int) -> Iterator[tuple[int, list[str]]]:
         """(file line, cells) of each record of a chunk, exactly as Python's csv module reads them."""
@@ -279,14 +261,6 @@ class CsvFile:
         return line
 
 
-def _parity(data: np.ndarray, start: int, end: int, piece: int = 1 << 20) -> int:
-    """Number of quote bytes in ``data[start:end]`` modulo 2, counted a cache-sized piece at a time."""
-    total = 0
-    for i in range(start, end, piece):
-        total += int(np.count_nonzero(data[i : min(i + piece, end)] == _QUOTE))
-    return total & 1
-
-
 def _drop(mm: mmap.mmap, start: int, end: int) -> None:
     """Let the kernel drop the map's pages of [start, end) from this process (they stay in the page cache)."""
     page = mmap.PAGESIZE
@@ -299,7 +273,7 @@ def _drop(mm: mmap.mmap, start: int, end: int) -> None:
 
 
 def _quotes(data: bytes, start: int, end: int) -> int:
-    return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == _QUOTE))
+    return data.count(b'"', start, end)
 
 
 def cleaned(text: pl.Expr) -> pl.Expr:

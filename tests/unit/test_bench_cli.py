@@ -61,3 +61,16 @@ def test_agreement_is_printed_as_a_relative_difference() -> None:
 def test_bad_arguments_are_one_error(argv: list[str]) -> None:
     with pytest.raises(LabError):
         bench.main(argv)
+
+
+@pytest.mark.parametrize("script", ["POLARS_ALONE", "POLARS_TYPES", "PANDAS"])
+def test_each_csv_baseline_reports_the_labs_totals(made: Path, capsys, monkeypatch, script: str) -> None:
+    if script == "PANDAS":
+        pytest.importorskip("pandas")
+    folder = made / "op_summary_400"
+    lab = _child("lab-csv", folder, capsys)
+    monkeypatch.setattr("sys.argv", ["-c", str(folder)])
+    exec(compile(getattr(bench, script), script, "exec"), {})  # as `python -c <script> <folder>` runs it
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert got["rows"] == lab["rows"] == 400
+    assert got["total_us"] == pytest.approx(lab["total_us"], rel=1e-9)
