@@ -280,6 +280,8 @@ def ddp(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (portable backend; pytest options after --, e.g. -m "not e2e" for the fast part)."""
     python = lab_python(session)
+    # pandas too, as nox -s bench adds it: the benchmark's pandas baseline is tested like the others.
+    session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
     session.run(python, "-m", "pytest", *session.posargs, external=True, env={"MSPROF_LAB_RUN_ID": RUN_ID})
 
 
