@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import ROOT
+from helpers import ROOT, load_lesson
 
 from common.analyze import checks
 from common.collect import calibrate
@@ -141,6 +141,19 @@ def test_step_spread_marks_a_disturbed_run() -> None:
     assert calibrate.step_disturbance([100.0, 101.0, 99.0, 100.5, 100.0], "steps") is None
     line = calibrate.step_disturbance([100.0, 100.0, 100.0, 100.0, 400.0], "steps")
     assert line.startswith("disturbed: steps vary") and "above 0.25" in line and "max 400.0 us" in line
+
+
+def test_the_profilers_slow_step_switch_is_not_a_disturbance(tmp_path: Path) -> None:
+    """The switch that closes the active window is slow by design; the check reads the steps' own work."""
+    mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
+    with mode.portable_profiler() as prof:
+        steps = mode.run_steps(lambda: torch.ones(64, 64) @ torch.ones(64, 64), prof.step)
+    active = slice(-mode.ACTIVE, None)
+    assert all(s >= w for s, w in zip(steps.step_us, steps.work_us))
+    closing = steps.step_us[-1] - steps.work_us[-1]  # the last active step's prof.step(): collection stops
+    assert closing > max(s - w for s, w in zip(steps.step_us[active][:-1], steps.work_us[active][:-1]))
+    spread = [steps.work_us[-1] * 5] + steps.work_us[active][1:]  # one step interrupted: still seen
+    assert calibrate.step_disturbance(spread, "steps") is not None
 
 
 def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatch) -> None:

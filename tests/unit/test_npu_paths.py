@@ -85,7 +85,7 @@ def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(torch, "npu", types.SimpleNamespace(synchronize=lambda: None), raising=False)
     mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
     model = torch.nn.Linear(4, 4)
-    times, _ = mode.profile_npu(model, torch.ones(2, 4), tmp_path)
+    steps = mode.profile_npu(model, torch.ones(2, 4), tmp_path)
     calls = recorder.calls
     assert calls["activities"] == ["CPU", "NPU"]
     assert calls["schedule"] == ("schedule", {"wait": 1, "warmup": 3, "active": 5, "repeat": 1})
@@ -93,4 +93,5 @@ def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: p
     assert calls["with_stack"] is False and calls["record_shapes"] is True
     assert calls["experimental_config"] == ("experimental", {
         "profiler_level": "Level1", "aic_metrics": "PipeUtilization", "data_simplification": False})
-    assert recorder.steps == len(times) == 9  # wait 1 + warmup 3 + active 5, one prof.step() each
+    # wait 1 + warmup 3 + active 5, one prof.step() each
+    assert recorder.steps == len(steps.step_us) == len(steps.work_us) == 9
