@@ -19,11 +19,13 @@ from common.errors import ArgumentParser
 
 def _report(args: argparse.Namespace) -> int:
     from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
+    from common.formats.datasets import find_datasets
 
-    text, markdown, integrity = directory_report(args.dir, soc=args.soc)
+    datasets = find_datasets(args.dir)
+    text, markdown, integrity = directory_report(args.dir, soc=args.soc, datasets=datasets)
     print(text)
     print(write_report_md(args.dir, markdown))
-    print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc, integrity=integrity)))
+    print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc, integrity=integrity, datasets=datasets)))
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "

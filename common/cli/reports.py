@@ -199,16 +199,17 @@ NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two file
 
 def directory_report(
     root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
-    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
+    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (), datasets: list[Dataset] | None = None,
 ) -> tuple[str, str, list[Verdict]]:
     """The report of everything under ``root``, with a mode's checks if given: (text, Markdown, integrity).
 
     ``integrity`` are the integrity checks of every dataset (common.analyze.checks.integrity_verdicts),
     printed in their own section and returned apart, so a caller counts them in its exit status and
-    hands them to :func:`directory_html` instead of computing them again.
+    hands them to :func:`directory_html` instead of computing them again. ``datasets``: those of
+    ``root`` when the caller has found them already (:func:`directory_html` can then reuse what they read).
     """
     root = Path(root)
-    datasets = find_datasets(root)
+    datasets = find_datasets(root) if datasets is None else datasets
     info = find_run_info(root)
     forwards = info.get("forwards") if info else None
     sections = [Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(datasets)}",
@@ -264,11 +265,12 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     from common.collect.calibrate import calibration_disturbance
 
     root = Path(root)
-    info = find_run_info(root)
-    found = peaks_for(info, find_datasets(root), None)
+    info, datasets = find_run_info(root), find_datasets(root)
+    found = peaks_for(info, datasets, None)
     warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance()) else [])]
-    text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings)
-    page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity)
+    text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets)
+    page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity,
+                          datasets=datasets)
     written = [write_report_md(root, markdown + "".join(f"\n{note}\n" for note in notes)),
                write_report_html(root, page)]
     return text, written, warnings, integrity
@@ -279,12 +281,13 @@ def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict])
     datasets, then report.md (``body``, its checks, the integrity checks) and report.html beside the
     data. Returns (the integrity section's text, the 'written to' lines, the integrity checks)."""
     root = Path(root)
-    integrity = integrity_verdicts(find_datasets(root), root)
+    datasets = find_datasets(root)
+    integrity = integrity_verdicts(datasets, root)
     section = Section("Integrity (the files of each export agree with each other)",
                       lines=render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK])
     markdown = render_markdown(title, [Section("Report", lines=["```", *body.splitlines(), "```"]),
                                        Section("Checks", lines=render_verdicts(verdicts).splitlines()), section])
-    page = directory_html(root, verdicts, integrity=integrity)
+    page = directory_html(root, verdicts, integrity=integrity, datasets=datasets)
     written = [write_report_md(root, markdown), write_report_html(root, page)]
     return render_text("", [section]).strip(), written, integrity
 
@@ -300,12 +303,14 @@ def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
 
 def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None,
                    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
-                   notes: list[str] = (), integrity: list[Verdict] | None = None) -> str:
+                   notes: list[str] = (), integrity: list[Verdict] | None = None,
+                   datasets: list[Dataset] | None = None) -> str:
     """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG.
 
-    ``integrity``: the checks :func:`directory_report` returned (computed here when not given)."""
+    ``integrity``: the checks :func:`directory_report` returned (computed here when not given);
+    ``datasets``: as for :func:`directory_report`."""
     root = Path(root)
-    datasets = find_datasets(root)
+    datasets = find_datasets(root) if datasets is None else datasets
     info = find_run_info(root)
     peaks, note = peaks if peaks is not None else peaks_for(info, datasets, soc)
     blocks = []
