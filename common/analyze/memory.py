@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from common.formats.memory import MemoryData, MemoryRecord, OperatorMemory
+from common.formats.memory import DB_TABLES, MemoryData, MemoryRecord
 
 # The allocator whose totals headline the report: torch's and the graph engine's together when
 # torch_npu records both, torch's caching allocator alone otherwise (the portable backend's CPU
@@ -51,22 +51,6 @@ class MemorySummary:
     modules: list[tuple[str, float]]  # (CANN module, peak reserved MB), largest first
     record_source: str = "memory_record.csv"  # where the figures come from, for the report's words
     operator_source: str = "operator_memory.csv"
-
-
-DB_TABLES = ("MEMORY_RECORD", "OP_MEMORY")  # a database export's memory_record / operator_memory
-
-
-def memory_from_db(records: list, operators: list) -> MemoryData:
-    """A database's MEMORY_RECORD / OP_MEMORY rows (common.formats.db) as the text files' MemoryData."""
-    return MemoryData(
-        records=[MemoryRecord(r.component, r.timestamp_us, r.total_allocated_mb, r.total_reserved_mb,
-                              r.total_active_mb, r.device) for r in records],
-        operators=[OperatorMemory(o.name, o.size_kb, o.allocation_us, o.release_us, o.duration_us,
-                                  o.allocation_total_allocated_mb, o.allocation_total_reserved_mb, o.device)
-                   for o in operators],
-        modules=[],
-        files=[name for name, rows in zip(DB_TABLES, (records, operators)) if rows],
-    )
 
 
 def _max(values) -> float | None:

@@ -13,7 +13,6 @@ from common.analyze.bounds import Peaks
 from common.analyze.checks import Verdict, integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
-from common.formats.memory import read_memory
 from common.formats.records import StepTime
 from common.formats.rundir import prepare_output_dir
 from common.render import html
@@ -153,12 +152,7 @@ def step_section(ds: Dataset, label: str) -> Section:
 
 def memory_summary(ds: Dataset) -> memory.MemorySummary | None:
     """Memory of a torch_npu text export (its memory files) or of a database (MEMORY_RECORD / OP_MEMORY)."""
-    if ds.is_db:
-        db = ds.profiler_db
-        return memory.summarize_memory(memory.memory_from_db(db.memory_records(), db.op_memory()))
-    if ds.kind != "torch_npu":
-        return None
-    return memory.summarize_memory(read_memory(ds.folder))
+    return memory.summarize_memory(ds.memory) if ds.memory is not None else None
 
 
 MEMORY_OP_HEADER = ["Operator", "Allocations", "Allocated(MB)", "Largest(MB)", "Held(us)"]

@@ -19,6 +19,7 @@ from common.errors import LabError
 from common.formats import readers
 from common.formats.db import ProfilerDb, db_kind
 from common.formats.engine import pl
+from common.formats.memory import MemoryData, memory_from_db, read_memory
 from common.formats.overlap import overlap_step_times
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.rundir import RUN_INFO, read_run_info
@@ -185,6 +186,14 @@ class Dataset:
         if self.has("op_statistic"):
             return [row for path in self.files("op_statistic") for row in readers.read_op_statistic(path)]
         return readers.op_statistic_from_totals(self.task_totals)
+
+    @functools.cached_property
+    def memory(self) -> MemoryData | None:
+        """Memory as the capture recorded it, read once: a torch_npu text export's memory files or a
+        database's MEMORY_RECORD / OP_MEMORY (empty when it recorded none); None for msprof's exports."""
+        if self.is_db:
+            return memory_from_db(self.profiler_db.memory_records(), self.profiler_db.op_memory())
+        return read_memory(self.folder) if self.kind == "torch_npu" else None
 
     @functools.cached_property
     def steps(self) -> list[StepTime]:

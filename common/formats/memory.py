@@ -138,3 +138,19 @@ def read_memory(folder: Path | str) -> MemoryData:
     except OSError as err:
         raise LabError(f"{folder}: memory files unreadable ({err.strerror})",
                        "check the folder's permissions") from None
+
+
+DB_TABLES = ("MEMORY_RECORD", "OP_MEMORY")  # a database export's memory_record / operator_memory
+
+
+def memory_from_db(records: list, operators: list) -> MemoryData:
+    """A database's MEMORY_RECORD / OP_MEMORY rows (common.formats.db) as the text files' MemoryData."""
+    return MemoryData(
+        records=[MemoryRecord(r.component, r.timestamp_us, r.total_allocated_mb, r.total_reserved_mb,
+                              r.total_active_mb, r.device) for r in records],
+        operators=[OperatorMemory(o.name, o.size_kb, o.allocation_us, o.release_us, o.duration_us,
+                                  o.allocation_total_allocated_mb, o.allocation_total_reserved_mb, o.device)
+                   for o in operators],
+        modules=[],
+        files=[name for name, rows in zip(DB_TABLES, (records, operators)) if rows],
+    )
