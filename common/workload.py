@@ -114,6 +114,9 @@ class OpCounts:
 
     per_family: dict[str, int]
     per_op: dict[str, int]
+    # Per family, the ops none of whose tensors come from the input (work on weights and buffers only,
+    # or tensors made inside forward): an exporter may compute them ahead of time (constant folding).
+    constant: dict[str, int] = field(default_factory=dict)
 
     @property
     def checked(self) -> dict[str, int]:
@@ -130,29 +133,44 @@ def count_ops(model, inputs: tuple | None, *, grad: bool = False) -> OpCounts:
     dispatcher's Python key: the ops they call do (``aten::addmm``, ``aten::convolution``,
     ``aten::native_layer_norm``). An op that handles a call hides the ops it calls itself, so a
     fused ``aten::_native_multi_head_attention`` counts once. Views and metadata ops launch nothing
-    and are dropped.
+    and are dropped. Each op is also told apart by whether any of its tensors comes from the input
+    (OpCounts.constant counts those that do not); with ``inputs=None`` every op counts as input work.
     """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
 
     from common.analyze.families import op_family
     from common.collect.torch_ops import VIEW_OPS
 
     per_op: Counter[str] = Counter()
+    constant: Counter[str] = Counter()
+    from_input: dict[int, torch.Tensor] = {}  # id -> the tensor, held so that no id is reused meanwhile
+
+    def mark(tree) -> None:
+        from_input.update((id(t), t) for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
 
     class _Count(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            derived = inputs is None or any(id(t) in from_input for t in tree_leaves((args, kwargs)))
+            out = func(*args, **kwargs)
+            if derived:
+                mark(out)
             name = f"{func.namespace}::{func.overloadpacket.__name__}"
             if not getattr(func, "is_view", False) and name not in VIEW_OPS:
                 per_op[name] += 1
-            return func(*args, **(kwargs or {}))
+                if not derived:
+                    constant[op_family(name)] += 1
+            return out
 
+    mark(inputs)
     with torch.set_grad_enabled(grad), _Count():
         model(*inputs) if inputs is not None else model()
     per_family: Counter[str] = Counter()
     for name, n in per_op.items():
         per_family[op_family(name)] += n
-    return OpCounts(dict(per_family), dict(per_op))
+    return OpCounts(dict(per_family), dict(per_op), dict(constant))
 
 
 # --- comparing outputs ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, schema
 from common.formats.table import read_table
-from common.workload import load_workload, tiny_mlp
+from common.workload import OpCounts, load_workload, tiny_mlp
 
 VARIANT_NAMES = list(variants.VARIANTS)
 TINY = variants.ModelFiles(tiny_mlp())
@@ -860,4 +860,20 @@ def test_graph_changes_are_named_not_silent():
     decomposed = graph_changes.model_count_verdict(model, Counter(FusedConv=2, MaxPool=2, Gemm=1, Mul=3), [
         graph_changes.Change("exporter", "BatchNormalization folded into Conv", 2, {"norm": -2}),
         graph_changes.Change("onnxruntime", "Conv+Relu -> FusedConv", 2, {"activation": -2})], "fp32")
-    assert decomposed.ok and not decomposed.applicable and "more than the model" in decomposed.detail
+    assert decomposed.ok and not decomposed.applicable and "more, not explained" in decomposed.detail
+
+
+def test_ops_on_weights_only_may_be_folded_and_exporter_extras_are_named():
+    """A correct model never fails for what an exporter may do: fold ops on weights, decompose an op."""
+    scaled = OpCounts({"matmul": 1, "elementwise": 2}, {"aten::addmm": 1, "aten::mul": 1, "aten::add": 1},
+                      {"elementwise": 1})  # y = x @ w + buffer * 0.1: the Mul runs on a buffer only
+    folded = graph_changes.model_count_verdict(scaled, Counter(Gemm=1, Add=1), [], "default")
+    assert folded.ok and "1 computed ahead of time by the exporter" in folded.detail, folded.detail
+    lost = graph_changes.model_count_verdict(scaled, Counter(Gemm=1), [], "default")  # the Add on x did not run
+    assert not lost.ok and "elementwise 0 (model 2, want 2: not explained" in lost.detail, lost.detail
+    silu = OpCounts({"matmul": 1, "activation": 1}, {"aten::addmm": 1, "aten::silu": 1})
+    (extra,) = graph_changes._export_extras(silu, Counter(Gemm=1, Sigmoid=1, Mul=1), [])  # SiLU as Sigmoid + Mul
+    assert str(extra) == "added beyond the model's ops: elementwise +1 (Mul)" and extra.delta == {"elementwise": 1}
+    fused = graph_changes.Change("onnxruntime", "removed Mul x1", 1, {"elementwise": -1})  # a runtime folds it back
+    again = graph_changes.model_count_verdict(silu, Counter(Gemm=1, Sigmoid=1), [extra, fused], "fp32")
+    assert again.ok and again.applicable and "want -" not in again.detail, again.detail

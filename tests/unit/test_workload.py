@@ -185,6 +185,30 @@ def test_several_inputs_and_outputs(tmp_path: Path) -> None:
     assert work.expected_op_counts().per_family == {op_family("aten::mm"): 1, op_family("aten::relu"): 1}
 
 
+def test_ops_on_weights_and_buffers_only_are_counted_apart(tmp_path: Path) -> None:
+    """What an exporter may compute ahead of time: ops none of whose tensors come from the input."""
+    path = write(tmp_path, """
+        import torch
+        class Scaled(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+                self.log_scale = torch.nn.Parameter(torch.zeros(4))
+                self.register_buffer("shift", torch.ones(4))
+            def forward(self, x):
+                y = self.fc(x) * self.log_scale.exp()  # exp: weights only; the Mul: input
+                return y + self.shift * 0.1 + torch.arange(4.0)  # shift * 0.1 and arange: no input in them
+        def build_model():
+            return Scaled()
+        def make_input():
+            return torch.randn(2, 4)
+        """)
+    counts = wl.load_workload(path).expected_op_counts()
+    assert sum(counts.per_family.values()) == 7  # addmm, exp, mul x2, add x2, arange
+    assert counts.constant == {op_family("aten::exp"): 2, op_family("aten::arange"): 1}, counts  # exp, * 0.1; arange
+    assert wl.tiny_mlp().expected_op_counts().constant == {}  # every TinyMLP op works on the input
+
+
 def test_hash_follows_the_file(tmp_path: Path) -> None:
     path = tmp_path / "cnn.py"
     shutil.copy(CNN, path)
