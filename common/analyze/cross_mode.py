@@ -135,6 +135,11 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
     if len(set(backends.values())) > 1:
         listed = ", ".join(f"{k} {b}" for k, b in backends.items())
         raise LabError(f"mixed backends: {listed}", "run every mode on one machine and backend, in one nox command")
+    trained = [f"{k} ({folder})" for k, (folder, info) in infos.items() if info.get("train")]
+    if trained:
+        raise LabError(f"mode {', '.join(trained)} profiled training steps (--train), the others inference forwards",
+                       "re-run it without --train to compare the modes; read a training run on its own with "
+                       "python -m common report <its prof_out>")
     check_same_workload({k: info for k, (_, info) in infos.items()})
     notes = []
     run_ids = {k: info.get("run_id") for k, (_, info) in infos.items()}

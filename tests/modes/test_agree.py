@@ -137,6 +137,7 @@ def test_agree_writes_markdown_and_html_for_the_run_and_each_mode(repo: Path, ag
         (lambda d: edit_info(d[3], run_id="0123456789abcdef", start="2020-01-01T00:00:00+00:00"),
          "Error: stale or mixed inputs: 04 (run 01234567, 2020-01-01T00:00:00+00:00) not from the newest run"),
         (lambda d: edit_info(d[0], completed=False), "Error: incomplete run for mode 01"),
+        (lambda d: edit_info(d[3], train=True), "Error: mode 04 ("),  # a training run is not an inference run
         (lambda d: shutil.rmtree(d[1]), "Error: mode 02 (02_api_AscendC) missing"),
         (lambda d: (d[1] / "run_info.json").unlink(), "no run_info.json, so its backend and run cannot be checked"),
     ],
