@@ -148,12 +148,20 @@ class Dataset:
         """Per (Device_id, OP Type, Core Type, Input Shapes) count and total/min/max µs of the task file, slices joined.
 
         Computed in polars a block at a time (SQLite's GROUP BY for a database), so memory stays
-        bounded however many rows there are.
+        bounded however many rows there are. A task file holding its header and no row is refused:
+        msprof and torch_npu write one only when tasks ran, so it was cut short.
         """
         if self.is_db:
             return self.profiler_db.task_totals()
-        parts = [readers.task_totals(path, self.task_file) for path in self.files(self.task_file)]
-        return readers.merge_totals(pl.concat(parts)) if parts else readers.task_totals_empty()
+        paths = self.files(self.task_file)
+        parts = [readers.task_totals(path, self.task_file) for path in paths]
+        totals = readers.merge_totals(pl.concat(parts)) if parts else readers.task_totals_empty()
+        if paths and not totals.height:
+            again = "export the raw data again (msprof --export=on --output=<PROF_*>) or collect again" \
+                if self.kind == "msprof" else "collect again"
+            raise LabError(f"{', '.join(map(str, paths))}: only the header line, no task rows",
+                           f"the export was cut short: {again}")
+        return totals
 
     @property
     def task_count(self) -> int:

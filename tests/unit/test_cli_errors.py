@@ -62,6 +62,21 @@ def test_an_empty_db_export_says_so(tmp_path: Path) -> None:
     assert "ascend_pytorch_profiler_0.db: file is empty (0 bytes)" in err.value.what
 
 
+@pytest.mark.parametrize("task_file", ["op_summary", "kernel_details"])
+def test_a_task_file_with_only_its_header_is_refused(tmp_path: Path, task_file: str) -> None:
+    """msprof and torch_npu write a task file only when tasks ran: a header alone is an export cut short."""
+    damaged = FIXTURES / "damaged" / f"{task_file}__header_only.csv"
+    if task_file == "op_summary":
+        target = tmp_path / "PROF_1" / "mindstudio_profiler_output" / "op_summary_20260101000000.csv"
+    else:
+        target = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    target.parent.mkdir(parents=True)
+    shutil.copy(damaged, target)
+    with pytest.raises(LabError) as err:
+        directory_report(tmp_path, bottlenecks=False)
+    assert err.value.what == f"{target}: only the header line, no task rows" and "cut short" in err.value.fix
+
+
 @pytest.mark.parametrize("side", ["baseline", "candidate"])
 def test_compare_names_the_side_that_lacks_op_summary(tmp_path: Path, side: str) -> None:
     base, cand = msprof_copy(tmp_path, "base"), msprof_copy(tmp_path, "cand")
