@@ -20,7 +20,7 @@ from common.errors import LabError
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.rundir import REPO_ROOT, read_run_info
-from common.workload import BACKEND_DEPENDENT_FAMILIES, Workload, load_workload, tiny_mlp
+from common.workload import BACKEND_DEPENDENT_FAMILIES, Workload, load_workload, tiny_mlp, use_threads
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,9 @@ def workload_of(runs: dict[str, ModeRun]) -> Workload:
     if workload.sha256 != identity.get("sha256"):
         raise LabError(f"{workload.where} changed since the run (sha256 {str(identity.get('sha256'))[:12]} then, "
                        f"{workload.sha256[:12]} now)", "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0")
+    threads = {runs[k].info.get("threads") for k in WORKLOAD_MODES if k in runs} - {None}
+    if len(threads) == 1:  # the reference summed in the order the runs summed theirs (it follows the thread count)
+        use_threads(threads.pop())
     return workload
 
 

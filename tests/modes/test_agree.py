@@ -123,6 +123,16 @@ def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> Non
     assert float(row("init ops, one-off (us, shown apart)")[1].replace(",", "")) > 0  # 01 sees weight init
 
 
+def test_agree_judges_the_outputs_as_the_modes_did(repo: Path, agreed) -> None:
+    """agree computes the reference with the thread count the runs recorded: the same sums, the same figures."""
+    for mode, key in (("01_cmdline", "01"), ("04_pyTorch", "04")):
+        line = f"output matches fp32 reference ({key}): max abs diff "
+        own = (repo / mode / "prof_out" / "report.md").read_text()
+        (mine,) = [x.split(line)[1].split(" ")[0] for x in own.splitlines() if line in x]
+        (theirs,) = [x.split(line)[1].split(" ")[0] for x in agreed.stdout.splitlines() if line in x]
+        assert mine == theirs, (mode, mine, theirs)
+
+
 def test_agree_writes_markdown_and_html_for_the_run_and_each_mode(repo: Path, agreed) -> None:
     assert (repo / "agree_out" / "agree.md").read_text().startswith("# msprof lab: cross-mode agreement")
     for mode in MODES:
