@@ -172,7 +172,7 @@ def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run
 
 
 # --- 4. interpret ---------------------------------------------------------------------------------
-def interpret(results: dict[str, VariantResult], backend: Backend) -> str:
+def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True) -> str:
     """The variants side by side, then what the numbers say about the Casts (variant_report.explain).
 
     Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
@@ -180,7 +180,7 @@ def interpret(results: dict[str, VariantResult], backend: Backend) -> str:
     Cast share is the time they cost; the accuracy columns are what removing them costs instead;
     the fusions column names what the exporter and the converter changed in the graph.
     """
-    return "\n".join([render(results, backend), *explain(results, backend.is_npu)])
+    return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs)])
 
 
 def validate(variants: list[Variant], files: ModelFiles, backend: Backend) -> None:
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
                                                      reference, exported)
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
-        body = interpret(results, run.backend)
+        body = interpret(results, run.backend, bool(files.float_inputs))
         print(body)
         print(text.render_verdicts(verdicts))
         integrity_text, written, integrity = write_own_report(run.out, f"msprof lab report: {run.out}", body,

@@ -99,8 +99,9 @@ def fallback_casts(result: VariantResult) -> float:
     return len(ort_casts) / MEASURED
 
 
-def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
-    """Sentences derived from the numbers: what the comparison shows on this backend."""
+def explain(results: dict[str, VariantResult], npu: bool, float_inputs: bool = True) -> list[str]:
+    """Sentences derived from the numbers: what the comparison shows on this backend (``float_inputs``:
+    whether the model has a floating-point input for fp16-io to feed in fp16)."""
     lines = []
     default, fp16_io = results.get("default"), results.get("fp16-io")
     if default:
@@ -112,7 +113,7 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
         if not npu and fallback_casts(default):
             lines.append(
                 f"  {fallback_casts(default):g} of them were added by ONNX Runtime, not by the fp16 conversion: "
-                "its CPU provider lacks fp16 kernels for some of the graph's ops (Gemm and Erf for TinyMLP), "
+                "its CPU provider lacks fp16 kernels for some of the graph's ops (TinyMLP's Gemm and Erf, for one), "
                 "so it runs those nodes in fp32 and casts "
                 "the fp16 weights and constants up on every execute. This backend pays for the policy "
                 "without computing in fp16."
@@ -122,13 +123,14 @@ def explain(results: dict[str, VariantResult], npu: bool) -> list[str]:
         if removed > 0:
             lines.append(f"fp16-io: {removed:g} fewer Cast per execute than default, as the textbook says.")
         else:
-            why = (
-                "ONNX Runtime's CPU fallback turns the fp16 input back into fp32 with a Cast of its own, "
-                "so feeding fp16 moves the boundary Cast instead of removing it. On an NPU, which has "
-                "fp16 kernels, --input_fp16_nodes / --output_type=FP16 remove it."
-                if not npu
-                else "ATC kept Casts; check that --input_fp16_nodes names every floating-point input."
-            )
+            if not float_inputs:
+                why = "the model has no floating-point input, so fp16-io changes only its outputs' type."
+            elif not npu:
+                why = ("ONNX Runtime's CPU fallback turns the fp16 input back into fp32 with a Cast of its own, "
+                       "so feeding fp16 moves the boundary Cast instead of removing it. On an NPU, which has "
+                       "fp16 kernels, --input_fp16_nodes / --output_type=FP16 remove it.")
+            else:
+                why = "ATC kept Casts; check that --input_fp16_nodes names every floating-point input."
             lines.append(f"fp16-io: {fp16_io.per_execute('Cast'):g} Cast per execute, not fewer than default: " + why)
     return lines
 
