@@ -68,6 +68,9 @@ _DTYPE_BYTES = {
     "int16": 2, "dt_int16": 2, "int8": 1, "dt_int8": 1, "uint8": 1, "dt_uint8": 1, "bool": 1, "dt_bool": 1,
     "double": 8, "float64": 8, "dt_double": 8, "int64": 8, "dt_int64": 8, "long": 8,
 }
+# Arguments that are not tensors (torch's record_shapes names them by kind, with an empty shape):
+# nothing moves through memory for them.
+_NOT_TENSORS = {"scalar", "scalarlist", "none", "genericlist", "string"}
 
 
 def parse_shapes(text: str | None) -> list[tuple[int, ...]] | None:
@@ -93,7 +96,7 @@ def dtype_sizes(text: str | None, n: int) -> list[int] | None:
     names = [p.strip().lower() for p in text.split(";")]
     if len(names) != n:
         return None
-    sizes = [_DTYPE_BYTES.get(name) for name in names]
+    sizes = [0 if name in _NOT_TENSORS else _DTYPE_BYTES.get(name) for name in names]
     return None if any(s is None for s in sizes) else sizes
 
 

@@ -93,3 +93,10 @@ def test_a_bound_above_the_peak_is_called_not_tight() -> None:
     (slow,) = bounds.op_bounds([_task("aten::gelu", "1024,1024", "FLOAT", dur=1e6)], PEAKS)
     assert slow.verdict == "memory"
     assert bounds.op_bounds([_task("X", None, None)], PEAKS)[0].verdict == "unavailable: no Input Shapes in the profile"
+
+
+def test_arguments_that_are_not_tensors_move_no_bytes() -> None:
+    """torch records a LayerNorm's normalized_shape as ScalarList with an empty shape: 0 bytes, not 'unknown'."""
+    assert bounds.dtype_sizes("FLOAT;SCALARLIST;FLOAT;FLOAT", 4) == [4, 0, 4, 4]
+    assert bounds.dtype_sizes("float;Scalar;None", 3) == [4, 0, 0]
+    assert bounds.dtype_sizes("FLOAT;COMPLEX64", 2) is None  # a dtype the table does not know stays unknown
