@@ -66,8 +66,9 @@ def lab_python(session: nox.Session) -> str:
     return str(python)
 
 
-USAGE = "[device id 0..63] [--repeat N] [--workload FILE]"
+USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N]"
 MAX_REPEAT = 20
+MAX_THREADS = 1024  # as common.lesson.parse_threads
 WORKLOAD_VAR = "MSPROF_LAB_WORKLOAD"  # as common.workload.ENV_VAR (that module imports numpy; nox need not have it)
 
 
@@ -75,6 +76,7 @@ class ModeArgs(NamedTuple):
     device: str
     repeat: int
     workload: str | None  # an absolute path, or None for the default workload (TinyMLP)
+    threads: int | None = None  # --threads for the modes that run the workload; None: their default
 
 
 def workload_path(value: str | None, origin: str) -> str | None:
@@ -119,28 +121,35 @@ def workload_args(workload: str | None) -> list[str]:
     return ["--workload", workload] if workload else []
 
 
+def take_number(session: nox.Session, args: list[str], flag: str, low: int, high: int) -> int | None:
+    """Remove ``flag N`` from ``args``; N, or None when the flag is absent. A bad N ends the session with one line."""
+    if flag not in args:
+        return None
+    at = args.index(flag)
+    value = args[at + 1] if at + 1 < len(args) else ""
+    if not value.isdigit() or not low <= int(value) <= high:
+        session.error(f"Usage: nox -s {session.name} -- {USAGE} ({flag} takes {low}..{high}, got {value!r})")
+    del args[at:at + 2]
+    return int(value)
+
+
 def mode_args(session: nox.Session) -> ModeArgs:
-    """``-- [device] [--repeat N] [--workload FILE]`` (defaults 0, 1, $MSPROF_LAB_WORKLOAD or TinyMLP),
-    validated before anything runs."""
+    """``-- [device] [--repeat N] [--workload FILE] [--threads N]`` (defaults 0, 1, $MSPROF_LAB_WORKLOAD
+    or TinyMLP, each mode's own), validated before anything runs."""
     args = list(session.posargs)
     workload = take_workload(session, args, USAGE)
-    repeat = 1
-    if "--repeat" in args:
-        at = args.index("--repeat")
-        value = args[at + 1] if at + 1 < len(args) else ""
-        if not value.isdigit() or not 1 <= int(value) <= MAX_REPEAT:
-            session.error(f"Usage: nox -s {session.name} -- {USAGE} (--repeat takes 1..{MAX_REPEAT}, got {value!r})")
-        repeat = int(value)
-        del args[at:at + 2]
+    repeat = take_number(session, args, "--repeat", 1, MAX_REPEAT) or 1
+    threads = take_number(session, args, "--threads", 0, MAX_THREADS)
     if len(args) > 1:
-        session.error(f"Usage: nox -s {session.name} -- {USAGE}")
+        session.error(f"Usage: nox -s {session.name} -- {USAGE} (not understood: {' '.join(args[1:])})")
     try:
-        return ModeArgs(str(parse_device_id(args[0] if args else "0")), repeat, workload)
+        return ModeArgs(str(parse_device_id(args[0] if args else "0")), repeat, workload, threads)
     except LabError as err:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} ({err})")
 
 
 WORKLOAD_BUILD_SCRIPTS = {"03_api_pyAcl/build_model.sh"}  # the build steps that take --workload
+THREADS_SCRIPTS = {"01_cmdline/run.sh", "03_api_pyAcl/run.sh", "04_pyTorch/run.sh"}  # the runs of the workload
 MODE_DIRS = {"cmdline": "01_cmdline", "ascendc": "02_api_AscendC", "pyacl": "03_api_pyAcl", "pytorch": "04_pyTorch"}
 
 
@@ -167,7 +176,7 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
     cannot say "after these, if they all ran" (it runs a session's requirements *before* it,
     and ``nox -s agree`` alone must not re-run the modes).
     """
-    device, repeat, workload = mode_args(session)
+    device, repeat, workload, threads = mode_args(session)
     python = lab_python(session)
     env = {"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}
     for script in scripts:
@@ -183,7 +192,8 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
         for i in range(1, repeat + 1):
             if runs:
                 session.log(f"run {i} of {repeat}")
-            session.run("bash", *script, device, *workload_args(workload), env=env, external=True)
+            threads_args = ["--threads", str(threads)] if threads is not None and script[-1] in THREADS_SCRIPTS else []
+            session.run("bash", *script, device, *workload_args(workload), *threads_args, env=env, external=True)
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))
     if modes_of_this_run() != set(MODE_DIRS):

@@ -33,10 +33,13 @@ class _Session:
 
 def test_nox_mode_args_device_and_repeat(noxfile, monkeypatch) -> None:
     monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
-    assert noxfile.mode_args(_Session([])) == ("0", 1, None)
-    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5, None)
-    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2, None)
-    for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "[--repeat N]"),
+    assert noxfile.mode_args(_Session([])) == ("0", 1, None, None)
+    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5, None, None)
+    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2, None, None)
+    assert noxfile.mode_args(_Session(["1", "--threads", "2"])) == ("1", 1, None, 2)
+    assert noxfile.mode_args(_Session(["--threads", "0"])).threads == 0  # 0: torch's default
+    for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "not understood: 1"),
+                     (["0", "--train"], "not understood: --train"), (["0", "--threads", "x"], "--threads takes 0..1024"),
                      (["0;rm -rf /"], "is not an integer in 0..63")):
         with pytest.raises(SystemExit, match=re.escape(why)):
             noxfile.mode_args(_Session(bad))
@@ -46,8 +49,8 @@ def test_nox_mode_args_workload_flag_and_variable(noxfile, monkeypatch, tmp_path
     monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
     cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
     # relative to the repository root (where nox runs), handed on as an absolute path; any position
-    assert noxfile.mode_args(_Session(["1", "--workload", "workloads/cnn.py", "--repeat", "2"])) == ("1", 2, cnn)
-    assert noxfile.mode_args(_Session(["--workload=workloads/cnn.py"])) == ("0", 1, cnn)
+    assert noxfile.mode_args(_Session(["1", "--workload", "workloads/cnn.py", "--repeat", "2"])) == ("1", 2, cnn, None)
+    assert noxfile.mode_args(_Session(["--workload=workloads/cnn.py"])) == ("0", 1, cnn, None)
     mine = tmp_path / "my_model.py"
     mine.write_text("")
     assert noxfile.mode_args(_Session(["--workload", str(mine), "2"])).workload == str(mine.resolve())
