@@ -34,7 +34,7 @@ from common.errors import LabError
 from common.formats.datasets import Dataset, dataset_of
 from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
 from common.formats.records import CommOp, StepTime
-from common.formats.rundir import MARKER, read_run_info
+from common.formats.rundir import MARKER, read_run_info, require_directory
 
 PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
@@ -133,8 +133,7 @@ def _ranges(steps: list[int | None]) -> str:
 def load_cluster(root: Path | str) -> ClusterView:
     """Every rank's profile under ``root``; refuses mixed, incomplete or missing ranks with one line."""
     root = Path(root)
-    if not root.is_dir():
-        raise LabError(f"{root}: no such directory", "give the prof_out_ddp/ of run_ddp.sh or a folder of rank outputs")
+    require_directory(root, "give the prof_out_ddp/ of run_ddp.sh or a folder of rank outputs")
     run_info = read_run_info(root)
     if run_info is not None and not run_info.get("completed"):
         reason = (run_info.get("failure") or {}).get("reason", "it did not finish")

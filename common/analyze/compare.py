@@ -17,7 +17,7 @@ from pathlib import Path
 from common.analyze.families import op_family
 from common.errors import LabError
 from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
-from common.formats.rundir import RUN_INFO, read_run_info
+from common.formats.rundir import RUN_INFO, read_run_info, require_directory
 
 DEFAULT_THRESHOLD_PCT = 10.0
 # Ops below this share of the baseline total are listed but never flagged: a 5 us op that takes
@@ -73,8 +73,7 @@ def load_run(folder: Path) -> RunOps:
 def load_side(path: Path | str) -> list[RunOps]:
     """One run, or every run in a folder of repeated runs (sub-folders that carry run_info.json)."""
     path = Path(path)
-    if not path.is_dir():
-        raise LabError(f"{path}: no such directory", "give a prof_out/ (or a prof_runs/ folder of repeated runs)")
+    require_directory(path, "give a prof_out/ (or a prof_runs/ folder of repeated runs)")
     if not (path / RUN_INFO).is_file():
         repeats = sorted((p for p in path.iterdir() if p.is_dir() and (p / RUN_INFO).is_file()), key=lambda p: p.name)
         if repeats:

@@ -22,7 +22,7 @@ from common.formats.engine import pl
 from common.formats.memory import MemoryData, memory_from_db, read_memory
 from common.formats.overlap import overlap_step_times
 from common.formats.records import OpStat, StepTime, Task
-from common.formats.rundir import RUN_INFO, read_run_info
+from common.formats.rundir import RUN_INFO, read_run_info, require_directory
 
 _MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
 TORCH_NPU_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json", "api_statistic.csv")
@@ -303,10 +303,7 @@ def find_datasets(root: Path | str) -> list[Dataset]:
     sits in the PROF_*/ folder of the mindstudio_profiler_output/ (msprof's current layout).
     """
     root = Path(root)
-    if not root.exists():
-        raise LabError(f"{root}: no such directory", "give the prof_out/ of a mode or a PROF_*/ or *_ascend_pt/ folder")
-    if not root.is_dir():
-        raise LabError(f"{root} is not a directory", "give the folder that holds the profile, not a file")
+    require_directory(root, "give the prof_out/ of a mode or a PROF_*/ or *_ascend_pt/ folder")
     folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
     text = {folder: Dataset(kind, folder) for folder in folders if (kind := _kind(folder))}
     chosen: dict[Path, Dataset] = {}

@@ -32,6 +32,14 @@ RUN_ID_VAR = "MSPROF_LAB_RUN_ID"  # set by nox so every mode of one run shares a
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def require_directory(path: Path, give: str) -> None:
+    """An input folder exists and is a folder, or a LabError saying which it is not (``give``: what to pass)."""
+    if not path.exists():
+        raise LabError(f"{path}: no such directory", give)
+    if not path.is_dir():
+        raise LabError(f"{path} is not a directory", f"{give}, not a file")
+
+
 def output_path(mode_dir: Path, given: str | None) -> Path:
     """The output directory of a mode: ``<mode>/prof_out`` or another folder strictly inside ``<mode>/``."""
     mode_dir = mode_dir.resolve()

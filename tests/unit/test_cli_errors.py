@@ -137,3 +137,17 @@ def test_reports_of_every_real_capture_fit_the_terminal(tmp_path: Path) -> None:
         text, _, _ = directory_report(tmp_path / "npu" / capture)
         tables = [line for line in text.splitlines() if "  " in line]  # table rows: cells apart by two spaces
         assert tables and max(len(line) for line in tables) <= MAX_WIDTH, capture
+
+
+def test_a_file_given_for_a_folder_is_named_so_by_every_command(tmp_path: Path) -> None:
+    from common.analyze.cluster import load_cluster
+
+    file = tmp_path / "op_summary.csv"
+    file.write_text("a,b\n")
+    for load in (directory_report, load_side, load_cluster):
+        with pytest.raises(LabError) as err:
+            load(file)
+        assert err.value.what == f"{file} is not a directory" and err.value.fix.endswith(", not a file"), load
+        with pytest.raises(LabError) as err:
+            load(tmp_path / "missing")
+        assert err.value.what == f"{tmp_path / 'missing'}: no such directory", load
