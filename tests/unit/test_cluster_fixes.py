@@ -12,6 +12,7 @@ from helpers import FIXTURES
 
 from common.analyze.cluster import (RankSummary, compare_with_msprof_analyze, find_slow_rank, load_cluster,
                                     mean_gap, render_cluster, step_gap)
+from common.errors import LabError
 from common.formats.records import StepTime
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
@@ -129,3 +130,12 @@ def test_step_cells_msprof_analyze_writes(step: str, tmp_path: Path) -> None:
     steps = {0: [StepTime(want, 1.0, 2.0, 0.0, 2.0, 3.0, 6.0, 0.0, None)]}
     verdict = compare_with_msprof_analyze(steps, path)
     assert verdict.ok and "(3 values)" in verdict.detail
+
+
+def test_a_rank_profiled_twice_is_named_by_its_folders(tmp_path: Path) -> None:
+    """Two exports of rank 0 in different sub-folders: the error tells them apart."""
+    for level in ("text_level0", "text_level1"):
+        shutil.copytree(FIXTURES / "npu" / "msinsight_torch_npu" / level, tmp_path / level)
+    with pytest.raises(LabError) as err:
+        load_cluster(tmp_path)
+    assert "rank 0 has 2 profiles (text_level0/rank0_ascend_pt, text_level1/rank0_ascend_pt)" in err.value.what
