@@ -61,6 +61,8 @@ def _agree(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from common.analyze.checks import check_regressions
     from common.analyze.compare import compare, load_side
     from common.errors import LabError
@@ -71,6 +73,8 @@ def _compare(args: argparse.Namespace) -> int:
     result = compare(load_side(args.baseline), load_side(args.candidate), args.threshold)
     verdict = check_regressions(result)
     print(comparison_report(result, args.baseline, args.candidate, verdict))
+    if Path(args.baseline).resolve() == Path(args.candidate).resolve():
+        print("note: the baseline and the candidate are the same folder, so nothing could differ")
     return 0 if verdict.ok else 1
 
 

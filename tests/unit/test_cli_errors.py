@@ -151,3 +151,13 @@ def test_a_file_given_for_a_folder_is_named_so_by_every_command(tmp_path: Path) 
         with pytest.raises(LabError) as err:
             load(tmp_path / "missing")
         assert err.value.what == f"{tmp_path / 'missing'}: no such directory", load
+
+
+def test_compare_of_a_folder_with_itself_says_so(tmp_path: Path, capsys) -> None:
+    from common.cli import commands
+
+    base = msprof_copy(tmp_path, "base")
+    assert commands.main(["compare", str(base), str(base / ".")]) == 0
+    assert "note: the baseline and the candidate are the same folder" in capsys.readouterr().out
+    assert commands.main(["compare", str(base), str(msprof_copy(tmp_path, "other"))]) == 0
+    assert "same folder" not in capsys.readouterr().out
