@@ -38,9 +38,11 @@ def _agree(args: argparse.Namespace) -> int:
 
     from common.analyze import cross_mode
     from common.cli.reports import write_agree_outputs
+    from common.formats.rundir import check_output_dir
     from common.render.html import agree_html
     from common.render.text import agree_report
 
+    out = check_output_dir(Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out")  # before the work
     dirs = [Path(d) for d in args.dirs] or cross_mode.default_dirs()
     runs, notes = cross_mode.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
     # the workload 01, 03 and 04 ran (one, checked by load_runs): its EXPECT and its forward's op counts
@@ -55,7 +57,6 @@ def _agree(args: argparse.Namespace) -> int:
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
     page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, cross_mode.load_sweep()))
-    out = Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out"
     print("\n".join(write_agree_outputs(out, markdown, page)))
     return 0 if all(v.ok for v in verdicts) else 1
 

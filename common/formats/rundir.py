@@ -70,6 +70,17 @@ def protected_paths() -> list[Path]:
 
 def prepare_output_dir(path: Path | str) -> Path:
     """Create ``path`` empty; an existing one is replaced only if the lab made it."""
+    path = check_output_dir(path)
+    if path.exists():
+        shutil.rmtree(path)  # symlinks inside are unlinked, never followed
+    path.mkdir(parents=True)
+    (path / MARKER).write_text("created by msprof lab; safe for the lab to delete and recreate\n")
+    return path
+
+
+def check_output_dir(path: Path | str) -> Path:
+    """``path`` resolved, if :func:`prepare_output_dir` may use it; else the LabError it would raise
+    (to refuse a bad output folder before the work whose results go into it)."""
     path = Path(path).absolute()
     if path.is_symlink():
         raise LabError(f"{path} is a symlink", "give a real directory the lab can own")
@@ -88,9 +99,6 @@ def prepare_output_dir(path: Path | str) -> Path:
                 f"{path} exists and was not made by msprof lab (no {MARKER} marker)",
                 "move it away or choose another output directory; the lab deletes only its own",
             )
-        shutil.rmtree(path)  # symlinks inside are unlinked, never followed
-    path.mkdir(parents=True)
-    (path / MARKER).write_text("created by msprof lab; safe for the lab to delete and recreate\n")
     return path
 
 

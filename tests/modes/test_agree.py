@@ -161,6 +161,17 @@ def test_agree_refuses_bad_inputs_with_one_line(repo: Path, tmp_path: Path, chan
     assert "Traceback" not in proc.stderr
 
 
+def test_agree_refuses_a_bad_output_folder_before_its_work(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("mine")
+    (tmp_path / "not_the_labs").mkdir()
+    for out, message in ((tmp_path / "a_file", "exists and is not a directory"),
+                         (tmp_path / "not_the_labs", "was not made by msprof lab")):
+        proc = lab(repo, "agree", "--out", str(out))
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout  # no report printed before the refusal
+        assert len(error_lines(proc.stderr)) == 1 and message in proc.stderr, proc.stderr
+    assert (tmp_path / "a_file").read_text() == "mine" and (tmp_path / "not_the_labs").is_dir()
+
+
 def test_agree_with_a_mode_left_out_names_it(repo: Path, tmp_path: Path) -> None:
     dirs = copy_outputs(repo, tmp_path)
     proc = lab(repo, "agree", *map(str, [dirs[0], dirs[1], dirs[3]]), "--out", str(tmp_path / "o"))
