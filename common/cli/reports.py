@@ -74,6 +74,14 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     """Top ops, families, per-forward counts and (when present) the step table of one dataset."""
     label = ds.label(root)
     stats = ds.op_statistic
+    if not stats:  # a timeline or a step table alone: nothing per op to show
+        sections = [Section(f"Ops: {label} ({ds.kind})", lines=[
+            *([ds.source] if ds.is_db or ds.skipped or ds.superseded else []),
+            "no op statistics and no task file (op_summary / kernel_details) in this export: top ops and op "
+            "families N/A"])]
+        if ds.steps:
+            sections.append(step_section(ds, label))
+        return sections + memory_sections(ds, label)
     sections = [
         Section(
             f"Top ops: {label} ({ds.kind})",

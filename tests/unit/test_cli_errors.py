@@ -161,3 +161,11 @@ def test_compare_of_a_folder_with_itself_says_so(tmp_path: Path, capsys) -> None
     assert "note: the baseline and the candidate are the same folder" in capsys.readouterr().out
     assert commands.main(["compare", str(base), str(msprof_copy(tmp_path, "other"))]) == 0
     assert "same folder" not in capsys.readouterr().out
+
+
+def test_a_timeline_alone_says_its_ops_are_not_available(tmp_path: Path) -> None:
+    shutil.copytree(NPU / "torch_npu_trace_view", tmp_path / "tv")
+    text, markdown, _ = directory_report(tmp_path / "tv", bottlenecks=False)
+    for report in (text, markdown):
+        assert "no op statistics and no task file (op_summary / kernel_details)" in report
+        assert "Top ops" not in report and "OP Type" not in report and "-- Steps" in text
