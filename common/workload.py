@@ -15,6 +15,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,7 +146,9 @@ def count_ops(model, inputs: tuple | None, *, grad: bool = False) -> OpCounts:
 
     per_op: Counter[str] = Counter()
     constant: Counter[str] = Counter()
-    from_input: dict[int, torch.Tensor] = {}  # id -> the tensor, held so that no id is reused meanwhile
+    # id -> tensor, weakly: an entry goes when its tensor does (before its id can be reused), and the
+    # forward's intermediate tensors are not kept alive for the count
+    from_input: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
 
     def mark(tree) -> None:
         from_input.update((id(t), t) for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
