@@ -388,12 +388,14 @@ def check_slow_rank(slow, arrivals, slow_rank: int, slow_factor: int) -> Verdict
     ``slow``: common.analyze.cluster.find_slow_rank's answer; ``arrivals``: collective_arrivals' (or None).
     """
     last = max(arrivals.last, key=arrivals.last.get) if arrivals else None
-    return Verdict(
-        "the cluster view names the slow rank",
-        slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
-        f"rank {slow_rank} was given {slow_factor}x its local batch; the view names rank {slow.rank} "
-        f"(reason: {slow.reason}); the rank most often last at the collectives: {last}",
-    )
+    name = "the cluster view names the slow rank"
+    given = f"rank {slow_rank} was given {slow_factor}x its local batch"
+    arrived = f"the rank most often last at the collectives: {last if last is not None else 'unknown'}"
+    if slow.rank is None:  # on a small model the extra batch is too little work to stand out
+        return not_applicable(name, f"{given}, too little work on this model to make it stand out ({slow.text}); "
+                                    f"{arrived}")
+    return Verdict(name, slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
+                   f"{given}; the view names rank {slow.rank} ({slow.reason}); {arrived}")
 
 
 # --- integrity: the files of one export agree with each other -------------------------------------

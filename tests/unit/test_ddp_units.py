@@ -297,3 +297,21 @@ def test_a_rank_error_is_recorded_for_the_driver(tmp_path) -> None:
         ok.update(state="done")
     assert ok.exit_code == 0 and sorted(ranks.read_statuses(tmp_path, 2)) == [0, 1]
     faulthandler.unregister(signal.SIGUSR1)  # start() asked for stacks on SIGUSR1: not in the test process
+
+
+def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
+    """The demo's extra batch may stay under the view's threshold on a small model: [N/A], not a failure
+    (which rank arrives last is then noise); another rank blamed fails."""
+    from common.analyze.checks import check_slow_rank
+    from common.analyze.cluster import SlowRank
+
+    quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us mean step")
+    small = check_slow_rank(quiet, types.SimpleNamespace(last={0: 1, 1: 9}), 1, 4)
+    assert small.ok and not small.applicable and "too little work on this model" in small.detail
+    assert "None" not in small.detail
+    noise = check_slow_rank(quiet, types.SimpleNamespace(last={0: 9, 1: 1}), 1, 4)
+    assert noise.ok and not noise.applicable and "most often last at the collectives: 0" in noise.detail
+    blamed = check_slow_rank(SlowRank(0, "computing", "rank 0"), types.SimpleNamespace(last={0: 9, 1: 1}), 1, 4)
+    assert not blamed.ok and "the view names rank 0 (computing)" in blamed.detail
+    found = check_slow_rank(SlowRank(1, "computing", "rank 1"), types.SimpleNamespace(last={0: 1, 1: 9}), 1, 4)
+    assert found.ok and found.applicable
