@@ -48,6 +48,9 @@ def parse_sizes(text: str, what: str, upper: int, default: tuple[int, ...]) -> t
     if not values or any(not 1 <= v <= upper for v in values):
         raise LabError(f"--{what} {text!r} is not a comma-separated list of integers in 1..{upper}",
                        f"e.g. --{what} {','.join(map(str, default))}")
+    if twice := sorted({v for v in values if values.count(v) > 1}):
+        raise LabError(f"--{what} {text!r} names {', '.join(map(str, twice))} more than once",
+                       "give each size once: every point of the sweep is profiled once")
     return values
 
 
