@@ -101,9 +101,13 @@ def step_disturbance(step_us: list[float], what: str) -> str | None:
             f"so per-step figures are less reliable; re-run on a quieter machine")
 
 
+def _threads(n: int) -> str:
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops_per_s: float) -> Peaks:
     return Peaks(
-        f"{socket.gethostname()} ({platform.machine()}, {torch.get_num_threads()} threads)",
+        f"{socket.gethostname()} ({platform.machine()}, {_threads(torch.get_num_threads())})",
         flops_per_s,
         bytes_per_s,
         "calibrated on this machine now: copy "

@@ -42,6 +42,30 @@ def test_msprof_wrapping_a_program_is_the_builders_command_on_every_page() -> No
         assert _shown(msprof_argv("msprof", Path(out), ["APP"])[:-1]) in _code(page), (page, out)
 
 
+def test_03_worker_line_is_the_workers_argv_on_both_pages() -> None:
+    load_lesson("03_api_pyAcl/src/infer.py")  # puts 03's src/ on sys.path
+    import acl_worker
+    import variants
+
+    out = Path("03_api_pyAcl/prof_out/default")
+    argv = acl_worker.worker_argv(variants.VARIANTS["default"], Path("03_api_pyAcl/model/npu/tiny_mlp_default.om"),
+                                  out / "inputs.npz", out / "output.npy", DEV)
+    shown = "python3 03_api_pyAcl/src/infer.py " + _shown(argv[2:])
+    for page in ("README.md", "03_api_pyAcl/README.md"):
+        assert shown in _code(page), page
+
+
+def test_torchrun_options_are_the_drivers_on_both_pages() -> None:
+    from common.collect.ranks import torchrun_argv
+
+    script = Path("04_pyTorch/src/ddp_with_profiler.py")
+    argv = [str(a) for a in torchrun_argv(2, 29500, script, [])]
+    options = argv[argv.index("torch.distributed.run"):argv.index(str(script.resolve()))]
+    shown = _shown(options).replace("29500", "<free port>")
+    assert shown in _code("README.md"), "README.md"
+    assert shown.replace("--nproc-per-node 2", "--nproc-per-node N") in _code("04_pyTorch/README.md")
+
+
 def test_01_program_selects_its_device_itself() -> None:
     code = _code("README.md")
     assert f"python3 01_cmdline/src/model.py --device npu:{DEV}" in code
