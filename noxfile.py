@@ -268,8 +268,10 @@ def ddp_args(session: nox.Session) -> tuple[str, str | None]:
     args = list(session.posargs)
     workload = take_workload(session, args, DDP_USAGE)
     nproc = args[0] if args else "2"
-    if len(args) > 1 or not (nproc.isdigit() and 1 <= int(nproc) <= 8):
-        session.error(f"Usage: nox -s ddp -- {DDP_USAGE}")
+    if len(args) > 1:
+        session.error(f"Usage: nox -s ddp -- {DDP_USAGE} (not understood: {' '.join(args[1:])})")
+    if not (nproc.isdigit() and 1 <= int(nproc) <= 8):
+        session.error(f"Usage: nox -s ddp -- {DDP_USAGE} (nproc takes 1..8, got {nproc!r})")
     return nproc, workload
 
 
