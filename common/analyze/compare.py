@@ -103,7 +103,10 @@ def _check_same_workload(base: list[RunOps], cand: list[RunOps]) -> None:
                            f"{', '.join(sorted(c))} (candidate)", "compare runs of one mode on one backend")
     pers = {r.per for r in base + cand}
     if len(pers) > 1:
-        raise LabError("one side says how many forwards it profiled and the other does not",
+        counted = "baseline" if any(r.per == "forward" for r in base) else "candidate"
+        other = "candidate" if counted == "baseline" else "baseline"
+        raise LabError(f"the {counted} says how many forwards it profiled (a run of the lab) and the {other} does not "
+                       "(a capture made outside the lab), so their times per forward cannot be compared",
                        "compare outputs of the same mode (both written by the lab, or both not)")
 
 
@@ -144,6 +147,13 @@ def _medians(runs: list[RunOps]) -> dict[Key, float]:
     return {k: statistics.median(r.ops.get(k, 0.0) for r in runs) for k in keys}
 
 
+def _largest_only(ops: dict[Key, float], other: dict[Key, float], n: int = 4) -> str:
+    """The ``n`` op keys of ``ops`` that ``other`` lacks, the largest in time first, and how many more."""
+    only = sorted(((v, k) for k, v in ops.items() if k not in other), key=lambda vk: -vk[0])
+    shown = ", ".join(f"{k[1]} [{k[2]}]" for _, k in only[:n]) or "-"
+    return shown + (f" (+{len(only) - n} more)" if len(only) > n else "")
+
+
 def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Comparison:
     """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged."""
     _check_task_files(base, cand)
@@ -155,12 +165,10 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAU
     b_total, c_total = sum(forward(b).values()), sum(forward(c).values())
     matched = sum(v for k, v in forward(b).items() if k in c)
     if not b_total or matched / b_total < MIN_MATCHED_SHARE:
-        only_b = sorted({f"{k[1]} [{k[2]}]" for k in b if k not in c})[:4]
-        only_c = sorted({f"{k[1]} [{k[2]}]" for k in c if k not in b})[:4]
         raise LabError(
             f"not the same workload: ops matching by type and shape cover {100 * matched / b_total if b_total else 0:.0f}% "
             f"of the baseline's time (need {100 * MIN_MATCHED_SHARE:.0f}%); only in baseline: "
-            f"{', '.join(only_b) or '-'}; only in candidate: {', '.join(only_c) or '-'}",
+            f"{_largest_only(b, c)}; only in candidate: {_largest_only(c, b)}",
             "compare runs of the same model, input shape and mode",
         )
     limit = 1 + threshold_pct / 100

@@ -169,3 +169,24 @@ def test_a_timeline_alone_says_its_ops_are_not_available(tmp_path: Path) -> None
     for report in (text, markdown):
         assert "no op statistics and no task file (op_summary / kernel_details)" in report
         assert "Top ops" not in report and "OP Type" not in report and "-- Steps" in text
+
+
+def test_compare_of_a_lab_run_with_an_outside_capture_names_each_side(tmp_path: Path) -> None:
+    import json
+
+    lab, outside = msprof_copy(tmp_path, "lab"), msprof_copy(tmp_path, "outside")
+    (lab / "run_info.json").write_text(json.dumps({"mode": "cmdline", "backend": "npu", "completed": True,
+                                                    "forwards": 23}))
+    for base, cand, counted in ((lab, outside, "baseline"), (outside, lab, "candidate")):
+        with pytest.raises(LabError) as err:
+            compare(load_side(base), load_side(cand))
+        assert err.value.what.startswith(f"the {counted} says how many forwards it profiled (a run of the lab)")
+
+
+def test_ops_only_on_one_side_are_listed_largest_first() -> None:
+    from common.analyze.compare import _largest_only
+
+    ops = {("", f"Op{i}", "1,2"): float(i) for i in range(7)}
+    assert _largest_only(ops, {("", "Op6", "1,2"): 1.0}) == (
+        "Op5 [1,2], Op4 [1,2], Op3 [1,2], Op2 [1,2] (+2 more)")
+    assert _largest_only({}, ops) == "-"
