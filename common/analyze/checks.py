@@ -152,8 +152,9 @@ FP32_COSINE_MIN = 0.99999
 
 
 def check_files(datasets: list[Dataset], names: list[str], where: str) -> Verdict:
-    """Every named file exists in every dataset, parses with its columns, and has rows."""
-    problems, seen = [], []
+    """Every named file exists in every dataset, parses with its columns, and has rows (per file: the
+    rows of each dataset, in order, ``/`` apart)."""
+    problems, seen = [], {}
     for ds in datasets:
         for name in names:
             files = ds.files(name)
@@ -167,8 +168,9 @@ def check_files(datasets: list[Dataset], names: list[str], where: str) -> Verdic
                 continue
             if rows == 0:
                 problems.append(f"{files[0]}: no rows")
-            seen.append(f"{name} {rows} rows")
-    detail = "; ".join(problems) if problems else ", ".join(dict.fromkeys(seen))
+            seen.setdefault(name, []).append(rows)
+    detail = "; ".join(problems) if problems else ", ".join(
+        f"{name} {'/'.join(map(str, rows))} row{'' if rows == [1] else 's'}" for name, rows in seen.items())
     return Verdict(f"files present with expected columns ({where})", not problems, detail)
 
 

@@ -235,7 +235,7 @@ def msprof_op(out: Path, device: int) -> Result:
     return Result(f"02: msprof op --aic-metrics={','.join(facts['op_metrics'])} --launch-skip-before-match="
                   f"{facts['op_skip']} ({facts['source']})", ok, f"argv {' '.join(args[:6]) or 'none'}; "
                   f"collected {done[0].get('launches') if done else 'nothing'}; "
-                  f"refused: {collect[0].get('refused') if collect else '-'}")
+                  f"refused: {(collect[0].get('refused') if collect else None) or 'none'}")
 
 
 def atc_variants(out: Path, device: int) -> Result:
