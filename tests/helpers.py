@@ -45,6 +45,23 @@ def msprof_output(root: Path) -> Path:
     return found
 
 
+def remove_lab_output(path: Path) -> None:
+    """Delete an output folder a test had the lab write, only if the lab made it (it carries the marker)."""
+    from common.formats import rundir
+
+    if (path / rundir.MARKER).is_file():
+        shutil.rmtree(path)
+
+
+def assert_workload_checks(stdout: str, key: str, workload: str, families: set[str]) -> None:
+    """A shipped workload's run of mode ``key``: its families counted per forward, TinyMLP's lesson check
+    [N/A], the output matched, nothing failed."""
+    (counts,) = [line for line in stdout.splitlines() if line.startswith(f"[PASS] op counts per forward ({key}")]
+    assert families <= {part.split()[0] for part in counts.split(": ", 1)[1].split("; ")}
+    assert f"[N/A] top family ({key}): not applicable: {workload} declares no EXPECT['top_family']" in stdout
+    assert f"[PASS] output matches fp32 reference ({key})" in stdout and "[FAIL]" not in stdout
+
+
 def load_lesson(relative: str) -> ModuleType:
     """Import a mode's lesson file (e.g. ``02_api_AscendC/src/add_profile.py``) once, by its file name.
 

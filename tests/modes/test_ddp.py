@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, error_lines, run
+from helpers import ROOT, error_lines, remove_lab_output, run
 
 from common.formats import readers, schema
 
@@ -26,8 +26,7 @@ def slow_run():
     proc = run(["bash", "04_pyTorch/run_ddp.sh", "2", "--slow-rank", "1", "--slow-factor", "8", "--cross-check",
                 "--output", str(out)], timeout=900)
     yield proc, out
-    if (out / ".msprof_lab").is_file():
-        shutil.rmtree(out)
+    remove_lab_output(out)
 
 
 def _rank_dirs(out: Path) -> dict[int, Path]:
@@ -208,8 +207,7 @@ def test_a_failing_rank_ends_the_run_named_and_leaves_nothing_running(fault: str
         refused = cluster(out)
         assert refused.returncode == 2 and "INCOMPLETE" in refused.stderr
     finally:
-        if (out / ".msprof_lab").is_file():
-            shutil.rmtree(out)
+        remove_lab_output(out)
 
 
 @pytest.mark.hostile

@@ -8,12 +8,11 @@ totals are checked in tests/unit/test_msprof_analyze.py.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT, error_lines, run
+from helpers import FIXTURES, ROOT, error_lines, remove_lab_output, run
 
 from common.formats import overlap, readers
 
@@ -26,8 +25,7 @@ def portable_04():
     proc = run(["bash", "04_pyTorch/run.sh", "0", "--output", str(out)])
     assert proc.returncode == 0, proc.stderr
     yield out
-    if (out / ".msprof_lab").is_file():
-        shutil.rmtree(out)
+    remove_lab_output(out)
 
 
 def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:

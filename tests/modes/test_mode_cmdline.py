@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, error_lines, msprof_output, run
+from helpers import ROOT, assert_workload_checks, error_lines, msprof_output, remove_lab_output, run
 
 from common.formats import readers
 from common.formats.schema import OP_SUMMARY
@@ -23,8 +23,7 @@ def out_dir():
     """A lab output folder inside 01_cmdline/, removed afterwards (it carries the lab marker)."""
     path = MODE / "prof_out_test"
     yield path
-    if (path / ".msprof_lab").is_file():
-        shutil.rmtree(path)
+    remove_lab_output(path)
 
 
 def test_default_program_profiles_and_checks(out_dir: Path) -> None:
@@ -120,10 +119,7 @@ def test_workload_files_profile_and_check(workload: str, families: set[str], out
     path = ROOT / "workloads" / f"{workload}.py"
     result = run(["bash", "01_cmdline/run.sh", "0", "--workload", str(path), "--output", str(out_dir)])
     assert result.returncode == 0, result.stderr
-    (counts,) = [line for line in result.stdout.splitlines() if line.startswith("[PASS] op counts per forward (01")]
-    assert families <= {part.split()[0] for part in counts.split(": ", 1)[1].split("; ")}
-    assert f"[N/A] top family (01): not applicable: {workload} declares no EXPECT['top_family']" in result.stdout
-    assert "[PASS] output matches fp32 reference (01)" in result.stdout and "[FAIL]" not in result.stdout
+    assert_workload_checks(result.stdout, "01", workload, families)
     info = json.loads((out_dir / "run_info.json").read_text())
     assert info["workload"]["path"] == str(path) and info["workload"]["sha256"] == hashlib.sha256(
         path.read_bytes()).hexdigest() and info["threads"] == 1

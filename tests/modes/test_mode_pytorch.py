@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from helpers import ROOT, error_lines, run
+from helpers import ROOT, assert_workload_checks, error_lines, remove_lab_output, run
 
 from common.formats import readers
 
@@ -18,8 +17,7 @@ def result():
     out = MODE / "prof_out_test"
     proc = run(["bash", "04_pyTorch/run.sh", "0", "--output", str(out)])
     yield proc, out
-    if (out / ".msprof_lab").is_file():
-        shutil.rmtree(out)
+    remove_lab_output(out)
 
 
 def test_run_passes_its_checks(result) -> None:
@@ -71,8 +69,7 @@ def test_report_html_and_run_info(result) -> None:
 def out_dir():
     path = MODE / "prof_out_test_workload"
     yield path
-    if (path / ".msprof_lab").is_file():
-        shutil.rmtree(path)
+    remove_lab_output(path)
 
 
 @pytest.mark.parametrize(("workload", "families"), [("cnn", {"conv", "pool", "norm"}),
@@ -81,10 +78,7 @@ def test_workload_inference(workload: str, families: set[str], out_dir) -> None:
     path = ROOT / "workloads" / f"{workload}.py"
     proc = run(["bash", "04_pyTorch/run.sh", "0", "--workload", str(path), "--output", str(out_dir)])
     assert proc.returncode == 0, proc.stderr
-    (counts,) = [line for line in proc.stdout.splitlines() if line.startswith("[PASS] op counts per forward (04")]
-    assert families <= {part.split()[0] for part in counts.split(": ", 1)[1].split("; ")}
-    assert f"[N/A] top family (04): not applicable: {workload} declares no EXPECT['top_family']" in proc.stdout
-    assert "[PASS] output matches fp32 reference (04)" in proc.stdout and "[FAIL]" not in proc.stdout
+    assert_workload_checks(proc.stdout, "04", workload, families)
     assert json.loads((out_dir / "run_info.json").read_text())["workload"]["path"] == str(path)
 
 
@@ -135,5 +129,4 @@ def test_ddp_trains_a_workload_with_its_loss() -> None:
         assert "one process averaging the ranks' gradients" in proc.stdout
         assert json.loads((out / "run_info.json").read_text())["workload"]["name"] == "cnn"
     finally:
-        if (out / ".msprof_lab").is_file():
-            shutil.rmtree(out)
+        remove_lab_output(out)
