@@ -273,6 +273,17 @@ def _python(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
+def _lab_runs(repeat: int, command: list[str], kind: str, target: Path, env: dict | None = None
+              ) -> tuple[list[Run], list[Run]]:
+    """``repeat`` interleaved runs of ``python -m common <command>`` (whole process) and of the lab's
+    in-process measurement ``kind`` on ``target``."""
+    whole, inside = [], []
+    for _ in range(repeat):
+        whole.append(spawn(_python("-m", "common", *command), env=env))
+        inside.append(spawn(_python("-m", "common.bench", "_child", kind, str(target)), env=env))
+    return whole, inside
+
+
 def _median_run(runs: list[Run]) -> Run:
     """The run with the median whole-process wall time (its other figures with it)."""
     return sorted(runs, key=lambda r: r.wall_s)[len(runs) // 2]
@@ -395,11 +406,8 @@ def _trace_section(out: Path, repeat: int, sizes: dict, skip: set[str], tool: Pa
     gb = path.stat().st_size / 1e9
     print(f"2. trace_view.json, {gb:.2f} GB: per-step Computing / Communication / Free")
     print(HEADER)
-    report, inside = [], []
     folder = path.parent.parent  # the *_ascend_pt folder
-    for _ in range(repeat):
-        report.append(spawn(_python("-m", "common", "report", str(folder))))
-        inside.append(spawn(_python("-m", "common.bench", "_child", "lab-trace", str(path))))
+    report, inside = _lab_runs(repeat, ["report", str(folder)], "lab-trace", path)
     lab = _median_run(inside).result
     total = f"Computing {lab['computing_ms']:,.3f} ms"
     print(_row("lab: python -m common report", report, total, "(the same process)"))
@@ -429,10 +437,7 @@ def _db_section(out: Path, repeat: int, sizes: dict) -> None:
     db = next(folder.glob("ascend_pytorch_profiler_*.db"))
     print(f"3. ascend_pytorch_profiler.db, {sizes['tasks']:,} tasks ({db.stat().st_size / 1e6:,.0f} MB)")
     print(HEADER)
-    report, inside = [], []
-    for _ in range(repeat):
-        report.append(spawn(_python("-m", "common", "report", str(folder))))
-        inside.append(spawn(_python("-m", "common.bench", "_child", "lab-db", str(folder))))
+    report, inside = _lab_runs(repeat, ["report", str(folder)], "lab-db", folder)
     lab = _median_run(inside).result
     total = f"{lab['rows']:,} tasks, {lab['total_us'] / 1e6:,.3f} s"
     print(_row("lab: python -m common report", report, total, "(the same process)"))
@@ -448,10 +453,7 @@ def _cluster_section(out: Path, repeat: int, sizes: dict, tool: Path | None) -> 
     print(f"4. cluster: {sizes['ranks']} ranks (per rank and step: Computing, Communication(Not Overlapped), Free)")
     print(HEADER)
     no_tool = {MSA_EXE_VAR: str(folder / "no-msprof-analyze")}  # the lab's view alone, without its cross-check
-    report, inside = [], []
-    for _ in range(repeat):
-        report.append(spawn(_python("-m", "common", "cluster", str(folder)), env=no_tool))
-        inside.append(spawn(_python("-m", "common.bench", "_child", "lab-cluster", str(folder)), env=no_tool))
+    report, inside = _lab_runs(repeat, ["cluster", str(folder)], "lab-cluster", folder, env=no_tool)
     lab = _median_run(inside).result
     total = f"Computing {lab['computing_ms']:,.3f} ms"
     print(_row("lab: python -m common cluster", report, total, "(the same process)"))
