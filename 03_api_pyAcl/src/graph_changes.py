@@ -67,6 +67,14 @@ def _families(types: Counter[str]) -> Counter[str]:
     return out
 
 
+def _expected(per_family: dict[str, int], changes: list[Change]) -> Counter[str]:
+    """Ops per family the model's counts come to once the named changes are applied."""
+    expected: Counter[str] = Counter(per_family)
+    for change in changes:
+        expected.update(change.delta)
+    return expected
+
+
 def _delta(removed: Counter[str], added: Counter[str]) -> dict[str, int]:
     delta = _families(added)
     delta.subtract(_families(removed))
@@ -113,9 +121,7 @@ def _export_extras(model: OpCounts, exported: Counter[str], changes: list[Change
     Only surplus is named: ops the graph lacks stay unexplained, so the check can still tell a model
     op that did not run. Runtime fusions of these ops then count against them, not against the model.
     """
-    expected: Counter[str] = Counter(model.per_family)
-    for change in changes:
-        expected.update(change.delta)
+    expected = _expected(model.per_family, changes)
     loose = {f for c in changes for f in c.loose}
     surplus = {f: n - expected[f] for f, n in _families(exported).items()
                if n > expected[f] and f not in loose and f not in BACKEND_DEPENDENT_FAMILIES}
@@ -180,9 +186,7 @@ def model_count_verdict(model: OpCounts, per_execute: Counter[str], changes: lis
     decomposes ops in ways no rule list covers, and the graph-count check already holds the
     runtime to the graph it was given.
     """
-    expected: Counter[str] = Counter(model.checked)
-    for change in changes:
-        expected.update(change.delta)
+    expected = _expected(model.checked, changes)
     got = Counter({f: n for f, n in _families(per_execute).items() if f not in BACKEND_DEPENDENT_FAMILIES})
     parts, ok, extra = [], True, False
     for family in sorted(set(model.checked) | set(got) | {f for f, n in expected.items() if n}):

@@ -130,13 +130,6 @@ def _ranges(steps: list[int | None]) -> str:
     return f"{steps[0]}..{steps[-1]}" if steps and steps == list(range(steps[0], steps[-1] + 1)) else str(steps)
 
 
-def _relative(folder: Path, root: Path) -> str:
-    try:
-        return str(folder.relative_to(root))
-    except ValueError:
-        return str(folder)
-
-
 def load_cluster(root: Path | str) -> ClusterView:
     """Every rank's profile under ``root``; refuses mixed, incomplete or missing ranks with one line."""
     root = Path(root)
@@ -155,7 +148,7 @@ def load_cluster(root: Path | str) -> ClusterView:
     if doubled:
         r, dirs = next(iter(sorted(doubled.items())))
         raise LabError(
-            f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(_relative(d, root) for d in dirs)}): "
+            f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(str(d.relative_to(root)) for d in dirs)}): "
             "outputs of different runs are mixed",
             "keep exactly one folder per rank, all from one run",
         )

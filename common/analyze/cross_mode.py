@@ -185,7 +185,8 @@ def check_same_workload(infos: dict[str, dict]) -> None:
 
 
 def workload_of(runs: dict[str, ModeRun]) -> Workload:
-    """The workload the runs profiled, loaded again from its file (or TinyMLP), unchanged since the run."""
+    """The workload the runs profiled, loaded again from its file (or TinyMLP), unchanged since the run;
+    torch set to the thread count the runs recorded, so its reference output is summed as theirs were."""
     identity = runs[WORKLOAD_MODES[-1]].info["workload"]
     path = identity.get("path")
     if path is None:
@@ -207,7 +208,7 @@ def workload_of(runs: dict[str, ModeRun]) -> Workload:
         raise LabError(f"{workload.where} changed since the run (sha256 {str(identity.get('sha256'))[:12]} then, "
                        f"{workload.sha256[:12]} now)", "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0")
     threads = {runs[k].info.get("threads") for k in WORKLOAD_MODES if k in runs} - {None}
-    if len(threads) == 1:  # the reference summed in the order the runs summed theirs (it follows the thread count)
+    if len(threads) == 1:  # the summation order follows the thread count
         use_threads(threads.pop())
     return workload
 
