@@ -127,18 +127,6 @@ def communication_json(tasks: list[Task]) -> dict:
     return steps
 
 
-def profiler_rank_id(info: dict) -> int | None:
-    """``rank_id`` of a profiler_info_{rank}.json: torch_npu writes a string (from RANK), older files an int."""
-    value = info.get("rank_id")
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
-
-
 def write_ascend_pt(
     parent: Path,
     tasks: list[Task],
