@@ -102,8 +102,8 @@ _RULES: list[tuple[str, str | None, str]] = [
     ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*"),
     ("layout", None, (r"trans_?data[a-z0-9_]*|tensor_?move|transpose[a-z0-9_]*|contiguous|clone|copy|identity"
                       r"|reshape|view|unsafe_view|flatten|unflatten|squeeze|unsqueeze|permute|expand(_as)?"
-                      r"|broadcast_?to|broadcast_tensors|tile|repeat[a-z_]*|concat[a-z0-9]*|cat|stack|split[a-z0-9_]*"
-                      r"|chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select|index[a-z0-9_]*"
+                      r"|broadcast_?to|broadcast_tensors|tile|repeat[a-z_]*|concat[a-z0-9]*|cat|stack|(unsafe_)?split[a-z0-9_]*"
+                      r"|(unsafe_)?chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select|index[a-z0-9_]*"
                       r"|gather[a-z0-9_]*|scatter[a-z0-9_]*|embedding[a-z0-9_]*|pad(v\d+|d)?|constant_pad_nd"
                       r"|as_strided[a-z0-9_]*|shape|size|format[a-z0-9_]*|trans_?format|unfold|roll|flip")),
     ("reduce", None, (r"reduce[a-z0-9_]*|sum|nansum|mean|nanmean|amax|amin|aminmax|max|min|prod|arg_?max[a-z0-9_]*"

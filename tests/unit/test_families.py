@@ -79,6 +79,7 @@ REAL_NAMES = [
     ("aten::mkldnn_convolution", "conv", "aten::mkldnn_convolution"),
     ("aten::cudnn_convolution", "conv", "aten::cudnn_convolution"),
     ("aten::native_layer_norm", "norm", "aten::native_layer_norm"), ("aten::batch_norm", "norm", "aten::batch_norm"),
+    ("aten::unsafe_split", "layout", "aten::unsafe_split"), ("aten::unsafe_chunk", "layout", "aten::unsafe_chunk"),
     ("aten::native_batch_norm", "norm", "aten::native_batch_norm"), ("aten::relu", "activation", "Relu"),
     ("aten::relu_", "activation", "Relu"), ("aten::threshold_backward", "activation", "Relu backward"),
     ("aten::gelu", "activation", "Gelu"), ("aten::gelu_backward", "activation", "Gelu backward"),
