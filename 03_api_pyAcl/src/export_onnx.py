@@ -12,6 +12,7 @@ What you will learn:
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import warnings
@@ -51,6 +52,16 @@ def recorded(model) -> dict | None:
     return None
 
 
+def exporter_choice(export_fn) -> dict:
+    """``dynamo=False`` where ``torch.onnx.export`` takes that argument (torch >= 2.5), else nothing.
+
+    torch 2.1-2.4 (the lines CANN 8.0.x pairs with) have only the TorchScript exporter and refuse
+    ``dynamo=`` as an unexpected keyword; from 2.9 ``dynamo=True`` is the default, so there it must be
+    turned off by name.
+    """
+    return {"dynamo": False} if "dynamo" in inspect.signature(export_fn).parameters else {}
+
+
 def export(files: ModelFiles) -> Path:
     """Write the workload's model as ONNX to ``files.onnx``, stamped and checked; returns the path."""
     import onnx
@@ -62,15 +73,15 @@ def export(files: ModelFiles) -> Path:
     tmp = path.with_suffix(".tmp.onnx")
     with warnings.catch_warnings():
         # torch 2.13 announces that the TorchScript exporter is deprecated. We still use it
-        # (dynamo=False): the new exporter needs the onnxscript package, which this lab does
-        # not require, and both give the same graph for TinyMLP.
+        # (dynamo=False where torch has the switch): the new exporter needs the onnxscript package,
+        # which this lab does not require, and both give the same graph for TinyMLP.
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", UserWarning)  # e.g. the exporter's notes on a model's own tracing
         try:
             torch.onnx.export(model, example, str(tmp), input_names=files.input_names,
                               output_names=files.output_names, opset_version=OPSET,
-                              dynamo=False)  # no dynamic axes either: ATC gets fixed shapes, e.g. x:32,1024
+                              **exporter_choice(torch.onnx.export))  # no dynamic axes: ATC gets fixed shapes
         except Exception as err:  # noqa: BLE001 (the user's model: an op the exporter cannot write)
             tmp.unlink(missing_ok=True)
             raise LabError(f"{files.workload.where}: torch.onnx.export failed: {str(err).strip().splitlines()[0]}",
