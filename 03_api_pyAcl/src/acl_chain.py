@@ -1,11 +1,13 @@
 """The pyACL inference chain, with every resource released in reverse order on every path.
 
 The chain is the one every pyACL program follows:
-init -> [prof.init] -> set_device -> create_context -> load model -> model desc -> device buffers
+init -> set_device -> create_context -> [prof.init] -> load model -> model desc -> device buffers
 + datasets (input and output sizes, output dims from the model description) -> copy inputs in -> execute -> copy
 outputs back, then the same steps undone, last first. With profiling, acl.prof.init comes after
-acl.init and before the model is loaded, acl.prof.start right before the measured executes, and
-stop / destroy_config / finalize before acl.finalize (CANN pyACL API reference, "Profiling").
+the runtime resources and before the model is loaded, acl.prof.start right before the measured
+executes, stop / destroy_config right after them, and acl.prof.finalize after the model is unloaded
+but before the runtime resources are released (destroy_context, reset_device) and acl.finalize
+(CANN pyACL API reference, "Profiling pyACL API"; oam-tools "使用acl C&C++接口采集性能数据").
 Each acquisition registers its own release the moment it succeeds, so a failure at any step
 releases exactly what was acquired before it, data buffers included. The ``acl`` module is a
 parameter so the chain can be unit-tested against a recording stand-in.
@@ -110,7 +112,8 @@ def _device_dataset(acl, releases: Releases, sizes: list[int]) -> tuple[object, 
 
 
 def _init_acl_prof(acl, releases: Releases, prof_dir: Path) -> None:
-    """acl.prof.init: after acl.init, before the model is loaded; its finalize runs before acl.finalize."""
+    """acl.prof.init: after the device and context, before the model is loaded. Pushed here, its
+    finalize runs after the model is unloaded and before the context and device are released."""
     check_ret("acl.prof.init", acl.prof.init(str(prof_dir)))
     releases.push("acl.prof.finalize", acl.prof.finalize)
 
@@ -180,19 +183,20 @@ def run_om(
     (one array per model input), return every output (sizes, dims and dtypes from the model description).
 
     With ``prof_dir``, acl.prof.init runs before the model is loaded and acl.prof.start after the
-    warm-up, so only the measured executes are recorded.
+    warm-up, so only the measured executes are recorded; acl.prof.finalize runs before the context
+    and the device are released.
     """
     feeds = [feeds] if isinstance(feeds, np.ndarray) else list(feeds)
     with Releases() as releases:
         check_ret("acl.init", acl.init())
         releases.push("acl.finalize", acl.finalize)
-        if prof_dir is not None:
-            _init_acl_prof(acl, releases, prof_dir)
         check_ret("acl.rt.set_device", acl.rt.set_device(device))
         releases.push("acl.rt.reset_device", acl.rt.reset_device, device)
         context, ret = acl.rt.create_context(device)
         check_ret("acl.rt.create_context", ret)
         releases.push("acl.rt.destroy_context", acl.rt.destroy_context, context)
+        if prof_dir is not None:  # here, so acl.prof.finalize comes before the context and device are released
+            _init_acl_prof(acl, releases, prof_dir)
 
         model_id, ret = acl.mdl.load_from_file(str(om_path))
         check_ret(f"acl.mdl.load_from_file({om_path})", ret)

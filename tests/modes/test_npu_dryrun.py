@@ -132,6 +132,20 @@ def test_pyacl_stand_in_enforces_the_documented_order_and_device_ids(tmp_path: P
                    "set_device_8": 107001, "set_device_3": 0, "load": 0, "prof_init_after_load": 500005}
 
 
+PYACL_TEARDOWN = """
+import acl, sys
+acl.init(); acl.rt.set_device(0); acl.prof.init(sys.argv[1])
+print(acl.rt.reset_device(0), acl.prof.finalize(), acl.finalize())
+"""
+
+
+def test_pyacl_stand_in_refuses_prof_finalize_after_the_device_is_reset(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", PYACL_TEARDOWN, str(tmp_path)], env=stand_in_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.split() == ["0", "500005", "500005"], proc.stderr  # finalize: profiling is still initialized
+    assert refusals(tmp_path)[0].startswith("acl.prof.finalize must come before the runtime resources are released")
+
+
 def test_pyacl_stand_in_numbers_devices_under_ascend_rt_visible_devices(tmp_path: Path) -> None:
     code = "import acl; acl.init(); print(acl.rt.set_device(3), acl.rt.set_device(0))"
     proc = subprocess.run([sys.executable, "-c", code], env=stand_in_env(tmp_path, ASCEND_RT_VISIBLE_DEVICES="3"),

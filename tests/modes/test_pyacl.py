@@ -552,7 +552,7 @@ def test_chain_success_releases_everything(prof):
     kinds = [k for k, _ in acquisitions(acl)]
     assert kinds.count("create_data_buffer") == 2 and kinds.count("mdl.create_dataset") == 2
     assert kinds.count("rt.malloc") == 2 and "rt.malloc_host" in kinds
-    chain = ["init", *(["prof.init"] if prof else []), "rt.set_device", "rt.create_context", "mdl.load_from_file"]
+    chain = ["init", "rt.set_device", "rt.create_context", *(["prof.init"] if prof else []), "mdl.load_from_file"]
     assert kinds[: len(chain)] == chain
     # Each data buffer is destroyed after its dataset and before its device memory.
     order = [name for name in acl.calls if name in ("mdl.destroy_dataset", "destroy_data_buffer", "rt.free")]
@@ -587,6 +587,10 @@ def test_chain_success_releases_everything(prof):
         assert acl.calls.index("prof.destroy_config") < acl.calls.index("rt.malloc_host")
         assert acl.calls.count("prof.init") == acl.calls.count("prof.finalize") == 1
         assert acl.calls.index("prof.finalize") < acl.calls.index("finalize") == len(acl.calls) - 1
+        # oam-tools "使用acl C&C++接口采集性能数据": unload the model, stop / destroy_config / finalize
+        # profiling, then release the runtime resources, then acl.finalize.
+        assert (acl.calls.index("mdl.unload") < acl.calls.index("prof.finalize")
+                < acl.calls.index("rt.destroy_context") < acl.calls.index("rt.reset_device"))
 
 
 def _failable_calls(prof: bool) -> int:

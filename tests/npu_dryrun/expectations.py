@@ -24,7 +24,7 @@ MSPROF_SWITCHES = ["--ascendcl=on", "--runtime-api=on", "--task-time=on", "--tas
                    "--aic-metrics=PipeUtilization", "--aicpu=on", "--msproftx=on"]
 # The calls whose order the pyACL check compares (pyACL API reference, "Profiling pyACL API").
 PYACL_ORDER = ["init", "prof.init", "mdl.load_from_file", "prof.start", "mdl.execute", "prof.stop", "prof.finalize",
-               "finalize"]
+               "rt.reset_device", "finalize"]
 # Facts each check relies on; each must appear in docs/npu_reference.md (exact text).
 FACTS = {
     "visible": "ASCEND_RT_VISIBLE_DEVICES",
@@ -196,7 +196,7 @@ def pyacl_order(out: Path, device: int) -> Result:
           and len(executes) == warmup + profiled and set(PYACL_ORDER) <= set(order))
     detail = ", ".join(f"{c}@{i}" for c, i in zip(order, seen))
     return Result("03 --acl-prof: acl.init < prof.init < load < prof.start < execute < prof.stop < prof.finalize "
-                  "< acl.finalize", ok, f"{detail} (order from {facts['source']}); {len(measured)} executes profiled "
+                  "< rt.reset_device < acl.finalize", ok, f"{detail} (order from {facts['source']}); {len(measured)} executes profiled "
                   f"of {len(executes)} (want {profiled} of {warmup + profiled}); refused: {refused or 'none'}")
 
 

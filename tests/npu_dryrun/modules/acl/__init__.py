@@ -5,7 +5,9 @@ Refused like the real runtime (a non-zero aclError, or a 0 handle): any call bef
 a logical device id outside 0..N-1 (N = 8, narrowed by ASCEND_RT_VISIBLE_DEVICES);
 ``acl.prof.init`` after a model was loaded (pyACL API reference, "Profiling pyACL API": init
 after acl.init and before model loading), ``prof.start`` before ``prof.init`` or with a config
-it did not create, a second ``prof.init``, ``acl.finalize`` while profiling is initialized.
+it did not create, a second ``prof.init``, ``prof.finalize`` after the device was reset (oam-tools
+"使用acl C&C++接口采集性能数据": finalize profiling, then release the runtime resources), ``acl.finalize``
+while profiling is initialized.
 "Device memory" is host memory. ``mdl.execute`` runs the ONNX model the stand-in ATC recorded
 in the .om on the CPU (ONNX Runtime), in the IO dtypes ATC fixed, when ONNX Runtime is there.
 """
@@ -34,6 +36,7 @@ class _State:
         self.prof_configs: dict[int, list[int]] = {}
         self.prof_started: set[int] = set()
         self.prof_devices: set[int] = set()
+        self.reset_while_profiling = False
         self.memory: dict[int, bytearray] = {}
         self.buffers: dict[int, tuple[int, int]] = {}
         self.datasets: dict[int, list[int]] = {}
@@ -86,6 +89,7 @@ def _reset_device(device_id: int) -> int:
     if device_id != S.device:
         return _done("rt.reset_device", [device_id], rec.ACL_ERROR_RT_INVALID_DEVICEID, "device was not set")
     S.device = None
+    S.reset_while_profiling |= S.prof_path is not None
     return _done("rt.reset_device", [device_id], 0)
 
 
@@ -366,6 +370,9 @@ def _prof_finalize() -> int:
         return _done("prof.finalize", [], rec.ACL_ERROR_PROFILING_FAILURE, "acl.prof.finalize without acl.prof.init")
     if S.prof_started or S.prof_configs:
         return _done("prof.finalize", [], rec.ACL_ERROR_PROFILING_FAILURE, "stop and destroy_config come first")
+    if S.reset_while_profiling:
+        return _done("prof.finalize", [], rec.ACL_ERROR_PROFILING_FAILURE,
+                     "acl.prof.finalize must come before the runtime resources are released (acl.rt.reset_device)")
     replay.write_raw_prof(Path(S.prof_path), sorted(S.prof_devices))  # raw data only: msprof --export parses it
     S.prof_path = None
     return _done("prof.finalize", [], 0)
