@@ -212,7 +212,24 @@ def _cells(line: str) -> list[str] | None:
     return [c.strip() for c in line[1:-1].split("|")]
 
 
-_NAME_ROW = re.compile(r"(\d+)\s+([0-9]{3}[0-9A-Za-z_]*)")  # "NPU  Name":   "0     910B3"
+# A SoC name as CANN spells it: "Ascend" + the chip, which may carry a "-<n>" suffix (Ascend910B4-1:
+# torch_npu's NpuVariables.cpp socVersionMap, vllm-ascend's SOC_VERSION list).
+_CHIP = r"[0-9A-Za-z_]+(?:-[0-9A-Za-z_]+)?"
+SOC_NAME = re.compile(rf"Ascend{_CHIP}")
+# Atlas A2 (Ascend910B1, B2, B2C, B3, B4, B4-1) and Atlas A3 (Ascend910_93xx), by their full names
+# (NpuVariables.cpp socVersionMap). A prefix "Ascend910B" would also take the legacy Atlas training
+# chips "Ascend910B" and "Ascend910ProB", which are neither.
+ATLAS_A2_A3 = re.compile(r"Ascend(?:910B[1-4]|910B2C|910B4-1|910_93[0-9]{2})")
+
+
+def is_atlas_a2_a3(soc: str | None) -> bool:
+    """Whether ``soc`` names an Atlas A2 or A3 chip: the ones the AscendC KernelScale region
+    (MetricsProfStart/Stop, msprof op ``--aic-metrics=KernelScale``) and mode 02's
+    PipeUtilization layout (``aiv_*`` columns, ``sub_block_id``) are documented for."""
+    return bool(soc) and ATLAS_A2_A3.fullmatch(soc) is not None
+
+
+_NAME_ROW = re.compile(r"(\d+)\s+([0-9]{3}[0-9A-Za-z_]*(?:-[0-9A-Za-z_]+)?)")  # "NPU  Name": "0     910B3" / "910B4-1"
 _CHIP_ROW = re.compile(r"(\d+)(?:\s+(\d+))?")  # "Chip [Device]": "0" (910B), "1     2" (310P: Device 2)
 
 
@@ -257,7 +274,7 @@ def soc_version(backend: Backend, device: int = 0) -> str:
     of ``npu-smi info``'s chip table for logical device ``device``."""
     forced = os.environ.get("SOC_VERSION")
     if forced:
-        if not re.fullmatch(r"Ascend[0-9A-Za-z_]+", forced):
+        if not SOC_NAME.fullmatch(forced):
             raise LabError(f"SOC_VERSION={forced!r} does not look like Ascend<chip>", "e.g. SOC_VERSION=Ascend910B3")
         return forced
     npu_smi = backend.tools.get("npu-smi")

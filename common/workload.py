@@ -1,4 +1,4 @@
-"""The workload every mode profiles: a model, its fixed input, its fp32 reference, its expected op counts.
+"""The workload every mode profiles: a model, its fixed input, its fp32 reference, its FLOPs per family.
 
 The default is TinyMLP, defined below. A workload file (``--workload FILE`` or
 ``MSPROF_LAB_WORKLOAD=FILE``) replaces it: a Python file with ``build_model()`` and
@@ -15,7 +15,6 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,9 @@ SEED = 0  # build_model() runs under this torch seed, make_input() under SEED + 
 
 WARMUP_FORWARDS = 3  # excluded from timing: first calls pay allocation and dispatch caches
 MEASURED_FORWARDS = 20
+# The name of the range a profiled program marks each forward with (msprof_tx with --msproftx=on): what
+# the profiler recorded inside one range is compared with what it recorded inside the others.
+FORWARD_RANGE = "msprof_lab.forward"
 
 # Declared expectations a workload may state in EXPECT, and the type of each value.
 EXPECT_KEYS: dict[str, type] = {
@@ -39,10 +41,6 @@ EXPECT_KEYS: dict[str, type] = {
     "cast_on_03_default": bool,  # ATC's default precision policy inserts Casts (mode 03)
     "share_agreement_01_04": str,  # this family's share of forward time agrees between modes 01 and 04
 }
-# Families whose counts depend on the backend rather than on the model: an NPU adds TransData for its
-# private formats, MemSet before some MatMuls and Casts under a precision policy; the portable task
-# rule hides copies inside a reshape. Expected counts are compared for the other families only.
-BACKEND_DEPENDENT_FAMILIES = frozenset({"layout", "cast", "memcpy", "init"})
 
 _HELP = "see docs/own_model.md for what a workload file defines"
 
@@ -108,72 +106,81 @@ def _tiny_mlp_sha256() -> str:
     return hashlib.sha256(b"TinyMLP\n" + text[start:end].encode()).hexdigest()
 
 
-# --- op counts -----------------------------------------------------------------------------------------
+# --- compute content -----------------------------------------------------------------------------------
+# The families whose work is counted in FLOPs (multiply-adds x 2): what every tool that runs the model
+# shares, however it names, fuses or decomposes the ops.
+FLOP_FAMILIES = frozenset({"matmul", "attention", "conv", "recurrent"})
+
+
 @dataclass(frozen=True)
-class OpCounts:
-    """Ops one forward runs, per family and per aten op, as the dispatcher saw them below autograd."""
+class FlopCount:
+    """FLOPs of one forward per family, from torch's FLOP counter formulas, and the ops of a FLOP family
+    that ran without a formula (their family's total is then a lower bound, not a count)."""
 
-    per_family: dict[str, int]
-    per_op: dict[str, int]
-    # Per family, the ops none of whose tensors come from the input (work on weights and buffers only,
-    # or tensors made inside forward): an exporter may compute them ahead of time (constant folding).
-    constant: dict[str, int] = field(default_factory=dict)
+    per_family: dict[str, float]
+    uncounted: dict[str, int] = field(default_factory=dict)  # aten op -> calls without a formula
 
-    @property
-    def checked(self) -> dict[str, int]:
-        """The families a run's measured task counts are compared with (BACKEND_DEPENDENT_FAMILIES left out)."""
-        return {f: n for f, n in self.per_family.items() if f not in BACKEND_DEPENDENT_FAMILIES}
+    def uncounted_in(self, families: frozenset[str] | set[str]) -> list[str]:
+        from common.analyze.families import op_family
+
+        return sorted(op for op in self.uncounted if op_family(op) in families)
 
 
-def count_ops(model, inputs: tuple | None, *, grad: bool = False) -> OpCounts:
-    """Run one forward (no grad; ``grad=True``: with autograd recording, as a training step's forward
-    runs) and count the ops that do work, the way the portable task rule does. ``inputs=None`` calls
-    ``model()`` as it is (e.g. a workload's make_input, to count what creating the input runs).
+def _mha_flops(query, key, value, embed_dim, *_) -> int:
+    """torch's fused multi-head attention (nn.MultiheadAttention's inference fast path), which torch's FLOP
+    counter has no formula for: the q, k, v and output projections and the two attention products."""
+    b, lq, e = query.shape
+    lk = key.shape[1]
+    return 2 * b * e * e * (2 * lq + 2 * lk) + 4 * b * lq * lk * e
 
-    Composite ops (``aten::linear``, ``aten::conv2d``, ``aten::layer_norm`` ...) never reach the
-    dispatcher's Python key: the ops they call do (``aten::addmm``, ``aten::convolution``,
-    ``aten::native_layer_norm``). An op that handles a call hides the ops it calls itself, so a
-    fused ``aten::_native_multi_head_attention`` counts once. Views and metadata ops launch nothing
-    and are dropped. Each op is also told apart by whether any of its tensors comes from the input
-    (OpCounts.constant counts those that do not); with ``inputs=None`` every op counts as input work.
-    """
+
+def _encoder_layer_flops(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
+                         norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
+                         *_) -> int:
+    """torch's fused encoder layer (nn.TransformerEncoderLayer's inference fast path): self-attention as
+    above, then the feed-forward block's two matrix products."""
+    tokens = src.shape[0] * src.shape[1] if src.dim() == 3 else src.shape[0]
+    return _mha_flops(src, src, src, embed_dim) + 4 * tokens * ffn_weight_1.shape[0] * ffn_weight_1.shape[1]
+
+
+def count_flops(model, inputs: tuple) -> FlopCount:
+    """Run one no-grad forward and add up the FLOPs of every op torch's FLOP counter has a formula for
+    (``torch.utils.flop_counter``: mm, addmm, bmm, baddbmm, convolution of every kind, the fused
+    attention kernels). CPU's flash attention kernel is counted with the flash formula, torch's fused
+    multi-head attention and encoder layer by hand (below); an op of a FLOP family without a formula (an
+    RNN layer) is listed in ``uncounted``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
+    from torch.utils.flop_counter import flop_registry
 
     from common.analyze.families import op_family
-    from common.collect.torch_ops import VIEW_OPS
 
-    per_op: Counter[str] = Counter()
-    constant: Counter[str] = Counter()
-    # id -> tensor, weakly: an entry goes when its tensor does (before its id can be reused), and the
-    # forward's intermediate tensors are not kept alive for the count
-    from_input: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+    aliases = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
+               torch.ops.aten._scaled_dot_product_flash_attention}
+    by_hand = {torch.ops.aten._native_multi_head_attention: _mha_flops,
+               torch.ops.aten._transformer_encoder_layer_fwd: _encoder_layer_flops}
+    per_family: Counter[str] = Counter()
+    uncounted: Counter[str] = Counter()
 
-    def mark(tree) -> None:
-        from_input.update((id(t), t) for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
-
-    class _Count(TorchDispatchMode):
+    class _Flops(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            derived = inputs is None or any(id(t) in from_input for t in tree_leaves((args, kwargs)))
             out = func(*args, **kwargs)
-            if derived:
-                mark(out)
-            name = f"{func.namespace}::{func.overloadpacket.__name__}"
-            if not getattr(func, "is_view", False) and name not in VIEW_OPS:
-                per_op[name] += 1
-                if not derived:
-                    constant[op_family(name)] += 1
+            packet = func.overloadpacket
+            formula = flop_registry.get(aliases.get(packet, packet))
+            name = f"{func.namespace}::{packet.__name__}"
+            family = op_family(name)
+            if formula is not None:
+                per_family[family] += formula(*args, **kwargs, out_val=out)
+            elif packet in by_hand:
+                per_family[family] += by_hand[packet](*args)
+            elif family in FLOP_FAMILIES:
+                uncounted[name] += 1
             return out
 
-    mark(inputs)
-    with torch.set_grad_enabled(grad), _Count():
-        model(*inputs) if inputs is not None else model()
-    per_family: Counter[str] = Counter()
-    for name, n in per_op.items():
-        per_family[op_family(name)] += n
-    return OpCounts(dict(per_family), dict(per_op), dict(constant))
+    with torch.no_grad(), _Flops():
+        model(*inputs)
+    return FlopCount({f: float(n) for f, n in per_family.items()}, dict(uncounted))
 
 
 # --- comparing outputs ---------------------------------------------------------------------------------
@@ -213,7 +220,7 @@ def compare_outputs(output, reference) -> dict[str, float]:
 # --- the Workload ---------------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Workload:
-    """One model to profile: how to build it and its input, its reference output and expected op counts."""
+    """One model to profile: how to build it and its input, its reference output and its FLOPs."""
 
     name: str
     path: str | None  # the workload file; None for the built-in TinyMLP
@@ -223,7 +230,7 @@ class Workload:
     loss: Callable[[Any, Any], Any] | None = field(default=None, repr=False)
     expectations: dict[str, Any] = field(default_factory=dict)
     _reference: tuple[np.ndarray, ...] | None = field(default=None, repr=False)
-    _counts: OpCounts | None = field(default=None, repr=False)
+    _flops: FlopCount | None = field(default=None, repr=False)
 
     @property
     def where(self) -> str:
@@ -277,15 +284,11 @@ class Workload:
         """Max abs diff, mean abs diff and cosine of ``output`` against the reference."""
         return compare_outputs(output, self._reference_arrays())
 
-    def expected_op_counts(self) -> OpCounts:
-        """Per-forward op counts from one real forward (see :func:`count_ops`); computed once."""
-        if self._counts is None:
-            self._counts = count_ops(self.build_model(), self.inputs())
-        return self._counts
-
-    def input_op_counts(self) -> OpCounts:
-        """The ops make_input() runs once (a program that builds its input, profiled whole, shows them)."""
-        return count_ops(self.make_input, None)
+    def forward_flops(self) -> FlopCount:
+        """FLOPs of one forward per family (see :func:`count_flops`); computed once."""
+        if self._flops is None:
+            self._flops = count_flops(self.build_model(), self.inputs())
+        return self._flops
 
     def not_applicable(self, key: str) -> str:
         """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""
@@ -497,16 +500,6 @@ def use_threads(n: int = 1) -> int:
 
 
 # --- the default workload's functions, as the modes call them -----------------------------------------
-def expected_op_counts(model=None) -> dict[str, int]:
-    """Per-forward op counts by family (the checked ones) of TinyMLP, or of ``model`` (a TinyMLP, on any
-    device: a CPU copy is counted) on TinyMLP's input."""
-    if model is None:
-        return tiny_mlp().expected_op_counts().checked
-    import copy
-
-    return count_ops(copy.deepcopy(model).cpu().eval(), tiny_mlp().inputs()).checked
-
-
 def reference_output() -> np.ndarray:
     """TinyMLP's fp32 CPU output on its input, computed once per process (a copy)."""
     return tiny_mlp().reference_output()

@@ -3,7 +3,8 @@
 There is no profiler code here on purpose: msprof (or the lab's portable launcher) wraps
 this process from the outside. It runs the workload (``--workload FILE``, else
 $MSPROF_LAB_WORKLOAD, else TinyMLP) 3 + 20 times, prints a host wall-clock figure, and can
-save its output so the lab can check it against the reference.
+save its output so the lab can check it against the reference. It only names each forward
+with a range (msprof records it with ``--msproftx=on``), so the profile can be cut per forward.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS, load_workload
+from common.workload import FORWARD_RANGE, MEASURED_FORWARDS, WARMUP_FORWARDS, load_workload
 
 
 def parse_device(text: str) -> int | None:
@@ -36,6 +38,19 @@ def save_output(path: str, y) -> None:
         np.savez(Path(path).with_suffix(".npz"), *arrays)
 
 
+@contextmanager
+def npu_range(message: str):
+    """An mstx range on the current stream: msprof marks it on the host *and* on the device's stream,
+    so the forward's tasks run between its two device marks (torch_npu.npu.mstx.range_start/range_end)."""
+    import torch_npu
+
+    range_id = torch_npu.npu.mstx.range_start(message, torch.npu.current_stream())
+    try:
+        yield
+    finally:
+        torch_npu.npu.mstx.range_end(range_id)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", type=parse_device, default="cpu", metavar="{cpu,npu:ID}",
@@ -53,6 +68,9 @@ def main() -> None:
         sync = torch.npu.synchronize
     else:
         device, sync = torch.device("cpu"), (lambda: None)
+    # Each forward is a named range: msprof_tx on the NPU; on the CPU the launcher's torch.profiler
+    # records record_function ranges (and nothing at all when no profiler runs).
+    marked = npu_range if args.device is not None else torch.profiler.record_function
 
     # check=False: the lab checked the file with a forward before it started us; that forward
     # would otherwise be profiled too, and every count would be off by one forward.
@@ -61,11 +79,13 @@ def main() -> None:
     x = tuple(t.to(device) for t in work.inputs())
     with torch.no_grad():
         for _ in range(WARMUP_FORWARDS):
-            y = model(*x)
+            with marked(FORWARD_RANGE):
+                y = model(*x)
         sync()
         start = time.perf_counter()
         for _ in range(MEASURED_FORWARDS):
-            y = model(*x)
+            with marked(FORWARD_RANGE):
+                y = model(*x)
         sync()
         elapsed = time.perf_counter() - start
     print(f"model.py: {work.name}, {MEASURED_FORWARDS} forwards on {device}, {1e3 * elapsed / MEASURED_FORWARDS:.3f} "

@@ -1,20 +1,23 @@
-"""What the exporter and the offline converter changed in the model's graph, named, and the op-count check.
+"""What 03 compares its graphs with: the model's compute content, and the converter's changes, named.
 
-Three graphs of one model are compared by op type: the model as PyTorch runs it (one forward's
-aten ops, ``common.workload.count_ops``), the exported ONNX graph, and the built graph of a
-variant (ONNX Runtime's optimized file, or ATC's om dumped to JSON). Each difference is named:
-a rule below when one matches (``Conv+Relu -> FusedConv x2``), otherwise listed as it is
-(``removed Shape x2``), so no count changes silently.
+Two comparisons, each against what the tool itself was given:
+- the exported ONNX graph against the model, by *compute content*: FLOPs per family group, the
+  graph's from its own shapes, the model's from torch's FLOP counter. Never op by op: an exporter
+  writes a GELU as five ops, folds a BatchNorm into a convolution, unrolls attention into MatMuls;
+- the built graph of a variant (ONNX Runtime's optimized file, or ATC's om dumped to JSON) against
+  the exported graph, by op type: each difference is named by a rule below when one matches
+  (``Conv+Relu -> FusedConv x2``), otherwise listed as it is (``removed Shape x2``). What runs is
+  then counted against that built graph (variant_report.graph_count_verdict).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from common.analyze.checks import Verdict, not_applicable
 from common.analyze.families import op_family
-from common.workload import BACKEND_DEPENDENT_FAMILIES, OpCounts
+from common.workload import FlopCount
 
 # Graph plumbing, not work: no kernel runs for these; they are left out of every count.
 NON_COMPUTE_OPS = frozenset({"Constant", "Data", "NetOutput", "Const"})
@@ -38,10 +41,6 @@ ORT_RULES: list[tuple[str, dict[str, int], dict[str, int]]] = [
      {"ReduceMax": 1, "Sub": 1, "Exp": 1, "ReduceSum": 1, "Div": 1}),
     ("Gather -> Split", {"Gather": 1}, {"Split": 1}),
 ]
-# Families an exported attention op spreads over when the exporter writes it as MatMul/Softmax/...
-ATTENTION_SPREAD = frozenset({"attention", "matmul", "softmax", "elementwise"})
-
-
 @dataclass(frozen=True)
 class Change:
     """One named difference between two graphs of the model."""
@@ -50,7 +49,6 @@ class Change:
     what: str
     count: int
     delta: dict[str, int]  # exact change of op counts per family (all occurrences together)
-    loose: frozenset[str] = field(default_factory=frozenset)  # families changed by an amount no rule predicts
 
     def __str__(self) -> str:  # the left-overs ("removed Shape x2") carry their counts in their text
         return self.what if self.what.startswith(("removed ", "added ")) else f"{self.what} x{self.count}"
@@ -67,69 +65,142 @@ def _families(types: Counter[str]) -> Counter[str]:
     return out
 
 
-def _expected(per_family: dict[str, int], changes: list[Change]) -> Counter[str]:
-    """Ops per family the model's counts come to once the named changes are applied."""
-    expected: Counter[str] = Counter(per_family)
-    for change in changes:
-        expected.update(change.delta)
-    return expected
-
-
 def _delta(removed: Counter[str], added: Counter[str]) -> dict[str, int]:
     delta = _families(added)
     delta.subtract(_families(removed))
     return {f: n for f, n in delta.items() if n}
 
 
-# ----- torch -> ONNX ---------------------------------------------------------------------------------
-def _bias_adds(graph) -> int:
-    """MatMul nodes whose output goes straight into an Add with a weight: a Linear on a >2-D input."""
-    weights = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
-    matmul_out = {n.output[0] for n in graph.node if n.op_type == "MatMul"}
-    return sum(1 for n in graph.node if n.op_type == "Add" and len(n.input) == 2
-               and ({n.input[0], n.input[1]} & matmul_out) and ({n.input[0], n.input[1]} & weights))
+# ----- torch -> ONNX: the same computation ------------------------------------------------------------
+# Family groups compared by FLOPs: an exporter writes attention as MatMuls and a Softmax, so matrix
+# products and attention are one group; a convolution stays a convolution.
+FLOP_GROUPS = {"matrix products": frozenset({"matmul", "attention"}), "convolutions": frozenset({"conv"}),
+               "recurrent layers": frozenset({"recurrent"})}
+# Both sides count multiply-adds x 2 from the same shapes, so they agree exactly when the graph computes
+# what the model computes; 1% leaves room for a product the exporter computed ahead of time on weights.
+FLOPS_RTOL = 0.01
 
 
-def export_changes(model: OpCounts, graph) -> list[Change]:
-    """What the exporter wrote differently from the aten ops the model runs (``graph``: the exported GraphProto)."""
-    exported = type_counts(n.op_type for n in graph.node)
-    changes = []
-    batch_norms = sum(n for op, n in model.per_op.items() if "batch_norm" in op) - exported["BatchNormalization"]
-    if batch_norms > 0 and exported["Conv"]:  # eval mode: the exporter folds BN's scale and shift into Conv weights
-        changes.append(Change("exporter", "BatchNormalization folded into Conv", batch_norms,
-                              {op_family("BatchNormalization"): -batch_norms}))
-    gelus = model.per_op.get("aten::gelu", 0) - exported["Gelu"]
-    if gelus > 0 and exported["Erf"] >= gelus:
-        formula = Counter({"Div": gelus, "Erf": gelus, "Add": gelus, "Mul": 2 * gelus})
-        changes.append(Change("exporter", "GELU written as its Erf formula (Div, Erf, Add, Mul, Mul)", gelus,
-                              _delta(Counter({"aten::gelu": gelus}), formula)))
-    biases = _bias_adds(graph)
-    if biases:
-        changes.append(Change("exporter", "Linear on a >2-D input written as MatMul + Add (bias)", biases,
-                              {op_family("Add"): biases}))
-    attention = model.per_family.get("attention", 0) - _families(exported)["attention"]
-    if attention > 0:
-        changes.append(Change("exporter", "attention written as MatMul, Softmax and elementwise ops", attention,
-                              {}, ATTENTION_SPREAD))
-    return changes + _export_extras(model, exported, changes)
+def _shapes(model) -> dict[str, list[int]]:
+    """Every tensor's static shape in an ONNX model (ONNX's shape inference; initializers and Constants)."""
+    import onnx
+
+    try:  # data_prop: shapes computed in the graph (Shape -> Gather -> Concat -> Reshape) are followed too
+        graph = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    except Exception:  # noqa: BLE001 (shape inference refuses some graphs: their shapes stay unknown)
+        graph = model.graph
+    shapes: dict[str, list[int]] = {}
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        dims = info.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[info.name] = [d.dim_value for d in dims]
+    shapes.update({t.name: list(t.dims) for t in graph.initializer})
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            shapes[node.output[0]] = list(node.attribute[0].t.dims)
+    return shapes
 
 
-def _export_extras(model: OpCounts, exported: Counter[str], changes: list[Change]) -> list[Change]:
-    """Families the exported graph holds more ops of than the model runs, with the rules above applied:
-    the exporter's own decompositions (SiLU as Sigmoid + Mul ...), named by the op types it wrote.
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
-    Only surplus is named: ops the graph lacks stay unexplained, so the check can still tell a model
-    op that did not run. Runtime fusions of these ops then count against them, not against the model.
-    """
-    expected = _expected(model.per_family, changes)
-    loose = {f for c in changes for f in c.loose}
-    surplus = {f: n - expected[f] for f, n in _families(exported).items()
-               if n > expected[f] and f not in loose and f not in BACKEND_DEPENDENT_FAMILIES}
-    if not surplus:
-        return []
-    listed = "; ".join(f"{f} +{n} ({', '.join(sorted(t for t in exported if op_family(t) == f))})"
-                       for f, n in sorted(surplus.items()))
-    return [Change("exporter", f"added beyond the model's ops: {listed}", 1, surplus)]
+
+def _matmul_flops(a: list[int], b: list[int]) -> int:
+    a, b = ([1, *a] if len(a) == 1 else a), ([*b, 1] if len(b) == 1 else b)
+    batch_a, batch_b = a[:-2], b[:-2]
+    width = max(len(batch_a), len(batch_b))
+    batch_a, batch_b = [1] * (width - len(batch_a)) + batch_a, [1] * (width - len(batch_b)) + batch_b
+    return 2 * _prod(max(x, y) for x, y in zip(batch_a, batch_b)) * a[-2] * a[-1] * b[-1]
+
+
+def _einsum_flops(equation: str, inputs: list[list[int]]) -> int:
+    """A two-operand einsum: 2 x the product of every index's size (what its batched matmul computes)."""
+    terms = equation.replace(" ", "").split("->")[0].split(",")
+    if len(terms) != 2 or "." in equation:
+        return 0
+    sizes = {}
+    for term, shape in zip(terms, inputs):
+        sizes.update(zip(term, shape))
+    return 2 * _prod(sizes.values())
+
+
+FLOP_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
+
+
+def _node_flops(node, shapes: dict[str, list[int]]) -> int | None:
+    """FLOPs of one node from its shapes (None: a shape is not static; see FLOP_OPS for the formulas)."""
+    ins = [shapes.get(name) for name in node.input if name]
+    attrs = {a.name: a for a in node.attribute}
+    if any(shape is None for shape in ins[:2]):
+        return None
+    if node.op_type == "MatMul":
+        return _matmul_flops(ins[0], ins[1])
+    if node.op_type == "Gemm":
+        a, b = ins[0], ins[1]
+        m, k = (a[1], a[0]) if attrs.get("transA") and attrs["transA"].i else (a[0], a[1])
+        n = b[0] if attrs.get("transB") and attrs["transB"].i else b[1]
+        return 2 * m * k * n
+    if node.op_type == "Conv":
+        out = shapes.get(node.output[0])
+        return None if out is None else 2 * out[0] * _prod(out[2:]) * _prod(ins[1])
+    if node.op_type == "ConvTranspose":
+        return 2 * ins[0][0] * _prod(ins[0][2:]) * _prod(ins[1])
+    if node.op_type == "Einsum" and "equation" in attrs:
+        return _einsum_flops(attrs["equation"].s.decode(), ins)
+    return None
+
+
+def graph_flops(model) -> tuple[dict[str, int], dict[str, int]]:
+    """FLOPs per family of an ONNX model's nodes, from its own shapes; and the nodes of a FLOP family that
+    cannot be counted, by why: ``LSTM (no formula here)``, ``Gemm (shapes known only at run time)``."""
+    shapes = _shapes(model)
+    flops: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    groups = set().union(*FLOP_GROUPS.values())
+    for node in model.graph.node:
+        family = op_family(node.op_type)
+        if family not in groups:
+            continue
+        n = _node_flops(node, shapes) if node.op_type in FLOP_OPS else None
+        if n is None:
+            why = "shapes known only at run time" if node.op_type in FLOP_OPS else "no formula here"
+            unknown[f"{node.op_type} ({why})"] += 1
+        else:
+            flops[family] += n
+    return dict(flops), dict(unknown)
+
+
+def compute_verdict(model_flops: FlopCount | None, onnx_model, why_not: str = "") -> Verdict:
+    """The exported graph computes what the model computes: FLOPs per group within FLOPS_RTOL."""
+    name = "the exported graph computes what the model computes (03, FLOPs per family group)"
+    if model_flops is None:
+        return not_applicable(name, f"not applicable: {why_not}")
+    graph, unknown = graph_flops(onnx_model)
+    parts, skipped, ok = [], [], True
+    for group, families in FLOP_GROUPS.items():
+        want = sum(model_flops.per_family.get(f, 0.0) for f in families)
+        got = sum(graph.get(f, 0) for f in families)
+        no_formula = model_flops.uncounted_in(families)
+        unknown_here = sorted(t for t in unknown if op_family(t.split(" (")[0]) in families)
+        if no_formula or unknown_here:
+            missing = [f"torch's FLOP counter has no formula for {', '.join(no_formula)}"] if no_formula else []
+            missing += [f"the graph's {', '.join(unknown_here)}"] if unknown_here else []
+            skipped.append(f"{group}: not compared ({'; '.join(missing)})")
+            continue
+        if not want and not got:
+            continue
+        rel = abs(got - want) / max(want, got)
+        ok &= rel <= FLOPS_RTOL
+        verdict = "" if rel <= FLOPS_RTOL else " — the graph computes something else than the model"
+        parts.append(f"{group}: model {want:.4g}, graph {got:.4g} FLOP per forward (off by {100 * rel:.2f}%, "
+                     f"tolerance {100 * FLOPS_RTOL:g}%){verdict}")
+    if not parts:
+        reason = "; ".join(skipped) or "neither the model nor the graph has matrix products, convolutions or RNNs"
+        return not_applicable(name, f"not applicable: {reason}")
+    return Verdict(name, ok, "; ".join(parts + skipped))
 
 
 # ----- ONNX -> built graph ------------------------------------------------------------------------------
@@ -172,43 +243,3 @@ def _apply(stage, what, n, consumed: Counter, produced: Counter, removed: Counte
 def describe(changes: list[Change]) -> str:
     """The fusions column: every change, ``; `` separated (``none`` when the graphs hold the same ops)."""
     return "; ".join(map(str, changes)) or "none"
-
-
-# ----- the check ---------------------------------------------------------------------------------------
-def model_count_verdict(model: OpCounts, per_execute: Counter[str], changes: list[Change], where: str) -> Verdict:
-    """Per family, the ops run per execute are the model's own, give or take the named changes.
-
-    ``per_execute``: op types per execute as measured. Families whose counts depend on the
-    backend (casts, layout, copies, set-up) are left out, as everywhere in the lab. Fewer ops of
-    a family than the model runs, unexplained, fail: something the model does did not run; up to
-    the model's ops on weights and buffers only (``OpCounts.constant``) may be missing, computed
-    ahead of time by the exporter. More ops, unexplained, are reported, not failed: the runtime
-    decomposes ops in ways no rule list covers, and the graph-count check already holds the
-    runtime to the graph it was given.
-    """
-    expected = _expected(model.checked, changes)
-    got = Counter({f: n for f, n in _families(per_execute).items() if f not in BACKEND_DEPENDENT_FAMILIES})
-    parts, ok, extra = [], True, False
-    for family in sorted(set(model.checked) | set(got) | {f for f, n in expected.items() if n}):
-        if family in BACKEND_DEPENDENT_FAMILIES:
-            continue
-        own, want, have = model.checked.get(family, 0), expected[family], got[family]
-        loose = [c for c in changes if family in c.loose]
-        folded = model.constant.get(family, 0)
-        if have == want:
-            note = "" if want == own else f", {want - own:+d} by the changes named"
-        elif loose:
-            note = f", changed by: {loose[0].what}"
-        elif have > want:
-            note, extra = f", want {want}: more, not explained by a named change", True
-        elif want - have <= folded:
-            note = (f", want {want}: {want - have:g} computed ahead of time by the exporter (the model runs {folded} "
-                    "on weights and buffers only)")
-        else:
-            note, ok = f", want {want}: not explained by a named change", False
-        parts.append(f"{family} {have:g} (model {own}{note})")
-    name = f"op counts per execute follow the model ({where})"
-    if ok and extra:
-        return not_applicable(name, "not decided: the exporter or the runtime decomposed ops without a rule here "
-                                    "(the graph-count check holds the runtime to its graph): " + ", ".join(parts))
-    return Verdict(name, ok, ", ".join(parts))

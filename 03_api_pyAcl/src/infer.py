@@ -16,7 +16,6 @@ What you will learn:
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
@@ -25,7 +24,7 @@ import numpy as np
 from acl_worker import (find_export, measured_window_npu, output_paths, run_step, save_inputs, worker_argv,
                         worker_main)
 from build_model import graph_changes, load_onnx
-from graph_changes import export_changes, model_count_verdict
+from graph_changes import compute_verdict
 from ort_profile import collect_portable, validate_portable
 from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
 from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
@@ -140,12 +139,10 @@ def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
 
 
 def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[Verdict]:
-    per_execute = Counter({k: v / MEASURED for k, v in Counter(t.op_type for t in result.tasks).items()})
     return [
         file_verdict(result.variant, result.files, npu),
         Verdict(f"measured window ({result.variant.name})", result.window_ok, result.window),
-        graph_count_verdict(result),
-        model_count_verdict(work.expected_op_counts(), per_execute, result.changes, result.variant.name),
+        graph_count_verdict(result),  # what ran, against the graph the runtime built and ran
         *lesson_verdicts(result, work),
         *output_verdicts(result),
     ]
@@ -153,7 +150,7 @@ def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[V
 
 # --- 3. read ---------------------------------------------------------------------------------------
 def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool,
-                     reference, exported) -> VariantResult:
+                     reference) -> VariantResult:
     """Profile one variant, count and diff its built graph, read the files back strictly, cut the measured window."""
     raw = None
     if run.npu:
@@ -167,8 +164,7 @@ def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run
         tasks, window, window_ok = measured_window_npu(tasks, acl_prof)
     metrics = compare_outputs([o.astype(np.float32) for o in outputs], reference)
     return VariantResult(variant, tasks, writers.aggregate_op_statistic(tasks), graph, metrics,
-                         accuracy(variant, files, outputs, reference), found, window, window_ok, raw,
-                         export_changes(files.workload.expected_op_counts(), exported.graph) + changes)
+                         accuracy(variant, files, outputs, reference), found, window, window_ok, raw, changes)
 
 
 # --- 4. interpret ---------------------------------------------------------------------------------
@@ -212,16 +208,16 @@ def main(argv: list[str] | None = None) -> int:
                        warmup_executes=WARMUP, measured_executes=MEASURED,
                        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
     reference = files.workload._reference_arrays()
-    exported = load_onnx(files.onnx, files)
+    # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
+    verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), load_onnx(files.onnx, files))]
     results: dict[str, VariantResult] = {}
-    verdicts: list[Verdict] = []
     code = 1
     try:
         for variant in variants:
             (run.out / variant.name).mkdir()
             print(f"[{variant.name}] {variant.summary}", flush=True)
             results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
-                                                     reference, exported)
+                                                     reference)
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
         body = interpret(results, run.backend, bool(files.float_inputs))
         print(body)

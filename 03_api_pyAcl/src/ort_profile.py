@@ -123,7 +123,7 @@ def open_session(path: Path, files: ModelFiles, profile_prefix: Path | None = No
     (on ``threads`` intra-op threads, as --threads sets torch's in the other modes; None: ORT's default)."""
     import onnxruntime as ort
 
-    load_onnx(path, files)  # missing / corrupt / wrong-shape / other-workload files stop here with one line
+    load_onnx(path, files, optimized=True)  # missing / corrupt / wrong-shape / other-workload files: one line
     options = ort.SessionOptions()
     # The file was optimized offline by build_model.py: run it as saved, so the ops ORT executes
     # are exactly the nodes we count in the file.

@@ -46,7 +46,7 @@ class VariantResult:
     window: str  # how the measured window was cut, in words
     window_ok: bool
     raw_profile: Path | None = None
-    changes: list[Change] = field(default_factory=list)  # exporter's and converter's, named
+    changes: list[Change] = field(default_factory=list)  # the converter's, named
     notes: list[str] = field(default_factory=list)
 
     def per_execute(self, op_type: str) -> float:
@@ -144,30 +144,24 @@ def render(results: dict[str, VariantResult], backend: Backend) -> str:
         worst = r.worst_output()
         rows.append([name, r.per_execute("Cast"), f"{100 * r.share('cast'):.1f}%", f"{family} {100 * share:.1f}%",
                      r.execute_us(), f"{worst['max_abs_diff']:.3g}", f"{worst['tol']:.2g}",
-                     f"{min(o['cosine'] for o in r.outputs):.6f}", describe(converter_changes(r))])
+                     f"{min(o['cosine'] for o in r.outputs):.6f}", describe(r.changes)])
     top = []
     for name, r in results.items():
         ops = ", ".join(f"{s.op_type} {s.ratio_pct:.1f}%" for s in families.top_ops(r.stats, 4))
         top.append(f"  {name}: {ops}")
-    first = next(iter(results.values()))
-    changes = [f"  exporter (every variant): {describe([c for c in first.changes if c.stage == 'exporter'])}"]
-    changes += [f"  {name} ({'ATC' if backend.is_npu else 'ONNX Runtime'}): {describe(converter_changes(r))}"
+    changes = [f"  {name} ({'ATC' if backend.is_npu else 'ONNX Runtime'}): {describe(r.changes)}"
                 for name, r in results.items()]
     return "\n".join(
         [
             f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant "
             "(accuracy: the output furthest into its tolerance; fusions: what the converter changed)",
             text.render_table(header, rows),
-            "Graph changes against the model, named (fusions, folds, ops added or removed):",
+            "What the converter changed in the exported graph, named (fusions, folds, ops added or removed):",
             *changes,
             "Top ops by share of op time:",
             *top,
         ]
     )
-
-
-def converter_changes(result: VariantResult) -> list[Change]:
-    return [c for c in result.changes if c.stage != "exporter"]
 
 
 def summary(results: dict[str, VariantResult], out: Path, npu: bool, models: dict[str, Path]) -> dict[str, dict]:
@@ -182,8 +176,7 @@ def summary(results: dict[str, VariantResult], out: Path, npu: bool, models: dic
             "accuracy": r.metrics,
             "accuracy_per_output": r.outputs,
             "graph_op_counts": dict(r.graph_counts),
-            "graph_changes": [{"stage": c.stage, "change": str(c), "family_delta": c.delta,
-                               "loose": sorted(c.loose)} for c in r.changes],
+            "graph_changes": [{"stage": c.stage, "change": str(c), "family_delta": c.delta} for c in r.changes],
             "window": r.window,
             "files": {k: str(p.relative_to(out)) for k, p in r.files.items()},
         }

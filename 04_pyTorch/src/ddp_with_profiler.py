@@ -23,6 +23,7 @@ import hashlib
 import os
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -30,7 +31,7 @@ from model_with_profiler import ACTIVE, MODE_DIR, STEPS, WAIT, WARMUP, npu_profi
 
 from common.analyze import checks, cluster
 from common.collect import ranks
-from common.workload import BATCH, build_model, expected_op_counts, load_workload, make_input
+from common.workload import BATCH, load_workload, make_input
 
 LEARNING_RATE = 0.01
 
@@ -117,18 +118,20 @@ def params_digest(model) -> dict:
 
 # --- 2. check ----------------------------------------------------------------------------------------
 def check_run(view, statuses: dict[int, dict], plan, work) -> list:
-    """TinyMLP: per rank and step 11 MatMul + 6 GELU (backward: 2 MatMuls per Linear but the first, whose input
-    needs no gradient); a workload file: at least its training forward's ops per step (backward counts are not
-    derived from the model). The same collectives everywhere; the weights equal to one process's reference."""
+    """Per rank, every active step records the same ops as its first; every rank records the same ops per
+    step (one model, one tool); the same collectives everywhere; the weights equal to one process's reference."""
     files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
     verdicts = [checks.check_files([p.dataset for p in view.ranks], files, f"{plan.nproc} ranks")]
-    forward = expected_op_counts(build_model())
-    per_step = {"matmul": 3 * forward["matmul"] - 1, "activation": 2 * forward["activation"]}
+    firsts = {}
     for p in view.ranks:
-        tasks = [t for t in p.dataset.tasks if t.step_id is not None and t.task_type != "COMMUNICATION"]
-        where = f"rank {p.rank}, {ACTIVE} training steps"
-        verdicts.append(checks.check_counts(tasks, ACTIVE, per_step, where) if work.path is None
-                        else checks.check_training_counts(tasks, ACTIVE, work, where))
+        compute = [t for t in p.dataset.tasks if t.task_type != "COMMUNICATION"]
+        records = checks.records_by_step(compute)
+        firsts[p.rank] = records[0] if records else None
+        verdicts.append(checks.check_same_records(records, ACTIVE, f"rank {p.rank}, {ACTIVE} training steps",
+                                                  "training step"))
+    ranks = sorted(firsts)
+    verdicts.append(checks.check_same_records([firsts[r] or Counter() for r in ranks], len(ranks),
+                                              f"{len(ranks)} ranks, the first active step of each", "rank"))
     how = ("one process on the global batch" if work.path is None else
            "one process averaging the ranks' gradients over their shards")
     return verdicts + [checks.check_collectives(view.ranks), checks.check_params(statuses, reference_norms(plan, work), how)]

@@ -133,22 +133,22 @@ def make_step(work, device: str, train: bool):
 
 # --- 2. check · 3. read -----------------------------------------------------------------------------
 def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) -> list:
-    """The active steps' tasks against the workload's counts, Σ op time ≈ Computing, output = fp32 reference."""
+    """Every active step records the same ops as the first, Σ op time ≈ Computing, output = fp32 reference."""
     from common.analyze import checks
 
     work, where = run.workload, f"04, {ACTIVE} active steps"
     datasets = run.datasets(kind="torch_npu")
-    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]  # warm-up steps have no Step Id
+    records = checks.records_by_step(checks.tasks_of(datasets))  # warm-up steps have no Step Id
+    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
-    verdicts = [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04")]
-    if train:  # backward op counts are not derived from the model: the training forward's are a lower bound
+    verdicts = [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04"),
+                checks.check_same_records(records, ACTIVE, where, "training step" if train else "step")]
+    if train:  # a training step adds backward and optimizer ops: the declared top family is about the forward
         return verdicts + [
-            checks.check_training_counts(tasks, ACTIVE, work, where),
             checks.not_applicable("top family (04)", "not applicable: EXPECT['top_family'] is about the forward; "
                                   "a training step adds backward and optimizer ops"),
             checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
     return verdicts + [
-        checks.check_forward_counts(tasks, ACTIVE, work, where),
         checks.check_declared_top_family(checks.stats_of(datasets), work, "04"),
         checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work)]
 

@@ -7,10 +7,12 @@ expectation the workload does not declare) is "not applicable": shown as [N/A], 
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.analyze.families import family_counts, family_share, op_family
+from common.analyze.families import family_share, op_family
 from common.analyze.step_bound import summarize_steps
 from common.errors import LabError
 from common.formats.datasets import Dataset
@@ -34,23 +36,60 @@ def not_applicable(name: str, reason: str) -> Verdict:
     return Verdict(name, True, reason, applicable=False)
 
 
-def check_counts(tasks: list[Task], forwards: int | None, expected: dict[str, int], where: str,
-                 once: dict[str, int] | None = None) -> Verdict:
-    """Each expected family appears exactly ``expected[f]`` times per forward (plus ``once[f]`` one-off ops,
-    e.g. what building the input runs in a program profiled whole)."""
-    if not forwards:
-        return Verdict(f"op counts per forward ({where})", False, "run_info.json does not say how many forwards")
-    counts = family_counts(tasks)
-    once = once or {}
-    parts, ok = [], True
-    for family in sorted(set(expected) | {f for f, n in once.items() if n}):
-        per_forward, extra = expected.get(family, 0), once.get(family, 0)
-        want = per_forward * forwards + extra
-        got = counts.get(family, 0)
-        ok &= got == want
-        plus = f" + {extra} once (input)" if extra else ""
-        parts.append(f"{family} {got} (want {per_forward} x {forwards}{plus} = {want})")
-    return Verdict(f"op counts per forward ({where})", ok, "; ".join(parts))
+def records_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[Counter[str]]:
+    """The op types of the tasks that start inside each window (start, end µs), one multiset per window."""
+    ordered = sorted(tasks, key=lambda t: t.start_us)
+    starts = [t.start_us for t in ordered]
+    return [Counter(t.op_type for t in ordered[bisect_left(starts, lo):bisect_left(starts, hi)])
+            for lo, hi in windows]
+
+
+def records_by_step(tasks: list[Task]) -> list[Counter[str]]:
+    """The op types of each recorded step (tasks with a Step Id), in step order."""
+    steps: dict[int, Counter[str]] = {}
+    for t in tasks:
+        if t.step_id is not None:
+            steps.setdefault(t.step_id, Counter())[t.op_type] += 1
+    return [steps[k] for k in sorted(steps)]
+
+
+def _by_family(ops: Counter[str]) -> str:
+    per: Counter[str] = Counter()
+    for op, n in ops.items():
+        per[op_family(op)] += n
+    return ", ".join(f"{f} {n}" for f, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _ops(ops: Counter[str], most: int = 4) -> str:
+    listed = [f"{op} x{n} ({op_family(op)})" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return ", ".join(listed[:most]) + (f" and {len(listed) - most} more" if len(listed) > most else "")
+
+
+def check_same_records(records: list[Counter[str]], want: int | None, where: str, unit: str = "forward") -> Verdict:
+    """The profiler recorded ``want`` windows (forwards, steps), each holding the same ops as the first:
+    nothing missing, nothing extra. The reference is the same tool's record of the same model, so a
+    tool's own naming, fusion and decomposition never count against it; a model that computes something
+    else on some calls (noise from a later call on, a cache, a branch that flips) does."""
+    name = f"every {unit} records the same ops ({where})"
+    if not want:
+        return Verdict(name, False, f"run_info.json does not say how many {unit}s ran")
+    if len(records) != want:
+        return Verdict(name, False, f"{len(records)} {unit}s recorded, want {want}: the profile lost or gained "
+                                    f"{unit}s (was the program marked and profiled whole?)")
+    first = records[0]
+    if not sum(first.values()):
+        return Verdict(name, False, f"the first {unit} recorded no op")
+    differ = [(i, first - rec, rec - first) for i, rec in enumerate(records[1:], start=2) if rec != first]
+    each = f"{sum(first.values())} ops ({_by_family(first)})"
+    if not differ:
+        return Verdict(name, True, f"{want} {unit}s, each {each} as the first recorded")
+    shown = []
+    for i, missing, extra in differ[:2]:
+        parts = ([f"extra {_ops(extra)}"] if extra else []) + ([f"missing {_ops(missing)}"] if missing else [])
+        shown.append(f"{unit} {i}: {'; '.join(parts)}")
+    more = f" (and {len(differ) - 2} more)" if len(differ) > 2 else ""
+    return Verdict(name, False, f"{len(differ)} of {want} {unit}s differ from the first ({each}): "
+                                f"{' | '.join(shown)}{more}")
 
 
 def check_top_family(stats: list[OpStat], family: str, where: str, exclude: tuple[str, ...] = ("init",)) -> Verdict:
@@ -227,50 +266,6 @@ def check_output_file(path: Path, where: str, workload: Workload | None = None) 
     if metrics is None:
         return Verdict(name, False, f"{path} was not written")
     return check_output(metrics, where, output_tolerance(workload), FP32_COSINE_MIN)
-
-
-# --- expectations from the workload (common/workload.py), never typed in here ----------------------
-def check_forward_counts(tasks: list[Task], forwards: int | None, workload: Workload, where: str,
-                         with_input: bool = False) -> Verdict:
-    """Each family the workload's forward runs (``count_ops(...).checked``) appears that many times per forward;
-    ``with_input``: plus, once, what make_input() runs (a program profiled whole builds its input in view)."""
-    expected = workload.expected_op_counts().checked
-    once = workload.input_op_counts().checked if with_input else None
-    if not expected and not once:
-        return not_applicable(f"op counts per forward ({where})",
-                              f"not applicable: {workload.name}'s forward runs no op of a family the count "
-                              f"check compares (backend-dependent families are left out)")
-    return check_counts(tasks, forwards, expected, where, once)
-
-
-def training_forward_counts(workload: Workload) -> dict[str, int]:
-    """Per-family ops of one training forward: train mode, autograd recording (some modules take another
-    path than in the no-grad forward: nn.MultiheadAttention runs unfused, as MatMuls and a softmax)."""
-    from common.workload import count_ops
-
-    return count_ops(workload.build_model().train(), workload.inputs(), grad=True).checked
-
-
-def check_training_counts(tasks: list[Task], steps: int | None, workload: Workload, where: str) -> Verdict:
-    """A training step runs at least its forward's ops of each family (backward and optimizer ops come on top).
-
-    Only a lower bound is checked: how many backward ops a family gets depends on which inputs
-    need a gradient and on the backward formulas of the aten ops, which one forward does not tell.
-    """
-    name = f"forward ops in every training step ({where})"
-    expected = training_forward_counts(workload)
-    if not steps:
-        return Verdict(name, False, "run_info.json does not say how many steps")
-    if not expected:
-        return not_applicable(name, f"not applicable: {workload.name}'s forward runs no op of a compared family")
-    counts = family_counts(tasks)
-    parts, ok = [], True
-    for family, per_forward in sorted(expected.items()):
-        got = counts.get(family, 0)
-        ok &= got >= per_forward * steps
-        parts.append(f"{family} {got} (want >= {per_forward} x {steps} = {per_forward * steps})")
-    return Verdict(name, ok, "; ".join(parts) + " (want: one training forward's ops per step; backward and "
-                   "optimizer ops come on top and are not counted exactly)")
 
 
 # The same training steps from the same weights, with and without the profiler, on one device: the

@@ -14,24 +14,32 @@ from common.formats.records import OpStat, Task
 # The order families are listed in (tables, legends). What each one holds:
 #   matmul        MatMulV2/V3, BatchMatMul, Gemm, FusedMatMul, aten::addmm/mm/bmm
 #   conv          Conv2D and its backprops, Conv, FusedConv, aten::convolution/cudnn_/mkldnn_convolution
-#   attention     FlashAttentionScore(Grad), Attention, MultiHeadAttention, scaled_dot_product_attention
+#   attention     FlashAttentionScore(Grad), Attention, MultiHeadAttention, scaled_dot_product_attention,
+#                 torch's fused encoder layer (aten::_transformer_encoder_layer_fwd)
+#   recurrent     LSTM, GRU, RNN layers and cells: DynamicRNN(V2), aten::lstm/gru, aten::mkldnn_rnn_layer
 #   norm          LayerNorm(V3/Grad), RmsNorm, BatchNormalization, BNTraining*, aten::native_layer_norm
 #   activation    Relu, Gelu, FastGelu, Silu, Swiglu, Sigmoid, Tanh, Erf and their gradients; each keeps its
 #                 own label (op_label): a ReLU is never reported as a GELU
 #   softmax       SoftmaxV2, LogSoftmaxV2, Softmax, aten::_softmax and their gradients
-#   elementwise   Add, Mul, Sub, RealDiv, Pow, Equal, Where, DropOutDoMask, the AscendC add_custom kernel
-#   reduce        ReduceSum/Mean/Max, ArgMax, TopK, aten::sum/mean, losses (they reduce to one number)
+#   elementwise   Add, Mul, Sub, RealDiv, Pow, Equal, DropOutDoMask, the AscendC add_custom kernel
+#   reduce        ReduceSum/Mean/Max, ArgMax, aten::sum/mean, losses (they reduce to one number)
 #   pool          MaxPool(WithArgmax), AvgPool, AdaptiveAvgPool, GlobalAveragePool, aten::max_pool2d
+#   resize        Resize, ResizeNearestNeighborV2, ResizeBilinearV2, aten::upsample_nearest2d/bilinear2d
+#   embedding     Embedding(Bag), aten::embedding (an exporter writes it as a Gather: indexing)
+#   indexing      gathers, scatters and routing: Gather(V2/Elements/ND), ScatterND, IndexPut, index_select,
+#                 index_add_, TopK, Sort, NonZero, Where (select by a mask)
 #   cast          Cast, aten::to/_to_copy
-#   layout        TransData, TensorMove, Transpose, Reshape, Concat, Gather, aten::copy_/contiguous/clone
-#   memcpy        transfers: MemcpyAsync, ORT's MemcpyFromHost/ToHost, host<->device copies
+#   layout        TransData, TensorMove, Transpose, Reshape, Concat, Split, Pad, aten::copy_/contiguous/clone
+#   memcpy        transfers: MemcpyAsync, ORT's MemcpyFromHost/ToHost, host<->device copies, a scalar read
+#                 back to the host (aten::_local_scalar_dense: what .item() and `if tensor:` run)
 #   communication hcom_*/HCCL tasks, allReduce/allGather/broadcast/..., gloo:/nccl: collectives
 #   optimizer     Foreach*, Apply*(Adam, Momentum, ...), aten::_foreach_*, fused Adam/SGD steps
 #   init          tensors filled with constants or random numbers: MemSet, Fill, ZerosLike, OnesLike,
 #                 DSA random generators, aten::uniform_/randn/fill_/zero_
 #   other         anything no rule names
-FAMILY_ORDER = ["matmul", "conv", "attention", "norm", "activation", "softmax", "elementwise", "reduce", "pool",
-                "cast", "layout", "memcpy", "communication", "optimizer", "init", "other"]
+FAMILY_ORDER = ["matmul", "conv", "attention", "recurrent", "norm", "activation", "softmax", "elementwise", "reduce",
+                "pool", "resize", "embedding", "indexing", "cast", "layout", "memcpy", "communication", "optimizer",
+                "init", "other"]
 
 # Families whose ops read their inputs and write an output once, element by element (bounds.py
 # models their memory traffic so) and those of them that do no arithmetic at all.
@@ -56,7 +64,10 @@ _RULES: list[tuple[str, str | None, str]] = [
     ("optimizer", None, (r"foreach[a-z0-9_]*|apply(adam|adamw|adagrad|adadelta|adamax|momentum|gradientdescent"
                          r"|centeredrmsprop|rmsprop|ftrl|proximal|powersign|addsign|kerasmomentum|lamb)[a-z0-9]*"
                          r"|(fused_)?(adam|adamw|sgd|lamb|lars|adagrad|rmsprop)(_[a-z0-9_]*)?")),
-    ("attention", None, r"[a-z0-9_]*(attention|flash_?attn)[a-z0-9_]*|scaled_dot_product[a-z0-9_]*"),
+    ("attention", None, (r"[a-z0-9_]*(attention|flash_?attn)[a-z0-9_]*|scaled_dot_product[a-z0-9_]*"
+                         r"|transformer_encoder_layer_fwd")),
+    ("recurrent", None, (r"(mkldnn_|cudnn_|miopen_|_?thnn_fused_)?(lstm|gru|rnn_tanh|rnn_relu|rnn)(_cell|_layer)?"
+                         r"[a-z0-9_]*|dynamic_?(rnn|gru|lstm)[a-z0-9]*|(basic_?)?lstm_?cell|common_?(lstm|gru)")),
     ("matmul", None, (r"(fused|quant|weight_?quant|grouped|batch|quant_?batch|weight_?quant_?batch)*mat_?mul[a-z0-9]*"
                       r"|(fused|q)?gemm(v\d+)?|gemv|mm|bmm|addmm|baddbmm|addbmm|addmv|mv|dot|vdot|linear|einsum"
                       r"|scaled_mm|fullyconnection")),
@@ -67,7 +78,14 @@ _RULES: list[tuple[str, str | None, str]] = [
                     r"(alization)?[a-z0-9_]*|bn_?(training|infer)[a-z0-9_]*|lrn")),
     ("softmax", None, r"[a-z0-9_]*softmax[a-z0-9_]*"),
     ("pool", None, r"[a-z0-9_]*pool[a-z0-9_]*"),
-    ("activation", "Gelu", r"(fast_?|bias_?|quick_?)?gelu(v\d+|_tanh|_erf)?"),
+    ("resize", None, r"(upsample|resize|interpolate|grid_?sampler?|pixel_?shuffle|pixel_?unshuffle)[a-z0-9_]*"),
+    ("embedding", None, r"embedding[a-z0-9_]*"),
+    ("indexing", None, (r"gather[a-z0-9_]*|scatter[a-z0-9_]*|index[a-z0-9_]*|take[a-z_]*|(non_?zero|argwhere)[a-z_]*"
+                        r"|masked_?select|masked_?scatter[a-z_]*|where|select_?v2|top_?k(v\d+)?|sort(v\d+)?"
+                        r"|arg_?sort|one_?hot|bincount|histc|unique[a-z0-9_]*|searchsorted|bucketize")),
+    # ORT's QuickGelu is x * sigmoid(alpha * x): with alpha 1.0 (what ORT fuses x * Sigmoid(x) into) a SiLU
+    ("activation", "QuickGelu", r"quick_?gelu"),
+    ("activation", "Gelu", r"(fast_?|bias_?)?gelu(v\d+|_tanh|_erf)?"),
     ("activation", "Relu6", r"relu6"),
     ("activation", "LeakyRelu", r"leaky_?relu"),
     ("activation", "PRelu", r"prelu|rrelu(_with_noise)?"),
@@ -99,22 +117,22 @@ _RULES: list[tuple[str, str | None, str]] = [
                     r"|empty[a-z_]*|uniform|normal|randn?|randint|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
                     r"|truncated_?normal|bernoulli|multinomial|dsa[a-z0-9]*|dropout_?gen_?mask[a-z0-9]*|gen_?mask"
                     r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*")),
-    ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*"),
+    ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*|local_scalar_dense"),
     ("layout", None, (r"trans_?data[a-z0-9_]*|tensor_?move|transpose[a-z0-9_]*|contiguous|clone|copy|identity"
                       r"|reshape|view|unsafe_view|flatten|unflatten|squeeze|unsqueeze|permute|expand(_as)?"
                       r"|broadcast_?to|broadcast_tensors|tile|repeat[a-z_]*|concat[a-z0-9]*|cat|stack|(unsafe_)?split[a-z0-9_]*"
-                      r"|(unsafe_)?chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select|index[a-z0-9_]*"
-                      r"|gather[a-z0-9_]*|scatter[a-z0-9_]*|embedding[a-z0-9_]*|pad(v\d+|d)?|constant_pad_nd"
+                      r"|(unsafe_)?chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select"
+                      r"|pad(v\d+|d)?|constant_pad_nd|reflection_pad[a-z0-9_]*|replication_pad[a-z0-9_]*"
                       r"|as_strided[a-z0-9_]*|shape|size|format[a-z0-9_]*|trans_?format|unfold|roll|flip")),
     ("reduce", None, (r"reduce[a-z0-9_]*|sum|nansum|mean|nanmean|amax|amin|aminmax|max|min|prod|arg_?max[a-z0-9_]*"
-                      r"|arg_?min[a-z0-9_]*|top_?k(v\d+)?|sort(v\d+)?|cumsum|cumprod|std|var|var_mean|std_mean|norm"
+                      r"|arg_?min[a-z0-9_]*|cumsum|cumprod|std|var|var_mean|std_mean|norm"
                       r"|linalg_vector_norm|all|any|logsumexp|count_nonzero"
                       r"|(nll|mse|l1|smooth_l1|huber|kl_div|cross_entropy)_?loss[a-z0-9_]*"
                       r"|binary_cross_entropy[a-z0-9_]*")),
     ("elementwise", None, (r"add(n|v\d+|s|_custom|cmul|cdiv)?|sub|rsub|mul(s|v\d+|no_?nan)?|div(s|_no_?nan|no_?nan)?"
                            r"|real_?div|true_?div|floor_?div|floor_divide|pow|square|sqrt|rsqrt|exp|expm1|log|log1p"
-                           r"|log2|log10|abs|neg|reciprocal|maximum|minimum|clamp[a-z_]*|clip(by_?value)?|where"
-                           r"|select_?v2|masked_?fill|masked_?select|equal|eq|ne|not_?equal|lt|le|gt|ge|less(_?equal)?"
+                           r"|log2|log10|abs|neg|reciprocal|maximum|minimum|clamp[a-z_]*|clip(by_?value)?"
+                           r"|masked_?fill|masked_?select|equal|eq|ne|not_?equal|lt|le|gt|ge|less(_?equal)?"
                            r"|greater(_?equal)?|logical_?(and|or|not|xor)|bitwise_[a-z]+|and|or|not|xor|floor|ceil"
                            r"|round|trunc|sign|sin|cos|tan|atan2?|lerp|axpy(v\d+)?|mod|fmod|remainder|is_?nan"
                            r"|is_?inf|is_?finite|nan_to_num|square_?sum(v\d+)?|dropout[a-z0-9_]*|dropout_?do_?mask"

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.collect.msprof_layout import ProfDir, new_prof_dir
-from common.collect.torch_ops import api_calls, api_statistic, nodes_from_json, tasks_from_nodes
+from common.collect.torch_ops import api_calls, api_statistic, nodes_from_json, tasks_from_nodes, user_ranges
 from common.errors import Interrupted, LabError
 from common.formats import writers
-from common.formats.records import Task, TaskTimeRow
+from common.formats.records import Task, TaskTimeRow, TxRange
 
 AUTOPROFILE_DIR = Path(__file__).resolve().parent / "autoprofile"
 OUT_DIR_VAR = "MSPROF_LAB_AUTOPROFILE_DIR"
@@ -116,6 +116,7 @@ class ProcessProfile:
     argv: list[str]
     tasks: list[Task]
     api: dict[str, list[float]]
+    ranges: list[TxRange] = field(default_factory=list)  # the program's own record_function ranges
 
 
 def resolve_app(app_argv: list[str]) -> list[str]:
@@ -307,9 +308,10 @@ def load_raw(raw_dir: Path) -> list[ProcessProfile]:
             record = json.loads(file.read_text())
         except json.JSONDecodeError:
             continue  # a process killed mid-write leaves only its .tmp; a bad file is skipped the same way
-        roots = nodes_from_json(record["nodes"])
-        tasks = writers.with_wait_times(tasks_from_nodes(roots, float(record["trace_start_us"])))
-        profiles.append(ProcessProfile(record["pid"], record["ppid"], record["argv"], tasks, api_calls(roots)))
+        roots, start_us = nodes_from_json(record["nodes"]), float(record["trace_start_us"])
+        tasks = writers.with_wait_times(tasks_from_nodes(roots, start_us))
+        profiles.append(ProcessProfile(record["pid"], record["ppid"], record["argv"], tasks, api_calls(roots),
+                                       user_ranges(roots, start_us)))
     return sorted(profiles, key=lambda p: p.tasks[0].start_us if p.tasks else float("inf"))
 
 
@@ -328,5 +330,7 @@ def write_msprof_layout(out_dir: Path, profiles: list[ProcessProfile]) -> list[P
         writers.write_task_time(prof.file("task_time"), task_rows)
         name = f"CPU ops (portable) pid {profile.pid}: {' '.join(profile.argv)[:80]}"
         writers.write_trace(prof.file("msprof", "json"), writers.timeline_events(profile.tasks, profile.pid, name))
+        if profile.ranges:  # msprof writes msprof_tx only when the program marked ranges (--msproftx=on)
+            writers.write_msprof_tx(prof.file("msprof_tx"), profile.ranges, profile.pid)
         written.append(prof)
     return written

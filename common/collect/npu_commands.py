@@ -61,20 +61,13 @@ def atc_om_to_json_argv(atc: str, om: Path, json_out: Path) -> list[str]:
     return [atc, "--mode=1", f"--om={om}", f"--json={json_out}"]
 
 
-# msprof op's metric sets (msopprof user guide, --aic-metrics). KernelScale is the one that honours a
+# msprof op's metric sets (msOpProf user guide, --aic-metrics). KernelScale is the one that honours a
 # kernel's MetricsProfStart()/MetricsProfStop() region; without --aic-metrics the region is not
-# collected. KernelScale exists on Atlas A2/A3 (Ascend910B*, Ascend910_93*) only.
+# collected. KernelScale exists on Atlas A2/A3 (and Ascend 950) only; mode 02 runs its NPU path on
+# Atlas A2/A3 only (common.backend.is_atlas_a2_a3), so it always passes this pair.
 MSPROF_OP_METRICS_REGION = ("KernelScale", "PipeUtilization")
-MSPROF_OP_METRICS_PLAIN = ("PipeUtilization",)
 MAX_LAUNCH_COUNT = 5000  # msprof op --launch-count accepts 1..5000
-
-
-def msprof_op_metrics(soc_version: str | None) -> tuple[str, ...]:
-    """``--aic-metrics`` for msprof op: KernelScale (the MetricsProf region) + PipeUtilization on A2/A3,
-    PipeUtilization alone elsewhere (the region is then the whole kernel)."""
-    if soc_version and (soc_version.startswith("Ascend910B") or soc_version.startswith("Ascend910_93")):
-        return MSPROF_OP_METRICS_REGION
-    return MSPROF_OP_METRICS_PLAIN
+MAX_LAUNCH_SKIP = 1000  # msprof op --launch-skip-before-match accepts 0..1000
 
 
 def msprof_op_argv(
@@ -84,16 +77,18 @@ def msprof_op_argv(
     """``msprof op --output=<dir> [--kernel-name=K] --aic-metrics=<sets> [--launch-skip-before-match=S]
     --launch-count=N <app argv...>``: per-block PMU of N launches of one kernel.
 
-    ``launch_skip`` launches (the program's warm-up) are skipped before collection starts; the
-    results land in ``<dir>/OPPROF_*/`` (OpBasicInfo.csv, PipeUtilization.csv, ...). ``msprof op``
-    is CANN 8.x's entry point of the tool newer documentation calls ``msopprof``.
+    The first ``launch_skip`` launches are skipped before collection starts, whatever kernel they
+    run (the tool counts every launch, then matches ``--kernel-name``); the results land in
+    ``<dir>/OPPROF_*/`` (OpBasicInfo.csv, PipeUtilization.csv, ...). The command is ``msprof op``;
+    the tool's documentation names it msOpProf (MindStudio Ops Profiler), and ``msopprof`` is the
+    executable in the CANN package that ``msprof op`` runs.
     """
     if not app_argv:
         raise ValueError("msprof op needs an application to run")
     if not 1 <= launch_count <= MAX_LAUNCH_COUNT:
         raise ValueError(f"launch_count must be in 1..{MAX_LAUNCH_COUNT}")
-    if launch_skip < 0:
-        raise ValueError("launch_skip must not be negative")
+    if not 0 <= launch_skip <= MAX_LAUNCH_SKIP:
+        raise ValueError(f"launch_skip must be in 0..{MAX_LAUNCH_SKIP}")
     if not aic_metrics:
         raise ValueError("msprof op needs at least one --aic-metrics set")
     argv = [msprof, "op", f"--output={output}"]

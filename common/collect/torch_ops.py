@@ -28,8 +28,9 @@ import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from common.analyze.families import op_family
 from common.formats.intervals import gaps, merge, union_us
-from common.formats.records import ApiStat, StepTime, Task
+from common.formats.records import ApiStat, StepTime, Task, TxRange
 
 COMPOSITE_OPS = frozenset({
     "aten::linear", "aten::matmul", "aten::einsum", "aten::dropout", "aten::feature_dropout",
@@ -43,9 +44,23 @@ VIEW_OPS = frozenset({
     "aten::expand", "aten::expand_as", "aten::permute", "aten::squeeze", "aten::unsqueeze", "aten::slice",
     "aten::select", "aten::narrow", "aten::detach", "detach", "aten::detach_", "aten::alias", "aten::resolve_conj",
     "aten::resolve_neg", "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_",
-    "aten::lift_fresh", "aten::unbind", "aten::numpy_T", "aten::result_type", "aten::is_nonzero",
+    "aten::lift_fresh", "aten::unbind", "aten::numpy_T", "aten::result_type",
     "aten::_unsafe_view", "aten::set_", "aten::requires_grad_", "aten::_has_compatible_shallow_copy_type",
 })
+# Questions about a tensor or the build, not kernels: never a task themselves, but what they call is
+# (``aten::is_nonzero`` — ``if tensor:`` — and ``aten::item`` read the value back with
+# ``aten::_local_scalar_dense``, a device-to-host copy on an NPU).
+QUERY_OPS = frozenset({
+    "aten::is_nonzero", "aten::item", "aten::_nnpack_available", "aten::cudnn_is_acceptable", "aten::size",
+    "aten::stride", "aten::sym_size", "aten::sym_stride", "aten::numel", "aten::sym_numel", "aten::dim",
+    "aten::is_floating_point", "aten::is_complex", "aten::is_same_size", "aten::_has_compatible_shallow_copy_type",
+    "aten::is_contiguous", "aten::_use_cudnn_ctc_loss", "aten::_use_cudnn_rnn_flatten_weight",
+    "aten::_debug_has_internal_overlap", "aten::_assert_async", "aten::_is_all_true", "aten::is_nonzero_",
+})
+# Composite ops of these families are looked through only when an op of their own family runs below
+# them: on the CPU, aten::_convolution runs a transposed convolution in its own body (its children
+# are copies), so it is the task there, not the copies below it.
+_OWN_WORK_FAMILIES = frozenset({"matmul", "conv", "attention", "recurrent", "norm"})
 
 # Autograd's bookkeeping around each backward function: looked through, like COMPOSITE_OPS.
 AUTOGRAD_PREFIXES = ("autograd::engine::evaluate_function: ", "torch::autograd::")
@@ -164,11 +179,22 @@ def decomposes(name: str) -> bool:
     return bool(overloads) and all(has(o, "CompositeImplicitAutograd") for o in overloads)
 
 
+def _has_family(node: OpNode, family: str) -> bool:
+    return any(op_family(c.name) == family or _has_family(c, family) for c in node.children)
+
+
+def _looked_through(node: OpNode) -> bool:
+    """A composite op whose work its children do (see the module docstring)."""
+    if not (node.name in COMPOSITE_OPS or (node.children and decomposes(node.name))):
+        return False
+    family = op_family(node.name)
+    return family not in _OWN_WORK_FAMILIES or _has_family(node, family)
+
+
 def _walk(node: OpNode, out: list[OpNode]) -> None:
     if node.name in VIEW_OPS or is_communication(node.name) or node.name.startswith(COLLECTIVE_LAUNCH_PREFIX):
         return
-    composite = node.name in COMPOSITE_OPS or (node.children and decomposes(node.name))
-    if node.is_range or composite or _is_autograd_wrapper(node.name):
+    if node.is_range or node.name in QUERY_OPS or _looked_through(node) or _is_autograd_wrapper(node.name):
         for child in node.children:
             _walk(child, out)
         return
@@ -190,6 +216,21 @@ def tasks_from_nodes(roots: list[OpNode], trace_start_us: float) -> list[Task]:
     for root in roots:
         _walk(root, selected)
     return sorted((_task(node, trace_start_us, "CPU") for node in selected), key=lambda t: t.start_us)
+
+
+def user_ranges(roots: list[OpNode], trace_start_us: float) -> list[TxRange]:
+    """The program's own ranges (``record_function``), as msprof_tx rows: host times only, a CPU has no stream."""
+    found: list[TxRange] = []
+
+    def visit(node: OpNode) -> None:
+        if node.is_range and not node.name.startswith("ProfilerStep"):
+            found.append(TxRange(node.name, trace_start_us + node.start_us, trace_start_us + node.end_us))
+        for child in node.children:
+            visit(child)
+
+    for root in roots:
+        visit(root)
+    return sorted(found, key=lambda r: r.start_us)
 
 
 def communication_tasks(roots: list[OpNode], trace_start_us: float) -> list[Task]:

@@ -21,7 +21,7 @@ from common.formats.db import ProfilerDb, db_kind
 from common.formats.engine import pl
 from common.formats.memory import MemoryData, memory_from_db, read_memory
 from common.formats.overlap import overlap_step_times
-from common.formats.records import OpStat, StepTime, Task
+from common.formats.records import OpStat, StepTime, Task, TxRange
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
 
 _MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
@@ -30,7 +30,7 @@ RUN_INFO_DEPTH = 4  # PROF_*/mindstudio_profiler_output sits at most this deep b
 # Above this many tasks the report works on engine aggregates only: a Task record costs ~1 KB and
 # ~10 us to build, so a million of them would take ~10 s and ~1 GB.
 TASK_RECORDS_MAX = 200_000
-MSPROF_NAMES = ("op_summary", "op_statistic", "api_statistic", "task_time", "msprof")
+MSPROF_NAMES = ("op_summary", "op_statistic", "api_statistic", "task_time", "msprof", "msprof_tx")
 
 
 DB_KINDS = ("torch_npu_db", "msprof_db")
@@ -142,6 +142,12 @@ class Dataset:
             return self.profiler_db.tasks()
         reader = readers.read_op_summary if self.kind == "msprof" else readers.read_kernel_details
         return [task for path in self.files(self.task_file) for task in reader(path)]
+
+    @functools.cached_property
+    def tx_ranges(self) -> list[TxRange]:
+        """The application's own ranges (msprof_tx, written with ``--msproftx=on``), oldest first."""
+        ranges = [r for path in self.files("msprof_tx") for r in readers.read_msprof_tx(path)]
+        return sorted(ranges, key=lambda r: r.start_us)
 
     @functools.cached_property
     def task_totals(self) -> pl.DataFrame:

@@ -23,6 +23,7 @@ from common.formats.records import (
     Task,
     TaskTimeRow,
     TraceEvent,
+    TxRange,
 )
 from common.formats.schema import PMU_COLUMNS
 from common.formats.table import CsvFile, Table, checked_numbers, cleaned, line_at, read_table
@@ -303,6 +304,23 @@ def read_task_time(path: Path | str) -> list[TaskTimeRow]:
             t.numbers("task_time(us)", required=True, minimum=0), t.numbers("task_start(us)", required=True),
             t.numbers("task_stop(us)", required=True),
         )
+    ]
+
+
+TX_COLUMNS = ["message", "Start_time(us)", "End_time(us)"]
+TX_DEVICE_COLUMNS = ["Device Start_time(us)", "Device End_time(us)"]
+
+
+def read_msprof_tx(path: Path | str) -> list[TxRange]:
+    """msprof_tx(_*).csv: the application's own ranges (``--msproftx=on``), marks without an end left out."""
+    t = read_table(path, TX_COLUMNS, MSPROF)
+    starts, ends = t.numbers("Start_time(us)", required=True), t.numbers("End_time(us)")
+    device_starts, device_ends = (t.numbers(c) for c in TX_DEVICE_COLUMNS)
+    return [
+        TxRange(message or "", start, end, device_start, device_end)
+        for message, start, end, device_start, device_end in zip(
+            t.strings("message"), starts, ends, device_starts, device_ends)
+        if end is not None and end >= start
     ]
 
 

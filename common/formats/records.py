@@ -32,6 +32,28 @@ class Task:
 
 
 @dataclass
+class TxRange:
+    """One application range of msprof_tx(_*).csv (``--msproftx=on``): its message and times (µs).
+
+    ``device_*`` are where the range's marks ran on the device's stream (a range started with a
+    stream); None when only the host was marked. Tasks of the range run between the device marks.
+    """
+
+    message: str
+    start_us: float
+    end_us: float
+    device_start_us: float | None = None
+    device_end_us: float | None = None
+
+    @property
+    def window_us(self) -> tuple[float, float]:
+        """Where the range's tasks run: the device marks when recorded, else the host's."""
+        if self.device_start_us is not None and self.device_end_us is not None:
+            return self.device_start_us, self.device_end_us
+        return self.start_us, self.end_us
+
+
+@dataclass
 class OpStat:
     """One row of op_statistic: all tasks of one OP Type on one core type."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from common.formats import readers, schema
 from common.formats.engine import pl
-from common.formats.records import ApiStat, OpStat, StepTime, Task, TaskTimeRow
+from common.formats.records import ApiStat, OpStat, StepTime, Task, TaskTimeRow, TxRange
 
 
 def format_cell(value: object, column: str = "") -> str:
@@ -134,6 +134,19 @@ def write_task_time(path: Path, rows: list[TaskTimeRow], device_id: str = "host"
         for r in rows
     )
     return write_csv(path, schema.TASK_TIME, out)
+
+
+MSPROF_TX_HEADER = ["pid", "tid", "category", "event_type", "payload_type", "payload_value", "Start_time(us)",
+                    "End_time(us)", "message_type", "message", "domain", "Device Start_time(us)",
+                    "Device End_time(us)"]
+
+
+def write_msprof_tx(path: Path, ranges: list[TxRange], pid: int) -> Path:
+    """msprof_tx: one row per application range, in msprof's merged columns (``N/A`` where a CPU has no value)."""
+    rows = [{"pid": pid, "tid": 0, "event_type": "start/end", "Start_time(us)": r.start_us, "End_time(us)": r.end_us,
+             "message_type": "string", "message": r.message, "domain": "default",
+             "Device Start_time(us)": r.device_start_us, "Device End_time(us)": r.device_end_us} for r in ranges]
+    return write_csv(path, MSPROF_TX_HEADER, rows)
 
 
 def write_step_trace_time(path: Path, steps: list[StepTime]) -> Path:
