@@ -13,9 +13,11 @@
     nox -s npu_dryrun -- 3                       # every mode's NPU path against recording stand-ins (no NPU)
 
 ``--workload FILE`` (or ``MSPROF_LAB_WORKLOAD=FILE`` when no flag is given) points every mode
-script at a workload file (docs/own_model.md); the path is checked here, before anything runs,
-and handed to the scripts as an absolute path. After the four modes have run in one nox
-invocation (in any order), the cross-mode ``agree`` step follows by itself. The backend is detected once, here, and printed before anything runs.
+script at a workload file (docs/own_model.md); a relative path is taken from the directory nox
+was started in. The file is loaded and its model run once, before the first mode starts: a
+broken one stops everything with one line (the other modes are skipped, nothing is written), and
+the scripts get it as an absolute path. After the four modes have run in one nox invocation (in
+any order, whether they passed or failed), the cross-mode ``agree`` step follows by itself. The backend is detected once, here, and printed before anything runs.
 Every session uses one shared environment (``.nox/lab-<backend>``), built on first use and
 rebuilt only when its dependency groups in ``pyproject.toml`` change (common/environments.py,
 which also builds msprof-analyze's ``.nox/ecosystem``). On an NPU machine that environment
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -40,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from common.backend import detect, parse_device_id  # noqa: E402  (standard library only)
 from common.environments import ensure_environment  # noqa: E402
 from common.errors import LabError  # noqa: E402
-from common.formats.rundir import prepare_output_dir, read_run_info  # noqa: E402
+from common.formats.rundir import prepare_output_dir  # noqa: E402
 
 nox.needs_version = ">=2024.4"  # as in the dev group of pyproject.toml
 nox.options.sessions = ["cmdline", "ascendc", "pyacl", "pytorch"]
@@ -66,7 +69,7 @@ def lab_python(session: nox.Session) -> str:
     return str(python)
 
 
-USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N]"
+USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N] [--train (pytorch)]"
 MAX_REPEAT = 20
 MAX_THREADS = 1024  # as common.lesson.parse_threads
 WORKLOAD_VAR = "MSPROF_LAB_WORKLOAD"  # as common.workload.ENV_VAR (that module imports numpy; nox need not have it)
@@ -77,18 +80,27 @@ class ModeArgs(NamedTuple):
     repeat: int
     workload: str | None  # an absolute path, or None for the default workload (TinyMLP)
     threads: int | None = None  # --threads for the modes that run the workload; None: their default
+    train: bool = False  # --train: mode 04 profiles training steps
 
 
-def workload_path(value: str | None, origin: str) -> str | None:
-    """The workload file as an absolute path (relative paths are taken from the repository root,
-    where nox runs), or None; a path that is not an existing file raises a LabError naming ``origin``."""
+# What this nox invocation has learnt, kept for its later sessions: the workload files already loaded
+# and run (path -> None, or the one line that refused it), and the mode sessions that have started.
+WORKLOAD_CHECKED: dict[str, str | None] = {}
+MODES_STARTED: set[str] = set()
+
+
+def workload_path(value: str | None, origin: str, cwd: Path | str = ROOT) -> str | None:
+    """The workload file as an absolute path (a relative one is taken from ``cwd``, the directory nox
+    was started in), or None; a path that is not an existing file raises a LabError naming ``origin``
+    and where it looked."""
     if not value:
         return None
     file = Path(value).expanduser()
-    file = file if file.is_absolute() else ROOT / file
+    file = file if file.is_absolute() else Path(cwd) / file
     if not file.is_file():
         what = "does not exist" if not file.exists() else "is not a file"
-        raise LabError(f"workload file {value} ({origin}) {what}",
+        looked = "" if str(file) == value else f", looked for {file}"
+        raise LabError(f"workload file {value} ({origin}{looked}) {what}",
                        "give the path of a Python file that defines build_model() and make_input() "
                        "(see docs/own_model.md)")
     return str(file.resolve())
@@ -112,7 +124,7 @@ def take_workload(session: nox.Session, args: list[str], usage: str) -> str | No
     else:
         value, origin = os.environ.get(WORKLOAD_VAR) or None, f"from ${WORKLOAD_VAR}"
     try:
-        return workload_path(value, origin)
+        return workload_path(value, origin, getattr(session, "invoked_from", None) or ROOT)
     except LabError as err:
         session.error(str(err))
 
@@ -134,18 +146,41 @@ def take_number(session: nox.Session, args: list[str], flag: str, low: int, high
 
 
 def mode_args(session: nox.Session) -> ModeArgs:
-    """``-- [device] [--repeat N] [--workload FILE] [--threads N]`` (defaults 0, 1, $MSPROF_LAB_WORKLOAD
-    or TinyMLP, each mode's own), validated before anything runs."""
+    """``-- [device] [--repeat N] [--workload FILE] [--threads N] [--train]`` (defaults 0, 1,
+    $MSPROF_LAB_WORKLOAD or TinyMLP, each mode's own, inference), validated before anything runs.
+    ``--train`` is mode 04's; the other modes profile inference and ignore it."""
     args = list(session.posargs)
     workload = take_workload(session, args, USAGE)
     repeat = take_number(session, args, "--repeat", 1, MAX_REPEAT) or 1
     threads = take_number(session, args, "--threads", 0, MAX_THREADS)
+    train = "--train" in args
+    args = [a for a in args if a != "--train"]
     if len(args) > 1:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} (not understood: {' '.join(args[1:])})")
     try:
-        return ModeArgs(str(parse_device_id(args[0] if args else "0")), repeat, workload, threads)
+        return ModeArgs(str(parse_device_id(args[0] if args else "0")), repeat, workload, threads, train)
     except LabError as err:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} ({err})")
+
+
+def check_workload(session: nox.Session, python: str, workload: str | None, train: bool) -> None:
+    """Load the workload and run its model once, before the first mode of this invocation starts (what
+    every mode would do first): a broken file ends this session with the one line that says why, and
+    every later mode session of the invocation is skipped instead of saying it again."""
+    key = f"{workload or ''}|{train}"
+    if key in WORKLOAD_CHECKED:
+        if WORKLOAD_CHECKED[key] is not None:
+            session.skip("not run: the workload was refused above")
+        return
+    command = [python, "-m", "common", "workload", *([workload] if workload else []), *(["--train"] if train else [])]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode == 0:
+        WORKLOAD_CHECKED[key] = None
+        session.log(done.stdout.strip())
+        return
+    lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
+    WORKLOAD_CHECKED[key] = lines[-1] if lines else f"the workload check exited with {done.returncode}"
+    session.error(WORKLOAD_CHECKED[key].removeprefix("Error: "))
 
 
 WORKLOAD_BUILD_SCRIPTS = {"03_api_pyAcl/build_model.sh"}  # the build steps that take --workload
@@ -153,14 +188,16 @@ THREADS_SCRIPTS = {"01_cmdline/run.sh", "03_api_pyAcl/run.sh", "04_pyTorch/run.s
 MODE_DIRS = {"cmdline": "01_cmdline", "ascendc": "02_api_AscendC", "pyacl": "03_api_pyAcl", "pytorch": "04_pyTorch"}
 
 
-def modes_of_this_run(root: Path = ROOT, run_id: str = RUN_ID) -> set[str]:
-    """The mode sessions whose last output (``<mode>/prof_out/run_info.json``) is a completed run of this invocation."""
-    done = set()
-    for session, folder in MODE_DIRS.items():
-        info = read_run_info(root / folder / "prof_out")
-        if info and info.get("run_id") == run_id and info.get("completed"):
-            done.add(session)
-    return done
+def queue_agree(session: nox.Session) -> None:
+    """Once the four mode sessions have all started in this invocation, passed or failed, queue ``agree``
+    after the sessions still to run (it reports a failed mode as a FAIL, never leaves it out silently)."""
+    if MODES_STARTED != set(MODE_DIRS):
+        return
+    try:
+        session.notify("agree", posargs=[])  # a no-op when agree is queued already
+        session.log("all four modes ran in this invocation: the cross-mode verdict follows")
+    except ValueError:  # --parallel / --no-dependencies: nox queues nothing more
+        session.log("all four modes ran in this invocation: `nox -s agree` gives the cross-mode verdict")
 
 
 def run_mode(session: nox.Session, *scripts: list[str]) -> None:
@@ -170,14 +207,23 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
 
     With ``--repeat N`` the mode's run.sh runs N times and each run's prof_out/ is kept as
     ``<mode>/prof_runs/<i>/`` (for ``python -m common compare``, which takes medians over them).
-    When the four modes' outputs now all come from this invocation (their run_info.json carry its
-    run id), ``agree`` is queued after the sessions still to run, without the device arguments,
-    which are not agree's. That is read from disk, not kept in this process: nox's ``requires=``
-    cannot say "after these, if they all ran" (it runs a session's requirements *before* it,
-    and ``nox -s agree`` alone must not re-run the modes).
+    When the four mode sessions have all started in this invocation, ``agree`` is queued after the
+    sessions still to run, without the device arguments, which are not agree's (queue_agree). nox's
+    ``requires=`` cannot say "after these, if they all ran" (it runs a session's requirements
+    *before* it, and ``nox -s agree`` alone must not re-run the modes).
     """
-    device, repeat, workload, threads = mode_args(session)
+    device, repeat, workload, threads, train = mode_args(session)
     python = lab_python(session)
+    check_workload(session, python, workload, train)
+    MODES_STARTED.add(session.name)
+    try:
+        _run_scripts(session, python, scripts, ModeArgs(device, repeat, workload, threads, train))
+    finally:  # also when the mode failed: agree then reports it as a FAIL
+        queue_agree(session)
+
+
+def _run_scripts(session: nox.Session, python: str, scripts: tuple[list[str], ...], args: ModeArgs) -> None:
+    device, repeat, workload, threads, train = args
     env = {"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}
     for script in scripts:
         if not script[-1].endswith("run.sh"):
@@ -193,16 +239,11 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
             if runs:
                 session.log(f"run {i} of {repeat}")
             threads_args = ["--threads", str(threads)] if threads is not None and script[-1] in THREADS_SCRIPTS else []
-            session.run("bash", *script, device, *workload_args(workload), *threads_args, env=env, external=True)
+            train_args = ["--train"] if train and script[-1] == "04_pyTorch/run.sh" else []
+            session.run("bash", *script, device, *workload_args(workload), *threads_args, *train_args, env=env,
+                        external=True)
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))
-    if modes_of_this_run() != set(MODE_DIRS):
-        return
-    try:
-        session.notify("agree", posargs=[])  # a no-op when agree is queued already
-        session.log("all four modes ran in this invocation: the cross-mode verdict follows")
-    except ValueError:  # --parallel / --no-dependencies: nox queues nothing more
-        session.log("all four modes ran in this invocation: `nox -s agree` gives the cross-mode verdict")
 
 
 @nox.session

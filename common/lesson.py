@@ -95,8 +95,9 @@ class Run:
 
         root = where or self.out
         text, written, warnings, integrity = write_reports(root, verdicts, notes, warnings)
-        if warnings:
-            self.record(disturbed=warnings)
+        failed = [v.name for v in [*verdicts, *integrity] if not v.ok]
+        # what agree reads: whether this mode's own checks held, and which did not
+        self.record(verdicts_passed=not failed, failed_checks=failed, **({"disturbed": warnings} if warnings else {}))
         print(text)
         for note in notes:
             print(note)

@@ -183,14 +183,31 @@ def count_flops(model, inputs: tuple) -> FlopCount:
     return FlopCount({f: float(n) for f, n in per_family.items()}, dict(uncounted))
 
 
-# --- comparing outputs ---------------------------------------------------------------------------------
+# --- outputs ---------------------------------------------------------------------------------------------
+def flatten_output(output) -> list:
+    """A model's output as a flat list of its tensors, in a fixed order (docs/own_model.md): a tensor is
+    itself; a tuple or list, its items in order; a dict, its values in insertion order; a dataclass
+    (Hugging Face's ``ModelOutput`` is one), its fields in declaration order. Nested containers are
+    flattened depth first; None entries (an output a model did not compute) are left out."""
+    import dataclasses
+
+    if output is None:
+        return []
+    if isinstance(output, (tuple, list)):
+        return [t for item in output for t in flatten_output(item)]
+    if isinstance(output, dict):
+        return [t for item in output.values() for t in flatten_output(item)]
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return [t for f in dataclasses.fields(output) for t in flatten_output(getattr(output, f.name))]
+    return [output]
+
+
 def _arrays(output) -> list[np.ndarray]:
-    """A tensor, an array, or a tuple/list of them, as fp32 numpy arrays."""
+    """A model output (see :func:`flatten_output`) or arrays, as fp32 numpy arrays."""
     import numpy as np
 
-    items = output if isinstance(output, (tuple, list)) else [output]
     arrays = []
-    for item in items:
+    for item in flatten_output(output):
         if hasattr(item, "detach"):
             item = item.detach().float().cpu().numpy()
         arrays.append(np.asarray(item, dtype=np.float32))
@@ -213,7 +230,8 @@ def compare_outputs(output, reference) -> dict[str, float]:
         return {"max_abs_diff": 0.0, "mean_abs_diff": 0.0, "cosine": float("nan")}
     diff = np.abs(out - ref)
     denom = float(np.linalg.norm(out) * np.linalg.norm(ref))
-    cosine = float(out @ ref / denom) if denom else float("nan")
+    # two all-zero outputs point the same way; one all-zero output against another does not
+    cosine = float(out @ ref / denom) if denom else (1.0 if not diff.any() else 0.0)
     return {"max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()), "cosine": cosine}
 
 
@@ -231,6 +249,7 @@ class Workload:
     expectations: dict[str, Any] = field(default_factory=dict)
     _reference: tuple[np.ndarray, ...] | None = field(default=None, repr=False)
     _flops: FlopCount | None = field(default=None, repr=False)
+    _precision: str | None = field(default=None, repr=False)
 
     @property
     def where(self) -> str:
@@ -275,10 +294,39 @@ class Workload:
         """``model(x)``, or ``model(*x)`` for a tuple of inputs."""
         return model(*x) if isinstance(x, tuple) else model(x)
 
+    @property
+    def precision(self) -> str:
+        """``fp32``, or ``fp16`` / ``bf16`` when the model's weights or outputs are in that dtype."""
+        if self._precision is None:
+            self._reference_arrays()
+        return self._precision
+
+    def fp32_copy(self):
+        """The model and its inputs in fp32 (what mode 03 exports): the model itself when it is fp32 already;
+        an fp16 / bf16 model converted with ``.float()``, its floating-point inputs likewise."""
+        model, x = self.build_model(), self.inputs()
+        if self.precision == "fp32":
+            return model, x
+        return model.float(), tuple(t.float() if t.is_floating_point() else t for t in x)
+
+    def fp32_reference(self) -> tuple[np.ndarray, ...]:
+        """The CPU output of :meth:`fp32_copy` (the reference itself for an fp32 model)."""
+        if self.precision == "fp32":
+            return self._reference_arrays()
+        import torch
+
+        model, x = self.fp32_copy()
+        with torch.no_grad():
+            return tuple(_arrays(model(*x)))
+
     def reference_output(self):
-        """The fp32 CPU output of the model on its input, without any profiler (a copy; one array per output)."""
+        """The CPU output of the model on its input, without any profiler (a copy; one array per output)."""
         arrays = tuple(a.copy() for a in self._reference_arrays())
         return arrays[0] if len(arrays) == 1 else arrays
+
+    def reference_output_arrays(self) -> tuple[np.ndarray, ...]:
+        """The reference as a tuple of arrays, one per output (copies)."""
+        return tuple(a.copy() for a in self._reference_arrays())
 
     def compare_to_reference(self, output) -> dict[str, float]:
         """Max abs diff, mean abs diff and cosine of ``output`` against the reference."""
@@ -309,15 +357,24 @@ class Workload:
                 out = self.forward(model, x)
         except Exception as err:  # noqa: BLE001 (the user's model: any failure is theirs to fix)
             shapes = ", ".join(str(tuple(t.shape)) for t in (x if isinstance(x, tuple) else (x,)))
+            line = _user_line(err, self.path)
+            if line:  # it failed in the user's own code: point there
+                raise LabError(f"{self.where}: forward() failed at {line} on the input of make_input() (shapes "
+                               f"{shapes}): {_first_line(err)}",
+                               "fix the model's code there, or make make_input() return what forward() takes "
+                               "(a tuple is passed as separate arguments)") from None
             raise LabError(f"{self.where}: the model rejects the input of make_input() (shapes {shapes}): "
                            f"{_first_line(err)}",
                            "make make_input() return what forward() takes (a tuple is passed as separate "
                            "arguments)") from None
-        items = out if isinstance(out, (tuple, list)) else (out,)
+        items = flatten_output(out)
         if not items or not all(isinstance(t, torch.Tensor) for t in items):
-            raise LabError(f"{self.where}: the model returned {_kinds(out)}, not a tensor or a tuple of tensors",
-                           "make forward() return a tensor (or a tuple of tensors); wrap the model if it returns "
-                           "a dict or other object")
+            raise LabError(f"{self.where}: the model returned {_kinds(out)}, not tensors",
+                           "make forward() return a tensor, or a tuple, list, dict or dataclass of tensors "
+                           "(docs/own_model.md)")
+        low = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+        dtypes = [t.dtype for t in items] + [p.dtype for p in model.parameters()]
+        self._precision = next((low[d] for d in dtypes if d in low), "fp32")
         if self.loss is not None:
             try:
                 with torch.no_grad():
@@ -331,6 +388,16 @@ class Workload:
         return out
 
 
+def _user_line(err: BaseException, path: str | None) -> str | None:
+    """``file:line (function)`` of the last frame of the traceback in the workload file, if any."""
+    import traceback
+
+    if path is None:
+        return None
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).resolve() == Path(path)]
+    return f"{path}:{frames[-1].lineno} ({frames[-1].name})" if frames else None
+
+
 def _first_line(err: BaseException) -> str:
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
@@ -338,6 +405,8 @@ def _first_line(err: BaseException) -> str:
 
 def _kinds(value) -> str:
     """``dict``, or ``a tuple of Tensor, NoneType``: what a function returned, for an error line."""
+    if isinstance(value, dict):
+        return f"a dict of {', '.join(type(v).__name__ for v in value.values()) or 'nothing'}"
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of {', '.join(type(v).__name__ for v in value) or 'nothing'}"
     return type(value).__name__

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.workload import FORWARD_RANGE, MEASURED_FORWARDS, WARMUP_FORWARDS, load_workload
+from common.workload import FORWARD_RANGE, MEASURED_FORWARDS, WARMUP_FORWARDS, flatten_output, load_workload
 
 
 def parse_device(text: str) -> int | None:
@@ -30,8 +30,8 @@ def parse_device(text: str) -> int | None:
 
 
 def save_output(path: str, y) -> None:
-    """One output tensor -> ``path`` (.npy); several -> ``<path>.npz`` with one array each, in order."""
-    arrays = [t.float().cpu().numpy() for t in (y if isinstance(y, (tuple, list)) else (y,))]
+    """One output tensor -> ``path`` (.npy); several (a tuple, dict ... flattened) -> ``<path>.npz``, in order."""
+    arrays = [t.detach().float().cpu().numpy() for t in flatten_output(y)]
     if len(arrays) == 1:
         np.save(path, arrays[0])
     else:

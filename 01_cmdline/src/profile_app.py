@@ -69,7 +69,7 @@ def check_run(run, own_model: bool) -> list:
                                       f"01, {forwards} forwards"),
             # Which family dominates is a statement about the model: only the workload can declare it.
             checks.check_declared_top_family(checks.stats_of(datasets), work, "01"),
-            checks.check_output_file(run.out / "output.npy", "01", work),
+            checks.check_output_file(run.out / "output.npy", "01", work, run.npu),
         ]
     return verdicts
 

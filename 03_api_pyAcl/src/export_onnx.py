@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, f
 from variants import RECORD_KEY, ModelFiles
 
 from common.errors import ArgumentParser, LabError, run_cli
-from common.workload import load_workload
+from common.workload import flatten_output, load_workload
 
 # Opset 17: GELU is exported as its Erf formula (Div, Erf, Add, Mul, Mul), which ATC and
 # ONNX Runtime both fuse back into one Gelu op. The single-op Gelu only exists from opset 20,
@@ -62,13 +62,34 @@ def exporter_choice(export_fn) -> dict:
     return {"dynamo": False} if "dynamo" in inspect.signature(export_fn).parameters else {}
 
 
+def flat_outputs(model):
+    """The model with its outputs as one flat tuple (a dict, a dataclass ... in the order the lab compares
+    them, common.workload.flatten_output): one graph output per tensor."""
+    import torch
+
+    class FlatOutputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *x):
+            return tuple(flatten_output(self.model(*x)))
+
+    return FlatOutputs().eval()
+
+
 def export(files: ModelFiles) -> Path:
-    """Write the workload's model as ONNX to ``files.onnx``, stamped and checked; returns the path."""
+    """Write the workload's model as ONNX to ``files.onnx``, stamped and checked; returns the path.
+
+    An fp16 or bf16 model is exported as an fp32 copy: the graph every variant starts from is fp32
+    (the variants choose the precision), and 03 compares its outputs with that copy's CPU output.
+    """
     import onnx
     import torch
 
     path = files.onnx
-    model, example = files.workload.build_model(), files.workload.inputs()
+    model, example = files.workload.fp32_copy()
+    model = flat_outputs(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.onnx")
     with warnings.catch_warnings():
@@ -114,8 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default=None, help="workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     args = parser.parse_args(argv)
-    path = export(ModelFiles(load_workload(args.workload)))
+    files = ModelFiles(load_workload(args.workload))
+    path = export(files)
     print(f"exported {describe(path)}")
+    if files.workload.precision != "fp32":
+        print(f"note: {files.workload.name} is an {files.workload.precision} model; the graph is an fp32 copy of it "
+              "(model.float()), and 03's outputs are compared with that copy's CPU output")
     return 0
 
 

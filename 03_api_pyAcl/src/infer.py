@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                        command=[sys.executable, __file__, *argv], variants=[v.name for v in variants],
                        warmup_executes=WARMUP, measured_executes=MEASURED,
                        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
-    reference = files.workload._reference_arrays()
+    reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
     verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), load_onnx(files.onnx, files))]
     results: dict[str, VariantResult] = {}
@@ -230,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         models = {v.name: files.model_path(v, run.npu) for v in variants}
         run.finish(completed=len(results) == len(variants), exit_code=code,
                    results=summary(results, run.out, run.npu, models),
-                   verdicts_passed=bool(verdicts) and all(v.ok for v in verdicts))
+                   verdicts_passed=bool(verdicts) and code == 0,
+                   failed_checks=[v.name for v in verdicts if not v.ok],
+                   compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
+                                   "detail": verdicts[0].detail} if verdicts else None))
     print(f"Output: {run.out}")
     return code
 

@@ -134,8 +134,9 @@ class ModelFiles:
     # ----- IO ------------------------------------------------------------------------------------
     @functools.cached_property
     def arrays(self) -> tuple[np.ndarray, ...]:
-        """The workload's inputs as numpy arrays, in the order forward() takes them."""
-        return tuple(t.detach().cpu().numpy() for t in self.workload.inputs())
+        """The workload's inputs as numpy arrays, in the order forward() takes them (floating-point ones in
+        fp32: the exported graph is fp32, see Workload.fp32_copy)."""
+        return tuple((t.float() if t.is_floating_point() else t).detach().cpu().numpy() for t in self.workload.inputs())
 
     @functools.cached_property
     def input_names(self) -> list[str]:

@@ -150,7 +150,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
             checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
     return verdicts + [
         checks.check_declared_top_family(checks.stats_of(datasets), work, "04"),
-        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work)]
+        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work, run.npu)]
 
 
 # --- 4. interpret ----------------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """The cross-mode verdict: read every mode's ``prof_out/`` of one run and check that they agree.
 
 ``python -m common agree [dir ...]`` (default: the four modes' ``prof_out/`` in this checkout).
-Inputs are refused, with the reason, when a mode is missing, a run did not complete, or the
-folders come from different backends, different runs (nox gives every mode of one invocation
-the same ``run_id``) or different workloads (01, 03 and 04 profile the workload; 02 its own
-kernel). The lesson checks are the workload's declared expectations (``EXPECT`` in its file,
-common/workload.py), "not applicable" where it declares none; op counts come from one real
-forward of its model. Each check (common.analyze.checks) names its numbers.
+Inputs are refused, with the reason, when a mode is missing, or the folders come from different
+backends, different runs (nox gives every mode of one invocation the same ``run_id``) or
+different workloads (01, 03 and 04 profile the workload; 02 its own kernel). A mode that ran but
+failed (it stopped, or its own checks did not hold) is reported as a FAIL, and the checks that
+need it are left out; the others still run. Across modes only what every mode can measure is
+compared: outputs against the reference, the ops 01 and 04 record per forward (one profiling
+stack, one model), 03's graph against the model by FLOPs; the lesson checks are the workload's
+declared expectations (``EXPECT``), "not applicable" where it declares none.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from common.errors import LabError
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.rundir import REPO_ROOT, read_run_info
-from common.workload import BACKEND_DEPENDENT_FAMILIES, Workload, load_workload, tiny_mlp, use_threads
+from common.workload import FORWARD_RANGE, Workload, load_workload, tiny_mlp, use_threads
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class ModeRun:
     steps: list[StepTime] = field(default_factory=list)
     datasets: list[Dataset] = field(default_factory=list)
     variants: dict[str, tuple[list[Task], list[OpStat]]] = field(default_factory=dict)
+    records: list[Counter[str]] = field(default_factory=list)  # 01 / 04: the ops of each forward / step
 
     @property
     def per_forward(self) -> dict[str, float]:
@@ -105,15 +109,17 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         tasks = [t for ds in datasets for t in ds.tasks if t.step_id is not None]
         steps = [s for ds in datasets for s in ds.steps]
         return ModeRun(spec, folder, info, info.get("forwards"), tasks, [s for ds in datasets for s in ds.op_statistic],
-                       steps, datasets)
+                       steps, datasets, records=checks.records_by_step(tasks))
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
+    windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
     return ModeRun(spec, folder, info, forwards, tasks, [s for ds in datasets for s in ds.op_statistic],
-                   datasets=datasets)
+                   datasets=datasets, records=checks.records_in(tasks, windows) if spec.key == "01" else [])
 
 
-def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[str, ModeRun], list[str]]:
-    """The four modes of one run, or a LabError naming what is missing, stale or mixed; plus notes."""
+def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[str, ModeRun], dict[str, str], list[str]]:
+    """The four modes of one run, those that failed apart (mode -> what went wrong), and notes; a LabError
+    when a mode is missing or the inputs are stale or mixed (backends, runs, workloads, training)."""
     infos: dict[str, tuple[Path, dict]] = {}
     for folder in dirs:
         folder = Path(folder)
@@ -127,10 +133,6 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
         if spec.key not in infos:
             raise LabError(f"mode {spec.key} ({spec.folder}) missing from the inputs",
                            f"run it (nox -s {spec.session}) and pass its prof_out/ too")
-    problems = [f"{k} ({info.get('start')})" for k, (_, info) in infos.items() if not info.get("completed")]
-    if problems:
-        raise LabError(f"incomplete run for mode {', '.join(problems)}: run_info.json says completed=false",
-                       "re-run those modes; partial profiles cannot be compared")
     backends = {k: info.get("backend") for k, (_, info) in infos.items()}
     if len(set(backends.values())) > 1:
         listed = ", ".join(f"{k} {b}" for k, b in backends.items())
@@ -153,8 +155,32 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
             raise LabError(what, "re-run all four modes in one command: nox -s cmdline ascendc pyacl pytorch -- 0 "
                                  "(or pass --allow-mixed-runs to compare them anyway)")
         notes.append(f"note: {what}; compared anyway (--allow-mixed-runs)")
-    runs = {k: load_mode(folder, info) for k, (folder, info) in sorted(infos.items())}
-    return runs, notes
+    runs, failed = {}, {}
+    for k, (folder, info) in sorted(infos.items()):
+        problem = mode_problem(info)
+        if problem and not info.get("completed"):
+            failed[k] = problem  # what it left is partial: nothing of it is compared
+            continue
+        try:
+            runs[k] = load_mode(folder, info)
+        except LabError as err:
+            failed[k] = f"its output cannot be read: {err}"
+            continue
+        if problem:
+            failed[k] = problem
+    return runs, failed, notes
+
+
+def mode_problem(info: dict) -> str | None:
+    """What went wrong in one mode's run, from its run_info.json; None when it ran and its own checks held."""
+    if not info.get("completed"):
+        return (f"it did not run to the end (exit code {info.get('exit_code')}, started {info.get('start')}): "
+                "its output is partial")
+    if info.get("exit_code") not in (0, None) or info.get("verdicts_passed") is False:
+        names = info.get("failed_checks") or []
+        listed = f": {'; '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "") if names else ""
+        return f"its own checks failed (exit code {info.get('exit_code')}){listed}"
+    return None
 
 
 # --- the workload ----------------------------------------------------------------------------------
@@ -187,7 +213,11 @@ def check_same_workload(infos: dict[str, dict]) -> None:
 def workload_of(runs: dict[str, ModeRun]) -> Workload:
     """The workload the runs profiled, loaded again from its file (or TinyMLP), unchanged since the run;
     torch set to the thread count the runs recorded, so its reference output is summed as theirs were."""
-    identity = runs[WORKLOAD_MODES[-1]].info["workload"]
+    identity = next(runs[k].info["workload"] for k in reversed(WORKLOAD_MODES) if k in runs) if any(
+        k in runs for k in WORKLOAD_MODES) else None
+    if identity is None:
+        raise LabError("modes 01, 03 and 04 all failed: there is nothing to compare",
+                       "read each mode's report (<mode>/prof_out/report.md), fix what it says and re-run")
     path = identity.get("path")
     if path is None:
         workload = tiny_mlp()
@@ -219,18 +249,64 @@ def workload_line(workload: Workload) -> str:
 
 
 # --- the checks ------------------------------------------------------------------------------------
-def verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdict]:
-    """The workload's declared expectations across modes, per-forward counts and outputs in every mode."""
-    out = lesson_verdicts(runs, workload)
-    for k in ("01", "04"):
-        run = runs[k]
-        out.append(checks.check_forward_counts(run.tasks, run.forwards, workload, f"{k}, {run.forwards} forwards"))
-    out.append(graph_count_verdict(runs["03"]))
-    out.append(checks.check_kernel_per_launch(runs["02"].tasks, runs["02"].forwards, "add_custom", "elementwise", "02"))
-    out.append(checks.check_sum_vs_computing(runs["04"].tasks, runs["04"].steps, "04"))
-    out += output_verdicts(runs, workload)
-    out += integrity_verdicts(runs)
+def verdicts(runs: dict[str, ModeRun], workload: Workload, failed: dict[str, str] | None = None) -> list[Verdict]:
+    """Every mode's own outcome, then what the modes can be compared on; a check that needs a failed mode
+    is left out (that mode's FAIL says why)."""
+    failed = failed or {}
+    out = mode_verdicts(runs, failed)
+    ok = {k: run for k, run in runs.items() if k not in failed}
+    if all(k in ok for k in WORKLOAD_MODES):
+        out += lesson_verdicts(ok, workload)
+    if "01" in ok and "04" in ok:
+        out.append(same_ops_verdict(ok["01"], ok["04"]))
+    if "03" in ok:
+        out += [graph_count_verdict(ok["03"]), compute_verdict(ok["03"])]
+    if "02" in ok:
+        out.append(checks.check_kernel_per_launch(ok["02"].tasks, ok["02"].forwards, "add_custom", "elementwise", "02"))
+    if "04" in ok:
+        out.append(checks.check_sum_vs_computing(ok["04"].tasks, ok["04"].steps, "04"))
+    out += output_verdicts(ok, workload)
+    out += integrity_verdicts(ok)
     return out
+
+
+def mode_verdicts(runs: dict[str, ModeRun], failed: dict[str, str]) -> list[Verdict]:
+    """One line per mode: it ran to the end and its own checks held (run_info.json), or what went wrong."""
+    out = []
+    for spec in MODES:
+        name = f"mode {spec.key} ran and its own checks held ({spec.folder})"
+        if spec.key in failed:
+            out.append(Verdict(name, False, f"{failed[spec.key]} — see {spec.folder}/prof_out/report.md"))
+        elif spec.key in runs:
+            info = runs[spec.key].info
+            out.append(Verdict(name, True, f"completed, exit code {info.get('exit_code')}, started {info.get('start')}"))
+    return out
+
+
+def same_ops_verdict(r01: ModeRun, r04: ModeRun) -> Verdict:
+    """01 and 04 run the same model's forward through the same profiling stack (torch.profiler here, CANN's
+    on an NPU): the first forward 01 recorded holds the ops of the first step 04 recorded."""
+    name = "01 and 04 record the same ops per forward"
+    if not r01.records or not r04.records:
+        return Verdict(name, False, f"no per-forward record in {'01 (msprof_tx ranges)' if not r01.records else '04'}")
+    first01, first04 = r01.records[0], r04.records[0]
+    if first01 == first04:
+        return Verdict(name, True, f"{sum(first01.values())} ops each: "
+                                   f"{', '.join(f'{op} x{n}' for op, n in first01.most_common(4))}"
+                                   + (f" and {len(first01) - 4} more op types" if len(first01) > 4 else ""))
+    only01, only04 = first01 - first04, first04 - first01
+    parts = ([f"only in 01: {', '.join(f'{op} x{n}' for op, n in only01.most_common(4))}"] if only01 else []) + \
+            ([f"only in 04: {', '.join(f'{op} x{n}' for op, n in only04.most_common(4))}"] if only04 else [])
+    return Verdict(name, False, "; ".join(parts))
+
+
+def compute_verdict(run: ModeRun) -> Verdict:
+    """03's exported graph against the model by FLOPs, as 03 recorded it (graph_changes.compute_verdict)."""
+    name = "the exported graph computes what the model computes (03, FLOPs per family group)"
+    recorded = run.info.get("compute_check")
+    if not isinstance(recorded, dict):
+        return Verdict(name, False, "run_info.json records no compute_check: re-run mode 03")
+    return Verdict(name, bool(recorded.get("ok")), str(recorded.get("detail")), bool(recorded.get("applicable", True)))
 
 
 def integrity_verdicts(runs: dict[str, ModeRun]) -> list[Verdict]:
@@ -249,8 +325,7 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
 
     top_family: that family has the largest share of forward time in 01, 03 and 04.
     share_agreement_01_04: that family's share agrees between 01 and 04 (same eager ops, two collectors).
-    cast_on_03_default: whether ATC's default precision policy puts Casts into 03's default model;
-    01 and 04 run the model as written, so they have Casts only where its own forward casts.
+    cast_on_03_default: whether ATC's default precision policy puts Casts into 03's default model.
     """
     expect = workload.expectations
     out = [checks.check_declared_top_family(runs[k].stats, workload, k) for k in WORKLOAD_MODES]
@@ -263,65 +338,42 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
                                                 family, checks.SHARE_AGREEMENT_PP))
     cast = expect.get("cast_on_03_default")
     if cast is None:
-        reason = workload.not_applicable("cast_on_03_default")
-        out += [checks.not_applicable(f"cast on ATC's default path (03 {PYACL_DEFAULT})", reason),
-                checks.not_applicable("cast as in the model (01, 04)", reason)]
+        out.append(checks.not_applicable(f"cast on ATC's default path (03 {PYACL_DEFAULT})",
+                                         workload.not_applicable("cast_on_03_default")))
     else:
         out.append(checks.check_family_presence(runs["03"].per_forward, "cast", cast, f"03 {PYACL_DEFAULT}"))
-        own = workload.expected_op_counts().per_family.get("cast", 0) > 0  # the model's own forward casts
-        out += [checks.check_family_presence(runs[k].per_forward, "cast", own, k) for k in ("01", "04")]
     return out
 
 
-def graph_family_counts(run: ModeRun, variant: str = PYACL_DEFAULT) -> dict[str, int] | None:
-    """Per-execute op counts by family of 03's built graph (run_info.json), backend-dependent families left out."""
-    graph = run.info.get("results", {}).get(variant, {}).get("graph_op_counts")
-    if not isinstance(graph, dict):
-        return None
-    counts = families.family_counts_of_types(graph)
-    return {f: n for f, n in counts.items() if f not in BACKEND_DEPENDENT_FAMILIES}
-
-
 def graph_count_verdict(run: ModeRun) -> Verdict:
-    """03's tasks per execute match its built graph, family by family.
-
-    03 runs an exported and converted graph, not the eager model: the export folds BatchNorm into
-    the convolution, unrolls fused attention into MatMuls and a Softmax, the converter fuses
-    Conv + ReLU or splits GELU into Erf and element-wise ops. So 03 is counted against what it
-    built; how that graph differs from the model's forward is a note (graph_notes).
-    """
-    where = f"03 {PYACL_DEFAULT}, {run.forwards} forwards, expected from the built graph"
-    graph = graph_family_counts(run)
-    if graph is None:
-        return Verdict(f"op counts per forward ({where})", False,
-                       f"run_info.json records no graph_op_counts for the {PYACL_DEFAULT!r} variant")
-    return checks.check_counts(run.tasks, run.forwards, graph, where)
-
-
-def graph_notes(runs: dict[str, ModeRun], workload: Workload) -> list[str]:
-    """Where 03's built graph differs from the model's forward (per family), in one line; none if it does not."""
-    graph = graph_family_counts(runs["03"])
-    if graph is None:
-        return []
-    model = workload.expected_op_counts().checked
-    diffs = [f"{f} {model.get(f, 0)} -> {graph.get(f, 0)}" for f in families.FAMILY_ORDER
-             if model.get(f, 0) != graph.get(f, 0)]
-    if not diffs:
-        return []
-    named = [c.get("change") for c in runs["03"].info["results"][PYACL_DEFAULT].get("graph_changes") or []
-             if isinstance(c, dict) and c.get("change")]
-    return [f"note: 03's built graph ({PYACL_DEFAULT}) differs from {workload.name}'s forward, per family (model -> "
-            f"graph): {', '.join(diffs)}" + (f"; 03 names the changes: {'; '.join(named)}" if named else "")
-            + "; so 03 is counted against its graph"]
+    """03's tasks per execute match the graph it built and ran, op type by op type (03's own check, read
+    back from its files: what ran is counted against the graph the runtime was given, never against the
+    eager model, which an exporter and a converter rewrite)."""
+    where = f"03 {PYACL_DEFAULT}, {run.forwards} executes"
+    name = f"op counts per execute match the built graph ({where})"
+    graph = run.info.get("results", {}).get(PYACL_DEFAULT, {}).get("graph_op_counts")
+    if not isinstance(graph, dict) or not run.forwards:
+        return Verdict(name, False, f"run_info.json records no graph_op_counts or executes for {PYACL_DEFAULT!r}")
+    measured = Counter(t.op_type for t in run.tasks)
+    parts, ok = [], True
+    for op_type in sorted(set(graph) | set(measured)):
+        got, want = measured.get(op_type, 0) / run.forwards, graph.get(op_type, 0)
+        ok &= got == want
+        parts.append(f"{op_type} {got:g} (graph {want})")
+    return Verdict(name, ok, ", ".join(parts))
 
 
 def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdict]:
-    out = [checks.check_output_file(runs[k].folder / "output.npy", k, workload) for k in ("01", "04")]
-    out.append(checks.check_program_verified(runs["02"].info, "02's host program checks every element (fp16 1 + 1 = 2.0)",
-                                             "02"))
+    """Each mode's output against the reference by the rule that mode applied itself (one rule, in one place)."""
+    npu = any(run.info.get("backend") == "npu" for run in runs.values())
+    out = [checks.check_output_file(runs[k].folder / "output.npy", k, workload, npu) for k in ("01", "04") if k in runs]
+    if "02" in runs:
+        out.append(checks.check_program_verified(runs["02"].info,
+                                                 "02's host program checks every element (fp16 1 + 1 = 2.0)", "02"))
+    if "03" not in runs:
+        return out
     results = runs["03"].info.get("results", {})
-    reference = workload.reference_output()
-    reference = reference if isinstance(reference, tuple) else (reference,)
+    reference = workload.fp32_reference()  # what 03 ran: the model, or the fp32 copy it exported
     scales = [float(abs(r).max()) if r.size else 0.0 for r in reference]
     for name in runs["03"].variants:
         recorded = results.get(name, {})
@@ -403,19 +455,20 @@ def chart_data(runs: dict[str, ModeRun], sweep: tuple[dict, str] | None = None) 
     from common.analyze import bounds
 
     data: dict = {}
-    r04 = runs["04"]
-    if r04.steps:
+    r04 = runs.get("04")
+    if r04 and r04.steps:
         data["steps"] = [(f"step {s.step}", s.computing_us, s.free_us) for s in r04.steps]
         data["steps_note"] = step_bound.bound_verdict(step_bound.summarize_steps(r04.steps))
-    pipes = bounds.pipe_verdicts(runs["02"].tasks)
+    pipes = bounds.pipe_verdicts(runs["02"].tasks) if "02" in runs else []
     if pipes:
         data["pipes"] = list(pipes[0].ratios.items())
         data["pipes_note"] = pipes[0].text
-    variants = runs["03"].variants
-    forwards = runs["03"].forwards or 1
-    data["cast_variants"] = [(name, families.family_share(stats)) for name, (_, stats) in variants.items()]
-    data["cast_counts"] = [(name, sum(1 for t in tasks if families.op_family(t.op_type) == "cast") / forwards)
-                           for name, (tasks, _) in variants.items()]
+    if "03" in runs:
+        variants = runs["03"].variants
+        forwards = runs["03"].forwards or 1
+        data["cast_variants"] = [(name, families.family_share(stats)) for name, (_, stats) in variants.items()]
+        data["cast_counts"] = [(name, sum(1 for t in tasks if families.op_family(t.op_type) == "cast") / forwards)
+                               for name, (tasks, _) in variants.items()]
     if sweep:
         data["sweep"], data["sweep_note"] = sweep[:2]
         data["sweep_x"] = sweep[2] if len(sweep) > 2 else "hidden size"
