@@ -42,14 +42,21 @@ public:
     __aicore__ inline void Process()
     {
         constexpr int32_t loopCount = TILE_NUM * BUFFER_NUM;
-        // msprof op collects its PMU counters only inside this region: the tile loop, not Init.
+        // msprof op --aic-metrics=KernelScale collects its PMU counters only inside this region: the
+        // tile loop, not Init. MetricsProfStart/Stop exist on Atlas A2/A3 only (AscendC API reference),
+        // so CMakeLists.txt defines LAB_METRICS_PROF_REGION for those SoCs and for the twin; on any
+        // other SoC the kernel is built without the region.
+#ifdef LAB_METRICS_PROF_REGION
         AscendC::MetricsProfStart();
+#endif
         for (int32_t i = 0; i < loopCount; i++) {
             CopyIn(i);
             Compute(i);
             CopyOut(i);
         }
+#ifdef LAB_METRICS_PROF_REGION
         AscendC::MetricsProfStop();
+#endif
     }
 
 private:

@@ -28,8 +28,9 @@ from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_tasks, m
 from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
 from common.analyze.checks import Verdict, not_applicable
+from common.backend import parse_device_id
 from common.collect import launcher
-from common.collect.npu_commands import msprof_argv, msprof_op_argv, msprof_op_metrics
+from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
@@ -57,18 +58,17 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
     rows = sorted(kernel_tasks(readers.read_op_summary(summaries[-1])), key=lambda t: t.start_us)
 
     # msprof op: per-block PMU of the first measured launch. KernelScale makes it honour the kernel's
-    # MetricsProfStart/Stop region (A2/A3); the warm-up launches are skipped, as they are in op_summary.
-    metrics = msprof_op_metrics(read_build_info().get("soc_version"))
+    # MetricsProfStart/Stop region (the build is for Atlas A2/A3: usable_build checked it); the warm-up
+    # launches are skipped, as they are in op_summary.
     op_argv = msprof_op_argv(run.backend.tools["msprof"], run.out, app, kernel_name=KERNEL, launch_count=1,
-                             aic_metrics=metrics, launch_skip=WARMUP_LAUNCHES)
+                             aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=WARMUP_LAUNCHES)
     print("$ " + " ".join(op_argv))
     op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s)
     pipes = read_msprof_op_pipes(run.out)
     found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
-    region = "the MetricsProf region" if "KernelScale" in metrics else "the whole kernel (no KernelScale here)"
     verdicts.append(Verdict("msprof op wrote PipeUtilization", op_code == 0 and pipes is not None,
                             "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found
-                            + f"; {region}"))
+                            + "; the MetricsProf region"))
     return verdicts, rows[WARMUP_LAUNCHES:], summaries[-1].name, read_sizes(stdout)
 
 
@@ -169,14 +169,17 @@ def main(argv: list[str] | None = None) -> int:
 
     lesson = Lesson(MODE, MODE_DIR, __doc__, prog="add_profile.py", device=False, output=False, workload=False)
     commands = lesson.parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
-    commands.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend or $RUN_MODE)")
+    build_command = commands.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend "
+                                        "or $RUN_MODE)")
+    build_command.add_argument("--device", default="0", help="npu: build for this logical device's SoC (default 0; "
+                               "$SOC_VERSION overrides)")
     run_command = commands.add_parser("run", help="run, verify, profile and report")
     run_command.add_argument("--device", default="0", help="logical NPU id (0..63); ignored by the portable twin")
     run_command.add_argument("--timeout", help=TIMEOUT_HELP)
     lesson.add_workload_option(run_command)  # accepted and recorded, like every mode; this one profiles a kernel
     args = lesson.parse(argv)
     if args.command == "build":
-        return build()
+        return build(device=parse_device_id(args.device))
 
     # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
     run = lesson.start(args=args, check=lambda backend: {"run_mode": usable_build(backend)["run_mode"]},

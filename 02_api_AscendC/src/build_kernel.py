@@ -2,7 +2,9 @@
 
 ``build.sh`` runs ``add_profile.py build``, which calls :func:`build`. RUN_MODE comes from the
 machine (npu with CANN and an NPU, portable otherwise) unless ``$RUN_MODE`` says otherwise; the
-build folder records what it was built for in ``lab_build.json``, which ``run.sh`` reads back.
+npu build is for the SoC of the logical device given (``build.sh --device N``, default 0) or
+``$SOC_VERSION``. The build folder records what it was built for in ``lab_build.json``, which
+``run.sh`` reads back.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from common.analyze.checks import Verdict
-from common.backend import Backend, detect, find_cann_home, soc_version
+from common.backend import Backend, detect, find_cann_home, is_atlas_a2_a3, soc_version
 from common.collect import launcher
 from common.errors import LabError
 from common.formats.rundir import MARKER, lock_mode, prepare_output_dir
@@ -49,14 +51,16 @@ def cmake_configure_argv(
     cmake: str, source: Path, build: Path, run_mode: str, *, cxx: str | None = None,
     soc_version: str | None = None, cann_home: str | None = None,
 ) -> list[str]:
-    """``cmake -S src -B build -DRUN_MODE=...``; npu also needs the SoC and the CANN root."""
+    """``cmake -S src -B build -DRUN_MODE=...``; npu also needs the SoC and the CANN root, and compiles
+    the kernel's MetricsProfStart/Stop region only for an Atlas A2/A3 SoC (the only ones that have it)."""
     if run_mode not in RUN_MODES:
         raise ValueError(f"unknown RUN_MODE {run_mode!r}")
     argv = [cmake, "-S", str(source), "-B", str(build), f"-DRUN_MODE={run_mode}", "-DCMAKE_BUILD_TYPE=Release"]
     if run_mode != "portable":
         if not soc_version or not cann_home:
             raise ValueError(f"RUN_MODE={run_mode} needs soc_version and cann_home")
-        argv += [f"-DSOC_VERSION={soc_version}", f"-DASCEND_CANN_PACKAGE_PATH={cann_home}"]
+        argv += [f"-DSOC_VERSION={soc_version}", f"-DASCEND_CANN_PACKAGE_PATH={cann_home}",
+                 f"-DLAB_METRICS_PROF_REGION={'ON' if is_atlas_a2_a3(soc_version) else 'OFF'}"]
     if cxx:
         argv.append(f"-DCMAKE_CXX_COMPILER={cxx}")
     return argv
@@ -95,7 +99,8 @@ def cmake_step(argv: list[str]) -> bool:
     return run.ok
 
 
-def build(build_dir: Path = BUILD_DIR) -> int:
+def build(build_dir: Path = BUILD_DIR, device: int = 0) -> int:
+    """Configure and build; an npu build is for the SoC of logical device ``device`` (or $SOC_VERSION)."""
     backend = detect()
     print(backend.banner())
     lock_mode(MODE_DIR)  # never build while a run (or another build) uses build/
@@ -109,7 +114,8 @@ def build(build_dir: Path = BUILD_DIR) -> int:
         cann_home = backend.cann_home or find_cann_home()
         if not cann_home:
             raise LabError(f"RUN_MODE={run_mode} needs CANN", "source <cann>/set_env.sh, or use RUN_MODE=portable")
-        soc = soc_version(backend)
+        soc = soc_version(backend, device)
+        print(f"SOC_VERSION={soc} ({'$SOC_VERSION' if os.environ.get('SOC_VERSION') else f'logical device {device}'})")
 
     info_file = build_dir / BUILD_INFO
     stale = info_file.is_file() and json.loads(info_file.read_text()).get("run_mode") != run_mode
@@ -155,6 +161,12 @@ def usable_build(backend: Backend, build_dir: Path = BUILD_DIR) -> dict:
     if run_mode == "npu" and not backend.is_npu:
         raise LabError("the build is RUN_MODE=npu but this machine has no NPU backend",
                        "rebuild: `bash 02_api_AscendC/build.sh` (it picks the portable twin here)")
+    if run_mode == "npu" and not is_atlas_a2_a3(info.get("soc_version")):
+        # The report reads the A2/A3 PipeUtilization layout: aiv_* columns in op_summary, sub_block_id
+        # rows in msprof op's CSV. Other SoCs write other columns (msprof's metric lists), which it does not read.
+        raise LabError(f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id); build/ is for "
+                       f"{info.get('soc_version')}, whose msprof output has other columns",
+                       "on this machine use the portable twin: `RUN_MODE=portable bash 02_api_AscendC/build.sh`")
     if run_mode != "npu" and backend.is_npu:
         print(f"note: build/ is RUN_MODE={run_mode}; running that build, not the NPU "
               "(rebuild without RUN_MODE for npu)")

@@ -25,8 +25,9 @@ PIPE_ROLE = {
     "mte3": "UB -> GM copy (CopyOut)",
 }
 
-# Reference figures from elsewhere: the original msprof demo on an Atlas 910B3 (not measured here).
-REFERENCE_910B3 = {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}
+# ESTIMATES, not measurements and without a source to cite: pipe ratios from an earlier demo of this
+# kernel on an Atlas 910B3, kept only to show the shape of an NPU result next to the twin's.
+ESTIMATE_910B3 = {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}
 
 SIZES_RE = re.compile(r"^kernel sizes: (.+)$", re.MULTILINE)
 
@@ -83,7 +84,7 @@ def bound_pipe(ratios: dict[str, float | None]) -> tuple[str, float] | None:
 
 
 def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[str, int]) -> str:
-    """Per pipe: mean time, mean ratio and the 910B3 reference; then the bound pipe and how to read it."""
+    """Per pipe: mean time, mean ratio and the 910B3 estimate; then the bound pipe and how to read it."""
     ratios, times = mean_ratios(tasks), mean_times(tasks)
     durations = [t.duration_us for t in tasks]
     lines = [
@@ -99,20 +100,22 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
     label = "the portable twin (host CPU)" if backend_name == "portable" else "the NPU PMU"
     rows = []
     for pipe in PIPES:
-        ref = REFERENCE_910B3[pipe]
+        ref = ESTIMATE_910B3[pipe]
         rows.append([
             pipe, PIPE_ROLE[pipe], times[f"aiv_{pipe}_time(us)"], ratios[pipe],
             "-" if ref is None else f"~{ref:.2f}",
         ])
-    lines.append(f"ratio = the pipe's share of the block's time; this run: {label}; 910B3: reference (from elsewhere)")
-    lines.append(render_table(["pipe", "what runs there", "time(us)", "ratio (this run)", "ratio (910B3)"], rows))
+    lines.append(f"ratio = the pipe's share of the block's time; this run: {label}; 910B3: an estimate, not measured "
+                 "here and without a published source")
+    lines.append(render_table(["pipe", "what runs there", "time(us)", "ratio (this run)", "ratio (910B3 estimate)"],
+                              rows))
     found = bound_pipe(ratios)
-    ref_pipe = max((p for p in PIPES if REFERENCE_910B3[p] is not None), key=lambda p: REFERENCE_910B3[p])
+    ref_pipe = max((p for p in PIPES if ESTIMATE_910B3[p] is not None), key=lambda p: ESTIMATE_910B3[p])
     if found:
         pipe, value = found
         lines.append(
             f"Bound pipe: {pipe} ({value:.3f} of the block's time: {PIPE_ROLE[pipe]}). "
-            f"The 910B3 reference is bound by {ref_pipe} (~{REFERENCE_910B3[ref_pipe]:.2f})."
+            f"The 910B3 estimate is bound by {ref_pipe} (~{ESTIMATE_910B3[ref_pipe]:.2f})."
         )
     if backend_name == "portable":
         lines.append(

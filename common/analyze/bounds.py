@@ -34,14 +34,17 @@ class Peaks:
     source: str  # where the figures come from, in words
 
 
-# Nominal figures: cube cores x 16*16*16 fp16 MACs x 2 FLOP x cube clock, and the memory's
-# nominal bandwidth. They are approximate (clocks differ between boards and firmware): use them
-# to rank ops, not to grade a kernel to the percent. fp32 MatMul runs below the fp16 peak, so
-# using the fp16 peak for every dtype keeps the bound a true lower bound.
+# ESTIMATES: cube cores x 16*16*16 fp16 MACs x 2 FLOP x cube clock, and a memory bandwidth, per SoC.
+# The core counts, clocks and bandwidths below were not read from a CANN or Ascend source, so every
+# figure is labelled an estimate wherever it is printed (Peaks.source). Use them to rank ops, not to
+# grade a kernel to the percent; on a real device, calibrate or read the SoC's platform config instead.
+# fp32 MatMul runs below the fp16 peak, so using the fp16 peak for every dtype keeps the bound a
+# lower bound as long as the figures are not too low.
 _CUBE_FLOP_PER_CYCLE = 16 * 16 * 16 * 2
 DEVICE_PEAKS: dict[str, Peaks] = {
     name: Peaks(name, cores * _CUBE_FLOP_PER_CYCLE * ghz * 1e9, gbps * 1e9,
-                f"nominal: {cores} cube cores x 8192 FLOP/cycle x {ghz} GHz, {gbps:g} GB/s memory")
+                f"estimate (no published source): {cores} cube cores x 8192 FLOP/cycle x {ghz} GHz, "
+                f"{gbps:g} GB/s memory")
     for name, cores, ghz, gbps in [
         ("Ascend910B1", 24, 1.85, 1600),
         ("Ascend910B2", 24, 1.8, 1600),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import random
 import re
 import shutil
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from common.analyze.checks import Verdict
-from common.collect.npu_commands import MSPROF_SWITCHES, msprof_argv, msprof_op_argv, msprof_op_metrics
+from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, MSPROF_SWITCHES, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats.records import Task
 from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
@@ -179,7 +180,7 @@ def test_portable_build_and_run_end_to_end():
     for name in ("build succeeds", "all 8192 elements verified", "20 measured launches", "pipe ratios sum to ~1",
                  "bound pipe stated"):
         assert any(line.startswith(f"[PASS] {name}") for line in lines), name
-    assert "910B3: reference (from elsewhere)" in ran.stdout
+    assert "910B3: an estimate, not measured here" in ran.stdout
 
     out = MODE_DIR / "prof_out"
     (summary,) = out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")
@@ -230,7 +231,7 @@ def test_ratio_sum_check_fails_when_timers_double_count():
     assert driver.check_ratio_sums(good, "portable").ok
     assert not driver.check_ratio_sums(bad, "portable").ok
     assert not driver.check_ratio_sums(negative, "portable").ok
-    # On an NPU overlap is normal: the 910B3 reference sums to 1.02.
+    # On an NPU overlap is normal: the 910B3 estimate (kernel_report.ESTIMATE_910B3) sums to 1.02.
     assert driver.check_ratio_sums([_task({"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": 0.0})], "npu").ok
 
 
@@ -265,6 +266,13 @@ def test_cmake_argv_for_npu_passes_soc_and_cann():
     assert argv[:5] == ["cmake", "-S", str(SRC), "-B", "/b"]
     assert "-DRUN_MODE=npu" in argv and "-DSOC_VERSION=Ascend910B3" in argv
     assert "-DASCEND_CANN_PACKAGE_PATH=/opt/my cann" in argv  # one argv item: spaces are inert
+    # MetricsProfStart/Stop exist on Atlas A2/A3 only (AscendC API reference): the region is compiled there only.
+    for soc, region in [("Ascend910B3", "ON"), ("Ascend910B4-1", "ON"), ("Ascend910_9391", "ON"),
+                        ("Ascend910B", "OFF"), ("Ascend310P3", "OFF"), ("Ascend310B1", "OFF")]:
+        argv = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version=soc, cann_home="/c")
+        assert f"-DLAB_METRICS_PROF_REGION={region}" in argv, soc
+    assert not any("LAB_METRICS_PROF_REGION" in a for a in build_kernel.cmake_configure_argv(
+        "cmake", SRC, Path("/b"), "portable"))  # the twin always has the region (CMakeLists.txt)
     with pytest.raises(ValueError):
         build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu")
     with pytest.raises(ValueError):
@@ -277,16 +285,16 @@ def test_msprof_argv_builders_for_the_kernel():
     argv = msprof_argv("/c/bin/msprof", Path("/out dir"), app)
     assert argv[1] == "--output=/out dir" and "--aic-metrics=PipeUtilization" in argv and argv[-5:] == app
     # msprof op honours the kernel's MetricsProfStart/Stop region only with --aic-metrics=KernelScale (A2/A3),
-    # and skips the warm-up launches with --launch-skip-before-match (msopprof user guide).
+    # and skips the warm-up launches with --launch-skip-before-match (msOpProf user guide: 0..1000).
     op = msprof_op_argv("/c/bin/msprof", Path("/out"), app, kernel_name="add_custom", launch_count=1,
-                        aic_metrics=msprof_op_metrics("Ascend910B3"), launch_skip=3)
+                        aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=3)
     assert op == ["/c/bin/msprof", "op", "--output=/out", "--kernel-name=add_custom",
                   "--aic-metrics=KernelScale,PipeUtilization", "--launch-skip-before-match=3", "--launch-count=1", *app]
-    assert msprof_op_metrics("Ascend910_9391") == ("KernelScale", "PipeUtilization")
-    assert msprof_op_metrics("Ascend310P3") == msprof_op_metrics(None) == ("PipeUtilization",)
-    plain = msprof_op_argv("msprof", Path("/out"), app, aic_metrics=("PipeUtilization",))
-    assert plain == ["msprof", "op", "--output=/out", "--aic-metrics=PipeUtilization", "--launch-count=1", *app]
-    for bad in ({"launch_count": 0}, {"launch_count": 5001}, {"launch_skip": -1}, {"aic_metrics": ()}):
+    plain = msprof_op_argv("msprof", Path("/out"), app, aic_metrics=("PipeUtilization",), launch_skip=1000)
+    assert plain == ["msprof", "op", "--output=/out", "--aic-metrics=PipeUtilization",
+                     "--launch-skip-before-match=1000", "--launch-count=1", *app]
+    for bad in ({"launch_count": 0}, {"launch_count": 5001}, {"launch_skip": -1}, {"launch_skip": 1001},
+                {"aic_metrics": ()}):
         with pytest.raises(ValueError):
             msprof_op_argv("msprof", Path("/out"), app, **bad)
     with pytest.raises(ValueError):
@@ -321,6 +329,39 @@ def test_profile_npu_passes_the_device_and_skips_the_warm_up(tmp_path, monkeypat
          "--aic-metrics=KernelScale,PipeUtilization", "--launch-skip-before-match=3", "--launch-count=1", *app],
     ]
     assert all("ASCEND_RT_VISIBLE_DEVICES" not in c[1] for c in calls)
+
+
+def test_npu_path_is_for_atlas_a2_a3_builds_only(tmp_path):
+    """The report reads the A2/A3 layout (aiv_* columns, sub_block_id): an npu build for any other SoC is
+    refused before anything runs, in one line; "Ascend910B" alone is the legacy Atlas training chip, not A2."""
+    from common.backend import Backend
+
+    npu = Backend("npu", "test", "/c", {"msprof": "/c/bin/msprof"}, tuple(range(8)))
+    (tmp_path / build_kernel.BINARY_NAME).write_text("")
+    for soc, usable in [("Ascend910B3", True), ("Ascend910B4-1", True), ("Ascend910_9391", True),
+                        ("Ascend310P3", False), ("Ascend910B", False), ("Ascend310B1", False)]:
+        (tmp_path / build_kernel.BUILD_INFO).write_text(json.dumps({"run_mode": "npu", "soc_version": soc}))
+        if usable:
+            assert build_kernel.usable_build(npu, tmp_path)["soc_version"] == soc
+            continue
+        with pytest.raises(LabError, match=f"Atlas A2/A3 profile layout.*for {soc}, whose msprof output") as err:
+            build_kernel.usable_build(npu, tmp_path)
+        assert "RUN_MODE=portable" in err.value.fix
+
+
+def test_npu_build_reads_the_soc_of_the_device_it_is_given(tmp_path, monkeypatch):
+    from common.backend import Backend
+
+    seen = []
+    monkeypatch.delenv("RUN_MODE", raising=False)
+    monkeypatch.setattr(build_kernel, "detect", lambda: Backend("npu", "test", "/c", {}, tuple(range(8))))
+    monkeypatch.setattr(build_kernel, "lock_mode", lambda mode_dir: None)
+    monkeypatch.setattr(build_kernel, "find_cmake", lambda: "cmake")
+    monkeypatch.setattr(build_kernel, "soc_version", lambda backend, device: seen.append(device) or "Ascend310P3")
+    monkeypatch.setattr(build_kernel, "cmake_step", lambda argv: seen.append(argv) or False)
+    assert build_kernel.build(tmp_path / "build", device=5) == 1  # the stand-in configure fails: exit 1
+    assert seen[0] == 5
+    assert "-DSOC_VERSION=Ascend310P3" in seen[1] and "-DLAB_METRICS_PROF_REGION=OFF" in seen[1]
 
 
 def test_run_mode_choice_and_missing_tools(monkeypatch):

@@ -50,7 +50,8 @@ def run_clean(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 # ----- the portable twin under the sanitizers ---------------------------------------------------------
 def test_portable_host_program_is_sanitizer_clean(tmp_path: Path) -> None:
-    exe = compile_cxx(tmp_path / "add_custom_main", "c++20", "-DLAB_RUN_PORTABLE", "-I", str(SRC / "twin"),
+    exe = compile_cxx(tmp_path / "add_custom_main", "c++20", "-DLAB_RUN_PORTABLE", "-DLAB_METRICS_PROF_REGION",
+                      "-I", str(SRC / "twin"),
                       str(SRC / "main.cpp"), str(SRC / "add_kernel.cpp"), "-pthread")
     timings = tmp_path / "timings.csv"
     proc = run_clean([str(exe), "--warmup", "1", "--launches", "3", "--timings", str(timings)])

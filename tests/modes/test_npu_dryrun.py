@@ -62,6 +62,30 @@ def test_the_modes_ran_in_a_private_copy_of_the_lab(dryrun: Path) -> None:
     assert outputs and all(Path(o).resolve().is_relative_to(Path(lab).resolve()) for o in outputs), outputs
 
 
+# ----- other SoCs: a hyphenated name, and one outside Atlas A2/A3 ----------------------------------------
+SOC_STEPS = "detect,02.build,02,03.build"  # the steps whose behaviour depends on the SoC
+SOC_CHECKS = ("detection", "select_02", "msprof_op", "atc_variants", "no_refusals")
+
+
+@pytest.mark.parametrize("args, env, soc", [
+    ([], {"SOC_VERSION": "Ascend910B4-1"}, "Ascend910B4-1"),  # the variable reaches the lab as a user's would
+    (["--chip", "310P3"], {}, "Ascend310P3"),  # npu-smi lists 310P3 chips: no KernelScale, no region, mode 02 refuses
+], ids=["SOC_VERSION=Ascend910B4-1", "chip 310P3"])
+def test_dry_run_on_other_socs(tmp_path: Path, args: list[str], env: dict[str, str], soc: str) -> None:
+    out = tmp_path / "out"
+    base = {k: v for k, v in os.environ.items() if k != "SOC_VERSION"}
+    proc = subprocess.run([sys.executable, "-m", "tests.npu_dryrun", str(DEVICE), "--out", str(out), "--skip-ddp",
+                           "--steps", SOC_STEPS, *args], cwd=ROOT, env={**base, "PYTHONPATH": str(ROOT), **env},
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert expectations.soc_of(out) == soc
+    for check in SOC_CHECKS:
+        result = expectations.CHECKS[check](out, DEVICE)
+        assert result.ok, f"{result.name}: {result.detail}"
+    atc = [c for c in expectations.load(out) if c["tool"] == "atc" and c["call"] == "convert"]
+    assert atc and all(f"--soc_version={soc}" in c["args"] for c in atc)
+
+
 # ----- the stand-ins refuse what the real tools refuse ------------------------------------------------
 def stand_in_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "ASCEND_RT_VISIBLE_DEVICES"}
@@ -88,6 +112,7 @@ def refusals(tmp_path: Path) -> list[str]:
     ["msprof", "--export=on", "--output=nowhere"],  # nothing collected there
     ["msprof", "op", "--output=o", "--aic-metrics=Kernelscale", "true"],  # metric names are case-sensitive
     ["msprof", "op", "--output=o", "--launch-count=0", "true"],  # 1..5000
+    ["msprof", "op", "--output=o", "--launch-skip-before-match=1001", "true"],  # 0..1000
     ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3", "--precision_mode=fp32"],
     ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3",
      "--precision_mode=force_fp16", "--precision_mode_v2=origin"],  # not together
@@ -98,6 +123,27 @@ def test_tool_stand_ins_refuse_what_the_tools_refuse(tmp_path: Path, argv: list[
     proc = tool(tmp_path, *argv)
     assert proc.returncode != 0 and proc.stderr.startswith("[ERROR]"), proc.stdout + proc.stderr
     assert len(refusals(tmp_path)) == 1
+
+
+LAUNCHES = """
+import sys, npu_dryrun_record as rec
+for kernel in sys.argv[1:]:  # what ACLRT_LAUNCH_KERNEL records in the AscendCL stand-in: name, block dim, device
+    rec.record("ascendcl", "launch", [kernel, 8, 0], rc=0)
+"""
+
+
+@pytest.mark.parametrize("skip, collected", [("0", 1), ("1", 1), ("2", 0)])
+def test_msprof_op_stand_in_skips_launches_before_it_matches_the_kernel_name(tmp_path: Path, skip: str,
+                                                                              collected: int) -> None:
+    # msOpProf: the skip counter counts every launch, matching --kernel-name or not, then the name is matched.
+    # Launches: other_kernel, add_custom, other_kernel. Skipping 1 leaves add_custom; skipping 2 leaves none.
+    proc = tool(tmp_path, "msprof", "op", f"--output={tmp_path / 'o'}", "--kernel-name=add_custom",
+                f"--launch-skip-before-match={skip}", "--launch-count=5", sys.executable, "-c", LAUNCHES,
+                "other_kernel", "add_custom", "other_kernel")
+    assert proc.returncode == 0, proc.stderr
+    (done,) = [c for c in expectations.load(tmp_path) if c["call"] == "collect.done"]
+    assert done["launches"] == collected
+    assert len(list((tmp_path / "o").glob("OPPROF_*"))) == collected
 
 
 def test_npu_smi_stand_in_lists_eight_910b3_chips_in_the_real_formats(tmp_path: Path) -> None:

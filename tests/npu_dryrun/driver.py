@@ -1,12 +1,14 @@
 # TEST DOUBLE driver: runs every mode's NPU path against the stand-ins and checks calls.jsonl; never used outside tests.
-"""The NPU dry run: ``python -m tests.npu_dryrun [device] [--out DIR] [--skip-ddp]`` (``nox -s npu_dryrun``).
+"""The NPU dry run: ``python -m tests.npu_dryrun [device] [--out DIR] [--chip NAME] [--skip-ddp]`` (``nox -s npu_dryrun``).
 
 1. ``<out>/`` (default ``npu_dryrun/`` at the repository root) is made with the lab's marker;
    a fake CANN tree goes to ``<out>/cann`` (pyACL in its python/site-packages), the torch_npu
    stand-in to ``<out>/torch_site``, and a private copy of the lab to ``<out>/lab`` (the
    modes write their build/, model/ and prof_out/ folders there, not into the working tree).
 2. With MSPROF_LAB_BACKEND=npu, ASCEND_HOME_PATH=<out>/cann, PATH and PYTHONPATH as CANN's
-   set_env.sh would set them, every mode's scripts run as a user runs them, for ``device``.
+   set_env.sh would set them, every mode's scripts run as a user runs them, for ``device``, on a
+   stand-in machine of eight ``--chip`` chips (npu-smi's Name column, default 910B3). A
+   ``SOC_VERSION`` in the environment reaches the lab as a user's would.
 3. Every stand-in appends its calls to ``<out>/calls.jsonl``; each step's output is kept in
    ``<out>/logs/<step>.log`` and its prof_out/ in ``<out>/results/<step>/``; ``<out>/summary.json``
    says how each step ended. Then the documented NPU behaviour is checked (expectations.py)
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +35,8 @@ ROOT = HERE.parents[1]
 MODULES = HERE / "modules"
 MODES = ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch")
 STEP_TIMEOUT_S = 600
+DEFAULT_CHIP = "910B3"
+CHIP = re.compile(r"[0-9]{3}[0-9A-Za-z_]*(?:-[0-9A-Za-z_]+)?")  # as npu-smi's Name column spells it
 PROBE = """
 import json
 from common.backend import detect, soc_version
@@ -47,9 +52,9 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
     out = [
         ("detect", [sys.executable, "-c", PROBE % device], None),
         ("01", ["bash", "01_cmdline/run.sh", d], "01_cmdline/prof_out"),
-        ("02.build", ["bash", "02_api_AscendC/build.sh"], None),
+        ("02.build", ["bash", "02_api_AscendC/build.sh", "--device", d], None),
         ("02", ["bash", "02_api_AscendC/run.sh", d], "02_api_AscendC/prof_out"),
-        ("03.build", ["bash", "03_api_pyAcl/build_model.sh", "all"], None),
+        ("03.build", ["bash", "03_api_pyAcl/build_model.sh", "all", "--device", d], None),
         ("03.msprof", ["bash", "03_api_pyAcl/run.sh", d, "all"], "03_api_pyAcl/prof_out"),
         ("03.acl_prof", ["bash", "03_api_pyAcl/run.sh", d, "default", "--acl-prof"], "03_api_pyAcl/prof_out"),
         ("04", ["bash", "04_pyTorch/run.sh", d], "04_pyTorch/prof_out"),
@@ -71,11 +76,11 @@ def copy_lab(target: Path) -> Path:
     return target
 
 
-def base_env(out: Path, cann: Path, torch_site: Path) -> dict[str, str]:
+def base_env(out: Path, cann: Path, torch_site: Path, chip: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ASCEND_RT_VISIBLE_DEVICES", "SOC_VERSION", "RUN_MODE", "PYTHONPATH", "MSPROF_LAB_BACKEND")}
+           if k not in ("ASCEND_RT_VISIBLE_DEVICES", "RUN_MODE", "PYTHONPATH", "MSPROF_LAB_BACKEND")}
     env = fake_cann.environment(env, cann, torch_site)
-    env.update(MSPROF_LAB_BACKEND="npu", PYTHON=sys.executable, KINETO_LOG_LEVEL="5",
+    env.update(MSPROF_LAB_BACKEND="npu", PYTHON=sys.executable, KINETO_LOG_LEVEL="5", NPU_DRYRUN_CHIP=chip,
                MSPROF_LAB_RUN_ID=uuid.uuid4().hex, MSPROF_LAB_TIMEOUT_S=str(STEP_TIMEOUT_S - 60),
                NPU_DRYRUN_LOG=str(out / "calls.jsonl"), NPU_DRYRUN_CAPTURES=str(HERE / "captures"),
                NPU_DRYRUN_FIXTURES=str(ROOT / "tests" / "fixtures" / "npu"),
@@ -112,7 +117,7 @@ def run_step(name: str, argv: list[str], keep: str | None, lab: Path, out: Path,
             "stdout_tail": stdout[-2000:], "stderr_tail": stderr[-2000:]}
 
 
-def run(device: int, out: Path, ddp: bool = True) -> dict:
+def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only: set[str] | None = None) -> dict:
     """The whole dry run into ``out`` (recreated); returns the summary also written to summary.json."""
     sys.path.insert(0, str(ROOT))
     from common.formats.rundir import prepare_output_dir
@@ -123,9 +128,14 @@ def run(device: int, out: Path, ddp: bool = True) -> dict:
     cann = fake_cann.build(out / "cann", sys.executable, MODULES)
     torch_site = fake_cann.install_modules(MODULES, out / "torch_site", ("torch_npu",))
     lab = copy_lab(out / "lab")
-    env = base_env(out, cann, torch_site)
-    summary = {"device": device, "out": str(out), "cann": str(cann), "lab": str(lab), "steps": []}
+    env = base_env(out, cann, torch_site, chip)
+    # The SoC every step must use: $SOC_VERSION when the user set it, else the chip npu-smi lists.
+    soc = os.environ.get("SOC_VERSION") or f"Ascend{chip}"
+    summary = {"device": device, "out": str(out), "cann": str(cann), "lab": str(lab), "chip": chip, "soc": soc,
+               "steps": []}
     for name, argv, keep in steps(device, ddp):
+        if only is not None and name not in only:
+            continue
         result = run_step(name, argv, keep, lab, out, env)
         summary["steps"].append(result)
         print(f"[npu dry run] {name:12} exit {result['rc']:>3}  {result['seconds']:>6} s", flush=True)
@@ -137,13 +147,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.npu_dryrun", description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="logical NPU id 0..7 (default 0)")
     parser.add_argument("--out", default=str(ROOT / "npu_dryrun"), help="output folder (default npu_dryrun/)")
+    parser.add_argument("--chip", default=DEFAULT_CHIP, help=f"chip Name npu-smi lists (default {DEFAULT_CHIP}; "
+                        "e.g. 910B4-1, 310P3)")
     parser.add_argument("--skip-ddp", action="store_true", help="leave out the 2-rank DDP step")
+    parser.add_argument("--steps", help="run only these steps, comma-separated (e.g. detect,02.build,02,03.build); "
+                        "the checks of steps left out fail")
     args = parser.parse_args(argv)
+    names = [name for name, _, _ in steps(0, True)]
+    only = set(args.steps.split(",")) if args.steps else None
+    if only is not None and not only <= set(names):
+        print(f"Error: --steps {args.steps!r} names a step the dry run does not have — pick from {', '.join(names)}",
+              file=sys.stderr)
+        return 2
     if not args.device.isdigit() or not 0 <= int(args.device) < 8:
         print(f"Error: device {args.device!r} is not a logical id of the stand-in machine — pass 0..7", file=sys.stderr)
         return 2
+    if not CHIP.fullmatch(args.chip):
+        print(f"Error: --chip {args.chip!r} is not a chip name as npu-smi prints it — e.g. 910B3", file=sys.stderr)
+        return 2
     try:
-        summary = run(int(args.device), Path(args.out), ddp=not args.skip_ddp)
+        summary = run(int(args.device), Path(args.out), ddp=not args.skip_ddp, chip=args.chip, only=only)
     except Exception as err:  # noqa: BLE001  (a LabError from prepare_output_dir, a missing fixture)
         print(f"Error: the dry run could not start ({err}) — see the message and retry", file=sys.stderr)
         return 2

@@ -25,6 +25,9 @@ MSPROF_SWITCHES = ["--ascendcl=on", "--runtime-api=on", "--task-time=on", "--tas
 # The calls whose order the pyACL check compares (pyACL API reference, "Profiling pyACL API").
 PYACL_ORDER = ["init", "prof.init", "mdl.load_from_file", "prof.start", "mdl.execute", "prof.stop", "prof.finalize",
                "rt.reset_device", "finalize"]
+# Atlas A2 / A3 SoC names (torch_npu NpuVariables.cpp socVersionMap): where AscendC's MetricsProfStart/Stop
+# and msprof op's KernelScale exist, and the PipeUtilization layout (aiv_*, sub_block_id) mode 02 reads.
+ATLAS_A2_A3 = re.compile(r"Ascend(?:910B[1-4]|910B2C|910B4-1|910_93[0-9]{2})")
 # Facts each check relies on; each must appear in docs/npu_reference.md (exact text).
 FACTS = {
     "visible": "ASCEND_RT_VISIBLE_DEVICES",
@@ -130,6 +133,11 @@ def summary(out: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {"steps": []}
 
 
+def soc_of(out: Path) -> str:
+    """The SoC the dry run's steps must use ($SOC_VERSION, else "Ascend" + the stand-in's chip)."""
+    return summary(out).get("soc", "Ascend910B3")
+
+
 def step_result(out: Path, name: str) -> dict:
     return next((s for s in summary(out)["steps"] if s["name"] == name), {})
 
@@ -146,7 +154,7 @@ def detection(out: Path, device: int) -> Result:
     except (IndexError, ValueError):
         last = (step.get("error_lines") or step.get("stderr_tail", "").strip().splitlines() or ["no output"])[-1]
         return Result("lab detects the npu backend", False, f"probe exit {step.get('rc')}: {last}")
-    ok = found["name"] == "npu" and found["devices"] == list(range(8)) and found["soc"] == "Ascend910B3"
+    ok = found["name"] == "npu" and found["devices"] == list(range(8)) and found["soc"] == soc_of(out)
     return Result("lab detects the npu backend", ok, f"{found['name']}, devices {found['devices']}, soc {found['soc']}, "
                   f"modules {found['python_modules']}")
 
@@ -222,6 +230,11 @@ def msprof_argv(out: Path, device: int) -> Result:
 
 
 def msprof_op(out: Path, device: int) -> Result:
+    soc = soc_of(out)
+    builds = [c for c in by_step(load(out)).get("02.build", []) if c["tool"] == "cmake" and c["call"] == "build"]
+    region = builds[-1].get("kernel_calls") if builds else None
+    if not ATLAS_A2_A3.fullmatch(soc):
+        return not_a2_a3(out, soc, region)
     calls = [c for c in by_step(load(out)).get("02", []) if c["tool"] == "msprof op"]
     collect = [c for c in calls if c["call"] == "collect"]
     done = [c for c in calls if c["call"] == "collect.done"]
@@ -231,11 +244,25 @@ def msprof_op(out: Path, device: int) -> Result:
     facts = documented()
     ok = (metrics == facts["op_metrics"] and "KernelScale" in metrics and skip == facts["op_skip"]
           and "--kernel-name=add_custom" in args and bool(done) and done[0].get("launches", 0) >= 1
-          and collect[0].get("rc", 0) == 0)
-    return Result(f"02: msprof op --aic-metrics={','.join(facts['op_metrics'])} --launch-skip-before-match="
-                  f"{facts['op_skip']} ({facts['source']})", ok, f"argv {' '.join(args[:6]) or 'none'}; "
+          and collect[0].get("rc", 0) == 0 and region == ["MetricsProfStart", "MetricsProfStop"])
+    return Result(f"02 on {soc}: kernel built with MetricsProfStart/Stop; msprof op --aic-metrics="
+                  f"{','.join(facts['op_metrics'])} --launch-skip-before-match={facts['op_skip']} ({facts['source']})",
+                  ok, f"kernel calls {region}; argv {' '.join(args[:6]) or 'none'}; "
                   f"collected {done[0].get('launches') if done else 'nothing'}; "
                   f"refused: {(collect[0].get('refused') if collect else None) or 'none'}")
+
+
+def not_a2_a3(out: Path, soc: str, region: list[str] | None) -> Result:
+    """Outside Atlas A2/A3: no MetricsProf region in the kernel, no msprof op (so no KernelScale), and
+    mode 02's run stops with one Error: line naming the A2/A3 layout it reads."""
+    step = step_result(out, "02")
+    calls = [c for c in by_step(load(out)).get("02", []) if c["tool"] in ("msprof", "msprof op")]
+    errors = step.get("error_lines", [])
+    ok = (region == [] and not calls and step.get("rc") not in (0, None) and not step.get("traceback")
+          and len(errors) == 1 and "Atlas A2/A3" in errors[0])
+    return Result(f"02 on {soc} (not Atlas A2/A3): kernel without MetricsProfStart/Stop, no msprof op, one Error: line",
+                  ok, f"kernel calls {region}; msprof calls {len(calls)}; exit {step.get('rc')}; "
+                  f"{errors or 'no Error: line'}{'; TRACEBACK' if step.get('traceback') else ''}")
 
 
 def atc_variants(out: Path, device: int) -> Result:
@@ -250,7 +277,7 @@ def atc_variants(out: Path, device: int) -> Result:
                                                                         "--precision_mode_v2=origin"))
     socs = {a for args in converts.values() for a in args if a.startswith("--soc_version=")}
     ok = (keep and "--precision_mode=force_fp32" not in fp32 and not any(a.startswith("--precision_mode") for a in default)
-          and set(facts["fp16_io"]) <= set(fp16io) and socs == {"--soc_version=Ascend910B3"}
+          and set(facts["fp16_io"]) <= set(fp16io) and socs == {f"--soc_version={soc_of(out)}"}
           and len(ok_calls(calls, "atc", "mode1")) == 3 and all(c.get("rc", 0) == 0 for c in calls))
     precision = [a for a in fp32 if a.startswith("--precision_mode")]
     return Result("03 atc: fp32 keeps fp32 (--precision_mode=must_keep_origin_dtype), fp16-io, default; --mode=1 each",
@@ -278,7 +305,8 @@ REPORTING_STEPS = ("01", "02", "03.msprof", "03.acl_prof", "04")
 
 def reports_ran(out: Path, device: int) -> Result:
     parts, ok = [], True
-    for name in REPORTING_STEPS:
+    steps = REPORTING_STEPS if ATLAS_A2_A3.fullmatch(soc_of(out)) else tuple(n for n in REPORTING_STEPS if n != "02")
+    for name in steps:  # outside Atlas A2/A3, 02 stops before it runs (checked by msprof_op)
         step = step_result(out, name)
         kept = out / step["kept"] if step.get("kept") else None
         info = json.loads((kept / "run_info.json").read_text()) if kept and (kept / "run_info.json").is_file() else {}
@@ -339,7 +367,9 @@ CHECKS = {
     "detection": detection,
     "no_visible_devices": no_visible_devices,
     "select_01": lambda o, d: program_selects(o, d, "01", {("torch_npu", "npu.set_device")}),
-    "select_02": lambda o, d: program_selects(o, d, "02", {("ascendcl", "aclrtSetDevice")}),
+    "select_02": lambda o, d: (program_selects(o, d, "02", {("ascendcl", "aclrtSetDevice")})
+                               if ATLAS_A2_A3.fullmatch(soc_of(o)) else
+                               Result("02: not run outside Atlas A2/A3 (see the msprof op check)", True, soc_of(o))),
     "select_03": lambda o, d: program_selects(o, d, "03.msprof", {("acl", "rt.set_device")}),
     "select_03_acl_prof": lambda o, d: program_selects(o, d, "03.acl_prof", {("acl", "rt.set_device")}),
     "select_04": lambda o, d: program_selects(o, d, "04", {("torch_npu", "npu.set_device")}),

@@ -156,7 +156,9 @@ def msprof_op(argv: list[str]) -> int:
     metrics = values.get("aic-metrics", "Default").split(",")
     if not problem and any(m not in OP_METRICS for m in metrics):
         problem = f"--aic-metrics={values['aic-metrics']!r}: unknown metric (one of {', '.join(OP_METRICS)})"
-    for key, low, high in (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 10**6), ("warm-up", 0, 10**6)):
+    # msOpProf user guide (docs/en/user_guide/msopprof_user_guide.md): --launch-count 1..5000,
+    # --launch-skip-before-match 0..1000. --warm-up's range is not read here: the stand-in only checks it is a count.
+    for key, low, high in (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000), ("warm-up", 0, 10**6)):
         if not problem and key in values and not (values[key].isdigit() and low <= int(values[key]) <= high):
             problem = f"--{key}={values[key]!r} is not an integer in {low}..{high}"
     if problem:
@@ -167,10 +169,13 @@ def msprof_op(argv: list[str]) -> int:
     code, made = run_app(app, f"msprof-op:{os.getpid()}")
     if code == 127:
         return refuse(tool, "collect", argv, f"application {app[0]!r} not found", 127)
+    # As the tool does: the first --launch-skip-before-match launches are skipped whatever kernel they
+    # run ("the counter increases regardless of whether [it] matches the operator specified in
+    # kernel-name"), then launches whose kernel name starts with --kernel-name are collected.
     name = values.get("kernel-name", "")
-    launches = [c for c in made if c["call"] == "launch" and str(c["args"][0]).startswith(name)]
-    launches = launches[int(values.get("launch-skip-before-match", 0)):]
-    collected = launches[: int(values.get("launch-count", 1))]
+    launches = [c for c in made if c["call"] == "launch"][int(values.get("launch-skip-before-match", 0)):]
+    matching = [c for c in launches if str(c["args"][0]).startswith(name)]
+    collected = matching[: int(values.get("launch-count", 1))]
     if not collected:
         print(f"[WARNING] msprof op: no launch of kernel {name!r} left to collect", file=sys.stderr)
         rec.record(tool, "collect.done", [], rc=code, launches=0)
@@ -194,6 +199,9 @@ ATC_OPTIONS = {"model": None, "framework": ("0", "1", "3", "5"), "output": None,
                "keep_dtype": None, "op_select_implmode": None, "allow_hf32": ("true", "false"),
                "is_input_adjust_hw_layout": None, "modify_mixlist": None, "op_precision_mode": None}
 OM_MAGIC = "NPU_DRYRUN_OM"
+# The SoC names CANN knows (torch_npu NpuVariables.cpp socVersionMap; 310P5/7 from its SocVersion enum).
+SOC_VERSIONS = re.compile(r"Ascend(910PremiumA|910ProA|910A|910ProB|910B|310P[1-57]|910B[1-4]|910B2C|910B4-1"
+                          r"|310B[1-4]|910_93[0-9]{2})")
 DTYPES = {"FP32": "float32", "FP16": "float16", "UINT8": "uint8", "INT8": "int8"}
 
 
@@ -221,7 +229,7 @@ def atc(argv: list[str]) -> int:
     for key in ("model", "framework", "output", "soc_version"):
         if key not in values:
             return refuse("atc", call, argv, f"--{key} is required")
-    if not re.fullmatch(r"Ascend(910B[1-4]|910_93|310P[13]|310B[1-4]|910[AB]?)", values["soc_version"]):
+    if not SOC_VERSIONS.fullmatch(values["soc_version"]):
         return refuse("atc", call, argv, f"--soc_version={values['soc_version']!r} is not a supported SoC")
     if "precision_mode" in values and "precision_mode_v2" in values:
         return refuse("atc", call, argv, "--precision_mode and --precision_mode_v2 cannot be used together")
@@ -371,8 +379,22 @@ def cmake_build(argv: list[str]) -> int:
     compile_argv = [cxx, "-std=c++17", "-O1", "-DLAB_RUN_NPU", "-I", str(ACL_STUB), "-I", str(source),
                     str(source / "main.cpp"), str(RUNTIME), "-o", str(build / "add_custom_main")]
     code = subprocess.run(compile_argv, check=False).returncode
-    rec.record("cmake", "build", argv, rc=code, compiled=compile_argv[1:])
+    rec.record("cmake", "build", argv, rc=code, compiled=compile_argv[1:],
+               kernel_calls=kernel_calls(cxx, source, json.loads(conf.read_text())["defs"], build))
     return code
+
+
+def kernel_calls(cxx: str, source: Path, defs: dict[str, str], build: Path) -> list[str]:
+    """The MetricsProf calls add_kernel.cpp keeps as ascendc_library would compile it: preprocessed with the
+    one kernel definition CMakeLists.txt adds (LAB_METRICS_PROF_REGION when that option is ON)."""
+    headers = build / "npu_dryrun_kernel_headers"  # kernel_operator.h is CANN's; empty here, only #if matters
+    headers.mkdir(exist_ok=True)
+    (headers / "kernel_operator.h").write_text("")
+    region = defs.get("LAB_METRICS_PROF_REGION", "OFF").upper() in ("ON", "1", "TRUE", "YES")
+    proc = subprocess.run([cxx, "-E", "-P", "-x", "c++", "-I", str(headers), "-I", str(source),
+                           *(["-DLAB_METRICS_PROF_REGION"] if region else []), str(source / "add_kernel.cpp")],
+                          capture_output=True, text=True, check=False)
+    return sorted(set(re.findall(r"\bMetricsProf(?:Start|Stop)\b", proc.stdout)))
 
 
 TOOLS = {"msprof": msprof, "atc": atc, "npu-smi": npu_smi, "cmake": cmake}

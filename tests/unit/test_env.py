@@ -119,11 +119,13 @@ def test_logical_devices_come_from_npu_smi_and_davinci_nodes_only_without_it(tmp
 
 def test_soc_version_override_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = Backend("npu", "test")
-    monkeypatch.setenv("SOC_VERSION", "Ascend910B3")
-    assert soc_version(backend) == "Ascend910B3"
-    monkeypatch.setenv("SOC_VERSION", "910B3; rm -rf /")
-    with pytest.raises(LabError, match="does not look like"):
-        soc_version(backend)
+    for name in ("Ascend910B3", "Ascend910B4-1", "Ascend910_9391", "Ascend310P3"):
+        monkeypatch.setenv("SOC_VERSION", name)
+        assert soc_version(backend) == name
+    for bad in ("910B3; rm -rf /", "Ascend910B4-", "Ascend-1", "Ascend910B4-1-2", "Ascend 910B3"):
+        monkeypatch.setenv("SOC_VERSION", bad)
+        with pytest.raises(LabError, match="does not look like"):
+            soc_version(backend)
 
 
 def test_arch_dir_is_derived() -> None:
@@ -184,6 +186,7 @@ def test_chip_names_are_read_by_column() -> None:
     (_npu_smi_910b(8), 0, "Ascend910B3"),
     (_npu_smi_910b(8), 7, "Ascend910B3"),
     (_npu_smi_910b(2, "910B4"), 1, "Ascend910B4"),
+    (_npu_smi_910b(2, "910B4-1"), 1, "Ascend910B4-1"),  # a hyphenated name (torch_npu's socVersionMap)
     # "3105 / 65536" (HBM), a pid 3105 and memory 3105 sit in other columns: never read as a chip
     (_npu_smi_910b(1), 0, "Ascend910B3"),
     (NPU_SMI_310P_DUO, 1, "Ascend310P3"),

@@ -14,6 +14,7 @@ from helpers import load_lesson
 export_onnx = load_lesson("03_api_pyAcl/src/export_onnx.py")
 import variants  # noqa: E402 (beside export_onnx, on sys.path once it is loaded)
 
+from common.backend import is_atlas_a2_a3  # noqa: E402
 from common.workload import tiny_mlp  # noqa: E402
 
 
@@ -48,3 +49,35 @@ def test_export_turns_the_dynamo_exporter_off_where_torch_has_it() -> None:
 
     assert export_onnx.exporter_choice(export_2_9) == {"dynamo": False}
     assert export_onnx.exporter_choice(export_2_4) == {}
+
+
+@pytest.mark.parametrize(("soc", "a2_a3"), [
+    # Atlas A2 and A3 by their full names (torch_npu NpuVariables.cpp socVersionMap) ...
+    *[(name, True) for name in ("Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4",
+                                "Ascend910B4-1", "Ascend910_9391", "Ascend910_9362")],
+    # ... and not the legacy Atlas training chips a prefix "Ascend910B" would also take, nor inference chips.
+    *[(name, False) for name in ("Ascend910B", "Ascend910ProB", "Ascend910A", "Ascend310P3", "Ascend310B1",
+                                 "Ascend910B5", "Ascend910B4-2", "", None)],
+])
+def test_atlas_a2_a3_are_matched_by_their_names(soc: str | None, a2_a3: bool) -> None:
+    assert is_atlas_a2_a3(soc) is a2_a3
+
+
+def test_unsourced_figures_are_labelled_estimates() -> None:
+    from common.analyze.bounds import DEVICE_PEAKS
+
+    assert DEVICE_PEAKS and all(p.source.startswith("estimate (no published source)") for p in DEVICE_PEAKS.values())
+    kernel_report = load_lesson("02_api_AscendC/src/kernel_report.py")
+    assert not hasattr(kernel_report, "REFERENCE_910B3")
+    table = kernel_report.render_report([], "npu", "op_summary", {"block_dim": 8, "block_length": 1024})
+    assert "ratio (910B3 estimate)" in table and "an estimate, not measured here" in table
+
+
+def test_the_npu_group_keeps_numpy_below_2_for_torch_before_2_3() -> None:
+    import tomllib
+
+    from helpers import ROOT
+
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    assert "numpy<2" in groups["npu"]  # torch 2.1 / 2.2 (CANN 8.0.x pairs with 2.1) need numpy 1.x
+    assert "numpy<2" not in groups["portable"]  # the portable torch (2.13) takes numpy 2

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, load_lesson
 
-from common.collect.npu_commands import atc_argv, atc_om_to_json_argv, msprof_argv, msprof_op_argv, msprof_op_metrics
+from common.collect.npu_commands import (MSPROF_OP_METRICS_REGION, atc_argv, atc_om_to_json_argv, msprof_argv,
+                                         msprof_op_argv)
 
 DEV = "<dev>"
 PAGES = ["README.md", "01_cmdline/README.md", "02_api_AscendC/README.md", "03_api_pyAcl/README.md"]
@@ -77,7 +78,7 @@ def test_msprof_op_lines_are_the_builders() -> None:
     app = ["02_api_AscendC/build/add_custom_main", "--device", DEV, "--warmup", str(add_profile.WARMUP_LAUNCHES),
            "--launches", str(add_profile.MEASURED_LAUNCHES)]
     argv = msprof_op_argv("msprof", Path("02_api_AscendC/prof_out"), app, kernel_name="add_custom",
-                          aic_metrics=msprof_op_metrics("Ascend910B3"), launch_skip=add_profile.WARMUP_LAUNCHES)
+                          aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=add_profile.WARMUP_LAUNCHES)
     for page in ("README.md", "02_api_AscendC/README.md"):
         assert _shown(argv) in _code(page), page
 
