@@ -257,6 +257,9 @@ def verdicts(runs: dict[str, ModeRun], workload: Workload, failed: dict[str, str
     ok = {k: run for k, run in runs.items() if k not in failed}
     if all(k in ok for k in WORKLOAD_MODES):
         out += lesson_verdicts(ok, workload)
+    for k, unit in (("01", "forward"), ("04", "step")):  # each tool against its own first record, read again
+        if k in ok:
+            out.append(checks.check_same_records(ok[k].records, ok[k].forwards, f"{k}, {ok[k].forwards} {unit}s", unit))
     if "01" in ok and "04" in ok:
         out.append(same_ops_verdict(ok["01"], ok["04"]))
     if "03" in ok:

@@ -114,7 +114,7 @@ _RULES: list[tuple[str, str | None, str]] = [
     ("cast", None, (r"cast(like|v\d+)?|to|to_copy|to_dtype[a-z_]*|npu_dtype_cast|_?cast_[a-z0-9_]*"
                     r"|convert_element_type")),
     ("init", None, (r"memset(v\d+)?|fill[a-z0-9_]*|zero|zeros(_like|like)?|ones(_like|like)?|full(_like)?"
-                    r"|empty[a-z_]*|uniform|normal|randn?|randint|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
+                    r"|empty[a-z_]*|uniform|normal|randn?(_like)?|randint(_like)?|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
                     r"|truncated_?normal|bernoulli|multinomial|dsa[a-z0-9]*|dropout_?gen_?mask[a-z0-9]*|gen_?mask"
                     r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*")),
     ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*|local_scalar_dense"),

@@ -176,7 +176,10 @@ def decomposes(name: str) -> bool:
         return False
     overloads = [f"{name}.{o}" if o != "default" else name for o in packet.overloads() if not o.endswith("out")]
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    return bool(overloads) and all(has(o, "CompositeImplicitAutograd") for o in overloads)
+    try:
+        return bool(overloads) and all(has(o, "CompositeImplicitAutograd") for o in overloads)
+    except RuntimeError:  # an overload the dispatcher does not register (aten::__or__.bool): not a composition
+        return False
 
 
 def _has_family(node: OpNode, family: str) -> bool:

@@ -16,10 +16,10 @@ from common.analyze.step_bound import HOST_BOUND_BELOW
 from common.render.text import side_by_side, verdict_tag
 
 FAMILY_COLORS = {
-    "matmul": "#4c78a8", "conv": "#3b3b98", "attention": "#9467bd", "norm": "#17becf", "activation": "#f58518",
-    "softmax": "#bcbd22", "elementwise": "#72b7b2", "reduce": "#c7a76c", "pool": "#ff9da6", "cast": "#e45756",
-    "layout": "#d4a017", "memcpy": "#54a24b", "communication": "#222222", "optimizer": "#8c564b",
-    "init": "#b279a2", "other": "#9d9d9d",
+    "matmul": "#4c78a8", "conv": "#3b3b98", "attention": "#9467bd", "recurrent": "#6b4e9b", "norm": "#17becf",
+    "activation": "#f58518", "softmax": "#bcbd22", "elementwise": "#72b7b2", "reduce": "#c7a76c", "pool": "#ff9da6",
+    "resize": "#e377c2", "embedding": "#2ca02c", "indexing": "#8c8c3a", "cast": "#e45756", "layout": "#d4a017",
+    "memcpy": "#54a24b", "communication": "#222222", "optimizer": "#8c564b", "init": "#b279a2", "other": "#9d9d9d",
 }
 COMPUTING, FREE, COMMUNICATION, MEMORY = "#4c78a8", "#f2cf5b", "#e45756", "#54a24b"
 SERIES = ["#4c78a8", "#e45756", "#54a24b", "#b279a2"]

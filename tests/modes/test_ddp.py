@@ -46,8 +46,9 @@ def test_run_passes_its_checks_and_names_the_slow_rank(slow_run) -> None:
     assert proc.stdout.startswith("=== msprof lab backend: PORTABLE")
     for check in (
         "files present",
-        "op counts per forward (rank 0, 5 training steps)",
-        "op counts per forward (rank 1, 5 training steps)",
+        "every training step records the same ops (rank 0, 5 training steps)",
+        "every training step records the same ops (rank 1, 5 training steps)",
+        "every rank records the same ops (2 ranks, the first active step of each)",
         "same collectives on every rank",
         "step table adds up",
         "weights identical on every rank",

@@ -126,25 +126,26 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
     assert agree.returncode == 0 and not failed, f"{agree.stdout[-4000:]}{agree.stderr[-2000:]}"
     # none of them declares EXPECT: every lesson check is N/A, with the reason, and fails nothing
     not_applicable = [line for line in verdicts if line.startswith("[N/A]")]
-    assert len(not_applicable) == 6, verdicts  # 3 x top family, the share, the two cast checks
+    assert len(not_applicable) == 5, verdicts  # 3 x top family, the share, the cast check
     assert all(f"not applicable: {name} declares no EXPECT[" in line for line in not_applicable)
-    for check in ("op counts per forward (01", "op counts per forward (04", "op counts per forward (03 default",
+    for check in ("every forward records the same ops (01", "every step records the same ops (04",
+                  "01 and 04 record the same ops per forward", "op counts per execute match the built graph (03",
+                  "the exported graph computes what the model computes (03",
                   "output matches fp32 reference (01)", "output matches fp32 reference (04)",
                   "output matches fp32 reference (03 default"):
         assert any(line.startswith(f"[PASS] {check}") for line in verdicts), (check, verdicts)
 
-    # the count rows are the model's families: 01 and 04 run exactly the forward's counts; no row of a family
-    # that no mode ran (a CNN has no attention row, a transformer no conv row)
+    # the count rows are the model's families: 01 and 04 record the same compute ops per forward (01's rows
+    # also hold the one-off ops of building the model); no row of a family that no mode ran
     rows = table_rows(steps["markdown"])
     assert rows["workload, sha256"] == [f"{name} {sha[:12]}", "add_custom kernel", f"{name} {sha[:12]}",
                                         f"{name} {sha[:12]}"]
-    expected = work.expected_op_counts().checked
     count_rows = {r.removesuffix(" per forward"): cells for r, cells in rows.items() if r.endswith(" per forward")}
-    for family, per_forward in expected.items():
-        assert float(count_rows[family][0]) == per_forward and float(count_rows[family][3]) == per_forward, family
+    for family in set(count_rows) & {"matmul", "conv", "attention", "norm", "pool", "softmax"}:
+        assert float(count_rows[family][0]) == float(count_rows[family][3]) > 0, family
     for family, cells in count_rows.items():
         assert any(float(c) > 0 for c in cells), f"{family} row with no ops in any mode"
-    assert set(expected) <= set(count_rows)
+    assert work.forward_flops().per_family  # what 03's graph was compared with
 
 
 def test_the_shipped_workloads_show_their_own_families(results) -> None:

@@ -26,11 +26,32 @@ def _task(op: str, start: float, dur: float, step: int | None = None) -> Task:
     return Task(op, op, "CPU", start, dur, step_id=step)
 
 
-def test_check_counts_passes_and_fails() -> None:
-    tasks = [_task("aten::addmm", i, 1) for i in range(8)] + [_task("aten::gelu", i, 1) for i in range(6)]
-    assert checks.check_counts(tasks, 2, {"matmul": 4, "activation": 3}, "t").ok
-    bad = checks.check_counts(tasks[1:], 2, {"matmul": 4, "activation": 3}, "t")
-    assert not bad.ok and "matmul 7 (want 4 x 2 = 8)" in bad.detail
+def _forward(start: float, ops: list[str]) -> list:
+    return [_task(op, start + i, 1) for i, op in enumerate(ops)]
+
+
+def test_every_forward_is_compared_with_the_first_the_tool_recorded() -> None:
+    ops = ["aten::addmm", "aten::gelu", "aten::addmm"]
+    tasks = _forward(0, ops) + _forward(10, ops) + _forward(20, ops)
+    windows = [(0, 10), (10, 20), (20, 30)]
+    same = checks.check_same_records(checks.records_in(tasks, windows), 3, "t")
+    assert same.ok and "3 forwards, each 3 ops (matmul 2, activation 1)" in same.detail
+    # the third forward runs two more ops (noise from the 3rd call on): extra ops fail, named with their family
+    noisy = tasks[:6] + _forward(20, [*ops, "aten::randn_like", "aten::add"])
+    bad = checks.check_same_records(checks.records_in(noisy, windows), 3, "t")
+    assert not bad.ok and "forward 3: extra aten::add x1 (elementwise), aten::randn_like x1 (init)" in bad.detail
+    # an op missing from a forward fails the same way
+    short = checks.check_same_records(checks.records_in(tasks[:-1], windows), 3, "t")
+    assert not short.ok and "missing aten::addmm x1 (matmul)" in short.detail
+    # so does a forward too many or too few, and a first forward with nothing in it
+    assert not checks.check_same_records(checks.records_in(tasks, windows[:2]), 3, "t").ok
+    assert not checks.check_same_records(checks.records_in(tasks, [(40, 50)] * 3), 3, "t").ok
+    assert not checks.check_same_records([], None, "t").ok
+
+
+def test_steps_are_grouped_by_step_id() -> None:
+    tasks = [_task("aten::mm", i, 1, step) for i, step in enumerate([None, 2, 2, 3, 3])]
+    assert [sum(r.values()) for r in checks.records_by_step(tasks)] == [2, 2]  # a warm-up step has no Step Id
 
 
 def test_top_family_excludes_init() -> None:

@@ -15,7 +15,7 @@ from common.collect import torch_ops
 from common.formats.datasets import find_datasets
 from common.formats.records import OpStat
 from common.render.html import FAMILY_COLORS
-from common.workload import build_model, expected_op_counts, make_input
+from common.workload import build_model, make_input
 
 CAPTURES = FIXTURES / "npu" / "msinsight_torch_npu"
 OTHER_MAX = 0.10  # "other" may hold at most this share of op time
@@ -66,7 +66,7 @@ REAL_NAMES = [
     ("Sigmoid", "activation", "Sigmoid"), ("SoftmaxV2", "softmax", "SoftmaxV2"),
     ("MaxPoolWithArgmaxV2", "pool", "MaxPoolWithArgmaxV2"), ("AvgPool", "pool", "AvgPool"),
     ("AdaptiveAvgPool3dGrad", "pool", "AdaptiveAvgPool3dGrad"), ("ReduceSum", "reduce", "ReduceSum"),
-    ("TopKV2", "reduce", "TopKV2"), ("Add", "elementwise", "Add"), ("Mul", "elementwise", "Mul"),
+    ("TopKV2", "indexing", "TopKV2"), ("Add", "elementwise", "Add"), ("Mul", "elementwise", "Mul"),
     ("RealDiv", "elementwise", "RealDiv"), ("Sub", "elementwise", "Sub"), ("Equal", "elementwise", "Equal"),
     ("Cast", "cast", "Cast"), ("TransData", "layout", "TransData"), ("TensorMove", "layout", "TensorMove"),
     ("Transpose", "layout", "Transpose"), ("MemSet", "init", "MemSet"), ("Fill", "init", "Fill"),
@@ -119,6 +119,18 @@ def test_a_relu_is_never_reported_as_a_gelu() -> None:
     stats = [OpStat("Relu", "AI_VECTOR_CORE", 7, 64.0, 2.7, 9.1, 15.5, 70.0),
              OpStat("ReluGrad", "AI_VECTOR_CORE", 7, 27.0, 8.1, 3.9, 26.4, 30.0)]
     assert families.family_labels(stats) == {"activation": ["Relu", "Relu backward"]}
+
+
+def test_real_model_ops_have_families() -> None:
+    # what the models people bring run: recurrent layers, resizes, embeddings, routing, transposed convs
+    cases = {"aten::mkldnn_rnn_layer": "recurrent", "LSTM": "recurrent", "DynamicRNN": "recurrent",
+             "aten::_transformer_encoder_layer_fwd": "attention", "aten::upsample_bilinear2d": "resize",
+             "Resize": "resize", "aten::embedding": "embedding", "Gather": "indexing",
+             "aten::index_add_": "indexing", "aten::topk": "indexing", "aten::nonzero": "indexing",
+             "aten::where": "indexing", "aten::slow_conv_transpose2d": "conv", "ConvTranspose": "conv",
+             "aten::_local_scalar_dense": "memcpy", "aten::group_norm": "norm"}
+    assert {op: families.op_family(op) for op in cases} == cases
+    assert families.op_label("QuickGelu") == "QuickGelu"  # ORT's x * sigmoid(alpha x): not labelled a GELU
 
 
 def test_every_family_is_ordered_and_coloured() -> None:
@@ -194,10 +206,10 @@ def test_tinymlp_ops_have_families(train: bool) -> None:
     stats = [OpStat(op, "CPU", 1, sum(t.duration_us for t in tasks if t.op_type == op), 0, 0, 0, 0)
              for op in {t.op_type for t in tasks}]
     assert families.family_share(stats).get("other", 0.0) <= OTHER_MAX
-    forward = expected_op_counts(build_model())
-    assert forward == {"matmul": 4, "activation": 3}
-    # backward: two MatMuls per Linear but the first (its input needs no gradient), one per GELU
-    want = {"matmul": 3 * forward["matmul"] - 1, "activation": 2 * forward["activation"]} if train else forward
-    assert checks.check_counts(tasks, 2, want, "TinyMLP").ok
+    per_step = {f: n / 2 for f, n in families.family_counts(tasks).items()  # 2 recorded steps
+                if f in ("matmul", "activation")}  # a training step's loss and SGD ops come on top
+    # forward: 4 Linear (addmm), 3 GELU; backward: two MatMuls per Linear but the first (its input needs
+    # no gradient), one per GELU
+    assert per_step == ({"matmul": 11, "activation": 6} if train else {"matmul": 4, "activation": 3}), per_step
     assert {families.op_label(t.op_type) for t in tasks if families.op_family(t.op_type) == "activation"} == \
            ({"Gelu", "Gelu backward"} if train else {"Gelu"})

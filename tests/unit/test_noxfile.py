@@ -23,23 +23,28 @@ def noxfile():
 class _Session:
     """The attributes of a nox session that mode_args and ddp_args use."""
 
-    def __init__(self, posargs: list[str], name: str = "pytorch") -> None:
+    def __init__(self, posargs: list[str], name: str = "pytorch", invoked_from: str | None = None) -> None:
         self.posargs = posargs
         self.name = name
+        self.invoked_from = invoked_from or str(ROOT)
 
     def error(self, message: str) -> None:
         raise SystemExit(message)
 
+    def skip(self, message: str) -> None:
+        raise SystemExit(f"skipped: {message}")
+
 
 def test_nox_mode_args_device_and_repeat(noxfile, monkeypatch) -> None:
     monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
-    assert noxfile.mode_args(_Session([])) == ("0", 1, None, None)
-    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5, None, None)
-    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2, None, None)
-    assert noxfile.mode_args(_Session(["1", "--threads", "2"])) == ("1", 1, None, 2)
+    assert noxfile.mode_args(_Session([])) == ("0", 1, None, None, False)
+    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5, None, None, False)
+    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2, None, None, False)
+    assert noxfile.mode_args(_Session(["1", "--threads", "2"])) == ("1", 1, None, 2, False)
     assert noxfile.mode_args(_Session(["--threads", "0"])).threads == 0  # 0: torch's default
+    assert noxfile.mode_args(_Session(["0", "--train"])).train  # mode 04's training steps
     for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "not understood: 1"),
-                     (["0", "--train"], "not understood: --train"), (["0", "--threads", "x"], "--threads takes 0..1024"),
+                     (["0", "--trains"], "not understood: --trains"), (["0", "--threads", "x"], "--threads takes 0..1024"),
                      (["0;rm -rf /"], "is not an integer in 0..63")):
         with pytest.raises(SystemExit, match=re.escape(why)):
             noxfile.mode_args(_Session(bad))
@@ -48,9 +53,11 @@ def test_nox_mode_args_device_and_repeat(noxfile, monkeypatch) -> None:
 def test_nox_mode_args_workload_flag_and_variable(noxfile, monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
     cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
-    # relative to the repository root (where nox runs), handed on as an absolute path; any position
-    assert noxfile.mode_args(_Session(["1", "--workload", "workloads/cnn.py", "--repeat", "2"])) == ("1", 2, cnn, None)
-    assert noxfile.mode_args(_Session(["--workload=workloads/cnn.py"])) == ("0", 1, cnn, None)
+    # relative to the directory nox was started in, handed on as an absolute path; any position
+    assert noxfile.mode_args(_Session(["1", "--workload", "workloads/cnn.py", "--repeat", "2"])) == \
+        ("1", 2, cnn, None, False)
+    assert noxfile.mode_args(_Session(["--workload=workloads/cnn.py"])) == ("0", 1, cnn, None, False)
+    assert noxfile.mode_args(_Session(["--workload", "cnn.py"], invoked_from=str(ROOT / "workloads"))).workload == cnn
     mine = tmp_path / "my_model.py"
     mine.write_text("")
     assert noxfile.mode_args(_Session(["--workload", str(mine), "2"])).workload == str(mine.resolve())
@@ -65,9 +72,11 @@ def test_nox_mode_args_workload_flag_and_variable(noxfile, monkeypatch, tmp_path
     (["0", "--workload"], None, "(--workload takes a file, got '')"),
     (["--workload", "--repeat", "2"], None, "(--workload takes a file, got '--repeat')"),
     (["--workload", "no_such_model.py"], None,
-     "workload file no_such_model.py (--workload) does not exist — give the path of a Python file"),
-    (["--workload", "workloads"], None, "workload file workloads (--workload) is not a file"),
-    (["0"], "gone.py", "workload file gone.py (from $MSPROF_LAB_WORKLOAD) does not exist"),
+     f"workload file no_such_model.py (--workload, looked for {ROOT / 'no_such_model.py'}) does not exist — give "
+     "the path of a Python file"),
+    (["--workload", "workloads"], None, "workload file workloads (--workload, looked for"),
+    (["0"], "gone.py", f"workload file gone.py (from $MSPROF_LAB_WORKLOAD, looked for {ROOT / 'gone.py'}) does not "
+                       "exist"),
     (["0", "--workload", "workloads/cnn.py", "1"], None, "[--repeat N] [--workload FILE]"),
 ])
 def test_nox_mode_args_refuse_a_bad_workload_with_one_line(noxfile, monkeypatch, args, env, why) -> None:
@@ -87,7 +96,7 @@ def test_nox_ddp_args_take_a_workload(noxfile, monkeypatch) -> None:
     assert noxfile.ddp_args(_Session([], "ddp")) == ("2", None)
     assert noxfile.ddp_args(_Session(["4", "--workload", "workloads/cnn.py"], "ddp")) == ("4", cnn)
     for bad, why in ((["9"], "(nproc takes 1..8, got '9')"), (["2", "3"], "(not understood: 3)"),
-                     (["2", "--workload", "nope.py"], "nope.py (--workload) does not exist")):
+                     (["2", "--workload", "nope.py"], "nope.py (--workload, looked for")):
         with pytest.raises(SystemExit, match=re.escape(why)):
             noxfile.ddp_args(_Session(bad, "ddp"))
 
@@ -109,7 +118,8 @@ class _Recorder(_Session):
 def test_every_mode_script_gets_the_workload_as_an_absolute_path(noxfile, monkeypatch) -> None:
     monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
-    monkeypatch.setattr(noxfile, "modes_of_this_run", lambda: set())  # agree is not queued here
+    monkeypatch.setattr(noxfile, "check_workload", lambda *args: None)  # the workload check runs the model
+    monkeypatch.setattr(noxfile, "queue_agree", lambda session: None)  # agree is not queued here
     cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
     want = {
         "cmdline": [("bash", "01_cmdline/run.sh", "1", "--workload", cnn)],
@@ -142,21 +152,42 @@ def test_every_mode_script_gets_the_workload_as_an_absolute_path(noxfile, monkey
     assert session.ran == [("bash", "04_pyTorch/run.sh", "0")]
 
 
-def test_agree_follows_only_when_all_four_modes_ran_in_this_invocation(noxfile, tmp_path: Path) -> None:
-    def write(folder: str, run_id: str, completed: bool = True) -> None:
-        out = tmp_path / folder / "prof_out"
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "run_info.json").write_text(json.dumps(
-            {"backend": "portable", "mode": folder, "completed": completed, "run_id": run_id}))
+def test_agree_follows_once_all_four_modes_started_passed_or_failed(noxfile, monkeypatch) -> None:
+    queued = []
 
-    assert noxfile.modes_of_this_run(tmp_path, "this") == set()
-    for folder in noxfile.MODE_DIRS.values():
-        write(folder, "this")
-    assert noxfile.modes_of_this_run(tmp_path, "this") == set(noxfile.MODE_DIRS)
-    write("01_cmdline", "an-older-run")
-    assert noxfile.modes_of_this_run(tmp_path, "this") == {"ascendc", "pyacl", "pytorch"}
-    write("01_cmdline", "this", completed=False)
-    assert "cmdline" not in noxfile.modes_of_this_run(tmp_path, "this")
+    class _Notifying(_Recorder):
+        def notify(self, name: str, posargs=None) -> None:
+            queued.append(name)
+
+        def run(self, *args: str, **kwargs) -> None:
+            if self.name == "pyacl" and args[1].endswith("run.sh"):
+                raise RuntimeError("mode 03 failed")  # as nox's session.run raises for a failed command
+
+    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+    monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
+    monkeypatch.setattr(noxfile, "check_workload", lambda *args: None)
+    monkeypatch.setattr(noxfile, "MODES_STARTED", set())
+    for name in ("cmdline", "ascendc", "pyacl", "pytorch"):
+        assert not queued  # not before the last mode has started
+        try:
+            getattr(noxfile, name)(_Notifying(["0"], name))
+        except RuntimeError:
+            assert name == "pyacl"
+    assert queued == ["agree"]
+
+
+def test_a_refused_workload_stops_the_first_mode_and_skips_the_others(noxfile, monkeypatch, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\ndef build_model():\n    return torch.nn.Linear(4, 4)\n"
+                   "def make_input():\n    return torch.zeros(2, 5)\n")
+    import sys
+
+    monkeypatch.setattr(noxfile, "WORKLOAD_CHECKED", {})
+    with pytest.raises(SystemExit) as first:
+        noxfile.check_workload(_Session(["0"], "cmdline"), sys.executable, str(bad), False)
+    assert str(first.value).startswith(f"workload file {bad}: the model rejects the input") and "\n" not in str(first.value)
+    with pytest.raises(SystemExit, match="skipped: not run: the workload was refused above"):
+        noxfile.check_workload(_Session(["0"], "pytorch"), sys.executable, str(bad), False)
 
 
 def test_group_requirements_resolve_included_groups(tmp_path: Path) -> None:
