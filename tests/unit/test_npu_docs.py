@@ -125,3 +125,14 @@ def test_the_torch_npu_profiler_call_shows_every_argument_mode_04_passes(monkeyp
         assert f"{key}=" in code and (not isinstance(value, bool) or f"{key}={value}" in code), key
     _, schedule = recorded["schedule"]
     assert "schedule(" + ", ".join(f"{k}={v}" for k, v in schedule.items()) + ")" in code
+
+
+def test_the_command_is_msprof_op_and_msopprof_its_executable() -> None:
+    """msOpProf's user guide runs the tool as `msprof op`; `msopprof` is the executable behind it, not a newer name."""
+    pages = [*PAGES, "docs/npu_reference.md", "common/collect/npu_commands.py"]
+    for page in pages:
+        text = (ROOT / page).read_text()
+        assert not re.search(r"newer documentation (calls|names) it", text), page
+    reference = (ROOT / "docs/npu_reference.md").read_text()
+    assert "its command is `msprof op <options> <app>`" in reference
+    assert "`msopprof` is the executable in the CANN package that `msprof op` runs" in reference
