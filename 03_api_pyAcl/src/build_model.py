@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from export_onnx import OPSET, export, recorded, stamp
+from export_onnx import OPSET, export, export_notes, recorded, stamp
 from graph_changes import build_changes, describe, type_counts
 from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants
 
@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
 
     source = export(files)
     print(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
-          f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})")
+          f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
+          *export_notes(files, source), sep="\n")
     for variant in variants:
         path = build_npu(variant, files, backend, device) if backend.is_npu else build_portable(variant, files)
         built, changes = graph_changes(variant, files, backend.is_npu)

@@ -32,24 +32,54 @@ from common.workload import flatten_output, load_workload
 OPSET = 17
 
 
-def stamp(model, files: ModelFiles) -> None:
-    """Write the workload's name and hash into the model's metadata (run.sh refuses a model of another)."""
+FROZEN_KEY = "msprof_lab.frozen_path"  # where the tracer turned a tensor value into a Python value
+
+
+def stamp(model, files: ModelFiles, frozen: list[str] = ()) -> None:
+    """Write the workload's name and hash into the model's metadata (run.sh refuses a model of another), and
+    where the trace froze the model's control flow, if it did."""
     for prop in list(model.metadata_props):
-        if prop.key == RECORD_KEY:
+        if prop.key in (RECORD_KEY, FROZEN_KEY):
             model.metadata_props.remove(prop)
     entry = model.metadata_props.add()
     entry.key, entry.value = RECORD_KEY, json.dumps(files.record())
+    if frozen:
+        entry = model.metadata_props.add()
+        entry.key, entry.value = FROZEN_KEY, json.dumps(list(frozen))
 
 
-def recorded(model) -> dict | None:
-    """The workload a loaded ONNX model records, or None."""
+def _metadata(model, key: str):
     for prop in model.metadata_props:
-        if prop.key == RECORD_KEY:
+        if prop.key == key:
             try:
                 return json.loads(prop.value)
             except ValueError:
                 return None
     return None
+
+
+def recorded(model) -> dict | None:
+    """The workload a loaded ONNX model records, or None."""
+    return _metadata(model, RECORD_KEY)
+
+
+def frozen_path(model) -> list[str]:
+    """Where the export traced data-dependent control flow (``file:line: what``), as the model records it."""
+    return _metadata(model, FROZEN_KEY) or []
+
+
+def _frozen(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The tracer's warnings that a tensor became a Python value (a branch or loop on data): ``file:line: what``."""
+    import torch
+
+    found = []
+    for w in caught:
+        if issubclass(w.category, torch.jit.TracerWarning):
+            what = str(w.message).split(".")[0]
+            entry = f"{Path(w.filename).name}:{w.lineno}: {what}"
+            if entry not in found:
+                found.append(entry)
+    return found
 
 
 def exporter_choice(export_fn) -> dict:
@@ -92,13 +122,12 @@ def export(files: ModelFiles) -> Path:
     model = flat_outputs(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.onnx")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:
         # torch 2.13 announces that the TorchScript exporter is deprecated. We still use it
         # (dynamo=False where torch has the switch): the new exporter needs the onnxscript package,
-        # which this lab does not require, and both give the same graph for TinyMLP.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", UserWarning)  # e.g. the exporter's notes on a model's own tracing
+        # which this lab does not require, and both give the same graph for TinyMLP. The tracer's
+        # own warnings are kept: they say where forward() branches or loops on a tensor's value.
+        warnings.simplefilter("always", torch.jit.TracerWarning)
         try:
             torch.onnx.export(model, example, str(tmp), input_names=files.input_names,
                               output_names=files.output_names, opset_version=OPSET,
@@ -114,11 +143,24 @@ def export(files: ModelFiles) -> Path:
         raise LabError(f"{files.workload.where}: the exported graph takes {names[0]} and gives {names[1]}, "
                        f"the model {files.input_names} and {files.output_names}",
                        "make every input of make_input() used by forward() and every output a distinct tensor")
-    stamp(graph, files)
+    stamp(graph, files, _frozen(caught))
     onnx.save(graph, str(tmp))
     onnx.checker.check_model(str(tmp), full_check=True)
     tmp.replace(path)  # only a checked file takes the real name
     return path
+
+
+def export_notes(files: ModelFiles, path: Path) -> list[str]:
+    """What the export changed about the model, said once: an fp32 copy of a low-precision model, a frozen path."""
+    import onnx
+
+    notes = []
+    if files.workload.precision != "fp32":
+        notes.append(f"note: {files.workload.name} is an {files.workload.precision} model; the graph is an fp32 copy "
+                     "of it (model.float()), and 03's outputs are compared with that copy's CPU output")
+    notes += [f"note: data-dependent control flow, frozen by the trace at {where} (the graph holds the path this "
+              "input takes)" for where in frozen_path(onnx.load(str(path)))]
+    return notes
 
 
 def describe(path: Path) -> str:
@@ -137,10 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files = ModelFiles(load_workload(args.workload))
     path = export(files)
-    print(f"exported {describe(path)}")
-    if files.workload.precision != "fp32":
-        print(f"note: {files.workload.name} is an {files.workload.precision} model; the graph is an fp32 copy of it "
-              "(model.float()), and 03's outputs are compared with that copy's CPU output")
+    print(f"exported {describe(path)}", *export_notes(files, path), sep="\n")
     return 0
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from acl_worker import (find_export, measured_window_npu, output_paths, run_step, save_inputs, worker_argv,
                         worker_main)
 from build_model import graph_changes, load_onnx
+from export_onnx import frozen_path
 from graph_changes import compute_verdict
 from ort_profile import collect_portable, validate_portable
 from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
@@ -168,15 +169,16 @@ def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run
 
 
 # --- 4. interpret ---------------------------------------------------------------------------------
-def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True) -> str:
+def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True,
+              tiny_mlp: bool = True) -> str:
     """The variants side by side, then what the numbers say about the Casts (variant_report.explain).
 
     Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
     moves the input conversion to the caller; ``fp32`` has no Cast and the reference's accuracy.
     Cast share is the time they cost; the accuracy columns are what removing them costs instead;
-    the fusions column names what the exporter and the converter changed in the graph.
+    the fusions column names what the converter changed in the exported graph.
     """
-    return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs)])
+    return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs, tiny_mlp)])
 
 
 def validate(variants: list[Variant], files: ModelFiles, backend: Backend) -> None:
@@ -209,7 +211,14 @@ def main(argv: list[str] | None = None) -> int:
                        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
     reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
-    verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), load_onnx(files.onnx, files))]
+    exported = load_onnx(files.onnx, files)
+    verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), exported)]
+    if frozen := frozen_path(exported):  # the trace kept the path this input takes, nothing else
+        verdicts.append(checks.not_applicable(
+            "the exported graph holds the model's control flow (03)",
+            f"not applicable: forward() branches or loops on a tensor's value ({'; '.join(frozen[:2])}"
+            f"{f' and {len(frozen) - 2} more' if len(frozen) > 2 else ''}): the trace froze the path this input "
+            "takes, so 03 profiles that path only"))
     results: dict[str, VariantResult] = {}
     code = 1
     try:
@@ -219,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
                                                      reference)
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
-        body = interpret(results, run.backend, bool(files.float_inputs))
+        body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
         print(body)
         print(text.render_verdicts(verdicts))
         integrity_text, written, integrity = write_own_report(run.out, f"msprof lab report: {run.out}", body,

@@ -147,7 +147,7 @@ ADVICE = {
     ),
     "computing": (
         "the per-op bounds: the ops furthest from their lower bound first; lower precision (fp16/bf16) for the "
-        "matmuls; fuse element-wise ops into their neighbours"
+        "families that take most of the time (the families table); fuse element-wise ops into their neighbours"
     ),
 }
 
