@@ -15,18 +15,16 @@ Usage: ``bash 04_pyTorch/run.sh [device] [--workload FILE] [--train] [--threads 
 
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
+
+from common.collect.steps import Steps, forward_step, make_step, overhead_line, run_steps
 
 # The schedule: skip 1 step, warm up 3 (recorded, then thrown away: caches and allocator
 # settle), record 5. Only the 5 active steps reach the files.
 WAIT, WARMUP, ACTIVE = 1, 3, 5
 STEPS = WAIT + WARMUP + ACTIVE
-LEARNING_RATE = 0.01  # plain SGD at a fixed rate: every run takes the same steps
 MODE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -62,7 +60,7 @@ def profile_npu(model, x, out: Path, step=None) -> Steps:
     """torch_npu.profiler around ``step`` (default: a no-grad ``model(x)``); it writes ``<out>/*_ascend_pt/``
     itself when the schedule ends."""
     with npu_profiler(out) as prof:
-        return run_steps(step or forward_step(model, (x,)), prof.step, torch.npu.synchronize)
+        return run_steps(step or forward_step(model, (x,)), STEPS, prof.step, torch.npu.synchronize)
 
 
 def profile_portable(model, x, out: Path, step=None) -> Steps:
@@ -70,65 +68,9 @@ def profile_portable(model, x, out: Path, step=None) -> Steps:
     from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
 
     with portable_profiler() as prof:
-        steps = run_steps(step or forward_step(model, (x,)), prof.step)
+        steps = run_steps(step or forward_step(model, (x,)), STEPS, prof.step)
     write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
     return steps
-
-
-class Steps(NamedTuple):
-    """What :func:`run_steps` measured: host wall time per step (µs), with and without the profiler's
-    step switch, and what each step returned."""
-
-    step_us: list[float]  # the whole step, prof.step() included: what a training loop sees
-    work_us: list[float]  # the step's own work (and the device sync), without prof.step()
-    results: list
-
-
-def run_steps(step, on_step=None, sync=lambda: None) -> Steps:
-    """``STEPS`` calls of ``step``, each timed with and without ``on_step``.
-
-    Both are kept because the profiler's step switch is not the same every step: the one that
-    closes the active window stops the collection and hands the trace over, which makes that step
-    alone 1.5-1.9x longer on the portable backend, without anything disturbing the machine.
-    """
-    step_us, work_us, results = [], [], []
-    for _ in range(STEPS):
-        start = time.perf_counter()
-        results.append(step())
-        sync()  # the device runs behind the host: wait for it, or the step time is launch time only
-        worked = time.perf_counter()
-        if on_step:
-            on_step()  # tell the profiler a step ended: the schedule advances here
-        step_us.append((time.perf_counter() - start) * 1e6)
-        work_us.append((worked - start) * 1e6)
-    return Steps(step_us, work_us, results)
-
-
-def forward_step(model, args: tuple):
-    """One inference forward, ``model(*args)``, with no autograd graph (as a deployed model runs)."""
-    def forward():
-        with torch.no_grad():
-            return model(*args)
-    return forward
-
-
-def make_step(work, device: str, train: bool):
-    """A fresh model (same seed, same weights) and its step: a forward, or with ``train`` a training
-    step — forward, the workload's loss, backward, an SGD step — with autograd recording."""
-    model, raw = work.build_model().to(device), work.make_input()
-    raw = tuple(t.to(device) for t in raw) if isinstance(raw, tuple) else raw.to(device)
-    if not train:
-        return forward_step(model, raw if isinstance(raw, tuple) else (raw,))
-    model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-
-    def train_step():
-        optimizer.zero_grad(set_to_none=True)
-        loss = work.loss(model(*raw) if isinstance(raw, tuple) else model(raw), raw)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-    return train_step
 
 
 # --- 2. check · 3. read -----------------------------------------------------------------------------
@@ -153,17 +95,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
         checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work, run.npu)]
 
 
-# --- 4. interpret ----------------------------------------------------------------------------------
-def overhead_line(profiled_us: list[float], plain_us: list[float]) -> str:
-    """Profiling cost: median active-step time with the profiler over the same steps without it."""
-    with_prof = statistics.median(profiled_us[-ACTIVE:])
-    without = statistics.median(plain_us[-ACTIVE:])
-    return (
-        f"profiling overhead: median step {with_prof:.1f} us with the profiler vs {without:.1f} us without "
-        f"(ratio {with_prof / without:.2f}x, host wall clock over the {ACTIVE} active steps)"
-    )
-
-
+# --- 4. interpret: the report and the profiling overhead (common.collect.steps.overhead_line) --------
 def main(argv: list[str] | None = None) -> int:
     from common.analyze.checks import save_output
     from common.collect.calibrate import step_disturbance
@@ -195,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     profiled = (profile_npu if run.npu else profile_portable)(None, None, run.out, step)
     # The same steps without the profiler, from a fresh model: what profiling costs (and, for
     # training, what the steps compute when nothing watches them).
-    plain = run_steps(make_step(run.workload, device, args.train), sync=sync)
+    plain = run_steps(make_step(run.workload, device, args.train), STEPS, sync=sync)
     losses = ([float(v) for v in profiled.results], [float(v) for v in plain.results]) if args.train else None
     if not args.train:
         save_output(run.out / "output.npy", profiled.results[-1])
@@ -204,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                **({"losses": {"profiled": losses[0], "plain": losses[1]}} if losses else {}))
     # Interruptions show in the steps' own work; the profiler's step switch varies by design (run_steps).
     disturbed = step_disturbance(profiled.work_us[-ACTIVE:], f"the {ACTIVE} active steps' wall times")
-    return run.report(check_run(run, args.train, losses), notes=[overhead_line(profiled.step_us, plain.step_us)],
+    return run.report(check_run(run, args.train, losses), notes=[overhead_line(profiled.step_us, plain.step_us, ACTIVE)],
                       warnings=[disturbed] if disturbed else [])
 
 

@@ -24,10 +24,11 @@ from pathlib import Path
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
 
 import torch  # noqa: E402
-from model_with_profiler import ACTIVE, MODE_DIR, forward_step, profile_npu, profile_portable  # noqa: E402
+from model_with_profiler import ACTIVE, MODE_DIR, profile_npu, profile_portable  # noqa: E402
 
 from common.analyze import step_bound  # noqa: E402
 from common.backend import soc_version  # noqa: E402
+from common.collect.steps import forward_step  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
 from common.lesson import Lesson, main_of  # noqa: E402

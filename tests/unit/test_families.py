@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import FIXTURES
 
-from common.analyze import checks, families
+from common.analyze import families
 from common.collect import torch_ops
 from common.formats.datasets import find_datasets
 from common.formats.records import OpStat

@@ -14,8 +14,6 @@ import torch
 from helpers import ROOT
 
 from common import workload as wl
-from common.analyze.families import family_counts, op_family
-from common.collect import torch_ops
 from common.errors import LabError, run_cli
 
 CNN, TRANSFORMER = ROOT / "workloads" / "cnn.py", ROOT / "workloads" / "transformer.py"
