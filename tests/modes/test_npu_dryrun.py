@@ -202,7 +202,8 @@ def test_pyacl_stand_in_numbers_devices_under_ascend_rt_visible_devices(tmp_path
 TORCH_NPU = """
 import torch, torch_npu
 for bad in (lambda: torch.npu.set_device(8), lambda: torch.ones(1).to("npu:8"),
-            lambda: torch_npu.profiler.profile(unknown=1), lambda: torch_npu.profiler.profile().step()):
+            lambda: torch_npu.profiler.profile(unknown=1), lambda: torch_npu.profiler.profile().step(),
+            lambda: torch_npu.npu.mstx.range_end(99)):
     try:
         bad()
         print("accepted")
@@ -210,13 +211,17 @@ for bad in (lambda: torch.npu.set_device(8), lambda: torch.ones(1).to("npu:8"),
         print(type(err).__name__)
 torch.npu.set_device(3)
 print(torch.ones(2).to("npu:3").device, torch.npu.current_device())
+rid = torch_npu.npu.mstx.range_start("forward", torch.npu.current_stream())
+torch_npu.npu.mstx.range_end(rid)
+print(rid)
 """
 
 
 def test_torch_npu_stand_in_refuses_bad_devices_and_arguments(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", TORCH_NPU], env=stand_in_env(tmp_path), capture_output=True,
                           text=True, timeout=300, check=False)
-    assert proc.stdout.splitlines() == ["RuntimeError", "RuntimeError", "TypeError", "RuntimeError", "cpu 3"], proc.stderr
+    assert proc.stdout.splitlines() == ["RuntimeError", "RuntimeError", "TypeError", "RuntimeError", "RuntimeError",
+                                        "cpu 3", "1"], proc.stderr
 
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="needs a C++ compiler")

@@ -7,6 +7,9 @@
 - ``tensor.to("npu:N")`` / ``module.to(...)``: checked like set_device, then the tensor stays on the CPU.
 - ``dist.init_process_group("hccl")``: a gloo group on the CPU; DDP over CPU parameters drops
   ``device_ids`` (recorded).
+- ``torch_npu.npu.mstx.range_start(message, stream=None, domain="default") -> int`` / ``range_end(id)``
+  and ``torch.npu.current_stream()``: recorded, as the torch_npu API reference states them
+  (op-plugin docs ``torch_npu-npu-mstx-range_start.md``); ending an id never started raises.
 - ``torch_npu.profiler``: see torch_npu/profiler/__init__.py.
 """
 
@@ -67,9 +70,37 @@ def is_available() -> bool:
     return rec.logical_count() > 0
 
 
+class _Stream:
+    """What torch.npu.current_stream() returns: the device's default stream."""
+
+    def __init__(self, device: int) -> None:
+        self.device_index = device
+
+
+def current_stream(device=None) -> _Stream:
+    return _Stream(current_device() if device is None else _index(device))
+
+
+def _range_start(message: str = "None", stream=None, domain: str = "default") -> int:
+    _state["ranges"] = _state.get("ranges", 0) + 1
+    _state.setdefault("open", set()).add(_state["ranges"])
+    rec.record("torch_npu", "mstx.range_start", [message, domain], rc=0, range_id=_state["ranges"],
+               device_stream=None if stream is None else stream.device_index)
+    return _state["ranges"]
+
+
+def _range_end(range_id: int, domain: str = "default") -> None:
+    if range_id not in _state.get("open", set()):
+        rec.record("torch_npu", "mstx.range_end", [range_id], rc=1, refused="range id never started")
+        raise RuntimeError(f"mstx.range_end: range id {range_id} was not started")
+    _state["open"].discard(range_id)
+    rec.record("torch_npu", "mstx.range_end", [range_id], rc=0)
+
+
 npu = types.ModuleType("torch_npu.npu")
 npu.set_device, npu.current_device, npu.device_count = set_device, current_device, device_count
-npu.synchronize, npu.is_available = synchronize, is_available
+npu.synchronize, npu.is_available, npu.current_stream = synchronize, is_available, current_stream
+npu.mstx = types.SimpleNamespace(range_start=_range_start, range_end=_range_end)
 
 
 def _to_cpu(device):
