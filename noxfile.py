@@ -11,6 +11,7 @@
     nox -s tests -- -m "not e2e"                 # its fast part (tests/unit), in seconds
     nox -s bench                                 # the lab at real-model scale beside polars, pandas, msprof-analyze
     nox -s npu_dryrun -- 3                       # every mode's NPU path against recording stand-ins (no NPU)
+    nox -s corpus                                # 20+ models of the kinds people bring, every mode and agree
 
 ``--workload FILE`` (or ``MSPROF_LAB_WORKLOAD=FILE`` when no flag is given) points every mode
 script at a workload file (docs/own_model.md); a relative path is taken from the directory nox
@@ -327,6 +328,13 @@ def ddp(session: nox.Session) -> None:
     if int(nproc) > 1:  # the slow-rank demo: the last rank gets 4x the work, the view must name it
         session.run("bash", "04_pyTorch/run_ddp.sh", nproc, "--slow-rank", str(int(nproc) - 1), "--cross-check",
                     "--output", "04_pyTorch/prof_out_ddp_slow", *extra, env=env, external=True)
+
+
+@nox.session
+def corpus(session: nox.Session) -> None:
+    """Every model of tests/corpus through modes 01, 03, 04 and agree: correct ones pass, wrong_* ones fail (long)."""
+    session.run(lab_python(session), "-m", "tests.corpus", *session.posargs, external=True,
+                env={"PYTHONPATH": str(ROOT), "PYTHON": lab_python(session), "MSPROF_LAB_RUN_ID": RUN_ID})
 
 
 @nox.session
