@@ -31,7 +31,7 @@ from model_with_profiler import ACTIVE, MODE_DIR, STEPS, WAIT, WARMUP, npu_profi
 
 from common.analyze import checks, cluster
 from common.collect import ranks
-from common.workload import BATCH, load_workload, make_input
+from common.workload import BATCH, flatten_output, load_workload, make_input
 
 LEARNING_RATE = 0.01
 
@@ -88,9 +88,11 @@ def train_step(model, optimizer, x: tuple, work, scale: float = 1.0) -> None:
 
 
 def step_loss(model, x: tuple, work, scale: float = 1.0):
-    """The workload's loss(output, input) (the input as make_input() shapes it), else the mean square output."""
+    """The workload's loss(output, input) (the input as make_input() shapes it), else the mean square of the
+    outputs (every tensor of a tuple, dict or dataclass output, summed)."""
     out = model(*x)
-    loss = work.loss(out, x if len(x) > 1 else x[0]) if work.loss else out.square().mean()
+    loss = work.loss(out, x if len(x) > 1 else x[0]) if work.loss else sum(
+        t.float().square().mean() for t in flatten_output(out))
     return loss * scale if scale != 1.0 else loss
 
 
