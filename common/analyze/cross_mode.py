@@ -213,11 +213,11 @@ def check_same_workload(infos: dict[str, dict]) -> None:
 def workload_of(runs: dict[str, ModeRun]) -> Workload:
     """The workload the runs profiled, loaded again from its file (or TinyMLP), unchanged since the run;
     torch set to the thread count the runs recorded, so its reference output is summed as theirs were."""
-    identity = next(runs[k].info["workload"] for k in reversed(WORKLOAD_MODES) if k in runs) if any(
-        k in runs for k in WORKLOAD_MODES) else None
-    if identity is None:
+    present = [k for k in reversed(WORKLOAD_MODES) if k in runs]
+    if not present:
         raise LabError("modes 01, 03 and 04 all failed: there is nothing to compare",
                        "read each mode's report (<mode>/prof_out/report.md), fix what it says and re-run")
+    identity = runs[present[0]].info["workload"]
     path = identity.get("path")
     if path is None:
         workload = tiny_mlp()
