@@ -210,9 +210,10 @@ def test_portable_build_and_run_end_to_end():
     assert '"completed": true' in info and '"backend": "portable"' in info
 
 
-def test_bad_device_id_is_one_error_line():
-    proc = subprocess.run(["bash", "02_api_AscendC/run.sh", "abc"], cwd=ROOT, env=lab_env(), capture_output=True,
-                          text=True)
+@pytest.mark.parametrize("argv", [["run.sh", "abc"], ["build.sh", "--device", "abc"]])
+def test_bad_device_id_is_one_error_line(argv):
+    proc = subprocess.run(["bash", f"02_api_AscendC/{argv[0]}", *argv[1:]], cwd=ROOT, env=lab_env(),
+                          capture_output=True, text=True)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("Error: device id 'abc'")
