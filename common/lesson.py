@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.analyze.checks import Verdict
+from common.verdict import Verdict
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.datasets import Dataset, find_datasets

@@ -1,4 +1,4 @@
-"""Every check the lab makes: the :class:`Verdict` type and the functions that return one.
+"""Every check the lab makes: the functions that return a :class:`~common.verdict.Verdict`.
 
 A verdict names what was compared, prints the numbers and says whether it held; a failing
 verdict fails the run that made it. A check with nothing to compare with (a lesson check whose
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from common.analyze.families import family_share, op_family
@@ -18,22 +17,8 @@ from common.errors import LabError
 from common.formats.datasets import Dataset
 from common.formats.engine import np
 from common.formats.records import OpStat, StepTime, Task
+from common.verdict import Verdict, not_applicable
 from common.workload import Workload, compare_to_reference, flatten_output, reference_output, tiny_mlp
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One check: what was compared, the numbers, and whether it held (``applicable`` false: [N/A])."""
-
-    name: str
-    ok: bool
-    detail: str
-    applicable: bool = True
-
-
-def not_applicable(name: str, reason: str) -> Verdict:
-    """A check that has nothing to compare with: reported, never failed. ``reason`` starts "not applicable: "."""
-    return Verdict(name, True, reason, applicable=False)
 
 
 def records_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[Counter[str]]:
@@ -349,7 +334,7 @@ def check_collectives(ranks: list) -> Verdict:
     """
     import json
 
-    from common.analyze.cluster import collectives_of  # "Total Op Info" is a summary, not a collective
+    from common.formats.communication import collectives_of  # "Total Op Info" is a summary, not a collective
 
     per_rank = {}
     for p in ranks:

@@ -20,21 +20,20 @@ import csv
 import functools
 import json
 import math
-import os
 import re
-import shutil
 import statistics
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.analyze import step_bound
-from common.analyze.checks import Verdict
+from common.analyze import communication, step_bound
 from common.errors import LabError
+from common.formats.communication import (CommTiming, MatrixLink, collectives_of, group_members,
+                                          read_rank_communication, read_rank_matrix)
 from common.formats.datasets import Dataset, dataset_of
 from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
 from common.formats.records import CommOp, StepTime
-from common.formats.rundir import MARKER, read_run_info, require_directory
+from common.formats.rundir import read_run_info, require_directory
+from common.verdict import Verdict
 
 PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
@@ -320,22 +319,17 @@ class Arrivals:
     last: dict[int, int]  # rank -> collectives it started last
     wait_us: dict[int, float]  # rank -> mean over the collectives of (last rank's start - its own start)
     source: str = "communication.json"
+    largest: tuple[str, int, float] | None = None  # (collective, the rank that started it last, by how much µs)
 
     def text(self) -> str:
-        order = sorted(self.last, key=lambda r: -self.last[r])
+        """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs)."""
         waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in sorted(self.wait_us))
-        return (
-            f"arrival at the collectives ({self.source}): rank {order[0]} started {self.last[order[0]]} of "
-            f"{self.collectives} last; mean wait for the last rank per collective: {waits}"
-        )
-
-
-TOTAL_OP_INFO = "Total Op Info"  # torch_npu's per-step sum inside "collective"; not a collective itself
-
-
-def collectives_of(step: dict) -> dict:
-    """A communication.json step's collectives, without torch_npu's ``Total Op Info`` summary entry."""
-    return {name: op for name, op in (step.get("collective") or {}).items() if name != TOTAL_OP_INFO}
+        counts = ", ".join(f"rank {r} {n}" for r, n in sorted(self.last.items()))
+        head = (f"arrival at the collectives ({self.source}): the largest gap is {self.largest[0]}, which rank "
+                f"{self.largest[1]} started {self.largest[2]:,.1f} us after the first rank; "
+                if self.largest else f"arrival at the collectives ({self.source}): ")
+        return (f"{head}mean wait for the last rank per collective: {waits}; started last (of {self.collectives}): "
+                f"{counts}")
 
 
 def collective_arrivals(view: ClusterView) -> Arrivals | None:
@@ -370,12 +364,18 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
         return None
     last = dict.fromkeys(ranks, 0)
     waited = dict.fromkeys(ranks, 0.0)
-    for per_rank in matched.values():
+    largest = None
+    for name, per_rank in matched.items():
         latest = max(per_rank.values())
-        last[max(per_rank, key=per_rank.get)] += 1
+        late = max(per_rank, key=per_rank.get)
+        last[late] += 1
+        gap = latest - min(per_rank.values())
+        if largest is None or gap > largest[2]:
+            largest = (name.partition("/")[2].partition("@")[0], late, gap)
         for rank, start in per_rank.items():
             waited[rank] += latest - start
-    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)))
+    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)),
+                    largest)
 
 
 def rank_collectives(p: RankProfile) -> dict[str, float]:
@@ -397,55 +397,6 @@ def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
         f"|Computing + Communication(Not Overlapped) + Free - Stage| <= {100 * worst:.3f}% of the step "
         f"(tolerance {100 * tolerance:.0f}%)",
     )
-
-
-def installed_msprof_analyze() -> Path | None:
-    """msprof-analyze as :mod:`common.collect.msprof_analyze` installs it ($MSPROF_ANALYZE, or its environment), if present."""
-    from common.collect import msprof_analyze
-
-    given = os.environ.get(msprof_analyze.EXE_VAR)
-    exe = Path(given) if given else msprof_analyze.ENV_DIR / "bin" / "msprof-analyze"
-    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
-
-
-def cross_check(view: ClusterView, install: bool = False) -> Verdict | str:
-    """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv (for database input, the
-    ClusterStepTraceTime table of its cluster_analysis.db) vs this view.
-
-    The tool is found (or, with ``install``, installed) by :mod:`common.collect.msprof_analyze`. Without it,
-    returns the line saying the cross-check was skipped and how to get it.
-    """
-    from common.collect import msprof_analyze
-
-    exe = msprof_analyze.ensure_tool() if install else installed_msprof_analyze()
-    if exe is None:
-        return (
-            "cross-check with msprof-analyze skipped: not installed (`nox -s ddp` installs it, or "
-            f"`python -m common cluster <dir> --cross-check`; or set {msprof_analyze.EXE_VAR}=/path/to/msprof-analyze)"
-        )
-    name = CROSS_CHECK_NAME
-    keep = view.root / MSA_OUTPUT
-    with tempfile.TemporaryDirectory(prefix="msprof_lab_cluster_") as tmp:
-        log = Path(tmp) / "msprof_analyze.log"
-        msprof_analyze.run_tool(exe, ["cluster", "-d", str(view.root.resolve()), "-m", "all", "-o", tmp], log)
-        csv_path = Path(tmp) / MSA_OUTPUT / "cluster_step_trace_time.csv"
-        db_path = Path(tmp) / MSA_OUTPUT / CLUSTER_ANALYSIS_DB
-        if csv_path.is_file():
-            verdict = compare_with_msprof_analyze(view.steps, csv_path, name)
-        elif db_path.is_file():  # database input: the tool writes its tables into cluster_analysis.db
-            verdict = compare_with_cluster_db(view.steps, db_path)
-        else:
-            return Verdict(
-                name,
-                False,
-                f"msprof-analyze wrote neither {MSA_OUTPUT}/cluster_step_trace_time.csv nor "
-                f"{MSA_OUTPUT}/{CLUSTER_ANALYSIS_DB}; last output: {log.read_text().strip().splitlines()[-1:]}",
-            )
-        if (view.root / MARKER).is_file():  # a lab output folder: keep the tool's output beside the data
-            shutil.rmtree(keep, ignore_errors=True)
-            shutil.copytree(Path(tmp) / MSA_OUTPUT, keep)
-            shutil.copy(log, keep / "msprof_analyze.log")
-    return verdict
 
 
 def _msa_step(text: str | None) -> int | None:
@@ -552,16 +503,6 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
     )
 
 
-def view_checks(view: ClusterView, install: bool = False) -> tuple[list[Verdict], list[str]]:
-    """The checks every cluster view gets: the step tables add up, and msprof-analyze agrees
-    (when it is installed; otherwise a note says it was skipped). Returns (verdicts, notes)."""
-    verdicts = [check_step_sums(view)]
-    crossed = cross_check(view, install)
-    if isinstance(crossed, str):
-        return verdicts, [crossed]
-    return verdicts + [crossed], []
-
-
 def _mean_kind(s: RankSummary) -> str:
     kind, parts, _ = step_bound.classify(s.computing_us, s.comm_not_overlapped_us, s.free_us)
     return f"mixed ({' + '.join(parts)})" if kind == "mixed" else kind
@@ -582,10 +523,122 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
     return [verdict.text, *hint]
 
 
-def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
-    """The cluster view as text: per step and rank, per rank means, the slow-rank verdict, checks."""
-    from common.render.text import Section, render_text, render_verdicts, run_info_line
+@dataclass
+class Communication:
+    """Every rank's ops as its communication analysis splits them, and the groups its link matrix names."""
 
+    per_rank: dict[int, list[CommTiming]]
+    source: str
+    links: dict[int, list[MatrixLink]]
+    notes: list[str] = field(default_factory=list)  # a rank whose files could not be read, and what was lost
+
+    @property
+    def groups(self) -> dict[str, set[int]]:
+        return group_members([link for rows in self.links.values() for link in rows])
+
+
+def rank_communication(view: ClusterView) -> Communication | None:
+    """communication.json / communication_matrix.json (text) or analysis.db (database) of every rank.
+
+    A rank whose files are damaged is left out with a note; None when no rank has them.
+    """
+    per_rank: dict[int, list[CommTiming]] = {}
+    links: dict[int, list[MatrixLink]] = {}
+    sources, notes = set(), []
+    for p in view.ranks:
+        out = p.folder / OUTPUT_SUBDIR
+        try:
+            found = read_rank_communication(out)
+            if found is None:
+                continue
+            per_rank[p.rank], source = found
+            sources.add(source)
+            links[p.rank] = read_rank_matrix(out)
+        except LabError as err:
+            notes.append(f"rank {p.rank}: communication analysis not read: {err.what}")
+    if not per_rank and not notes:
+        return None
+    return Communication(per_rank, " and ".join(sorted(sources)) or "none", links, notes)
+
+
+def _uncaptured_text(comm: Communication) -> str:
+    """The ranks of a group that the link matrix names but the capture does not hold."""
+    captured = set(comm.per_rank)
+    parts = []
+    for group, members in sorted(comm.groups.items()):
+        missing = sorted(members - captured)
+        if missing:
+            parts.append(f"group {group[-6:]} has {len(members)} ranks ({min(members)}..{max(members)}, "
+                         f"communication matrix), this capture holds {len(members & captured)} "
+                         f"({', '.join(map(str, sorted(members & captured)))}): a rank that is not here cannot "
+                         "be named, and one of them can be the late peer")
+    return "; ".join(parts)
+
+
+def _ratio_word(ratio: float) -> str:
+    high = communication.WAIT_RATIO_HIGH
+    return f"above {high:g}: it waits for a peer" if ratio > high else f"at most {high:g}: little waiting"
+
+
+def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str]]:
+    """The communication verdict and the lines around it: per rank split, links, uncaptured ranks, notes."""
+    verdict = communication.step_verdict(comm.per_rank, comm.source)
+    lines = [verdict.text]
+    uncaptured = _uncaptured_text(comm)
+    if uncaptured:
+        lines.append(f"note: {uncaptured}")
+    for r, timings in sorted(comm.per_rank.items()):
+        split = communication.rank_split(r, timings)
+        links = communication.main_links(communication.link_use(timings))
+        lines.append(
+            f"rank {r}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
+            f"{split.wait_ms:,.3f} (sync {split.sync_ms:,.3f}) + idle {split.idle_ms:,.3f} ms; wait ratio "
+            f"{split.wait_ratio:.2f}, sync ratio {split.sync_ratio:.2f} ({_ratio_word(split.wait_ratio)}); "
+            + ("; ".join(communication.bandwidth_text(u) + f", {u.size_mb:,.1f} MB"
+                                              for u in links) or "no link moved data"))
+    return verdict, lines + [f"note: {n}" for n in comm.notes]
+
+
+@dataclass
+class ClusterReport:
+    """What the cluster view shows, computed once; :mod:`common.render.cluster` lays it out."""
+
+    view: ClusterView
+    per_step: list[list[object]]
+    means: list[list[object]]
+    slow: SlowRank
+    arrivals: Arrivals | None
+    step_lines: list[str]
+    comm_lines: list[str]
+    op_rows: list[list[object]]
+    link_rows: list[list[object]]
+
+
+def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | None) -> list[str]:
+    """The step verdict's lines; a communication verdict that is not "moving data" replaces the generic
+    overlap advice (a faster link or bigger buckets do not help a rank that waits or idles)."""
+    if verdict is None or verdict.kind in ("moving data", "none"):
+        return step_lines
+    fit = ("try: find why the late rank starts the collective late (its compute or host time before it) — "
+           "the link is not the limit" if verdict.kind == "waiting" else
+           "try: the op idles, not transfers: look at the host around it (Free, launches, synchronisation) "
+           "and at the ranks of the group that this capture does not hold")
+    return [fit if line.startswith("try:") else line for line in step_lines]
+
+
+def link_matrix_rows(comm: Communication) -> list[list[object]]:
+    """Per captured rank and peer: the transport and bandwidth of the op group's total bucket (``*-total``)."""
+    rows = []
+    for rank, links in sorted(comm.links.items()):
+        for link in sorted((x for x in links if x.bucket.endswith("-total") and x.src != x.dst),
+                           key=lambda x: (x.step, x.bucket, x.dst)):
+            rows.append([link.step, link.bucket, link.src, link.dst, link.transport, link.size_mb, link.time_ms,
+                         link.bandwidth_gbs])
+    return rows
+
+
+def cluster_report(view: ClusterView) -> ClusterReport:
+    """Everything the cluster view shows: steps per rank, the step verdict, the slow rank, the collectives."""
     per_step = [
         [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us,
          step_bound.step_kind(s)]
@@ -595,47 +648,16 @@ def render_cluster(view: ClusterView, verdicts: list[Verdict] | None = None, not
         if s.step == step
     ]
     summaries = rank_summaries(view)
-    slow = find_slow_rank(summaries, view.steps)
-    arrivals = collective_arrivals(view)
     means = [
-        [
-            s.rank,
-            s.computing_us,
-            s.comm_not_overlapped_us,
-            s.communication_us,
-            s.free_us,
-            s.step_us,
-            100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0,
-            _mean_kind(s),
-        ]
+        [s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
+         100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
         for s in summaries
     ]
-    head = [
-        run_info_line(view.run_info)
-        if view.run_info
-        else "backend: unknown (no run_info.json: collected outside the lab)",
-        f"ranks: {len(view.ranks)} ({', '.join(p.folder.name for p in view.ranks[:2])}"
-        f"{', ...' if len(view.ranks) > 2 else ''})",
-    ]
-    sections = [
-        Section("Cluster", lines=head),
-        Section(
-            "Per step and rank (us)",
-            header=["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step", "Bound"],
-            rows=per_step,
-        ),
-        Section("What bounds the step (every rank's steps)", lines=cluster_step_lines(view)),
-        Section(
-            "Per rank, mean of the steps (us)",
-            lines=[slow.text] + ([arrivals.text()] if arrivals else []),
-            header=["Rank", "Computing", "Comm(Not Overlapped)", "Communication", "Free", "Step", "Comm wait(%)",
-                    "Bound"],
-            rows=means,
-        ),
-    ]
-    lines = list(notes or [])
-    if verdicts:
-        lines += render_verdicts(verdicts).splitlines()
-    if lines:
-        sections.append(Section("Checks", lines=lines))
-    return render_text(f"msprof lab cluster view: {view.root}", sections)
+    comm = rank_communication(view)
+    verdict, comm_lines, op_rows, link_rows = None, [], [], []
+    if comm is not None:
+        verdict, comm_lines = communication_lines(comm)
+        op_rows = communication.op_rows(communication.across_ranks(comm.per_rank))
+        link_rows = link_matrix_rows(comm)
+    return ClusterReport(view, per_step, means, find_slow_rank(summaries, view.steps), collective_arrivals(view),
+                         _step_advice(cluster_step_lines(view), verdict), comm_lines, op_rows, link_rows)

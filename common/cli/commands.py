@@ -22,11 +22,12 @@ def _report(args: argparse.Namespace) -> int:
     from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
     from common.formats.datasets import find_datasets
 
+    out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
     datasets = find_datasets(args.dir)
     text, markdown, integrity = directory_report(args.dir, soc=args.soc, datasets=datasets)
     print(text)
-    print(write_report_md(args.dir, markdown))
-    print(write_report_html(args.dir, directory_html(args.dir, soc=args.soc, integrity=integrity, datasets=datasets)))
+    print(write_report_md(out, markdown))
+    print(write_report_html(out, directory_html(args.dir, soc=args.soc, integrity=integrity, datasets=datasets)))
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "
@@ -82,12 +83,30 @@ def _compare(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
+def _out_dir(path: str):
+    """``--out``: a folder for the report files, checked and created (its other files are left alone)."""
+    from common.formats.rundir import check_output_dir
+
+    out = check_output_dir(path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def _cluster(args: argparse.Namespace) -> int:
     from common.analyze import cluster
+    from common.cli.reports import write_beside
+    from common.collect.msprof_analyze import view_checks
+    from common.render.cluster import cluster_html, render_cluster
 
+    out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
     view = cluster.load_cluster(args.dir)
-    verdicts, notes = cluster.view_checks(view, install=args.cross_check)
-    print(cluster.render_cluster(view, verdicts, notes))
+    verdicts, notes = view_checks(view, install=args.cross_check)
+    report = cluster.cluster_report(view)
+    text = render_cluster(report, verdicts, notes)
+    print(text)
+    if out is not None:
+        print(write_beside(out, "cluster_report.txt", text + "\n"))
+        print(write_beside(out, "report.html", cluster_html(report, verdicts, notes)))
     return 0 if all(v.ok for v in verdicts) else 1
 
 
@@ -119,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="report on a profile directory")
     report.add_argument("dir", help="a mode's prof_out/, a PROF_*/ or *_ascend_pt/ folder, or any folder holding their files")
     report.add_argument("--soc", help="NPU SoC of the data for lower bounds, e.g. Ascend910B3 (default: $SOC_VERSION)")
+    report.add_argument("--out", help="where to write report.md and report.html (default: beside the capture, "
+                                      "when that folder is writable)")
     report.set_defaults(func=_report)
     agree_p = sub.add_parser("agree", help="check that the four modes of one run agree")
     agree_p.add_argument("dirs", nargs="*", help="the modes' prof_out/ folders (default: all four in this checkout)")
@@ -139,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster_p.add_argument("--cross-check", action="store_true",
                            help="install msprof-analyze if needed and compare with its cluster_step_trace_time.csv "
                                 "(cluster_analysis.db for database exports)")
+    cluster_p.add_argument("--out", help="also write cluster_report.txt and report.html into this folder")
     cluster_p.set_defaults(func=_cluster)
     workload_p = sub.add_parser("workload", help="check a workload file: load it and run its model once")
     workload_p.add_argument("file", nargs="?", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")

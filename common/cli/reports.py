@@ -10,7 +10,7 @@ from pathlib import Path
 
 from common.analyze import bounds, families, memory, step_bound
 from common.analyze.bounds import Peaks
-from common.analyze.checks import Verdict, integrity_verdicts
+from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 from common.formats.records import StepTime
@@ -25,6 +25,7 @@ from common.render.text import (
     render_verdicts,
     run_info_line,
 )
+from common.verdict import Verdict
 
 BOUND_ROWS = 8
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from common.analyze.checks import Verdict
 from common.collect import launcher
 from common.environments import ensure_environment
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.datasets import find_datasets
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
 from common.render.text import render_table, render_verdicts
+from common.verdict import Verdict
 
 GROUP = "ecosystem"  # the dependency group in pyproject.toml that pins msprof-analyze
 ENV_DIR = REPO_ROOT / ".nox" / "ecosystem"
@@ -122,6 +122,73 @@ def run_tool(exe: Path, args: list[str], log_path: Path) -> str:
 
 
 # --- reading what it reports ------------------------------------------------------------------------
+# ===== The cluster view against msprof-analyze cluster ========================================
+
+
+def installed_msprof_analyze() -> Path | None:
+    """msprof-analyze as :func:`ensure_tool` installs it ($MSPROF_ANALYZE, or its environment), if present."""
+    given = os.environ.get(EXE_VAR)
+    exe = Path(given) if given else ENV_DIR / "bin" / "msprof-analyze"
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+
+
+def cross_check(view, install: bool = False) -> Verdict | str:
+    """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv (for database input, the
+    ClusterStepTraceTime table of its cluster_analysis.db) vs this view.
+
+    ``view``: a :class:`common.analyze.cluster.ClusterView`. The tool is found (or, with ``install``,
+    installed) by :func:`ensure_tool`. Without it, returns the line saying the cross-check was skipped
+    and how to get it.
+    """
+    import shutil
+
+    from common.analyze.cluster import (CLUSTER_ANALYSIS_DB, CROSS_CHECK_NAME, MSA_OUTPUT, compare_with_cluster_db,
+                                        compare_with_msprof_analyze)
+    from common.formats.rundir import MARKER
+
+    exe = ensure_tool() if install else installed_msprof_analyze()
+    if exe is None:
+        return (
+            "cross-check with msprof-analyze skipped: not installed (`nox -s ddp` installs it, or "
+            f"`python -m common cluster <dir> --cross-check`; or set {EXE_VAR}=/path/to/msprof-analyze)"
+        )
+    name = CROSS_CHECK_NAME
+    keep = view.root / MSA_OUTPUT
+    with tempfile.TemporaryDirectory(prefix="msprof_lab_cluster_") as tmp:
+        log = Path(tmp) / "msprof_analyze.log"
+        run_tool(exe, ["cluster", "-d", str(view.root.resolve()), "-m", "all", "-o", tmp], log)
+        csv_path = Path(tmp) / MSA_OUTPUT / "cluster_step_trace_time.csv"
+        db_path = Path(tmp) / MSA_OUTPUT / CLUSTER_ANALYSIS_DB
+        if csv_path.is_file():
+            verdict = compare_with_msprof_analyze(view.steps, csv_path, name)
+        elif db_path.is_file():  # database input: the tool writes its tables into cluster_analysis.db
+            verdict = compare_with_cluster_db(view.steps, db_path)
+        else:
+            return Verdict(
+                name,
+                False,
+                f"msprof-analyze wrote neither {MSA_OUTPUT}/cluster_step_trace_time.csv nor "
+                f"{MSA_OUTPUT}/{CLUSTER_ANALYSIS_DB}; last output: {log.read_text().strip().splitlines()[-1:]}",
+            )
+        if (view.root / MARKER).is_file():  # a lab output folder: keep the tool's output beside the data
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(Path(tmp) / MSA_OUTPUT, keep)
+            shutil.copy(log, keep / "msprof_analyze.log")
+    return verdict
+
+
+def view_checks(view, install: bool = False) -> tuple[list[Verdict], list[str]]:
+    """The checks every cluster view gets: the step tables add up, and msprof-analyze agrees
+    (when it is installed; otherwise a note says it was skipped). Returns (verdicts, notes)."""
+    from common.analyze.cluster import check_step_sums
+
+    verdicts = [check_step_sums(view)]
+    crossed = cross_check(view, install)
+    if isinstance(crossed, str):
+        return verdicts, [crossed]
+    return verdicts + [crossed], []
+
+
 def _first_error(log_path: Path) -> str:
     """The first ``[ERROR]`` line msprof-analyze logged (it exits 0 on some failures), for a one-line message."""
     errors = [line.split("]", 3)[-1].strip() for line in log_path.read_text().splitlines() if "[ERROR]" in line]

@@ -414,12 +414,16 @@ class RanksRun:
     def report(self, view, verdicts: list, cross_check: bool = False) -> int:
         """The cluster view with the run's checks (and msprof-analyze's, when installed); 0 when all held."""
         from common.analyze import cluster
+        from common.collect.msprof_analyze import view_checks
+        from common.render.cluster import cluster_html, render_cluster
 
-        more, notes = cluster.view_checks(view, install=cross_check)
+        more, notes = view_checks(view, install=cross_check)
         verdicts = verdicts + more
-        text = cluster.render_cluster(view, verdicts, notes)
+        report = cluster.cluster_report(view)
+        text = render_cluster(report, verdicts, notes)
         print(text)
         (self.out / "cluster_report.txt").write_text(text + "\n")
+        (self.out / "cluster_report.html").write_text(cluster_html(report, verdicts, notes))
         return 0 if all(v.ok for v in verdicts) else 1
 
 

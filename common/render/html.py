@@ -10,10 +10,10 @@ from __future__ import annotations
 import html
 import math
 
-from common.analyze.checks import Verdict
 from common.analyze.families import FAMILY_ORDER
 from common.analyze.step_bound import HOST_BOUND_BELOW
 from common.render.text import side_by_side, verdict_tag
+from common.verdict import Verdict
 
 FAMILY_COLORS = {
     "matmul": "#4c78a8", "conv": "#3b3b98", "attention": "#9467bd", "recurrent": "#6b4e9b", "norm": "#17becf",

@@ -6,8 +6,8 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from common.analyze.checks import Verdict
 from common.analyze.families import FAMILY_ORDER
+from common.verdict import Verdict
 
 TOP_N = 10
 STEP_ROWS = 20  # more steps than this: the step table lists the TOP_N longest, the verdict covers all

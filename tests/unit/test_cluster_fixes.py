@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze.cluster import (RankSummary, compare_with_msprof_analyze, find_slow_rank, load_cluster,
-                                    mean_gap, render_cluster, step_gap)
+from common.analyze.cluster import (RankSummary, cluster_report, compare_with_msprof_analyze, find_slow_rank,
+                                    load_cluster, mean_gap, step_gap)
 from common.errors import LabError
+from common.render.cluster import render_cluster
 from common.formats.records import StepTime
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
@@ -46,7 +47,7 @@ def _row(step: int | None, computing: float, free: float) -> StepTime:
 def test_a_capture_without_a_schedule_loads_and_renders(tmp_path: Path) -> None:
     view = load_cluster(_no_schedule_copy(tmp_path))
     assert {r: [s.step for s in rows] for r, rows in view.steps.items()} == {0: [None], 1: [None]}
-    text = render_cluster(view)
+    text = render_cluster(cluster_report(view))
     assert text.count("communication-bound") >= 5
 
 
@@ -117,7 +118,7 @@ def test_the_real_capture_spread_equals_the_csvs() -> None:
         with path.open(newline="") as f:
             (row,) = list(csv.DictReader(f))
         own[rank] = float(row["Computing"]) + float(row["Free"])
-    text = render_cluster(load_cluster(CAPTURE))
+    text = render_cluster(cluster_report(load_cluster(CAPTURE)))
     assert f"differ by at most {abs(own[1] - own[0]):,.1f} us between ranks (rank 1 vs rank 0)" in text
 
 

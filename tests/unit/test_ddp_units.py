@@ -15,12 +15,13 @@ import pytest
 from helpers import load_lesson
 
 from common.backend import Backend
-from common.analyze.cluster import (ClusterView, RankProfile, RankSummary, collective_arrivals, collectives_of,
+from common.analyze.cluster import (ClusterView, RankProfile, RankSummary, collective_arrivals,
                                    find_slow_rank)
 from common.collect import ranks, torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange
 from common.errors import LabError
+from common.formats.communication import collectives_of
 from common.formats.records import Task
 
 
@@ -271,7 +272,8 @@ def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> No
     arrivals = collective_arrivals(ClusterView(tmp_path, ranks, None, {}))
     assert arrivals.collectives == 2 and arrivals.last == {0: 0, 1: 2}
     assert arrivals.wait_us == {0: 40.0, 1: 0.0}  # (60 + 20) / 2 collectives
-    assert "rank 1 started 2 of 2 last" in arrivals.text()
+    assert "which rank 1 started 60.0 us after the first rank" in arrivals.text()
+    assert "started last (of 2): rank 0 0, rank 1 2" in arrivals.text()
 
 
 def test_the_ddp_lesson_profiles_with_mode_04s_schedule_and_profiler() -> None:

@@ -13,9 +13,10 @@ import pytest
 from helpers import FIXTURES, ROOT
 
 from common.analyze import step_bound
-from common.analyze.cluster import load_cluster, render_cluster
+from common.analyze.cluster import cluster_report, load_cluster
 from common.cli.reports import directory_html, directory_report
 from common.formats.records import StepTime
+from common.render.cluster import render_cluster
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
 
@@ -116,7 +117,7 @@ def test_html_draws_the_communication_part_of_each_step() -> None:
 
 
 def test_cluster_view_gives_the_verdict_over_every_ranks_steps() -> None:
-    text = render_cluster(load_cluster(CAPTURE))
+    text = render_cluster(cluster_report(load_cluster(CAPTURE)))
     assert _expected_line(_csv_steps(0) + _csv_steps(1)) in text
     assert text.count("communication-bound") >= 5  # the verdict, its hypothesis, 2 step rows, 2 rank rows
 

@@ -1,0 +1,63 @@
+"""The layers of common/ (DESIGN): formats reads, analyze computes, render lays out, collect and cli drive.
+
+analyze/ imports nothing from collect/ or render/, and no module of common/ imports itself back
+through others, whether the import is at the top of a file or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+COMMON = Path(__file__).resolve().parents[2] / "common"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(COMMON.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """Module -> the modules of common/ it imports (``from common.x import y`` counts y when y is a module)."""
+    modules = {_module(p): p for p in COMMON.rglob("*.py") if "autoprofile" not in p.parts}
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("common.")}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("common"):
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+        out[name] = {m for m in found if m in modules and m != name}
+    return out
+
+
+def test_analyze_imports_neither_collect_nor_render() -> None:
+    wrong = {m: sorted(d for d in deps if d.startswith(("common.collect", "common.render")))
+             for m, deps in imports().items() if m.startswith("common.analyze")}
+    assert not {m: d for m, d in wrong.items() if d}
+
+
+def test_the_verdict_type_lives_below_every_layer() -> None:
+    graph = imports()
+    assert graph["common.verdict"] == set()
+    users = [m for m, deps in graph.items() if "common.analyze.checks" in deps and m.startswith("common.render")]
+    assert users == []
+
+
+def test_no_import_cycle_between_analyze_and_the_layers_it_uses() -> None:
+    graph = imports()
+    scope = [m for m in graph if m.startswith(("common.analyze", "common.formats", "common.render", "common.verdict"))]
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for dep in sorted(graph[node]):
+            if dep in path:
+                cycles.append(path[path.index(dep):] + [dep])
+            elif dep in scope and len(path) < 12:
+                visit(dep, path + [dep])
+
+    for module in scope:
+        visit(module, [module])
+    assert not cycles, cycles[:3]
