@@ -143,12 +143,19 @@ def _encoder_layer_flops(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_w
     return _mha_flops(src, src, src, embed_dim) + 4 * tokens * ffn_weight_1.shape[0] * ffn_weight_1.shape[1]
 
 
+def _rnn_layer_flops(x, weight_ih, weight_hh, *_) -> int:
+    """One direction of one LSTM layer as the CPU runs it (``aten::mkldnn_rnn_layer``), which torch's FLOP
+    counter has no formula for: every time step's input and hidden projections into the gates."""
+    tokens = x.numel() // x.shape[-1]
+    return 2 * tokens * weight_ih.shape[0] * (weight_ih.shape[1] + weight_hh.shape[1])
+
+
 def count_flops(model, inputs: tuple) -> FlopCount:
     """Run one no-grad forward and add up the FLOPs of every op torch's FLOP counter has a formula for
     (``torch.utils.flop_counter``: mm, addmm, bmm, baddbmm, convolution of every kind, the fused
     attention kernels). CPU's flash attention kernel is counted with the flash formula, torch's fused
-    multi-head attention and encoder layer by hand (below); an op of a FLOP family without a formula (an
-    RNN layer) is listed in ``uncounted``."""
+    multi-head attention, encoder layer and LSTM layer by hand (below); GRU and RNN layers run as
+    matrix products the counter sees. An op of a FLOP family without a formula is listed in ``uncounted``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
@@ -158,7 +165,8 @@ def count_flops(model, inputs: tuple) -> FlopCount:
     aliases = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
                torch.ops.aten._scaled_dot_product_flash_attention}
     by_hand = {torch.ops.aten._native_multi_head_attention: _mha_flops,
-               torch.ops.aten._transformer_encoder_layer_fwd: _encoder_layer_flops}
+               torch.ops.aten._transformer_encoder_layer_fwd: _encoder_layer_flops,
+               torch.ops.aten.mkldnn_rnn_layer: _rnn_layer_flops}
     per_family: Counter[str] = Counter()
     uncounted: Counter[str] = Counter()
 

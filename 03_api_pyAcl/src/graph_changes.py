@@ -72,10 +72,10 @@ def _delta(removed: Counter[str], added: Counter[str]) -> dict[str, int]:
 
 
 # ----- torch -> ONNX: the same computation ------------------------------------------------------------
-# Family groups compared by FLOPs: an exporter writes attention as MatMuls and a Softmax, so matrix
-# products and attention are one group; a convolution stays a convolution.
-FLOP_GROUPS = {"matrix products": frozenset({"matmul", "attention"}), "convolutions": frozenset({"conv"}),
-               "recurrent layers": frozenset({"recurrent"})}
+# Family groups compared by FLOPs: an exporter writes attention as MatMuls and a Softmax, and a recurrent
+# layer is a matrix product per time step (torch runs a GRU as such, an LSTM as one fused op; the graph
+# holds one GRU / LSTM node), so these are one group; a convolution stays a convolution.
+FLOP_GROUPS = {"matrix products": frozenset({"matmul", "attention", "recurrent"}), "convolutions": frozenset({"conv"})}
 # Both sides count multiply-adds x 2 from the same shapes, so they agree exactly when the graph computes
 # what the model computes; 1% leaves room for a product the exporter computed ahead of time on weights.
 FLOPS_RTOL = 0.01
@@ -127,11 +127,12 @@ def _einsum_flops(equation: str, inputs: list[list[int]]) -> int:
     return 2 * _prod(sizes.values())
 
 
-FLOP_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
+FLOP_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN")
 
 
 def _node_flops(node, shapes: dict[str, list[int]]) -> int | None:
-    """FLOPs of one node from its shapes (None: a shape is not static; see FLOP_OPS for the formulas)."""
+    """FLOPs of one node from its shapes (None: a shape is not static; see FLOP_OPS for the formulas).
+    Products only, as torch's counter counts them: biases, activations and gate arithmetic are left out."""
     ins = [shapes.get(name) for name in node.input if name]
     attrs = {a.name: a for a in node.attribute}
     if any(shape is None for shape in ins[:2]):
@@ -150,6 +151,11 @@ def _node_flops(node, shapes: dict[str, list[int]]) -> int | None:
         return 2 * ins[0][0] * _prod(ins[0][2:]) * _prod(ins[1])
     if node.op_type == "Einsum" and "equation" in attrs:
         return _einsum_flops(attrs["equation"].s.decode(), ins)
+    if node.op_type in ("LSTM", "GRU", "RNN") and len(ins) >= 3 and ins[2] is not None:
+        # X [seq, batch, input] (either layout), W [directions, gates x hidden, input], R [.., .., hidden]:
+        # every time step's input and hidden projections, in every direction
+        x, w, r = ins[0], ins[1], ins[2]
+        return 2 * x[0] * x[1] * w[0] * w[1] * (w[2] + r[2])
     return None
 
 

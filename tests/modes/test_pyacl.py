@@ -893,9 +893,11 @@ def test_the_graph_is_compared_with_the_model_by_flops():
     assert graph_changes.graph_flops(einsum)[0] == {"matmul": 2 * 2 * 3 * 5 * 6 * 4}
     lstm = _graph([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=8)], [("x", [3, 2, 4])],
                   [("w", [1, 32, 4]), ("r", [1, 32, 8])])
-    verdict = graph_changes.compute_verdict(FlopCount({}, {"aten::mkldnn_rnn_layer": 1}), lstm)
-    assert not verdict.applicable and "recurrent layers: not compared" in verdict.detail
-    assert "aten::mkldnn_rnn_layer" in verdict.detail and "the graph's LSTM (no formula here)" in verdict.detail
+    assert graph_changes.graph_flops(lstm)[0] == {"recurrent": 2 * 3 * 2 * 32 * (4 + 8)}  # 4 gates x hidden 8
+    unknown = _graph([helper.make_node("ConvInteger", ["x", "w"], ["y"])], [("x", [1, 1, 4, 4])], [("w", [1, 1, 2, 2])])
+    verdict = graph_changes.compute_verdict(FlopCount({"conv": 18.0}, {"aten::miopen_convolution": 1}), unknown)
+    assert not verdict.applicable and "convolutions: not compared" in verdict.detail
+    assert "aten::miopen_convolution" in verdict.detail and "the graph's ConvInteger (no formula here)" in verdict.detail
     dynamic = _graph([helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Cast", ["i"], ["f"], to=1),
                       helper.make_node("MatMul", ["f", "w"], ["y"])], [("x", [4])], [("w", [1, 3])])
     assert graph_changes.graph_flops(dynamic)[1] == {"MatMul (shapes known only at run time)": 1}
