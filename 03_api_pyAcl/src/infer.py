@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
     exported = load_onnx(files.onnx, files)
-    verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), exported)]
+    verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), exported,
+                                               dict(zip(files.input_names, files.arrays)))]
     if frozen := frozen_path(exported):  # the trace kept the path this input takes, nothing else
         verdicts.append(checks.not_applicable(
             "the exported graph holds the model's control flow (03)",

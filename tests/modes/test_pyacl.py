@@ -901,6 +901,9 @@ def test_the_graph_is_compared_with_the_model_by_flops():
     dynamic = _graph([helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Cast", ["i"], ["f"], to=1),
                       helper.make_node("MatMul", ["f", "w"], ["y"])], [("x", [4])], [("w", [1, 3])])
     assert graph_changes.graph_flops(dynamic)[1] == {"MatMul (shapes known only at run time)": 1}
+    # given the graph's input, the shapes it computes at run time are read from a run (ONNX Runtime)
+    one_nonzero = {"x": np.array([0.0, 0.0, 5.0, 0.0], dtype=np.float32)}  # NonZero -> [1, 1]
+    assert graph_changes.graph_flops(dynamic, one_nonzero) == ({"matmul": 2 * 1 * 1 * 3}, {})
 
 
 def test_conv_formulas_equal_torchs_counter(tmp_path):
