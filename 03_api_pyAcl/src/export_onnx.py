@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 import warnings
 from collections import Counter
@@ -69,14 +70,15 @@ def frozen_path(model) -> list[str]:
 
 
 def _frozen(caught: list[warnings.WarningMessage]) -> list[str]:
-    """The tracer's warnings that a tensor became a Python value (a branch or loop on data): ``file:line: what``."""
+    """Where the tracer turned a tensor into a Python value (``file:line (a Python boolean)``): the graph keeps
+    that value as a constant — a shape's, or one computed from the input (a branch, a loop count)."""
     import torch
 
     found = []
     for w in caught:
         if issubclass(w.category, torch.jit.TracerWarning):
-            what = str(w.message).split(".")[0]
-            entry = f"{Path(w.filename).name}:{w.lineno}: {what}"
+            kind = re.search(r"to a Python (\w+)", str(w.message))
+            entry = f"{Path(w.filename).name}:{w.lineno} (a Python {kind[1] if kind else 'value'})"
             if entry not in found:
                 found.append(entry)
     return found
@@ -158,8 +160,11 @@ def export_notes(files: ModelFiles, path: Path) -> list[str]:
     if files.workload.precision != "fp32":
         notes.append(f"note: {files.workload.name} is an {files.workload.precision} model; the graph is an fp32 copy "
                      "of it (model.float()), and 03's outputs are compared with that copy's CPU output")
-    notes += [f"note: data-dependent control flow, frozen by the trace at {where} (the graph holds the path this "
-              "input takes)" for where in frozen_path(onnx.load(str(path)))]
+    frozen = frozen_path(onnx.load(str(path)))
+    if frozen:
+        notes.append(f"note: the trace turned tensors into Python values at {', '.join(frozen)}: the graph keeps "
+                     "them as constants (a shape's value holds for any input of this shape; a branch or a loop count "
+                     "on the input's values holds for this input only)")
     return notes
 
 

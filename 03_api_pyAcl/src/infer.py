@@ -214,12 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     exported = load_onnx(files.onnx, files)
     verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), exported,
                                                dict(zip(files.input_names, files.arrays)))]
-    if frozen := frozen_path(exported):  # the trace kept the path this input takes, nothing else
+    if frozen := frozen_path(exported):  # the trace kept these values as constants
         verdicts.append(checks.not_applicable(
-            "the exported graph holds the model's control flow (03)",
-            f"not applicable: forward() branches or loops on a tensor's value ({'; '.join(frozen[:2])}"
-            f"{f' and {len(frozen) - 2} more' if len(frozen) > 2 else ''}): the trace froze the path this input "
-            "takes, so 03 profiles that path only"))
+            "the exported graph holds for other inputs (03)",
+            f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
+            f"{f' and {len(frozen) - 3} more' if len(frozen) > 3 else ''}; the graph keeps them as constants: a "
+            "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
+            "this input only (03 profiles the path this input takes)"))
     results: dict[str, VariantResult] = {}
     code = 1
     try:
