@@ -142,21 +142,27 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
         raise LabError(f"mode {', '.join(trained)} profiled training steps (--train), the others inference forwards",
                        "re-run it without --train to compare the modes; read a training run on its own with "
                        "python -m common report <its prof_out>")
-    check_same_workload({k: info for k, (_, info) in infos.items()})
-    notes = []
+    notes, failed = [], {}
     run_ids = {k: info.get("run_id") for k, (_, info) in infos.items()}
     if len(set(run_ids.values())) > 1:
         newest = max(infos.values(), key=lambda fi: fi[1].get("start") or "")[1]
-        stale = [f"{k} (run {str(r)[:8]}, {infos[k][1].get('start')})" for k, r in run_ids.items()
-                 if r != newest.get("run_id")]
-        what = (f"stale or mixed inputs: {', '.join(stale)} not from the newest run {str(newest.get('run_id'))[:8]} "
-                f"({newest.get('start')})")
-        if not allow_mixed_runs:
-            raise LabError(what, "re-run all four modes in one command: nox -s cmdline ascendc pyacl pytorch -- 0 "
-                                 "(or pass --allow-mixed-runs to compare them anyway)")
-        notes.append(f"note: {what}; compared anyway (--allow-mixed-runs)")
-    runs, failed = {}, {}
+        stale = {k: f"{k} (run {str(r)[:8]}, {infos[k][1].get('start')})" for k, r in run_ids.items()
+                 if r != newest.get("run_id")}
+        what = (f"stale or mixed inputs: {', '.join(stale.values())} not from the newest run "
+                f"{str(newest.get('run_id'))[:8]} ({newest.get('start')})")
+        if allow_mixed_runs:
+            notes.append(f"note: {what}; compared anyway (--allow-mixed-runs)")
+        else:  # e.g. 03's build failed before its run.sh wrote anything: its prof_out/ is an older run's
+            notes.append(f"note: {what}; re-run all four modes in one command (nox -s cmdline ascendc pyacl "
+                         "pytorch -- 0), or pass --allow-mixed-runs to compare them anyway")
+            failed = {k: (f"its output is from another run (run {str(run_ids[k])[:8]}, started "
+                          f"{infos[k][1].get('start')}): it did not run in this one, or stopped before writing "
+                          "its output") for k in stale}
+    check_same_workload({k: info for k, (_, info) in infos.items() if k not in failed})
+    runs = {}
     for k, (folder, info) in sorted(infos.items()):
+        if k in failed:
+            continue
         problem = mode_problem(info)
         if problem and not info.get("completed"):
             failed[k] = problem  # what it left is partial: nothing of it is compared
@@ -196,7 +202,7 @@ def _cell(identity: dict | None) -> str:
 
 
 def check_same_workload(infos: dict[str, dict]) -> None:
-    """01, 03 and 04 ran one workload (by the sha256 in run_info.json), or a LabError naming them."""
+    """01, 03 and 04 (those given) ran one workload (by the sha256 in run_info.json), or a LabError naming them."""
     ids = {k: infos[k].get("workload") for k in WORKLOAD_MODES if k in infos}
     missing = [k for k, w in ids.items() if not (isinstance(w, dict) and w.get("sha256"))]
     if missing:
