@@ -80,25 +80,48 @@ def batched(work, batch: int) -> tuple:
     return scaled
 
 
-def counted_flops(model, x: tuple) -> int:
-    """FLOPs of one forward as torch's flop counter counts them (MatMul, convolution, attention kernels it
-    knows; a fused op it does not know counts 0, so the figure is a lower bound). TinyMLP: 2*b*h*h*4."""
-    from torch.utils.flop_counter import FlopCounterMode
+def counted_flops(model, x: tuple) -> tuple[float, list[str]]:
+    """FLOPs of one forward (common.workload.count_flops: torch's FLOP counter formulas for matmul,
+    convolution and attention kernels, hand formulas for the fused MHA / encoder layer) and the ops of a
+    FLOP family it has no formula for (an RNN layer: aten::mkldnn_rnn_layer). TinyMLP: 2*b*h*h*4."""
+    from common.workload import FLOP_FAMILIES, count_flops
 
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(*x)
-    return counter.get_total_flops()
+    count = count_flops(model, x)
+    return sum(count.per_family.values()), count.uncounted_in(FLOP_FAMILIES)
+
+
+def shape_flops(tasks: list, ops: list[str], steps: int) -> tuple[float, list[str], list[str]]:
+    """FLOPs per step of the ``ops`` torch's counter has no formula for, from their profiled shapes with the
+    bounds table's work models (the recurrent one for an LSTM layer): (FLOPs, ops found, ops without a model
+    and why). Matched by exact name, so nothing the counter already counted is added twice."""
+    from common.analyze.bounds import op_work
+
+    total, found, missing = 0.0, set(), {}
+    for t in tasks:
+        if t.op_type in ops:
+            work = op_work(t)
+            if isinstance(work, str):
+                missing[t.op_type] = work
+            else:
+                total += work.flops
+                found.add(t.op_type)
+    missing.update({op: "not in the profile" for op in ops if op not in found and op not in missing})
+    return total / steps if steps else 0.0, sorted(found), [f"{op} ({why})" for op, why in sorted(missing.items())]
 
 
 def measure(model, x: tuple, out: Path, npu: bool) -> dict:
     """Profile one grid point with 04's own driver functions; read its step table back from disk."""
-    flops = counted_flops(model, x)
+    flops, uncounted = counted_flops(model, x)
     if npu:  # the current device: main's torch.npu.set_device
         model, x = model.to("npu"), tuple(t.to("npu") for t in x)
     (profile_npu if npu else profile_portable)(model, x, out, step=forward_step(model, x))  # model(*x), no grad
-    steps = [s for ds in find_datasets(out) if ds.kind == "torch_npu" for s in ds.steps]
+    datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
+    steps = [s for ds in datasets for s in ds.steps]
     if not steps:
         raise LabError(f"{out}: no step_trace_time.csv rows", "the profiler wrote no steps; see its messages above")
+    extra, from_shapes, unmodelled = (shape_flops([t for ds in datasets for t in ds.tasks], uncounted, len(steps))
+                                      if uncounted else (0.0, [], []))
+    flops += extra
     # The median step, not the mean: on a shared machine one step that lost the CPU to another
     # process would otherwise move a whole grid point.
     step = sorted(steps, key=lambda s: s.total_us)[len(steps) // 2]
@@ -106,7 +129,8 @@ def measure(model, x: tuple, out: Path, npu: bool) -> dict:
     return {
         "steps": len(steps), "step_us": step.total_us, "computing_us": step.computing_us, "free_us": step.free_us,
         "computing_ratio": ratio, "bound": "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound",
-        "flops": flops, "gflops_per_s": flops / step.computing_us / 1e3 if step.computing_us else None,
+        "flops": flops, "gflops_per_s": flops / step.computing_us / 1e3 if flops and step.computing_us else None,
+        "flops_from_shapes": from_shapes, "flops_missing": unmodelled,
     }
 
 
@@ -136,10 +160,30 @@ def turning_points(points: list[dict], x: str) -> list[str]:
     return lines
 
 
+def flops_notes(points: list[dict]) -> list[str]:
+    """Why a GFLOP/s figure is missing, a lower bound, or partly from the profile's shapes: never a silent 0."""
+    lines = []
+    shaped = sorted({op for p in points for op in p.get("flops_from_shapes") or []})
+    if shaped:
+        lines.append(f"(s): includes the FLOPs of {', '.join(shaped)} from their profiled shapes (the bounds "
+                     "table's work model): torch's FLOP counter has no formula for them")
+    missing = sorted({op for p in points for op in p.get("flops_missing") or []})
+    if missing:
+        lines.append(f">= / N/A: not counted: {', '.join(missing)}: torch's FLOP counter has no formula for them "
+                     "and their shapes give no work model")
+    if any(not p["flops"] and not p.get("flops_missing") for p in points):
+        lines.append("N/A: no FLOPs counted in this model's forward (no matmul, convolution, attention or RNN "
+                     "layer): GFLOP/s does not apply")
+    return lines
+
+
 def render(points: list[dict], backend: str, x: str, peak: float | None, peak_source: str) -> str:
     def gflops(p: dict) -> object:
         value = p["gflops_per_s"]
-        return "N/A" if value is None else f"{value:,.1f}" + (" (!)" if p["above_peak"] else "")
+        if value is None:
+            return "N/A (no FLOPs, see below)" if not p["flops"] else "N/A (no Computing time)"
+        marks = (" (s)" if p.get("flops_from_shapes") else "") + (" (!)" if p["above_peak"] else "")
+        return (">= " if p.get("flops_missing") else "") + f"{value:,.1f}" + marks
 
     sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
     rows = [[*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
@@ -148,8 +192,9 @@ def render(points: list[dict], backend: str, x: str, peak: float | None, peak_so
     lines = [
         f"Sweep ({backend}): the median of {ACTIVE} active steps per point; host-bound when Computing < "
         f"{100 * step_bound.HOST_BOUND_BELOW:.0f}% of the step",
-        f"GFLOP/s = FLOPs counted by torch's flop counter per forward / Computing; {peak_text}",
+        f"GFLOP/s = FLOPs per forward (torch's FLOP counter formulas) / Computing; {peak_text}",
         render_table([*sizes, "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict", "GFLOP/s"], rows),
+        *flops_notes(points),
         *turning_points(points, x),
     ]
     above = [p for p in points if p["above_peak"]]

@@ -19,8 +19,10 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from common.analyze import work_models
 from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
 from common.analyze.step_bound import HOST_BOUND_BELOW, StepSummary
+from common.analyze.work_models import Work
 from common.formats.records import Task
 
 
@@ -70,10 +72,11 @@ _DTYPE_BYTES = {
     "float16": 2, "dt_float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "dt_bf16": 2, "bf16": 2,
     "int16": 2, "dt_int16": 2, "int8": 1, "dt_int8": 1, "uint8": 1, "dt_uint8": 1, "bool": 1, "dt_bool": 1,
     "double": 8, "float64": 8, "dt_double": 8, "int64": 8, "dt_int64": 8, "long": 8,
+    "uint16": 2, "dt_uint16": 2, "dt_uint32": 4, "uint64": 8, "dt_uint64": 8,
 }
 # Arguments that are not tensors (torch's record_shapes names them by kind, with an empty shape):
 # nothing moves through memory for them.
-_NOT_TENSORS = {"scalar", "scalarlist", "none", "genericlist", "string"}
+_NOT_TENSORS = {"scalar", "scalarlist", "none", "genericlist", "string", "tensorlist"}  # a list: no shapes
 
 
 def parse_shapes(text: str | None) -> list[tuple[int, ...]] | None:
@@ -103,17 +106,10 @@ def dtype_sizes(text: str | None, n: int) -> list[int] | None:
     return None if any(s is None for s in sizes) else sizes
 
 
-@dataclass(frozen=True)
-class Work:
-    """The work an op must do at minimum: floating-point operations and bytes to and from memory."""
-
-    flops: float
-    bytes: float
-    how: str  # the formula, in words
-
-
 def op_work(task: Task) -> Work | str:
-    """The FLOPs and bytes a task's shapes imply, or why they cannot be known (a reason string)."""
+    """The FLOPs and bytes a task's shapes imply, or why they cannot be known (a short reason string):
+    matmul here, conv / attention / recurrent / norm / embedding / pool / resize in work_models, element-wise
+    families below."""
     inputs = parse_shapes(task.input_shapes)
     if inputs is None:
         return "no Input Shapes in the profile"
@@ -125,12 +121,15 @@ def op_work(task: Task) -> Work | str:
     family = op_family(task.op_type)
     if family == "matmul":
         return _matmul_work(inputs, sizes, outputs, out_sizes)
+    if family in work_models.MODELS:
+        return work_models.MODELS[family](task.op_type, work_models.tensors(inputs, sizes),
+                                          work_models.tensors(outputs, out_sizes))
     # Element-wise families read every input once and write an output the size of the largest
     # input, at least one operation per output element. Any other op is modelled so only when its
-    # tensor inputs all have one size (attention, convolution, ... are not).
+    # tensor inputs all have one size.
     numels = [math.prod(s) for s in inputs]
     if family not in ELEMENTWISE_FAMILIES and len({n for s, n in zip(inputs, numels) if s}) > 1:
-        return f"no work model for {task.op_type} (inputs of different sizes: not element-wise)"
+        return work_models.NO_MODEL.get(family, f"{family}: inputs of different sizes, not element-wise")
     out_numel = math.prod(outputs[0]) if outputs else max(numels)
     out_size = out_sizes[0] if out_sizes else sizes[numels.index(max(numels))]
     moved = sum(n * b for n, b in zip(numels, sizes)) + out_numel * out_size

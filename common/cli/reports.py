@@ -56,7 +56,7 @@ def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note
         f"Bottlenecks per op: {label}", lines=lines,
         header=["OP Type", "Input Shapes", "Count", "Mean(us)", "GFLOP", "MB moved", "Lower bound(us)",
                 "Achieved(%)", "Bound"],
-        rows=rows,
+        rows=rows, wrap=("Input Shapes", "Bound"),
     )]
     pipes = bounds.pipe_verdicts(ds.tasks)
     if pipes:
@@ -352,7 +352,8 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
                 bars = "".join(html.value_bars("pipes", _pipe_items(v.ratios), "of core time", top=1.0) for v in ratios)
                 blocks.append(html.section(sec.title, bars, charts, note=" ".join(sec.lines)))
             else:
-                blocks.append(html.section(sec.title, html.table(sec.header, sec.rows), note=" ".join(sec.lines)))
+                blocks.append(html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap),
+                                           note=" ".join(sec.lines)))
         top = families.top_ops(ds.op_statistic, TOP_N)
         blocks.append(html.section(f"Top ops: {label}", html.table(
             ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],

@@ -29,6 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from common.analyze.families import op_family
+from common.collect.output_shapes import json_safe, output_shapes
 from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import ApiStat, StepTime, Task, TxRange
 
@@ -87,6 +88,7 @@ class OpNode:
     input_dtypes: list = field(default_factory=list)
     is_range: bool = False
     children: list[OpNode] = field(default_factory=list)
+    concrete_inputs: list = field(default_factory=list)  # the scalar arguments' values (stride, padding ...)
 
 
 def nodes_from_events(events) -> list[OpNode]:
@@ -101,6 +103,7 @@ def nodes_from_events(events) -> list[OpNode]:
             input_shapes=list(event.input_shapes or []),
             input_dtypes=list(event.input_dtypes or []),
             is_range=event.name.startswith("ProfilerStep") or bool(getattr(event, "is_user_annotation", False)),
+            concrete_inputs=json_safe(getattr(event, "concrete_inputs", None)),
         )
         made[id(event)] = node
     for event in events:
@@ -120,6 +123,7 @@ def nodes_to_json(roots: list[OpNode]) -> list[dict]:
         flat.append({
             "name": node.name, "start": node.start_us, "end": node.end_us, "parent": parent,
             "shapes": node.input_shapes, "dtypes": node.input_dtypes, "range": node.is_range,
+            "concrete": node.concrete_inputs,
         })
         me = len(flat) - 1
         for child in node.children:
@@ -133,7 +137,8 @@ def nodes_to_json(roots: list[OpNode]) -> list[dict]:
 def nodes_from_json(flat: list[dict]) -> list[OpNode]:
     """The inverse of :func:`nodes_to_json`."""
     nodes = [
-        OpNode(d["name"], float(d["start"]), float(d["end"]), d.get("shapes") or [], d.get("dtypes") or [], bool(d.get("range")))
+        OpNode(d["name"], float(d["start"]), float(d["end"]), d.get("shapes") or [], d.get("dtypes") or [],
+               bool(d.get("range")), concrete_inputs=d.get("concrete") or [])
         for d in flat
     ]
     roots = []
@@ -206,10 +211,13 @@ def _walk(node: OpNode, out: list[OpNode]) -> None:
 
 def _task(node: OpNode, trace_start_us: float, task_type: str) -> Task:
     shapes, dtypes = _shapes_and_types(node)
+    # torch records no outputs; where a work model needs them (convolution, pooling ...), from the inputs
+    outputs = output_shapes(node.name, node.input_shapes, node.input_dtypes, node.concrete_inputs)
     return Task(
         op_name=node.name, op_type=node.name, task_type=task_type, start_us=trace_start_us + node.start_us,
         duration_us=node.end_us - node.start_us, device_id="host", input_shapes=shapes,
-        input_dtypes=dtypes, pmu={},
+        input_dtypes=dtypes, output_shapes=outputs[0] if outputs else None,
+        output_dtypes=outputs[1] if outputs else None, pmu={},
     )
 
 

@@ -29,6 +29,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bott
 .sub{color:#555;margin:0 0 12px}.note{color:#555;font-size:12.5px;margin:4px 0}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.w{overflow-wrap:anywhere;min-width:9em}
 .v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}.na{color:#6b6b6b}
 svg{display:block;margin:6px 0}svg text{font:12px system-ui,sans-serif;fill:#333}
 """
@@ -52,14 +53,21 @@ def section(title: str, *parts: str, note: str = "") -> str:
     return f"<section><h2>{esc(title)}</h2>{body}" + (f"<p class=\"note\">{esc(note)}</p>" if note else "") + "</section>"
 
 
-def table(header: list[str], rows: list[list[object]]) -> str:
-    def cell(v: object) -> str:
+def table(header: list[str], rows: list[list[object]], wrap: tuple[str, ...] = ()) -> str:
+    """A table; the cells of the ``wrap`` columns may break after each ``;`` (a shape list) and inside any
+    longer token, so a wide cell wraps within the page instead of widening the table."""
+    def cell(v: object, wraps: bool) -> str:
         numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
         text = (f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}") if isinstance(v, float) else ("N/A" if v is None else v)
-        return f"<td class=\"n\">{esc(text)}</td>" if numeric else f"<td>{esc(text)}</td>"
+        if numeric:
+            return f"<td class=\"n\">{esc(text)}</td>"
+        if wraps:
+            return "<td class=\"w\">" + esc(text).replace(";", ";<wbr>") + "</td>"
+        return f"<td>{esc(text)}</td>"
 
+    wraps = [h in wrap for h in header]
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(cell(v, w) for v, w in zip(row, wraps)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

@@ -21,6 +21,7 @@ class Section:
     lines: list[str] = field(default_factory=list)
     header: list[str] = field(default_factory=list)
     rows: list[list[object]] = field(default_factory=list)
+    wrap: tuple[str, ...] = ()  # columns whose wide cells wrap onto more lines, never cut (render_table)
 
 
 def _fmt(value: object) -> str:
@@ -67,14 +68,41 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + ELLIPSIS
 
 
-def render_table(header: list[str], rows: list[list[object]], max_width: int = MAX_WIDTH) -> str:
+_BREAK_AFTER = (re.compile(r"(?<=;)"), re.compile(r"(?<=,)"))  # a shape list breaks after a ; (a shape), else a ,
+
+
+def _pieces(word: str, width: int) -> list[str]:
+    """A token longer than ``width`` in pieces that fit: whole shapes first, then dimensions, then characters."""
+    parts = [word]
+    for pattern in _BREAK_AFTER:
+        parts = [q for p in parts for q in (pattern.split(p) if len(p) > width else [p]) if q]
+    return [p[i:i + width] for p in parts for i in range(0, len(p), width)]
+
+
+def wrap_cell(text: str, width: int) -> list[str]:
+    """``text`` on lines of at most ``width``: broken at spaces, then after ``;`` and ``,`` (shape lists),
+    and inside a token only when one is longer than a line; nothing is cut."""
+    lines, line = [], ""
+    for word in text.split():
+        for k, part in enumerate(_pieces(word, width)):
+            sep = " " if k == 0 and line else ""
+            if len(line) + len(sep) + len(part) <= width:
+                line += sep + part
+            else:
+                lines.append(line)
+                line = part
+    return [*(x for x in lines if x), line]
+
+
+def render_table(header: list[str], rows: list[list[object]], max_width: int = MAX_WIDTH,
+                 wrap: tuple[str, ...] = ()) -> str:
     """A plain aligned text table (numeric columns right-aligned), at most ``max_width`` columns wide.
 
     A wider table first wraps its headers onto several lines (word by word, down to the widest
     cell below them), then narrows its widest text columns one character at a time: a cell of
     words (a verdict, a list of ratios) wraps onto more lines, a cell without spaces (Input
-    Shapes, an op name) is cut with an ellipsis. Numbers are never cut. Markdown and HTML tables
-    show every cell in full.
+    Shapes, an op name) is cut with an ellipsis, unless its column is in ``wrap``: those cells wrap
+    (:func:`wrap_cell`), never cut. Numbers are never cut. Markdown and HTML tables show every cell in full.
     """
     body = [[_fmt(c) for c in row] for row in rows]
     n = len(header)
@@ -98,7 +126,7 @@ def render_table(header: list[str], rows: list[list[object]], max_width: int = M
         widths[min(narrowable, key=lambda i: (_cut_order(header[i], widths[i], i), -widths[i]))] -= 1
     lines_of = []
     for r in body:
-        cells = [[c] if numeric[i] or len(c) <= widths[i] else
+        cells = [[c] if numeric[i] or len(c) <= widths[i] else wrap_cell(c, widths[i]) if header[i] in wrap else
                  textwrap.wrap(c, widths[i]) if " " in c else [_cut(c, widths[i])] for i, c in enumerate(r)]
         lines_of += [[cell[k] if k < len(cell) else "" for cell in cells] for k in range(max(map(len, cells)))]
     depth = max(len(h) for h in heads)
@@ -121,7 +149,7 @@ def render_text(title: str, sections: list[Section]) -> str:
     for s in sections:
         parts += ["", f"-- {s.title} --", *s.lines]
         if s.header:
-            parts.append(render_table(s.header, s.rows))
+            parts.append(render_table(s.header, s.rows, wrap=s.wrap))
     return "\n".join(parts)
 
 

@@ -35,7 +35,8 @@ def test_gemm_with_a_folded_weight_uses_the_output_shape() -> None:
         (_task("MatMulV2", "N/A", "N/A"), "no Input Shapes in the profile"),
         (_task("aten::mm", "32,1024;512,64", "FLOAT;FLOAT"), "shapes disagree"),
         (_task("MatMulV2", "81920,4096;8192,512", "DT_BF16;DT_BF16", out="4096,512"), "shapes disagree"),
-        (_task("FlashAttentionScore", "4,2;4,2,8", "DT_BF16;DT_BF16"), "no work model for FlashAttentionScore"),
+        (_task("FlashAttentionScore", "4,2;4,2,8", "DT_BF16;DT_BF16"), "query, key, value not among the shapes"),
+        (_task("aten::mkldnn_convolution", "4,3,32,32;16,3,3,3", "FLOAT;FLOAT"), "no Output Shapes: stride and"),
         (_task("aten::gelu", "32,1024", "WEIRD"), "no or unknown Input Data Types"),
     ],
 )
@@ -100,3 +101,27 @@ def test_arguments_that_are_not_tensors_move_no_bytes() -> None:
     assert bounds.dtype_sizes("FLOAT;SCALARLIST;FLOAT;FLOAT", 4) == [4, 0, 4, 4]
     assert bounds.dtype_sizes("float;Scalar;None", 3) == [4, 0, 0]
     assert bounds.dtype_sizes("FLOAT;COMPLEX64", 2) is None  # a dtype the table does not know stays unknown
+
+
+def test_wide_bound_table_cells_wrap_and_are_never_cut() -> None:
+    """The bounds table's Input Shapes and Bound cells wrap (at spaces, then after each ; of a shape list)."""
+    from common.render.html import table
+    from common.render.text import render_table
+
+    shapes = "4096,2,512;4096,2,512;4096,2,512;4096,2,512;4096,4096;2,4,4096,8;2,4,4096,8;;4096,2,512;"
+    reason = "unavailable: shapes disagree: hidden 511 (q), 512 (k), 512 (v) over 3 heads"
+    header = ["OP Type", "Input Shapes", "Count", "Bound"]
+    rows = [["FlashAttentionScoreGrad", shapes, 4, reason]]
+    text = render_table(header, rows, max_width=70, wrap=("Input Shapes", "Bound"))
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 70 and "…" not in text
+    body = lines[2:]
+    shape_col = lines[1].split("  ")[1]  # the dashes under Input Shapes
+    start = lines[0].index("Input Shapes")
+    cells = [line[start:start + len(shape_col)].strip() for line in body]
+    assert "".join(cells) == shapes and all(c.endswith(";") for c in cells[:-1] if c)  # whole shapes per line
+    assert " ".join(line[lines[0].index("Bound"):].strip() for line in body).split() == reason.split()
+    cut = render_table(header, rows, max_width=70)  # a column not in wrap is still cut
+    assert "…" in cut
+    markup = table(header, rows, wrap=("Input Shapes",))
+    assert '<td class="w">4096,2,512;<wbr>4096,2,512;<wbr>' in markup and "td.w" not in markup

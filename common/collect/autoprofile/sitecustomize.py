@@ -41,6 +41,13 @@ def _chain_hidden_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
+def _plain(values) -> list:
+    """An op's scalar arguments (``concrete_inputs``) as JSON values; anything else None."""
+    simple = (bool, int, float, str, type(None))
+    return [v if isinstance(v, simple) else list(v) if isinstance(v, (list, tuple)) and all(
+        isinstance(x, simple) for x in v) else None for v in (values or [])]
+
+
 def _flatten(events) -> list:
     index = {id(e): i for i, e in enumerate(events)}
     flat = []
@@ -54,6 +61,7 @@ def _flatten(events) -> list:
             "shapes": [list(s) if isinstance(s, (list, tuple)) else [] for s in (e.input_shapes or [])],
             "dtypes": [str(d) for d in (e.input_dtypes or [])],
             "range": bool(getattr(e, "is_user_annotation", False)),
+            "concrete": _plain(getattr(e, "concrete_inputs", None)),
         })
     return flat
 
