@@ -18,20 +18,53 @@ import sys
 from common.errors import ArgumentParser
 
 
+EXIT_DAMAGED = 3  # report: a file of the capture was damaged and left out; the rest was reported
+MAX_DAMAGED = 16  # files left out before the report gives up (a capture this broken is not worth reading)
+
+
+def _damaged_file(err, datasets) -> object:
+    """The file of ``datasets`` that ``err`` (a reader's LabError, which starts with the path) is about, when
+    the report can go on without it: not a database, and not the task file of a capture without a step table."""
+    for ds in datasets:
+        if ds.is_db:
+            continue
+        for path in ds.all_files():
+            if err.what.startswith((f"{path}:", f"{path} ")):
+                steps = ds.has("step_trace_time") or ds.has("trace_view")
+                return path if steps or path not in ds.files(ds.task_file) else None
+    return None
+
+
 def _report(args: argparse.Namespace) -> int:
     from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
+    from common.errors import LabError
     from common.formats.datasets import find_datasets
 
     out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
-    datasets = find_datasets(args.dir)
-    text, markdown, integrity = directory_report(args.dir, soc=args.soc, datasets=datasets)
+    damaged: dict = {}  # a damaged text file is left out and the report made again from the others
+    while True:
+        datasets = [ds.without(damaged) for ds in find_datasets(args.dir)]
+        lines = [f"DAMAGED, left out: {why}" for why in damaged.values()]
+        try:
+            text, markdown, integrity = directory_report(args.dir, soc=args.soc, datasets=datasets, warnings=lines)
+            page = directory_html(args.dir, soc=args.soc, integrity=integrity, datasets=datasets, damaged=lines)
+            break
+        except LabError as err:
+            path = _damaged_file(err, datasets)
+            if path is None or path in damaged or len(damaged) >= MAX_DAMAGED:
+                raise
+            damaged[path] = str(err)
     print(text)
     print(write_report_md(out, markdown))
-    print(write_report_html(out, directory_html(args.dir, soc=args.soc, integrity=integrity, datasets=datasets)))
+    print(write_report_html(out, page))
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "
               "mixed with another export); the numbers above are not trustworthy", file=sys.stderr)
+    if damaged:
+        print(f"{len(damaged)} damaged file(s) left out ({', '.join(p.name for p in damaged)}): the report is "
+              f"from the other files; exit {EXIT_DAMAGED}", file=sys.stderr)
+        return EXIT_DAMAGED
     return 1 if failed else 0
 
 
@@ -84,12 +117,12 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _out_dir(path: str):
-    """``--out``: a folder for the report files, checked and created (its other files are left alone)."""
-    from common.formats.rundir import check_output_dir
+    """``--out``: a folder for the report files; a new one is created (and marked as the lab's), one the lab made
+    before is written into, any other is refused (the lab writes only into folders it owns)."""
+    from common.formats.rundir import check_output_dir, prepare_output_dir
 
     out = check_output_dir(path)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return out if out.exists() else prepare_output_dir(out)
 
 
 def _cluster(args: argparse.Namespace) -> int:

@@ -307,16 +307,19 @@ def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
 def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None,
                    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
                    notes: list[str] = (), integrity: list[Verdict] | None = None,
-                   datasets: list[Dataset] | None = None) -> str:
+                   datasets: list[Dataset] | None = None, damaged: list[str] = ()) -> str:
     """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG.
 
     ``integrity``: the checks :func:`directory_report` returned (computed here when not given);
-    ``datasets``: as for :func:`directory_report`."""
+    ``datasets``: as for :func:`directory_report`; ``damaged``: one line per file left out as unreadable."""
     root = Path(root)
     datasets = find_datasets(root) if datasets is None else datasets
     info = find_run_info(root)
     peaks, note = peaks if peaks is not None else peaks_for(info, datasets, soc)
     blocks = []
+    if damaged:
+        blocks.append(html.section("Damaged files (left out; the rest is reported)",
+                                   "".join(f"<p class=\"v fail\">{html.esc(d)}</p>" for d in damaged)))
     if warnings:
         blocks.append(html.section("Disturbed run", "".join(f"<p class=\"v\">{html.esc(w)}</p>" for w in warnings)))
     if verdicts:

@@ -10,6 +10,7 @@ is complete, the database otherwise (:attr:`Dataset.source` says which, and why)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from common.errors import LabError
 from common.formats import readers
 from common.formats.db import ProfilerDb, db_kind
 from common.formats.engine import pl
-from common.formats.memory import MemoryData, memory_from_db, read_memory
+from common.formats.memory import MEMORY_FILES, MemoryData, memory_from_db, read_memory
 from common.formats.overlap import overlap_step_times
 from common.formats.records import OpStat, StepTime, Task, TxRange
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
@@ -44,6 +45,19 @@ class Dataset:
     db: Path | None = None  # the .db file of a database dataset
     skipped: list[Path] = field(default_factory=list)  # the same capture's other export(s), not read
     reason: str | None = None  # why this export was read rather than the skipped one
+    damaged: dict[Path, str] = field(default_factory=dict)  # files left out as unreadable, and why
+
+    def without(self, damaged: dict[Path, str]) -> Dataset:
+        """This dataset read as if the ``damaged`` files of its folder were absent (a fresh one: nothing cached)."""
+        mine = {p: why for p, why in damaged.items() if p.parent == self.folder}
+        return dataclasses.replace(self, damaged={**self.damaged, **mine}) if mine else self
+
+    def all_files(self) -> list[Path]:
+        """Every file this dataset reads (a database: the .db file)."""
+        if self.db is not None:
+            return [self.db]
+        memory = [self.folder / name for name in MEMORY_FILES] if self.kind == "torch_npu" else []
+        return [p for files in self._files.values() for p in files] + [p for p in memory if p.is_file()]
 
     @property
     def is_db(self) -> bool:
@@ -67,6 +81,8 @@ class Dataset:
         if self.is_db:
             return {}, []
         for path in self.folder.iterdir():
+            if path in self.damaged:
+                continue
             if self.kind == "torch_npu":
                 if path.name in TORCH_NPU_FILES:
                     found.setdefault(path.name.rsplit(".", 1)[0], {}).setdefault("", []).append((0, path))
@@ -207,7 +223,7 @@ class Dataset:
         database's MEMORY_RECORD / OP_MEMORY (empty when it recorded none); None for msprof's exports."""
         if self.is_db:
             return memory_from_db(self.profiler_db.memory_records(), self.profiler_db.op_memory())
-        return read_memory(self.folder) if self.kind == "torch_npu" else None
+        return read_memory(self.folder, self.damaged) if self.kind == "torch_npu" else None
 
     @functools.cached_property
     def steps(self) -> list[StepTime]:

@@ -7,14 +7,16 @@ Both keep one table per kind of record (``TASK``, ``COMPUTE_TASK_INFO``, ``COMMU
 and times as integer ns. The readers return the rows the text readers return
 (:mod:`common.formats.records`), in the text files' units, so every analysis reads either export.
 
-Opening: read-only through SQLite (``file:<path>?mode=ro``). The file is never written, and
-SQLite's locking still applies, so a database that the profiler is still writing is read as
-its last committed state or refused as locked, never read half-written. ``immutable=1``
-would skip locking and the write-ahead log and could read a file in mid-write as if it were
-complete, so it is used only where ``mode=ro`` cannot open a WAL database because its folder
-is not writable (SQLite keeps a ``-shm`` index beside the file) and no ``-wal`` file exists:
-then nothing can be writing it. A WAL database read with ``mode=ro`` gets ``-wal``/``-shm``
-files beside it while it is open; SQLite removes them when the connection closes.
+Opening: read-only, and nothing is created beside the file (a profile folder stays as it was).
+A database with no ``-wal`` and no ``-journal`` file beside it has every commit in the file and no
+writer, so it is opened ``immutable=1`` (``file:<path>?mode=ro&immutable=1``): SQLite then takes no
+lock and creates no ``-wal``/``-shm`` files, which a WAL-mode database read with ``mode=ro`` gets and
+keeps after the connection closes (SQLite cannot remove them without write access). The caveat of
+``immutable`` (sqlite.org/uri.html): SQLite trusts that nothing changes the file, so a file changed
+while it is read could be read half-written; the file's size and modification time are compared
+before and after every read, and a change is refused as "still being written". A database with a
+``-wal`` or ``-journal`` beside it may have a writer, or commits only in its WAL: it is read through
+``mode=ro`` with SQLite's locking, so it is read as its last committed state or refused as locked.
 """
 
 from __future__ import annotations
@@ -180,33 +182,30 @@ class SqliteFile:
         return LabError(f"{self.path}: cannot read the database (sqlite: {message})",
                         "check that the file is a complete profiler export and readable")
 
-    def _read_only_wal_fallback(self) -> bool:
+    def _settled(self) -> bool:
+        """No ``-wal`` or ``-journal`` beside the file: every commit is in it and no writer holds it."""
         folder = self.path.resolve().parent
-        wal = folder / f"{self.path.name}-wal"
-        return not os.access(folder, os.W_OK) and not wal.exists()
+        return not any((folder / f"{self.path.name}{suffix}").exists() for suffix in ("-wal", "-journal"))
 
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._uri(), uri=True, timeout=LOCK_WAIT_S)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return _guarded(conn)
-        except sqlite3.OperationalError as err:
-            conn.close()
-            cannot_share = "readonly" in str(err) or "unable to open" in str(err)
-            if not cannot_share or not self._read_only_wal_fallback():
-                raise
-        return _guarded(sqlite3.connect(self._uri(immutable=True), uri=True, timeout=LOCK_WAIT_S))
+    def _stamp(self) -> tuple[int, int]:
+        stat = self.path.stat()
+        return stat.st_size, stat.st_mtime_ns
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
         """A read-only connection, closed afterwards; sqlite errors become one LabError."""
         self._check_header()
+        immutable = self._settled()
+        before = self._stamp()
         try:
-            conn = self._open()
+            conn = _guarded(sqlite3.connect(self._uri(immutable), uri=True, timeout=LOCK_WAIT_S))
         except sqlite3.Error as err:
             raise self._fail(err) from None
         with closing(conn):
             yield conn
+        if immutable and self._stamp() != before:
+            raise LabError(f"{self.path}: the database changed while it was read (still being written?)",
+                           "wait until the profiler has finished writing it, then run again")
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
         with self.connect() as conn:

@@ -12,6 +12,7 @@ msprof's own exports name the same columns in KB; both units are read, MB is ret
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,10 +125,11 @@ def read_module_memory(path: Path | str) -> list[ModuleMemory]:
     ]
 
 
-def read_memory(folder: Path | str) -> MemoryData:
-    """The memory files in ``folder`` (a torch_npu ``ASCEND_PROFILER_OUTPUT/``); empty when there are none."""
+def read_memory(folder: Path | str, leave_out: Collection[Path] = ()) -> MemoryData:
+    """The memory files in ``folder`` (a torch_npu ``ASCEND_PROFILER_OUTPUT/``), but those in ``leave_out``
+    (found damaged); empty when there are none."""
     folder = Path(folder)
-    present = [name for name in MEMORY_FILES if (folder / name).is_file()]
+    present = [name for name in MEMORY_FILES if (folder / name).is_file() and folder / name not in leave_out]
     try:
         return MemoryData(
             records=read_memory_record(folder / MEMORY_FILES[0]) if MEMORY_FILES[0] in present else [],

@@ -111,4 +111,6 @@ def test_cluster_cross_check_on_db_export_reads_cluster_analysis_db(db_capture: 
     (line,) = [li for li in proc.stdout.splitlines() if "msprof-analyze cluster" in li]
     assert line.startswith("[PASS] agrees with msprof-analyze cluster (cluster_analysis.db ClusterStepTraceTime): "
                            "2 rank-steps x Computing, Communication(Not Overlapped)"), line
-    assert "arrival at the collectives (COMMUNICATION_OP): rank 1 started 4 of 4 last" in proc.stdout
+    assert ("arrival at the collectives (COMMUNICATION_OP): the largest gap is hcom_allReduce__210_0_1, which rank 1 "
+            "started 3,532.8 us after the first rank") in proc.stdout
+    assert "started last (of 4): rank 0 0, rank 1 4" in proc.stdout
