@@ -314,6 +314,7 @@ def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us:
             "hypothesis: device-bound — the device is busy most of the step, so the kernels themselves are the "
             "cost.",
             "try: the ops with the lowest achieved fraction of their lower bound first; lower precision "
-            "(fp16/bf16) for the matmuls; fusing element-wise ops into their neighbours to save memory traffic.",
+            "(fp16/bf16) for the families that take most of the time; fusing element-wise ops into their "
+            "neighbours to save memory traffic.",
         ]
     return lines + [evidence]
