@@ -117,20 +117,67 @@ def graph_changes(variant: Variant, files: ModelFiles, npu: bool) -> tuple[Count
 
 
 # ----- portable: ONNX Runtime offline optimization -----------------------------------------------
+FP32_RETRIES = 4  # op types kept in fp32 one at a time, each named by the runtime's refusal
+
+
 def build_portable(variant: Variant, files: ModelFiles) -> Path:
-    """Apply the variant's precision policy to the export, then let ONNX Runtime optimize and save it."""
+    """Apply the variant's precision policy to the export, then let ONNX Runtime optimize and save it.
+
+    Like ATC's policy, an op with no fp16 kernel keeps fp32: when ONNX Runtime refuses to run the fp16
+    graph on the workload's input and names an op type of it (ScatterElements with reduction 'add'),
+    that type is kept in fp32 and the variant built again, and the build says which types it kept.
+    """
+    import onnx
+
+    exported = load_onnx(files.onnx, files)
+    kept: list[str] = []
+    while True:
+        out = _build_portable_once(variant, files, exported, kept)
+        refused = _first_run_error(out, files, variant)
+        if refused is None:
+            break
+        op = next((t for t in sorted(onnx_types(exported)) if t in refused and t not in kept), None)
+        if op is None or len(kept) >= FP32_RETRIES or not variant.fp16_compute:
+            raise LabError(f"ONNX Runtime cannot run variant {variant.name}: {refused}",
+                           "the portable backend runs what ONNX Runtime's CPU provider supports; try variant fp32")
+        kept.append(op)
+    if kept:
+        print(f"  [{variant.name}] kept in fp32, as ATC keeps an op without an fp16 kernel: {', '.join(kept)} "
+              "(ONNX Runtime's CPU provider refused it in fp16)")
+    optimized = onnx.load(str(out))
+    stamp(optimized, files)  # the file records its workload: run.sh refuses it for another one
+    onnx.save(optimized, str(out))
+    return out
+
+
+def _first_run_error(path: Path, files: ModelFiles, variant: Variant) -> str | None:
+    """The first line of ONNX Runtime's error when it runs the built file once on the workload's input, or None."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # its refusal comes back as the exception, not as a log line too
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the file as saved
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session.run(None, dict(zip(files.input_names, files.feeds(variant))))
+    except Exception as err:  # noqa: BLE001 (ORT's own exception types: what its CPU provider cannot run)
+        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return None
+
+
+def _build_portable_once(variant: Variant, files: ModelFiles, model, kept: list[str]) -> Path:
     import onnx
     import onnxruntime as ort
 
-    model = load_onnx(files.onnx, files)
     if variant.fp16_compute:
-        from onnxruntime.transformers.float16 import convert_float_to_float16
+        from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 
         # The same policy as ATC's default: weights and ops become fp16. keep_io_types=True keeps
         # the model's inputs and outputs fp32, which is exactly what forces a Cast at each boundary.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "value truncated to fp16": expected here
-            model = convert_float_to_float16(model, keep_io_types=variant.io_dtype == "float32")
+            model = convert_float_to_float16(model, keep_io_types=variant.io_dtype == "float32",
+                                             op_block_list=[*DEFAULT_OP_BLOCK_LIST, *kept])
     out = files.portable_path(variant)
     out.parent.mkdir(parents=True, exist_ok=True)
     converted = out.with_name(out.name.replace(".opt.onnx", ".converted.onnx"))
@@ -150,9 +197,6 @@ def build_portable(variant: Variant, files: ModelFiles) -> Path:
                        ) from None
     finally:
         converted.unlink(missing_ok=True)
-    optimized = onnx.load(str(out))
-    stamp(optimized, files)  # the file records its workload: run.sh refuses it for another one
-    onnx.save(optimized, str(out))
     return out
 
 

@@ -930,3 +930,42 @@ def test_conv_formulas_equal_torchs_counter(tmp_path):
     torch.onnx.export(model, (x,), str(path), opset_version=17, dynamo=False)
     verdict = graph_changes.compute_verdict(count_flops(model, (x,)), onnx.load(str(path)))
     assert verdict.ok and verdict.detail.count("off by 0.00%") == 2, verdict.detail
+
+
+SCATTER_ADD = """
+import torch
+from torch import nn
+
+
+class Messages(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, dst):
+        # in-degree of each row: ones added at the destinations (a ScatterElements with reduction 'add')
+        degree = torch.zeros(x.shape[0], dtype=x.dtype).scatter_add(0, dst, torch.ones_like(dst, dtype=x.dtype))
+        return self.fc(x) / degree.clamp(min=1).unsqueeze(1)
+
+
+def build_model():
+    return Messages()
+
+
+def make_input():
+    return torch.randn(6, 8, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 1, 1, 3, 2, 0])
+"""
+
+
+def test_an_op_without_an_fp16_kernel_keeps_fp32_as_atc_does(tmp_path):
+    """ONNX Runtime's CPU provider has no fp16 ScatterElements with reduction 'add': the fp16 variant keeps that
+    op in fp32 and says so, instead of building a graph its own runtime cannot run (a false failure)."""
+    repo = make_repo(tmp_path / "lab")
+    workload = tmp_path / "messages.py"
+    workload.write_text(SCATTER_ADD)
+    built = sh(repo, "build_model.sh", "default", "--workload", str(workload))
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "[default] kept in fp32, as ATC keeps an op without an fp16 kernel: ScatterElements" in built.stdout
+    assert "E:onnxruntime" not in built.stderr  # the refusal is read, not logged
+    ran = sh(repo, "run.sh", "0", "default", "--workload", str(workload))
+    assert ran.returncode == 0 and "[FAIL]" not in ran.stdout, ran.stdout + ran.stderr
