@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.analyze import bounds, families, memory, step_bound
+from common.analyze import advisories, bounds, families, memory, step_bound
 from common.analyze.bounds import Peaks
 from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
@@ -200,6 +200,15 @@ NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two file
                           "(op_statistic and its task file, a step table and its timeline, text and database)")
 
 
+def advisory_sections(ds: Dataset, label: str) -> list[Section]:
+    """One section per operator advisory that fires (common.analyze.advisories), with its rule and rows."""
+    if not ds.small:
+        return []
+    return [Section(f"Advisory: {a.name}: {label}", lines=[a.text, f"rule: {a.rule}"], header=advisories.HEADER,
+                    rows=a.rows, wrap=("Dtypes (in -> out)",))
+            for a in advisories.advisories(ds.tasks)]
+
+
 def directory_report(
     root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
     peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (), datasets: list[Dataset] | None = None,
@@ -222,6 +231,7 @@ def directory_report(
         sections += dataset_sections(ds, root, forwards)
         if bottlenecks:
             sections += bottleneck_sections(ds, ds.label(root), peaks, note)
+        sections += advisory_sections(ds, ds.label(root))
     integrity = integrity_verdicts(datasets, root)
     if verdicts:
         sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
@@ -357,6 +367,9 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
             else:
                 blocks.append(html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap),
                                            note=" ".join(sec.lines)))
+        for sec in advisory_sections(ds, label):
+            blocks.append(html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap),
+                                       note=" ".join(sec.lines)))
         top = families.top_ops(ds.op_statistic, TOP_N)
         blocks.append(html.section(f"Top ops: {label}", html.table(
             ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze import checks, cluster, families, step_bound
+from common.analyze import advisories, checks, cluster, families, step_bound
 from common.cli.reports import memory_summary
 from common.formats.datasets import find_datasets
 
@@ -131,6 +131,17 @@ def expect_kernel_details(root: Path) -> None:
     top = max(expected, key=lambda k: expected[k][1])
     assert (ds.op_statistic[0].op_type, ds.op_statistic[0].core_type) == top == ("MatMulV3", "AI_CORE")
     assert ds.steps == [] and integrity(root, [ds]) == []  # one file: nothing to cross-check
+
+
+def expect_aicpu_kernel_details(root: Path) -> None:
+    (ds,) = find_datasets(root)
+    records = csv_rows(root / OUT / "kernel_details.csv")
+    expected = per_type(records, "Type", "Accelerator Core", "Duration(us)")
+    assert ds.task_count == len(records) == 66
+    assert_same_totals(lab_per_type(ds), expected)
+    assert expected[("Cast", "AI_CPU")] == (4, pytest.approx(517.06))  # trans_Cast_5 / _18: INT32 -> UINT64
+    (advice,) = advisories.advisories(ds.tasks)
+    assert advice.name == "ops on the AI CPU" and advice.rows[0][:3] == ["Cast", "AI_CPU", 4]
 
 
 def overlap_sums(trace: Path) -> dict[str, tuple[int, float]]:
@@ -247,6 +258,7 @@ def expect_db_level1(root: Path) -> None:
 EXPECT: dict[str, Callable[[Path], None]] = {
     "cann85_minimal": expect_cann85,
     "torch_npu_kernel_details": expect_kernel_details,
+    "torch_npu_aicpu_kernel_details": expect_aicpu_kernel_details,
     "torch_npu_trace_view": expect_trace_view,
     "msinsight_torch_npu/text_level0": expect_text_level0,
     "msinsight_torch_npu/text_level1": expect_text_level1,
