@@ -12,10 +12,13 @@ What you will learn:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import os
 import re
 import sys
+import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -131,12 +134,13 @@ def export(files: ModelFiles) -> Path:
         # own warnings are kept: they say where forward() branches or loops on a tensor's value.
         warnings.simplefilter("always", torch.jit.TracerWarning)
         try:
-            torch.onnx.export(model, example, str(tmp), input_names=files.input_names,
-                              output_names=files.output_names, opset_version=OPSET,
-                              **exporter_choice(torch.onnx.export))  # no dynamic axes: ATC gets fixed shapes
+            with _quiet_stdout():  # on a failure the exporter prints the whole traced graph (from C++)
+                torch.onnx.export(model, example, str(tmp), input_names=files.input_names,
+                                  output_names=files.output_names, opset_version=OPSET,
+                                  **exporter_choice(torch.onnx.export))  # no dynamic axes: ATC gets fixed shapes
         except Exception as err:  # noqa: BLE001 (the user's model: an op the exporter cannot write)
             tmp.unlink(missing_ok=True)
-            raise LabError(f"{files.workload.where}: torch.onnx.export failed: {str(err).strip().splitlines()[0]}",
+            raise LabError(f"{files.workload.where}: torch.onnx.export failed: {_reason(err)}",
                            "mode 03 needs a model the TorchScript ONNX exporter (opset 17) can write") from None
     graph = onnx.load(str(tmp))
     names = [i.name for i in graph.graph.input], [o.name for o in graph.graph.output]
@@ -150,6 +154,31 @@ def export(files: ModelFiles) -> Path:
     onnx.checker.check_model(str(tmp), full_check=True)
     tmp.replace(path)  # only a checked file takes the real name
     return path
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """File descriptor 1 (what C++ code prints to, and Python's own prints) into a discarded file."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 1)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+    finally:
+        os.close(saved)
+
+
+def _reason(err: Exception, most: int = 240) -> str:
+    """The exporter's message without the traced graph it appends (``[Caused by the value ...``), at most
+    ``most`` characters."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    text = text.split("[Caused by")[0].strip()
+    return text if len(text) <= most else text[:most - 3].rstrip() + "..."
 
 
 def export_notes(files: ModelFiles, path: Path) -> list[str]:

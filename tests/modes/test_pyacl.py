@@ -969,3 +969,36 @@ def test_an_op_without_an_fp16_kernel_keeps_fp32_as_atc_does(tmp_path):
     assert "E:onnxruntime" not in built.stderr  # the refusal is read, not logged
     ran = sh(repo, "run.sh", "0", "default", "--workload", str(workload))
     assert ran.returncode == 0 and "[FAIL]" not in ran.stdout, ran.stdout + ran.stderr
+
+
+INDEX_ADD = """
+import torch
+from torch import nn
+
+
+class Pool(nn.Module):
+    def forward(self, x):
+        # rows added into slots, two rows into slot 0: the exporter cannot write index_add with repeats
+        return torch.zeros(3, x.shape[1]).index_add(0, torch.tensor([0, 0, 2]), x)
+
+
+def build_model():
+    return Pool()
+
+
+def make_input():
+    return torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+"""
+
+
+def test_an_export_the_exporter_refuses_is_one_short_line(tmp_path):
+    """The TorchScript exporter prints the whole traced graph (from C++) and appends it to its message: the build
+    shows neither, only why, in one line."""
+    repo = make_repo(tmp_path / "lab")
+    workload = tmp_path / "pool.py"
+    workload.write_text(INDEX_ADD)
+    built = sh(repo, "build_model.sh", "default", "--workload", str(workload))
+    assert built.returncode == 2 and "Torch IR graph" not in built.stdout + built.stderr, built.stdout
+    (line,) = error_lines(built.stderr)
+    assert "torch.onnx.export failed: ONNX export does not support exporting 'index_add_()'" in line
+    assert "[Caused by" not in line and len(line) < 400, line
