@@ -81,7 +81,8 @@ def _frozen(caught: list[warnings.WarningMessage]) -> list[str]:
     for w in caught:
         if issubclass(w.category, torch.jit.TracerWarning):
             kind = re.search(r"to a Python (\w+)", str(w.message))
-            entry = f"{Path(w.filename).name}:{w.lineno} (a Python {kind[1] if kind else 'value'})"
+            what = f"a Python {kind[1]}" if kind else str(w.message).split(".")[0][:60]
+            entry = f"{Path(w.filename).name}:{w.lineno} ({what})"
             if entry not in found:
                 found.append(entry)
     return found

@@ -976,18 +976,27 @@ import torch
 from torch import nn
 
 
-class Pool(nn.Module):
-    def forward(self, x):
-        # rows added into slots, two rows into slot 0: the exporter cannot write index_add with repeats
-        return torch.zeros(3, x.shape[1]).index_add(0, torch.tensor([0, 0, 2]), x)
+class MeanOfNeighbours(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.msg = nn.Linear(16, 16)
+
+    def forward(self, x, edges):
+        src, dst = edges[0], edges[1]
+        m = self.msg(x).index_select(0, src)
+        total = torch.zeros(x.shape[0], m.shape[1]).scatter_add(0, dst.unsqueeze(1).expand_as(m), m)
+        # in-degree: the exporter cannot write index_add when the destinations may repeat
+        degree = torch.zeros(x.shape[0]).index_add(0, dst, torch.ones_like(dst, dtype=m.dtype))
+        return total / degree.clamp(min=1).unsqueeze(1)
 
 
 def build_model():
-    return Pool()
+    return MeanOfNeighbours()
 
 
 def make_input():
-    return torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(20, 16, generator=g), torch.randint(0, 20, (2, 60), generator=g)
 """
 
 
