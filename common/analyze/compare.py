@@ -3,8 +3,10 @@
 ``python -m common compare <baseline> <candidate> [--threshold PCT]``. Each side is one output
 folder (a mode's ``prof_out/``, a ``PROF_*/`` or ``*_ascend_pt/`` folder) or a folder of repeated
 runs (``nox -s <mode> -- 0 --repeat N`` keeps them in ``<mode>/prof_runs/1..N``). Ops are matched
-by where they ran (the 03 variant, if any), OP Type and Input Shapes; times are per profiled
-forward when run_info.json says how many there were. A regression is an op, or the total, slower
+by where they ran (the 03 variant, if any), OP Type and Input Shapes; when those cover too little
+(two exports that name ops differently: a Level0 capture has kernel names and no OP Type or shapes),
+by op family (``common.analyze.families``), refusing only when the families differ too. Times are
+per profiled forward when run_info.json says how many there were. A regression is an op, or the total, slower
 than the baseline by more than the threshold; it makes the exit status 1, so CI can keep a baseline.
 """
 
@@ -136,6 +138,7 @@ class Comparison:
     cand_total_us: float
     threshold_pct: float
     total_flagged: bool
+    matched_by: str = "op"  # "op": (where, OP Type, Input Shapes); "family": (where, op family)
 
     @property
     def regressions(self) -> list[OpDelta]:
@@ -162,15 +165,29 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAU
     def forward(ops: dict[Key, float]) -> dict[Key, float]:
         return {k: v for k, v in ops.items() if op_family(k[1]) != "init"}
 
+    def covered(b: dict[Key, float], c: dict[Key, float]) -> float:
+        """The share of the baseline's compute time (communication is waiting as much as work) that ``c`` has."""
+        compute = {k: v for k, v in forward(b).items() if op_family(k[1]) != "communication"} or forward(b)
+        total = sum(compute.values())
+        return sum(v for k, v in compute.items() if k in c) / total if total else 0.0
+
+    matched_by, share = "op", covered(b, c)
+    if share < MIN_MATCHED_SHARE:
+        # a side without shapes (a Level0 export: kernel names, no OP Type) can still be matched by family;
+        # two sides with shapes that differ ran different work
+        fb, fc = _by_family(b), _by_family(c)
+        family_share = _family_overlap(fb, fc) if _unshaped(b) or _unshaped(c) else 0.0
+        if family_share < MIN_MATCHED_SHARE:
+            families = (f"; the compute families' shares overlap {100 * family_share:.0f}%"
+                        if _unshaped(b) or _unshaped(c) else "")
+            raise LabError(
+                f"not the same workload: ops matching by type and shape cover {100 * share:.0f}% of the "
+                f"baseline's time{families} (need {100 * MIN_MATCHED_SHARE:.0f}%); "
+                f"only in baseline: {_largest_only(b, c)}; only in candidate: {_largest_only(c, b)}",
+                "compare runs of the same model, input shape and mode",
+            )
+        matched_by, b, c = "family", fb, fc
     b_total, c_total = sum(forward(b).values()), sum(forward(c).values())
-    matched = sum(v for k, v in forward(b).items() if k in c)
-    if not b_total or matched / b_total < MIN_MATCHED_SHARE:
-        raise LabError(
-            f"not the same workload: ops matching by type and shape cover {100 * matched / b_total if b_total else 0:.0f}% "
-            f"of the baseline's time (need {100 * MIN_MATCHED_SHARE:.0f}%); only in baseline: "
-            f"{_largest_only(b, c)}; only in candidate: {_largest_only(c, b)}",
-            "compare runs of the same model, input shape and mode",
-        )
     limit = 1 + threshold_pct / 100
     deltas = []
     for key in sorted(set(b) | set(c), key=lambda k: -max(b.get(k, 0.0), c.get(k, 0.0))):
@@ -179,4 +196,34 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAU
         slower = (cand_us or 0.0) > (base_us or 0.0) * limit
         deltas.append(OpDelta(key, base_us, cand_us, big and slower and op_family(key[1]) != "init"))
     return Comparison(len(base), len(cand), base[0].per, deltas, b_total, c_total, threshold_pct,
-                      c_total > b_total * limit)
+                      c_total > b_total * limit, matched_by)
+
+
+FAMILY_SHAPES = "(family)"  # the shapes column of a family row: a family has no one shape
+
+
+def _unshaped(ops: dict[Key, float]) -> bool:
+    """Most of the compute time without Input Shapes: an export that records none (Level0)."""
+    compute = {k: v for k, v in ops.items() if op_family(k[1]) not in ("communication", "init")}
+    total = sum(compute.values())
+    return bool(total) and sum(v for k, v in compute.items() if k[2] in ("", "N/A")) > MIN_MATCHED_SHARE * total
+
+
+def _family_overlap(b: dict[Key, float], c: dict[Key, float]) -> float:
+    """How alike two sides' compute is: the sum over families of the smaller of the two shares of compute time
+    (1 = the same mix; communication and init left out: their time is waiting and setup, not the model)."""
+    def shares(ops: dict[Key, float]) -> dict[Key, float]:
+        compute = {k: v for k, v in ops.items() if k[1] not in ("communication", "init")} or ops
+        total = sum(compute.values())
+        return {k: v / total for k, v in compute.items()} if total else {}
+    sb, sc = shares(b), shares(c)
+    return sum(min(v, sc.get(k, 0.0)) for k, v in sb.items())
+
+
+def _by_family(ops: dict[Key, float]) -> dict[Key, float]:
+    """Op times summed per (where, op family): what two exports that name ops differently still share."""
+    out: dict[Key, float] = {}
+    for (where, op_type, _), us in ops.items():
+        key = (where, op_family(op_type), FAMILY_SHAPES)
+        out[key] = out.get(key, 0.0) + us
+    return out

@@ -239,7 +239,10 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
     lines = [
         f"baseline: {base} ({cmp.base_runs} run{'s' if cmp.base_runs > 1 else ''}); candidate: {cand} "
         f"({cmp.cand_runs} run{'s' if cmp.cand_runs > 1 else ''}); medians over runs, {unit}",
-        f"matched by (where, OP Type, Input Shapes); flagged when slower by more than {cmp.threshold_pct:g}% "
+        ("matched by (where, OP Type, Input Shapes)" if cmp.matched_by == "op" else
+         "matched by (where, op family): OP Type and Input Shapes cover too little of the time, as between a "
+         "Level0 export (kernel names, no OP Type) and a Level1/2 one")
+        + f"; flagged when slower by more than {cmp.threshold_pct:g}% "
         f"and at least 1% of the baseline total; init ops listed, never flagged",
     ]
     table = render_table(["where", "OP Type", "Input Shapes", "baseline", "candidate", "delta(us)", "delta", ""], rows)
