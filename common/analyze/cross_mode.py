@@ -63,6 +63,13 @@ class ModeRun:
 
     @property
     def per_forward(self) -> dict[str, float]:
+        """Tasks per family per forward: from the forwards' own records where the mode has them (01: set-up
+        outside the forward ranges is left out), else all tasks over the forwards."""
+        if self.records:
+            total = Counter()
+            for record in self.records:
+                total.update(families.family_counts_of_types(record))
+            return {f: n / len(self.records) for f, n in total.items()}
         return families.per_forward_counts(self.tasks, self.forwards) if self.forwards else {}
 
 
