@@ -444,6 +444,8 @@ def _workload_file(path: str | os.PathLike | None) -> tuple[Path, str] | None:
     if path is None:
         return None
     file = Path(path).expanduser()
+    if not file.is_absolute():  # from the current directory, and the message says where that led
+        origin += f" (looked for {file.resolve()})"
     if not file.exists():
         raise LabError(f"workload file {file}{origin} does not exist",
                        f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}")
