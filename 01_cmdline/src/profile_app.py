@@ -21,7 +21,7 @@ from pathlib import Path
 from common.collect import launcher
 from common.collect.npu_commands import msprof_argv
 from common.errors import LabError
-from common.workload import FORWARD_RANGE
+from common.workload import FORWARD_RANGE, WARMUP_FORWARDS
 
 MODE_DIR = Path(__file__).resolve().parent.parent
 MODEL = MODE_DIR / "src" / "model.py"
@@ -66,7 +66,7 @@ def check_run(run, own_model: bool) -> list:
             # msprof saw every forward the program ran (warm-up too): each holds what the first one holds.
             # Set-up (build_model, make_input) runs outside the ranges and is not compared.
             checks.check_same_records(checks.records_in(checks.tasks_of(datasets), windows), forwards,
-                                      f"01, {forwards} forwards"),
+                                      f"01, {forwards} forwards", warmup=WARMUP_FORWARDS),
             # Which family dominates is a statement about the model: only the workload can declare it.
             checks.check_declared_top_family(checks.stats_of(datasets), work, "01"),
             checks.check_output_file(run.out / "output.npy", "01", work, run.npu),

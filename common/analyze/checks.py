@@ -50,31 +50,42 @@ def _ops(ops: Counter[str], most: int = 4) -> str:
     return ", ".join(listed[:most]) + (f" and {len(listed) - most} more" if len(listed) > most else "")
 
 
-def check_same_records(records: list[Counter[str]], want: int | None, where: str, unit: str = "forward") -> Verdict:
-    """The profiler recorded ``want`` windows (forwards, steps), each holding the same ops as the first:
-    nothing missing, nothing extra. The reference is the same tool's record of the same model, so a
-    tool's own naming, fusion and decomposition never count against it; a model that computes something
-    else on some calls (noise from a later call on, a cache, a branch that flips) does."""
+def _differences(records: list[Counter[str]], first: Counter[str], start: int, unit: str) -> tuple[int, str]:
+    """How many records differ from ``first``, and the first two differences (numbered from ``start``)."""
+    differ = [(i, first - rec, rec - first) for i, rec in enumerate(records, start=start) if rec != first]
+    shown = []
+    for i, missing, extra in differ[:2]:
+        parts = ([f"extra {_ops(extra)}"] if extra else []) + ([f"missing {_ops(missing)}"] if missing else [])
+        shown.append(f"{unit} {i}: {'; '.join(parts)}")
+    more = f" (and {len(differ) - 2} more)" if len(differ) > 2 else ""
+    return len(differ), " | ".join(shown) + more
+
+
+def check_same_records(records: list[Counter[str]], want: int | None, where: str, unit: str = "forward",
+                       warmup: int = 0) -> Verdict:
+    """The profiler recorded ``want`` windows (forwards, steps); after the first ``warmup`` of them, each
+    holds the same ops as the first measured one: nothing missing, nothing extra. The reference is the same
+    tool's record of the same model, so a tool's own naming, fusion and decomposition never count against
+    it; a model that computes something else on some calls (noise from a later call on, a cache, a branch
+    that flips) does. Warm-up windows may differ (an NPU converts weights to its private formats on the
+    first call): their differences are said, not failed."""
     name = f"every {unit} records the same ops ({where})"
     if not want:
         return Verdict(name, False, f"run_info.json does not say how many {unit}s ran")
     if len(records) != want:
         return Verdict(name, False, f"{len(records)} {unit}s recorded, want {want}: the profile lost or gained "
                                     f"{unit}s (was the program marked and profiled whole?)")
-    first = records[0]
+    first = records[warmup] if warmup < want else Counter()
     if not sum(first.values()):
-        return Verdict(name, False, f"the first {unit} recorded no op")
-    differ = [(i, first - rec, rec - first) for i, rec in enumerate(records[1:], start=2) if rec != first]
+        return Verdict(name, False, f"the first measured {unit} recorded no op")
     each = f"{sum(first.values())} ops ({_by_family(first)})"
-    if not differ:
-        return Verdict(name, True, f"{want} {unit}s, each {each} as the first recorded")
-    shown = []
-    for i, missing, extra in differ[:2]:
-        parts = ([f"extra {_ops(extra)}"] if extra else []) + ([f"missing {_ops(missing)}"] if missing else [])
-        shown.append(f"{unit} {i}: {'; '.join(parts)}")
-    more = f" (and {len(differ) - 2} more)" if len(differ) > 2 else ""
-    return Verdict(name, False, f"{len(differ)} of {want} {unit}s differ from the first ({each}): "
-                                f"{' | '.join(shown)}{more}")
+    which = f"the first measured (after {warmup} warm-up)" if warmup else "the first"
+    n, shown = _differences(records[warmup + 1:], first, warmup + 2, unit)
+    if n:
+        return Verdict(name, False, f"{n} of {want - warmup - 1} {unit}s differ from {which} ({each}): {shown}")
+    w, warm = _differences(records[:warmup], first, 1, unit)
+    note = f"; warm-up {unit}s differ (one-off work, not failed): {warm}" if w else ""
+    return Verdict(name, True, f"{want} {unit}s, each {each} as {which}{note}")
 
 
 def check_top_family(stats: list[OpStat], family: str, where: str, exclude: tuple[str, ...] = ("init",)) -> Verdict:

@@ -23,7 +23,7 @@ from common.errors import LabError
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.rundir import REPO_ROOT, read_run_info
-from common.workload import FORWARD_RANGE, Workload, load_workload, tiny_mlp, use_threads
+from common.workload import FORWARD_RANGE, WARMUP_FORWARDS, Workload, load_workload, tiny_mlp, use_threads
 
 
 @dataclass(frozen=True)
@@ -270,9 +270,10 @@ def verdicts(runs: dict[str, ModeRun], workload: Workload, failed: dict[str, str
     ok = {k: run for k, run in runs.items() if k not in failed}
     if all(k in ok for k in WORKLOAD_MODES):
         out += lesson_verdicts(ok, workload)
-    for k, unit in (("01", "forward"), ("04", "step")):  # each tool against its own first record, read again
+    for k, unit, warmup in (("01", "forward", WARMUP_FORWARDS), ("04", "step", 0)):  # each tool against itself
         if k in ok:
-            out.append(checks.check_same_records(ok[k].records, ok[k].forwards, f"{k}, {ok[k].forwards} {unit}s", unit))
+            out.append(checks.check_same_records(ok[k].records, ok[k].forwards, f"{k}, {ok[k].forwards} {unit}s", unit,
+                                                 warmup))
     if "01" in ok and "04" in ok:
         out.append(same_ops_verdict(ok["01"], ok["04"]))
     if "03" in ok:
@@ -301,11 +302,11 @@ def mode_verdicts(runs: dict[str, ModeRun], failed: dict[str, str]) -> list[Verd
 
 def same_ops_verdict(r01: ModeRun, r04: ModeRun) -> Verdict:
     """01 and 04 run the same model's forward through the same profiling stack (torch.profiler here, CANN's
-    on an NPU): the first forward 01 recorded holds the ops of the first step 04 recorded."""
+    on an NPU): 01's first measured forward holds the ops of 04's first active step."""
     name = "01 and 04 record the same ops per forward"
-    if not r01.records or not r04.records:
-        return Verdict(name, False, f"no per-forward record in {'01 (msprof_tx ranges)' if not r01.records else '04'}")
-    first01, first04 = r01.records[0], r04.records[0]
+    if len(r01.records) <= WARMUP_FORWARDS or not r04.records:
+        return Verdict(name, False, f"no per-forward record in {'04' if not r04.records else '01 (msprof_tx ranges)'}")
+    first01, first04 = r01.records[WARMUP_FORWARDS], r04.records[0]
     if first01 == first04:
         return Verdict(name, True, f"{sum(first01.values())} ops each: "
                                    f"{', '.join(f'{op} x{n}' for op, n in first01.most_common(4))}"

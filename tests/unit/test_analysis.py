@@ -49,6 +49,18 @@ def test_every_forward_is_compared_with_the_first_the_tool_recorded() -> None:
     assert not checks.check_same_records([], None, "t").ok
 
 
+def test_warm_up_forwards_may_differ_and_are_said() -> None:
+    """An NPU converts weights to its private formats on the first call: warm-up forwards may hold more."""
+    ops = ["aten::addmm", "aten::gelu"]
+    first = _forward(0, [*ops, "TransData"])  # one-off work in the first warm-up forward
+    tasks = first + _forward(10, ops) + _forward(20, ops) + _forward(30, ops)
+    records = checks.records_in(tasks, [(0, 10), (10, 20), (20, 30), (30, 40)])
+    verdict = checks.check_same_records(records, 4, "t", warmup=1)
+    assert verdict.ok and "each 2 ops (activation 1, matmul 1) as the first measured (after 1 warm-up)" in verdict.detail
+    assert "warm-up forwards differ (one-off work, not failed): forward 1: extra TransData x1" in verdict.detail
+    assert not checks.check_same_records(records, 4, "t").ok  # without warm-up, the first forward is the reference
+
+
 def test_steps_are_grouped_by_step_id() -> None:
     tasks = [_task("aten::mm", i, 1, step) for i, step in enumerate([None, 2, 2, 3, 3])]
     assert [sum(r.values()) for r in checks.records_by_step(tasks)] == [2, 2]  # a warm-up step has no Step Id
