@@ -84,7 +84,7 @@ def check_same_records(records: list[Counter[str]], want: int | None, where: str
     if n:
         return Verdict(name, False, f"{n} of {want - warmup - 1} {unit}s differ from {which} ({each}): {shown}")
     w, warm = _differences(records[:warmup], first, 1, unit)
-    note = f"; warm-up {unit}s differ (one-off work, not failed): {warm}" if w else ""
+    note = f"; warm-up {unit}s differ (not failed: a first call may do one-off work): {warm}" if w else ""
     return Verdict(name, True, f"{want} {unit}s, each {each} as {which}{note}")
 
 
