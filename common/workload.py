@@ -178,11 +178,14 @@ def count_flops(model, inputs: tuple) -> FlopCount:
             formula = flop_registry.get(aliases.get(packet, packet))
             name = f"{func.namespace}::{packet.__name__}"
             family = op_family(name)
-            if formula is not None:
-                per_family[family] += formula(*args, **kwargs, out_val=out)
-            elif packet in by_hand:
-                per_family[family] += by_hand[packet](*args)
-            elif family in FLOP_FAMILIES:
+            try:
+                if formula is not None:
+                    per_family[family] += formula(*args, **kwargs, out_val=out)
+                elif packet in by_hand:
+                    per_family[family] += by_hand[packet](*args)
+                elif family in FLOP_FAMILIES:
+                    uncounted[name] += 1
+            except (TypeError, ValueError, IndexError, AttributeError):  # arguments a formula does not expect
                 uncounted[name] += 1
             return out
 

@@ -79,6 +79,7 @@ FLOP_GROUPS = {"matrix products": frozenset({"matmul", "attention", "recurrent"}
 # Both sides count multiply-adds x 2 from the same shapes, so they agree exactly when the graph computes
 # what the model computes; 1% leaves room for a product the exporter computed ahead of time on weights.
 FLOPS_RTOL = 0.01
+COMPUTE_CHECK = "the exported graph computes what the model computes (03, FLOPs per family group)"
 
 
 def _shapes(model) -> dict[str, list[int]]:
@@ -213,7 +214,7 @@ def graph_flops(model, feeds: dict | None = None) -> tuple[dict[str, int], dict[
 def compute_verdict(model_flops: FlopCount, onnx_model, feeds: dict | None = None) -> Verdict:
     """The exported graph computes what the model computes: FLOPs per group within FLOPS_RTOL (``feeds``: the
     graph's inputs, for shapes it computes at run time)."""
-    name = "the exported graph computes what the model computes (03, FLOPs per family group)"
+    name = COMPUTE_CHECK
     graph, unknown = graph_flops(onnx_model, feeds)
     parts, skipped, ok = [], [], True
     for group, families in FLOP_GROUPS.items():

@@ -25,7 +25,7 @@ from acl_worker import (find_export, measured_window_npu, output_paths, run_step
                         worker_main)
 from build_model import graph_changes, load_onnx
 from export_onnx import frozen_path
-from graph_changes import compute_verdict
+from graph_changes import COMPUTE_CHECK, compute_verdict
 from ort_profile import collect_portable, validate_portable
 from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
 from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
@@ -212,8 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
     exported = load_onnx(files.onnx, files)
-    verdicts: list[Verdict] = [compute_verdict(files.workload.forward_flops(), exported,
-                                               dict(zip(files.input_names, files.arrays)))]
+    try:
+        flops = files.workload.forward_flops()
+    except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
+        verdicts: list[Verdict] = [checks.not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could "
+                                                         f"not be counted ({type(err).__name__}: {err})"[:300])]
+    else:
+        verdicts = [compute_verdict(flops, exported, dict(zip(files.input_names, files.arrays)))]
     if frozen := frozen_path(exported):  # the trace kept these values as constants
         verdicts.append(checks.not_applicable(
             "the exported graph holds for other inputs (03)",
