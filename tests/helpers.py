@@ -59,7 +59,7 @@ def assert_workload_checks(stdout: str, key: str, workload: str, families: set[s
     among others, TinyMLP's lesson check [N/A], the output matched, nothing failed."""
     (same,) = [line for line in stdout.splitlines() if re.match(rf"\[PASS\] every (forward|step) records the same "
                                                                rf"ops \({key}", line)]
-    listed = re.search(r"ops \(([^)]*)\) as the first recorded", same)[1]
+    listed = re.search(r"each \d+ ops \(([^)]*)\) as the first", same)[1]
     assert families <= {part.split()[0] for part in listed.split(", ")}, same
     assert f"[N/A] top family ({key}): not applicable: {workload} declares no EXPECT['top_family']" in stdout
     assert f"[PASS] output matches fp32 reference ({key})" in stdout and "[FAIL]" not in stdout
