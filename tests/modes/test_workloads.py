@@ -1,11 +1,11 @@
-"""The shipped workloads, and one the lab has never seen, through modes 01, 03, 04 and agree.
+"""The shipped workloads, and a model of the corpus with a dataclass output, through modes 01, 03, 04 and agree.
 
 TinyMLP, the default, runs through every mode in test_agree.py (same steps, its declared
 expectations all checked there). Here: one private copy of the lab; 02 runs once (it profiles
 its own kernel), then each workload in turn: 01, 03 (its default variant) and 04 with ``--workload FILE``, then agree on the four
-folders. Asserted: every step exits 0, agree names the workload and its hash, the per-forward
-count rows are the families the model runs (from one real forward of it, ``count_ops``) and
-no others, and the lesson checks are the workload's declared expectations, N/A where it
+folders. Asserted: every step exits 0, agree names the workload and its hash, every tool's
+record agrees with itself, the per-forward count rows are the families the model runs, 01's
+equal to 04's, and the lesson checks are the workload's declared expectations, N/A where it
 declares none. Bad inputs: outputs of two workloads, a workload file edited after the run.
 """
 
@@ -25,36 +25,10 @@ from helpers import ROOT, copy_lab, error_lines, lab_env
 from common.workload import load_workload, tiny_mlp
 
 RUN_ID = "workloads-test-run"
-# A model no file in the lab knows: depthwise-separable convolutions (grouped Conv2d), a hardswish,
-# average pooling and two inputs (an image and a per-sample scale, passed as model(image, scale)).
-UNSEEN = '''
-import torch
-from torch import nn
-
-
-class DepthwiseNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8)
-        self.pointwise = nn.Conv2d(8, 16, 1)
-        self.act = nn.Hardswish()
-        self.pool = nn.AvgPool2d(16)
-        self.head = nn.Linear(16, 4)
-
-    def forward(self, image, scale):
-        x = self.act(self.pointwise(self.depthwise(image)))
-        return self.head(torch.flatten(self.pool(x), 1)) * scale
-
-
-def build_model():
-    return DepthwiseNet()
-
-
-def make_input():
-    g = torch.Generator().manual_seed(3)
-    return torch.randn(4, 8, 16, 16, generator=g), torch.rand(4, 1, generator=g)
-'''
-WORKLOADS = ["cnn", "transformer", "depthwise"]
+# The two shipped workloads, and one model of the corpus (tests/corpus, the models people bring) whose
+# output is a dataclass, as Hugging Face models return: the corpus slice of the suite; nox -s corpus runs all.
+CORPUS_SLICE = "dict_output_modeloutput"
+WORKLOADS = ["cnn", "transformer", CORPUS_SLICE]
 
 
 def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -67,7 +41,7 @@ def repo(tmp_path_factory) -> Path:
     """A private lab copy with 02's output (one kernel run serves every workload) and the workload files."""
     target = copy_lab(tmp_path_factory.mktemp("workloads") / "repo")
     shutil.copytree(ROOT / "workloads", target / "workloads")
-    (target / "workloads" / "depthwise.py").write_text(UNSEEN)
+    shutil.copy(ROOT / "tests" / "corpus" / f"{CORPUS_SLICE}.py", target / "workloads")
     for script in (["02_api_AscendC/build.sh"], ["02_api_AscendC/run.sh", "0"]):
         proc = _sh(target, "bash", *script)
         assert proc.returncode == 0, f"{script}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
@@ -149,12 +123,12 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
 
 
 def test_the_shipped_workloads_show_their_own_families(results) -> None:
-    """The rows differ by model: what a CNN, a transformer and the depthwise net run, read from agree.md."""
+    """The rows differ by model: what a CNN, a transformer and the token classifier run, read from agree.md."""
     families = {name: {r.removesuffix(" per forward") for r in table_rows(results[name].get("markdown", ""))
                        if r.endswith(" per forward")} for name in WORKLOADS}
     assert {"conv", "pool", "norm"} <= families["cnn"] and "attention" not in families["cnn"]
     assert {"attention", "norm"} <= families["transformer"] and "conv" not in families["transformer"]
-    assert {"conv", "pool", "activation"} <= families["depthwise"] and "attention" not in families["depthwise"]
+    assert {"matmul", "norm", "activation"} <= families[CORPUS_SLICE] and "conv" not in families[CORPUS_SLICE]
 
 
 def test_agree_refuses_outputs_of_different_workloads(repo: Path, results, tmp_path: Path) -> None:
