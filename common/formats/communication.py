@@ -79,14 +79,18 @@ def _number(value: object, where: str) -> float:
     return out
 
 
-def read_communication_json(path: Path | str) -> list[CommTiming]:
-    """Every op of communication.json, in the file's order."""
-    path = Path(path)
+def _load_json(path: Path):
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise LabError(f"{path}: unreadable ({err})",
                        "the file is damaged or cut short; export or copy the profile again") from None
+
+
+def read_communication_json(path: Path | str) -> list[CommTiming]:
+    """Every op of communication.json, in the file's order."""
+    path = Path(path)
+    data = _load_json(path)
     if not isinstance(data, dict):
         raise LabError(f"{path}: not torch_npu's communication.json (a {type(data).__name__}, not steps)",
                        "give the communication.json torch_npu wrote")
@@ -177,11 +181,7 @@ class MatrixLink:
 def read_communication_matrix(path: Path | str) -> list[MatrixLink]:
     """Every src-dst link of communication_matrix.json (collective and p2p buckets)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LabError(f"{path}: unreadable ({err})",
-                       "the file is damaged or cut short; export or copy the profile again") from None
+    data = _load_json(path)
     out = []
     for step, kinds in (data.items() if isinstance(data, dict) else []):
         for kind in KINDS:
