@@ -213,12 +213,12 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
     ``requires=`` cannot say "after these, if they all ran" (it runs a session's requirements
     *before* it, and ``nox -s agree`` alone must not re-run the modes).
     """
-    device, repeat, workload, threads, train = mode_args(session)
+    args = mode_args(session)
     python = lab_python(session)
-    check_workload(session, python, workload, train)
+    check_workload(session, python, args.workload, args.train)
     MODES_STARTED.add(session.name)
     try:
-        _run_scripts(session, python, scripts, ModeArgs(device, repeat, workload, threads, train))
+        _run_scripts(session, python, scripts, args)
     finally:  # also when the mode failed: agree then reports it as a FAIL
         queue_agree(session)
 

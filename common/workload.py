@@ -332,7 +332,7 @@ class Workload:
 
     def reference_output(self):
         """The CPU output of the model on its input, without any profiler (a copy; one array per output)."""
-        arrays = tuple(a.copy() for a in self._reference_arrays())
+        arrays = self.reference_output_arrays()
         return arrays[0] if len(arrays) == 1 else arrays
 
     def reference_output_arrays(self) -> tuple[np.ndarray, ...]:
