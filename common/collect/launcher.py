@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.collect import runlogs
 from common.collect.msprof_layout import ProfDir, new_prof_dir
 from common.collect.torch_ops import api_calls, api_statistic, nodes_from_json, tasks_from_nodes, user_ranges
 from common.errors import Interrupted, LabError
@@ -147,25 +148,27 @@ def check_argv(argv: Sequence[object]) -> list[str]:
 
 def run_app(
     app_argv: list[str], raw_dir: Path, env: dict[str, str], timeout_s: float | None = None,
-    grace_s: float = TERMINATE_GRACE_S,
+    grace_s: float = TERMINATE_GRACE_S, stderr_log: Path | None = None,
 ) -> AppRun:
-    """Run the program with the start-up hook; its stdout/stderr go straight to the terminal."""
+    """Run the program with the start-up hook; its stdout/stderr go straight to the terminal (stderr also to
+    ``stderr_log``, when given)."""
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(AUTOPROFILE_DIR), env.get("PYTHONPATH")]))
     env[OUT_DIR_VAR] = str(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    return run_command(app_argv, env, timeout_s, grace_s=grace_s)
+    return run_command(app_argv, env, timeout_s, grace_s=grace_s, stderr_log=stderr_log)
 
 
 def run_command(
     argv: Sequence[object], env: dict[str, str] | None = None, timeout_s: float | None = None, *,
     capture: bool = False, grace_s: float = TERMINATE_GRACE_S, stderr: Path | None = None,
-    on_timeout: Callable[[], object] | None = None,
+    on_timeout: Callable[[], object] | None = None, stderr_log: Path | None = None,
 ) -> AppRun:
     """Run ``argv`` (no shell) in its own session and wait; stop its whole group on timeout, SIGINT or SIGTERM.
 
     ``capture``: stdout is collected (through a file, so a chatty program never blocks on a
-    full pipe) into ``AppRun.output``; stderr goes to the terminal, or into the file ``stderr``.
+    full pipe) into ``AppRun.output``; stderr goes to the terminal, or into the file ``stderr``,
+    or to both the terminal and the file ``stderr_log`` (kept for after a failure, runlogs.py).
     ``on_timeout`` runs at the timeout while the program is still alive (to ask it where it is).
     """
     argv = check_argv(argv)
@@ -173,7 +176,9 @@ def run_command(
           stderr.open("w") if stderr else _nothing() as err, _sigterm_raises()):
         # A session of its own: the terminal's Ctrl-C reaches only the lab, which passes it on
         # to the whole group; and the group can be stopped without touching the lab.
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.PIPE if stderr_log else err,
+                                start_new_session=True)
+        copier = runlogs.tee(proc.stderr, stderr_log) if stderr_log else None
         run = AppRun(0, timeout_s=timeout_s)
         try:
             run.exit_code = _wait(proc, timeout_s)
@@ -193,6 +198,9 @@ def run_command(
                 _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait()
             run.leftovers = _stop_leftovers(proc.pid, grace_s)
+            if copier is not None:  # the group is gone, so the pipe ends; never wait on it for long
+                copier.join(timeout=5.0)
+                proc.stderr.close()
             if run.leftovers:
                 print(f"note: {argv[0]} left {run.leftovers} process(es) running when it ended; the lab stopped them",
                       file=sys.stderr)
