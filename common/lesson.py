@@ -28,6 +28,7 @@ from pathlib import Path
 
 from common.verdict import Verdict
 from common.backend import Backend, detect, parse_device_id, select_device
+from common.collect import runlogs
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.rundir import (
@@ -81,6 +82,8 @@ class Run:
         """Mark run_info.json finished (``completed`` false keeps what was collected, flagged partial)."""
         code = exit_code if exit_code is not None else (0 if completed else 1)
         finish_run(self.out, self.info, exit_code=code, completed=completed, **extra)
+        if not completed:  # point at the logs of what failed: stderr files, CANN's plogs (runlogs.py)
+            runlogs.print_failure_report(self.out, self.npu)
 
     def datasets(self, kind: str | None = None, where: Path | None = None) -> list[Dataset]:
         """The datasets (msprof / torch_npu exports) under the output folder, optionally of one kind."""
@@ -161,6 +164,7 @@ class Lesson:
             threads = None  # the NPU backend leaves the host's thread count as it is
         lock_mode(self.mode_dir)  # one run of this mode at a time: a second one stops here, before deleting anything
         found = check(backend) if check is not None else None
+        runlogs.use_run_logs(backend.is_npu, target, child_env)  # npu: CANN's logs of every program into <out>/logs
         target = prepare_output_dir(target)
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
                            command=command or sys.argv, workload=identity, threads=threads,
