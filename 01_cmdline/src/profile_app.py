@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from common.collect import launcher
+from common.collect import launcher, runlogs
 from common.collect.npu_commands import msprof_argv
 from common.errors import LabError
 from common.workload import FORWARD_RANGE, WARMUP_FORWARDS
@@ -40,9 +40,11 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
     """Run the program to its end, profiled; msprof writes PROF_*/ itself, the portable launcher imitates it."""
     print("running:", " ".join(command), flush=True)
     if run.npu:
-        return launcher.run_command(command, run.child_env, run.timeout_s)  # msprof and the program stop together
+        # msprof and the program stop together; their stderr is also kept in prof_out/logs/ (runlogs.py)
+        return launcher.run_command(command, run.child_env, run.timeout_s,
+                                    stderr_log=runlogs.stderr_log(run.out, command))
     raw = run.out / "portable_raw"
-    result = launcher.run_app(app, raw, run.child_env, run.timeout_s)
+    result = launcher.run_app(app, raw, run.child_env, run.timeout_s, stderr_log=runlogs.stderr_log(run.out, app))
     profiles = launcher.load_raw(raw)
     launcher.write_msprof_layout(run.out, profiles)  # msprof's file names and columns, from torch.profiler
     if not profiles:

@@ -29,7 +29,7 @@ from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
 from common.analyze.checks import Verdict, not_applicable
 from common.backend import parse_device_id
-from common.collect import launcher
+from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats import readers
@@ -49,7 +49,7 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
            "--launches", str(MEASURED_LAUNCHES)]
     argv = msprof_argv(run.backend.tools["msprof"], run.out, app)  # --aic-metrics=PipeUtilization
     print("$ " + " ".join(argv))
-    code, stdout = run_binary(argv, run.child_env, run.timeout_s)
+    code, stdout = run_binary(argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, argv))
     verdicts = [verification_verdict(code, stdout)]
     summaries = sorted(run.out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
     if not summaries:
@@ -63,7 +63,7 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
     op_argv = msprof_op_argv(run.backend.tools["msprof"], run.out, app, kernel_name=KERNEL, launch_count=1,
                              aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=WARMUP_LAUNCHES)
     print("$ " + " ".join(op_argv))
-    op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s)
+    op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, op_argv))
     pipes = read_msprof_op_pipes(run.out)
     found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
     verdicts.append(Verdict("msprof op wrote PipeUtilization", op_code == 0 and pipes is not None,
@@ -77,13 +77,14 @@ def profile_twin(run, binary: Path) -> tuple[int, str]:
     app = [str(binary), "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES),
            "--timings", str(run.out / TWIN_TIMINGS)]
     print("$ " + " ".join(app))
-    return run_binary(app, timeout_s=run.timeout_s)
+    return run_binary(app, timeout_s=run.timeout_s, stderr_log=runlogs.stderr_log(run.out, app))
 
 
 def run_binary(argv: list[str], child_env: dict[str, str] | None = None,
-               timeout_s: float | None = None) -> tuple[int, str]:
-    """Run the host program; its output is shown as it is (verification lines included)."""
-    run = launcher.run_command(argv, child_env, timeout_s, capture=True)
+               timeout_s: float | None = None, stderr_log: Path | None = None) -> tuple[int, str]:
+    """Run the host program; its output is shown as it is (verification lines included), its stderr also
+    kept in ``stderr_log`` (prof_out/logs/, for after a failure)."""
+    run = launcher.run_command(argv, child_env, timeout_s, capture=True, stderr_log=stderr_log)
     sys.stdout.write(run.output)
     if not run.ok:
         print(f"{Path(argv[0]).name} {run.describe}", file=sys.stderr)

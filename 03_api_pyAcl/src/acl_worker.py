@@ -17,7 +17,7 @@ import numpy as np
 from variants import BUILD, MEASURED, VARIANTS, WARMUP, Variant
 
 from common.backend import parse_device_id
-from common.collect import launcher, msprof_layout
+from common.collect import launcher, msprof_layout, runlogs
 from common.errors import ArgumentParser, LabError
 from common.formats.records import Task
 
@@ -84,10 +84,11 @@ def worker_main(argv: list[str]) -> int:
 def run_step(argv: list[str], env_vars: dict[str, str], what: str) -> None:
     """Print and run one command of the npu path; a failure stops the run with one line."""
     print("$ " + " ".join(argv), flush=True)
-    run = launcher.run_command(argv, env_vars)  # own session: Ctrl-C / SIGTERM stop msprof and the worker together
+    # own session: Ctrl-C / SIGTERM stop msprof and the worker together; stderr also kept in prof_out/logs/
+    run = launcher.run_command(argv, env_vars, stderr_log=runlogs.stderr_log_beside(env_vars, argv))
     run.raise_if_stopped()
     if not run.ok:
-        raise LabError(f"{what} {run.describe}", "read the messages above")
+        raise LabError(f"{what} {run.describe}", runlogs.where_to_look(env_vars))
 
 
 def find_export(variant_dir: Path, name: str) -> Path:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.backend import Backend, detect, parse_device_id, select_device, valid_ids
-from common.collect import launcher
+from common.collect import launcher, runlogs
 from common.errors import ArgumentParser, LabError
 from common.formats.rundir import (
     TIMEOUT_VAR,
@@ -484,6 +484,8 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     worker_args += ["--workload", work.path] if work.path else []
     env = rank_env(backend, plan.devices, mode_dir.parent)
     env["MSPROF_LAB_RUN_ID"] = record["run_id"]
+    if backend.is_npu:  # CANN's logs of every rank into <out>/logs/ (runlogs.py)
+        env.update(runlogs.npu_log_env(env, out))
     argv = torchrun_argv(plan.nproc, free_port(), script, worker_args)
     print(f"launching {plan.nproc} ranks: {' '.join(argv[1:7])} ... (rendezvous 127.0.0.1)", flush=True)
     stacks: dict[int, str] = {}
@@ -506,6 +508,7 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         finish_run(out, record, exit_code=code, completed=False, timed_out=app.timed_out,
                    failure={"rank": rank, "reason": why, "killed_leftover_ranks": killed})
         app.raise_if_stopped()  # Ctrl-C / SIGTERM: the ranks are stopped, the lab ends here
+        runlogs.print_failure_report(out, backend.is_npu)
         print(f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
               f"(the ranks' output: {log})", file=sys.stderr)
         return RanksRun(out, record, plan, statuses, False, work)

@@ -88,6 +88,12 @@ def stderr_log(out_dir: Path, argv: list[str]) -> Path:
     return folder / f"{n:02d}-{name}.stderr.log"
 
 
+def stderr_log_beside(env: Mapping[str, str], argv: list[str]) -> Path | None:
+    """A program's stderr file in the run's log folder named by ``env`` (npu), else None (not kept)."""
+    folder = env.get(LOG_PATH_VAR)
+    return stderr_log(Path(folder).parent, argv) if folder and Path(folder).name == LOG_DIR else None
+
+
 def tee(pipe: BinaryIO, path: Path, echo=None) -> threading.Thread:
     """Copy ``pipe`` to ``echo`` (default: this process's stderr) and to the file ``path`` as it comes."""
 

@@ -36,6 +36,7 @@ FACTS = {
     "kernelscale": "KernelScale",
     "skip": "--launch-skip-before-match",
     "output_dims": "get_output_dims",
+    "logs": "ASCEND_PROCESS_LOG_PATH",
 }
 
 
@@ -165,6 +166,30 @@ def no_visible_devices(out: Path, device: int) -> Result:
     tools = [c for c in calls if c["tool"] in ("msprof", "msprof op")]
     return Result("no ASCEND_RT_VISIBLE_DEVICES (msprof, msprof op, programs)", bool(tools) and not bad,
                   f"{len(tools)} msprof calls; set for: {', '.join(bad) or 'none'}")
+
+
+# Where each step's programs must write CANN's logs: <the lab's copy>/<its output folder>/logs (runlogs.py).
+LOG_FOLDERS = {"01": "01_cmdline/prof_out", "02": "02_api_AscendC/prof_out", "03.msprof": "03_api_pyAcl/prof_out",
+               "03.acl_prof": "03_api_pyAcl/prof_out", "04": "04_pyTorch/prof_out", "04.ddp": "04_pyTorch/prof_out_ddp"}
+PROGRAM_TOOLS = {"msprof", "msprof op", "acl", "ascendcl", "torch_npu"}  # npu-smi is the lab's own probe
+LOG_LEVELS = {"0", "1", "2", "3", "4"}  # CANN's environment-variable reference: DEBUG, INFO, WARNING, ERROR, NULL
+
+
+def runtime_logs(out: Path, device: int) -> Result:
+    """Every NPU program of a mode runs with ASCEND_PROCESS_LOG_PATH=<its output folder>/logs and a valid level."""
+    lab, steps, bad, seen = Path(summary(out).get("lab", out / "lab")), by_step(load(out)), [], 0
+    for step, folder in LOG_FOLDERS.items():
+        want = str(lab / folder / "logs")
+        for c in steps.get(step, []):
+            if c["tool"] not in PROGRAM_TOOLS:
+                continue
+            seen += 1
+            env = c.get("env", {})
+            if env.get("ASCEND_PROCESS_LOG_PATH") != want or env.get("ASCEND_GLOBAL_LOG_LEVEL") not in LOG_LEVELS:
+                bad.append(f"{step} {c['tool']} {c['call']}: {env.get('ASCEND_PROCESS_LOG_PATH')!r} "
+                           f"level {env.get('ASCEND_GLOBAL_LOG_LEVEL')!r}")
+    return Result("every NPU program logs into its output folder (ASCEND_PROCESS_LOG_PATH, ASCEND_GLOBAL_LOG_LEVEL)",
+                  seen > 0 and not bad, f"{seen} program calls; wrong: {'; '.join(sorted(set(bad))[:3]) or 'none'}")
 
 
 DEVICE_CALLS = {("acl", "rt.set_device"), ("ascendcl", "aclrtSetDevice"), ("torch_npu", "npu.set_device"),
@@ -366,6 +391,7 @@ def reference_rows(out: Path | None = None, device: int | None = None) -> Result
 CHECKS = {
     "detection": detection,
     "no_visible_devices": no_visible_devices,
+    "runtime_logs": runtime_logs,
     "select_01": lambda o, d: program_selects(o, d, "01", {("torch_npu", "npu.set_device")}),
     "select_02": lambda o, d: (program_selects(o, d, "02", {("ascendcl", "aclrtSetDevice")})
                                if ATLAS_A2_A3.fullmatch(soc_of(o)) else

@@ -4,7 +4,7 @@
 ``NPU_DRYRUN_LOG`` names ``calls.jsonl``: one JSON object per line,
 ``{"tool", "call", "args", "env", "pid", "ppid", "rc"}`` (+ ``under``: the msprof collection a
 program runs in). ``env`` holds the variables the lab set that change what a real tool does
-(ASCEND_RT_VISIBLE_DEVICES, RANK, ...), only when set.
+(ASCEND_RT_VISIBLE_DEVICES, RANK, ASCEND_PROCESS_LOG_PATH, ...), only when set.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import os
 LOG_VAR = "NPU_DRYRUN_LOG"
 DEVICES_VAR = "NPU_DRYRUN_DEVICES"  # how many logical devices the stand-in machine has (default 8)
 SOC_VAR = "NPU_DRYRUN_CHIP"  # chip Name in npu-smi's table (default 910B3)
-ENV_KEYS = ("ASCEND_RT_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+ENV_KEYS = ("ASCEND_RT_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+            "ASCEND_PROCESS_LOG_PATH", "ASCEND_GLOBAL_LOG_LEVEL")  # CANN's log folder and level (runlogs.py)
 UNDER_VAR = "NPU_DRYRUN_UNDER"  # set by msprof / msprof op for the program they run: which collection it is in
 
 # aclError values (CANN acl_base.h / acl_rt.h) the stand-ins return when they refuse a call.

@@ -52,12 +52,19 @@ std::string Escape(const char* text) {
 void Record(const char* call, const std::string& args, aclError rc) {
     const char* path = std::getenv("NPU_DRYRUN_LOG");
     if (!path) return;
+    // The variables npu_dryrun_record.ENV_KEYS records, when set.
+    static const char* const kEnvKeys[] = {"ASCEND_RT_VISIBLE_DEVICES", "ASCEND_PROCESS_LOG_PATH",
+                                           "ASCEND_GLOBAL_LOG_LEVEL"};
     std::string env;
-    if (const char* value = std::getenv("ASCEND_RT_VISIBLE_DEVICES"))
-        env = std::string("\"ASCEND_RT_VISIBLE_DEVICES\":\"") + Escape(value) + "\"";
+    for (const char* key : kEnvKeys) {
+        const char* value = std::getenv(key);
+        if (!value) continue;
+        if (!env.empty()) env += ",";
+        env += std::string("\"") + key + "\":\"" + Escape(value) + "\"";
+    }
     std::string under;
     if (const char* value = std::getenv("NPU_DRYRUN_UNDER")) under = std::string(",\"under\":\"") + Escape(value) + "\"";
-    char line[1024];
+    char line[4096];
     std::snprintf(line, sizeof line,
                   "{\"tool\":\"ascendcl\",\"call\":\"%s\",\"args\":[%s],\"env\":{%s},\"pid\":%d,\"ppid\":%d%s,\"rc\":%d}\n",
                   call, args.c_str(), env.c_str(), static_cast<int>(getpid()), static_cast<int>(getppid()),
