@@ -13,6 +13,7 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import sys
 from collections import Counter
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common import cache
 from common.errors import LabError
 
 if TYPE_CHECKING:  # numpy is imported where outputs are compared: a report on a CSV never needs it
@@ -261,6 +263,12 @@ class Workload:
     _reference: tuple[np.ndarray, ...] | None = field(default=None, repr=False)
     _flops: FlopCount | None = field(default=None, repr=False)
     _precision: str | None = field(default=None, repr=False)
+    _fp32_reference: tuple[np.ndarray, ...] | None = field(default=None, repr=False)
+    _read: set = field(default_factory=set, repr=False)  # the files its import and forward read (cache.Watch)
+    _kept: _Record | None = field(default=None, repr=False)  # its record in .lab_cache, once there is one
+    _inputs_desc: str | None = field(default=None, repr=False)  # "(32, 1024) float32": make_input()'s tensors
+    _fp32_inputs: tuple[np.ndarray, ...] | None = field(default=None, repr=False)  # as fp32_input_arrays()
+    _parameters: list[str] | None = field(default=None, repr=False)  # forward()'s positional parameter names
 
     @property
     def where(self) -> str:
@@ -321,14 +329,18 @@ class Workload:
         return model.float(), tuple(t.float() if t.is_floating_point() else t for t in x)
 
     def fp32_reference(self) -> tuple[np.ndarray, ...]:
-        """The CPU output of :meth:`fp32_copy` (the reference itself for an fp32 model)."""
+        """The CPU output of :meth:`fp32_copy` (the reference itself for an fp32 model); computed once."""
         if self.precision == "fp32":
             return self._reference_arrays()
-        import torch
+        if self._fp32_reference is None:
+            import torch
 
-        model, x = self.fp32_copy()
-        with torch.no_grad():
-            return tuple(_arrays(model(*x)))
+            model, x = self.fp32_copy()
+            with torch.no_grad():
+                self._fp32_reference = tuple(_arrays(model(*x)))
+            if self._kept:
+                self._kept.keep(self)
+        return self._fp32_reference
 
     def reference_output(self):
         """The CPU output of the model on its input, without any profiler (a copy; one array per output)."""
@@ -344,18 +356,45 @@ class Workload:
         return compare_outputs(output, self._reference_arrays())
 
     def forward_flops(self) -> FlopCount:
-        """FLOPs of one forward per family (see :func:`count_flops`); computed once."""
+        """FLOPs of one forward per family (see :func:`count_flops`); computed once, kept with the record."""
         if self._flops is None:
             self._flops = count_flops(self.build_model(), self.inputs())
+            if self._kept:
+                self._kept.keep(self)
         return self._flops
+
+    def fp32_input_arrays(self) -> tuple[np.ndarray, ...]:
+        """make_input()'s tensors as numpy arrays, floating-point ones in fp32 (what an fp32 export is fed)."""
+        self._reference_arrays()
+        return self._fp32_inputs
+
+    def forward_parameters(self) -> list[str]:
+        """The names of forward()'s positional parameters (``['x']`` for TinyMLP)."""
+        self._reference_arrays()
+        return list(self._parameters)
+
+    def record_files(self) -> list[str] | None:
+        """The files its record in .lab_cache vouches for (the workload file, every file its import and forward
+        read); None when it has none (the cache is off). Runs the checked forward when nothing has yet."""
+        self._reference_arrays()
+        return list(self._kept.inputs["files"]) if self._kept else None
+
+    def summary(self) -> str:
+        """One line: the input and output shapes, the precision, whether a loss is defined."""
+        outputs = ", ".join(str(a.shape) for a in self._reference_arrays())
+        return (f"workload {self.name} ({self.where}): input {self._inputs_desc}; output {outputs}; {self.precision}; "
+                f"loss {'defined' if self.loss else 'not defined'}")
 
     def not_applicable(self, key: str) -> str:
         """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""
         return f"not applicable: {self.name} declares no EXPECT[{key!r}]"
 
     def _reference_arrays(self) -> tuple[np.ndarray, ...]:
-        if self._reference is None:
-            self._reference = tuple(_arrays(self._checked_forward()))
+        if self._reference is None and not _Record.restore(self):
+            with cache.Watch() as read:
+                self._reference = tuple(_arrays(self._checked_forward()))
+            self._read |= read.files
+            _Record.create(self)
         return self._reference
 
     def _checked_forward(self):
@@ -363,6 +402,8 @@ class Workload:
         import torch
 
         model, x = self.build_model(), self.make_input()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one summation order, whichever process computes (or computed) the reference
         try:
             with torch.no_grad():
                 out = self.forward(model, x)
@@ -378,11 +419,18 @@ class Workload:
                            f"{_first_line(err)}",
                            "make make_input() return what forward() takes (a tuple is passed as separate "
                            "arguments)") from None
+        finally:
+            torch.set_num_threads(threads)
         items = flatten_output(out)
         if not items or not all(isinstance(t, torch.Tensor) for t in items):
             raise LabError(f"{self.where}: the model returned {_kinds(out)}, not tensors",
                            "make forward() return a tensor, or a tuple, list, dict or dataclass of tensors "
                            "(docs/own_model.md)")
+        tensors = x if isinstance(x, tuple) else (x,)
+        self._inputs_desc = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in tensors)
+        self._fp32_inputs = tuple((t.float() if t.is_floating_point() else t).detach().cpu().numpy() for t in tensors)
+        params = inspect.signature(model.forward).parameters.values()
+        self._parameters = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         low = {torch.float16: "fp16", torch.bfloat16: "bf16"}
         dtypes = [t.dtype for t in items] + [p.dtype for p in model.parameters()]
         self._precision = next((low[d] for d in dtypes if d in low), "fp32")
@@ -397,6 +445,97 @@ class Workload:
                 raise LabError(f"{self.where}: loss(output, input) returned {_describe(value)}, not a scalar tensor",
                                "make loss() return one number as a tensor (e.g. a .mean())")
         return out
+
+class _Record:
+    """A workload's results kept in .lab_cache (common.cache): its reference output, precision, input shapes,
+    and once computed its FLOPs and fp32 reference. Valid while the workload file, every file its import and
+    forward read, this module and the toolchain are unchanged; a run that finds it valid skips the forward,
+    and a process that needs nothing else never imports torch."""
+
+    KIND = "workload"
+
+    def __init__(self, key: str, inputs: dict[str, Any]) -> None:
+        self.key, self.inputs = key, inputs
+
+    @staticmethod
+    def key_of(path: str | None, name: str, sha: str) -> str:
+        return f"{path or name}|{sha}"
+
+    @staticmethod
+    def extra() -> dict[str, Any]:
+        return {"lab": cache.sha256_of(Path(__file__))}  # this module computes the reference and the FLOPs
+
+    @classmethod
+    def find(cls, path: str | None, name: str, sha: str) -> dict[str, Any] | None:
+        """The valid record of this workload, with its arrays loaded; None when there is none."""
+        key = cls.key_of(path, name, sha)
+        found = cache.load(cls.KIND, key, cls.extra())
+        if found is None:
+            return None
+        import numpy as np
+
+        try:
+            with np.load(cache.side_file(found["path"], ".npz")) as arrays:
+                found["arrays"] = {k: arrays[k] for k in arrays.files}
+            result = found["result"]
+            for i in range(result["outputs"]):
+                found["arrays"][f"reference_{i}"]  # noqa: B018 (present, or the record is not usable)
+            for i in range(result["n_inputs"]):
+                found["arrays"][f"input_{i}"]  # noqa: B018
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return found
+
+    @classmethod
+    def restore(cls, work: Workload, found: dict[str, Any] | None = None) -> bool:
+        """Fill ``work`` from its valid record; False when there is none."""
+        found = found or cls.find(work.path, work.name, work.sha256)
+        if found is None:
+            return False
+        result, arrays = found["result"], found["arrays"]
+        work._reference = tuple(arrays[f"reference_{i}"] for i in range(result["outputs"]))
+        work._precision, work._inputs_desc = result["precision"], result["inputs"]
+        work._fp32_inputs = tuple(arrays[f"input_{i}"] for i in range(result["n_inputs"]))
+        work._parameters = list(result["parameters"])
+        if result.get("flops") is not None:
+            work._flops = FlopCount(result["flops"]["per_family"], result["flops"]["uncounted"])
+        if result.get("fp32_outputs"):
+            work._fp32_reference = tuple(arrays[f"fp32_reference_{i}"] for i in range(result["fp32_outputs"]))
+        work._kept = cls(found["key"], found["inputs"])
+        return True
+
+    @classmethod
+    def create(cls, work: Workload) -> None:
+        """Record ``work`` after its checked forward, with the files it read."""
+        read = work._read | ({Path(work.path)} if work.path else set())
+        work._kept = cls(cls.key_of(work.path, work.name, work.sha256), cache.inputs_of(read, cls.extra()))
+        work._kept.keep(work)
+
+    def keep(self, work: Workload) -> None:
+        """Write the record as ``work`` now knows it: its arrays first, then the JSON that vouches for them."""
+        import numpy as np
+
+        where = cache.record_path(self.KIND, self.key)
+        if where is None or work._reference is None:
+            return
+        arrays = {f"reference_{i}": a for i, a in enumerate(work._reference)}
+        arrays |= {f"input_{i}": a for i, a in enumerate(work._fp32_inputs or ())}
+        arrays |= {f"fp32_reference_{i}": a for i, a in enumerate(work._fp32_reference or ())}
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            temp = where.with_name(f"{where.stem}.{os.getpid()}.tmp.npz")
+            np.savez(temp, **arrays)
+            os.replace(temp, cache.side_file(where, ".npz"))
+        except OSError:
+            return
+        flops = work._flops
+        cache.save(self.KIND, self.key, self.inputs, {
+            "name": work.name, "path": work.path, "sha256": work.sha256, "precision": work._precision,
+            "inputs": work._inputs_desc, "n_inputs": len(work._fp32_inputs or ()), "parameters": work._parameters,
+            "outputs": len(work._reference),
+            "fp32_outputs": len(work._fp32_reference or ()), "expectations": work.expectations,
+            "has_loss": work.loss is not None,
+            "flops": {"per_family": flops.per_family, "uncounted": flops.uncounted} if flops else None})
 
 
 def _user_line(err: BaseException, path: str | None) -> str | None:
@@ -486,12 +625,30 @@ def load_workload(path: str | os.PathLike | None = None, *, check: bool = True) 
     resolved, sha = found
     key = (str(resolved), sha)
     if key not in _LOADED:
-        workload = _from_module(_import(resolved, sha), resolved, sha)
-        if not check:
-            return workload
-        workload._reference_arrays()  # the forward that checks the model accepts its input
+        workload = _restored(resolved, sha)  # checked before and unchanged since: nothing to import yet
+        if workload is None:
+            with cache.Watch() as read:
+                workload = _from_module(_import(resolved, sha), resolved, sha)
+            workload._read |= read.files
+            if not check:
+                return workload
+            workload._reference_arrays()  # the forward that checks the model accepts its input
         _LOADED[key] = workload
     return _LOADED[key]
+
+
+def _restored(file: Path, sha: str) -> Workload | None:
+    """The workload of ``file`` from its valid record: the file is imported only when the model is built."""
+    found = _Record.find(str(file), file.stem, sha)
+    if found is None:
+        return None
+    module = functools.cache(lambda: _import(file, sha))
+    result = found["result"]
+    loss = (lambda output, x: module().loss(output, x)) if result.get("has_loss") else None
+    work = Workload(file.stem, str(file), sha, _guard(lambda: module().build_model(), file, "build_model"),
+                    _guard(lambda: module().make_input(), file, "make_input"), loss, dict(result["expectations"]))
+    _Record.restore(work, found)
+    return work
 
 
 def _import(file: Path, sha: str):

@@ -23,7 +23,7 @@ from common.errors import LabError
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.rundir import REPO_ROOT, read_run_info
-from common.workload import FORWARD_RANGE, WARMUP_FORWARDS, Workload, load_workload, tiny_mlp, use_threads
+from common.workload import FORWARD_RANGE, WARMUP_FORWARDS, Workload, load_workload, tiny_mlp
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,8 @@ def check_same_workload(infos: dict[str, dict]) -> None:
 
 
 def workload_of(runs: dict[str, ModeRun]) -> Workload:
-    """The workload the runs profiled, loaded again from its file (or TinyMLP), unchanged since the run;
-    torch set to the thread count the runs recorded, so its reference output is summed as theirs were."""
+    """The workload the runs profiled, loaded again from its file (or TinyMLP), unchanged since the run (its
+    reference output comes from its record when the modes computed it already: common.workload)."""
     present = [k for k in reversed(WORKLOAD_MODES) if k in runs]
     if not present:
         raise LabError("modes 01, 03 and 04 all failed: there is nothing to compare",
@@ -250,9 +250,6 @@ def workload_of(runs: dict[str, ModeRun]) -> Workload:
     if workload.sha256 != identity.get("sha256"):
         raise LabError(f"{workload.where} changed since the run (sha256 {str(identity.get('sha256'))[:12]} then, "
                        f"{workload.sha256[:12]} now)", "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0")
-    threads = {runs[k].info.get("threads") for k in WORKLOAD_MODES if k in runs} - {None}
-    if len(threads) == 1:  # the summation order follows the thread count
-        use_threads(threads.pop())
     return workload
 
 

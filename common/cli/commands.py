@@ -158,10 +158,7 @@ def _workload(args: argparse.Namespace) -> int:
     if args.train and work.loss is None:
         raise LabError(f"--train needs a loss, and {work.where} defines no loss()",
                        "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train")
-    shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in work.inputs())
-    outputs = ", ".join(str(a.shape) for a in work.reference_output_arrays())
-    print(f"workload {work.name} ({work.where}): input {shapes}; output {outputs}; {work.precision}; "
-          f"loss {'defined' if work.loss else 'not defined'}: it loads and runs")
+    print(f"{work.summary()}: it loads and runs")
     return 0
 
 
