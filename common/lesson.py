@@ -184,13 +184,18 @@ def parse_threads(text: object) -> int | None:
 
 
 def set_threads(threads: int, child_env: dict[str, str]) -> int:
-    """This process's torch thread count, and the one of any program it profiles (OMP_NUM_THREADS)."""
-    import torch
-
+    """The thread count of any program the run profiles (OMP_NUM_THREADS), and of this process's torch: set
+    now when torch is loaded, else through the same variable, which torch reads when it is first imported (a
+    mode that only reads files never imports it)."""
     if threads == 0:
+        import torch
+
         return torch.get_num_threads()
     child_env[THREADS_VAR] = str(threads)
-    return use_threads(threads)
+    if "torch" in sys.modules:
+        return use_threads(threads)
+    os.environ[THREADS_VAR] = str(threads)
+    return threads
 
 
 def require_module(backend: Backend, module: str, fix: str) -> None:
