@@ -31,7 +31,8 @@ from pathlib import Path
 
 from common.collect import runlogs
 from common.collect.msprof_layout import ProfDir, new_prof_dir
-from common.collect.torch_ops import api_calls, api_statistic, nodes_from_json, tasks_from_nodes, user_ranges
+from common.collect.torch_ops import (api_calls, api_statistic, learn_decompositions, nodes_from_json, tasks_from_nodes,
+                                     user_ranges)
 from common.errors import Interrupted, LabError
 from common.formats import writers
 from common.formats.records import Task, TaskTimeRow, TxRange
@@ -316,6 +317,7 @@ def load_raw(raw_dir: Path) -> list[ProcessProfile]:
             record = json.loads(file.read_text())
         except json.JSONDecodeError:
             continue  # a process killed mid-write leaves only its .tmp; a bad file is skipped the same way
+        learn_decompositions(record.get("decomposes") or {})  # the program's torch answered for its op names
         roots, start_us = nodes_from_json(record["nodes"]), float(record["trace_start_us"])
         tasks = writers.with_wait_times(tasks_from_nodes(roots, start_us))
         profiles.append(ProcessProfile(record["pid"], record["ppid"], record["argv"], tasks, api_calls(roots),

@@ -29,6 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from common.analyze.families import op_family
+from common.collect import dispatch_facts
 from common.collect.output_shapes import json_safe, output_shapes
 from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import ApiStat, StepTime, Task, TxRange
@@ -167,24 +168,24 @@ def is_communication(name: str) -> bool:
     return name.startswith(COMMUNICATION_PREFIXES)
 
 
+_FROM_TRACES: dict[str, bool] = {}  # what the profiled programs' torch said (dispatch_facts, via the hook)
+
+
+def learn_decompositions(answers: dict[str, bool]) -> None:
+    """Keep what a profiled program's torch said about its op names (its trace's ``decomposes`` table)."""
+    _FROM_TRACES.update({str(k): bool(v) for k, v in answers.items()})
+
+
 @functools.cache
 def decomposes(name: str) -> bool:
-    """An aten op that is only a composition of others (every functional overload CompositeImplicitAutograd,
-    e.g. ``aten::adaptive_avg_pool2d``, ``aten::max_pool2d``): the ops it calls do the work. The
-    ``out=`` overloads are left aside: the profiler names the functional op."""
+    """See ``dispatch_facts.decomposes``: from the trace's own answers, else from torch in this process."""
+    if name in _FROM_TRACES:
+        return _FROM_TRACES[name]
     if not name.startswith("aten::"):
         return False
     import torch
 
-    packet = getattr(torch.ops.aten, name[len("aten::"):], None)
-    if packet is None:
-        return False
-    overloads = [f"{name}.{o}" if o != "default" else name for o in packet.overloads() if not o.endswith("out")]
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
-    try:
-        return bool(overloads) and all(has(o, "CompositeImplicitAutograd") for o in overloads)
-    except RuntimeError:  # an overload the dispatcher does not register (aten::__or__.bool): not a composition
-        return False
+    return dispatch_facts.decomposes(torch, name)
 
 
 def _has_family(node: OpNode, family: str) -> bool:

@@ -70,15 +70,17 @@ def _dump(prof, started_ns: int) -> None:
     if signal.getsignal(signal.SIGTERM) is _exit_on_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the write short
     try:
-        prof.stop()
-        events = prof.events()
+        prof.__exit__(None, None, None)
+        events = prof.function_events
         record = {
             "pid": os.getpid(),
             "ppid": os.getppid(),
             "argv": sys.argv,
-            "trace_start_us": prof.profiler.kineto_results.trace_start_ns() / 1000.0,
+            "trace_start_us": prof.kineto_results.trace_start_ns() / 1000.0,
             "wall_us": (time.time_ns() - started_ns) / 1000.0,
             "nodes": _flatten(events),
+            # what this torch says about the trace's op names, so the lab need not import torch to read it
+            "decomposes": _dispatch_facts().table(sys.modules["torch"], (e.name for e in events)),
         }
         final = os.path.join(_OUT_DIR, f"{os.getpid()}.json")
         with open(final + ".tmp", "w") as f:
@@ -88,15 +90,25 @@ def _dump(prof, started_ns: int) -> None:
         print(f"msprof lab: could not save the profile of pid {os.getpid()}: {err}", file=sys.stderr)
 
 
+def _dispatch_facts():
+    """``common/collect/dispatch_facts.py``, loaded by path under a private name (sys.path stays as it was)."""
+    path = os.path.join(os.path.dirname(_HERE), "dispatch_facts.py")
+    spec = importlib.util.spec_from_file_location("_msprof_lab_dispatch_facts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
 def _start(torch_module) -> None:
     started_ns = time.time_ns()
-    activities = [torch_module.profiler.ProfilerActivity.CPU]
-    prof = torch_module.profiler.profile(activities=activities, record_shapes=True)
-    prof.start()
+    # torch.autograd.profiler.profile: the profiler torch.profiler.profile drives, with the same events;
+    # started directly because torch.profiler's start imports torch._inductor (seconds) to look for CUDA graphs.
+    prof = torch_module.autograd.profiler.profile(use_cpu=True, record_shapes=True)
+    prof.__enter__()
     atexit.register(_dump, prof, started_ns)  # registered after torch's own hooks, so it runs before them
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # an inherited SIG_IGN, or the program's own, stays
         try:
