@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,7 @@ from export_onnx import OPSET, export, export_notes, recorded, stamp
 from graph_changes import build_changes, describe, type_counts
 from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants
 
+from common import cache
 from common.backend import Backend, detect, parse_device_id, soc_version
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
@@ -238,17 +240,73 @@ def main(argv: list[str] | None = None) -> int:
     print(backend.banner())
     rundir.lock_mode(MODEL_DIR.parent)  # never rebuild the models while a run of this mode reads them
 
+    kept = BuildRecord(files, variants, backend, device)
+    if kept.lines is not None:  # nothing it was built from changed: the files are the ones it would build
+        print(f"up to date: {kept.why}", *kept.lines, sep="\n")
+        return 0
     source = export(files)
-    print(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
-          f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
-          *export_notes(files, source), sep="\n")
+    lines = _say(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
+                 f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
+                 *export_notes(files, source))
     for variant in variants:
         path = build_npu(variant, files, backend, device) if backend.is_npu else build_portable(variant, files)
         built, changes = graph_changes(variant, files, backend.is_npu)
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(built.items()))
-        print(f"[{variant.name}] {path.relative_to(MODEL_DIR.parent)}: {ops}")
-        print(f"  {'ATC' if backend.is_npu else 'ONNX Runtime'} changed: {describe(changes)}")
+        lines += _say(f"[{variant.name}] {path.relative_to(MODEL_DIR.parent)}: {ops}",
+                      f"  {'ATC' if backend.is_npu else 'ONNX Runtime'} changed: {describe(changes)}")
+    kept.keep(lines)
     return 0
+
+
+def _say(*lines: str) -> list[str]:
+    print(*lines, sep="\n", flush=True)
+    return list(lines)
+
+
+class BuildRecord:
+    """The build's record in .lab_cache (common.cache): what it printed, and the files it wrote with their hashes.
+
+    A build is redone unless everything it was made from is unchanged: the workload (its file, every file
+    its import and forward read: its record in common.workload), this mode's build code, the variants, the
+    backend (on the NPU the SoC and the ATC executable) and the toolchain; and the files it wrote are still
+    there, byte for byte. ``lines`` is what the kept build printed, or None when it must be redone.
+    """
+
+    KIND = "pyacl_build"
+
+    def __init__(self, files: ModelFiles, variants: list[Variant], backend: Backend, device: int) -> None:
+        self.files, self.npu = files, backend.is_npu
+        self.outputs = [files.onnx, *(path for v in variants for path in self._written(v))]
+        work = files.workload
+        self.key = f"{backend.name}|{work.path or work.name}|{work.sha256}|{','.join(v.name for v in variants)}"
+        extra: dict = {"variants": [v.name for v in variants], "backend": backend.name}
+        if self.npu:
+            atc = Path(backend.tools.get("atc") or "atc").resolve()
+            stat = atc.stat() if atc.exists() else None
+            extra |= {"soc": soc_version(backend, device), "atc": [str(atc), *((stat.st_size, stat.st_mtime_ns)
+                                                                               if stat else ())]}
+        self.extra = extra
+        self.sources = sorted(Path(__file__).parent.glob("*.py"))
+        self.workload_files = work.record_files()
+        self.lines, self.why = None, ""
+        found = cache.load(self.KIND, self.key, extra) if self.workload_files is not None else None
+        if found is not None and cache.fingerprint(self.outputs) == found["result"]["outputs"]:
+            self.lines = found["result"]["lines"]
+            self.why = (f"the model files were built {found['result']['when']} from this workload, build code and "
+                        f"toolchain, and are unchanged since ({cache.CACHE_VAR}=off rebuilds every time)")
+
+    def _written(self, variant: Variant) -> list[Path]:
+        files = self.files
+        if self.npu:
+            return [files.om_path(variant), files.om_json_path(variant), files.om_record_path(variant)]
+        return [files.portable_path(variant)]
+
+    def keep(self, lines: list[str]) -> None:
+        if self.workload_files is None:  # a workload without a record (the cache is off): nothing to vouch for
+            return
+        cache.save(self.KIND, self.key, cache.inputs_of([*self.workload_files, *self.sources], self.extra),
+                   {"outputs": cache.fingerprint(self.outputs), "lines": lines,
+                    "when": time.strftime("%Y-%m-%d %H:%M %Z")})
 
 
 if __name__ == "__main__":

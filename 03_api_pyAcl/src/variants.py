@@ -9,7 +9,6 @@ which workload a built file records. Everything else reads these two.
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import re
 from dataclasses import dataclass
@@ -136,13 +135,12 @@ class ModelFiles:
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The workload's inputs as numpy arrays, in the order forward() takes them (floating-point ones in
         fp32: the exported graph is fp32, see Workload.fp32_copy)."""
-        return tuple((t.float() if t.is_floating_point() else t).detach().cpu().numpy() for t in self.workload.inputs())
+        return self.workload.fp32_input_arrays()
 
     @functools.cached_property
     def input_names(self) -> list[str]:
         """forward()'s parameter names when it names one per input (x for TinyMLP), else input_0, input_1 ..."""
-        params = inspect.signature(self.workload.build_model().forward).parameters.values()
-        names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = self.workload.forward_parameters()
         n = len(self.arrays)
         return names[:n] if len(names) >= n else [f"input_{i}" for i in range(n)]
 
