@@ -1,9 +1,10 @@
 """The columnar engine (polars, numpy) and the JSON decoder (msgspec) the readers use, or one clear error.
 
 All three come with the lab's dependency group; a Python without them (say, one used to read a
-profile collected outside the lab) gets an ``Error:`` line saying what to install. numpy is
-imported on its first use (``np`` stands in for the module until then): reading op_summary CSVs
-never needs it, so a CSV report does not pay for its import (0.04 s on the benchmark's VM).
+profile collected outside the lab) gets an ``Error:`` line saying what to install. Each is
+imported on its first use (``np``, ``pl`` and ``msgspec`` stand in for the modules until then):
+reading op_summary CSVs never needs numpy, and a process that reads no profile (a build step, a
+workload check) never pays for polars (about 0.6 s on the 2-core VM).
 """
 
 from __future__ import annotations
@@ -14,26 +15,23 @@ from common.errors import LabError
 
 _INSTALL = "from the repository root: python -m pip install --group lab (or: python -m pip install numpy polars msgspec)"
 
-try:
-    import msgspec
-    import polars as pl
-except ImportError as err:
-    raise LabError(f"{err.name} is not installed: the profile readers need numpy, polars and msgspec", _INSTALL) from None
-if importlib.util.find_spec("numpy") is None:
-    raise LabError("numpy is not installed: the profile readers need numpy, polars and msgspec", _INSTALL)
+for _name in ("msgspec", "polars", "numpy"):
+    if importlib.util.find_spec(_name) is None:
+        raise LabError(f"{_name} is not installed: the profile readers need numpy, polars and msgspec", _INSTALL)
 
 
-class _Numpy:
-    """The numpy module, imported when one of its names is first looked up; each name is kept once found."""
+class _Lazy:
+    """A module imported when one of its names is first looked up; each name is kept once found."""
+
+    def __init__(self, module: str) -> None:
+        self._module = module
 
     def __getattr__(self, name: str):
-        import numpy
-
-        value = getattr(numpy, name)
+        value = getattr(importlib.import_module(self._module), name)
         setattr(self, name, value)
         return value
 
 
-np = _Numpy()
+np, pl, msgspec = _Lazy("numpy"), _Lazy("polars"), _Lazy("msgspec")
 
 __all__ = ["msgspec", "np", "pl"]
