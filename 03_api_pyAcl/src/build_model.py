@@ -16,6 +16,7 @@ What you will learn:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -26,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from export_onnx import OPSET, export, export_notes, recorded, stamp
-from graph_changes import build_changes, describe, type_counts
+from export_onnx import OPSET, export, export_notes, frozen_path, recorded, stamp
+from graph_changes import Change, build_changes, describe, graph_flops, type_counts
 from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants
 
 from common import cache
@@ -105,6 +106,25 @@ def om_op_counts(json_path: Path) -> Counter[str]:
     except (OSError, ValueError, KeyError) as err:
         raise LabError(f"{json_path}: cannot read the om graph dump ({err})", f"rebuild: {BUILD}") from None
     return type_counts(op.get("type") for g in graphs for op in g.get("op", []))
+
+
+def graph_facts(files: ModelFiles, variants: list[Variant], npu: bool) -> dict:
+    """What the run checks against the graphs, read from the built files (each loaded and checked here): the
+    exported graph's FLOPs per family, its uncountable nodes and the path its trace froze; per variant the
+    built graph's ops by type and what the converter changed. JSON values, kept with the build's record."""
+    exported = load_onnx(files.onnx, files)
+    flops, unknown = graph_flops(exported, dict(zip(files.input_names, files.arrays)))
+    facts = {"exported": {"flops": flops, "unknown": unknown, "frozen": frozen_path(exported)}, "variants": {}}
+    for variant in variants:
+        built, changes = graph_changes(variant, files, npu)
+        facts["variants"][variant.name] = {"built": dict(built), "changes": [dataclasses.asdict(c) for c in changes]}
+    return facts
+
+
+def variant_facts(facts: dict, variant: Variant) -> tuple[Counter[str], list[Change]]:
+    """(the built graph's ops by type, the converter's changes) of one variant, from :func:`graph_facts`."""
+    found = facts["variants"][variant.name]
+    return Counter(found["built"]), [Change(**change) for change in found["changes"]]
 
 
 def graph_changes(variant: Variant, files: ModelFiles, npu: bool) -> tuple[Counter[str], list]:
@@ -248,13 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     lines = _say(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
                  f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
                  *export_notes(files, source))
+    paths = {v.name: build_npu(v, files, backend, device) if backend.is_npu else build_portable(v, files)
+             for v in variants}
+    facts = graph_facts(files, variants, backend.is_npu)
     for variant in variants:
-        path = build_npu(variant, files, backend, device) if backend.is_npu else build_portable(variant, files)
-        built, changes = graph_changes(variant, files, backend.is_npu)
+        built, changes = variant_facts(facts, variant)
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(built.items()))
-        lines += _say(f"[{variant.name}] {path.relative_to(MODEL_DIR.parent)}: {ops}",
+        lines += _say(f"[{variant.name}] {paths[variant.name].relative_to(MODEL_DIR.parent)}: {ops}",
                       f"  {'ATC' if backend.is_npu else 'ONNX Runtime'} changed: {describe(changes)}")
-    kept.keep(lines)
+    kept.keep(lines, facts)
     return 0
 
 
@@ -264,12 +286,14 @@ def _say(*lines: str) -> list[str]:
 
 
 class BuildRecord:
-    """The build's record in .lab_cache (common.cache): what it printed, and the files it wrote with their hashes.
+    """The build's record in .lab_cache (common.cache): what it printed, the files it wrote with their hashes, and
+    what their graphs say (:func:`graph_facts`), which the run then reads instead of loading them again.
 
     A build is redone unless everything it was made from is unchanged: the workload (its file, every file
     its import and forward read: its record in common.workload), this mode's build code, the variants, the
     backend (on the NPU the SoC and the ATC executable) and the toolchain; and the files it wrote are still
-    there, byte for byte. ``lines`` is what the kept build printed, or None when it must be redone.
+    there, byte for byte. ``lines`` is what the kept build printed and ``facts`` its graph facts, or both None
+    when it must be redone.
     """
 
     KIND = "pyacl_build"
@@ -288,10 +312,10 @@ class BuildRecord:
         self.extra = extra
         self.sources = sorted(Path(__file__).parent.glob("*.py"))
         self.workload_files = work.record_files()
-        self.lines, self.why = None, ""
+        self.lines, self.facts, self.why = None, None, ""
         found = cache.load(self.KIND, self.key, extra) if self.workload_files is not None else None
         if found is not None and cache.fingerprint(self.outputs) == found["result"]["outputs"]:
-            self.lines = found["result"]["lines"]
+            self.lines, self.facts = found["result"]["lines"], found["result"]["facts"]
             self.why = (f"the model files were built {found['result']['when']} from this workload, build code and "
                         f"toolchain, and are unchanged since ({cache.CACHE_VAR}=off rebuilds every time)")
 
@@ -301,11 +325,12 @@ class BuildRecord:
             return [files.om_path(variant), files.om_json_path(variant), files.om_record_path(variant)]
         return [files.portable_path(variant)]
 
-    def keep(self, lines: list[str]) -> None:
+    def keep(self, lines: list[str], facts: dict) -> None:
+        """Record a build that printed ``lines`` and whose graphs say ``facts`` (:func:`graph_facts`)."""
         if self.workload_files is None:  # a workload without a record (the cache is off): nothing to vouch for
             return
         cache.save(self.KIND, self.key, cache.inputs_of([*self.workload_files, *self.sources], self.extra),
-                   {"outputs": cache.fingerprint(self.outputs), "lines": lines,
+                   {"outputs": cache.fingerprint(self.outputs), "lines": lines, "facts": facts,
                     "when": time.strftime("%Y-%m-%d %H:%M %Z")})
 
 

@@ -214,8 +214,12 @@ def graph_flops(model, feeds: dict | None = None) -> tuple[dict[str, int], dict[
 def compute_verdict(model_flops: FlopCount, onnx_model, feeds: dict | None = None) -> Verdict:
     """The exported graph computes what the model computes: FLOPs per group within FLOPS_RTOL (``feeds``: the
     graph's inputs, for shapes it computes at run time)."""
+    return flops_verdict(model_flops, *graph_flops(onnx_model, feeds))
+
+
+def flops_verdict(model_flops: FlopCount, graph: dict[str, int], unknown: dict[str, int]) -> Verdict:
+    """:func:`compute_verdict` on the graph's FLOPs per family and its uncountable nodes (:func:`graph_flops`)."""
     name = COMPUTE_CHECK
-    graph, unknown = graph_flops(onnx_model, feeds)
     parts, skipped, ok = [], [], True
     for group, families in FLOP_GROUPS.items():
         want = sum(model_flops.per_family.get(f, 0.0) for f in families)

@@ -23,9 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, f
 import numpy as np
 from acl_worker import (find_export, measured_window_npu, output_paths, run_step, save_inputs, worker_argv,
                         worker_main)
-from build_model import graph_changes, load_onnx
-from export_onnx import frozen_path
-from graph_changes import COMPUTE_CHECK, compute_verdict
+from build_model import BuildRecord, graph_facts, variant_facts
+from graph_changes import COMPUTE_CHECK, flops_verdict
 from ort_profile import collect_portable, validate_portable
 from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
 from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
@@ -33,7 +32,7 @@ from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variant
 from common.analyze import checks
 from common.analyze.checks import Verdict
 from common.cli.reports import write_own_report
-from common.backend import Backend, detect, select_device
+from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, writers
@@ -151,14 +150,15 @@ def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[V
 
 # --- 3. read ---------------------------------------------------------------------------------------
 def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool,
-                     reference) -> VariantResult:
-    """Profile one variant, count and diff its built graph, read the files back strictly, cut the measured window."""
+                     reference, built: tuple) -> VariantResult:
+    """Profile one variant, read the files back strictly, cut the measured window; ``built``: its built graph's
+    ops by type and the converter's changes (build_model.variant_facts)."""
     raw = None
     if run.npu:
         found, outputs = profile_npu(variant, files, variant_dir, run.backend, run.device, acl_prof)
     else:  # the portable window is cut while converting ORT's profile (ort_profile.measured_events)
         found, outputs, raw, window, window_ok = collect_portable(variant, files, variant_dir, run.info.get("threads"))
-    graph, changes = graph_changes(variant, files, run.npu)
+    graph, changes = built
     tasks = readers.read_op_summary(found["op_summary"])
     readers.read_op_statistic(found["op_statistic"])  # strict reader: a damaged file stops here
     if run.npu:  # msprof saw the warm-up executes too (acl.prof did not): cut them by execute
@@ -181,16 +181,20 @@ def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs:
     return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs, tiny_mlp)])
 
 
-def validate(variants: list[Variant], files: ModelFiles, backend: Backend) -> None:
-    """Everything a user can get wrong is checked before prof_out/ is touched."""
-    load_onnx(files.onnx, files)  # the export the graph changes are named against, of this workload
-    for variant in variants:
-        if backend.is_npu:
+def validate(variants: list[Variant], files: ModelFiles, backend: Backend, device: int) -> dict:
+    """Everything a user can get wrong is checked before prof_out/ is touched; returns the graph facts the
+    checks use (build_model.graph_facts): the build's own when its record vouches for every file, byte for
+    byte, else read from the files, each loaded and checked (missing, corrupt, built for another workload)."""
+    if backend.is_npu:
+        for variant in variants:
             if not files.om_path(variant).is_file():
                 raise LabError(f"model file {files.om_path(variant)} not found", f"build it first: {BUILD}")
             files.check_record(files.om_path(variant), files.read_om_record(variant))
-        else:
-            validate_portable(variant, files)
+    facts = BuildRecord(files, variants, backend, device).facts or graph_facts(files, variants, backend.is_npu)
+    if not backend.is_npu:
+        for variant in variants:
+            validate_portable(variant, files)  # a session opens on it and takes the workload's inputs
+    return facts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,21 +209,26 @@ def main(argv: list[str] | None = None) -> int:
     # Loaded once (load_workload keeps it by file content): start() gets the same one and records it.
     files = ModelFiles(load_workload(args.workload))
     npu = detect().is_npu
-    run = lesson.start(args=args, check=lambda backend: validate(variants, files, backend),
+    facts: dict = {}
+
+    def check(backend: Backend) -> None:
+        facts.update(validate(variants, files, backend, parse_device_id(args.device)))
+
+    run = lesson.start(args=args, check=check,
                        command=[sys.executable, __file__, *argv], variants=[v.name for v in variants],
                        warmup_executes=WARMUP, measured_executes=MEASURED,
                        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
     reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
-    exported = load_onnx(files.onnx, files)
+    exported = facts["exported"]
     try:
         flops = files.workload.forward_flops()
     except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
         verdicts: list[Verdict] = [checks.not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could "
                                                          f"not be counted ({type(err).__name__}: {err})"[:300])]
     else:
-        verdicts = [compute_verdict(flops, exported, dict(zip(files.input_names, files.arrays)))]
-    if frozen := frozen_path(exported):  # the trace kept these values as constants
+        verdicts = [flops_verdict(flops, exported["flops"], exported["unknown"])]
+    if frozen := exported["frozen"]:  # the trace kept these values as constants
         verdicts.append(checks.not_applicable(
             "the exported graph holds for other inputs (03)",
             f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
@@ -233,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             (run.out / variant.name).mkdir()
             print(f"[{variant.name}] {variant.summary}", flush=True)
             results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
-                                                     reference)
+                                                     reference, variant_facts(facts, variant))
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
         body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
         print(body)

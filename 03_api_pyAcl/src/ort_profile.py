@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from build_model import load_onnx
 from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, check_feed
 
 from common.collect import msprof_layout
@@ -120,10 +119,10 @@ def to_tasks(events: list[dict], start_ns: int) -> list[Task]:
 # ----- the profiled run: a session on the built file, its profile written in msprof's layout -----
 def open_session(path: Path, files: ModelFiles, profile_prefix: Path | None = None, threads: int | None = None):
     """An ORT session on an already-optimized model file of ``files``' workload, run as saved
-    (on ``threads`` intra-op threads, as --threads sets torch's in the other modes; None: ORT's default)."""
+    (on ``threads`` intra-op threads, as --threads sets torch's in the other modes; None: ORT's default).
+    The file was checked before (infer.validate: the build's record, or loaded and checked)."""
     import onnxruntime as ort
 
-    load_onnx(path, files, optimized=True)  # missing / corrupt / wrong-shape / other-workload files: one line
     options = ort.SessionOptions()
     # The file was optimized offline by build_model.py: run it as saved, so the ops ORT executes
     # are exactly the nodes we count in the file.
