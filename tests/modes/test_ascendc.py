@@ -311,8 +311,9 @@ def test_profile_npu_passes_the_device_and_skips_the_warm_up(tmp_path, monkeypat
     calls = []
     summary = tmp_path / "PROF_1" / "mindstudio_profiler_output"
 
-    def fake_run(argv, child_env=None, timeout_s=None):
+    def fake_run(argv, child_env=None, timeout_s=None, stderr_log=None):
         calls.append((argv, child_env))
+        assert stderr_log is not None and stderr_log.parent == tmp_path / "logs"  # kept for after a failure
         if argv[1] != "op":
             summary.mkdir(parents=True, exist_ok=True)
             (summary / "op_summary_1.csv").write_text(",".join(OP_SUMMARY) + "\n")
