@@ -1,4 +1,5 @@
-"""``python -m common.bench make|run``: generate profiles at real-model scale; measure the lab beside other tools.
+"""``python -m common.bench make|run|loop``: generate profiles at real-model scale; measure the lab beside other
+tools; ``loop``: where the card command's time goes (common/bench/loop.py).
 
 ``run`` prints, in one run, every comparison side by side: a 1,000,000-row op_summary (the lab's
 ``report`` vs polars alone vs pandas), a 0.53 GB trace_view.json (the lab vs a whole msgspec
@@ -490,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     mk = sub.add_parser("make", help="write large profiles in msprof's / torch_npu's exact schema")
     rn = sub.add_parser("run", help="every comparison side by side: CSV, trace, database, cluster")
+    lp = sub.add_parser("loop", help="the card command, process by process (whole-process wall time, imports)")
+    lp.add_argument("device", nargs="?", default="0", help="device id passed to the modes (default 0)")
+    lp.add_argument("--cold", action="store_true", help="with an empty record folder, as after an edit of the model")
+    lp.add_argument("--workload", metavar="FILE", help="the modes' --workload (default: TinyMLP)")
     for p in (mk, rn):
         p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="op_summary / kernel_details rows (1,000,000)")
         p.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="trace_view.json events (2,750,000: 0.53 GB)")
@@ -505,6 +510,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not install msprof-analyze into .nox/ecosystem when it is missing (its rows become N/A)")
     rn.add_argument("--tiny", action="store_true", help="tiny sizes: checks that the benchmark runs, measures nothing")
     args = parser.parse_args(argv)
+    if args.command == "loop":
+        from common.bench import loop
+
+        workload = ["--workload", str(Path(args.workload).resolve())] if args.workload else []
+        return loop.main(args.device, workload, args.cold)
     sizes = dict(TINY) if getattr(args, "tiny", False) else {
         "rows": args.rows, "events": args.events, "tasks": args.tasks, "ranks": args.ranks}
     if min(sizes.values()) < 1 or (args.command == "run" and args.repeat < 1):
