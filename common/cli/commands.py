@@ -7,6 +7,8 @@
                    exit 1 on a regression beyond --threshold
   cluster <dir>    per-rank Computing / Communication / Free of a multi-rank run, the slow rank and why
   workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
+  precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
+                   the first op out of tolerance; writes precision_out/report.html; exit 1 when a path names one
   backend          print which backend this machine gets and why
 """
 
@@ -162,6 +164,12 @@ def _workload(args: argparse.Namespace) -> int:
     return 0
 
 
+def _precision(args: argparse.Namespace) -> int:
+    from common.cli.precision import run_precision
+
+    return run_precision(args.device, args.workload, args.out, torch_only=args.torch_only)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m common", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
@@ -196,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     workload_p.add_argument("file", nargs="?", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     workload_p.add_argument("--train", action="store_true", help="also require loss(output, input)")
     workload_p.set_defaults(func=_workload)
+    precision_p = sub.add_parser("precision", help="per-op precision against the fp32 reference, first divergent op")
+    precision_p.add_argument("device", nargs="?", default="0", help="NPU device id on the npu backend (default 0)")
+    precision_p.add_argument("--workload", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
+    precision_p.add_argument("--out", help="where to write report.txt and report.html (default: precision_out/)")
+    precision_p.add_argument("--torch-only", action="store_true", help="leave out mode 03's variants")
+    precision_p.set_defaults(func=_precision)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     args = parser.parse_args(argv)
     return args.func(args)

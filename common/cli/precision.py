@@ -1,0 +1,82 @@
+"""``python -m common precision``: which op computes wrongly, per path, against the fp32 reference of the same op.
+
+Collects each path's per-op outputs (``common.collect.precision``), compares them op by op
+(``common.analyze.precision``), prints the tables and writes report.txt and report.html into a folder the lab
+owns (default ``precision_out/`` at the repository root). Exit 1 when a path names a divergent op.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from common.analyze.precision import TOLERANCES, CandidateResult, compare_ops, first_divergence_line
+from common.formats.rundir import REPO_ROOT, check_output_dir, prepare_output_dir
+
+DEFAULT_OUT = REPO_ROOT / "precision_out"
+NPU_03 = ("03 on the NPU: its per-op outputs come from the ACL dump (the dump block of acl.init's JSON, converted "
+          "with msaccucmp.py convert): docs/precision.md; this command does not collect it yet")
+
+
+def _device(device_id: str) -> tuple[str, str]:
+    """(torch device, backend banner) for this machine: the CPU on the portable backend, npu:<id> on an NPU."""
+    from common.backend import detect, parse_device_id
+
+    backend = detect()
+    if not backend.is_npu:
+        return "cpu", backend.banner()
+    dev = parse_device_id(device_id)
+    import torch
+    import torch_npu  # noqa: F401 (registers the npu device with torch)
+
+    torch.npu.set_device(dev)
+    return f"npu:{dev}", backend.banner()
+
+
+def run_precision(device_id: str, workload_file: str | None, out: str | None, torch_only: bool = False) -> int:
+    from common.collect import precision as collect
+    from common.render.precision import precision_html, precision_text
+    from common.workload import load_workload
+
+    out_dir = check_output_dir(Path(out) if out else DEFAULT_OUT)  # before the work: a bad --out stops here
+    work = load_workload(workload_file)
+    files_03 = None if torch_only or _is_npu() else collect.mode03_files(work)  # missing 03 models: one line, now
+    device, banner = _device(device_id)
+    leaves = collect.leaf_modules(work.build_model())
+    reference = collect.reference_outputs(work)
+    results: list[CandidateResult] = []
+    for name, how, precision, outputs in collect.torch_candidates(work, device):
+        results.append(compare_ops(name, how, TOLERANCES[precision], outputs, reference))
+    if files_03 is not None:
+        for name, how, precision, outputs, unmatched in collect.mode03_candidates(work, leaves):
+            result = compare_ops(name, how, TOLERANCES[precision], outputs, reference)
+            result.unmatched += unmatched
+            results.append(result)
+    head = [f"{banner} | workload {work.name} ({work.where}, {work.precision}) | "
+            f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
+            f"reference: each leaf module's output in the workload's fp32 copy on the CPU ({len(reference)} ops)",
+            "metrics: msaccucmp's cosine, max abs and max rel error over the values finite in both, and the share "
+            "of non-finite values; an op is out of tolerance when it leaves its precision's bound (docs/precision.md)"]
+    if torch_only:
+        head.append("03's variants left out (--torch-only)")
+    elif _is_npu():
+        head.append(NPU_03)
+    text = precision_text(results, head)
+    print(text, end="")
+    out_dir = prepare_output_dir(out_dir)
+    (out_dir / "report.txt").write_text(text)
+    (out_dir / "report.html").write_text(precision_html(results, head))
+    print(f"(written to {out_dir / 'report.txt'} and {out_dir / 'report.html'})")
+    divergent = [r for r in results if r.first_divergent is not None]
+    if divergent:
+        print(f"{len(divergent)} of {len(results)} paths name a divergent op: " +
+              "; ".join(first_divergence_line(r) for r in divergent))
+        return 1
+    print(f"no path names a divergent op ({len(results)} paths)")
+    return 0
+
+
+def _is_npu() -> bool:
+    from common.backend import detect
+
+    return detect().is_npu

@@ -1,0 +1,236 @@
+"""Each op's output as each path runs it, and the fp32 reference of the same op (``python -m common precision``).
+
+- torch (what modes 01 and 04 run): a forward hook on every leaf module records its output, on the CPU
+  or an NPU alike; the model runs in the workload's own precision and, as a second candidate, in fp16.
+- mode 03's variants, portable: every node output of the built ``.opt.onnx`` is made a graph output of a
+  copy, ONNX Runtime runs it once, and each leaf module's output is the output of its last node, found by
+  the scope the TorchScript exporter writes into node names (``/model/net/net.0/Gemm`` is ``net.0``).
+- NPU, mode 03: the ACL dump (:func:`acl_dump_config`, :func:`msaccucmp_convert_argv`, docs/precision.md).
+
+The reference is always the workload's fp32 copy (``Workload.fp32_copy``) on the CPU, hooked the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from common.analyze.precision import OpOutput
+from common.errors import LabError
+from common.workload import Workload, flatten_output
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODE03_SRC = REPO_ROOT / "03_api_pyAcl" / "src"
+EXPORT_WRAPPER = "model"  # 03's export_onnx.flat_outputs wraps the model in a module whose attribute is ``model``
+FP16_HOW = (".half(): every weight and activation in fp16, as 03's fp16 variants convert the graph; autocast would "
+            "keep the ops on its fp32 list (softmax, norms, losses) in fp32, and its lists differ between CPU and NPU")
+
+
+# ----- torch: forward hooks on every leaf module ----------------------------------------------------
+def computes(module) -> str:
+    """What a module computes, as torch prints it: ``Linear(in_features=1024, out_features=1024, bias=True)``."""
+    extra = module.extra_repr()
+    return f"{type(module).__name__}({extra})" if extra else type(module).__name__
+
+
+def leaf_modules(model) -> dict[str, str]:
+    """Every leaf module (one without children) by its path in ``model``, with what it computes, in definition order;
+    a model without children is its own leaf, named after its class."""
+    leaves = {name: computes(m) for name, m in model.named_modules() if name and not any(m.children())}
+    return leaves or {type(model).__name__: computes(model)}
+
+
+def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
+    """Run ``model(*inputs)`` once without gradients; each leaf module's first output tensor, in the order the
+    modules ran, as fp32 arrays. A module that runs twice gives ``path#2`` for its second call."""
+    import torch
+
+    found: list[OpOutput] = []
+    calls: dict[str, int] = {}
+    named = [(name, m) for name, m in model.named_modules() if name and not any(m.children())]
+    named = named or [(type(model).__name__, model)]
+
+    def hook_for(name: str, module):
+        def hook(_module, _args, output):
+            tensors = [t for t in flatten_output(output) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            calls[name] = calls.get(name, 0) + 1
+            path = name if calls[name] == 1 else f"{name}#{calls[name]}"
+            array = tensors[0].detach().float().cpu().numpy() if tensors else None
+            found.append(OpOutput(path, computes(module), array))
+        return hook
+
+    handles = [m.register_forward_hook(hook_for(name, m)) for name, m in named]
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return found
+
+
+def reference_outputs(work: Workload) -> dict[str, np.ndarray]:
+    """Each leaf module's output in the workload's fp32 copy on the CPU: the reference of every candidate."""
+    model, x = work.fp32_copy()
+    return {op.path: op.array for op in torch_op_outputs(model, x) if op.array is not None}
+
+
+def torch_candidates(work: Workload, device: str = "cpu") -> list[tuple[str, str, str, list[OpOutput]]]:
+    """(name, how it ran, precision, per-op outputs) of the torch paths: the model in its own precision, then in
+    fp16 (unless it is fp16 already), on ``device`` (``cpu`` or ``npu:<n>``)."""
+    model, x = work.build_model(), work.inputs()
+    out = [(f"torch {work.precision}", f"the workload's model as built, on {device}", work.precision,
+            torch_op_outputs(model.to(device), tuple(t.to(device) for t in x)))]
+    if work.precision != "fp16":
+        model, x = work.fp32_copy()
+        x = tuple((t.half() if t.is_floating_point() else t).to(device) for t in x)
+        out.append(("torch fp16", f"the fp32 copy, {FP16_HOW}; on {device}", "fp16",
+                    torch_op_outputs(model.half().to(device), x)))
+    return out
+
+
+# ----- mode 03, portable: ONNX Runtime with every intermediate exposed -------------------------------
+@functools.cache
+def mode03():
+    """03's ``variants`` module (VARIANTS, ModelFiles, RECORD_KEY, BUILD), loaded from its file: where build_model.py
+    writes each variant's model is said there once."""
+    name = "msprof_lab_03_variants"
+    spec = importlib.util.spec_from_file_location(name, MODE03_SRC / "variants.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def scope_path(name: str) -> str | None:
+    """The module path a TorchScript-exported node name or value name holds, without the export's wrapper:
+    ``/model/blocks/blocks.0/act/Erf`` is ``blocks.0.act``; ``InsertedPrecisionFreeCast_/model/net/net.0/Gemm_output_0``
+    (a name ONNX Runtime's fp16 conversion derived) is ``net.0``; a name without a scope is None."""
+    at = name.find("/")
+    if at < 0:
+        return None
+    segments = [s for s in name[at:].split("/") if s][:-1]  # the last one is the op (or the value)
+    path: list[str] = []
+    for seg in segments:
+        if path and seg.startswith(path[-1] + "."):  # a container's child: "net" then "net.0"
+            path[-1] = seg
+        else:
+            path.append(seg)
+    if path[:1] == [EXPORT_WRAPPER]:
+        path = path[1:]
+    return ".".join(path) or None
+
+
+def node_module(node, leaves: dict[str, str]) -> str | None:
+    """The leaf module a node belongs to: by its name's scope, else by its outputs' (a node that ONNX Runtime fused
+    is named ``Gelu`` but keeps the output name ``/model/net/net.1/Mul_1_output_0``)."""
+    for name in (node.name, *node.output):
+        path = scope_path(name)
+        if path in leaves:
+            return path
+    return None
+
+
+def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray],
+                    leaves: dict[str, str]) -> tuple[list[OpOutput], list[str]]:
+    """Each leaf module's output as ONNX Runtime computes it in the model at ``path`` (its last node's first output,
+    made a graph output of a copy), in graph order; and one line per op type of the nodes no leaf module matches.
+    Nodes whose inputs are all weights or constants are left out: they compute no activation."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    last: dict[str, tuple[int, str, list[str]]] = {}
+    unmatched: dict[str, list[str]] = {}
+    static = {t.name for t in model.graph.initializer}  # values computed from weights and constants only
+    on_constants = 0
+    for i, node in enumerate(model.graph.node):
+        if node.op_type == "Constant" or all(name in static for name in node.input if name):
+            static.update(node.output)  # a weight's Cast, a folded constant: no activation passes through it
+            on_constants += node.op_type != "Constant"
+            continue
+        module = node_module(node, leaves)
+        if module is None:
+            unmatched.setdefault(node.op_type, []).append(node.name or node.output[0])
+            continue
+        types = last.get(module, (0, "", []))[2] + [node.op_type]
+        last[module] = (i, node.output[0], types)
+    existing = {o.name for o in model.graph.output}
+    model.graph.output.extend(onnx.ValueInfoProto(name=name) for _, name, _ in last.values() if name not in existing)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the nodes as the file has them
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [name for _, name, _ in sorted(last.values())]
+    arrays = dict(zip(names, session.run(names, feeds)))
+    ordered = sorted(last.items(), key=lambda item: item[1][0])
+    outputs = [OpOutput(module, f"{leaves[module]} as ONNX {', '.join(types)}", arrays[name].astype(np.float32))
+               for module, (_, name, types) in ordered]
+    lines = [f"{len(names)} {op} node(s) outside every leaf module, e.g. {names[0]}" for op, names in unmatched.items()]
+    if on_constants:
+        lines.append(f"{on_constants} node(s) on weights and constants only (the converter's casts of weights): "
+                     "no activation passes through them, left out")
+    return outputs, lines
+
+
+def recorded_workload(path: Path) -> dict | None:
+    """The workload an ONNX file built by mode 03 records (its metadata), or None."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    for prop in model.metadata_props:
+        if prop.key == mode03().RECORD_KEY:
+            try:
+                return json.loads(prop.value)
+            except ValueError:
+                return None
+    return None
+
+
+def mode03_files(work: Workload):
+    """03's ModelFiles of the workload, with every variant's portable model present and built for it; else the
+    LabError that says how to build them."""
+    variants = mode03()
+    files = variants.ModelFiles(work)
+    build = variants.BUILD + (f" --workload {work.path}" if work.path else "")
+    missing = [files.portable_path(v) for v in variants.VARIANTS.values() if not files.portable_path(v).is_file()]
+    if missing:
+        raise LabError(f"03's model {missing[0].relative_to(REPO_ROOT)} is missing ({len(missing)} variant file(s))",
+                       f"build them first: {build} (or pass --torch-only)")
+    for variant in variants.VARIANTS.values():
+        files.check_record(files.portable_path(variant), recorded_workload(files.portable_path(variant)))
+    return files
+
+
+def mode03_candidates(work: Workload, leaves: dict[str, str]) -> list[tuple[str, str, str, list[OpOutput], list[str]]]:
+    """(name, how, precision, per-op outputs, unmatched lines) of each of 03's variants on ONNX Runtime."""
+    files = mode03_files(work)
+    out = []
+    for variant in mode03().VARIANTS.values():
+        path = files.portable_path(variant)
+        feeds = dict(zip(files.input_names, files.feeds(variant)))
+        outputs, unmatched = onnx_op_outputs(path, feeds, leaves)
+        out.append((f"03 {variant.name}", f"ONNX Runtime on {path.relative_to(REPO_ROOT)}: {variant.summary}",
+                    "fp16" if variant.fp16_compute else "fp32", outputs, unmatched))
+    return out
+
+
+# ----- NPU, mode 03: the ACL dump -------------------------------------------------------------------
+def acl_dump_config(dump_path: Path | str, model_name: str, layers: list[str] | None = None) -> dict:
+    """The ``dump`` block of the JSON given to ``acl.init`` (docs/precision.md, ACL-DUMP): every op's output of the
+    model ``model_name`` (the .om file's name without suffix), as tensors, into ``dump_path`` (which must exist)."""
+    entry: dict = {"model_name": model_name}
+    if layers:
+        entry["layer"] = list(layers)
+    return {"dump": {"dump_path": str(dump_path), "dump_list": [entry], "dump_mode": "output",
+                     "dump_op_switch": "off", "dump_data": "tensor"}}
+
+
+def msaccucmp_convert_argv(python: str, msaccucmp: Path | str, dump_dir: Path | str, out_dir: Path | str) -> list[str]:
+    """``msaccucmp.py convert`` of one folder of dump files into .npy files (MSACCUCMP-CONVERT)."""
+    return [python, str(msaccucmp), "convert", "-d", str(dump_dir), "-out", str(out_dir), "-t", "npy"]

@@ -1,0 +1,94 @@
+"""The per-op precision report: a text table per candidate, and report.html with the tables and a chart of how
+the error grows op by op. Rendering only: the numbers come from ``common.analyze.precision``."""
+
+from __future__ import annotations
+
+import math
+
+from common.analyze.precision import CandidateResult, first_divergence_line
+from common.render.html import SERIES, esc, page, section, table
+from common.render.text import render_table
+
+HEADER = ["#", "op (module path)", "computes", "cosine", "max abs err", "max rel err", "non-finite", "max|ref|",
+          "abs err / max|ref|", "verdict"]
+
+
+def _g(value: float) -> str:
+    return "nan" if value != value else f"{value:.4g}"
+
+
+def rows_of(result: CandidateResult) -> list[list[object]]:
+    return [[i, r.path, r.computes, f"{r.cosine:.6f}" if r.cosine == r.cosine else "nan", _g(r.max_abs_err),
+             _g(r.max_rel_err), f"{100 * r.nonfinite_share:.3g}%", _g(r.scale), _g(r.abs_err_of_scale),
+             "ok" if r.ok else f"OUT: {r.why}"] for i, r in enumerate(result.rows, 1)]
+
+
+def precision_text(results: list[CandidateResult], head: list[str]) -> str:
+    """The terminal report: the header lines, then per candidate how it ran, its table and its first divergent op."""
+    parts = [*head, ""]
+    for result in results:
+        parts.append(f"== {result.name}: {result.how}")
+        parts.append(f"   tolerance {result.tolerance.describe()} ({result.tolerance.why})")
+        if result.rows:
+            parts.append(render_table(HEADER, rows_of(result), wrap=("computes", "verdict")))
+        parts += [f"   no match: {line}" for line in result.unmatched]
+        parts.append(f"-> {first_divergence_line(result)}")
+        parts.append("")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def growth_chart(results: list[CandidateResult]) -> str:
+    """Max abs error as a share of max|ref| (log scale) against the op's position, one line per candidate;
+    a non-finite or zero error is drawn at the chart's top or bottom edge."""
+    shown = [r for r in results if r.rows]
+    if not shown:
+        return ""
+    width, height, left, bottom, top_pad, legend_w = 900, 300, 60, 40, 14, 190
+    n = max(len(r.rows) for r in shown)
+    values = [v for r in shown for v in (row.abs_err_of_scale for row in r.rows) if v > 0 and math.isfinite(v)]
+    lo = math.floor(math.log10(min(values))) if values else -8
+    hi = max(math.ceil(math.log10(max(values))) if values else 0, lo + 1)
+    plot_w, plot_h = width - left - legend_w, height - bottom - top_pad
+
+    def px(i: int) -> float:
+        return left + (i / max(n - 1, 1)) * plot_w
+
+    def py(v: float) -> float:
+        e = hi if not math.isfinite(v) else (lo if v <= 0 else min(max(math.log10(v), lo), hi))
+        return top_pad + (hi - e) / (hi - lo) * plot_h
+
+    parts = [f"<line x1=\"{left}\" y1=\"{py(0)}\" x2=\"{left + plot_w}\" y2=\"{py(0)}\" stroke=\"#999\"/>",
+             f"<line x1=\"{left}\" y1=\"{top_pad}\" x2=\"{left}\" y2=\"{py(0)}\" stroke=\"#999\"/>"]
+    for e in range(lo, hi + 1):
+        parts.append(f"<text x=\"{left - 6}\" y=\"{py(10.0 ** e) + 4:.1f}\" text-anchor=\"end\">1e{e}</text>")
+    for i in range(n):
+        parts.append(f"<text x=\"{px(i):.1f}\" y=\"{height - bottom + 16}\" text-anchor=\"middle\">{i + 1}</text>")
+    parts.append(f"<text x=\"{left + plot_w / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\">"
+                 "op, in execution order; y: max abs err / max|ref| (log scale)</text>")
+    for k, result in enumerate(shown):
+        color = SERIES[k % len(SERIES)]
+        points = [(px(i), py(row.abs_err_of_scale), row) for i, row in enumerate(result.rows)]
+        parts.append(f"<polyline class=\"series\" data-series=\"{esc(result.name)}\" fill=\"none\" stroke=\"{color}\" "
+                     f"stroke-width=\"2\" points=\"{' '.join(f'{x:.1f},{y:.1f}' for x, y, _ in points)}\"/>")
+        parts += [f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"{3 if row.ok else 5}\" fill=\"{color}\">"
+                  f"<title>{esc(result.name)}, {esc(row.path)}: {_g(row.abs_err_of_scale)}"
+                  f"{'' if row.ok else ' (out of tolerance)'}</title></circle>" for x, y, row in points]
+        parts.append(f"<rect x=\"{left + plot_w + 10}\" y=\"{top_pad + 18 * k}\" width=\"11\" height=\"11\" "
+                     f"fill=\"{color}\"/><text x=\"{left + plot_w + 26}\" y=\"{top_pad + 18 * k + 10}\">"
+                     f"{esc(result.name)}</text>")
+    return (f"<svg class=\"chart\" data-chart=\"precision-growth\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
+def precision_html(results: list[CandidateResult], head: list[str]) -> str:
+    """report.html: the first divergent op of every candidate, the growth chart, then one table per candidate."""
+    summary = "".join(f"<p class=\"v\">{esc(first_divergence_line(r))}</p>" for r in results)
+    blocks = [section("First divergent op per candidate", summary, note=" ".join(head[1:])),
+              section("How the error grows, op by op", growth_chart(results),
+                      note="a larger dot: out of tolerance; non-finite errors are drawn at the top edge")]
+    for result in results:
+        unmatched = "".join(f"<p class=\"note\">no match: {esc(line)}</p>" for line in result.unmatched)
+        blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("computes", "verdict")),
+                              unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
+                                              f"({result.tolerance.why}). {result.note}".strip()))
+    return page("msprof lab: per-op precision", head[0], blocks)

@@ -1,0 +1,176 @@
+"""Per-op precision (python -m common precision): the metrics and the first-divergence rule on known arrays, the
+exporter's scope names, and on real models: TinyMLP's fp32 paths name no op, a layer whose outputs exceed fp16's
+range is named first by every fp16 path (torch .half() and an ONNX Runtime fp16 graph) and by no fp32 path."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.analyze.precision import FP16, FP32, OpOutput, compare_ops, first_divergence_line, judge, op_metrics
+from common.collect import precision as collect
+from common.workload import load_workload, tiny_mlp
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERFLOW = Path(__file__).with_name("precision_fp16_overflow.py")
+
+
+def test_metrics_are_msaccucmps_over_the_values_finite_in_both() -> None:
+    ref = np.array([1.0, -2.0, 0.0, 4.0])
+    cand = np.array([1.1, -2.0, 0.5, np.inf])
+    m = op_metrics(cand, ref)
+    c, r = np.array([1.1, -2.0, 0.5]), np.array([1.0, -2.0, 0.0])
+    assert m["cosine"] == pytest.approx(c @ r / (np.linalg.norm(c) * np.linalg.norm(r)))
+    assert m["max_abs_err"] == pytest.approx(0.5)
+    assert m["max_rel_err"] == pytest.approx(0.1)  # the zero reference element has no relative error
+    assert m["nonfinite_share"] == 0.25
+    assert m["scale"] == 4.0  # the reference's own finite values, the overflowed one included
+
+
+def test_judge_names_what_leaves_the_tolerance() -> None:
+    ok = {"cosine": 1.0, "max_abs_err": 5e-4, "max_rel_err": 0.0, "nonfinite_share": 0.0, "scale": 0.1}
+    assert judge(ok, FP32) == ""
+    assert "max abs err" in judge({**ok, "max_abs_err": 2e-3}, FP32)  # msprobe's 0.001 below scale 1
+    assert judge({**ok, "max_abs_err": 2e-3, "scale": 10.0}, FP32) == ""  # 0.001 x 10 above scale 1
+    assert judge({**ok, "max_abs_err": 0.1, "scale": 10.0}, FP16) == ""  # fp16: 2% of the scale
+    assert "cosine" in judge({**ok, "cosine": 0.98}, FP16)
+    assert "non-finite" in judge({**ok, "nonfinite_share": 0.5}, FP16)
+    assert judge({**ok, "nonfinite_share": 0.5}, FP16, reference_nonfinite=0.5) == ""  # as the reference has it
+    assert "cosine nan" in judge({**ok, "cosine": math.nan}, FP16)
+
+
+def test_the_first_op_out_of_tolerance_is_named_with_its_path_and_what_it_computes() -> None:
+    ref = {"a": np.ones(4), "b": np.ones(4), "c": np.ones(4)}
+    outputs = [OpOutput("a", "A()", np.ones(4)), OpOutput("b", "Linear(2)", np.full(4, 2.0)),
+               OpOutput("c", "C()", np.full(4, 3.0)), OpOutput("d", "D()", np.ones(4))]
+    result = compare_ops("cand", "how", FP32, outputs, ref)
+    assert [r.ok for r in result.rows] == [True, False, False]
+    assert result.first_divergent.path == "b"
+    assert first_divergence_line(result).startswith("cand: first divergent op: b (Linear(2)), op 2 of 3: ")
+    assert result.unmatched == ["d (D()): no reference op of that path"]
+
+
+@pytest.mark.parametrize(("name", "path"), [
+    ("/model/net/net.0/Gemm", "net.0"),
+    ("/model/blocks/blocks.0/act/Erf", "blocks.0.act"),
+    ("InsertedPrecisionFreeCast_/model/net/net.3/Mul_1_output_0", "net.3"),
+    ("/model/net/net.1/Mul_1_output_0", "net.1"),
+    ("Gelu_token_0", None),
+    ("/model/Add", None),
+])
+def test_scope_names_give_module_paths(name: str, path: str | None) -> None:
+    assert collect.scope_path(name) == path
+
+
+def _by_name(work, device: str = "cpu") -> dict:
+    reference = collect.reference_outputs(work)
+    return {name: compare_ops(name, how, FP16 if precision == "fp16" else FP32, outputs, reference)
+            for name, how, precision, outputs in collect.torch_candidates(work, device)}
+
+
+def test_tiny_mlp_torch_paths_name_no_divergent_op() -> None:
+    results = _by_name(tiny_mlp())
+    assert set(results) == {"torch fp32", "torch fp16"}
+    fp32 = results["torch fp32"]
+    assert [r.path for r in fp32.rows] == [f"net.{i}" for i in range(7)]
+    assert fp32.first_divergent is None and all(r.max_abs_err == 0.0 for r in fp32.rows)  # the same CPU forward
+    assert results["torch fp16"].first_divergent is None  # TinyMLP's values stay far inside fp16's range
+    assert all(0 < r.abs_err_of_scale < FP16.rel for r in results["torch fp16"].rows)
+
+
+def test_a_layer_beyond_fp16s_range_is_named_by_the_fp16_torch_path_only() -> None:
+    results = _by_name(load_workload(OVERFLOW))
+    assert results["torch fp32"].first_divergent is None
+    first = results["torch fp16"].first_divergent
+    assert first is not None and first.path == "amplify"
+    assert first.computes.startswith("Linear(in_features=64") and first.nonfinite_share > 0
+
+
+def _export(model, x, path: Path) -> None:
+    """As 03's export_onnx does: the TorchScript exporter, opset 17, the model under a wrapper attribute ``model``."""
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            return (self.model(*inputs),)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Wrapper(), x, str(path), opset_version=17, input_names=["x"], output_names=["y"],
+                          dynamo=False)
+
+
+def test_onnx_runtime_fp16_graph_names_the_overflowing_layer_and_its_fp32_graph_none(tmp_path: Path) -> None:
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    work = load_workload(OVERFLOW)
+    model, x = work.fp32_copy()
+    fp32_file, fp16_file = tmp_path / "fp32.onnx", tmp_path / "fp16.onnx"
+    _export(model, x, fp32_file)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnx.save(convert_float_to_float16(onnx.load(str(fp32_file)), keep_io_types=True), str(fp16_file))
+    leaves = collect.leaf_modules(work.build_model())
+    reference = collect.reference_outputs(work)
+    feeds = {"x": x[0].numpy()}
+    results = {}
+    for name, path, tol in (("fp32", fp32_file, FP32), ("fp16", fp16_file, FP16)):
+        outputs, unmatched = collect.onnx_op_outputs(path, feeds, leaves)
+        assert [o.path for o in outputs] == ["inp", "act", "amplify", "shrink"], unmatched
+        results[name] = compare_ops(name, "onnxruntime", tol, outputs, reference)
+    assert results["fp32"].first_divergent is None
+    assert results["fp16"].first_divergent.path == "amplify"
+    assert "as ONNX Gemm" in results["fp16"].first_divergent.computes
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("MSPROF_LAB_WORKLOAD", None)
+    return subprocess.run([sys.executable, "-m", "common", "precision", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_names_the_layer_writes_the_report_and_exits_1(tmp_path: Path) -> None:
+    out = tmp_path / "precision"
+    run = _cli("--workload", str(OVERFLOW), "--torch-only", "--out", str(out))
+    assert run.returncode == 1, run.stderr
+    assert "-> torch fp32: no divergent op" in run.stdout
+    named = "-> torch fp16: first divergent op: amplify (Linear(in_features=64, out_features=64, bias=True))"
+    assert named in run.stdout
+    assert ".half()" in run.stdout  # the fp16 candidate says how it was made
+    page = (out / "report.html").read_text()
+    assert 'data-chart="precision-growth"' in page and "amplify" in page
+    assert (out / ".msprof_lab").is_file() and (out / "report.txt").read_text().startswith("=== msprof lab")
+
+
+def test_cli_missing_03_models_and_foreign_out_folder_are_one_line(tmp_path: Path) -> None:
+    run = _cli("--workload", str(OVERFLOW), "--out", str(tmp_path / "p"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("Error: 03's model ")
+    assert "build them first: bash 03_api_pyAcl/build_model.sh" in run.stderr
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    run = _cli("--torch-only", "--out", str(foreign))
+    assert run.returncode == 2 and "was not made by msprof lab" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_acl_dump_config_and_conversion_argv() -> None:
+    config = collect.acl_dump_config("/tmp/dump", "tiny_mlp_default")
+    assert config == {"dump": {"dump_path": "/tmp/dump", "dump_list": [{"model_name": "tiny_mlp_default"}],
+                               "dump_mode": "output", "dump_op_switch": "off", "dump_data": "tensor"}}
+    layers = collect.acl_dump_config("d", "m", ["Gemm_1"])["dump"]["dump_list"]
+    assert layers == [{"model_name": "m", "layer": ["Gemm_1"]}]
+    assert collect.msaccucmp_convert_argv("python3", "/x/msaccucmp.py", "in", "out") == [
+        "python3", "/x/msaccucmp.py", "convert", "-d", "in", "-out", "out", "-t", "npy"]
