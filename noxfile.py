@@ -70,7 +70,7 @@ def lab_python(session: nox.Session) -> str:
     return str(python)
 
 
-USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N] [--train (pytorch)]"
+USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N] [--train (pytorch)] [--kernel cpp|pyasc (ascendc)]"
 MAX_REPEAT = 20
 MAX_THREADS = 1024  # as common.lesson.parse_threads
 WORKLOAD_VAR = "MSPROF_LAB_WORKLOAD"  # as common.workload.ENV_VAR (that module imports numpy; nox need not have it)
@@ -156,12 +156,26 @@ def mode_args(session: nox.Session) -> ModeArgs:
     threads = take_number(session, args, "--threads", 0, MAX_THREADS)
     train = "--train" in args
     args = [a for a in args if a != "--train"]
+    if session.name == "ascendc" and "--kernel" in args:  # mode 02's choice; kernel_args passes it on
+        del args[args.index("--kernel"):args.index("--kernel") + 2]
     if len(args) > 1:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} (not understood: {' '.join(args[1:])})")
     try:
         return ModeArgs(str(parse_device_id(args[0] if args else "0")), repeat, workload, threads, train)
     except LabError as err:
         session.error(f"Usage: nox -s {session.name} -- {USAGE} ({err})")
+
+
+def kernel_args(session: nox.Session) -> list[str]:
+    """``--kernel cpp|pyasc`` for mode 02's run.sh (C++ by default); a bad value ends the session with one line."""
+    args = list(session.posargs)
+    if "--kernel" not in args:
+        return []
+    at = args.index("--kernel")
+    kernel = args[at + 1] if at + 1 < len(args) else ""
+    if kernel not in ("cpp", "pyasc"):
+        session.error(f"Usage: nox -s {session.name} -- {USAGE} (--kernel takes cpp or pyasc, got {kernel!r})")
+    return ["--kernel", kernel]
 
 
 def check_workload(session: nox.Session, python: str, workload: str | None, train: bool) -> None:
@@ -201,7 +215,7 @@ def queue_agree(session: nox.Session) -> None:
         session.log("all four modes ran in this invocation: `nox -s agree` gives the cross-mode verdict")
 
 
-def run_mode(session: nox.Session, *scripts: list[str]) -> None:
+def run_mode(session: nox.Session, *scripts: list[str], run_args: list[str] = ()) -> None:
     """Run a mode's scripts with the shared environment's python: run.sh gets the device id, then
     ``--workload FILE`` when one was given (so does 03's build_model.sh, which builds the workload's
     model; 02's build.sh builds a kernel and takes no workload).
@@ -218,12 +232,13 @@ def run_mode(session: nox.Session, *scripts: list[str]) -> None:
     check_workload(session, python, args.workload, args.train)
     MODES_STARTED.add(session.name)
     try:
-        _run_scripts(session, python, scripts, args)
+        _run_scripts(session, python, scripts, args, list(run_args))
     finally:  # also when the mode failed: agree then reports it as a FAIL
         queue_agree(session)
 
 
-def _run_scripts(session: nox.Session, python: str, scripts: tuple[list[str], ...], args: ModeArgs) -> None:
+def _run_scripts(session: nox.Session, python: str, scripts: tuple[list[str], ...], args: ModeArgs,
+                 run_args: list[str] = ()) -> None:
     device, repeat, workload, threads, train = args
     env = {"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}
     for script in scripts:
@@ -241,8 +256,8 @@ def _run_scripts(session: nox.Session, python: str, scripts: tuple[list[str], ..
                 session.log(f"run {i} of {repeat}")
             threads_args = ["--threads", str(threads)] if threads is not None and script[-1] in THREADS_SCRIPTS else []
             train_args = ["--train"] if train and script[-1] == "04_pyTorch/run.sh" else []
-            session.run("bash", *script, device, *workload_args(workload), *threads_args, *train_args, env=env,
-                        external=True)
+            session.run("bash", *script, device, *workload_args(workload), *threads_args, *train_args, *run_args,
+                        env=env, external=True)
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))
 
@@ -255,8 +270,8 @@ def cmdline(session: nox.Session) -> None:
 
 @nox.session
 def ascendc(session: nox.Session) -> None:
-    """02: an AscendC kernel built, launched, verified and profiled."""
-    run_mode(session, ["02_api_AscendC/build.sh"], ["02_api_AscendC/run.sh"])
+    """02: an AscendC kernel built, launched, verified and profiled (-- 0 --kernel pyasc: the pyasc one)."""
+    run_mode(session, ["02_api_AscendC/build.sh"], ["02_api_AscendC/run.sh"], run_args=kernel_args(session))
 
 
 @nox.session
@@ -285,6 +300,15 @@ def sweep(session: nox.Session) -> None:
     env = {"PYTHONPATH": str(ROOT), "MSPROF_LAB_RUN_ID": RUN_ID, "KINETO_LOG_LEVEL": "5"}
     session.run(lab_python(session), "04_pyTorch/src/sweep.py", *args, *workload_args(workload), env=env,
                 external=True)
+
+
+@nox.session
+def precision(session: nox.Session) -> None:
+    """Which op computes wrongly: every op of torch and 03's variants against the fp32 reference of the same op."""
+    args = list(session.posargs)
+    workload = take_workload(session, args, "[device] [--workload FILE] [--out DIR] [--torch-only]")
+    session.run(lab_python(session), "-m", "common", "precision", *args, *workload_args(workload), external=True,
+                env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session
