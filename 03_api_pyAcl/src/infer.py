@@ -112,8 +112,9 @@ def output_verdicts(result: VariantResult) -> list[Verdict]:
     verdicts = []
     for o in result.outputs:
         v = checks.check_output(o, f"{name}, output {o['name']}" if several else name, o["tol"], COSINE_MIN)
+        per_op = "" if v.ok else "; which op diverges first: nox -s precision -- <device> (docs/precision.md)"
         verdicts.append(Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} "
-                                              f"+ {floor:g}"))
+                                              f"+ {floor:g}{per_op}"))
     return verdicts
 
 
