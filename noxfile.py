@@ -70,7 +70,7 @@ def lab_python(session: nox.Session) -> str:
     return str(python)
 
 
-USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N] [--train (pytorch)] [--kernel cpp|pyasc (ascendc)]"
+USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N] [--train (pytorch)] [--kernel cpp|pyasc]"
 MAX_REPEAT = 20
 MAX_THREADS = 1024  # as common.lesson.parse_threads
 WORKLOAD_VAR = "MSPROF_LAB_WORKLOAD"  # as common.workload.ENV_VAR (that module imports numpy; nox need not have it)
@@ -300,15 +300,6 @@ def sweep(session: nox.Session) -> None:
     env = {"PYTHONPATH": str(ROOT), "MSPROF_LAB_RUN_ID": RUN_ID, "KINETO_LOG_LEVEL": "5"}
     session.run(lab_python(session), "04_pyTorch/src/sweep.py", *args, *workload_args(workload), env=env,
                 external=True)
-
-
-@nox.session
-def precision(session: nox.Session) -> None:
-    """Which op computes wrongly: every op of torch and 03's variants against the fp32 reference of the same op."""
-    args = list(session.posargs)
-    workload = take_workload(session, args, "[device] [--workload FILE] [--out DIR] [--torch-only]")
-    session.run(lab_python(session), "-m", "common", "precision", *args, *workload_args(workload), external=True,
-                env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session
