@@ -303,6 +303,15 @@ def sweep(session: nox.Session) -> None:
 
 
 @nox.session
+def precision(session: nox.Session) -> None:
+    """Which op computes wrongly: every op of torch and 03's variants against the fp32 reference of the same op."""
+    args = list(session.posargs)
+    workload = take_workload(session, args, "[device] [--workload FILE] [--out DIR] [--torch-only]")
+    session.run(lab_python(session), "-m", "common", "precision", *args, *workload_args(workload), external=True,
+                env={"PYTHONPATH": str(ROOT)})
+
+
+@nox.session
 def ecosystem(session: nox.Session) -> None:
     """msprof-analyze, the Ascend toolkit's own analysis CLI, on 04's output and a real capture: same numbers."""
     args = list(session.posargs)
