@@ -17,23 +17,27 @@ What you will learn:
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
 from build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
 from build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also reached through here)
-from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_tasks, mean_ratios, read_msprof_op_pipes,
-                           read_sizes, render_report)
+from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_facts, kernel_tasks, mean_ratios,
+                           read_msprof_op_pipes, read_sizes, render_report)
 from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
+from common.analyze.bounds import device_peaks
 from common.analyze.checks import Verdict, not_applicable
+from common.analyze.kernel_verdict import classify_kernel
 from common.backend import parse_device_id
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
+from common.profiling import read_run_tasks, task_time_median
 
 MODE, MODE_DIR = "ascendc", Path(__file__).resolve().parent.parent  # "ascendc": run_info.json and the nox session
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
@@ -118,10 +122,10 @@ def verification_verdict(returncode: int, stdout: str) -> Verdict:
     return Verdict(name, False, f"{why}; see the mismatches printed above")
 
 
-def check_launch_count(tasks: list[Task], where: str) -> Verdict:
+def check_launch_count(tasks: list[Task], where: str, kernel: str = KERNEL) -> Verdict:
     return Verdict(
         f"{MEASURED_LAUNCHES} measured launches ({where})", len(tasks) == MEASURED_LAUNCHES,
-        f"{len(tasks)} {KERNEL} rows after {WARMUP_LAUNCHES} warm-up launches (want {MEASURED_LAUNCHES})",
+        f"{len(tasks)} {kernel} rows after {WARMUP_LAUNCHES} warm-up launches (want {MEASURED_LAUNCHES})",
     )
 
 
@@ -164,6 +168,64 @@ def read_twin_profile(run, sizes: dict[str, int]) -> tuple[list[Task], str]:
 
 
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
+def report_verdict(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
+                   concurrent_blocks: int, backend_name: str) -> Verdict:
+    """Print the kernel's bottleneck class (common.analyze.kernel_verdict) and check that one was decided."""
+    peaks = kernel_peaks(backend_name)
+    verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
+    print("\n".join(verdict.lines()))
+    decided = verdict.bottleneck is not None
+    return Verdict("bottleneck class stated", decided,
+                   f"{verdict.bottleneck}; median {median_us:.1f} us, lower bound "
+                   + (f"{verdict.lower_bound_us:.3f} us" if verdict.lower_bound_us is not None else "N/A")
+                   if decided else "no rule holds: see the rules printed above")
+
+
+def kernel_peaks(backend_name: str):
+    """NPU: the SoC table's bandwidth (estimates); portable: this machine's calibrated copy bandwidth."""
+    if backend_name == "npu":
+        soc = os.environ.get("SOC_VERSION") or (read_build_info().get("soc_version") or "")
+        return device_peaks(soc) if soc else None
+    from common.collect.calibrate import calibrate
+
+    return calibrate()
+
+
+def where_run(out: Path, summary_name: str) -> str:
+    """The PROF_* folder under ``out`` that holds the op_summary file ``summary_name``."""
+    found = sorted(out.glob(f"PROF_*/mindstudio_profiler_output/{summary_name}"))
+    if not found:
+        raise LabError(f"{summary_name} is not under {out}/PROF_*/mindstudio_profiler_output",
+                       "re-run: the export was moved or removed during the run")
+    return found[-1].parent.parent.name
+
+
+def workload_not_applicable(run) -> Verdict:
+    return not_applicable(f"workload ({run.info['workload']['name']})", "not applicable: mode 02 profiles one "
+                          "AscendC kernel (fp16 Add), not the workload")
+
+
+def run_pyasc(lesson, args) -> int:
+    """``--kernel pyasc``: add_pyasc.py's kernel launched in this process, verified, profiled, classified."""
+    from pyasc_profile import PYASC_KERNEL, load_lesson, run_twin
+
+    run = lesson.start(args=args, check=lambda backend: {"run_mode": "pyasc" if backend.is_npu else "pyasc-twin",
+                                                         "pyasc_lesson": load_lesson(backend.is_npu).__file__},
+                       warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="pyasc")
+    verdicts, finished = [workload_not_applicable(run)], False
+    try:
+        verified, tasks, where, sizes, median = run_twin(run.out, load_lesson(False), WARMUP_LAUNCHES,
+                                                         MEASURED_LAUNCHES)
+        verdicts += [verified, check_launch_count(tasks, where, PYASC_KERNEL),
+                     check_ratio_sums(tasks, "portable"), check_bound(mean_ratios(tasks))]
+        print(render_report(tasks, "portable", where, sizes, kernel=PYASC_KERNEL))
+        verdicts.append(report_verdict(tasks, sizes, PYASC_KERNEL, median, 1, "portable"))  # blocks run one by one
+        finished = True
+    finally:
+        run.finish(completed=finished and all(v.ok for v in verdicts), backend="portable")
+    return run.report(verdicts)
+
+
 def main(argv: list[str] | None = None) -> int:
     from common.errors import ArgumentParser
     from common.lesson import TIMEOUT_HELP, Lesson
@@ -177,20 +239,23 @@ def main(argv: list[str] | None = None) -> int:
     run_command = commands.add_parser("run", help="run, verify, profile and report")
     run_command.add_argument("--device", default="0", help="logical NPU id (0..63); ignored by the portable twin")
     run_command.add_argument("--timeout", help=TIMEOUT_HELP)
+    run_command.add_argument("--kernel", choices=("cpp", "pyasc"), default="cpp",
+                             help="cpp: add_kernel.cpp (default); pyasc: add_pyasc.py, launched from Python")
     lesson.add_workload_option(run_command)  # accepted and recorded, like every mode; this one profiles a kernel
     args = lesson.parse(argv)
     if args.command == "build":
         return build(device=parse_device_id(args.device))
 
     # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
+    if args.kernel == "pyasc":
+        return run_pyasc(lesson, args)
+    # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
     run = lesson.start(args=args, check=lambda backend: {"run_mode": usable_build(backend)["run_mode"]},
-                       warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES)
+                       warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="cpp")
     run_mode, binary = run.info["run_mode"], BUILD_DIR / BINARY_NAME
     data_backend = "npu" if run_mode == "npu" else "portable"  # what the numbers come from, not the machine
     verdicts = [Verdict("build succeeds", True, f"{binary.name} built {read_build_info()['built_at']} "
-                        f"(RUN_MODE={run_mode})"),
-                not_applicable(f"workload ({run.info['workload']['name']})", "not applicable: mode 02 profiles one "
-                               "AscendC kernel (fp16 Add), not the workload")]
+                        f"(RUN_MODE={run_mode})"), workload_not_applicable(run)]
     finished = False
     try:
         if run_mode == "npu":
@@ -206,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
                      check_bound(mean_ratios(tasks))]
         if tasks and sizes:
             print(render_report(tasks, data_backend, where, sizes))
+            # Median over the measured launches: on an NPU op_summary also holds the warm-up ones.
+            skip = WARMUP_LAUNCHES if data_backend == "npu" else 0
+            median = task_time_median(read_run_tasks(run.out / where_run(run.out, where)), name=KERNEL, skip=skip)
+            concurrent = sizes["block_dim"] if data_backend == "npu" else min(sizes["block_dim"], os.cpu_count() or 1)
+            verdicts.append(report_verdict(tasks, sizes, KERNEL, median, concurrent, data_backend))
         finished = True
     finally:  # Ctrl-C, a timeout or a missing export: what was collected stays, marked incomplete
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)

@@ -10,11 +10,13 @@ import re
 import statistics
 from pathlib import Path
 
+from common.analyze.kernel_verdict import KernelFacts
 from common.formats.records import Task
 from common.formats.table import read_table
 from common.render.text import render_table
 
 KERNEL = "add_custom"
+FP16_BYTES = 2
 
 # The four AI Vector pipes PipeUtilization reports, in op_summary's column names.
 PIPES = ("vec", "scalar", "mte2", "mte3")
@@ -40,8 +42,8 @@ def read_sizes(stdout: str) -> dict[str, int] | None:
     return {key: int(value) for key, value in (item.split("=", 1) for item in match.group(1).split())}
 
 
-def kernel_tasks(tasks: list[Task]) -> list[Task]:
-    return [t for t in tasks if KERNEL in t.op_type or KERNEL in t.op_name]
+def kernel_tasks(tasks: list[Task], kernel: str = KERNEL) -> list[Task]:
+    return [t for t in tasks if kernel in t.op_type or kernel in t.op_name]
 
 
 def read_msprof_op_pipes(out_dir: Path) -> dict[str, float | None] | None:
@@ -74,6 +76,15 @@ def mean_times(tasks: list[Task]) -> dict[str, float | None]:
     return out
 
 
+def kernel_facts(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
+                 concurrent_blocks: int) -> KernelFacts:
+    """What kernel_verdict needs: median time, per-block busy time, pipe ratios, and the bytes an Add of
+    ``total_length`` fp16 elements must move (read x and y, write z)."""
+    busy = mean_times(tasks)["aiv_time(us)"]
+    return KernelFacts(kernel, median_us, busy, mean_ratios(tasks), 3 * sizes["total_length"] * FP16_BYTES,
+                       sizes["block_dim"], concurrent_blocks)
+
+
 def bound_pipe(ratios: dict[str, float | None]) -> tuple[str, float] | None:
     """The pipe with the largest busy ratio: the one to make cheaper first."""
     known = {p: r for p, r in ratios.items() if r is not None}
@@ -83,12 +94,12 @@ def bound_pipe(ratios: dict[str, float | None]) -> tuple[str, float] | None:
     return pipe, known[pipe]
 
 
-def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[str, int]) -> str:
+def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[str, int], kernel: str = KERNEL) -> str:
     """Per pipe: mean time, mean ratio and the 910B3 estimate; then the bound pipe and how to read it."""
     ratios, times = mean_ratios(tasks), mean_times(tasks)
     durations = [t.duration_us for t in tasks]
     lines = [
-        f"--- {KERNEL}: {len(tasks)} launches x {sizes['block_dim']} blocks x {sizes['block_length']} fp16 elements "
+        f"--- {kernel}: {len(tasks)} launches x {sizes['block_dim']} blocks x {sizes['block_length']} fp16 elements "
         f"({backend_name}; from {where}) ---",
     ]
     if durations:
@@ -117,7 +128,13 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
             f"Bound pipe: {pipe} ({value:.3f} of the block's time: {PIPE_ROLE[pipe]}). "
             f"The 910B3 estimate is bound by {ref_pipe} (~{ESTIMATE_910B3[ref_pipe]:.2f})."
         )
-    if backend_name == "portable":
+    if backend_name == "portable" and kernel != KERNEL:
+        lines.append(
+            "Reading it: on the pyasc twin the kernel is Python run by the interpreter, block after block, so "
+            "scalar (the loop, the calls, the checks) dwarfs the pipes. It checks the kernel's structure, "
+            "synchronisation and fp16 results, not NPU cycles: only msprof on an NPU gives PMU data."
+        )
+    elif backend_name == "portable":
         lines.append(
             "Reading it: on the twin every pipe is host code on one thread, so the ratios rank host costs "
             "(software fp16 makes vec expensive; memcpy makes MTE2/MTE3 cheap). They check the kernel's "

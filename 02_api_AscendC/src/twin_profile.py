@@ -1,6 +1,7 @@
-"""The portable twin's timers as msprof output: ``--timings`` CSV -> op_summary / op_statistic rows.
+"""The portable twins' timers as msprof output: per-block timer rows -> op_summary / op_statistic rows.
 
-The twin times each block's pipes on the host (main.cpp ``--timings``). These functions turn
+The C++ twin times each block's pipes on the host (main.cpp ``--timings``), the pyasc twin
+(``pyasc_twin/``) in Python, with the same columns. These functions turn
 that into what msprof writes on an NPU, with op_summary's real column names, so the same readers
 and checks work on both: the measured ``aiv_*`` columns are filled, every other PMU column is N/A.
 """
@@ -30,15 +31,21 @@ class LaunchPipes:
 
 
 def parse_twin_timings(path: Path) -> list[LaunchPipes]:
-    """The twin's per-block timer CSV -> one LaunchPipes per launch.
+    """The C++ twin's per-block timer CSV -> one LaunchPipes per launch."""
+    with path.open(newline="") as f:
+        return launch_pipes(csv.DictReader(f))
+
+
+def launch_pipes(rows) -> list[LaunchPipes]:
+    """Per-block timer rows (``launch``, ``start_unix_ns``, ``wall_ns``, ``kernel_ns``, ``vec_ns``,
+    ``mte2_ns``, ``mte3_ns``; the C++ twin's CSV or the pyasc twin's rows) -> one LaunchPipes per launch.
 
     aiv_time is the mean block time (op_summary's aiv_time is a per-core figure too); scalar is
     what is left of a block's time outside the three timed pipes.
     """
-    blocks: dict[int, list[dict[str, str]]] = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            blocks.setdefault(int(row["launch"]), []).append(row)
+    blocks: dict[int, list] = {}
+    for row in rows:
+        blocks.setdefault(int(row["launch"]), []).append(row)
     launches = []
     for _, rows in sorted(blocks.items()):
         def mean_us(key: str) -> float:
@@ -56,8 +63,8 @@ def parse_twin_timings(path: Path) -> list[LaunchPipes]:
     return launches
 
 
-def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int]) -> list[Task]:
-    """op_summary rows: measured aiv_* columns, every other PMU column N/A, Task Type CPU.
+def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int], kernel: str = KERNEL) -> list[Task]:
+    """op_summary rows of ``kernel``: measured aiv_* columns, every other PMU column N/A, Task Type CPU.
 
     ``sizes`` is what the host program printed (kernel_report.read_sizes): Block Dim and shapes.
     """
@@ -71,7 +78,7 @@ def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int]) -> list[Task]
             pmu[f"aiv_{pipe}_ratio"] = t / launch.aiv_time_us if launch.aiv_time_us else None
         tasks.append(
             Task(
-                op_name=KERNEL, op_type=KERNEL, task_type="CPU", start_us=launch.start_us,
+                op_name=kernel, op_type=kernel, task_type="CPU", start_us=launch.start_us,
                 duration_us=launch.duration_us, device_id="host", block_dim=sizes["block_dim"],
                 input_shapes=f"{total};{total}", input_dtypes="DT_FLOAT16;DT_FLOAT16",
                 output_shapes=f"{total}", output_dtypes="DT_FLOAT16", pmu=pmu,

@@ -1,0 +1,1 @@
+"""The twin's ``asc.lib``: only ``runtime`` (streams) is provided; ``asc.lib.profiling`` is not."""

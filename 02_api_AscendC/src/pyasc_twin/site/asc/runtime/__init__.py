@@ -1,0 +1,1 @@
+"""The twin's ``asc.runtime``: only ``config`` (platform selection) is provided."""

@@ -1,0 +1,163 @@
+"""Mode 02's pyasc kernel: the lesson on the pyasc twin, the twin's rules and fp16, the kernel verdict, run.sh."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.analyze.bounds import Peaks
+from common.analyze.kernel_verdict import KernelFacts, classify_kernel
+
+from helpers import ROOT, lab_env, load_lesson
+
+SRC = ROOT / "02_api_AscendC" / "src"
+load_lesson("02_api_AscendC/src/add_profile.py")  # puts src/ on sys.path, as run.sh does
+import pyasc_twin  # noqa: E402
+
+
+@pytest.fixture
+def twin():
+    """The twin installed as ``asc`` for one test, then removed again (other tests must not see it)."""
+    asc = pyasc_twin.install()
+    yield asc
+    for name in [n for n in sys.modules if n == "asc" or n.startswith("asc.") or n.startswith("lesson_copy")]:
+        del sys.modules[name]
+    sys.path.remove(str(pyasc_twin.SITE))
+
+
+def load_copy(tmp_path: Path, name: str, edit=lambda text: text):
+    """A copy of add_pyasc.py, edited, imported under its own name (the twin must be installed)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(edit((SRC / "add_pyasc.py").read_text()))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lesson_kernel_verifies_on_the_twin(twin, tmp_path):
+    lesson = load_copy(tmp_path, "lesson_copy_add")
+    x, y = lesson.make_inputs()
+    z = lesson.launch(x, y)
+    assert lesson.mismatches(x, y, z, max_ulp=0) == []
+    rows = twin._twin.take_rows()
+    assert [r["block"] for r in rows] == list(range(lesson.USE_CORE_NUM))
+    assert all(r["mte2_ns"] > 0 and r["vec_ns"] > 0 and r["mte3_ns"] > 0 and r["region_ns"] > 0 for r in rows)
+    assert all(r["kernel_ns"] >= r["region_ns"] >= r["mte2_ns"] + r["vec_ns"] + r["mte3_ns"] for r in rows)
+
+
+def test_a_sub_kernel_fails_verification(twin, tmp_path):
+    lesson = load_copy(tmp_path, "lesson_copy_sub", lambda text: text.replace("asc.add(", "asc.sub("))
+    x, y = lesson.make_inputs()
+    bad = lesson.mismatches(x, y, lesson.launch(x, y), max_ulp=0)
+    assert len(bad) > lesson.TOTAL_LENGTH * 0.99  # x - y differs from x + y almost everywhere
+    index, want, got = bad[0]
+    assert want == float(x[index] + y[index]) and got == float(x[index] - y[index])
+
+
+def test_missing_wait_flag_names_the_line_that_reads(twin, tmp_path):
+    lesson = load_copy(tmp_path, "lesson_copy_nowait",
+                       lambda text: text.replace("        asc.wait_flag(asc.HardEvent.MTE2_V, slot)\n", ""))
+    with pytest.raises(twin._twin.TwinError) as err:
+        lesson.launch(*lesson.make_inputs())
+    line = next(n for n, text in enumerate((tmp_path / "lesson_copy_nowait.py").read_text().splitlines(), 1)
+                if "asc.add(" in text)
+    assert f"add at lesson_copy_nowait.py:{line}: V reads UB bytes" in str(err.value)
+    assert "HardEvent.MTE2_V" in str(err.value)
+
+
+def test_wait_without_set_and_bad_copies_stop(twin, tmp_path):
+    no_preset = load_copy(tmp_path, "lesson_copy_nopreset", lambda text: text.replace(
+        "        asc.set_flag(asc.HardEvent.MTE3_MTE2, slot)\n\n    asc.metrics_prof_start()", "        pass\n\n    asc.metrics_prof_start()"))
+    with pytest.raises(twin._twin.TwinError, match="MTE3_MTE2 id 0 was never set"):
+        no_preset.launch(*no_preset.make_inputs())
+    odd = load_copy(tmp_path, "lesson_copy_odd", lambda text: text.replace(
+        "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile)", "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile - 1)"))
+    with pytest.raises(twin._twin.TwinError, match="126 bytes, not a whole number of 32-byte blocks"):
+        odd.launch(*odd.make_inputs())
+
+
+def test_twin_fp16_add_is_ieee_round_to_nearest_even(twin):
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 1 << 16, size=(2, 40000), dtype=np.uint16)
+    special = np.array([0x0001, 0x8001, 0x03FF, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x3C00, 0x1400], np.uint16)
+    a = np.concatenate([bits[0], np.repeat(special, special.size)]).view(np.float16)
+    b = np.concatenate([bits[1], np.tile(special, special.size)]).view(np.float16)
+    got = twin._twin.fp16_exact(np.add, a, b)
+    with np.errstate(all="ignore"):
+        want = a + b  # numpy's fp16 add rounds once from float32, which is wide enough to be exact here
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+
+
+def test_twin_never_shadows_a_real_pyasc(monkeypatch):
+    monkeypatch.setitem(sys.modules, "asc", type(sys)("asc"))  # an asc that is not the twin
+    assert pyasc_twin.real_pyasc_available()
+    with pytest.raises(RuntimeError, match="must not shadow"):
+        pyasc_twin.install()
+    assert str(pyasc_twin.SITE) not in sys.path
+
+
+def test_lesson_sizes_are_add_sizes_h():
+    header = (SRC / "add_sizes.h").read_text()
+    text = (SRC / "add_pyasc.py").read_text()
+    assert re.search(r"TOTAL_LENGTH = 8 \* 1024", header) and "TOTAL_LENGTH = 8 * 1024" in text
+    for name in ("USE_CORE_NUM", "TILE_NUM", "BUFFER_NUM"):
+        value = re.search(rf"{name} = (\d+);", header).group(1)
+        assert re.search(rf"^{name} = {value}\b", text, re.MULTILINE), name
+
+
+# --- the kernel verdict ------------------------------------------------------------------------------
+PEAKS = Peaks("test", 1e12, 100e9, "test bandwidth")
+
+
+def facts(**changes) -> KernelFacts:
+    base = dict(kernel="k", median_us=10.0, busy_us=9.0, ratios={"vec": 0.3, "scalar": 0.3, "mte2": 0.2, "mte3": 0.1},
+                bytes_moved=200_000, block_dim=8, concurrent_blocks=8)
+    return KernelFacts(**{**base, **changes})
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"busy_us": 2.0}, "launch"),
+    ({"ratios": {"vec": 0.3, "scalar": 0.2, "mte2": 0.6, "mte3": 0.3}}, "memory"),
+    ({"ratios": {"vec": 0.85, "scalar": 0.1, "mte2": 0.2, "mte3": 0.1}}, "compute"),
+    ({"ratios": {"vec": 0.04, "scalar": 0.65, "mte2": 0.03, "mte3": None}}, "stall"),
+    # the 910B3 estimate of README: mte2 / vec = 8 > 1, so CANN's indicator calls it memory-bound before stall
+    ({"ratios": {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}}, "memory"),
+    ({"ratios": {"vec": 0.3, "scalar": 0.2, "mte2": 0.25, "mte3": 0.2}, "median_us": 100.0, "busy_us": 90.0},
+     "access pattern"),
+    ({}, None),
+])
+def test_kernel_verdict_classes(changes, expected):
+    verdict = classify_kernel(facts(**changes), PEAKS)
+    assert verdict.bottleneck == expected
+    assert verdict.lower_bound_us == pytest.approx(1e6 * 200_000 / 100e9)
+    assert len(verdict.rules) == 5 and all(rule.source for rule in verdict.rules)
+
+
+def test_kernel_verdict_waves_and_missing_data():
+    # 8 blocks one at a time: 8 x 1.2 us of body fill 96% of a 10 us task, so not launch-bound
+    assert classify_kernel(facts(busy_us=1.2, concurrent_blocks=1), PEAKS).rules[0].holds is False
+    verdict = classify_kernel(facts(busy_us=None, ratios={}), None)
+    assert verdict.bottleneck is None and verdict.lower_bound_us is None
+    assert all(rule.holds is None for rule in verdict.rules)
+    assert "Lower bound: N/A" in "\n".join(verdict.lines())
+
+
+# --- run.sh --kernel pyasc, end to end -------------------------------------------------------------
+def test_run_sh_kernel_pyasc_prints_median_and_class():
+    proc = subprocess.run(["bash", str(ROOT / "02_api_AscendC" / "run.sh"), "0", "--kernel", "pyasc"],
+                          capture_output=True, text=True, env=lab_env(), timeout=60)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"^Median kernel time: [\d.]+ us \(common\.profiling\.task_time_median\)$", proc.stdout, re.M)
+    assert re.search(r"^Bottleneck class: (launch|memory|compute|stall|access pattern) — ", proc.stdout, re.M)
+    assert "[PASS] all 8192 elements verified" in proc.stdout
+    assert "[PASS] 20 measured launches" in proc.stdout and "[FAIL]" not in proc.stdout
