@@ -322,7 +322,7 @@ def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
     monkeypatch.setattr(
         acl_worker.launcher,
         "run_command",
-        lambda argv, env: calls.append((argv, env)) or acl_worker.launcher.AppRun(0),
+        lambda argv, env, stderr_log=None: calls.append((argv, env)) or acl_worker.launcher.AppRun(0),
     )
     (tmp_path / "PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP").mkdir()
     with pytest.raises(LabError, match="no op_summary"):
