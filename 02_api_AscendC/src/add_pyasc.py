@@ -24,6 +24,9 @@ unchanged, on the lab's CPU twin of pyasc (``pyasc_twin/``).
 from __future__ import annotations
 
 import argparse
+import ast
+import re
+from pathlib import Path
 
 import numpy as np
 
@@ -31,13 +34,34 @@ import asc
 import asc.lib.runtime as rt
 import asc.runtime.config as config
 
-# The sizes of add_kernel.cpp (add_sizes.h): 8192 elements, 8 blocks, 8 tiles x 2 slots of 64 elements.
-TOTAL_LENGTH = 8 * 1024
-USE_CORE_NUM = 8
-TILE_NUM = 8
-BUFFER_NUM = 2  # two UB slots per tensor: the double buffer
-BLOCK_LENGTH = TOTAL_LENGTH // USE_CORE_NUM
-TILE_LENGTH = BLOCK_LENGTH // TILE_NUM // BUFFER_NUM
+
+
+def header_sizes(header: Path = Path(__file__).with_name("add_sizes.h")) -> dict[str, int]:
+    """The sizes add_kernel.cpp and its host program use, read from the header that sets them once
+    (``constexpr int32_t NAME = <integers and earlier names with * and />;``), so both kernels agree."""
+    sizes: dict[str, int] = {}
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in sizes:
+            return sizes[node.id]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+            left, right = value(node.left), value(node.right)
+            return left * right if isinstance(node.op, ast.Mult) else left // right
+        raise ValueError(f"{header.name}: cannot read {ast.unparse(node)!r}")
+
+    for name, expression in re.findall(r"constexpr\s+int32_t\s+(\w+)\s*=\s*([^;]+);", header.read_text()):
+        sizes[name] = value(ast.parse(expression.strip(), mode="eval").body)
+    return sizes
+
+
+# The sizes of add_kernel.cpp: the elements of x, y and z, the blocks, the tiles of a block, two UB slots
+# per tensor (the double buffer), and so the elements of a block and of a tile.
+SIZES = header_sizes()
+TOTAL_LENGTH, USE_CORE_NUM, TILE_NUM, BUFFER_NUM = (SIZES[k] for k in ("TOTAL_LENGTH", "USE_CORE_NUM", "TILE_NUM",
+                                                                        "BUFFER_NUM"))
+BLOCK_LENGTH, TILE_LENGTH = SIZES["BLOCK_LENGTH"], SIZES["TILE_LENGTH"]
 SEED = 2024
 
 # fp16 results must match numpy's fp16 add (IEEE round to nearest, ties to even) to the bit on the twin,

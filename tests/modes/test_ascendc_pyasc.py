@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +34,11 @@ def twin():
 
 
 def load_copy(tmp_path: Path, name: str, edit=lambda text: text):
-    """A copy of add_pyasc.py, edited, imported under its own name (the twin must be installed)."""
+    """A copy of add_pyasc.py, edited, imported under its own name beside the header it reads its sizes from
+    (the twin must be installed)."""
     path = tmp_path / f"{name}.py"
     path.write_text(edit((SRC / "add_pyasc.py").read_text()))
+    shutil.copy(SRC / "add_sizes.h", tmp_path / "add_sizes.h")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -106,13 +110,21 @@ def test_twin_never_shadows_a_real_pyasc(monkeypatch):
     assert str(pyasc_twin.SITE) not in sys.path
 
 
-def test_lesson_sizes_are_add_sizes_h():
+def test_lesson_sizes_are_add_sizes_h(tmp_path):
+    # The lesson reads the header that sets the C++ kernel's sizes: change it there and both kernels follow.
     header = (SRC / "add_sizes.h").read_text()
-    text = (SRC / "add_pyasc.py").read_text()
-    assert re.search(r"TOTAL_LENGTH = 8 \* 1024", header) and "TOTAL_LENGTH = 8 * 1024" in text
-    for name in ("USE_CORE_NUM", "TILE_NUM", "BUFFER_NUM"):
-        value = re.search(rf"{name} = (\d+);", header).group(1)
-        assert re.search(rf"^{name} = {value}\b", text, re.MULTILINE), name
+    assert "constexpr int32_t TOTAL_LENGTH = 8 * 1024;" in header
+    (tmp_path / "add_sizes.h").write_text(header.replace("TOTAL_LENGTH = 8 * 1024", "TOTAL_LENGTH = 4 * 1024"))
+    source = (SRC / "add_pyasc.py").read_text()  # the reader alone: importing the lesson needs asc
+    namespace: dict = {}
+    exec(compile(source[source.index("def header_sizes"):source.index("# The sizes of add_kernel.cpp")],
+                 "add_pyasc.py", "exec"),
+         {"ast": ast, "re": re, "Path": Path, "__file__": str(SRC / "add_pyasc.py")}, namespace)
+    read = namespace["header_sizes"]
+    assert read(SRC / "add_sizes.h") == {"TOTAL_LENGTH": 8192, "USE_CORE_NUM": 8, "BLOCK_LENGTH": 1024,
+                                         "TILE_NUM": 8, "BUFFER_NUM": 2, "TILE_LENGTH": 64}
+    assert read(tmp_path / "add_sizes.h")["TILE_LENGTH"] == 32
+    assert "SIZES = header_sizes()" in source
 
 
 # --- the kernel verdict ------------------------------------------------------------------------------
