@@ -101,9 +101,12 @@ def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
 
 # --- python -m common.bench -------------------------------------------------------------------------
 def test_bench_make_small_and_bad_arguments(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.bench", "make", "--rows", "30", "--events", "3000", "--out", str(tmp_path)])
+    proc = run([sys.executable, "-m", "common.bench", "make", "--rows", "30", "--events", "3000", "--tasks", "200",
+                "--ranks", "2", "--out", str(tmp_path)])
     assert proc.returncode == 0, proc.stderr
     assert len(list(tmp_path.rglob("op_summary_*.csv"))) == 1 and (tmp_path / "trace_view_3000").is_dir()
+    assert len(list((tmp_path / "db_200").rglob("*.db"))) == 1
+    assert len(list((tmp_path / "cluster_2").rglob("*_ascend_pt"))) == 2
     proc = run([sys.executable, "-m", "common.bench", "make", "--what", "nonsense", "--out", str(tmp_path)])
     assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1 and "Traceback" not in proc.stderr
 
