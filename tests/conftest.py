@@ -9,6 +9,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.backend import BACKEND_VAR, detect
+from common.cache import CACHE_VAR
 from common.workload import ENV_VAR as WORKLOAD_VAR
 
 
@@ -19,6 +20,16 @@ def _tiny_mlp_unless_a_test_says_otherwise():
     environment of the process they start)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(WORKLOAD_VAR, raising=False)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _records_of_this_session(tmp_path_factory):
+    """One record folder (common.cache) for the whole session, shared by every run and every private copy of
+    the lab, and never the checkout's own .lab_cache: tests neither read a user's records nor leave theirs.
+    The first run of each kind computes (the cold path), later ones reuse (the warm path a learner sees)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_VAR, str(tmp_path_factory.mktemp("lab_cache")))
         yield
 
 
