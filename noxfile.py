@@ -188,7 +188,8 @@ def check_workload(session: nox.Session, python: str, workload: str | None, trai
             session.skip("not run: the workload was refused above")
         return
     command = [python, "-m", "common", "workload", *([workload] if workload else []), *(["--train"] if train else [])]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # as run.sh: the user's kept
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
     if done.returncode == 0:
         WORKLOAD_CHECKED[key] = None
         session.log(done.stdout.strip())

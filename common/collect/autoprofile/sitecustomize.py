@@ -34,7 +34,10 @@ _OUT_DIR = os.environ.get("MSPROF_LAB_AUTOPROFILE_DIR")
 
 
 def _chain_hidden_sitecustomize() -> None:
-    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    """Run the ``sitecustomize`` this one hides: the next one on sys.path *after* this folder (only those
+    after it: another chaining module before it would find this one again, and the two would loop)."""
+    here = [i for i, p in enumerate(sys.path) if os.path.abspath(p or os.curdir) == _HERE]
+    path = sys.path[here[0] + 1:] if here else sys.path
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec and spec.loader and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) != _HERE:
         module = importlib.util.module_from_spec(spec)
