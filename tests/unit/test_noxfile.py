@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,28 @@ def test_an_environment_is_rebuilt_only_when_its_groups_change(tmp_path: Path, m
     assert built == []  # up to date: nothing ran
     assert environments.stamp_of(["ecosystem"]) != environments.stamp_of(["ecosystem"], system_site_packages=True)
     assert environments.stamp_of(["ecosystem"]) != environments.stamp_of(["bench"])
+
+
+def test_a_build_byte_compiles_on_every_core_and_only_pip_failures_stop_it(tmp_path: Path, monkeypatch) -> None:
+    venv = tmp_path / "env"
+    ran, fail = [], {"byte-compile"}
+
+    def fake_run(argv, **kw):
+        ran.append(argv)
+        (venv / "bin").mkdir(parents=True, exist_ok=True)
+        (venv / "bin" / "python").write_text("")
+        step = "byte-compile" if "compileall" in argv else "pip install" if "--group" in argv else "other"
+        return subprocess.CompletedProcess(argv, 1 if step in fail else 0, "", "Error: x")
+
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)  # compileall's errors: no failure
+    install, compile_ = ran[2], ran[3]
+    assert "--no-compile" in install and compile_[-4:] == ["-qq", "-j", "0", str(venv / "lib")]
+    assert (venv / environments.STAMP).read_text() == environments.stamp_of(["ecosystem"])
+    (venv / environments.STAMP).unlink()
+    fail.add("pip install")
+    with pytest.raises(LabError, match="pip install exited 1"):
+        environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)
 
 
 def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None:
