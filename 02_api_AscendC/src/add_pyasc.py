@@ -36,9 +36,11 @@ import asc.runtime.config as config
 
 
 
-def header_sizes(header: Path = Path(__file__).with_name("add_sizes.h")) -> dict[str, int]:
-    """The sizes add_kernel.cpp and its host program use, read from the header that sets them once
-    (``constexpr int32_t NAME = <integers and earlier names with * and />;``), so both kernels agree."""
+def header_sizes(header: Path | None = None) -> dict[str, int]:
+    """The sizes add_kernel.cpp and its host program use, read from the header that sets them once (default:
+    add_sizes.h beside this file; ``constexpr int32_t NAME = <integers and earlier names with * and />;``),
+    so both kernels agree."""
+    header = header or Path(__file__).with_name("add_sizes.h")
     sizes: dict[str, int] = {}
 
     def value(node: ast.AST) -> int:
