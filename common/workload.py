@@ -446,6 +446,7 @@ class Workload:
                                "make loss() return one number as a tensor (e.g. a .mean())")
         return out
 
+
 class _Record:
     """A workload's results kept in .lab_cache (common.cache): its reference output, precision, input shapes,
     and once computed its FLOPs and fp32 reference. Valid while the workload file, every file its import and
