@@ -201,3 +201,7 @@ class profile:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+from torch_npu.profiler import _non_intrusive_profile  # noqa: E402  (as torch_npu: PROF_CONFIG_PATH read at import)
+
+_non_intrusive_profile.init()

@@ -1,0 +1,101 @@
+"""Mode 04's dynamic profiling: the portable run collects nothing and says why; the torch_npu stand-in
+follows the documented PROF_CONFIG_PATH behaviour; the NPU path in the dry run starts the job with the
+variable, edits profiler_config.json mid-run and reports on the capture."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, run
+
+from common.collect import dynamic
+from common.errors import LabError
+from tests.npu_dryrun import expectations
+
+MODULES = ROOT / "tests" / "npu_dryrun" / "modules"
+DEVICE = 3
+
+# A training job with no profiler in it; after 3 optimizer steps it edits profiler_config.json (as a user
+# would from another shell), then takes 4 more.
+JOB = """
+import json, os, sys, torch, torch_npu
+from pathlib import Path
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def step():
+    opt.zero_grad(); model(torch.ones(2, 4)).square().mean().backward(); opt.step()
+for _ in range(3):
+    step()
+cfg = Path(os.environ["PROF_CONFIG_PATH"]) / "profiler_config.json"
+data = json.loads(cfg.read_text())
+data.update(json.loads(sys.argv[1]))
+cfg.write_text(json.dumps(data))
+for _ in range(4):
+    step()
+"""
+
+
+def run_job(tmp_path: Path, changes: dict) -> tuple[list[dict], Path]:
+    config, out = tmp_path / "profiler_config_path", tmp_path / "prof"
+    log = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PYTHONPATH": f"{MODULES}{os.pathsep}{ROOT}", "PROF_CONFIG_PATH": str(config),
+           "NPU_DRYRUN_LOG": str(log), "NPU_DRYRUN_CAPTURES": str(ROOT / "tests" / "npu_dryrun" / "captures"),
+           "NPU_DRYRUN_FIXTURES": str(ROOT / "tests" / "fixtures" / "npu")}
+    proc = subprocess.run([sys.executable, "-c", JOB, json.dumps({**changes, "prof_dir": str(out)})], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    return calls, out
+
+
+def test_portable_run_says_npu_only_and_collects_nothing() -> None:
+    proc = run(["bash", "04_pyTorch/run_dynamic.sh", "0"], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == ("dynamic profiling is NPU-only (torch_npu watches PROF_CONFIG_PATH); "
+                                            "nothing collected on this backend")
+    assert not (ROOT / "04_pyTorch" / "prof_out_dynamic").exists()
+
+
+def test_stand_in_collects_the_configured_steps_after_the_edit(tmp_path: Path) -> None:
+    calls, out = run_job(tmp_path, {"start_step": -1, "warmup": 1, "active": 2})
+    inits = [c for c in calls if c["call"] == "dynamic_profile.init"]
+    collects = [c for c in calls if c["call"] == "dynamic_profile.collect"]
+    assert [c["via"] for c in inits] == ["PROF_CONFIG_PATH"]
+    assert json.loads((tmp_path / "profiler_config_path" / "profiler_config.json").read_text())["active"] == 2
+    assert [c["at_step"] for c in collects] == [4]  # the template was edited after step 3: the next step starts it
+    assert len([c for c in calls if c["call"] == "profiler.step"]) == 3  # warmup 1 + active 2
+    assert len(list(out.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))) == 1
+
+
+@pytest.mark.parametrize("changes", [{"start_step": 0, "active": 2}, {"start_step": 2, "active": 2}],
+                         ids=["start_step 0 collects nothing", "a step already past is ignored"])
+def test_stand_in_collects_nothing(tmp_path: Path, changes: dict) -> None:
+    calls, out = run_job(tmp_path, changes)
+    assert not [c for c in calls if c["call"] == "dynamic_profile.collect"]
+    assert not out.exists()
+
+
+def test_config_folder_refuses_a_name_torch_npu_refuses(tmp_path: Path) -> None:
+    with pytest.raises(LabError, match="letters, digits and underscores"):
+        dynamic.config_folder(tmp_path, "my-config")
+
+
+def test_edit_config_refuses_a_file_that_is_not_json(tmp_path: Path) -> None:
+    (tmp_path / dynamic.CONFIG_FILE).write_text("{not json")
+    with pytest.raises(LabError, match="not the JSON template"):
+        dynamic.edit_config(tmp_path, {"start_step": -1})
+
+
+def test_npu_dry_run_starts_the_job_with_prof_config_path(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "tests.npu_dryrun", str(DEVICE), "--out", str(out), "--skip-ddp",
+                           "--steps", "detect,04.dynamic"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    result = expectations.dynamic_04(out, DEVICE)
+    assert result.ok, result.detail

@@ -1,1 +1,0 @@
-# TEST DOUBLE for the NPU dry run: never used outside tests.
