@@ -25,19 +25,21 @@ from pathlib import Path
 from build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
 from build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also reached through here)
 from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_facts, kernel_tasks, mean_ratios,
-                           read_msprof_op_pipes, read_sizes, render_report)
+                           read_msprof_op_pipes, read_simulator_cores, read_sizes, render_report, render_simulator)
 from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
 from common.analyze.bounds import device_peaks
 from common.analyze.checks import Verdict, not_applicable
 from common.analyze.kernel_verdict import classify_kernel
-from common.backend import parse_device_id
+from common.backend import is_atlas_a2_a3, parse_device_id, soc_version
+from common.cli.reports import write_report_md
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
 from common.profiling import read_run_tasks, task_time_median
+from common.render.text import Section, render_markdown, render_verdicts
 
 MODE, MODE_DIR = "ascendc", Path(__file__).resolve().parent.parent  # "ascendc": run_info.json and the nox session
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
@@ -205,25 +207,94 @@ def workload_not_applicable(run) -> Verdict:
                           "AscendC kernel (fp16 Add), not the workload")
 
 
-def run_pyasc(lesson, args) -> int:
-    """``--kernel pyasc``: add_pyasc.py's kernel launched in this process, verified, profiled, classified."""
-    from pyasc_profile import PYASC_KERNEL, load_lesson, run_twin
+def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], str]:
+    """``add_pyasc.py`` as its own program under ``msprof op`` (board, ``-r NPU``) or ``msprof op simulator``
+    (``-r Model -v <soc>``); the program verifies its own result and prints a ``verified:`` line.
+    Returns the checks and the report's text (msprof op's pipe ratios, or the simulator's per-core table)."""
+    from pyasc_profile import pyasc_msprof_argv
 
-    run = lesson.start(args=args, check=lambda backend: {"run_mode": "pyasc" if backend.is_npu else "pyasc-twin",
-                                                         "pyasc_lesson": load_lesson(backend.is_npu).__file__},
-                       warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="pyasc")
-    verdicts, finished = [workload_not_applicable(run)], False
+    argv = pyasc_msprof_argv(run.backend.tools["msprof"], run.out, run.device, simulator_soc)
+    print("$ " + " ".join(argv))
+    code, stdout = run_binary(argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, argv))
+    match = VERIFIED_RE.search(stdout)
+    verified = code == 0 and match is not None and match.group(1) == match.group(2)
+    verdicts = [Verdict("all elements verified", verified,
+                        f"{match.group(1)} of {match.group(2)} equal numpy's fp16 x + y" if match
+                        else f"the program exited {code} without its 'verified:' line")]
+    if simulator_soc:  # per-core instruction and code-line data; no PMU ratios in the simulator
+        cores = read_simulator_cores(run.out)
+        traced = sum(c["trace"] for c in cores)
+        verdicts.append(Verdict("msprof op simulator wrote per-core data", code == 0 and bool(cores),
+                                f"{len(cores)} core folders under OPPROF_*/simulator, {traced} with trace.json"))
+        return verdicts, f"msprof op simulator, {simulator_soc}, one launch of add_kernel:\n" + render_simulator(cores)
+    pipes = read_msprof_op_pipes(run.out)  # the C++ kernel's reader: OPPROF_*/PipeUtilization*.csv
+    found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
+    verdicts += [Verdict("msprof op wrote PipeUtilization", code == 0 and pipes is not None,
+                         "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found
+                         + "; the metrics_prof region (KernelScale)"),
+                 check_bound(pipes or dict.fromkeys(PIPES))]
+    body = ("msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
+            + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
+            if pipes else "msprof op wrote no PipeUtilization.csv")
+    return verdicts, body
+
+
+def report_msprof_op_only(run, verdicts: list[Verdict], body: str) -> int:
+    """The report when msprof op's OPPROF_* folder is all there is: the text and the checks, also in
+    report.md. The lab's directory report reads PROF_* / torch_npu exports, which msprof op does not write."""
+    print(body)
+    print(render_verdicts(verdicts))
+    markdown = render_markdown(f"msprof lab report: {run.out}", [
+        Section("Report", lines=["```", *body.splitlines(), "```"]),
+        Section("Checks", lines=render_verdicts(verdicts).splitlines())])
+    print(write_report_md(run.out, markdown))
+    failed = [v.name for v in verdicts if not v.ok]
+    run.record(verdicts_passed=not failed, failed_checks=failed)
+    return 1 if failed else 0
+
+
+def check_pyasc_npu(backend, args) -> dict:
+    """npu backend: the SoC msprof op's reader knows (Atlas A2/A3), checked before prof_out is replaced."""
+    soc = args.simulator or soc_version(backend, parse_device_id(args.device))
+    if not is_atlas_a2_a3(soc):
+        raise LabError(f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id, core*.veccore*); "
+                       f"{'--simulator ' if args.simulator else 'the device is '}{soc}, whose msprof op output differs",
+                       "use --simulator Ascend910B1 (any Atlas A2/A3 simulator), or the portable twin")
+    return {"run_mode": "pyasc-simulator" if args.simulator else "pyasc", "soc_version": soc}
+
+
+def run_pyasc(lesson, args) -> int:
+    """``--kernel pyasc``: add_pyasc.py's kernel, verified, profiled (msprof op on the npu backend, the twin's
+    timers elsewhere) and, where per-launch rows exist, classified."""
+    from pyasc_profile import LESSON_FILE, PYASC_KERNEL, load_lesson, run_twin
+
+    def check(backend) -> dict:
+        if backend.is_npu:
+            return {**check_pyasc_npu(backend, args), "pyasc_lesson": str(LESSON_FILE)}
+        if args.simulator:
+            raise LabError("--simulator runs msprof op simulator, which needs CANN (the npu backend)",
+                           "drop --simulator to run the kernel on the pyasc twin")
+        return {"run_mode": "pyasc-twin", "pyasc_lesson": load_lesson().__file__}
+
+    run = lesson.start(args=args, check=check, warmup_launches=WARMUP_LAUNCHES,
+                       measured_launches=MEASURED_LAUNCHES, kernel="pyasc")
+    verdicts, finished, body = [workload_not_applicable(run)], False, None
+    data_backend = "npu" if run.backend.is_npu else "portable"
     try:
-        verified, tasks, where, sizes, median = run_twin(run.out, load_lesson(False), WARMUP_LAUNCHES,
-                                                         MEASURED_LAUNCHES)
-        verdicts += [verified, check_launch_count(tasks, where, PYASC_KERNEL),
-                     check_ratio_sums(tasks, "portable"), check_bound(mean_ratios(tasks))]
-        print(render_report(tasks, "portable", where, sizes, kernel=PYASC_KERNEL))
-        verdicts.append(report_verdict(tasks, sizes, PYASC_KERNEL, median, 1, "portable"))  # blocks run one by one
+        if run.backend.is_npu:
+            more, body = profile_pyasc_npu(run, args.simulator)
+            verdicts += more
+        else:
+            verified, tasks, where, sizes, median = run_twin(run.out, load_lesson(), WARMUP_LAUNCHES,
+                                                             MEASURED_LAUNCHES)
+            verdicts += [verified, check_launch_count(tasks, where, PYASC_KERNEL),
+                         check_ratio_sums(tasks, "portable"), check_bound(mean_ratios(tasks))]
+            print(render_report(tasks, "portable", where, sizes, kernel=PYASC_KERNEL))
+            verdicts.append(report_verdict(tasks, sizes, PYASC_KERNEL, median, 1, "portable"))  # blocks one by one
         finished = True
     finally:
-        run.finish(completed=finished and all(v.ok for v in verdicts), backend="portable")
-    return run.report(verdicts)
+        run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
+    return report_msprof_op_only(run, verdicts, body) if body is not None else run.report(verdicts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     run_command.add_argument("--timeout", help=TIMEOUT_HELP)
     run_command.add_argument("--kernel", choices=("cpp", "pyasc"), default="cpp",
                              help="cpp: add_kernel.cpp (default); pyasc: add_pyasc.py, launched from Python")
+    run_command.add_argument("--simulator", metavar="SOC", help="with --kernel pyasc on the npu backend: run it in "
+                             "CANN's simulator for this SoC (msprof op simulator, e.g. Ascend910B1)")
     lesson.add_workload_option(run_command)  # accepted and recorded, like every mode; this one profiles a kernel
     args = lesson.parse(argv)
     if args.command == "build":
@@ -249,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
     if args.kernel == "pyasc":
         return run_pyasc(lesson, args)
+    if args.simulator:
+        raise LabError("--simulator is for --kernel pyasc", "add --kernel pyasc, or drop --simulator")
     # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
     run = lesson.start(args=args, check=lambda backend: {"run_mode": usable_build(backend)["run_mode"]},
                        warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="cpp")

@@ -60,6 +60,55 @@ def read_msprof_op_pipes(out_dir: Path) -> dict[str, float | None] | None:
     return out
 
 
+# msprof op simulator (msOpProf "simulator mode performance data"): OPPROF_*/simulator/ holds one folder per
+# core, core<i>.veccore<j> (or .cubecore<j>), each with <core>_code_exe.csv (code, call_count, cycles,
+# running_time(us)), <core>_instr_exe.csv (instr, addr, pipe, call_count, cycles, running_time(us), detail)
+# and trace.json. Whatever is missing is reported as missing, not guessed.
+SIMULATOR_CORE = re.compile(r"core\d+\.(?:vec|cube)core\d+")
+
+
+def read_simulator_cores(out_dir: Path) -> list[dict]:
+    """One summary per core folder of the newest ``OPPROF_*/simulator/``: cycles per pipe, the hottest code line."""
+    runs = sorted(out_dir.glob("OPPROF_*/simulator"))
+    if not runs:
+        return []
+    cores = []
+    for folder in sorted(p for p in runs[-1].iterdir() if p.is_dir() and SIMULATOR_CORE.fullmatch(p.name)):
+        core = {"core": folder.name, "trace": (folder / "trace.json").is_file(), "pipe_cycles": None,
+                "hot_line": None, "running_us": None}
+        code_exe, instr_exe = folder / f"{folder.name}_code_exe.csv", folder / f"{folder.name}_instr_exe.csv"
+        if code_exe.is_file():
+            table = read_table(code_exe, ["code", "cycles", "running_time(us)"], "msprof op simulator (code_exe)")
+            rows = [(table.text(r, "code"), table.number(r, "cycles") or 0.0, table.number(r, "running_time(us)") or 0.0)
+                    for r in range(len(table))]
+            core["running_us"] = sum(t for _, _, t in rows)
+            core["hot_line"] = max(rows, key=lambda row: row[1])[:2] if rows else None
+        if instr_exe.is_file():
+            table = read_table(instr_exe, ["pipe", "cycles"], "msprof op simulator (instr_exe)")
+            cycles: dict[str, float] = {}
+            for r in range(len(table)):
+                pipe = table.text(r, "pipe") or "N/A"
+                cycles[pipe] = cycles.get(pipe, 0.0) + (table.number(r, "cycles") or 0.0)
+            core["pipe_cycles"] = cycles
+        cores.append(core)
+    return cores
+
+
+def render_simulator(cores: list[dict]) -> str:
+    """The per-core table of a simulator run; cells the simulator did not write say so."""
+    if not cores:
+        return "msprof op simulator: no OPPROF_*/simulator/core* folders were written"
+    rows = []
+    for c in cores:
+        pipes = ", ".join(f"{p} {n:.0f}" for p, n in sorted(c["pipe_cycles"].items(), key=lambda kv: -kv[1])) \
+            if c["pipe_cycles"] is not None else "no instr_exe.csv"
+        hot = f"{c['hot_line'][0]} ({c['hot_line'][1]:.0f} cycles)" if c["hot_line"] else "no code_exe.csv"
+        running = f"{c['running_us']:.3f}" if c["running_us"] is not None else "N/A"
+        rows.append([c["core"], running, pipes, hot, "yes" if c["trace"] else "missing"])
+    return render_table(["core", "running_time (us)", "cycles per pipe (instr_exe)", "hottest code line (code_exe)",
+                         "trace.json"], rows)
+
+
 def mean_ratios(tasks: list[Task]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for pipe in PIPES:

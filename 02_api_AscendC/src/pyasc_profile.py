@@ -5,11 +5,16 @@ pyasc launches a kernel from Python, in this process, so the profiling is in-pro
 ``task_time_median`` over the tasks it reads back. On the portable backend the kernel runs on the
 lab's pyasc twin (``pyasc_twin/``), whose per-block pipe timers become op_summary rows through
 ``twin_profile`` — the same writer the C++ twin's timers go through.
+
+On the npu backend the lesson runs as its own program under ``msprof op`` (``-r NPU``, on the board)
+or ``msprof op simulator`` (``-r Model -v <soc>``, CANN's simulator): ``pyasc_msprof_argv`` builds
+both commands from the builders in ``common.collect.npu_commands``.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,25 +23,37 @@ from kernel_report import kernel_tasks
 from twin_profile import launch_pipes, twin_tasks, write_portable_profile
 
 from common.analyze.checks import Verdict
+from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_op_argv, msprof_op_simulator_argv
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
 from common.profiling import Profiler, task_time_median
 
 LESSON = "add_pyasc"  # src/add_pyasc.py
+LESSON_FILE = Path(__file__).resolve().with_name(f"{LESSON}.py")
 PYASC_KERNEL = "add_kernel"  # the @asc.jit function's name: the Op Name its tasks carry
 
 
-def load_lesson(backend_is_npu: bool) -> ModuleType:
-    """``add_pyasc`` with the real pyasc on an NPU, or with the twin installed as ``asc`` where pyasc is missing."""
-    if backend_is_npu or pyasc_twin.real_pyasc_available():
-        if not backend_is_npu:
-            raise LabError("pyasc is installed, but this machine has no NPU and CANN for it to run on (and the lab "
-                           "never hides a real pyasc behind its twin)",
-                           "run --kernel pyasc on an NPU, or from an environment without pyasc to use the twin")
-        raise LabError("--kernel pyasc on the npu backend is not wired into run.sh yet",
-                       "run `python 02_api_AscendC/src/add_pyasc.py -r NPU --device <dev>` under msprof op "
-                       "(02_api_AscendC/README.md gives the commands)")
+def pyasc_msprof_argv(msprof: str, out: Path, device: int, simulator_soc: str | None = None,
+                      python: str = sys.executable) -> list[str]:
+    """The ``msprof op`` command that runs ``add_pyasc.py`` once: on the board (``-r NPU --device <dev>``,
+    KernelScale so the kernel's metrics_prof region is honoured) or, with ``simulator_soc``, in CANN's
+    simulator (``msprof op simulator --soc-version=<soc> ... -r Model -v <soc>``). One launch is collected."""
+    lesson = [python, str(LESSON_FILE)]
+    if simulator_soc:
+        return msprof_op_simulator_argv(msprof, out, [*lesson, "-r", "Model", "-v", simulator_soc], simulator_soc,
+                                        kernel_name=PYASC_KERNEL, launch_count=1)
+    return msprof_op_argv(msprof, out, [*lesson, "-r", "NPU", "--device", str(device)], kernel_name=PYASC_KERNEL,
+                          launch_count=1, aic_metrics=MSPROF_OP_METRICS_REGION)
+
+
+def load_lesson() -> ModuleType:
+    """``add_pyasc`` on the twin, installed as ``asc`` because pyasc is missing (the portable backend only:
+    on the npu backend the lesson runs as its own program under msprof op)."""
+    if pyasc_twin.real_pyasc_available():
+        raise LabError("pyasc is installed, but this machine has no NPU and CANN for it to run on (and the lab "
+                       "never hides a real pyasc behind its twin)",
+                       "run --kernel pyasc on an NPU, or from an environment without pyasc to use the twin")
     pyasc_twin.install()
     return importlib.import_module(LESSON)
 

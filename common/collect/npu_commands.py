@@ -98,3 +98,29 @@ def msprof_op_argv(
     if launch_skip:
         argv.append(f"--launch-skip-before-match={launch_skip}")
     return [*argv, f"--launch-count={launch_count}", *app_argv]
+
+
+# msprof op simulator (msOpProf user guide, simulator mode): the simulator type comes from --soc-version
+# (a folder name under ${INSTALL_DIR}/tools/simulator); KernelScale is an on-board metric set only, the
+# simulator's --aic-metrics are PipeUtilization / ResourceConflictRatio (both collected by default) and
+# PMSampling, so the lab passes none.
+def msprof_op_simulator_argv(
+    msprof: str, output: Path, app_argv: list[str], soc_version: str, kernel_name: str | None = None,
+    launch_count: int = 1,
+) -> list[str]:
+    """``msprof op simulator --soc-version=<soc> --output=<dir> [--kernel-name=K] --launch-count=N <app argv...>``.
+
+    The results land in ``<dir>/OPPROF_*/``: ``dump/`` and ``simulator/`` with one folder per core
+    (``core<i>.veccore<j>/`` holding ``core<i>.veccore<j>_code_exe.csv``, ``..._instr_exe.csv`` and
+    ``trace.json``), plus ``simulator/trace.json`` and ``visualize_data.bin`` for all cores.
+    """
+    if not app_argv:
+        raise ValueError("msprof op simulator needs an application to run")
+    if not soc_version.startswith("Ascend"):
+        raise ValueError(f"soc_version {soc_version!r} should look like Ascend910B1")
+    if not 1 <= launch_count <= MAX_LAUNCH_COUNT:
+        raise ValueError(f"launch_count must be in 1..{MAX_LAUNCH_COUNT}")
+    argv = [msprof, "op", "simulator", f"--soc-version={soc_version}", f"--output={output}"]
+    if kernel_name:
+        argv.append(f"--kernel-name={kernel_name}")
+    return [*argv, f"--launch-count={launch_count}", *app_argv]

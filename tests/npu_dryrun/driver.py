@@ -36,6 +36,7 @@ MODULES = HERE / "modules"
 MODES = ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch")
 STEP_TIMEOUT_S = 600
 DEFAULT_CHIP = "910B3"
+SIMULATOR_SOC = "Ascend910B1"  # mode 02's pyasc kernel under msprof op simulator (pyasc's default Model SoC)
 CHIP = re.compile(r"[0-9]{3}[0-9A-Za-z_]*(?:-[0-9A-Za-z_]+)?")  # as npu-smi's Name column spells it
 PROBE = """
 import json
@@ -54,6 +55,9 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
         ("01", ["bash", "01_cmdline/run.sh", d], "01_cmdline/prof_out"),
         ("02.build", ["bash", "02_api_AscendC/build.sh", "--device", d], None),
         ("02", ["bash", "02_api_AscendC/run.sh", d], "02_api_AscendC/prof_out"),
+        ("02.pyasc", ["bash", "02_api_AscendC/run.sh", d, "--kernel", "pyasc"], "02_api_AscendC/prof_out"),
+        ("02.pyasc_sim", ["bash", "02_api_AscendC/run.sh", d, "--kernel", "pyasc", "--simulator", SIMULATOR_SOC],
+         "02_api_AscendC/prof_out"),
         ("03.build", ["bash", "03_api_pyAcl/build_model.sh", "all", "--device", d], None),
         ("03.msprof", ["bash", "03_api_pyAcl/run.sh", d, "all"], "03_api_pyAcl/prof_out"),
         ("03.acl_prof", ["bash", "03_api_pyAcl/run.sh", d, "default", "--acl-prof"], "03_api_pyAcl/prof_out"),
@@ -127,9 +131,11 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     (out / "logs").mkdir()
     (out / "results").mkdir()
     cann = fake_cann.build(out / "cann", sys.executable, MODULES)
-    torch_site = fake_cann.install_modules(MODULES, out / "torch_site", ("torch_npu",))
+    # pip packages' stand-ins: torch_npu, and pyasc's asc (which computes with the lab's pyasc twin)
+    torch_site = fake_cann.install_modules(MODULES, out / "torch_site", ("torch_npu", "asc"))
     lab = copy_lab(out / "lab")
     env = base_env(out, cann, torch_site, chip)
+    env["NPU_DRYRUN_PYASC_TWIN"] = str(lab / "02_api_AscendC" / "src" / "pyasc_twin" / "site" / "asc")
     # The SoC every step must use: $SOC_VERSION when the user set it, else the chip npu-smi lists.
     soc = os.environ.get("SOC_VERSION") or f"Ascend{chip}"
     summary = {"device": device, "out": str(out), "cann": str(cann), "lab": str(lab), "chip": chip, "soc": soc,

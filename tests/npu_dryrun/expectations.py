@@ -290,6 +290,72 @@ def not_a2_a3(out: Path, soc: str, region: list[str] | None) -> Result:
                   f"{errors or 'no Error: line'}{'; TRACEBACK' if step.get('traceback') else ''}")
 
 
+PYASC_KERNEL = "add_kernel"  # add_pyasc.py's @asc.jit function
+PYASC_SIMULATOR_SOC = "Ascend910B1"  # driver.SIMULATOR_SOC
+
+
+def _tool_options(args: list[str]) -> list[str]:
+    """The leading ``--`` options of a recorded argv (a stand-in records it without ``op`` / ``op simulator``)."""
+    return args[:next((i for i, a in enumerate(args) if not a.startswith("--")), len(args))]
+
+
+def _pyasc_program(args: list[str], tail: list[str]) -> bool:
+    """``<python> <...>/02_api_AscendC/src/add_pyasc.py <tail>`` right after the tool's options."""
+    rest = args[len(_tool_options(args)):]
+    return (len(rest) == 2 + len(tail) and "python" in Path(rest[0]).name
+            and rest[1].endswith("02_api_AscendC/src/add_pyasc.py") and rest[2:] == tail)
+
+
+def pyasc_npu(out: Path, device: int) -> Result:
+    """02 --kernel pyasc: msprof op --output --kernel-name=add_kernel --aic-metrics=KernelScale,PipeUtilization
+    --launch-count=1, then the lesson with -r NPU --device <dev>; one launch on <dev> collected, the report ran."""
+    soc = soc_of(out)
+    step = step_result(out, "02.pyasc")
+    calls = by_step(load(out)).get("02.pyasc", [])
+    collect = [c for c in calls if c["tool"] == "msprof op" and c["call"] == "collect"]
+    if not ATLAS_A2_A3.fullmatch(soc):
+        errors = step.get("error_lines", [])
+        return Result(f"02 --kernel pyasc on {soc} (not Atlas A2/A3): no msprof op, one Error: line",
+                      not collect and step.get("rc") not in (0, None) and len(errors) == 1
+                      and "Atlas A2/A3" in errors[0], f"{len(collect)} msprof op calls; {errors or 'no Error: line'}")
+    args = collect[0]["args"] if collect else []
+    options = _tool_options(args)
+    want = ["--kernel-name=add_kernel", f"--aic-metrics={','.join(documented()['op_metrics'])}", "--launch-count=1"]
+    done = [c for c in calls if c["tool"] == "msprof op" and c["call"] == "collect.done"]
+    launches = [c for c in calls if c["tool"] == "pyasc" and c["call"] == "launch"]
+    ok = (len(collect) == 1 and options[:1] and options[0].startswith("--output=")
+          and options[1:] == want and _pyasc_program(args, ["-r", "NPU", "--device", str(device)])
+          and bool(done) and done[0].get("launches") == 1 and done[0].get("region_honoured")
+          and [c["args"][2] for c in launches] == [device] and step.get("rc") == 0 and not step.get("traceback"))
+    return Result("02 --kernel pyasc: msprof op --output " + " ".join(want) + " <python> add_pyasc.py -r NPU "
+                  "--device <dev>, one launch collected on <dev>", bool(ok),
+                  f"argv {' '.join(args) or 'none'}; launches on {[c['args'][2] for c in launches]}; "
+                  f"collected {done[0].get('launches') if done else 'nothing'}; exit {step.get('rc')}")
+
+
+def pyasc_simulator(out: Path, device: int) -> Result:
+    """02 --kernel pyasc --simulator: msprof op simulator --soc-version=<soc> --output --kernel-name=add_kernel
+    --launch-count=1, then the lesson with -r Model -v <soc>; per-core folders written and read."""
+    soc = PYASC_SIMULATOR_SOC
+    step = step_result(out, "02.pyasc_sim")
+    calls = by_step(load(out)).get("02.pyasc_sim", [])
+    collect = [c for c in calls if c["tool"] == "msprof op simulator" and c["call"] == "collect"]
+    args = collect[0]["args"] if collect else []
+    options = _tool_options(args)
+    want_head = [f"--soc-version={soc}"]
+    want_tail = ["--kernel-name=add_kernel", "--launch-count=1"]
+    done = [c for c in calls if c["tool"] == "msprof op simulator" and c["call"] == "collect.done"]
+    cores = sorted((out / "results" / "02.pyasc_sim").glob("OPPROF_*/simulator/core*.veccore*"))
+    ok = (len(collect) == 1 and args[:1] == want_head and len(options) == 4 and options[1].startswith("--output=")
+          and options[2:] == want_tail and _pyasc_program(args, ["-r", "Model", "-v", soc])
+          and bool(done) and done[0].get("launches") == 1 and done[0].get("backend") == "Model"
+          and bool(cores) and step.get("rc") == 0 and not step.get("traceback"))
+    return Result(f"02 --kernel pyasc --simulator {soc}: msprof op simulator --soc-version={soc} --output "
+                  + " ".join(want_tail) + f" <python> add_pyasc.py -r Model -v {soc}; per-core folders read", bool(ok),
+                  f"argv {' '.join(args) or 'none'}; collected {done[0].get('launches') if done else 'nothing'}; "
+                  f"{len(cores)} core folders; exit {step.get('rc')}")
+
+
 def atc_variants(out: Path, device: int) -> Result:
     calls = [c for c in by_step(load(out)).get("03.build", []) if c["tool"] == "atc"]
     converts = {next((Path(a.split("=", 1)[1]).name for a in c["args"] if a.startswith("--output=")), "?"): c["args"]
@@ -432,6 +498,8 @@ CHECKS = {
     "pyacl_config_device": pyacl_config_device,
     "msprof_argv": msprof_argv,
     "msprof_op": msprof_op,
+    "pyasc_npu": pyasc_npu,
+    "pyasc_simulator": pyasc_simulator,
     "atc_variants": atc_variants,
     "output_dims": output_dims,
     "no_refusals": no_refusals,

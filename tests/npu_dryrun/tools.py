@@ -149,6 +149,8 @@ MSPROF_OP_OPTIONS = {"output": None, "kernel-name": None, "launch-count": None, 
 
 
 def msprof_op(argv: list[str]) -> int:
+    if argv[:1] == ["simulator"]:
+        return msprof_op_simulator(argv[1:])
     tool = "msprof op"
     options, app = split_options(argv)
     values, problem = parse_options(options)
@@ -183,6 +185,50 @@ def msprof_op(argv: list[str]) -> int:
     out = replay.write_opprof(Path(values.get("output", ".")), int(collected[0]["args"][2]))
     rec.record(tool, "collect.done", [str(out)], rc=code, launches=len(collected),
                region_honoured="KernelScale" in metrics)
+    return code
+
+
+# msOpProf simulator mode user guide (docs/en/user_guide/msopprof_simulator_user_guide.md), "Command Reference".
+SIM_METRICS = ("PipeUtilization", "ResourceConflictRatio", "PMSampling")
+MSPROF_OP_SIM_OPTIONS = {"output": None, "kernel-name": None, "launch-count": None, "aic-metrics": None,
+                         "core-id": None, "timeout": None, "mstx": ON_OFF, "mstx-include": None, "soc-version": None,
+                         "dump": ON_OFF, "config": None, "export": None}
+
+
+def msprof_op_simulator(argv: list[str]) -> int:
+    tool = "msprof op simulator"
+    options, app = split_options(argv)
+    values, problem = parse_options(options)
+    problem = problem or check_values(values, MSPROF_OP_SIM_OPTIONS)
+    metrics = values.get("aic-metrics", "PipeUtilization,ResourceConflictRatio").split(",")
+    if not problem and any(m not in SIM_METRICS for m in metrics):
+        problem = f"--aic-metrics={values['aic-metrics']!r}: not a simulator metric (one of {', '.join(SIM_METRICS)})"
+    for key, low, high in (("launch-count", 1, 5000), ("timeout", 1, 2880)):
+        if not problem and key in values and not (values[key].isdigit() and low <= int(values[key]) <= high):
+            problem = f"--{key}={values[key]!r} is not an integer in {low}..{high}"
+    # --soc-version names a simulator under ${INSTALL_DIR}/tools/simulator; without it LD_LIBRARY_PATH must.
+    if not problem and "soc-version" in values and not SOC_VERSIONS.fullmatch(values["soc-version"]):
+        problem = f"--soc-version={values['soc-version']!r} is not a simulator of this CANN"
+    if not problem and "soc-version" not in values and "tools/simulator/" not in os.environ.get("LD_LIBRARY_PATH", ""):
+        problem = "no simulator chosen: pass --soc-version or put ${INSTALL_DIR}/tools/simulator/<soc>/lib on LD_LIBRARY_PATH"
+    if problem:
+        return refuse(tool, "collect", argv, problem)
+    if not app:
+        return refuse(tool, "collect", argv, "no application to profile (the program goes after the options)")
+    rec.record(tool, "collect", argv)
+    code, made = run_app(app, f"msprof-op-sim:{os.getpid()}")
+    if code == 127:
+        return refuse(tool, "collect", argv, f"application {app[0]!r} not found", 127)
+    name = values.get("kernel-name", "")
+    launches = [c for c in made if c["call"] == "launch" and str(c["args"][0]).startswith(name)]
+    collected = launches[: int(values.get("launch-count", 1))]
+    if not collected:
+        print(f"[WARNING] msprof op simulator: no launch of kernel {name!r} to simulate", file=sys.stderr)
+        rec.record(tool, "collect.done", [], rc=code, launches=0)
+        return code
+    out = replay.write_opprof_simulator(Path(values.get("output", ".")), int(collected[0]["args"][1]))
+    rec.record(tool, "collect.done", [str(out)], rc=code, launches=len(collected),
+               soc_version=values.get("soc-version"), backend=collected[0].get("backend"))
     return code
 
 

@@ -109,6 +109,33 @@ def write_opprof(parent: Path, device: int) -> Path:
     return out
 
 
+def write_opprof_simulator(parent: Path, block_dim: int) -> Path:
+    """``OPPROF_<ts>_<tag>/`` as msprof op simulator leaves it: ``dump/`` and ``simulator/`` with one
+    ``core<i>.veccore<j>/`` folder per vector block (``<core>_code_exe.csv``, ``<core>_instr_exe.csv``,
+    ``trace.json``), plus ``simulator/trace.json`` and ``visualize_data.bin``. No simulator capture exists
+    for this stand-in: the folder and file names and the CSV columns are those the msOpProf simulator
+    data page lists; the values are made up, and block b's folder being core<b // 2>.veccore<b % 2> is
+    the stand-in's assumption."""
+    ts, _ = _stamp()
+    out = parent / f"OPPROF_{ts}_{_tag()}"
+    (out / "dump").mkdir(parents=True)
+    sim = out / "simulator"
+    for block in range(block_dim):
+        core = f"core{block // 2}.veccore{block % 2}"
+        (sim / core).mkdir(parents=True)
+        (sim / core / f"{core}_code_exe.csv").write_text(
+            "code,call_count,cycles,running_time(us)\n"
+            "add_pyasc.py:86,32,2048,1.28\nadd_pyasc.py:90,16,1024,0.64\nadd_pyasc.py:94,16,768,0.48\n")
+        (sim / core / f"{core}_instr_exe.csv").write_text(
+            "instr,addr,pipe,call_count,cycles,running_time(us),detail\n"
+            "MOV_OUT_TO_UB,0x100,MTE2,32,2048,1.28,NA\nVADD,0x180,VEC,16,1024,0.64,NA\n"
+            "MOV_UB_TO_OUT,0x1c0,MTE3,16,768,0.48,NA\nSET_FLAG,0x1e0,SCALAR,48,96,0.06,NA\n")
+        (sim / core / "trace.json").write_text(json.dumps({"traceEvents": []}))
+    (sim / "trace.json").write_text(json.dumps({"traceEvents": []}))
+    (sim / "visualize_data.bin").write_bytes(b"NPU_DRYRUN_STAND_IN")
+    return out
+
+
 def write_ascend_pt(parent: Path, worker: str, rank: int | None, device: int, info: dict, keep_prof: bool) -> Path:
     """``<worker>_<17 digits>_ascend_pt/`` as torch_npu's tensorboard_trace_handler leaves it after parsing."""
     _, ts17 = _stamp()

@@ -1,0 +1,1 @@
+# TEST DOUBLE for the NPU dry run: never used outside tests.
