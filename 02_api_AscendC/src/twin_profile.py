@@ -48,10 +48,8 @@ def launch_pipes(rows) -> list[LaunchPipes]:
         blocks.setdefault(int(row["launch"]), []).append(row)
     launches = []
     for _, rows in sorted(blocks.items()):
-        def mean_us(key: str) -> float:
-            return statistics.fmean(int(r[key]) for r in rows) / 1000.0
-
-        aiv, vec, mte2, mte3 = mean_us("kernel_ns"), mean_us("vec_ns"), mean_us("mte2_ns"), mean_us("mte3_ns")
+        aiv, vec, mte2, mte3 = (statistics.fmean(int(r[key]) for r in rows) / 1000.0
+                                for key in ("kernel_ns", "vec_ns", "mte2_ns", "mte3_ns"))
         launches.append(
             LaunchPipes(
                 start_us=int(rows[0]["start_unix_ns"]) / 1000.0,

@@ -160,9 +160,8 @@ def msprof_op(argv: list[str]) -> int:
         problem = f"--aic-metrics={values['aic-metrics']!r}: unknown metric (one of {', '.join(OP_METRICS)})"
     # msOpProf user guide (docs/en/user_guide/msopprof_user_guide.md): --launch-count 1..5000,
     # --launch-skip-before-match 0..1000. --warm-up's range is not read here: the stand-in only checks it is a count.
-    for key, low, high in (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000), ("warm-up", 0, 10**6)):
-        if not problem and key in values and not (values[key].isdigit() and low <= int(values[key]) <= high):
-            problem = f"--{key}={values[key]!r} is not an integer in {low}..{high}"
+    problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000),
+                                               ("warm-up", 0, 10**6)))
     if problem:
         return refuse(tool, "collect", argv, problem)
     if not app:
@@ -188,6 +187,14 @@ def msprof_op(argv: list[str]) -> int:
     return code
 
 
+def out_of_range(values: dict[str, str], ranges) -> str | None:
+    """The refusal for the first ``--key=value`` that is not an integer in its (key, low, high) range; None if none."""
+    for key, low, high in ranges:
+        if key in values and not (values[key].isdigit() and low <= int(values[key]) <= high):
+            return f"--{key}={values[key]!r} is not an integer in {low}..{high}"
+    return None
+
+
 # msOpProf simulator mode user guide (docs/en/user_guide/msopprof_simulator_user_guide.md), "Command Reference".
 SIM_METRICS = ("PipeUtilization", "ResourceConflictRatio", "PMSampling")
 MSPROF_OP_SIM_OPTIONS = {"output": None, "kernel-name": None, "launch-count": None, "aic-metrics": None,
@@ -203,9 +210,7 @@ def msprof_op_simulator(argv: list[str]) -> int:
     metrics = values.get("aic-metrics", "PipeUtilization,ResourceConflictRatio").split(",")
     if not problem and any(m not in SIM_METRICS for m in metrics):
         problem = f"--aic-metrics={values['aic-metrics']!r}: not a simulator metric (one of {', '.join(SIM_METRICS)})"
-    for key, low, high in (("launch-count", 1, 5000), ("timeout", 1, 2880)):
-        if not problem and key in values and not (values[key].isdigit() and low <= int(values[key]) <= high):
-            problem = f"--{key}={values[key]!r} is not an integer in {low}..{high}"
+    problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("timeout", 1, 2880)))
     # --soc-version names a simulator under ${INSTALL_DIR}/tools/simulator; without it LD_LIBRARY_PATH must.
     if not problem and "soc-version" in values and not SOC_VERSIONS.fullmatch(values["soc-version"]):
         problem = f"--soc-version={values['soc-version']!r} is not a simulator of this CANN"
