@@ -1,7 +1,9 @@
-"""The shipped workloads, and a model of the corpus with a dataclass output, through modes 01, 03, 04 and agree.
+"""A shipped workload (the CNN) and a model of the corpus with a dataclass output, through modes 01, 03, 04 and agree.
 
 TinyMLP, the default, runs through every mode in test_agree.py (same steps, its declared
-expectations all checked there). Here: one private copy of the lab; 02 runs once (it profiles
+expectations all checked there); the shipped transformer through each mode on its own
+(test_mode_cmdline.py, test_pyacl.py, test_mode_pytorch.py), and through agree with the whole corpus
+(``nox -s corpus``). Here: one private copy of the lab; 02 runs once (it profiles
 its own kernel), then each workload in turn: 01, 03 (its default variant) and 04 with ``--workload FILE``, then agree on the four
 folders. Asserted: every step exits 0, agree names the workload and its hash, every tool's
 record agrees with itself, the per-forward count rows are the families the model runs, 01's
@@ -25,10 +27,10 @@ from helpers import ROOT, copy_lab, error_lines, lab_env
 from common.workload import load_workload, tiny_mlp
 
 RUN_ID = "workloads-test-run"
-# The two shipped workloads, and one model of the corpus (tests/corpus, the models people bring) whose
-# output is a dataclass, as Hugging Face models return: the corpus slice of the suite; nox -s corpus runs all.
+# The shipped CNN, and one model of the corpus (tests/corpus, the models people bring) whose output is a
+# dataclass, as Hugging Face models return: the corpus slice of the suite; nox -s corpus runs all.
 CORPUS_SLICE = "dict_output_modeloutput"
-WORKLOADS = ["cnn", "transformer", CORPUS_SLICE]
+WORKLOADS = ["cnn", CORPUS_SLICE]
 
 
 def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -122,12 +124,11 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
     assert work.forward_flops().per_family  # what 03's graph was compared with
 
 
-def test_the_shipped_workloads_show_their_own_families(results) -> None:
-    """The rows differ by model: what a CNN, a transformer and the token classifier run, read from agree.md."""
+def test_each_workload_shows_its_own_families(results) -> None:
+    """The rows differ by model: what a CNN and the token classifier run, read from agree.md."""
     families = {name: {r.removesuffix(" per forward") for r in table_rows(results[name].get("markdown", ""))
                        if r.endswith(" per forward")} for name in WORKLOADS}
     assert {"conv", "pool", "norm"} <= families["cnn"] and "attention" not in families["cnn"]
-    assert {"attention", "norm"} <= families["transformer"] and "conv" not in families["transformer"]
     assert {"matmul", "norm", "activation"} <= families[CORPUS_SLICE] and "conv" not in families[CORPUS_SLICE]
 
 
