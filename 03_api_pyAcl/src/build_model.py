@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = {v.name: build_npu(v, files, backend, device) if backend.is_npu else build_portable(v, files)
              for v in variants}
     facts = graph_facts(files, variants, backend.is_npu)
+    try:  # the model's side of run.sh's FLOPs check, counted here where torch is loaded, kept with the workload
+        files.workload.forward_flops()
+    except Exception:  # noqa: BLE001, S110 (run.sh counts again and says why the check is not applicable)
+        pass
     for variant in variants:
         built, changes = variant_facts(facts, variant)
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(built.items()))
