@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from export_onnx import OPSET, export, export_notes, frozen_path, recorded, stamp
+from export_onnx import OPSET, export, export_notes, frozen_path, stamp
 from graph_changes import Change, build_changes, describe, graph_flops, type_counts
-from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants
+from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
 from common import cache
 from common.backend import Backend, detect, parse_device_id, soc_version

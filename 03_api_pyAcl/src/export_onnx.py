@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
 
-from variants import RECORD_KEY, ModelFiles
+from variants import RECORD_KEY, ModelFiles, metadata_value
 
 from common.errors import ArgumentParser, LabError, run_cli
 from common.workload import flatten_output, load_workload
@@ -52,24 +52,9 @@ def stamp(model, files: ModelFiles, frozen: list[str] = ()) -> None:
         entry.key, entry.value = FROZEN_KEY, json.dumps(list(frozen))
 
 
-def _metadata(model, key: str):
-    for prop in model.metadata_props:
-        if prop.key == key:
-            try:
-                return json.loads(prop.value)
-            except ValueError:
-                return None
-    return None
-
-
-def recorded(model) -> dict | None:
-    """The workload a loaded ONNX model records, or None."""
-    return _metadata(model, RECORD_KEY)
-
-
 def frozen_path(model) -> list[str]:
     """Where the export traced data-dependent control flow (``file:line: what``), as the model records it."""
-    return _metadata(model, FROZEN_KEY) or []
+    return metadata_value(model, FROZEN_KEY) or []
 
 
 def _frozen(caught: list[warnings.WarningMessage]) -> list[str]:

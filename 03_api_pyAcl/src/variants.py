@@ -190,6 +190,22 @@ class ModelFiles:
             return None
 
 
+def metadata_value(model, key: str):
+    """The JSON value a loaded ONNX model keeps under ``key`` in its metadata_props, or None."""
+    for prop in model.metadata_props:
+        if prop.key == key:
+            try:
+                return json.loads(prop.value)
+            except ValueError:
+                return None
+    return None
+
+
+def recorded(model) -> dict | None:
+    """The workload a loaded ONNX model records (export_onnx.stamp wrote it), or None."""
+    return metadata_value(model, RECORD_KEY)
+
+
 def check_feed(feed: np.ndarray, shape: list, dtype: str, where: str) -> None:
     """An array fed must match the model's input exactly; ORT and ACL would fail less clearly."""
     if list(feed.shape) != list(shape) or feed.dtype != np.dtype(dtype):

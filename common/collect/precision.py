@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -38,11 +37,16 @@ def computes(module) -> str:
     return f"{type(module).__name__}({extra})" if extra else type(module).__name__
 
 
+def _leaves(model) -> list[tuple[str, object]]:
+    """(path, module) of every leaf module (one without children) in definition order; a model without children is
+    its own leaf, named after its class."""
+    found = [(name, m) for name, m in model.named_modules() if name and not any(m.children())]
+    return found or [(type(model).__name__, model)]
+
+
 def leaf_modules(model) -> dict[str, str]:
-    """Every leaf module (one without children) by its path in ``model``, with what it computes, in definition order;
-    a model without children is its own leaf, named after its class."""
-    leaves = {name: computes(m) for name, m in model.named_modules() if name and not any(m.children())}
-    return leaves or {type(model).__name__: computes(model)}
+    """Every leaf module by its path in ``model``, with what it computes, in definition order (:func:`_leaves`)."""
+    return {name: computes(m) for name, m in _leaves(model)}
 
 
 def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
@@ -52,9 +56,6 @@ def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
 
     found: list[OpOutput] = []
     calls: dict[str, int] = {}
-    named = [(name, m) for name, m in model.named_modules() if name and not any(m.children())]
-    named = named or [(type(model).__name__, model)]
-
     def hook_for(name: str, module):
         def hook(_module, _args, output):
             tensors = [t for t in flatten_output(output) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -64,7 +65,7 @@ def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
             found.append(OpOutput(path, computes(module), array))
         return hook
 
-    handles = [m.register_forward_hook(hook_for(name, m)) for name, m in named]
+    handles = [m.register_forward_hook(hook_for(name, m)) for name, m in _leaves(model)]
     try:
         with torch.no_grad():
             model(*inputs)
@@ -97,7 +98,7 @@ def torch_candidates(work: Workload, device: str = "cpu") -> list[tuple[str, str
 # ----- mode 03, portable: ONNX Runtime with every intermediate exposed -------------------------------
 @functools.cache
 def mode03():
-    """03's ``variants`` module (VARIANTS, ModelFiles, RECORD_KEY, BUILD), loaded from its file: where build_model.py
+    """03's ``variants`` module (VARIANTS, ModelFiles, recorded, BUILD), loaded from its file: where build_model.py
     writes each variant's model is said there once."""
     name = "msprof_lab_03_variants"
     spec = importlib.util.spec_from_file_location(name, MODE03_SRC / "variants.py")
@@ -182,14 +183,7 @@ def recorded_workload(path: Path) -> dict | None:
     """The workload an ONNX file built by mode 03 records (its metadata), or None."""
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
-    for prop in model.metadata_props:
-        if prop.key == mode03().RECORD_KEY:
-            try:
-                return json.loads(prop.value)
-            except ValueError:
-                return None
-    return None
+    return mode03().recorded(onnx.load(str(path), load_external_data=False))
 
 
 def mode03_files(work: Workload):
