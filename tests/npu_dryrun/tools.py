@@ -125,13 +125,10 @@ def msprof(argv: list[str]) -> int:
             elif call == "analyze":
                 (prof / "analyze").mkdir(exist_ok=True)
         return 0
-    if not app:
-        return refuse("msprof", call, argv, "no application to profile (the program goes after the options)")
-    rec.record("msprof", call, argv)
+    code, made = collect_app("msprof", argv, app, None, "msprof")
+    if made is None:
+        return code
     output.mkdir(parents=True, exist_ok=True)
-    code, made = run_app(app, f"msprof:{os.getpid()}")
-    if code == 127:
-        return refuse("msprof", "collect", argv, f"application {app[0]!r} not found", 127)
     devices = devices_used(made)
     prof = replay.write_raw_prof(output, devices)
     if devices:  # collection ends with the export: mindstudio_profiler_output/ beside the raw data
@@ -162,14 +159,9 @@ def msprof_op(argv: list[str]) -> int:
     # --launch-skip-before-match 0..1000. --warm-up's range is not read here: the stand-in only checks it is a count.
     problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000),
                                                ("warm-up", 0, 10**6)))
-    if problem:
-        return refuse(tool, "collect", argv, problem)
-    if not app:
-        return refuse(tool, "collect", argv, "no application to profile (the program goes after the options)")
-    rec.record(tool, "collect", argv)
-    code, made = run_app(app, f"msprof-op:{os.getpid()}")
-    if code == 127:
-        return refuse(tool, "collect", argv, f"application {app[0]!r} not found", 127)
+    code, made = collect_app(tool, argv, app, problem, "msprof-op")
+    if made is None:
+        return code
     # As the tool does: the first --launch-skip-before-match launches are skipped whatever kernel they
     # run ("the counter increases regardless of whether [it] matches the operator specified in
     # kernel-name"), then launches whose kernel name starts with --kernel-name are collected.
@@ -185,6 +177,21 @@ def msprof_op(argv: list[str]) -> int:
     rec.record(tool, "collect.done", [str(out)], rc=code, launches=len(collected),
                region_honoured="KernelScale" in metrics)
     return code
+
+
+def collect_app(tool: str, argv: list[str], app: list[str], problem: str | None, tag: str) -> tuple[int, list | None]:
+    """What msprof, msprof op and its simulator do once their options are read: refuse (``problem``, no
+    application, an application not found) or record the call and run the application; (exit code, the calls
+    it made, None when refused)."""
+    if problem:
+        return refuse(tool, "collect", argv, problem), None
+    if not app:
+        return refuse(tool, "collect", argv, "no application to profile (the program goes after the options)"), None
+    rec.record(tool, "collect", argv)
+    code, made = run_app(app, f"{tag}:{os.getpid()}")
+    if code == 127:
+        return refuse(tool, "collect", argv, f"application {app[0]!r} not found", 127), None
+    return code, made
 
 
 def out_of_range(values: dict[str, str], ranges) -> str | None:
@@ -216,14 +223,9 @@ def msprof_op_simulator(argv: list[str]) -> int:
         problem = f"--soc-version={values['soc-version']!r} is not a simulator of this CANN"
     if not problem and "soc-version" not in values and "tools/simulator/" not in os.environ.get("LD_LIBRARY_PATH", ""):
         problem = "no simulator chosen: pass --soc-version or put ${INSTALL_DIR}/tools/simulator/<soc>/lib on LD_LIBRARY_PATH"
-    if problem:
-        return refuse(tool, "collect", argv, problem)
-    if not app:
-        return refuse(tool, "collect", argv, "no application to profile (the program goes after the options)")
-    rec.record(tool, "collect", argv)
-    code, made = run_app(app, f"msprof-op-sim:{os.getpid()}")
-    if code == 127:
-        return refuse(tool, "collect", argv, f"application {app[0]!r} not found", 127)
+    code, made = collect_app(tool, argv, app, problem, "msprof-op-sim")
+    if made is None:
+        return code
     name = values.get("kernel-name", "")
     launches = [c for c in made if c["call"] == "launch" and str(c["args"][0]).startswith(name)]
     collected = launches[: int(values.get("launch-count", 1))]
