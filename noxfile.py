@@ -386,9 +386,8 @@ def bench(session: nox.Session) -> None:
     msprof-analyze advisor), 1M-task db, 64 ranks (lab, msprof-analyze cluster); prints figures, asserts none.
     ``nox -s bench -- loop [device] [--cold]``: the card command instead, process by process (common/bench/loop.py)."""
     python = lab_python(session)
-    if session.posargs[:1] == ["loop"]:
-        session.run(python, "-m", "common.bench", *session.posargs, external=True, env={"PYTHONPATH": str(ROOT)})
-        return
-    # pandas is only the baseline being compared against: its own group, added to the shared environment here.
-    session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
-    session.run(python, "-m", "common.bench", "run", *session.posargs, external=True, env={"PYTHONPATH": str(ROOT)})
+    loop = session.posargs[:1] == ["loop"]
+    if not loop:  # pandas is only the baseline being compared against: its own group, added to the environment here
+        session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
+    args = session.posargs if loop else ["run", *session.posargs]
+    session.run(python, "-m", "common.bench", *args, external=True, env={"PYTHONPATH": str(ROOT)})
