@@ -70,12 +70,15 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
                              aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=WARMUP_LAUNCHES)
     print("$ " + " ".join(op_argv))
     op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, op_argv))
-    pipes = read_msprof_op_pipes(run.out)
-    found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
-    verdicts.append(Verdict("msprof op wrote PipeUtilization", op_code == 0 and pipes is not None,
-                            "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found
-                            + "; the MetricsProf region"))
+    verdicts.append(msprof_op_verdict(op_code, read_msprof_op_pipes(run.out), "the MetricsProf region"))
     return verdicts, rows[WARMUP_LAUNCHES:], summaries[-1].name, read_sizes(stdout)
+
+
+def msprof_op_verdict(code: int, pipes: dict[str, float | None] | None, region: str) -> Verdict:
+    """msprof op exited 0 and its PipeUtilization.csv was read (``pipes``: read_msprof_op_pipes), for either kernel."""
+    found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
+    return Verdict("msprof op wrote PipeUtilization", code == 0 and pipes is not None,
+                   "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found + f"; {region}")
 
 
 def profile_twin(run, binary: Path) -> tuple[int, str]:
@@ -228,10 +231,7 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
                                 f"{len(cores)} core folders under OPPROF_*/simulator, {traced} with trace.json"))
         return verdicts, f"msprof op simulator, {simulator_soc}, one launch of add_kernel:\n" + render_simulator(cores)
     pipes = read_msprof_op_pipes(run.out)  # the C++ kernel's reader: OPPROF_*/PipeUtilization*.csv
-    found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
-    verdicts += [Verdict("msprof op wrote PipeUtilization", code == 0 and pipes is not None,
-                         "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found
-                         + "; the metrics_prof region (KernelScale)"),
+    verdicts += [msprof_op_verdict(code, pipes, "the metrics_prof region (KernelScale)"),
                  check_bound(pipes or dict.fromkeys(PIPES))]
     body = ("msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
             + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
@@ -319,7 +319,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         return build(device=parse_device_id(args.device))
 
-    # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
     if args.kernel == "pyasc":
         return run_pyasc(lesson, args)
     if args.simulator:
