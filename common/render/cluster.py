@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import html
-
 from common.analyze.cluster import ClusterReport
 from common.analyze.communication import OP_HEADER
-from common.render.text import Section, render_text, render_verdicts, run_info_line, verdict_tag
+from common.render import html
+from common.render.text import Section, render_text, render_verdicts, run_info_line
 from common.verdict import Verdict
 
 STEP_HEADER = ["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step", "Bound"]
@@ -54,46 +53,23 @@ def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None,
     return render_text(f"msprof lab cluster view: {report.view.root}", sections)
 
 
-CSS = """
-body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: .5em 0 1.2em; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; }
-th { background: #f3f3f3; }
-td.text { text-align: left; overflow-wrap: anywhere; max-width: 28em; }
-p { line-height: 1.4; overflow-wrap: anywhere; }
-.fail { color: #b00; font-weight: bold; } .pass { color: #070; }
-"""
-
-
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        text = f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.1f}"
-        return f"<td>{text}</td>"
-    if isinstance(value, int):
-        return f"<td>{value}</td>"
-    return f'<td class="text">{html.escape("N/A" if value is None else str(value))}</td>'
-
-
-def _table(header: list[str], rows: list[list[object]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
-    """The cluster view as one self-contained page; the checks come last unless one failed."""
-    parts = []
-    for section in cluster_sections(report):
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
-        parts += [f"<p>{html.escape(line)}</p>" for line in section.lines]
-        if section.header:
-            parts.append(_table(section.header, section.rows))
-    checks = [f"<p>{html.escape(n)}</p>" for n in notes or []]
-    checks += [f'<p class="{"pass" if v.ok else "fail"}">{html.escape(verdict_tag(v))} {html.escape(v.name)}: '
-               f"{html.escape(v.detail)}</p>" for v in verdicts or []]
-    failed = any(not v.ok for v in verdicts or [])
-    block = ["<h2>Checks</h2>", *checks] if checks else []
-    body = block + parts if failed else parts + block
-    title = html.escape(f"msprof lab cluster view: {report.view.root}")
-    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{title}</title><style>{CSS}</style>"
-            f"</head><body><h1>{title}</h1>{''.join(body)}</body></html>\n")
+    """The cluster view as one self-contained page: a chart of each rank's mean step, then every section of
+    :func:`cluster_sections` as it comes (its lines as prose, its table as a table); the checks come last unless
+    one failed."""
+    head, *sections = cluster_sections(report)
+    mean = {name: MEAN_HEADER.index(name) for name in ("Rank", "Computing", "Comm(Not Overlapped)", "Free")}
+    bars = [(f"rank {row[mean['Rank']]}", row[mean["Computing"]], row[mean["Free"]], row[mean["Comm(Not Overlapped)"]])
+            for row in report.means]
+    blocks = [html.section("Computing / Communication / Free per rank (mean of the steps, us)",
+                           html.step_bars("rank-steps", bars))] if bars else []
+    for sec in sections:
+        prose = "".join(f"<p>{html.esc(line)}</p>" for line in sec.lines)
+        rows = html.table(sec.header, sec.rows, wrap=sec.wrap) if sec.header else ""
+        blocks.append(html.section(sec.title, prose, rows))
+    if verdicts or notes:
+        checks = html.section("Checks", html.verdict_list(verdicts or []),
+                              "".join(f"<p class=\"note\">{html.esc(n)}</p>" for n in notes or []))
+        failed = any(not v.ok for v in verdicts or [])
+        blocks = [checks, *blocks] if failed else [*blocks, checks]
+    return html.page(f"msprof lab cluster view: {report.view.root}", " | ".join(head.lines), blocks)

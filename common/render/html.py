@@ -29,9 +29,10 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bott
 .sub{color:#555;margin:0 0 12px}.note{color:#555;font-size:12.5px;margin:4px 0}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.w{overflow-wrap:anywhere;min-width:9em}
+td.w{overflow-wrap:anywhere;min-width:9em}h1,h2,p{overflow-wrap:anywhere}
 .v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}.na{color:#6b6b6b}
-svg{display:block;margin:6px 0}svg text{font:12px system-ui,sans-serif;fill:#333}
+svg{display:block;margin:6px 0;max-width:100%;height:auto}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));column-gap:24px;align-items:start}svg text{font:12px system-ui,sans-serif;fill:#333}
 """
 
 
@@ -53,15 +54,19 @@ def section(title: str, *parts: str, note: str = "") -> str:
     return f"<section><h2>{esc(title)}</h2>{body}" + (f"<p class=\"note\">{esc(note)}</p>" if note else "") + "</section>"
 
 
+LONG_CELL = 32  # characters: a text cell this long wraps like a ``wrap`` column's, wherever it is
+
+
 def table(header: list[str], rows: list[list[object]], wrap: tuple[str, ...] = ()) -> str:
-    """A table; the cells of the ``wrap`` columns may break after each ``;`` (a shape list) and inside any
-    longer token, so a wide cell wraps within the page instead of widening the table."""
+    """A table; the cells of the ``wrap`` columns, and any text cell of LONG_CELL characters or more, may break
+    after each ``;`` (a shape list) and inside any longer token, so a wide cell wraps within the page instead of
+    widening the table."""
     def cell(v: object, wraps: bool) -> str:
         numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
         text = (f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}") if isinstance(v, float) else ("N/A" if v is None else v)
         if numeric:
             return f"<td class=\"n\">{esc(text)}</td>"
-        if wraps:
+        if wraps or len(str(text)) >= LONG_CELL:
             return "<td class=\"w\">" + esc(text).replace(";", ";<wbr>") + "</td>"
         return f"<td>{esc(text)}</td>"
 
@@ -79,20 +84,27 @@ def verdict_list(verdicts: list) -> str:
     )
 
 
-def _legend(items: list[tuple[str, str]], y: int, x0: int = 150) -> str:
-    out, x = [], x0
+LEGEND_ROW = 20  # px per row of colour keys
+
+
+def _legend(items: list[tuple[str, str]], y: int, x0: int = 150, right: int = 900) -> tuple[str, int]:
+    """Colour keys from ``x0``, starting a new row where the next key would pass ``right`` (the chart's width):
+    (the markup, the number of rows). A key's width is estimated at 7.5 px per character of 12 px text."""
+    out, x, row = [], x0, 0
     for label, color in items:
-        out.append(f"<rect x=\"{x}\" y=\"{y}\" width=\"11\" height=\"11\" fill=\"{color}\"/>"
-                   f"<text x=\"{x + 15}\" y=\"{y + 10}\">{esc(label)}</text>")
-        x += 30 + 8 * len(label)
-    return "".join(out)
+        if x > x0 and x + 15 + 7.5 * len(label) > right:
+            x, row = x0, row + 1
+        top = y + row * LEGEND_ROW
+        out.append(f"<rect x=\"{x}\" y=\"{top}\" width=\"11\" height=\"11\" fill=\"{color}\"/>"
+                   f"<text x=\"{x + 15}\" y=\"{top + 10}\">{esc(label)}</text>")
+        x += 22 + 7 * len(label)
+    return f"<g class=\"legend\">{''.join(out)}</g>", row + 1
 
 
 def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list[str]) -> str:
     """One 100% stacked horizontal bar per row (e.g. per mode): the share of each family."""
     width, label_w, bar_h, gap = 900, 190, 22, 8
     present = [f for f in order if any(shares.get(f) for _, shares in rows)]
-    height = len(rows) * (bar_h + gap) + 34
     parts = []
     for i, (label, shares) in enumerate(rows):
         y, x = i * (bar_h + gap), float(label_w)
@@ -108,7 +120,10 @@ def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list
             if w > 38:
                 parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + 15}\" style=\"fill:#fff\">{100 * share:.0f}%</text>")
             x += w
-    parts.append(_legend([(f, FAMILY_COLORS.get(f, "#999")) for f in present], height - 20))
+    bars_end = len(rows) * (bar_h + gap) + 14
+    legend, legend_rows = _legend([(f, FAMILY_COLORS.get(f, "#999")) for f in present], bars_end)
+    parts.append(legend)
+    height = bars_end + LEGEND_ROW * legend_rows
     return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
@@ -123,7 +138,6 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
     with_comm = any(comm > 0 for _, _, comm, _ in rows)
     top = max((c + n + f for _, c, n, f in rows), default=0.0) or 1.0
     scale = (width - label_w - 90) / top
-    height = len(rows) * (bar_h + gap) + 34
     parts = []
     for i, (label, computing, comm, free) in enumerate(rows):
         y, x = i * (bar_h + gap), float(label_w)
@@ -139,7 +153,10 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
             x += w
         parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + 13}\">{computing + comm + free:,.0f} us</text>")
     legend = [("Computing", COMPUTING)] + ([("Communication (not overlapped)", COMMUNICATION)] if with_comm else [])
-    parts.append(_legend(legend + [("Free", FREE)], height - 20))
+    bars_end = len(rows) * (bar_h + gap) + 14
+    legend, legend_rows = _legend(legend + [("Free", FREE)], bars_end)
+    parts.append(legend)
+    height = bars_end + LEGEND_ROW * legend_rows
     return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
@@ -160,9 +177,10 @@ def memory_block(summary) -> str:
 
 
 def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float | None = None,
-               color: str = "#4c78a8", fmt: str = ".3g") -> str:
-    """Plain horizontal bars, one per item (pipe ratios, Casts per variant, MB ...), values printed with ``fmt``."""
-    width, label_w, bar_h, gap = 900, 150, 18, 6
+               color: str = "#4c78a8", fmt: str = ".3g", width: int = 900) -> str:
+    """Plain horizontal bars, one per item (pipe ratios, Casts per variant, MB ...), values printed with ``fmt``;
+    ``width``: GRID_CHART for a chart in a :func:`chart_grid`."""
+    label_w, bar_h, gap = 150, 18, 6
     top = top or max((v for _, v in items), default=0.0) or 1.0
     widest = max((len(f"{v:{fmt}} {unit}") for _, v in items), default=0)
     scale = (width - label_w - max(60 + 7 * len(unit), 8 * widest + 8)) / top
@@ -178,6 +196,15 @@ def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float
         )
     return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
+GRID_CHART = 520  # px: the width of a chart in a chart_grid, two to a row on the page
+
+
+def chart_grid(cells: list[str]) -> str:
+    """Small charts (each with its label above it), side by side as the page's width allows: two to a row on a
+    desktop, one on a narrow window."""
+    return "<div class=\"grid\">" + "".join(f"<div>{cell}</div>" for cell in cells) + "</div>"
 
 
 def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshold: float,

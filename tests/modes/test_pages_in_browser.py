@@ -1,0 +1,116 @@
+"""The report pages opened in headless Chromium at desktop width, and measured there.
+
+Each page of a real capture (the cluster view of a 2-rank run, the report of the same run and of an msprof CLI
+export) is loaded at 1366 px with a small probe script added to a copy of it; the probe writes what the layout
+measured into the DOM, which ``--dump-dom`` returns: nothing runs off the page sideways (no table, chart or line
+wider than the body), every text and colour key of every chart lies inside its svg (a legend whole, not clipped),
+every PMU pipes chart sits under its op's label, and Integrity is the last section when its checks hold. A
+full-page screenshot of each goes to ``tests_artifacts/pages/`` (git-ignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, ROOT
+
+from common.analyze import cluster
+from common.cli.reports import directory_html
+from common.render.cluster import cluster_html
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+WIDTH = 1366  # a common laptop screen: the narrowest desktop the pages are read at
+TALLEST_SHOT = 16_000  # px: Chromium's screenshot of a longer page is cut here
+ARTEFACTS = ROOT / "tests_artifacts" / "pages"
+TWO_RANKS = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
+
+# Runs after the page has been laid out; what it measured goes into <pre id="probe"> as JSON.
+PROBE = """<script>(() => {
+  const box = e => e.getBoundingClientRect(), body = box(document.body);
+  const inside = (a, b) => a.left >= b.left - .5 && a.right <= b.right + .5 && a.top >= b.top - .5
+                           && a.bottom <= b.bottom + .5;
+  const name = e => e.tagName.toLowerCase() + ": " + (e.textContent || "").trim().slice(0, 80);
+  const pipes = [...document.querySelectorAll('svg[data-chart="pipes"]')];
+  const out = {
+    viewport: document.documentElement.clientWidth, scroll: document.documentElement.scrollWidth,
+    height: document.documentElement.scrollHeight,
+    wider_than_body: [...document.querySelectorAll("table, svg.chart, p, h1, h2")]
+      .filter(e => box(e).right > body.right + .5).map(name),
+    outside_svg: [...document.querySelectorAll("svg.chart")].flatMap(svg => [...svg.querySelectorAll("text, rect")]
+      .filter(e => !inside(box(e), box(svg))).map(e => svg.dataset.chart + " " + name(e))),
+    legend_keys: document.querySelectorAll("svg.chart g.legend text").length,
+    pipes: pipes.length,
+    pipes_unlabelled: pipes.filter(svg => { const p = svg.previousElementSibling;
+      return !(p && p.matches("p.v") && p.querySelector("b") && p.querySelector("b").textContent.trim()); }).length,
+    sections: [...document.querySelectorAll("section > h2")].map(h => h.textContent),
+    integrity_failed: [...document.querySelectorAll("section")].some(s => s.querySelector("h2").textContent
+      === "Integrity" && s.querySelector(".fail") !== null),
+  };
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.append(pre);
+})();</script>"""
+
+
+def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def measure_and_shoot(page_html: str, name: str, tmp_path: Path) -> dict:
+    """What the probe measured on ``page_html`` at WIDTH px; a full-page screenshot saved as ARTEFACTS/<name>.png."""
+    page = tmp_path / f"{name}.html"
+    page.write_text(page_html)
+    probed = tmp_path / f"{name}_probe.html"
+    probed.write_text(page_html.replace("</body>", PROBE + "</body>"))
+    dom = _chromium(probed, tmp_path / "profile_dom", f"--window-size={WIDTH},900", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    start = dom.stdout.index('<pre id="probe">') + len('<pre id="probe">')
+    found = json.loads(html.unescape(dom.stdout[start:dom.stdout.index("</pre>", start)]))
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTEFACTS / f"{name}.png"
+    height = min(found["height"], TALLEST_SHOT)
+    proc = _chromium(page, tmp_path / "profile_shot", f"--window-size={WIDTH},{height}", f"--screenshot={shot}")
+    assert proc.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", proc.stderr[-2000:]
+    return found
+
+
+def assert_readable_at_a_glance(found: dict) -> None:
+    assert found["viewport"] == WIDTH and found["scroll"] <= found["viewport"], "the page scrolls sideways"
+    assert found["wider_than_body"] == [], "wider than the page's body"
+    assert found["outside_svg"] == [], "drawn outside its chart (clipped)"
+    assert found["pipes_unlabelled"] == 0, "a PMU pipes chart without its op above it"
+    if "Integrity" in found["sections"]:
+        where = 0 if found["integrity_failed"] else -1
+        assert found["sections"][where] == "Integrity", found["sections"]
+
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")]
+
+
+def test_cluster_page_of_two_ranks(tmp_path: Path) -> None:
+    view = cluster.load_cluster(TWO_RANKS)
+    found = measure_and_shoot(cluster_html(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
+                              "cluster_text_level1", tmp_path)
+    assert_readable_at_a_glance(found)
+    assert found["sections"][0] == "Computing / Communication / Free per rank (mean of the steps, us)"
+    assert {"Per step and rank (us)", "Per rank, mean of the steps (us)",
+            "Link matrix (each captured rank to its peers, all ops of the step)"} <= set(found["sections"])
+    assert any(s.startswith("Collectives and point-to-point ops") for s in found["sections"])
+    assert found["sections"][-1] == "Checks" and found["legend_keys"] == 3  # Computing, Communication, Free
+
+
+@pytest.mark.parametrize("capture", [TWO_RANKS, FIXTURES / "npu" / "cann85_minimal"], ids=lambda p: p.name)
+def test_report_page(capture: Path, tmp_path: Path) -> None:
+    found = measure_and_shoot(directory_html(capture), f"report_{capture.name}", tmp_path)
+    assert_readable_at_a_glance(found)
+    assert found["sections"][-1] == "Integrity" and found["pipes"] > 0 and found["legend_keys"] > 0
