@@ -419,6 +419,14 @@ COMMUNICATION_CORES = ("HCCL", "COMMUNICATION")
 # divided by 1000); 0.05 µs, or a millionth of the step for long ones, is rounding, anything more is not.
 STEP_TABLE_ABS_US = 0.05
 STEP_TABLE_REL = 1e-6
+# Across exports the rounding is per timeline event, not per step: the text export's step_trace_time
+# sums the timeline's events, each printed in µs with 3 decimals from its own rounded start and end
+# (torch_npu's convert_ns2us_*), while the database holds ns integers. On the msinsight Level1 text
+# export 47 of the 187 Computing events differ from their task's own Duration(us) by 0.001 µs (53.742
+# vs 53.741), so a column summed over N events may be off by up to N x 0.001 µs: 0.19 µs for that
+# step's 187 Computing events, more than a millionth of the 136 ms step (0.14 µs). The task count of a
+# step bounds its events.
+EXPORT_ROUNDING_US_PER_EVENT = 0.001
 STEP_FIELDS = {"Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
                "Communication": "communication_us", "Free": "free_us"}
 
@@ -495,9 +503,14 @@ def _step_key_rows(rows: list[StepTime]) -> dict[tuple, StepTime]:
 
 
 def compare_step_tables(mine: list[StepTime], other: list[StepTime], name: str, mine_src: str,
-                        other_src: str) -> Verdict:
-    """Two step tables of one capture: the same steps, Computing / Communication / Free within rounding."""
+                        other_src: str, events: dict[int | None, int] | None = None) -> Verdict:
+    """Two step tables of one capture: the same steps, Computing / Communication / Free within rounding.
+
+    ``events`` (exports compared with each other): the number of timeline events per step, each of
+    which may carry EXPORT_ROUNDING_US_PER_EVENT of rounding (None: a step not listed gets the largest).
+    """
     a, b = _step_key_rows(mine), _step_key_rows(other)
+    most = max(events.values(), default=0) if events else 0
     if set(a) != set(b):
         def steps(keys) -> str:
             return ", ".join("(none)" if k[1] is None else str(k[1]) for k in sorted(keys, key=str)) or "none"
@@ -507,15 +520,18 @@ def compare_step_tables(mine: list[StepTime], other: list[StepTime], name: str, 
         for column, attr in STEP_FIELDS.items():
             x, y = getattr(row, attr), getattr(b[key], attr)
             diff = abs(x - y)
-            tolerance = max(STEP_TABLE_ABS_US, STEP_TABLE_REL * max(row.total_us, b[key].total_us))
+            tolerance = max(STEP_TABLE_ABS_US, STEP_TABLE_REL * max(row.total_us, b[key].total_us),
+                            EXPORT_ROUNDING_US_PER_EVENT * (events.get(key[1], most) if events else 0))
             worst = max(worst, diff)
             if diff > tolerance:
                 step = "(none)" if key[1] is None else key[1]
                 problems.append(f"step {step} {column}: {mine_src} {x:,.3f} us, {other_src} {y:,.3f} us")
     if problems:
         return Verdict(name, False, "; ".join(problems[:6]) + (f"; ... {len(problems) - 6} more" if len(problems) > 6 else ""))
+    per_event = f", or {EXPORT_ROUNDING_US_PER_EVENT:g} us per task of the step" if events else ""
     return Verdict(name, True, f"{len(a)} step(s) x {', '.join(STEP_FIELDS)}: largest difference {worst:.4f} us "
-                               f"(tolerance {STEP_TABLE_ABS_US:g} us or {STEP_TABLE_REL:g} of the step: rounding)")
+                               f"(tolerance {STEP_TABLE_ABS_US:g} us or {STEP_TABLE_REL:g} of the step{per_event}: "
+                               "rounding)")
 
 
 def check_step_table(ds: Dataset, where: str) -> Verdict | None:
@@ -572,7 +588,7 @@ def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:
                    f"{text.source} and {db.source}")]
     if text.steps and db.steps:
         out.append(compare_step_tables(text.steps, db.steps, name + ": step table", text.steps_source,
-                                       db.steps_source))
+                                       db.steps_source, events=text.step_tasks or None))
     return out
 
 

@@ -204,7 +204,7 @@ def advisory_sections(ds: Dataset, label: str) -> list[Section]:
     """One section per operator advisory that fires (common.analyze.advisories), with its rule and rows."""
     if not ds.small:
         return []
-    return [Section(f"Advisory: {a.name}: {label}", lines=[a.text, f"rule: {a.rule}"], header=advisories.HEADER,
+    return [Section(f"Advisory: {a.name}: {label}", lines=[a.text, f"rule: {a.rule}"], header=a.header,
                     rows=a.rows, wrap=("Dtypes (in -> out)",))
             for a in advisories.advisories(ds.tasks)]
 

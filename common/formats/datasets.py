@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -366,14 +367,18 @@ class ExportSide:
     per_type: dict[str, tuple[int, float]]  # OP Type -> (task count, total µs), communication included
     steps: list[StepTime]
     steps_source: str
+    step_tasks: dict[int | None, int]  # tasks per Step Id (None: no step), bounding each step's timeline events
 
 
 def export_side(ds: Dataset) -> ExportSide:
     per = ds.task_totals.group_by("op_type").agg(pl.col("count").sum(), pl.col("total_us").sum())
+    per_type = {op: (int(count), float(total)) for op, count, total in per.iter_rows()}
+    # per step from the task records of a small profile; otherwise every task bounds any one step
+    step_tasks = (dict(Counter(t.step_id for t in ds.tasks)) if ds.small else
+                  {None: sum(count for count, _ in per_type.values())})
     return ExportSide(
-        source=ds.db.name if ds.db is not None else ds.task_file,
-        per_type={op: (int(count), float(total)) for op, count, total in per.iter_rows()},
-        steps=ds.steps, steps_source=ds.steps_source,
+        source=ds.db.name if ds.db is not None else ds.task_file, per_type=per_type,
+        steps=ds.steps, steps_source=ds.steps_source, step_tasks=step_tasks,
     )
 
 

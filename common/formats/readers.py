@@ -49,6 +49,7 @@ def _tasks(table: Table, names: dict[str, str]) -> list[Task]:
         "wait_us": table.numbers(names["wait"], minimum=0).to_list(),
         "device_id": table.strings("Device_id").to_list(),
         "block_dim": _ints(table.numbers("Block Dim", integer=True, minimum=0).to_list()),
+        "op_state": table.strings("OP State").to_list(),
         "input_shapes": table.strings("Input Shapes").to_list(),
         "input_dtypes": table.strings("Input Data Types").to_list(),
         "output_shapes": table.strings("Output Shapes").to_list(),

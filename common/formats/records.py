@@ -19,6 +19,7 @@ class Task:
     wait_us: float | None = None
     device_id: str | None = None
     block_dim: int | None = None
+    op_state: str | None = None  # OP State: static / dynamic (None: not recorded, e.g. Level0 or older exports)
     input_shapes: str | None = None
     input_dtypes: str | None = None
     output_shapes: str | None = None

@@ -9,6 +9,7 @@ from the files by the csv module here, not by the lab's readers.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -157,6 +158,33 @@ def test_text_written_from_the_db_agrees_with_it(tmp_path: Path) -> None:
     writers.write_step_trace_time(out / "step_trace_time.csv", db.steps)
     found = [v for v in verdicts(tmp_path) if v.name.startswith("text and database exports agree")]
     assert len(found) == 2 and all(v.ok for v in found), found
+
+
+@pytest.mark.parametrize(("shift_us", "ok"), [(0.187, True), (0.25, False)])
+def test_step_rows_of_the_two_exports_agree_within_their_rounding(tmp_path: Path, shift_us: float, ok: bool) -> None:
+    """The text export sums the timeline's events, each rounded to 0.001 us on its own; the database holds ns.
+
+    Not a capture as recorded: the text side is written from the real database's rows (as above), then its
+    step 50 Computing is shifted by the rounding the text export may carry, 0.001 us for each of the step's
+    187 Computing events (0.187 us). A millionth of the 132 ms step (0.132 us) failed it before; the
+    per-event bound (0.001 us x 191 tasks of the step) holds it, and 0.25 us is still a disagreement.
+    """
+    out = tmp_path / "rank0_ascend_pt" / OUT
+    out.mkdir(parents=True)
+    for name in ("ascend_pytorch_profiler_0.db", "analysis.db"):
+        shutil.copy(DB / "rank0_ascend_pt" / OUT / name, out)
+    db = Dataset("torch_npu_db", out, db=out / "ascend_pytorch_profiler_0.db")
+    writers.write_kernel_details(out / "kernel_details.csv", db.tasks)
+    (step,) = db.steps
+    assert sum(1 for t in db.tasks if t.task_type != "HCCL") == 187 and len(db.tasks) == 191
+    writers.write_step_trace_time(out / "step_trace_time.csv",
+                                  [dataclasses.replace(step, computing_us=step.computing_us + shift_us)])
+    (table,) = [v for v in verdicts(tmp_path) if v.name.endswith("exports agree (rank0_ascend_pt/ASCEND_PROFILER_OUTPUT): "
+                                                                    "step table")]
+    assert table.ok is ok, table.detail
+    if ok:
+        assert "0.001 us per task of the step" in table.detail
+    assert step.computing_us * checks.STEP_TABLE_REL < 0.187 <= checks.EXPORT_ROUNDING_US_PER_EVENT * 191
 
 
 # --- a folder exported twice ---------------------------------------------------------------------------
