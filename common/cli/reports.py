@@ -362,10 +362,10 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
             if sec.title.startswith("Pipes"):
                 # each op's chart under its own label (OP Type, count, verdict): unlabelled, 40 charts per rank
                 # could not be told apart
-                charts = "".join(
+                charts = html.chart_grid([
                     f"<p class=\"v\"><b>{html.esc(v.op_type)}</b> ({v.count} tasks): {html.esc(v.text)}</p>"
-                    + html.value_bars("pipes", _pipe_items(v.ratios), "of core time", top=1.0)
-                    for v in bounds.pipe_verdicts(ds.tasks))
+                    + html.value_bars("pipes", _pipe_items(v.ratios), "of core time", top=1.0, width=html.GRID_CHART)
+                    for v in bounds.pipe_verdicts(ds.tasks)])
                 blocks.append(html.section(sec.title, charts, note=" ".join(sec.lines)))
             else:
                 blocks.append(html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap),

@@ -1,11 +1,12 @@
 """The report pages opened in headless Chromium at desktop width, and measured there.
 
-Each page of a real capture (the cluster view of a 2-rank run, the report of the same run and of an msprof CLI
-export) is loaded at 1366 px with a small probe script added to a copy of it; the probe writes what the layout
-measured into the DOM, which ``--dump-dom`` returns: nothing runs off the page sideways (no table, chart or line
-wider than the body), every text and colour key of every chart lies inside its svg (a legend whole, not clipped),
-every PMU pipes chart sits under its op's label, and Integrity is the last section when its checks hold. A
-full-page screenshot of each goes to ``tests_artifacts/pages/`` (git-ignored) for a person to look at.
+Each page (the cluster view of a real 2-rank capture, the report of the same capture and of an msprof CLI export,
+the precision page of a model that overflows in fp16) is loaded at 1366 px with a small probe script added to a
+copy of it; the probe writes what the layout measured into the DOM, which ``--dump-dom`` returns: nothing runs off
+the page sideways (no table, chart or line wider than the body), every text and colour key of every chart lies
+inside its svg (a legend whole, not clipped), every PMU pipes chart sits under its op's label, and Integrity is
+the last section when its checks hold. A screenshot of each goes to ``tests_artifacts/pages/`` (git-ignored) for
+a person to look at.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 WIDTH = 1366  # a common laptop screen: the narrowest desktop the pages are read at
-TALLEST_SHOT = 16_000  # px: Chromium's screenshot of a longer page is cut here
+TALLEST_SHOT = 8_000  # px: a longer page is shot to here only (a 12,000 px shot takes Chromium 6 s)
 ARTEFACTS = ROOT / "tests_artifacts" / "pages"
 TWO_RANKS = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
 
@@ -114,3 +115,14 @@ def test_report_page(capture: Path, tmp_path: Path) -> None:
     found = measure_and_shoot(directory_html(capture), f"report_{capture.name}", tmp_path)
     assert_readable_at_a_glance(found)
     assert found["sections"][-1] == "Integrity" and found["pipes"] > 0 and found["legend_keys"] > 0
+
+
+def test_precision_page(tmp_path: Path, capsys) -> None:
+    from common.cli.precision import run_precision
+
+    workload = ROOT / "tests" / "unit" / "precision_fp16_overflow.py"  # fp16 overflows in its third layer
+    assert run_precision("0", str(workload), str(tmp_path / "precision"), torch_only=True) == 1
+    found = measure_and_shoot((tmp_path / "precision" / "report.html").read_text(), "precision_fp16_overflow", tmp_path)
+    assert_readable_at_a_glance(found)
+    assert found["sections"] == ["First divergent op per candidate", "How the error grows, op by op", "torch fp32",
+                                 "torch fp16"]
