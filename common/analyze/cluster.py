@@ -31,6 +31,7 @@ from common.formats.communication import (CommTiming, MatrixLink, collectives_of
                                           read_rank_communication, read_rank_matrix)
 from common.formats.datasets import Dataset, dataset_of
 from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
+from common.formats.metadata import RankMetadata, read_rank_metadata
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import read_run_info, require_directory
 from common.verdict import Verdict
@@ -68,6 +69,11 @@ class RankProfile:
     @property
     def steps(self) -> list[StepTime]:
         return self.dataset.steps
+
+    @functools.cached_property
+    def metadata(self) -> RankMetadata | None:
+        """Its parallel layout (profiler_metadata.json, or the database's META_DATA); None when not recorded."""
+        return read_rank_metadata(self.folder, self.dataset.db if self.dataset.is_db else None)
 
     def communication(self) -> list[CommOp]:
         """The rank's collectives from its database's COMMUNICATION_OP (empty for a text export: see communication.json)."""
@@ -599,6 +605,273 @@ def communication_lines(comm: Communication) -> tuple[communication.CommVerdict,
     return verdict, lines + [f"note: {n}" for n in comm.notes]
 
 
+# --- The parallel layout: groups from parallel_group_info, pipeline stages, slow ranks within a group ---
+#
+# Megatron names its process groups; these are the ones that say how the ranks split the work.
+# A rank's DP group is "dp" (torch_npu records "dp_cp" only, on some ranks, when context parallel
+# size is 1: the same ranks). Groups of one rank are kept for the sizes but judge nothing.
+LAYOUT_KINDS = {"TP": ("tp",), "PP": ("pp",), "DP": ("dp", "dp_cp"), "CP": ("cp",), "EP": ("exp", "ep")}
+SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size", "DP": "data_parallel_size",
+             "CP": "context_parallel_size", "EP": "expert_model_parallel_size"}
+# msprof-analyze's reading of cluster_step_trace_time.csv: stage and rank values "should stay level:
+# the largest minus the smallest within 5%", else a slow card or an unbalanced stage (docs/zh/
+# recipe_output_format_introduct.md, "cluster_step_trace_time.csv"). Used for the stages' Computing
+# and as the floor of the within-group slow-rank threshold.
+LEVEL_SHARE = 0.05
+# Within a group that does the same work (DP, TP, CP, EP), a rank is slow when its Computing + Free
+# exceeds the group's median by more than this many median absolute deviations, pooled over every
+# such group of the capture (the spread of the data), and by more than LEVEL_SHARE of the median.
+SLOW_IN_GROUP_MADS = 3.0
+
+
+def group_hash(group_id: str) -> str:
+    """The number communication.json writes after ``@`` for a group torch_npu names ``group_id``.
+
+    torch_npu writes the group's name into parallel_group_info and a hash of it into the op names;
+    msprof-analyze joins them with two 32-bit polynomial hashes of the name's characters (base 29
+    and base 131), high and low word (``hccl_sum.py``, ``double_hash``). ``group_name_19`` ->
+    ``3985310405473756128`` on the real 4-rank capture.
+    """
+    high = low = 0
+    for ch in group_id:
+        high = (high * 29 + ord(ch)) & 0xFFFFFFFF
+        low = (low * 131 + ord(ch)) & 0xFFFFFFFF
+    return str(high << 32 | low)
+
+
+@dataclass(frozen=True)
+class ParallelGroup:
+    kind: str  # TP, PP, DP, CP, EP
+    name: str  # Megatron's: tp, pp, dp, dp_cp, cp, exp
+    ranks: tuple[int, ...]
+    group_id: str
+    comm_group: str  # as communication.json writes it after "@"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The ranks' parallel groups, from every rank's metadata (one group listed once)."""
+
+    sizes: dict[str, int]  # kind -> size, from distributed_args (or the groups)
+    groups: list[ParallelGroup]
+    source: str
+
+    def of(self, kind: str) -> list[ParallelGroup]:
+        return [g for g in self.groups if g.kind == kind]
+
+    @property
+    def stages(self) -> list[tuple[int, ...]]:
+        """Pipeline stage s: the ranks at index s of their PP group (stage 0 first)."""
+        pp = self.of("PP")
+        if not pp or max(len(g.ranks) for g in pp) < 2:
+            return []
+        depth = max(len(g.ranks) for g in pp)
+        return [tuple(sorted(g.ranks[s] for g in pp if s < len(g.ranks))) for s in range(depth)]
+
+    def stage_of(self, rank: int) -> int | None:
+        return next((s for s, ranks in enumerate(self.stages) if rank in ranks), None)
+
+
+def parallel_layout(view: ClusterView) -> Layout | None:
+    """The layout every rank recorded; None when no rank has distributed_args or parallel_group_info."""
+    found = {p.rank: p.metadata for p in view.ranks if p.metadata is not None}
+    if not found:
+        return None
+    groups: dict[tuple[str, tuple[int, ...]], ParallelGroup] = {}
+    for meta in found.values():
+        by_name = {g.name: g for g in meta.groups}
+        for kind, names in LAYOUT_KINDS.items():
+            mine = next((by_name[n] for n in names if n in by_name), None)
+            if mine is not None:
+                groups.setdefault((kind, mine.global_ranks), ParallelGroup(
+                    kind, mine.name, mine.global_ranks, mine.group_id, group_hash(mine.group_id)))
+    args = next((m.distributed_args for m in found.values() if m.distributed_args), None) or {}
+    sizes = {}
+    for kind, key in SIZE_ARGS.items():
+        if isinstance(args.get(key), int):
+            sizes[kind] = args[key]
+        elif any(k == kind for k, _ in groups):
+            sizes[kind] = max(len(r) for k, r in groups if k == kind)
+    missing = sorted(set(p.rank for p in view.ranks) - set(found))
+    source = next(iter(found.values())).source.rsplit("/", 1)[-1]
+    if missing:
+        source += f" (ranks {', '.join(map(str, missing))} recorded none)"
+    return Layout(sizes, sorted(groups.values(), key=lambda g: (list(LAYOUT_KINDS).index(g.kind), g.ranks)), source)
+
+
+def _step_number(step: str) -> int | None:
+    digits = "".join(ch for ch in step if ch.isdigit())
+    return int(digits) if digits else None
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One pipeline stage in one step (µs): msprof-analyze's stage row (the maximum over the stage's ranks)
+    plus the P2P ops of its ranks (mean over them, from communication.json / analysis.db)."""
+
+    step: int | None
+    stage: int
+    ranks: tuple[int, ...]
+    computing_us: float  # max over the ranks
+    free_us: float  # max
+    comm_not_overlapped_us: float  # max
+    bubble_us: float  # max: step_trace_time's Bubble (receive ops only)
+    p2p_ops: int  # per rank
+    p2p_us: float  # P2P elapse, mean over the ranks
+    p2p_wait_us: float
+    p2p_idle_us: float
+    p2p_transit_us: float
+
+    def cells(self) -> list[object]:
+        return [self.step, self.stage, ", ".join(map(str, self.ranks)), self.computing_us, self.free_us,
+                self.comm_not_overlapped_us, self.bubble_us, self.p2p_ops, self.p2p_us, self.p2p_wait_us,
+                self.p2p_idle_us]
+
+
+STAGE_HEADER = ["Step", "Stage", "Ranks", "Computing(max)", "Free(max)", "Comm(Not Overlapped)(max)", "Bubble(max)",
+                "P2P ops", "P2P(us)", "P2P wait(us)", "P2P idle(us)"]
+
+
+def stage_rows(view: ClusterView, layout: Layout, comm: Communication | None) -> list[StageRow]:
+    """Per step and pipeline stage: the stage's Computing, Free and Bubble, and its ranks' P2P time."""
+    p2p: dict[tuple[int | None, int], list[CommTiming]] = {}
+    for rank, timings in (comm.per_rank.items() if comm else []):
+        for t in timings:
+            if t.kind == "p2p":
+                p2p.setdefault((_step_number(t.step), rank), []).append(t)
+    out = []
+    for step in sorted({s.step for rows in view.steps.values() for s in rows}, key=_step_order):
+        for stage, ranks in enumerate(layout.stages):
+            rows = [s for r in ranks for s in view.steps.get(r, []) if s.step == step]
+            if not rows:
+                continue
+            ops = [p2p.get((step, r), []) for r in ranks]
+            n = len(ranks)
+            out.append(StageRow(step, stage, ranks, max(s.computing_us for s in rows), max(s.free_us for s in rows),
+                                max(s.communication_not_overlapped_us for s in rows),
+                                max(s.bubble_us for s in rows), max(len(o) for o in ops),
+                                *(1000 * sum(getattr(t, f) for o in ops for t in o) / n
+                                  for f in ("elapse_ms", "wait_ms", "idle_ms", "transit_ms"))))
+    return out
+
+
+@dataclass(frozen=True)
+class GroupJudgement:
+    """A same-work group's ranks against each other (mean Computing + Free, µs)."""
+
+    group: ParallelGroup
+    own_us: dict[int, float]
+    threshold_us: float
+    slow: int | None
+
+    @property
+    def gap(self) -> tuple[int, int, float]:
+        high = max(self.own_us, key=self.own_us.get)
+        low = min(self.own_us, key=self.own_us.get)
+        return high, low, self.own_us[high] - self.own_us[low]
+
+
+def judge_groups(layout: Layout, summaries: list[RankSummary]) -> tuple[list[GroupJudgement], float]:
+    """Every DP / TP / CP / EP group of two or more ranks, each rank against its group's median.
+
+    The threshold is stated from the data: SLOW_IN_GROUP_MADS median absolute deviations of every
+    such rank from its group's median (pooled over the groups), at least LEVEL_SHARE of the median.
+    Returns the judgements and the pooled deviation (µs).
+    """
+    own = {s.rank: s.own_us for s in summaries}
+    groups = [g for g in layout.groups if g.kind != "PP" and len(g.ranks) > 1 and all(r in own for r in g.ranks)]
+    deviations = [abs(own[r] - statistics.median(own[x] for x in g.ranks)) for g in groups for r in g.ranks]
+    pooled = statistics.median(deviations) if deviations else 0.0
+    out = []
+    for g in groups:
+        members = {r: own[r] for r in g.ranks}
+        median = statistics.median(members.values())
+        threshold = max(SLOW_IN_GROUP_MADS * pooled, LEVEL_SHARE * median)
+        worst = max(members, key=members.get)
+        out.append(GroupJudgement(g, members, threshold, worst if members[worst] - median > threshold else None))
+    return out, pooled
+
+
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+
+def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudgement], pooled_us: float,
+                 comm: Communication | None) -> tuple[list[str], SlowRank, bool]:
+    """The layout's verdict and advice: the pipeline's balance, then each same-work group's slow rank.
+
+    Returns the lines, the slow-rank finding that replaces the all-ranks one, and whether the
+    pipeline is unbalanced (then communication time is P2P waiting, not DDP buckets).
+    """
+    sizes = " x ".join(f"{k} {v}" for k, v in layout.sizes.items())
+    lines = [f"layout ({layout.source}): {sizes}; " + "; ".join(
+        f"{kind} groups {', '.join('[' + ', '.join(map(str, g.ranks)) + ']' for g in layout.of(kind))}"
+        for kind in LAYOUT_KINDS if layout.of(kind))]
+    unbalanced = False
+    for step in sorted({r.step for r in stages}, key=_step_order):
+        rows = [r for r in stages if r.step == step]
+        if len(rows) < 2:
+            continue
+        slow, fast = max(rows, key=lambda r: r.computing_us), min(rows, key=lambda r: r.computing_us)
+        share = (slow.computing_us - fast.computing_us) / slow.computing_us if slow.computing_us else 0.0
+        where = f"step {step}: " if step is not None else ""
+        waits = ", ".join(f"stage {r.stage} {r.p2p_us:,.1f} us (wait {r.p2p_wait_us:,.1f}, idle {r.p2p_idle_us:,.1f})"
+                          for r in rows)
+        head = (f"{where}pipeline stage {slow.stage} ({_ranks_text(slow.ranks)}) computes {slow.computing_us:,.1f} us, "
+                f"stage {fast.stage} ({_ranks_text(fast.ranks)}) {fast.computing_us:,.1f} us: a difference of "
+                f"{100 * share:.1f}% of the larger (level within {100 * LEVEL_SHARE:.0f}%: msprof-analyze's "
+                f"guidance for stage rows)")
+        p2p = (f"; P2P per rank (send/recv/batchSendRecv, {comm.source}): {waits}" if comm and any(
+            r.p2p_ops for r in rows) else "; no P2P ops in the communication analysis")
+        bubble = max(r.bubble_us for r in rows)
+        bubble_text = (f"; Bubble (step_trace_time: receive ops only) {bubble:,.1f} us" if bubble else
+                       "; step_trace_time's Bubble is 0: it counts receive ops only, and this pipeline's P2P "
+                       "is in the ops above")
+        if share > LEVEL_SHARE:
+            unbalanced = True
+            lines.append(f"UNBALANCED PIPELINE — {head}{p2p}{bubble_text}. The ranks of the faster stage wait in "
+                         f"P2P for the slower one")
+            lines.append(f"try (pipeline): move layers from stage {slow.stage} to stage {fast.stage} until their "
+                         f"Computing is level (an uneven split: Megatron-LM's --decoder-first-pipeline-num-layers / "
+                         f"--decoder-last-pipeline-num-layers), or split the work finer with virtual pipeline stages "
+                         f"(interleaved 1F1B); the link is not the limit when P2P time is wait and idle, not transit")
+        else:
+            lines.append(f"pipeline stages are level — {head}{p2p}{bubble_text}")
+    slow_rank = SlowRank(None, None, "")
+    texts = []
+    for j in judged:
+        high, low, gap = j.gap
+        name = f"{j.group.kind} group [{', '.join(map(str, j.group.ranks))}]"
+        if j.slow is not None:
+            median = statistics.median(j.own_us.values())
+            texts.append(f"{name}: rank {j.slow} is slow — Computing + Free {j.own_us[j.slow]:,.1f} us vs the group's "
+                         f"median {median:,.1f} us (+{j.own_us[j.slow] - median:,.1f}, threshold {j.threshold_us:,.1f})")
+            if slow_rank.rank is None:
+                advice = ("its peers wait for it in the data-parallel gradient collectives: look at that rank's own "
+                          "compute and host time (Free), not the link" if j.group.kind == "DP" else
+                          "the group's collectives (all-reduce / all-gather of activations) wait for it: every "
+                          "layer waits once, so look at that rank's device and its links")
+                slow_rank = SlowRank(j.slow, "computing", f"slowest rank within its group: {texts[-1]}; {advice}")
+        else:
+            texts.append(f"{name}: level, largest gap {gap:,.1f} us (rank {high} vs {low}), threshold "
+                         f"{j.threshold_us:,.1f} us")
+    threshold = (f"slow rank judged within each group of the same work (DP, TP, CP, EP): a rank is slow when its "
+                 f"Computing + Free exceeds its group's median by more than {SLOW_IN_GROUP_MADS:g} x the median "
+                 f"deviation of all such ranks from their group's median ({pooled_us:,.1f} us here), and by more than "
+                 f"{100 * LEVEL_SHARE:.0f}% of the median")
+    if judged:
+        lines.append(f"{threshold}: " + "; ".join(texts))
+        if slow_rank.rank is None:
+            slow_rank = SlowRank(None, None, "no slow rank within any group: " + "; ".join(texts)
+                                 + ("; the ranks differ between pipeline stages (see Parallel layout)" if stages else ""))
+    else:
+        slow_rank = SlowRank(None, None, "no group of the same work with two or more ranks to compare")
+    if layout.sizes.get("TP", 1) > 1:
+        lines.append("tensor parallel: every layer's TP collectives sit on the critical path — a slow TP rank or link "
+                     "shows in those collectives (see the ops above), and TP groups should stay within one node")
+    return lines, slow_rank, unbalanced
+
+
 @dataclass
 class ClusterReport:
     """What the cluster view shows, computed once; :mod:`common.render.cluster` lays it out."""
@@ -612,6 +885,10 @@ class ClusterReport:
     comm_lines: list[str]
     op_rows: list[list[object]]
     link_rows: list[list[object]]
+    layout: Layout | None = None  # the parallel layout, when the ranks recorded one
+    layout_lines: list[str] = field(default_factory=list)
+    stage_rows: list[list[object]] = field(default_factory=list)
+    group_rows: list[list[object]] = field(default_factory=list)
 
 
 def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | None) -> list[str]:
@@ -659,5 +936,21 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         verdict, comm_lines = communication_lines(comm)
         op_rows = communication.op_rows(communication.across_ranks(comm.per_rank))
         link_rows = link_matrix_rows(comm)
-    return ClusterReport(view, per_step, means, find_slow_rank(summaries, view.steps), collective_arrivals(view),
-                         _step_advice(cluster_step_lines(view), verdict), comm_lines, op_rows, link_rows)
+    step_lines = _step_advice(cluster_step_lines(view), verdict)
+    slow = find_slow_rank(summaries, view.steps)
+    layout = parallel_layout(view)
+    lines, stages, groups = [], [], []
+    if layout is not None:
+        stages = stage_rows(view, layout, comm)
+        judged, pooled = judge_groups(layout, summaries)
+        lines, slow, unbalanced = layout_lines(layout, stages, judged, pooled, comm)
+        if unbalanced:  # the communication is stage ranks waiting in P2P: DDP bucket advice does not fit
+            step_lines = [PIPELINE_TRY if line.startswith("try (Communication") else line for line in step_lines]
+        groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
+    return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines, op_rows,
+                         link_rows, layout, lines, [r.cells() for r in stages], groups)
+
+
+PIPELINE_TRY = ("try (Communication(Not Overlapped)): here it is pipeline ranks waiting in P2P for a slower stage, "
+                "not gradient buckets: balance the stages (see Parallel layout)")
+GROUP_HEADER = ["Kind", "Name", "Ranks", "Group id", "Group in communication.json"]

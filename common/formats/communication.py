@@ -2,7 +2,7 @@
 
 - text: ``ASCEND_PROFILER_OUTPUT/communication.json``: ``{step: {"collective" | "p2p": {"<op>@<group>":
   {"Communication Time Info": {...}, "Communication Bandwidth Info": {<link>: {...}}}}}}``;
-  ``"Total Op Info"`` inside a step is torch_npu's sum over the step, not an op.
+  ``"Total Op Info"`` inside each kind is torch_npu's sum over the step, not an op.
 - database: ``ASCEND_PROFILER_OUTPUT/analysis.db``: ``CommAnalyzerTime`` (one row per op) and
   ``CommAnalyzerBandwidth`` (one row per op, link and packet size; the link's totals repeat on each).
 
@@ -24,7 +24,7 @@ from common.formats.db import SqliteFile
 
 COMMUNICATION_JSON = "communication.json"
 ANALYSIS_DB = "analysis.db"
-TOTAL_OP_INFO = "Total Op Info"  # torch_npu's per-step sum inside "collective"; not a collective itself
+TOTAL_OP_INFO = "Total Op Info"  # torch_npu's per-step sum inside "collective" and "p2p"; not an op
 KINDS = ("collective", "p2p")
 _TIME_FIELDS = {  # communication.json "Communication Time Info" key -> CommAnalyzerTime column
     "Elapse Time(ms)": "elapse_time", "Transit Time(ms)": "transit_time", "Wait Time(ms)": "wait_time",
@@ -99,8 +99,9 @@ def read_communication_json(path: Path | str) -> list[CommTiming]:
         if not isinstance(kinds, dict):
             continue
         for kind in KINDS:
-            ops = collectives_of(kinds) if kind == "collective" else (kinds.get(kind) or {})
-            for full, op in ops.items():
+            for full, op in (kinds.get(kind) or {}).items():
+                if full == TOTAL_OP_INFO:  # the step's sum of this kind, in "collective" and in "p2p"
+                    continue
                 name, _, group = full.rpartition("@") if "@" in full else (full, "", "")
                 where = f"{path}: {step} {full}"
                 times = (op or {}).get("Communication Time Info") or {}

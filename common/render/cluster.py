@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.analyze.cluster import ClusterReport
+from common.analyze.cluster import GROUP_HEADER, STAGE_HEADER, ClusterReport
 from common.analyze.communication import OP_HEADER
 from common.render import html
 from common.render.text import Section, render_text, render_verdicts, run_info_line
@@ -32,6 +32,13 @@ def cluster_sections(report: ClusterReport) -> list[Section]:
     if report.comm_lines:
         sections.append(Section("Collectives and point-to-point ops (largest first, mean over the ranks)",
                                 lines=report.comm_lines, header=OP_HEADER, rows=report.op_rows))
+    if report.layout is not None:
+        sections.append(Section("Parallel layout (profiler_metadata.json: distributed_args, parallel_group_info)",
+                                lines=report.layout_lines, header=GROUP_HEADER, rows=report.group_rows))
+    if report.stage_rows:
+        sections.append(Section("Pipeline stages (us; Computing, Free, Bubble: the stage's largest rank, as "
+                                "msprof-analyze's stage rows; P2P: mean over the stage's ranks)",
+                                header=STAGE_HEADER, rows=report.stage_rows))
     sections.append(Section(
         "Per rank, mean of the steps (us)",
         lines=[report.slow.text] + ([report.arrivals.text()] if report.arrivals else []),
