@@ -85,14 +85,24 @@ def verdict_list(verdicts: list) -> str:
 
 
 LEGEND_ROW = 20  # px per row of colour keys
+CHAR_PX = 7.5  # px: the width of one character of 12 px chart text, estimated on the wide side
+
+
+def _row_label(text: str, y: int, room: int) -> str:
+    """A bar's label at the chart's left edge, cut in the middle with an ellipsis when it is wider than ``room``
+    px (both ends kept: a dataset's name and its rank or timestamp); the full text as its tooltip."""
+    keep = max(int((room - 8) / CHAR_PX), 5)
+    head = (keep - 1) // 2
+    shown = text if len(text) <= keep else f"{text[:head]}…{text[len(text) - (keep - 1 - head):]}"
+    return f"<text class=\"label\" x=\"0\" y=\"{y}\"><title>{esc(text)}</title>{esc(shown)}</text>"
 
 
 def _legend(items: list[tuple[str, str]], y: int, x0: int = 150, right: int = 900) -> tuple[str, int]:
     """Colour keys from ``x0``, starting a new row where the next key would pass ``right`` (the chart's width):
-    (the markup, the number of rows). A key's width is estimated at 7.5 px per character of 12 px text."""
+    (the markup, the number of rows). A key's width is estimated at CHAR_PX per character."""
     out, x, row = [], x0, 0
     for label, color in items:
-        if x > x0 and x + 15 + 7.5 * len(label) > right:
+        if x > x0 and x + 15 + CHAR_PX * len(label) > right:
             x, row = x0, row + 1
         top = y + row * LEGEND_ROW
         out.append(f"<rect x=\"{x}\" y=\"{top}\" width=\"11\" height=\"11\" fill=\"{color}\"/>"
@@ -108,7 +118,7 @@ def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list
     parts = []
     for i, (label, shares) in enumerate(rows):
         y, x = i * (bar_h + gap), float(label_w)
-        parts.append(f"<text x=\"0\" y=\"{y + 15}\">{esc(label)}</text>")
+        parts.append(_row_label(label, y + 15, label_w))
         for family in present:
             share = shares.get(family, 0.0)
             w = share * (width - label_w)
@@ -141,7 +151,7 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
     parts = []
     for i, (label, computing, comm, free) in enumerate(rows):
         y, x = i * (bar_h + gap), float(label_w)
-        parts.append(f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>")
+        parts.append(_row_label(label, y + 13, label_w))
         segments = [("computing", "Computing", computing, COMPUTING)]
         if with_comm:
             segments.append(("communication", "Communication(Not Overlapped)", comm, COMMUNICATION))
@@ -189,7 +199,7 @@ def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float
     for i, (label, value) in enumerate(items):
         y, w = i * (bar_h + gap), max(value, 0.0) * scale
         parts.append(
-            f"<text x=\"0\" y=\"{y + 13}\">{esc(label)}</text>"
+            _row_label(label, y + 13, label_w) +
             f"<rect class=\"seg\" x=\"{label_w}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h}\" fill=\"{color}\">"
             f"<title>{esc(label)}: {value:g} {esc(unit)}</title></rect>"
             f"<text x=\"{label_w + w + 4:.1f}\" y=\"{y + 13}\">{value:{fmt}} {esc(unit)}</text>"

@@ -4,9 +4,9 @@ Each page (the cluster view of a real 2-rank capture, the report of the same cap
 the precision page of a model that overflows in fp16) is loaded at 1366 px with a small probe script added to a
 copy of it; the probe writes what the layout measured into the DOM, which ``--dump-dom`` returns: nothing runs off
 the page sideways (no table, chart or line wider than the body), every text and colour key of every chart lies
-inside its svg (a legend whole, not clipped), every PMU pipes chart sits under its op's label, and Integrity is
-the last section when its checks hold. A screenshot of each goes to ``tests_artifacts/pages/`` (git-ignored) for
-a person to look at.
+inside its svg (a legend whole, not clipped), no bar's label runs under its bar, every PMU pipes chart sits under
+its op's label, and Integrity is the last section when its checks hold. A screenshot of each goes to
+``tests_artifacts/pages/`` (git-ignored) for a person to look at.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ PROBE = """<script>(() => {
       .filter(e => box(e).right > body.right + .5).map(name),
     outside_svg: [...document.querySelectorAll("svg.chart")].flatMap(svg => [...svg.querySelectorAll("text, rect")]
       .filter(e => !inside(box(e), box(svg))).map(e => svg.dataset.chart + " " + name(e))),
+    labels_over_bars: [...document.querySelectorAll("svg.chart")].flatMap(svg => {
+      const bars = Math.min(...[...svg.querySelectorAll("rect.seg")].map(r => box(r).left));
+      return [...svg.querySelectorAll("text.label")].filter(t => box(t).right > bars + .5).map(name); }),
     legend_keys: document.querySelectorAll("svg.chart g.legend text").length,
     pipes: pipes.length,
     pipes_unlabelled: pipes.filter(svg => { const p = svg.previousElementSibling;
@@ -88,6 +91,7 @@ def assert_readable_at_a_glance(found: dict) -> None:
     assert found["viewport"] == WIDTH and found["scroll"] <= found["viewport"], "the page scrolls sideways"
     assert found["wider_than_body"] == [], "wider than the page's body"
     assert found["outside_svg"] == [], "drawn outside its chart (clipped)"
+    assert found["labels_over_bars"] == [], "a bar's label runs under its bar"
     assert found["pipes_unlabelled"] == 0, "a PMU pipes chart without its op above it"
     if "Integrity" in found["sections"]:
         where = 0 if found["integrity_failed"] else -1
