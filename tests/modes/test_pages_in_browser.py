@@ -1,12 +1,12 @@
 """The report pages opened in headless Chromium at desktop width, and measured there.
 
-Each page (the cluster view of a real 2-rank capture, the report of the same capture and of an msprof CLI export,
-the precision page of a model that overflows in fp16) is loaded at 1366 px with a small probe script added to a
-copy of it; the probe writes what the layout measured into the DOM, which ``--dump-dom`` returns: nothing runs off
-the page sideways (no table, chart or line wider than the body), every text and colour key of every chart lies
-inside its svg (a legend whole, not clipped), no bar's label runs under its bar, every PMU pipes chart sits under
-its op's label, and Integrity is the last section when its checks hold. A screenshot of each goes to
-``tests_artifacts/pages/`` (git-ignored) for a person to look at.
+Each page (the cluster view of a real 2-rank capture and of a real 4-rank pipeline x data-parallel one, the report
+of the 2-rank capture and of an msprof CLI export, the precision page of a model that overflows in fp16) is loaded
+at 1366 px with a small probe script added to a copy of it; the probe writes what the layout measured into the
+DOM, which ``--dump-dom`` returns: nothing runs off the page sideways (no table, chart or line wider than the
+body), every text and colour key of every chart lies inside its svg (a legend whole, not clipped), no bar's label
+runs under its bar, every PMU pipes chart sits under its op's label, and Integrity is the last section when its
+checks hold. A screenshot of each goes to ``tests_artifacts/pages/`` (git-ignored) for a person to look at.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ WIDTH = 1366  # a common laptop screen: the narrowest desktop the pages are read
 TALLEST_SHOT = 8_000  # px: a longer page is shot to here only (a 12,000 px shot takes Chromium 6 s)
 ARTEFACTS = ROOT / "tests_artifacts" / "pages"
 TWO_RANKS = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
+PP2_DP2 = FIXTURES / "npu" / "megatron_pp2_dp2" / "level2"  # 4 ranks: pipeline 2 x data 2
 
 # Runs after the page has been laid out; what it measured goes into <pre id="probe"> as JSON.
 PROBE = """<script>(() => {
@@ -102,16 +103,24 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")]
 
 
-def test_cluster_page_of_two_ranks(tmp_path: Path) -> None:
-    view = cluster.load_cluster(TWO_RANKS)
+# the sections each cluster page must show (title starts), beyond the steps and the per-rank means
+CLUSTER_SECTIONS = {
+    TWO_RANKS: ["Collectives and point-to-point ops", "Link matrix"],
+    PP2_DP2: ["Collectives and point-to-point ops", "Parallel layout", "Pipeline stages"],
+}
+
+
+@pytest.mark.parametrize("capture", list(CLUSTER_SECTIONS), ids=lambda p: p.parent.name)
+def test_cluster_page(capture: Path, tmp_path: Path) -> None:
+    view = cluster.load_cluster(capture)
     found = measure_and_shoot(cluster_html(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
-                              "cluster_text_level1", tmp_path)
+                              f"cluster_{capture.parent.name}_{capture.name}", tmp_path)
     assert_readable_at_a_glance(found)
-    assert found["sections"][0] == "Computing / Communication / Free per rank (mean of the steps, us)"
-    assert {"Per step and rank (us)", "Per rank, mean of the steps (us)",
-            "Link matrix (each captured rank to its peers, all ops of the step)"} <= set(found["sections"])
-    assert any(s.startswith("Collectives and point-to-point ops") for s in found["sections"])
-    assert found["sections"][-1] == "Checks" and found["legend_keys"] == 3  # Computing, Communication, Free
+    titles = found["sections"]
+    assert titles[0] == "Computing / Communication / Free per rank (mean of the steps, us)"
+    assert {"Per step and rank (us)", "Per rank, mean of the steps (us)"} <= set(titles)
+    assert [start for start in CLUSTER_SECTIONS[capture] if not any(t.startswith(start) for t in titles)] == []
+    assert titles[-1] == "Checks" and found["legend_keys"] == 3  # Computing, Communication (not overlapped), Free
 
 
 @pytest.mark.parametrize("capture", [TWO_RANKS, FIXTURES / "npu" / "cann85_minimal"], ids=lambda p: p.name)
