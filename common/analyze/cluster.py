@@ -619,8 +619,9 @@ SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_
 # and as the floor of the within-group slow-rank threshold.
 LEVEL_SHARE = 0.05
 # Within a group that does the same work (DP, TP, CP, EP), a rank is slow when its Computing + Free
-# exceeds the group's median by more than this many median absolute deviations, pooled over every
-# such group of the capture (the spread of the data), and by more than LEVEL_SHARE of the median.
+# exceeds the median of the group's other ranks by more than this many times the typical such excess
+# in the capture's other same-work groups (the spread of the data, measured where the rank is not:
+# a slow rank cannot hide itself), and by more than LEVEL_SHARE of that median.
 SLOW_IN_GROUP_MADS = 3.0
 
 
@@ -761,6 +762,7 @@ class GroupJudgement:
 
     group: ParallelGroup
     own_us: dict[int, float]
+    spread_us: float  # the typical excess in the other same-work groups
     threshold_us: float
     slow: int | None
 
@@ -771,33 +773,37 @@ class GroupJudgement:
         return high, low, self.own_us[high] - self.own_us[low]
 
 
-def judge_groups(layout: Layout, summaries: list[RankSummary]) -> tuple[list[GroupJudgement], float]:
-    """Every DP / TP / CP / EP group of two or more ranks, each rank against its group's median.
+def _excess(own: dict[int, float], ranks: tuple[int, ...], rank: int) -> float:
+    """A rank's Computing + Free minus the median of its group's other ranks."""
+    return own[rank] - statistics.median(own[r] for r in ranks if r != rank)
 
-    The threshold is stated from the data: SLOW_IN_GROUP_MADS median absolute deviations of every
-    such rank from its group's median (pooled over the groups), at least LEVEL_SHARE of the median.
-    Returns the judgements and the pooled deviation (µs).
+
+def judge_groups(layout: Layout, summaries: list[RankSummary]) -> list[GroupJudgement]:
+    """Every DP / TP / CP / EP group of two or more ranks: each rank against the median of the others.
+
+    The threshold is stated from the data: SLOW_IN_GROUP_MADS x the median |excess| of the ranks of
+    the other same-work groups (none: 0), and at least LEVEL_SHARE of the others' median.
     """
     own = {s.rank: s.own_us for s in summaries}
     groups = [g for g in layout.groups if g.kind != "PP" and len(g.ranks) > 1 and all(r in own for r in g.ranks)]
-    deviations = [abs(own[r] - statistics.median(own[x] for x in g.ranks)) for g in groups for r in g.ranks]
-    pooled = statistics.median(deviations) if deviations else 0.0
     out = []
     for g in groups:
-        members = {r: own[r] for r in g.ranks}
-        median = statistics.median(members.values())
-        threshold = max(SLOW_IN_GROUP_MADS * pooled, LEVEL_SHARE * median)
-        worst = max(members, key=members.get)
-        out.append(GroupJudgement(g, members, threshold, worst if members[worst] - median > threshold else None))
-    return out, pooled
+        elsewhere = [abs(_excess(own, o.ranks, r)) for o in groups if o is not g for r in o.ranks]
+        spread = statistics.median(elsewhere) if elsewhere else 0.0
+        excess = {r: _excess(own, g.ranks, r) for r in g.ranks}
+        worst = max(excess, key=excess.get)
+        median = statistics.median(own[r] for r in g.ranks if r != worst)
+        threshold = max(SLOW_IN_GROUP_MADS * spread, LEVEL_SHARE * median)
+        out.append(GroupJudgement(g, {r: own[r] for r in g.ranks}, spread, threshold,
+                                  worst if excess[worst] > threshold else None))
+    return out
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
 
 
-def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudgement], pooled_us: float,
-                 comm: Communication | None) -> tuple[list[str], SlowRank, bool]:
+def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudgement], comm: Communication | None) -> tuple[list[str], SlowRank, bool]:
     """The layout's verdict and advice: the pipeline's balance, then each same-work group's slow rank.
 
     Returns the lines, the slow-rank finding that replaces the all-ranks one, and whether the
@@ -843,9 +849,10 @@ def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudge
         high, low, gap = j.gap
         name = f"{j.group.kind} group [{', '.join(map(str, j.group.ranks))}]"
         if j.slow is not None:
-            median = statistics.median(j.own_us.values())
-            texts.append(f"{name}: rank {j.slow} is slow — Computing + Free {j.own_us[j.slow]:,.1f} us vs the group's "
-                         f"median {median:,.1f} us (+{j.own_us[j.slow] - median:,.1f}, threshold {j.threshold_us:,.1f})")
+            median = statistics.median(v for r, v in j.own_us.items() if r != j.slow)
+            texts.append(f"{name}: rank {j.slow} is slow — Computing + Free {j.own_us[j.slow]:,.1f} us vs "
+                         f"{median:,.1f} us (median of the others; +{j.own_us[j.slow] - median:,.1f} us, threshold "
+                         f"{j.threshold_us:,.1f} us)")
             if slow_rank.rank is None:
                 advice = ("its peers wait for it in the data-parallel gradient collectives: look at that rank's own "
                           "compute and host time (Free), not the link" if j.group.kind == "DP" else
@@ -854,11 +861,11 @@ def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudge
                 slow_rank = SlowRank(j.slow, "computing", f"slowest rank within its group: {texts[-1]}; {advice}")
         else:
             texts.append(f"{name}: level, largest gap {gap:,.1f} us (rank {high} vs {low}), threshold "
-                         f"{j.threshold_us:,.1f} us")
+                         f"{j.threshold_us:,.1f} us (spread elsewhere {j.spread_us:,.1f} us)")
     threshold = (f"slow rank judged within each group of the same work (DP, TP, CP, EP): a rank is slow when its "
-                 f"Computing + Free exceeds its group's median by more than {SLOW_IN_GROUP_MADS:g} x the median "
-                 f"deviation of all such ranks from their group's median ({pooled_us:,.1f} us here), and by more than "
-                 f"{100 * LEVEL_SHARE:.0f}% of the median")
+                 f"Computing + Free exceeds the median of its group's other ranks by more than "
+                 f"{SLOW_IN_GROUP_MADS:g} x the median such excess in the other groups, and by more than "
+                 f"{100 * LEVEL_SHARE:.0f}% of that median")
     if judged:
         lines.append(f"{threshold}: " + "; ".join(texts))
         if slow_rank.rank is None:
@@ -942,8 +949,7 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     lines, stages, groups = [], [], []
     if layout is not None:
         stages = stage_rows(view, layout, comm)
-        judged, pooled = judge_groups(layout, summaries)
-        lines, slow, unbalanced = layout_lines(layout, stages, judged, pooled, comm)
+        lines, slow, unbalanced = layout_lines(layout, stages, judge_groups(layout, summaries), comm)
         if unbalanced:  # the communication is stage ranks waiting in P2P: DDP bucket advice does not fit
             step_lines = [PIPELINE_TRY if line.startswith("try (Communication") else line for line in step_lines]
         groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
