@@ -71,7 +71,8 @@ def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProc
 
 
 def measure_and_shoot(page_html: str, name: str, tmp_path: Path) -> dict:
-    """What the probe measured on ``page_html`` at WIDTH px; a full-page screenshot saved as ARTEFACTS/<name>.png."""
+    """What the probe measured on ``page_html`` at WIDTH px; a screenshot of the page (down to TALLEST_SHOT px)
+    saved as ARTEFACTS/<name>.png."""
     page = tmp_path / f"{name}.html"
     page.write_text(page_html)
     probed = tmp_path / f"{name}_probe.html"
