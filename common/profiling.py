@@ -220,6 +220,48 @@ class MsprofInterface:
         self.call("aclprofFinalize")
 
 
+class PyaclProfInterface:
+    """:class:`MsprofInterface`'s methods over pyACL's ``acl.prof`` module, for a program that already drives the
+    runtime through pyACL (mode 03's worker): the same aclprof* calls, with pyACL's argument order; every return
+    code checked, a NULL config refused."""
+
+    def __init__(self, acl: Any) -> None:
+        self.acl = acl
+
+    @staticmethod
+    def _check(call: str, code: int) -> None:
+        if code != 0:
+            raise ProfilingError(f"acl.prof.{call} returned aclError {code}",
+                                 "see the plog under $HOME/ascend/log (ASCEND_PROCESS_LOG_PATH when set)")
+
+    def init(self, result_path: str) -> None:
+        self._check("init", self.acl.prof.init(result_path))
+
+    def create_config(self, device_ids: Iterable[int], metric: AicoreMetrics,
+                      types: Iterable[ProfileType] | ProfileType | None = None) -> Any:
+        flags = 0
+        for member in profile_type_list(types):
+            flags |= int(member)
+        ids = [int(d) for d in device_ids]
+        config = self.acl.prof.create_config(ids, int(metric), 0, flags)  # 0: no AI Core events
+        if not config:
+            raise ProfilingError(f"acl.prof.create_config returned a null handle for devices {ids}",
+                                 "check the device ids are this process's logical devices")
+        return config
+
+    def start(self, config: Any) -> None:
+        self._check("start", self.acl.prof.start(config))
+
+    def stop(self, config: Any) -> None:
+        self._check("stop", self.acl.prof.stop(config))
+
+    def destroy_config(self, config: Any) -> None:
+        self._check("destroy_config", self.acl.prof.destroy_config(config))
+
+    def finalize(self) -> None:
+        self._check("finalize", self.acl.prof.finalize())
+
+
 def load_library(library: Any) -> Any:
     """A loaded library as it is; a name or path through ``ctypes.CDLL``, a failure as one clear line."""
     if not isinstance(library, (str, os.PathLike)):
@@ -285,7 +327,13 @@ class Profiler:
     """Profile a block of this process; parse its export into :class:`ProfilingResult` objects.
 
     ``result_path``: where runs are written. Without one, a temporary folder is made at ``start``
-    and :meth:`cleanup` removes it (only that folder, only when it made it).
+    and :meth:`cleanup` removes it (only that folder, only when it made it). ``interface``: the
+    aclprof* calls (:class:`MsprofInterface`, :class:`PyaclProfInterface`, pyasc's); found on the
+    npu backend when not given, none on the portable one (nothing is collected there).
+
+    Beyond pyasc's names: :meth:`init` and :meth:`finalize` split the session from the collection,
+    for a program whose documented order puts ``aclprofInit`` before something the collection must
+    not hold (pyACL: before the model is loaded), and ``stop(finalize=False)`` keeps it open.
     """
 
     def __init__(self, result_path: str | os.PathLike | None = None, *, backend: Backend | None = None,
@@ -296,6 +344,7 @@ class Profiler:
         self.msprof = interface  # the aclprof* calls; None on the portable backend
         self.config: Any = None
         self.started = False
+        self.initialized = False  # aclprofInit done and not finalized
         self.result_path: str | None = None if result_path is None else os.fspath(result_path)
         self.auto_remove = result_path is None
         self.results: dict[str, ProfilingResult] = {}
@@ -309,27 +358,39 @@ class Profiler:
                                  "profile a block with Profiler.profile(), or call store_last_result() after stop()")
         return self.results[next(reversed(self.results))]
 
-    def start(self, device_id: int | None = None, metrics: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION,
-              profile_types: ProfileType | Iterable[ProfileType] | None = None) -> None:
-        """Start collecting on ``device_id`` (default: the device this process set); portable: mark the start.
-
-        ``profile_types`` defaults to TASK_TIME | AICORE_METRICS | L2CACHE.
-        """
-        if self.started:
-            raise LabError("this Profiler is already started", "call stop() before starting it again")
-        types = profile_type_list(profile_types)
-        metrics = AicoreMetrics(metrics)
-        device = None
-        if self.backend.is_npu:
-            device = current_device() if device_id is None else parse_device_id(device_id)
+    def init(self) -> None:
+        """Open the profiling session now (aclprofInit into the result path); :meth:`start` then only creates the
+        config and starts. Portable: only the result folder is made."""
+        if self.initialized:
+            raise LabError("this Profiler's session is already open", "call finalize() before init() again")
         if self.result_path is None:
             self.result_path = tempfile.mkdtemp(prefix=TEMP_PREFIX)
         else:
             Path(self.result_path).mkdir(parents=True, exist_ok=True)
             self.result_path = str(Path(self.result_path).resolve())
         self._runs_before = set(self.run_ids())
-        if self.backend.is_npu:
+        if self.msprof is not None:
             self.msprof.init(self.result_path)
+        self.initialized = True
+
+    def start(self, device_id: int | None = None, metrics: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION,
+              profile_types: ProfileType | Iterable[ProfileType] | None = None) -> None:
+        """Start collecting on ``device_id`` (default: the device this process set); portable: mark the start.
+
+        ``profile_types`` defaults to TASK_TIME | AICORE_METRICS | L2CACHE. Opens the session first unless
+        :meth:`init` did; a failure then closes what this call opened.
+        """
+        if self.started:
+            raise LabError("this Profiler is already started", "call stop() before starting it again")
+        types = profile_type_list(profile_types)
+        metrics = AicoreMetrics(metrics)
+        device = None
+        if self.msprof is not None:
+            device = current_device() if device_id is None else parse_device_id(device_id)
+        opened_here = not self.initialized
+        if opened_here:
+            self.init()
+        if self.msprof is not None:
             try:
                 self.config = self.msprof.create_config([device], metrics, types)
                 self.msprof.start(self.config)
@@ -339,22 +400,34 @@ class Profiler:
                         self.msprof.destroy_config(self.config)
                 finally:
                     self.config = None
-                    self.msprof.finalize()
+                    if opened_here:
+                        self.finalize()
                 raise
         self.started = True
 
-    def stop(self) -> None:
-        """Stop collecting and end the profiling session (aclprofStop, DestroyConfig, Finalize)."""
+    def stop(self, finalize: bool = True) -> None:
+        """Stop collecting (aclprofStop, DestroyConfig) and, unless ``finalize`` is False, end the session."""
         if not self.started:
             return
         self.started = False
-        if self.backend.is_npu:
-            config, self.config = self.config, None
-            try:
-                self.msprof.stop(config)
-                self.msprof.destroy_config(config)
-            finally:
-                self.msprof.finalize()
+        config, self.config = self.config, None
+        try:
+            if self.msprof is not None:
+                try:
+                    self.msprof.stop(config)
+                finally:
+                    self.msprof.destroy_config(config)
+        finally:
+            if finalize:
+                self.finalize()
+
+    def finalize(self) -> None:
+        """End the profiling session (aclprofFinalize); nothing when none is open."""
+        if not self.initialized:
+            return
+        self.initialized = False
+        if self.msprof is not None:
+            self.msprof.finalize()
 
     def new_run_ids(self) -> list[str]:
         """The run folders that appeared under the result path since :meth:`start`."""

@@ -31,20 +31,21 @@ from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 from common.analyze.bounds import device_peaks
 from common.analyze.checks import Verdict, not_applicable
 from common.analyze.kernel_verdict import classify_kernel
-from common.backend import is_atlas_a2_a3, parse_device_id, soc_version
+from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
 from common.cli.reports import write_report_md
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
-from common.profiling import read_run_tasks, task_time_median
+from common.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
 
 MODE, MODE_DIR = "ascendc", Path(__file__).resolve().parent.parent  # "ascendc": run_info.json and the nox session
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
 MEASURED_LAUNCHES = 20
 TWIN_TIMINGS = "twin_timings.csv"  # the twin's per-block pipe timers, in prof_out/
+TWIN = Backend("portable", "the AscendC twin: the kernel runs on the host CPU")
 
 
 # --- 1. profile ---------------------------------------------------------------------------------
@@ -166,10 +167,26 @@ def check_bound(ratios: dict[str, float | None]) -> Verdict:
 
 
 # --- 3. read -------------------------------------------------------------------------------------
-def read_twin_profile(run, sizes: dict[str, int]) -> tuple[list[Task], str]:
-    """The twin's timers written as msprof's op_summary / op_statistic, then read back like any export."""
-    summary, _ = write_portable_profile(run.out, twin_tasks(parse_twin_timings(run.out / TWIN_TIMINGS), sizes))
-    return kernel_tasks(readers.read_op_summary(summary)), summary.name  # what was written, not what we meant
+def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str, dict | None, float | None]:
+    """The twin run inside the in-process Profiler (``common.profiling``, pyasc's ``asc.lib.profiling`` names), as
+    the pyasc kernel is: the twin's timers become a ``PROF_*`` run in msprof's layout, which the Profiler reads back;
+    the median kernel time comes from ``task_time_median`` over what it read. (On the NPU the host program is
+    another process: aclprof* profiles only its caller, so msprof wraps it instead, in profile_npu.)"""
+    profiler = Profiler(run.out, backend=TWIN)  # the twin runs on the host, whatever the machine: nothing to collect
+    profiler.start()
+    try:
+        code, stdout = profile_twin(run, binary)
+        sizes = read_sizes(stdout)
+        summary = None
+        if code == 0 and sizes:
+            summary, _ = write_portable_profile(run.out, twin_tasks(parse_twin_timings(run.out / TWIN_TIMINGS), sizes))
+    finally:
+        profiler.stop()
+    if summary is None:
+        return verification_verdict(code, stdout), [], "", sizes, None
+    median = task_time_median(profiler.store_last_result().tasks, name=KERNEL)
+    # what was written, not what we meant
+    return verification_verdict(code, stdout), kernel_tasks(readers.read_op_summary(summary)), summary.name, sizes, median
 
 
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
@@ -335,19 +352,16 @@ def main(argv: list[str] | None = None) -> int:
         if run_mode == "npu":
             more, tasks, where, sizes = profile_npu(run, binary)
             verdicts += more
+            # Median over the measured launches: on an NPU op_summary also holds the warm-up ones.
+            median = (task_time_median(read_run_tasks(run.out / where_run(run.out, where)), name=KERNEL,
+                                       skip=WARMUP_LAUNCHES) if tasks else None)
         else:
-            code, stdout = profile_twin(run, binary)
-            verdicts.append(verification_verdict(code, stdout))
-            tasks, where, sizes = [], "", read_sizes(stdout)
-            if code == 0 and sizes:
-                tasks, where = read_twin_profile(run, sizes)
+            verified, tasks, where, sizes, median = profile_twin_in_process(run, binary)
+            verdicts.append(verified)
         verdicts += [check_launch_count(tasks, where or "no op_summary"), check_ratio_sums(tasks, data_backend),
                      check_bound(mean_ratios(tasks))]
         if tasks and sizes:
             print(render_report(tasks, data_backend, where, sizes))
-            # Median over the measured launches: on an NPU op_summary also holds the warm-up ones.
-            skip = WARMUP_LAUNCHES if data_backend == "npu" else 0
-            median = task_time_median(read_run_tasks(run.out / where_run(run.out, where)), name=KERNEL, skip=skip)
             concurrent = sizes["block_dim"] if data_backend == "npu" else min(sizes["block_dim"], os.cpu_count() or 1)
             verdicts.append(report_verdict(tasks, sizes, KERNEL, median, concurrent, data_backend))
         finished = True

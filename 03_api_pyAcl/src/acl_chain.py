@@ -20,20 +20,20 @@ from pathlib import Path
 
 import numpy as np
 
+from common.backend import Backend
 from common.errors import LabError
+from common.profiling import AicoreMetrics, Profiler, ProfileType, PyaclProfInterface
+
+NPU = Backend("npu", "pyACL's worker runs on the NPU")  # the worker is started on the npu backend only
 
 ACL_SUCCESS = 0
 ACL_MEM_MALLOC_HUGE_FIRST = 0  # device memory: huge pages first, normal pages if none left
 ACL_MEMCPY_HOST_TO_DEVICE = 1
 ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_AICORE_PIPE_UTILIZATION = 1  # aclprofAicoreMetrics: the same metric set msprof's --aic-metrics uses
-
-# aclprofCreateConfig data-type flags (acl_prof.h); pyACL exposes no names, so we define them.
-ACL_PROF_ACL_API = 0x0001  # AscendCL calls -> api_statistic
-ACL_PROF_TASK_TIME = 0x0002  # per-task device time -> op_summary, op_statistic
-ACL_PROF_AICORE_METRICS = 0x0004  # AI Core PMU counters -> op_summary's PMU columns
-ACL_PROF_AICPU = 0x0008  # ops that fall back to AI CPU
-ACL_PROF_FLAGS = ACL_PROF_ACL_API | ACL_PROF_TASK_TIME | ACL_PROF_AICORE_METRICS | ACL_PROF_AICPU
+# What acl.prof collects (aclprofCreateConfig's dataTypeConfig, acl_prof.h; pyACL exposes no names, common.profiling
+# does): AscendCL calls -> api_statistic, per-task device time -> op_summary / op_statistic, the AI Core PMU counters
+# of PipeUtilization (the metric set msprof's --aic-metrics uses) -> op_summary's PMU columns, ops on the AI CPU.
+ACL_PROF_FLAGS = ProfileType.ACL_API | ProfileType.TASK_TIME | ProfileType.AICORE_METRICS | ProfileType.AICPU
 
 # aclDataType (acl_base.h) -> numpy, for the dtypes an offline model's outputs can have here.
 ACL_DTYPES = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
@@ -111,20 +111,20 @@ def _device_dataset(acl, releases: Releases, sizes: list[int]) -> tuple[object, 
     return dataset, pointers
 
 
-def _init_acl_prof(acl, releases: Releases, prof_dir: Path) -> None:
+def _init_acl_prof(acl, releases: Releases, prof_dir: Path) -> Profiler:
     """acl.prof.init: after the device and context, before the model is loaded. Pushed here, its
-    finalize runs after the model is unloaded and before the context and device are released."""
-    check_ret("acl.prof.init", acl.prof.init(str(prof_dir)))
-    releases.push("acl.prof.finalize", acl.prof.finalize)
+    finalize runs after the model is unloaded and before the context and device are released.
+    The calls go through the lab's Profiler (pyasc's asc.lib.profiling names) over pyACL's acl.prof."""
+    profiler = Profiler(prof_dir, backend=NPU, interface=PyaclProfInterface(acl))
+    profiler.init()  # a failure is a ProfilingError (a LabError) naming the call and its code
+    releases.push("acl.prof.finalize", profiler.finalize)
+    return profiler
 
 
-def _start_acl_prof(acl, releases: Releases, device: int) -> None:
-    """create_config -> start, right before the measured executes; stop and destroy_config are pushed."""
-    config = acl.prof.create_config([device], ACL_AICORE_PIPE_UTILIZATION, 0, ACL_PROF_FLAGS)
-    check_handle("acl.prof.create_config", config)
-    releases.push("acl.prof.destroy_config", acl.prof.destroy_config, config)
-    check_ret("acl.prof.start", acl.prof.start(config))
-    releases.push("acl.prof.stop", acl.prof.stop, config)
+def _start_acl_prof(profiler: Profiler, releases: Releases, device: int) -> None:
+    """create_config -> start, right before the measured executes; stop + destroy_config are pushed."""
+    profiler.start(device, metrics=AicoreMetrics.PIPE_UTILIZATION, profile_types=ACL_PROF_FLAGS)
+    releases.push("acl.prof.stop", profiler.stop, False)
 
 
 def output_specs(acl, desc, om_path: Path) -> list[tuple[int, tuple[int, ...], np.dtype]]:
@@ -178,25 +178,28 @@ def run_om(
     warmup: int,
     measured: int,
     prof_dir: Path | None = None,
+    acl_config: Path | None = None,
 ) -> list[np.ndarray]:
     """Load ``om_path`` on logical device ``device``, execute it warmup + measured times on ``feeds``
     (one array per model input), return every output (sizes, dims and dtypes from the model description).
 
     With ``prof_dir``, acl.prof.init runs before the model is loaded and acl.prof.start after the
     warm-up, so only the measured executes are recorded; acl.prof.finalize runs before the context
-    and the device are released.
+    and the device are released. With ``acl_config``, acl.init reads that JSON file (the lab uses it for the
+    ``dump`` block: every op's output of the executes, written by CANN; see common/collect/precision.py).
     """
     feeds = [feeds] if isinstance(feeds, np.ndarray) else list(feeds)
     with Releases() as releases:
-        check_ret("acl.init", acl.init())
+        check_ret("acl.init", acl.init(str(acl_config)) if acl_config else acl.init())
         releases.push("acl.finalize", acl.finalize)
         check_ret("acl.rt.set_device", acl.rt.set_device(device))
         releases.push("acl.rt.reset_device", acl.rt.reset_device, device)
         context, ret = acl.rt.create_context(device)
         check_ret("acl.rt.create_context", ret)
         releases.push("acl.rt.destroy_context", acl.rt.destroy_context, context)
+        profiler = None
         if prof_dir is not None:  # here, so acl.prof.finalize comes before the context and device are released
-            _init_acl_prof(acl, releases, prof_dir)
+            profiler = _init_acl_prof(acl, releases, prof_dir)
 
         model_id, ret = acl.mdl.load_from_file(str(om_path))
         check_ret(f"acl.mdl.load_from_file({om_path})", ret)
@@ -218,8 +221,8 @@ def run_om(
         for _ in range(warmup):  # first executes pay one-off costs (memory, caches); before start: not recorded
             check_ret("acl.mdl.execute (warm-up)", acl.mdl.execute(model_id, input_dataset, output_dataset))
         with Releases() as prof_releases:  # its own stack: stop + destroy_config right after the measured runs
-            if prof_dir is not None:
-                _start_acl_prof(acl, prof_releases, device)
+            if profiler is not None:
+                _start_acl_prof(profiler, prof_releases, device)
             for _ in range(measured):
                 check_ret("acl.mdl.execute", acl.mdl.execute(model_id, input_dataset, output_dataset))
 

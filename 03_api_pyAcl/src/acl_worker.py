@@ -1,7 +1,8 @@
 """The npu backend's pyACL side: the worker program msprof starts, and what the driver does around it.
 
 The worker is ``infer.py --worker <variant> --device <id> --om <file> --inputs <npz> --output-npy <file>
-[--acl-prof <dir>]``: a separate process, because msprof profiles a program it starts itself. It
+[--acl-prof <dir>] [--acl-config <json>]``: a separate process, because msprof profiles a program it starts
+itself (``python -m common precision`` starts it too, with ``--acl-config`` for the ACL dump). It
 feeds the arrays the driver saved (one per model input, in the variant's dtype), runs the chain of
 ``acl_chain.run_om`` (warm-up, then the measured executes) and saves every output for the
 accuracy check. ``worker_argv`` builds that command and ``worker_main`` parses it, side by side,
@@ -51,6 +52,8 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--inputs", type=Path, required=True, help="npz of the arrays to feed, in input order")
     parser.add_argument("--output-npy", type=Path, required=True)
     parser.add_argument("--acl-prof", type=Path, default=None, help="collect in-process into this directory")
+    parser.add_argument("--acl-config", type=Path, default=None,
+                        help="JSON file for acl.init (a dump block): one execute, no warm-up")
     args = parser.parse_args(argv)
     variant = VARIANTS[args.variant]
     if not args.om.is_file():
@@ -70,8 +73,11 @@ def worker_main(argv: list[str]) -> int:
     from acl_chain import run_om
 
     # The worker selects the logical device itself (acl.rt.set_device inside run_om); msprof follows it.
-    outputs = run_om(acl, args.om, device, feeds, WARMUP, MEASURED,
-                     prof_dir=args.acl_prof.resolve() if args.acl_prof else None)
+    # A dump keeps every execute's tensors (ACL-DUMP-DATA: dump one inference only): one execute then.
+    warmup, measured = (0, 1) if args.acl_config else (WARMUP, MEASURED)
+    outputs = run_om(acl, args.om, device, feeds, warmup, measured,
+                     prof_dir=args.acl_prof.resolve() if args.acl_prof else None,
+                     acl_config=args.acl_config.resolve() if args.acl_config else None)
     for i, out in enumerate(outputs):  # floating-point outputs come back in the variant's IO dtype
         if np.issubdtype(out.dtype, np.floating) and out.dtype != variant.numpy_io_dtype:
             raise LabError(f"{args.om} gives {out.dtype} at output {i}, variant {variant.name} expects "

@@ -14,8 +14,8 @@ from common.analyze.precision import TOLERANCES, CandidateResult, compare_ops, f
 from common.formats.rundir import REPO_ROOT, check_output_dir, prepare_output_dir
 
 DEFAULT_OUT = REPO_ROOT / "precision_out"
-NPU_03 = ("03 on the NPU: its per-op outputs come from the ACL dump (the dump block of acl.init's JSON, converted "
-          "with msaccucmp.py convert): docs/precision.md; this command does not collect it yet")
+NPU_03 = ("03 on the NPU: each variant's .om ran once with the ACL dump (the dump block of acl.init's JSON), "
+          "converted by msaccucmp.py convert; dump files under dump/<variant>/ (docs/precision.md)")
 
 
 def _device(device_id: str) -> tuple[str, str]:
@@ -34,13 +34,19 @@ def _device(device_id: str) -> tuple[str, str]:
 
 
 def run_precision(device_id: str, workload_file: str | None, out: str | None, torch_only: bool = False) -> int:
+    from common.backend import parse_device_id
     from common.collect import precision as collect
+    from common.collect import runlogs
     from common.render.precision import precision_html, precision_text
     from common.workload import load_workload
 
     out_dir = check_output_dir(Path(out) if out else DEFAULT_OUT)  # before the work: a bad --out stops here
     work = load_workload(workload_file)
-    files_03 = None if torch_only or _is_npu() else collect.mode03_files(work)  # missing 03 models: one line, now
+    npu = _is_npu()
+    files_03 = None if torch_only else collect.mode03_files(work, npu)  # missing 03 models: one line, now
+    if npu:  # CANN's logs (torch_npu here, the pyACL worker) and 03's dump go into the output folder: made now
+        out_dir = prepare_output_dir(out_dir)
+        runlogs.use_run_logs(True, out_dir, {})
     device, banner = _device(device_id)
     leaves = collect.leaf_modules(work.build_model())
     reference = collect.reference_outputs(work)
@@ -48,7 +54,9 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     for name, how, precision, outputs in collect.torch_candidates(work, device):
         results.append(compare_ops(name, how, TOLERANCES[precision], outputs, reference))
     if files_03 is not None:
-        for name, how, precision, outputs, unmatched in collect.mode03_candidates(work, leaves):
+        candidates = (collect.mode03_npu_candidates(work, leaves, parse_device_id(device_id), out_dir) if npu
+                      else collect.mode03_candidates(work, leaves))
+        for name, how, precision, outputs, unmatched in candidates:
             result = compare_ops(name, how, TOLERANCES[precision], outputs, reference)
             result.unmatched += unmatched
             results.append(result)
@@ -59,11 +67,12 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
             "of non-finite values; an op is out of tolerance when it leaves its precision's bound (docs/precision.md)"]
     if torch_only:
         head.append("03's variants left out (--torch-only)")
-    elif _is_npu():
+    elif npu:
         head.append(NPU_03)
     text = precision_text(results, head)
     print(text, end="")
-    out_dir = prepare_output_dir(out_dir)
+    if not npu:
+        out_dir = prepare_output_dir(out_dir)
     (out_dir / "report.txt").write_text(text)
     (out_dir / "report.html").write_text(precision_html(results, head))
     print(f"(written to {out_dir / 'report.txt'} and {out_dir / 'report.html'})")

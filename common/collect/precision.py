@@ -5,7 +5,9 @@
 - mode 03's variants, portable: every node output of the built ``.opt.onnx`` is made a graph output of a
   copy, ONNX Runtime runs it once, and each leaf module's output is the output of its last node, found by
   the scope the TorchScript exporter writes into node names (``/model/net/net.0/Gemm`` is ``net.0``).
-- NPU, mode 03: the ACL dump (:func:`acl_dump_config`, :func:`msaccucmp_convert_argv`, docs/precision.md).
+- mode 03's variants, NPU: the pyACL worker runs each .om once with the ``dump`` block in acl.init's JSON
+  (:func:`acl_dump_config`), ``msaccucmp.py convert`` turns the dump into .npy files, and each leaf module's output
+  is the dumped op its last ONNX node names (:func:`mode03_npu_candidates`, docs/precision.md).
 
 The reference is always the workload's fp32 copy (``Workload.fp32_copy``) on the CPU, hooked the same way.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -186,18 +190,20 @@ def recorded_workload(path: Path) -> dict | None:
     return mode03().recorded(onnx.load(str(path), load_external_data=False))
 
 
-def mode03_files(work: Workload):
-    """03's ModelFiles of the workload, with every variant's portable model present and built for it; else the
-    LabError that says how to build them."""
+def mode03_files(work: Workload, npu: bool = False):
+    """03's ModelFiles of the workload, with every variant's model (``npu``: the .om) present and built for it;
+    else the LabError that says how to build them."""
     variants = mode03()
     files = variants.ModelFiles(work)
-    build = variants.BUILD + (f" --workload {work.path}" if work.path else "")
-    missing = [files.portable_path(v) for v in variants.VARIANTS.values() if not files.portable_path(v).is_file()]
+    build = variants.BUILD + (" all --device <id>" if npu else "") + (f" --workload {work.path}" if work.path else "")
+    paths = [files.model_path(v, npu) for v in variants.VARIANTS.values()]
+    missing = [p for p in paths if not p.is_file()]
     if missing:
         raise LabError(f"03's model {missing[0].relative_to(REPO_ROOT)} is missing ({len(missing)} variant file(s))",
                        f"build them first: {build} (or pass --torch-only)")
-    for variant in variants.VARIANTS.values():
-        files.check_record(files.portable_path(variant), recorded_workload(files.portable_path(variant)))
+    for variant, path in zip(variants.VARIANTS.values(), paths):
+        # an .om holds no metadata: build_model.py records its workload beside it
+        files.check_record(path, files.read_om_record(variant) if npu else recorded_workload(path))
     return files
 
 
@@ -228,3 +234,102 @@ def acl_dump_config(dump_path: Path | str, model_name: str, layers: list[str] | 
 def msaccucmp_convert_argv(python: str, msaccucmp: Path | str, dump_dir: Path | str, out_dir: Path | str) -> list[str]:
     """``msaccucmp.py convert`` of one folder of dump files into .npy files (MSACCUCMP-CONVERT)."""
     return [python, str(msaccucmp), "convert", "-d", str(dump_dir), "-out", str(out_dir), "-t", "npy"]
+
+
+MSACCUCMP = Path("tools") / "operator_cmp" / "compare" / "msaccucmp.py"  # under CANN's install root (MSACCUCMP-CONVERT)
+# A dump file's name (ACL-DUMP-DATA): {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}, with ".", "/", "\\" and
+# spaces in op_type and op_name replaced by "_"; converted, "<dump file name>.output.<index>.npy" (MSACCUCMP-CONVERT).
+CONVERTED = re.compile(r"^(?P<op_type>[^.]+)\.(?P<op_name>[^.]+)\..*\.output\.(?P<index>[0-9]+)\.npy$")
+
+
+def dump_name(name: str) -> str:
+    """``name`` as a dump file spells an op name: ".", "/", "\\" and spaces become "_"."""
+    return re.sub(r"[./\\ ]", "_", name)
+
+
+def dump_data_dir(dump_path: Path, model_name: str) -> Path:
+    """The folder holding one model's dump files: ``{dump_path}/{time}/{device}/{model_name}/{model_id}/{data_index}``
+    (ACL-DUMP-DATA); the newest when there are several."""
+    found = sorted((p for p in dump_path.glob(f"*/*/{model_name}/*/*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise LabError(f"the ACL dump wrote nothing for model {model_name} under {dump_path}",
+                       "read the worker's messages and the CANN logs in the logs/ folder beside it")
+    return found[-1]
+
+
+def dump_op_outputs(npy_dir: Path, onnx_path: Path, leaves: dict[str, str]) -> tuple[list[OpOutput], list[str]]:
+    """Each leaf module's output as the device computed it: the converted dump of the op whose ONNX node comes last
+    in that module (the node's name, spelt as dumps spell it, is the op's name unless ATC fused or renamed it), in
+    graph order; and one line per op type of the dumped ops no leaf module's node names."""
+    import onnx
+
+    nodes = {}
+    for i, node in enumerate(onnx.load(str(onnx_path), load_external_data=False).graph.node):
+        module = node_module(node, leaves) if node.name else None
+        if module is not None:
+            nodes[dump_name(node.name)] = (i, module)
+    last: dict[str, tuple[int, str, Path]] = {}
+    unmatched: dict[str, list[str]] = {}
+    converted = sorted(npy_dir.glob("*.npy"))
+    for path in converted:
+        found = CONVERTED.match(path.name)
+        if found is None or found["index"] != "0":
+            continue
+        hit = nodes.get(found["op_name"])
+        if hit is None:
+            unmatched.setdefault(found["op_type"], []).append(found["op_name"])
+        elif hit[1] not in last or hit[0] > last[hit[1]][0]:
+            last[hit[1]] = (hit[0], found["op_type"], path)
+    if not converted:
+        raise LabError(f"msaccucmp.py convert wrote no .npy file into {npy_dir}", "read its messages above")
+    outputs = [OpOutput(module, f"{leaves[module]} as the device's {op_type}", np.load(path).astype(np.float32))
+               for module, (_, op_type, path) in sorted(last.items(), key=lambda item: item[1][0])]
+    lines = [f"{len(names)} dumped {op} op(s) named by no node of a leaf module (ATC fused or renamed them), "
+             f"e.g. {names[0]}" for op, names in unmatched.items()]
+    return outputs, lines
+
+
+def _acl_worker():
+    """03's acl_worker module (the pyACL program and its runner), imported from 03_api_pyAcl/src."""
+    if str(MODE03_SRC) not in sys.path:
+        sys.path.insert(0, str(MODE03_SRC))
+    import acl_worker
+
+    return acl_worker
+
+
+def mode03_npu_candidates(work: Workload, leaves: dict[str, str], device: int,
+                          out_dir: Path) -> list[tuple[str, str, str, list[OpOutput], list[str]]]:
+    """(name, how, precision, per-op outputs, unmatched lines) of each of 03's variants on the NPU: the pyACL worker
+    runs the .om once with the dump block in acl.init's JSON, msaccucmp.py converts the dump to .npy. Everything
+    goes to ``out_dir/dump/<variant>/``; CANN's logs to ``out_dir/logs/``."""
+    from common.backend import detect, find_cann_home, select_device
+    from common.collect import runlogs
+
+    files = mode03_files(work, npu=True)
+    cann = find_cann_home()
+    msaccucmp = Path(cann or "<CANN install root>") / MSACCUCMP
+    if not msaccucmp.is_file():
+        raise LabError(f"CANN's msaccucmp.py is not at {msaccucmp}", "install the CANN toolkit and source its "
+                       "set_env.sh (it sets ASCEND_HOME_PATH), or pass --torch-only")
+    worker = _acl_worker()
+    env = select_device(detect(), device)
+    env.update(runlogs.npu_log_env(env, out_dir))
+    out = []
+    for variant in worker.VARIANTS.values():
+        folder = out_dir / "dump" / variant.name
+        raw, npy = folder / "raw", folder / "npy"
+        raw.mkdir(parents=True)  # dump_path must exist (ACL-DUMP)
+        npy.mkdir()
+        om = files.om_path(variant)
+        config = folder / "acl.json"
+        config.write_text(json.dumps(acl_dump_config(raw.resolve(), om.stem), indent=1))
+        inputs = worker.save_inputs(folder / "inputs.npz", files.feeds(variant))
+        app = worker.worker_argv(variant, om, inputs, folder / "output.npy", device)
+        worker.run_step([*app, "--acl-config", str(config)], env, "the pyACL worker (ACL dump)")
+        convert = msaccucmp_convert_argv(sys.executable, msaccucmp, dump_data_dir(raw, om.stem), npy)
+        worker.run_step(convert, env, "msaccucmp.py convert")
+        outputs, unmatched = dump_op_outputs(npy, files.onnx, leaves)
+        how = f"the ACL dump of {om.relative_to(REPO_ROOT)} (one execute), converted by msaccucmp.py: {variant.summary}"
+        out.append((f"03 {variant.name}", how, "fp16" if variant.fp16_compute else "fp32", outputs, unmatched))
+    return out

@@ -118,6 +118,8 @@ def refusals(tmp_path: Path) -> list[str]:
      "--precision_mode=force_fp16", "--precision_mode_v2=origin"],  # not together
     ["atc", "--mode=1", "--om=missing.om", "--json=m.json"],
     ["npu-smi", "info", "-t", "board"],
+    ["msaccucmp", "convert", "-d", ".", "-out", "."],  # no dump file in the folder (-d is not recursive)
+    ["msaccucmp", "convert", "-d", ".", "-t", "txt"],  # npy, msnpy, bin or pt
 ], ids=lambda argv: " ".join(argv[:3]))
 def test_tool_stand_ins_refuse_what_the_tools_refuse(tmp_path: Path, argv: list[str]) -> None:
     proc = tool(tmp_path, *argv)
@@ -190,6 +192,28 @@ def test_pyacl_stand_in_refuses_prof_finalize_after_the_device_is_reset(tmp_path
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.stdout.split() == ["0", "500005", "500005"], proc.stderr  # finalize: profiling is still initialized
     assert refusals(tmp_path)[0].startswith("acl.prof.finalize must come before the runtime resources are released")
+
+
+PYACL_DUMP = """
+import json, sys, acl
+print(acl.init(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("dump, rc", [
+    ({"dump_path": "{tmp}", "dump_list": [{"model_name": "m"}], "dump_mode": "output"}, 0),
+    ({"dump_path": "{tmp}/missing", "dump_list": [{"model_name": "m"}]}, 100000),  # dump_path must exist
+    ({"dump_path": "{tmp}", "dump_list": [{"layer": ["x"]}]}, 100000),  # every entry names its model
+    ({"dump_path": "{tmp}", "dump_list": [{"model_name": "m"}], "dump_mode": "outputs"}, 100000),
+], ids=["documented", "missing dump_path", "no model_name", "bad dump_mode"])
+def test_pyacl_stand_in_checks_the_dump_block_of_acl_init(tmp_path: Path, dump: dict, rc: int) -> None:
+    config = tmp_path / "acl.json"
+    config.write_text(json.dumps({"dump": {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v
+                                           for k, v in dump.items()}}))
+    proc = subprocess.run([sys.executable, "-c", PYACL_DUMP, str(config)], env=stand_in_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.split() == [str(rc)], proc.stderr
+    assert len(refusals(tmp_path)) == (rc != 0)
 
 
 def test_pyacl_stand_in_numbers_devices_under_ascend_rt_visible_devices(tmp_path: Path) -> None:

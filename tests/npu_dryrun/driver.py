@@ -61,6 +61,7 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
         ("03.build", ["bash", "03_api_pyAcl/build_model.sh", "all", "--device", d], None),
         ("03.msprof", ["bash", "03_api_pyAcl/run.sh", d, "all"], "03_api_pyAcl/prof_out"),
         ("03.acl_prof", ["bash", "03_api_pyAcl/run.sh", d, "default", "--acl-prof"], "03_api_pyAcl/prof_out"),
+        ("precision", [sys.executable, "-m", "common", "precision", d], "precision_out"),
         ("04", ["bash", "04_pyTorch/run.sh", d], "04_pyTorch/prof_out"),
         ("04.dynamic", ["bash", "04_pyTorch/run_dynamic.sh", d], "04_pyTorch/prof_out_dynamic"),
     ]

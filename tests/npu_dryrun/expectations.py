@@ -170,7 +170,8 @@ def no_visible_devices(out: Path, device: int) -> Result:
 
 # Where each step's programs must write CANN's logs: <the lab's copy>/<its output folder>/logs (runlogs.py).
 LOG_FOLDERS = {"01": "01_cmdline/prof_out", "02": "02_api_AscendC/prof_out", "03.msprof": "03_api_pyAcl/prof_out",
-               "03.acl_prof": "03_api_pyAcl/prof_out", "04": "04_pyTorch/prof_out", "04.ddp": "04_pyTorch/prof_out_ddp"}
+               "03.acl_prof": "03_api_pyAcl/prof_out", "04": "04_pyTorch/prof_out", "04.ddp": "04_pyTorch/prof_out_ddp",
+               "precision": "precision_out"}
 PROGRAM_TOOLS = {"msprof", "msprof op", "acl", "ascendcl", "torch_npu"}  # npu-smi is the lab's own probe
 LOG_LEVELS = {"0", "1", "2", "3", "4"}  # CANN's environment-variable reference: DEBUG, INFO, WARNING, ERROR, NULL
 
@@ -377,6 +378,44 @@ def atc_variants(out: Path, device: int) -> Result:
                   f"refused: {[c.get('refused') for c in calls if c.get('rc', 0)] or 'none'}")
 
 
+def precision_dump(out: Path, device: int) -> Result:
+    """precision on the NPU: per .om ATC built, one pyACL process calls acl.init with the documented dump block
+    (dump_path an existing folder inside precision_out/, the .om's name as model_name, output tensors), loads that
+    .om, executes it once, and msaccucmp.py convert -t npy turns that execute's folder into .npy files; the report
+    compares every variant's dumped ops."""
+    step = step_result(out, "precision")
+    calls = by_step(load(out)).get("precision", [])
+    folder = Path(summary(out).get("lab", out / "lab")) / "precision_out"
+    built = {Path(a.split("=", 1)[1]).name for c in ok_calls(by_step(load(out)).get("03.build", []), "atc", "convert")
+             for a in c["args"] if a.startswith("--output=")}
+    converts = {c["args"][c["args"].index("-d") + 1]: c["args"] for c in ok_calls(calls, "msaccucmp", "convert")}
+    seen, bad = set(), []
+    for init in (c for c in ok_calls(calls, "acl", "init") if c.get("dump")):
+        mine = [c for c in calls if c.get("pid") == init["pid"] and c["tool"] == "acl"]
+        dump, loads = init["dump"], [Path(c["args"][0]).stem for c in ok_calls(mine, "acl", "mdl.load_from_file")]
+        executes = ok_calls(mine, "acl", "mdl.execute")
+        names = [i.get("model_name") for i in dump.get("dump_list", [])]
+        where = executes[0].get("dumped") if len(executes) == 1 else None
+        convert = converts.get(where or "")
+        problem = ((not Path(dump.get("dump_path", "")).is_relative_to(folder) and "dump_path outside precision_out")
+                   or (names != loads and f"model_name {names} for loaded {loads}")
+                   or ((dump.get("dump_mode"), dump.get("dump_data")) != ("output", "tensor") and "not output tensors")
+                   or (len(executes) != 1 and f"{len(executes)} executes")
+                   or (convert is None and "its dump was not converted")
+                   or (convert[-2:] != ["-t", "npy"] and "not converted to npy"))
+        if problem:
+            bad.append(f"{loads}: {problem}")
+        seen.update(loads)
+    report = out / step["kept"] / "report.txt" if step.get("kept") else None
+    text = report.read_text() if report and report.is_file() else ""
+    ok = (bool(built) and seen == built and not bad and step.get("rc") in (0, 1) and not step.get("traceback")
+          and text.count("the ACL dump of") == len(built))
+    return Result("precision: each .om dumped once via acl.init's dump block, converted by msaccucmp.py, compared", ok,
+                  f"exit {step.get('rc')}; dumped {sorted(seen)} of built {sorted(built)}; {len(converts)} conversions; "
+                  f"wrong: {'; '.join(bad) or 'none'}; report {'has' if text else 'lacks'} the dump rows"
+                  f"{'; ' + step['error_lines'][0] if step.get('error_lines') else ''}")
+
+
 def output_dims(out: Path, device: int) -> Result:
     calls = [c for s in ("03.msprof", "03.acl_prof") for c in by_step(load(out)).get(s, []) if c["tool"] == "acl"]
     dims = [c for c in calls if c["call"] == "mdl.get_output_dims"]
@@ -502,6 +541,7 @@ CHECKS = {
     "pyasc_simulator": pyasc_simulator,
     "atc_variants": atc_variants,
     "output_dims": output_dims,
+    "precision_dump": precision_dump,
     "no_refusals": no_refusals,
     "reports_ran": reports_ran,
     "device_in_outputs": device_in_outputs,

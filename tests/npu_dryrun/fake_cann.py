@@ -1,7 +1,8 @@
 # TEST DOUBLE for the NPU dry run: builds the fake CANN tree the stand-ins live in; never used outside tests.
 """A CANN install as the lab looks for it: ``bin/`` (msprof, atc, npu-smi, plus the cmake the NPU
 build of mode 02 runs), ``set_env.sh``, ``version.cfg``, ``ascend_toolkit_install.info``,
-``compiler/tikcpp/ascendc_kernel_cmake/ascendc.cmake`` and ``python/site-packages``.
+``compiler/tikcpp/ascendc_kernel_cmake/ascendc.cmake``, ``tools/operator_cmp/compare/msaccucmp.py`` and
+``python/site-packages``.
 
 Every ``bin/`` entry is a two-line shell shim into tests/npu_dryrun/tools.py, run with the
 interpreter given here (the lab environment's, which has numpy, onnx and onnxruntime).
@@ -47,6 +48,13 @@ def build(root: Path, python: str, modules: Path) -> Path:
                                                 "builds the host program itself.\n")
     for folder in ("include", "x86_64-linux/lib64", "aarch64-linux/lib64"):
         (root / folder).mkdir(parents=True)
+    compare = root / "tools" / "operator_cmp" / "compare"  # where CANN keeps msaccucmp.py (MSACCUCMP-CONVERT)
+    compare.mkdir(parents=True)
+    (compare / "msaccucmp.py").write_text(
+        "# TEST DOUBLE (NPU dry run): the stand-in msaccucmp.py, never used outside tests.\n"
+        "import runpy, sys\n"
+        f"sys.argv = [{str(HERE / 'tools.py')!r}, 'msaccucmp', *sys.argv[1:]]\n"
+        f"runpy.run_path({str(HERE / 'tools.py')!r}, run_name='__main__')\n")
     install_modules(modules, root / "python" / "site-packages", ("acl",))
     (root / "version.cfg").write_text(f"# TEST DOUBLE (NPU dry run)\nversion={CANN_VERSION}\n")
     (root / "ascend_toolkit_install.info").write_text(

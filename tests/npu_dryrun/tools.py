@@ -1,4 +1,5 @@
-# TEST DOUBLE for the NPU dry run: msprof, msprof op, atc, npu-smi and cmake stand-ins; never used outside tests.
+# TEST DOUBLE for the NPU dry run: msprof, msprof op, atc, npu-smi, cmake and msaccucmp stand-ins; never used outside
+# tests.
 """``python tools.py <tool> <argv...>``: what the fake CANN tree's ``bin/`` shims run.
 
 Each stand-in checks its command line the way the real tool does (options it does not know,
@@ -450,7 +451,46 @@ def kernel_calls(cxx: str, source: Path, defs: dict[str, str], build: Path) -> l
     return sorted(set(re.findall(r"\bMetricsProf(?:Start|Stop)\b", proc.stdout)))
 
 
-TOOLS = {"msprof": msprof, "atc": atc, "npu-smi": npu_smi, "cmake": cmake}
+# msaccucmp.py convert's options (MSACCUCMP-CONVERT) and its -t values; a dump file's name (ACL-DUMP-DATA).
+MSACCUCMP_OPTIONS = {"-d": "dump_file", "--dump_file": "dump_file", "-out": "output", "--output": "output",
+                     "-v": "version", "--version": "version", "-t": "type", "--type": "type"}
+MSACCUCMP_TYPES = ("npy", "msnpy", "bin", "pt")
+DUMP_FILE = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[0-9]+\.[0-9]+\.[0-9]{16}$")
+
+
+def msaccucmp(argv: list[str]) -> int:
+    """``msaccucmp.py convert -d <file|f1,f2|folder> [-out dir] [-v 2] [-t npy]``: one ``<name>.output.0.npy`` per
+    dump file (the stand-in's dumps hold one output each). -d takes files or one folder of files, not a tree."""
+    if argv[:1] != ["convert"]:
+        return refuse("msaccucmp", "convert", argv, "the lab only calls the convert subcommand")
+    values, rest = {}, argv[1:]
+    while rest:
+        key = MSACCUCMP_OPTIONS.get(rest[0])
+        if key is None or len(rest) < 2:
+            return refuse("msaccucmp", "convert", argv, f"unknown option or missing value: {rest[0]}")
+        values[key], rest = rest[1], rest[2:]
+    if "dump_file" not in values:
+        return refuse("msaccucmp", "convert", argv, "-d is required")
+    if values.get("type", "npy") not in MSACCUCMP_TYPES:
+        return refuse("msaccucmp", "convert", argv, f"-t must be one of {', '.join(MSACCUCMP_TYPES)}")
+    given = [Path(p) for p in values["dump_file"].split(",")]
+    files = sorted(p for p in given[0].iterdir() if p.is_file()) if len(given) == 1 and given[0].is_dir() else given
+    dumps = [p for p in files if p.is_file() and DUMP_FILE.match(p.name)]
+    if not dumps:
+        return refuse("msaccucmp", "convert", argv, "no dump file there (-d is not recursive)")
+    out = Path(values.get("output", "."))
+    if not out.is_dir():
+        return refuse("msaccucmp", "convert", argv, f"-out {out} is not an existing folder")
+    import numpy as np
+
+    for path in dumps:
+        np.save(out / f"{path.name}.output.0.npy", np.load(path))
+    rec.record("msaccucmp", "convert", argv, rc=0, converted=len(dumps))
+    print(f"msaccucmp (dry run stand-in): {len(dumps)} dump file(s) converted into {out}")
+    return 0
+
+
+TOOLS = {"msprof": msprof, "atc": atc, "npu-smi": npu_smi, "cmake": cmake, "msaccucmp": msaccucmp}
 
 if __name__ == "__main__":
     sys.exit(TOOLS[sys.argv[1]](sys.argv[2:]))

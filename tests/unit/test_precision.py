@@ -174,3 +174,44 @@ def test_acl_dump_config_and_conversion_argv() -> None:
     assert layers == [{"model_name": "m", "layer": ["Gemm_1"]}]
     assert collect.msaccucmp_convert_argv("python3", "/x/msaccucmp.py", "in", "out") == [
         "python3", "/x/msaccucmp.py", "convert", "-d", "in", "-out", "out", "-t", "npy"]
+
+
+def test_converted_dump_files_map_to_leaf_modules_by_their_onnx_node_names(tmp_path: Path) -> None:
+    """A dump names each op as ATC built it, "." "/" "\\" and spaces spelt "_"; msaccucmp appends
+    ".output.<i>.npy". The module's last node wins; an op no node names (ATC's own Cast) is listed."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["/model/net/net.0/Gemm_output_0"], name="/model/net/net.0/Gemm"),
+             helper.make_node("Erf", ["/model/net/net.0/Gemm_output_0"], ["e"], name="/model/net/net.1/Erf"),
+             helper.make_node("Mul", ["e", "e"], ["y"], name="/model/net/net.1/Mul_1")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    onnx.save(helper.make_model(graph), tmp_path / "m.onnx")
+    npy = tmp_path / "npy"
+    npy.mkdir()
+    stamp = 1700000000000000
+    files = {"MatMulV2._model_net_net_0_Gemm.3.0.{t}.output.0.npy": 1.0,  # ATC's op type, the node's name
+             "Erf._model_net_net_1_Erf.4.0.{t}.output.0.npy": 2.0,
+             "Mul._model_net_net_1_Mul_1.5.0.{t}.output.0.npy": 3.0,  # net.1's last node: its output
+             "Mul._model_net_net_1_Mul_1.5.0.{t}.input.0.npy": 9.0,  # an input: not an op's output
+             "Cast.trans_Cast_7.6.0.{t}.output.0.npy": 4.0}  # inserted by ATC: no node of the model
+    for i, (name, value) in enumerate(files.items()):
+        np.save(npy / name.format(t=stamp + i), np.full((2, 2), value, np.float16))
+    leaves = {"net.0": "Linear", "net.1": "GELU"}
+    outputs, unmatched = collect.dump_op_outputs(npy, tmp_path / "m.onnx", leaves)
+    assert [(o.path, o.computes, float(o.array[0, 0]), o.array.dtype) for o in outputs] == [
+        ("net.0", "Linear as the device's MatMulV2", 1.0, np.float32), ("net.1", "GELU as the device's Mul", 3.0, np.float32)]
+    assert unmatched == [("1 dumped Cast op(s) named by no node of a leaf module (ATC fused or renamed them), "
+                          "e.g. trans_Cast_7")]
+    assert collect.dump_name("/model/net/net.0/Gemm") == "_model_net_net_0_Gemm"
+
+
+def test_dump_data_dir_is_the_documented_folder_and_an_empty_dump_is_one_line(tmp_path: Path) -> None:
+    from common.errors import LabError
+
+    with pytest.raises(LabError, match="the ACL dump wrote nothing for model m under"):
+        collect.dump_data_dir(tmp_path, "m")
+    folder = tmp_path / "20261202050000" / "3" / "m" / "1" / "0"  # {time}/{device}/{model_name}/{model_id}/{index}
+    folder.mkdir(parents=True)
+    assert collect.dump_data_dir(tmp_path, "m") == folder

@@ -27,6 +27,7 @@ from common.profiling import (
     ProfilingError,
     ProfilingResult,
     ProfilingTask,
+    PyaclProfInterface,
     profile_type_list,
     task_time_median,
 )
@@ -441,3 +442,52 @@ def test_a_start_that_fails_leaves_no_session_behind(tmp_path: Path) -> None:
             log.append("block")
     assert log[2:] == ["start", "destroy_config config", "finalize"]  # the block never ran
     assert not profiler.started and profiler.config is None and profiler.result_path is None
+
+
+def test_init_before_start_keeps_the_session_open_until_finalize(tmp_path: Path) -> None:
+    """pyACL's order (mode 03): aclprofInit before the model loads, start/stop around the measured executes,
+    finalize after the unload; a failing start then leaves the session to the caller's finalize."""
+    log: list[str] = []
+    profiler = Profiler(tmp_path / "r", backend=npu_backend(tmp_path), interface=RecordingInterface(log))
+    profiler.init()
+    log.append("load model")
+    profiler.start(device_id=0)
+    profiler.stop(finalize=False)
+    log.append("unload model")
+    profiler.finalize()
+    profiler.finalize()  # a second one does nothing
+    assert [entry.split(" [")[0] for entry in log] == [
+        "init", "load model", "create_config", "start config", "stop config", "destroy_config config",
+        "unload model", "finalize"]
+
+    class FailingStart(RecordingInterface):
+        def start(self, config) -> None:
+            raise ProfilingError("aclprofStart returned aclError 107002", "see the plog")
+
+    log.clear()
+    profiler = Profiler(tmp_path / "r", backend=npu_backend(tmp_path), interface=FailingStart(log))
+    profiler.init()
+    with pytest.raises(ProfilingError):
+        profiler.start(device_id=0)
+    assert log[-1] == "destroy_config config" and profiler.initialized  # the caller's finalize closes it
+    profiler.finalize()
+    assert log[-1] == "finalize" and not profiler.initialized
+
+
+def test_pyacl_interface_calls_acl_prof_in_pyacls_order_and_checks_every_code() -> None:
+    calls: list[tuple] = []
+
+    class Prof:
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append((name, *args))
+                return "cfg" if name == "create_config" else (507000 if name == "stop" else 0)
+            return call
+
+    interface = PyaclProfInterface(type("acl", (), {"prof": Prof()})())
+    interface.init("/r")
+    config = interface.create_config([2], AicoreMetrics.PIPE_UTILIZATION, ProfileType.TASK_TIME | ProfileType.ACL_API)
+    interface.start(config)
+    with pytest.raises(ProfilingError, match="acl.prof.stop returned aclError 507000"):
+        interface.stop(config)
+    assert calls == [("init", "/r"), ("create_config", [2], 1, 0, 0x3), ("start", "cfg"), ("stop", "cfg")]

@@ -41,6 +41,8 @@ class _State:
         self.buffers: dict[int, tuple[int, int]] = {}
         self.datasets: dict[int, list[int]] = {}
         self.descs: dict[int, int | None] = {}
+        self.dump: dict | None = None
+        self.dumped: dict[int, int] = {}  # model id -> executes dumped (the data_index folders)
 
 
 S = _State()
@@ -58,11 +60,46 @@ def _needs_init(call: str, args: list) -> int | None:
     return None
 
 
+# The dump block's documented values (pyACL API reference, acl.json's "dump": docs/npu_reference.md ACL-DUMP).
+DUMP_MODES = ("input", "output", "all")
+DUMP_DATA = ("tensor", "stats")
+DUMP_OP_SWITCH = ("on", "off")
+
+
+def _dump_problem(dump: object) -> str | None:
+    """Why acl.init would refuse this ``dump`` block, or None."""
+    if not isinstance(dump, dict):
+        return "dump must be an object"
+    path = dump.get("dump_path")
+    if not isinstance(path, str) or not os.path.isdir(path):
+        return "dump_path is required and must be an existing folder"
+    items = dump.get("dump_list")
+    if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("model_name") for i in items):
+        return "dump_list must list objects with a model_name"
+    for key, allowed in (("dump_mode", DUMP_MODES), ("dump_data", DUMP_DATA), ("dump_op_switch", DUMP_OP_SWITCH)):
+        if key in dump and dump[key] not in allowed:
+            return f"{key} must be one of {', '.join(allowed)}"
+    return None
+
+
 def init(config_path: str | None = None) -> int:
     if S.initialized:
         return _done("init", [], rec.ACL_ERROR_REPEAT_INITIALIZE, "acl.init called twice")
+    args = [] if config_path is None else [config_path]
+    extra = {}
+    if config_path:
+        try:
+            config = json.loads(Path(config_path).read_text())
+        except (OSError, ValueError) as err:
+            return _done("init", args, rec.ACL_ERROR_INVALID_PARAM, f"cannot read the config file: {err}")
+        if "dump" in config:
+            if (why := _dump_problem(config["dump"])) is not None:
+                return _done("init", args, rec.ACL_ERROR_INVALID_PARAM, why)
+            S.dump = config["dump"]
+            extra["dump"] = config["dump"]
     S.initialized = True
-    return _done("init", [], 0)
+    rec.record("acl", "init", args, rc=0, **extra)
+    return 0
 
 
 def finalize() -> int:
@@ -280,7 +317,50 @@ def _execute(model_id: int, inputs: int, outputs: int) -> int:
         _compute(model, inputs, outputs)
     except ImportError:  # no ONNX Runtime: the output buffer stays as it is
         pass
-    return _done("mdl.execute", [], 0)
+    dumped = _dump(model_id, model, inputs) if S.dump else None
+    rec.record("acl", "mdl.execute", [], rc=0, **({"dumped": dumped} if dumped else {}))
+    return 0
+
+
+def _dump(model_id: int, model: dict, inputs: int) -> str | None:
+    """Every node's output of one execute, as the dump lays it out (ACL-DUMP-DATA):
+    ``{dump_path}/{time}/{device}/{model_name}/{model_id}/{data_index}/{op_type}.{op_name}.{task}.{stream}.{timestamp}``
+    with ".", "/", "\\" and spaces in the names replaced by "_". The files hold .npy bytes: the stand-in's own
+    format, which only the stand-in msaccucmp.py reads (the real dump is CANN's binary format)."""
+    import re
+    import time
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    name = model["name"].removesuffix(".om")  # the model file's name without suffix (ACL-DUMP)
+    if S.dump.get("dump_mode", "output") == "input" or name not in {i["model_name"] for i in S.dump["dump_list"]}:
+        return None
+    graph = onnx.load(model["onnx"])
+    wanted = [o for node in graph.graph.node for o in node.output[:1] if o]
+    graph.graph.output.extend(onnx.ValueInfoProto(name=o) for o in wanted if o not in {x.name for x in graph.graph.output})
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {}
+    for item, handle in zip(model["inputs"], S.datasets[inputs]):
+        ptr, _ = S.buffers[handle]
+        feeds[item["name"]] = np.frombuffer(bytes(S.memory[ptr][: _nbytes(item)]),
+                                            dtype=item["dtype"]).reshape(item["dims"]).astype(np.float32)
+    values = dict(zip(wanted, session.run(wanted, feeds)))
+    index = S.dumped.get(model_id, 0)
+    S.dumped[model_id] = index + 1
+    folder = (Path(S.dump["dump_path"]) / time.strftime("%Y%m%d%H%M%S") / str(S.device) / name / str(model_id)
+              / str(index))
+    folder.mkdir(parents=True, exist_ok=True)
+    def clean(text: str) -> str:
+        return re.sub(r"[./\\ ]", "_", text)
+
+    for task, node in enumerate(graph.graph.node, start=1):
+        if node.output[:1] and node.output[0] in values:
+            stamp = int(time.time() * 1e6) + task
+            with (folder / f"{clean(node.op_type)}.{clean(node.name or node.output[0])}.{task}.0.{stamp}").open("wb") as f:
+                np.save(f, values[node.output[0]])
+    return str(folder)
 
 
 def _compute(model: dict, inputs: int, outputs: int) -> None:
