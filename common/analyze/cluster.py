@@ -669,9 +669,6 @@ class Layout:
         depth = max(len(g.ranks) for g in pp)
         return [tuple(sorted(g.ranks[s] for g in pp if s < len(g.ranks))) for s in range(depth)]
 
-    def stage_of(self, rank: int) -> int | None:
-        return next((s for s, ranks in enumerate(self.stages) if rank in ranks), None)
-
 
 def parallel_layout(view: ClusterView) -> Layout | None:
     """The layout every rank recorded; None when no rank has distributed_args or parallel_group_info."""
