@@ -30,11 +30,14 @@ from common.formats.communication import CommTiming
 WAIT_RATIO_HIGH = 0.2
 # Nominal bandwidth per link type (GB/s) to judge a transfer against. SDMA/HCCS 18 GB/s is the
 # baseline msprof-analyze's advisor uses for SDMA bandwidth (advisor/rules/bandwidth_contention.yaml,
-# ``sdma_baseline: 18``; it flags transfers under 0.8 of it). No such figure is cited here for RDMA,
-# PCIE or SIO: their bandwidth is reported, not judged.
-NOMINAL_GBS = {"HCCS": 18.0, "SDMA": 18.0}
-NOMINAL_SOURCE = "msprof-analyze advisor's SDMA baseline (rules/bandwidth_contention.yaml)"
-BANDWIDTH_LOW = 0.8  # of the nominal figure: msprof-analyze's bandwidth_contention threshold
+# ``sdma_baseline: 18``; it flags transfers under 0.8 of it). RDMA 12.5 and PCIE 20 GB/s are the link
+# bandwidths of msAdvisor's HCCL analysis model (Ascend/msadvisor training/hccl_analysis_model/utils/
+# constant.py ``LINK_BANDWIDTH = {"HCCS": 18, "PCIE": 20, "RDMA": 12.5}``, with the same 0.8 threshold,
+# ``BANDWIDTH_THRESHOLD``). No figure is cited for SIO: its bandwidth is reported, not judged.
+NOMINAL_GBS = {"HCCS": 18.0, "SDMA": 18.0, "PCIE": 20.0, "RDMA": 12.5}
+NOMINAL_SOURCE = ("HCCS/SDMA: msprof-analyze advisor's SDMA baseline (rules/bandwidth_contention.yaml); PCIE, RDMA: "
+                  "msAdvisor's HCCL analysis model (utils/constant.py LINK_BANDWIDTH)")
+BANDWIDTH_LOW = 0.8  # of the nominal figure: msprof-analyze's bandwidth_contention threshold, msAdvisor's too
 # Links reported per op: SDMA is the copy engine that carries HCCS and PCIE transfers (its numbers
 # repeat theirs), LOCAL a copy within the device: shown only when no other link moved data.
 LINK_ORDER = ("HCCS", "RDMA", "PCIE", "SIO", "SDMA", "LOCAL")

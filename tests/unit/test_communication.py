@@ -148,3 +148,14 @@ def test_cluster_html_puts_a_failed_check_first(text_copy: Path) -> None:
     report = cluster.cluster_report(cluster.load_cluster(text_copy))
     page = cluster_html(report, [Verdict("a check", False, "it failed")])
     assert page.index("<h2>Checks</h2>") < page.index("<h2>Per step and rank")
+
+
+def test_every_link_but_sio_is_judged_against_its_cited_nominal_figure() -> None:
+    LinkUse, bandwidth_text, low = communication.LinkUse, communication.bandwidth_text, communication.BANDWIDTH_LOW
+    # MB / ms = GB/s: RDMA 5.0 (40% of 12.5), PCIE 19.0 (95% of 20), HCCS 15.0 (83% of 18)
+    uses = {u.link: u for u in (LinkUse("RDMA", 50.0, 10.0), LinkUse("PCIE", 190.0, 10.0), LinkUse("HCCS", 150.0, 10.0),
+                                LinkUse("SIO", 10.0, 10.0))}
+    assert [bandwidth_text(uses[k]) for k in ("RDMA", "PCIE", "HCCS")] == [
+        "RDMA 5.00 GB/s (40% of 12.5 GB/s)", "PCIE 19.00 GB/s (95% of 20 GB/s)", "HCCS 15.00 GB/s (83% of 18 GB/s)"]
+    assert [k for k, u in uses.items() if u.nominal_gbs and u.bandwidth_gbs < low * u.nominal_gbs] == ["RDMA"]
+    assert bandwidth_text(uses["SIO"]) == "SIO 1.00 GB/s (no nominal figure cited for SIO)"
