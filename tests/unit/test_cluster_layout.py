@@ -21,7 +21,7 @@ from common.formats.metadata import read_rank_metadata
 from common.render.cluster import render_cluster
 
 CAPTURE = FIXTURES / "npu" / "megatron_pp2_dp2" / "level2"
-MSA_STAGES = FIXTURES / "npu" / "megatron_pp2_dp2" / "msprof_analyze" / "cluster_step_trace_time.csv"
+MSA_STAGES = FIXTURES / "msprof_analyze_cluster" / "megatron_pp2_dp2.csv"
 NO_LAYOUT = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
 OUT = "ASCEND_PROFILER_OUTPUT"
 REPO = Path(__file__).resolve().parents[2]

@@ -255,6 +255,30 @@ def expect_db_level1(root: Path) -> None:
     assert arrivals.wait_us == pytest.approx(waits, abs=0.5)  # µs floats of ~1.7e15 keep ~0.25 us
 
 
+def expect_megatron_level2(root: Path) -> None:
+    datasets = find_datasets(root)
+    assert [ds.folder.parent.name for ds in datasets] == [f"rank_{r}_ascend_pt" for r in range(4)]
+    for rank, ds in enumerate(datasets):
+        steps = step_csv(ds.folder / "step_trace_time.csv")
+        assert_steps(ds, steps)
+        (step, computing, comm, free), = steps
+        assert step == 13
+        if comm / (computing + comm + free) >= 0.5:  # stage 0 (ranks 0, 1) waits in P2P: over half the step
+            assert rank in (0, 1)
+            assert_bound(ds, "communication-bound", computing, comm, free)
+        else:  # stage 1 (ranks 2, 3): Computing ~49.5%, Communication ~33%: no part reaches half
+            assert rank in (2, 3) and computing / (computing + comm + free) < 0.5
+            assert step_bound.step_verdict(step_bound.summarize_steps(ds.steps)).kind == "mixed"
+    assert integrity(root, datasets) == []  # step tables and communication.json only: nothing to cross-check
+    metadata = json.loads((root / "rank_0_ascend_pt" / "profiler_metadata.json").read_text())
+    pp = sorted(tuple(g["global_ranks"]) for r in range(4) for g in json.loads(
+        (root / f"rank_{r}_ascend_pt" / "profiler_metadata.json").read_text())["parallel_group_info"].values()
+        if g["group_name"] == "pp")
+    assert metadata["distributed_args"]["pipeline_model_parallel_size"] == 2 and set(pp) == {(0, 2), (1, 3)}
+    layout = cluster.parallel_layout(cluster.load_cluster(root))
+    assert layout.stages == [(0, 1), (2, 3)]  # stage s: index s of every PP group
+
+
 EXPECT: dict[str, Callable[[Path], None]] = {
     "cann85_minimal": expect_cann85,
     "torch_npu_kernel_details": expect_kernel_details,
@@ -263,6 +287,7 @@ EXPECT: dict[str, Callable[[Path], None]] = {
     "msinsight_torch_npu/text_level0": expect_text_level0,
     "msinsight_torch_npu/text_level1": expect_text_level1,
     "msinsight_torch_npu/db_level1": expect_db_level1,
+    "megatron_pp2_dp2/level2": expect_megatron_level2,
 }
 
 
