@@ -91,4 +91,5 @@ def precision_html(results: list[CandidateResult], head: list[str]) -> str:
         blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("computes", "verdict")),
                               unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
                                               f"({result.tolerance.why}). {result.note}".strip()))
-    return page("msprof lab: per-op precision", head[0], blocks)
+    subtitle = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers, not the page's
+    return page("msprof lab: per-op precision", subtitle, blocks)
