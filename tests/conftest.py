@@ -53,9 +53,45 @@ def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     detect.cache_clear()
 
 
+# Modules that neither run a mode in the checkout nor read what such runs write there (prof_out/, builds, models,
+# the modes' locks): they read fixtures and write only under tmp_path, or run the lab in a private copy of it.
+# `nox -s tests` runs them in a second pytest process (--lab-part isolated) beside the rest (--lab-part checkout),
+# which runs one test after the other as always: two cores, two processes, no mode run twice at once.
+ISOLATED = {
+    "modes/test_npu_dryrun.py", "modes/test_pages_in_browser.py", "modes/test_report_cli.py", "modes/test_cli_pipe.py",
+    "unit/test_advisories.py", "unit/test_analysis.py", "unit/test_bounds.py", "unit/test_cluster_layout.py",
+    "unit/test_communication.py", "unit/test_db.py", "unit/test_families.py", "unit/test_formats_scale.py",
+    "unit/test_integrity.py", "unit/test_real_captures.py", "unit/test_report_page.py", "unit/test_step_verdicts.py",
+    "unit/test_bench_cli.py", "unit/test_capture_hygiene.py", "unit/test_cli_errors.py", "unit/test_cluster_fixes.py",
+    "unit/test_compare_levels.py", "unit/test_env.py", "unit/test_fast_paths.py", "unit/test_layers.py",
+    "unit/test_torch_ops.py", "unit/test_work_models.py",
+}
+PARTS = ("all", "checkout", "isolated")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--lab-part", choices=PARTS, default="all",
+                     help="checkout: the modules that run modes in the checkout; isolated: the others (ISOLATED in "
+                          "tests/conftest.py); all (default): both")
+
+
+def part_of(path: Path) -> str:
+    """Which part a test module belongs to: "isolated" when ISOLATED lists it, else "checkout"."""
+    tests = Path(__file__).resolve().parent
+    where = path.relative_to(tests).as_posix() if tests in path.parents else path.name
+    return "isolated" if where in ISOLATED else "checkout"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Everything under tests/modes runs the lab end to end: mark it e2e, so ``-m "not e2e"`` is the fast part."""
+    """Everything under tests/modes runs the lab end to end: mark it e2e, so ``-m "not e2e"`` is the fast part.
+    With ``--lab-part checkout|isolated`` the tests of the other part are deselected."""
     modes = Path(__file__).resolve().parent / "modes"
     for item in items:
         if modes in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)
+    part = config.getoption("--lab-part")
+    if part != "all":
+        deselected = [item for item in items if part_of(Path(str(item.path))) != part]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if part_of(Path(str(item.path))) == part]

@@ -247,3 +247,18 @@ def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None
     assert load_workload() is tiny_mlp()
     monkeypatch.setenv(ENV_VAR, str(ROOT / "workloads" / "cnn.py"))
     assert load_workload().name == "cnn"
+
+
+def test_the_isolated_part_lists_existing_modules_and_parts_split_the_suite() -> None:
+    """nox -s tests runs ISOLATED in a second pytest process: each entry must be a test module here (a stale name would
+    quietly move nothing), and every module is in exactly one part."""
+    import conftest
+
+    tests = Path(conftest.__file__).resolve().parent
+    assert all((tests / name).is_file() for name in conftest.ISOLATED), sorted(
+        n for n in conftest.ISOLATED if not (tests / n).is_file())
+    modules = sorted(tests.glob("*/test_*.py"))
+    parts = {conftest.part_of(m) for m in modules}
+    assert parts == {"checkout", "isolated"}
+    assert conftest.part_of(tests / "modes" / "test_agree.py") == "checkout"  # runs every mode in the checkout
+    assert conftest.part_of(tests / "modes" / "test_npu_dryrun.py") == "isolated"  # runs a private copy of the lab
