@@ -159,3 +159,39 @@ def test_cli_prints_the_layout_and_the_stages() -> None:
                   and len(line.split()) == 12]
     assert [row[:4] for row in stage_rows] == [["13", "0", "0,", "1"], ["13", "1", "2,", "3"]]
     assert stage_rows[0][4] == "231,290.1" and stage_rows[1][4] == "401,131.7"
+
+
+def test_a_tensor_parallel_layout_gets_tensor_parallel_advice(tmp_path: Path) -> None:
+    """No public capture with tensor parallelism above 1 was found, so this is the real capture with its layout
+    relabelled, said so: the data-parallel groups [0, 1] and [2, 3] renamed "tp" (sizes TP 2 x PP 2 x DP 1), and
+    rank 1's Computing 100 ms longer, as in the DP test above. The verdict must advise on the TP collectives."""
+    root = tmp_path / "level2"
+    shutil.copytree(CAPTURE, root)
+    for rank in range(4):
+        path = root / f"rank_{rank}_ascend_pt" / "profiler_metadata.json"
+        path.chmod(0o644)
+        meta = json.loads(path.read_text())
+        meta["distributed_args"].update(tensor_model_parallel_size=2, data_parallel_size=1)
+        groups = meta["parallel_group_info"]
+        for key, group in list(groups.items()):
+            if group["group_name"] == "tp":
+                del groups[key]  # the one-rank TP groups give way to the two-rank ones
+        for group in groups.values():
+            if group["group_name"] in ("dp", "dp_cp"):
+                group["group_name"] = "tp"
+        path.write_text(json.dumps(meta))
+    steps = root / "rank_1_ascend_pt" / OUT / "step_trace_time.csv"
+    steps.chmod(0o644)
+    head, row = steps.read_text().splitlines()
+    cells = row.split(",")
+    cells[2] = str(float(cells[2]) + 100_000)
+    steps.write_text(f"{head}\n{','.join(cells)}\n")
+    view = cluster.load_cluster(root)
+    layout = cluster.parallel_layout(view)
+    assert [g.ranks for g in layout.of("TP")] == [(0, 1), (2, 3)] and layout.of("DP") == []
+    assert layout.sizes["TP"] == 2
+    report = cluster.cluster_report(view)
+    assert report.slow.rank == 1 and report.slow.text.startswith("slowest rank within its group: TP group [0, 1]: ")
+    assert "the group's collectives (all-reduce / all-gather of activations) wait for it" in report.slow.text
+    assert any(line.startswith("tensor parallel: every layer's TP collectives sit on the critical path")
+               for line in render_cluster(report).splitlines())
