@@ -33,9 +33,8 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-
 from collections import Counter
+from dataclasses import dataclass
 
 from common.formats.intervals import gaps, merge
 from common.formats.records import Task
@@ -83,16 +82,25 @@ def _compute(tasks: list[Task]) -> list[Task]:
     return [t for t in tasks if (t.task_type or "") not in COMMUNICATION_CORES]
 
 
-def _rows(chosen: list[Task], total_us: float) -> list[list[object]]:
+def _by_op(chosen: list[Task]) -> list[tuple[str, str, list[Task], float]]:
+    """(OP Type, core, its tasks, their total µs) per OP Type and core, the largest total first."""
     per: dict[tuple[str, str], list[Task]] = {}
     for t in chosen:
         per.setdefault((t.op_type, t.task_type or ""), []).append(t)
+    groups = [(op, core, ts, sum(t.duration_us for t in ts)) for (op, core), ts in per.items()]
+    return sorted(groups, key=lambda g: -g[3])
+
+
+def _share(spent: float, total_us: float) -> float:
+    return round(100 * spent / total_us, 2) if total_us else 0.0
+
+
+def _rows(chosen: list[Task], total_us: float) -> list[list[object]]:
     rows = []
-    for (op, core), ts in sorted(per.items(), key=lambda kv: -sum(t.duration_us for t in kv[1])):
-        spent = sum(t.duration_us for t in ts)
+    for op, core, ts, spent in _by_op(chosen):
         dtypes = sorted({f"{t.input_dtypes or 'N/A'} -> {t.output_dtypes or 'N/A'}" for t in ts})
-        rows.append([op, core, len(ts), round(spent, 3), max(t.duration_us for t in ts),
-                     round(100 * spent / total_us, 2) if total_us else 0.0, "; ".join(dtypes)])
+        rows.append([op, core, len(ts), round(spent, 3), max(t.duration_us for t in ts), _share(spent, total_us),
+                     "; ".join(dtypes)])
     return rows
 
 
@@ -145,13 +153,8 @@ def dynamic_shapes(tasks: list[Task]) -> Advisory | None:
     dynamic = [t for t in compute if t.op_state == DYNAMIC_STATE]
     total = sum(t.duration_us for t in compute)
     spent = sum(t.duration_us for t in dynamic)
-    per: dict[tuple[str, str], list[Task]] = {}
-    for t in dynamic:
-        per.setdefault((t.op_type, t.task_type or ""), []).append(t)
-    rows = [[op, core, len(ts), round(sum(t.duration_us for t in ts), 3),
-             round(100 * sum(t.duration_us for t in ts) / total, 2) if total else 0.0,
-             len({t.input_shapes for t in ts})]
-            for (op, core), ts in sorted(per.items(), key=lambda kv: -sum(t.duration_us for t in kv[1]))]
+    rows = [[op, core, len(ts), round(spent_op, 3), _share(spent_op, total), len({t.input_shapes for t in ts})]
+            for op, core, ts, spent_op in _by_op(dynamic)]
     varying = sum(1 for r in rows if r[5] > 1)
     return Advisory(
         "dynamic-shape ops",
@@ -184,13 +187,9 @@ def low_block_dim(tasks: list[Task]) -> Advisory | None:
         return None
     total = sum(t.duration_us for t in compute)
     spent = sum(t.duration_us for t in chosen)
-    per: dict[tuple[str, str], list[Task]] = {}
-    for t in chosen:
-        per.setdefault((t.op_type, t.task_type or ""), []).append(t)
-    rows = [[op, core, len(ts), round(sum(t.duration_us for t in ts), 3), max(t.duration_us for t in ts),
-             round(100 * sum(t.duration_us for t in ts) / total, 2) if total else 0.0,
+    rows = [[op, core, len(ts), round(spent_op, 3), max(t.duration_us for t in ts), _share(spent_op, total),
              ", ".join(str(d) for d in sorted({t.block_dim for t in ts})), cores[CORE_KINDS[core]]]
-            for (op, core), ts in sorted(per.items(), key=lambda kv: -sum(t.duration_us for t in kv[1]))]
+            for op, core, ts, spent_op in _by_op(chosen)]
     counted = ", ".join(f"{kind} {n}" for kind, n in sorted(cores.items()))
     return Advisory(
         "low block dim",
