@@ -895,16 +895,29 @@ class ClusterReport:
     group_rows: list[list[object]] = field(default_factory=list)
 
 
-def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | None) -> list[str]:
+PIPELINE_TRY = ("try (Communication(Not Overlapped)): here it is pipeline ranks waiting in P2P for a slower stage, "
+                "not gradient buckets: balance the stages (see Parallel layout)")
+
+
+def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | None,
+                 unbalanced_pipeline: bool = False) -> list[str]:
     """The step verdict's lines; a communication verdict that is not "moving data" replaces the generic
-    overlap advice (a faster link or bigger buckets do not help a rank that waits or idles)."""
-    if verdict is None or verdict.kind in ("moving data", "none"):
-        return step_lines
-    fit = ("try: find why the late rank starts the collective late (its compute or host time before it) — "
-           "the link is not the limit" if verdict.kind == "waiting" else
-           "try: the op idles, not transfers: look at the host around it (Free, launches, synchronisation) "
-           "and at the ranks of the group that this capture does not hold")
-    return [fit if line.startswith("try:") else line for line in step_lines]
+    overlap advice (a faster link or bigger buckets do not help a rank that waits or idles), and an
+    unbalanced pipeline the communication advice (its ranks wait in P2P: DDP buckets do not fit)."""
+    fit = None
+    if verdict is not None and verdict.kind not in ("moving data", "none"):
+        fit = ("try: find why the late rank starts the collective late (its compute or host time before it) — "
+               "the link is not the limit" if verdict.kind == "waiting" else
+               "try: the op idles, not transfers: look at the host around it (Free, launches, synchronisation) "
+               "and at the ranks of the group that this capture does not hold")
+    out = []
+    for line in step_lines:
+        if fit and line.startswith("try:"):
+            line = fit
+        elif unbalanced_pipeline and line.startswith("try (Communication"):
+            line = PIPELINE_TRY
+        out.append(line)
+    return out
 
 
 def link_matrix_rows(comm: Communication) -> list[list[object]]:
@@ -940,20 +953,15 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         verdict, comm_lines = communication_lines(comm)
         op_rows = communication.op_rows(communication.across_ranks(comm.per_rank))
         link_rows = link_matrix_rows(comm)
-    step_lines = _step_advice(cluster_step_lines(view), verdict)
-    slow = find_slow_rank(summaries, view.steps)
     layout = parallel_layout(view)
-    lines, stages, groups = [], [], []
-    if layout is not None:
+    lines, stages, groups, unbalanced = [], [], [], False
+    if layout is None:
+        slow = find_slow_rank(summaries, view.steps)
+    else:  # the slow rank is judged within each group instead of over all ranks
         stages = stage_rows(view, layout, comm)
         lines, slow, unbalanced = layout_lines(layout, stages, judge_groups(layout, summaries), comm)
-        if unbalanced:  # the communication is stage ranks waiting in P2P: DDP bucket advice does not fit
-            step_lines = [PIPELINE_TRY if line.startswith("try (Communication") else line for line in step_lines]
         groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
+    step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced)
     return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines, op_rows,
                          link_rows, layout, lines, [r.cells() for r in stages], groups)
-
-
-PIPELINE_TRY = ("try (Communication(Not Overlapped)): here it is pipeline ranks waiting in P2P for a slower stage, "
-                "not gradient buckets: balance the stages (see Parallel layout)")
 GROUP_HEADER = ["Kind", "Name", "Ranks", "Group id", "Group in communication.json"]
