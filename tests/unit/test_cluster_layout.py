@@ -106,16 +106,21 @@ def test_slow_rank_is_judged_within_each_group_with_its_threshold(report: cluste
                "groups, and by more than 5% of that median" in line for line in report.layout_lines)
 
 
+def _slow_down(root: Path, rank: int, by_us: float) -> None:
+    """In a copy of the capture: ``rank``'s one step row gets ``by_us`` more Computing (the third column)."""
+    path = root / f"rank_{rank}_ascend_pt" / OUT / "step_trace_time.csv"
+    path.chmod(0o644)
+    head, row = path.read_text().splitlines()
+    cells = row.split(",")
+    cells[2] = str(float(cells[2]) + by_us)
+    path.write_text(f"{head}\n{','.join(cells)}\n")
+
+
 def test_a_rank_slower_than_its_dp_peer_is_named(tmp_path: Path) -> None:
     """The real capture with one number changed: rank 1's Computing 100 ms longer than its DP peer's."""
     root = tmp_path / "level2"
     shutil.copytree(CAPTURE, root)
-    path = root / "rank_1_ascend_pt" / OUT / "step_trace_time.csv"
-    path.chmod(0o644)
-    head, row = path.read_text().splitlines()
-    cells = row.split(",")
-    cells[2] = str(float(cells[2]) + 100_000)
-    path.write_text(f"{head}\n{','.join(cells)}\n")
+    _slow_down(root, rank=1, by_us=100_000)
     report = cluster.cluster_report(cluster.load_cluster(root))
     assert report.slow.rank == 1
     assert report.slow.text.startswith(
@@ -180,12 +185,7 @@ def test_a_tensor_parallel_layout_gets_tensor_parallel_advice(tmp_path: Path) ->
             if group["group_name"] in ("dp", "dp_cp"):
                 group["group_name"] = "tp"
         path.write_text(json.dumps(meta))
-    steps = root / "rank_1_ascend_pt" / OUT / "step_trace_time.csv"
-    steps.chmod(0o644)
-    head, row = steps.read_text().splitlines()
-    cells = row.split(",")
-    cells[2] = str(float(cells[2]) + 100_000)
-    steps.write_text(f"{head}\n{','.join(cells)}\n")
+    _slow_down(root, rank=1, by_us=100_000)
     view = cluster.load_cluster(root)
     layout = cluster.parallel_layout(view)
     assert [g.ranks for g in layout.of("TP")] == [(0, 1), (2, 3)] and layout.of("DP") == []
