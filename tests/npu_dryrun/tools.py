@@ -150,12 +150,7 @@ def msprof_op(argv: list[str]) -> int:
     if argv[:1] == ["simulator"]:
         return msprof_op_simulator(argv[1:])
     tool = "msprof op"
-    options, app = split_options(argv)
-    values, problem = parse_options(options)
-    problem = problem or check_values(values, MSPROF_OP_OPTIONS)
-    metrics = values.get("aic-metrics", "Default").split(",")
-    if not problem and any(m not in OP_METRICS for m in metrics):
-        problem = f"--aic-metrics={values['aic-metrics']!r}: unknown metric (one of {', '.join(OP_METRICS)})"
+    values, app, metrics, problem = read_op_options(argv, MSPROF_OP_OPTIONS, "Default", OP_METRICS, "unknown metric")
     # msOpProf user guide (docs/en/user_guide/msopprof_user_guide.md): --launch-count 1..5000,
     # --launch-skip-before-match 0..1000. --warm-up's range is not read here: the stand-in only checks it is a count.
     problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000),
@@ -178,6 +173,19 @@ def msprof_op(argv: list[str]) -> int:
     rec.record(tool, "collect.done", [str(out)], rc=code, launches=len(collected),
                region_honoured="KernelScale" in metrics)
     return code
+
+
+def read_op_options(argv: list[str], table: dict, default_metrics: str, known: tuple[str, ...],
+                    unknown: str) -> tuple[dict[str, str], list[str], list[str], str | None]:
+    """msprof op's and its simulator's ``--key=value`` options: (values, the application, the --aic-metrics list,
+    the first problem: a malformed or unknown option, a value off its list, a metric not in ``known``)."""
+    options, app = split_options(argv)
+    values, problem = parse_options(options)
+    problem = problem or check_values(values, table)
+    metrics = values.get("aic-metrics", default_metrics).split(",")
+    if not problem and any(m not in known for m in metrics):
+        problem = f"--aic-metrics={values['aic-metrics']!r}: {unknown} (one of {', '.join(known)})"
+    return values, app, metrics, problem
 
 
 def collect_app(tool: str, argv: list[str], app: list[str], problem: str | None, tag: str) -> tuple[int, list | None]:
@@ -212,12 +220,8 @@ MSPROF_OP_SIM_OPTIONS = {"output": None, "kernel-name": None, "launch-count": No
 
 def msprof_op_simulator(argv: list[str]) -> int:
     tool = "msprof op simulator"
-    options, app = split_options(argv)
-    values, problem = parse_options(options)
-    problem = problem or check_values(values, MSPROF_OP_SIM_OPTIONS)
-    metrics = values.get("aic-metrics", "PipeUtilization,ResourceConflictRatio").split(",")
-    if not problem and any(m not in SIM_METRICS for m in metrics):
-        problem = f"--aic-metrics={values['aic-metrics']!r}: not a simulator metric (one of {', '.join(SIM_METRICS)})"
+    values, app, metrics, problem = read_op_options(argv, MSPROF_OP_SIM_OPTIONS, "PipeUtilization,ResourceConflictRatio",
+                                                    SIM_METRICS, "not a simulator metric")
     problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("timeout", 1, 2880)))
     # --soc-version names a simulator under ${INSTALL_DIR}/tools/simulator; without it LD_LIBRARY_PATH must.
     if not problem and "soc-version" in values and not SOC_VERSIONS.fullmatch(values["soc-version"]):
