@@ -110,6 +110,14 @@ def profile_type_list(profile_types: ProfileType | int | Iterable[ProfileType | 
     return [member for member in ProfileType if member & combined]
 
 
+def profile_flags(profile_types: ProfileType | int | Iterable[ProfileType | int] | None) -> int:
+    """The ``dataTypeConfig`` aclprofCreateConfig takes: the OR of :func:`profile_type_list`."""
+    flags = 0
+    for member in profile_type_list(profile_types):
+        flags |= int(member)
+    return flags
+
+
 @dataclass(frozen=True)
 class ProfilingTask:
     """One task of an export: its task id (None where the file has none), name, task type, duration (µs)."""
@@ -197,9 +205,7 @@ class MsprofInterface:
                       types: Iterable[ProfileType] | ProfileType | None = None) -> ctypes.c_void_p:
         """``aclprofCreateConfig(deviceIdList, deviceNums, aicoreMetrics, NULL, dataTypeConfig)``."""
         ids = [int(d) for d in device_ids]
-        flags = 0
-        for member in profile_type_list(types):
-            flags |= int(member)
+        flags = profile_flags(types)
         config = self.lib.aclprofCreateConfig((ctypes.c_uint32 * len(ids))(*ids), len(ids), int(metric), None, flags)
         if not config:
             raise ProfilingError(
@@ -239,9 +245,7 @@ class PyaclProfInterface:
 
     def create_config(self, device_ids: Iterable[int], metric: AicoreMetrics,
                       types: Iterable[ProfileType] | ProfileType | None = None) -> Any:
-        flags = 0
-        for member in profile_type_list(types):
-            flags |= int(member)
+        flags = profile_flags(types)
         ids = [int(d) for d in device_ids]
         config = self.acl.prof.create_config(ids, int(metric), 0, flags)  # 0: no AI Core events
         if not config:
