@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
     part = config.getoption("--lab-part")
     if part != "all":
-        deselected = [item for item in items if part_of(Path(str(item.path))) != part]
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = [item for item in items if part_of(Path(str(item.path))) == part]
+        keep = [part_of(Path(str(item.path))) == part for item in items]
+        if not all(keep):
+            config.hook.pytest_deselected(items=[item for item, k in zip(items, keep) if not k])
+            items[:] = [item for item, k in zip(items, keep) if k]
