@@ -371,7 +371,7 @@ def tests(session: nox.Session) -> None:
     # pandas too, as nox -s bench adds it: the benchmark's pandas baseline is tested like the others.
     session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
     env = {"MSPROF_LAB_RUN_ID": RUN_ID}
-    if "--lab-part" in " ".join(session.posargs):  # the caller picked a part: run just that
+    if any(arg.startswith("--lab-part") for arg in session.posargs):  # the caller picked a part: run just that
         session.run(python, "-m", "pytest", *session.posargs, external=True, env=env)
         return
     # Two pytest processes on the two cores: the modules that run modes in the checkout, one test after the other,
