@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from common.backend import detect, parse_device_id  # noqa: E402  (standard library only)
-from common.environments import ensure_environment  # noqa: E402
+from common.environments import compile_lab_code, ensure_environment  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.rundir import prepare_output_dir  # noqa: E402
 
@@ -63,12 +63,14 @@ GROUPS = ["npu" if BACKEND.is_npu else "portable", "dev"]
 
 
 def lab_python(session: nox.Session) -> str:
-    """The shared environment's python, built (or rebuilt) when its dependency groups changed."""
+    """The shared environment's python, built (or rebuilt) when its dependency groups changed; the lab's own
+    modules byte-compiled for it where stale (the environment is built from this interpreter)."""
     try:
         python = ensure_environment(ROOT / ".nox" / f"lab-{BACKEND.name}", GROUPS, system_site_packages=BACKEND.is_npu,
                                     log=session.log, capture=False)  # pip prints to the terminal as it works
     except LabError as err:
         session.error(str(err))
+    compile_lab_code(ROOT)
     return str(python)
 
 

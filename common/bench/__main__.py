@@ -16,7 +16,6 @@ asserted: they depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
-import compileall
 import csv
 import json
 import os
@@ -29,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.environments import compile_lab_code
 from common.errors import ArgumentParser, LabError, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -343,10 +343,10 @@ def run(out: Path, repeat: int, sizes: dict, skip: set[str], install: bool) -> i
     print("columns: whole = wall time of the process, start to exit (imports included); inside = wall time of "
           "the work measured inside it;\n CPU/wall = (user + system) / whole (above 1: more than one core); peak = "
           f"largest resident set (wait4). Medians of {repeat} interleaved runs where marked.\n")
-    compileall.compile_dir(ROOT / "common", quiet=1)  # as pip does for an installed package
+    compile_lab_code()  # as pip does for an installed package, and as the nox sessions do
     unwritten = (" (PYTHONDONTWRITEBYTECODE is set here: without this, every run would compile it again)"
                  if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
-    print(f"bytecode: common/ byte-compiled before measuring{unwritten}")
+    print(f"bytecode: the lab's modules byte-compiled before measuring{unwritten}")
     tool = _ensure_tool(install) if not {"advisor", "msprof-analyze"} & skip else None
     if "csv" not in skip:
         _csv_section(out, repeat, sizes, skip)

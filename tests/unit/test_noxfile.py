@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,12 +232,39 @@ def test_a_build_byte_compiles_on_every_core_and_only_pip_failures_stop_it(tmp_p
     monkeypatch.setattr(environments.subprocess, "run", fake_run)
     environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)  # compileall's errors: no failure
     install, compile_ = ran[2], ran[3]
-    assert "--no-compile" in install and compile_[-4:] == ["-qq", "-j", "0", str(venv / "lib")]
+    assert "--no-compile" in install
+    assert compile_[-6:] == ["-qq", "-j", "0", "-x", environments.PACKAGE_TESTS, str(venv / "lib")]
     assert (venv / environments.STAMP).read_text() == environments.stamp_of(["ecosystem"])
     (venv / environments.STAMP).unlink()
     fail.add("pip install")
     with pytest.raises(LabError, match="pip install exited 1"):
         environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)
+
+
+@pytest.mark.parametrize(("path", "left_out"), [
+    ("pandas/tests/frame/test_api.py", True), ("numpy/_core/tests/test_umath.py", True), ("sympy/core/tests/x.py", True),
+    ("torch/testing/_internal/common_utils.py", False), ("torch/nn/modules/linear.py", False),
+    ("_pytest/python.py", False), ("torch/utils/data/test.py", False),
+])
+def test_the_build_leaves_out_only_the_packages_test_folders(path: str, left_out: bool) -> None:
+    full = f"/x/.nox/lab-portable/lib/python3.11/site-packages/{path}"
+    assert bool(re.search(environments.PACKAGE_TESTS, full)) is left_out
+
+
+def test_the_labs_code_is_byte_compiled_even_where_python_writes_no_bytecode(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as PYTHONDONTWRITEBYTECODE=1 does
+    assert all((ROOT / folder).is_dir() for folder in environments.LAB_CODE)  # the list names real folders
+    module = tmp_path / "common" / "some_lesson.py"
+    module.parent.mkdir()
+    module.write_text("X = 1\n")
+    environments.compile_lab_code(tmp_path)
+    cached = Path(importlib.util.cache_from_source(str(module)))
+    assert cached.is_file()
+    module.write_text("X = 2  # edited\n")
+    stamp = cached.stat().st_mtime_ns
+    os.utime(module, ns=(stamp + 10**9, stamp + 10**9))
+    environments.compile_lab_code(tmp_path)
+    assert cached.stat().st_mtime_ns > stamp  # an edited module is compiled again
 
 
 def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None:
