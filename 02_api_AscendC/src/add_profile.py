@@ -29,7 +29,6 @@ from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_facts, k
 from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
 from common.analyze.bounds import device_peaks
-from common.analyze.checks import Verdict, not_applicable
 from common.analyze.kernel_verdict import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
 from common.cli.reports import write_report_md
@@ -40,6 +39,7 @@ from common.formats import readers
 from common.formats.records import Task
 from common.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
+from common.verdict import Verdict, not_applicable
 
 MODE, MODE_DIR = "ascendc", Path(__file__).resolve().parent.parent  # "ascendc": run_info.json and the nox session
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses

@@ -15,12 +15,12 @@ import os
 import shutil
 from pathlib import Path
 
-from common.analyze.checks import Verdict
 from common.backend import Backend, detect, find_cann_home, is_atlas_a2_a3, soc_version
 from common.collect import launcher
 from common.errors import LabError
 from common.formats.rundir import MARKER, lock_mode, prepare_output_dir
 from common.render.text import render_verdicts
+from common.verdict import Verdict
 
 MODE_DIR = Path(__file__).resolve().parent.parent
 SRC_DIR = MODE_DIR / "src"

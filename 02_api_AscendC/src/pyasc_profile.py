@@ -22,12 +22,12 @@ import pyasc_twin
 from kernel_report import kernel_tasks
 from twin_profile import launch_pipes, twin_tasks, write_portable_profile
 
-from common.analyze.checks import Verdict
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_op_argv, msprof_op_simulator_argv
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
 from common.profiling import Profiler, task_time_median
+from common.verdict import Verdict
 
 LESSON = "add_pyasc"  # src/add_pyasc.py
 LESSON_FILE = Path(__file__).resolve().with_name(f"{LESSON}.py")

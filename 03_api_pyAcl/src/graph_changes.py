@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from common.analyze.checks import Verdict, not_applicable
 from common.analyze.families import op_family
+from common.verdict import Verdict, not_applicable
 from common.workload import FlopCount
 
 # Graph plumbing, not work: no kernel runs for these; they are left out of every count.

@@ -30,7 +30,6 @@ from variant_report import VariantResult, explain, file_verdict, graph_count_ver
 from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
 
 from common.analyze import checks
-from common.analyze.checks import Verdict
 from common.cli.reports import write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
@@ -38,6 +37,7 @@ from common.errors import LabError
 from common.formats import readers, writers
 from common.lesson import Lesson, main_of
 from common.render import text
+from common.verdict import Verdict
 from common.workload import Workload, compare_outputs, load_workload
 
 MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/; the run's files go to its prof_out/

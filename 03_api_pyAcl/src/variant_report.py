@@ -17,13 +17,13 @@ from graph_changes import Change, describe
 from variants import MEASURED, WARMUP, Variant
 
 from common.analyze import families
-from common.analyze.checks import Verdict
 from common.backend import Backend
 from common.errors import LabError
 from common.formats import schema
 from common.formats.records import OpStat, Task
 from common.formats.table import read_table
 from common.render import text
+from common.verdict import Verdict
 
 # The original demo's figures on an Atlas 910B3 (ATC default policy), quoted for comparison only:
 # measured elsewhere, not by this lab.

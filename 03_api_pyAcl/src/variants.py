@@ -14,10 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from common import workload as workloads
 from common.errors import LabError
+from common.formats.engine import np  # numpy on first use: an up-to-date build never needs it
 from common.workload import Workload
 
 MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/

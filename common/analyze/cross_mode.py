@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.analyze import checks, families, step_bound
-from common.analyze.checks import Verdict
 from common.errors import LabError
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.rundir import REPO_ROOT, read_run_info
+from common.verdict import Verdict
 from common.workload import FORWARD_RANGE, WARMUP_FORWARDS, Workload, load_workload, tiny_mlp
 
 
