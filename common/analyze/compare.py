@@ -21,7 +21,6 @@ from common.errors import LabError
 from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
 
-DEFAULT_THRESHOLD_PCT = 10.0
 # Ops below this share of the baseline total are listed but never flagged: a 5 us op that takes
 # 6 us is +20% and means nothing next to a 4 ms step.
 MIN_FLAG_SHARE = 0.01
@@ -157,7 +156,7 @@ def _largest_only(ops: dict[Key, float], other: dict[Key, float], n: int = 4) ->
     return shown + (f" (+{len(only) - n} more)" if len(only) > n else "")
 
 
-def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Comparison:
+def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float) -> Comparison:
     """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged."""
     _check_task_files(base, cand)
     _check_same_workload(base, cand)

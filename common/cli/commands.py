@@ -22,6 +22,7 @@ from common.errors import ArgumentParser
 
 EXIT_DAMAGED = 3  # report: a file of the capture was damaged and left out; the rest was reported
 MAX_DAMAGED = 16  # files left out before the report gives up (a capture this broken is not worth reading)
+DEFAULT_THRESHOLD_PCT = 10.0  # compare: percent slower that counts as a regression
 
 
 def _damaged_file(err, datasets) -> object:
@@ -185,8 +186,6 @@ def main(argv: list[str] | None = None) -> int:
                          help="compare folders from different runs (same backend) instead of refusing them")
     agree_p.add_argument("--out", help="where to write cross_mode.md and report.html (default: agree_out/)")
     agree_p.set_defaults(func=_agree)
-    from common.analyze.compare import DEFAULT_THRESHOLD_PCT
-
     compare_p = sub.add_parser("compare", help="compare a candidate run against a baseline")
     compare_p.add_argument("baseline", help="an output folder, or a folder of repeated runs (<mode>/prof_runs)")
     compare_p.add_argument("candidate", help="the same, for the run to judge")

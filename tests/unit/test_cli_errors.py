@@ -83,7 +83,7 @@ def test_compare_names_the_side_that_lacks_op_summary(tmp_path: Path, side: str)
     lacking = base if side == "baseline" else cand
     next(lacking.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")).unlink()
     with pytest.raises(LabError) as err:
-        compare(load_side(base), load_side(cand))
+        compare(load_side(base), load_side(cand), 10.0)
     assert err.value.what.startswith(f"the {side} {lacking} has no per-op times: ")
     assert "mindstudio_profiler_output has no op_summary file (it has op_statistic, api_statistic" in err.value.what
     assert "not the same workload" not in err.value.what
@@ -179,7 +179,7 @@ def test_compare_of_a_lab_run_with_an_outside_capture_names_each_side(tmp_path: 
                                                     "forwards": 23}))
     for base, cand, counted in ((lab, outside, "baseline"), (outside, lab, "candidate")):
         with pytest.raises(LabError) as err:
-            compare(load_side(base), load_side(cand))
+            compare(load_side(base), load_side(cand), 10.0)
         assert err.value.what.startswith(f"the {counted} says how many forwards it profiled (a run of the lab)")
 
 
