@@ -110,10 +110,12 @@ def plant(folder: Path, *, marker: bool = True) -> Path:
 
 
 def copy_lab(target: Path) -> Path:
-    """A private copy of the lab's code (no outputs, builds or models) to run as a user would."""
+    """A private copy of the lab's code (no outputs, builds or models) to run as a user would.
+
+    Its bytecode comes along: still valid, since the copy keeps each source file's time and size."""
     from common.formats import rundir
 
-    ignore = shutil.ignore_patterns("__pycache__", "prof_out*", "build", "model", rundir.LOCK_FILE)
+    ignore = shutil.ignore_patterns("prof_out*", "build", "model", rundir.LOCK_FILE)
     shutil.copytree(ROOT / "common", target / "common", ignore=ignore)
     for mode in MODES:
         shutil.copytree(ROOT / mode, target / mode, ignore=ignore)

@@ -39,10 +39,11 @@ TINY = variants.ModelFiles(tiny_mlp())
 
 # ----- shared set-up ---------------------------------------------------------------------------------
 def make_repo(target: Path) -> Path:
-    """A private copy of what the mode needs (common/ and the mode folder), so tests never touch the real tree."""
-    shutil.copytree(ROOT / "common", target / "common", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "workloads", target / "workloads", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(MODE, target / MODE.name, ignore=shutil.ignore_patterns("model", "prof_out", "__pycache__"))
+    """A private copy of what the mode needs (common/ and the mode folder), so tests never touch the real tree.
+    Bytecode comes along: still valid, since the copy keeps each source file's time and size."""
+    shutil.copytree(ROOT / "common", target / "common")
+    shutil.copytree(ROOT / "workloads", target / "workloads")
+    shutil.copytree(MODE, target / MODE.name, ignore=shutil.ignore_patterns("model", "prof_out"))
     return target
 
 

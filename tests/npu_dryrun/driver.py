@@ -73,8 +73,9 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
 
 
 def copy_lab(target: Path) -> Path:
-    """The lab's code as it is in the working tree (no outputs, builds, models or locks)."""
-    ignore = shutil.ignore_patterns("__pycache__", "prof_out*", "prof_runs", "build", "model", ".msprof_lab.lock")
+    """The lab's code as it is in the working tree (no outputs, builds, models or locks), with its bytecode:
+    still valid, since the copy keeps each source file's time and size."""
+    ignore = shutil.ignore_patterns("prof_out*", "prof_runs", "build", "model", ".msprof_lab.lock")
     shutil.copytree(ROOT / "common", target / "common", ignore=ignore)
     for mode in MODES:
         shutil.copytree(ROOT / mode, target / mode, ignore=ignore)
