@@ -93,9 +93,17 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
         return python
     log(f"building {venv}: dependency groups {', '.join(groups)} of pyproject.toml (once; again only when they change)")
     site = ["--system-site-packages"] if system_site_packages else []
+    bundled = bundled_pip()
+    # With ensurepip's own wheel, pip is installed once, at the version needed, like ensurepip runs it (from the
+    # wheel), without byte-compiling it on one core first: 6 s instead of 13 s on the 2-core VM.
     steps = [
+        ("venv", [sys.executable, "-m", "venv", "--clear", "--without-pip", *site, str(venv)]),
+        ("pip", [str(python), str(bundled / "pip"), "install", "--quiet", "--no-compile", "--ignore-installed", PIP]),
+    ] if bundled else [
         ("venv", [sys.executable, "-m", "venv", "--clear", *site, str(venv)]),
         ("pip upgrade", [str(python), "-m", "pip", "install", "--quiet", "--upgrade", PIP]),
+    ]
+    steps += [
         # --no-compile, then compileall on every core: pip byte-compiles one file at a time (~9,300 files,
         # torch's 2,300 among them: 41 s of a 61 s install on the 2-core VM; compileall -j 0 took 27 s).
         # The packages' own test suites (~2,800 of those files: pandas, sympy, networkx, numpy, onnx) are
@@ -120,6 +128,14 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
     stamp.write_text(want)
     return python
 
+
+
+def bundled_pip() -> Path | None:
+    """The pip wheel this Python's ensurepip carries, or None where a distribution has taken it out."""
+    import ensurepip
+
+    wheels = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    return wheels[-1] if wheels else None
 
 
 def compile_lab_code(root: Path = REPO_ROOT) -> None:

@@ -231,7 +231,12 @@ def test_a_build_byte_compiles_on_every_core_and_only_pip_failures_stop_it(tmp_p
 
     monkeypatch.setattr(environments.subprocess, "run", fake_run)
     environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)  # compileall's errors: no failure
-    install, compile_ = ran[2], ran[3]
+    make, pip, install, compile_ = ran
+    wheel = environments.bundled_pip()
+    if wheel:  # pip installed once, from ensurepip's wheel, into a venv made without it
+        assert "--without-pip" in make and pip[1:3] == [str(wheel / "pip"), "install"] and environments.PIP in pip
+    else:
+        assert "--without-pip" not in make and pip[1:] == ["-m", "pip", "install", "--quiet", "--upgrade", environments.PIP]
     assert "--no-compile" in install
     assert compile_[-6:] == ["-qq", "-j", "0", "-x", environments.PACKAGE_TESTS, str(venv / "lib")]
     assert (venv / environments.STAMP).read_text() == environments.stamp_of(["ecosystem"])
@@ -239,6 +244,23 @@ def test_a_build_byte_compiles_on_every_core_and_only_pip_failures_stop_it(tmp_p
     fail.add("pip install")
     with pytest.raises(LabError, match="pip install exited 1"):
         environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)
+
+
+def test_without_ensurepips_wheel_the_venv_brings_pip_and_upgrades_it(tmp_path: Path, monkeypatch) -> None:
+    """Some distributions take ensurepip's wheel out: then venv installs its pip, which is upgraded."""
+    venv, ran = tmp_path / "env", []
+
+    def fake_run(argv, **kw):
+        ran.append(argv)
+        (venv / "bin").mkdir(parents=True, exist_ok=True)
+        (venv / "bin" / "python").write_text("")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    monkeypatch.setattr(environments, "bundled_pip", lambda: None)
+    environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None)
+    assert "--without-pip" not in ran[0] and ran[1][1:] == ["-m", "pip", "install", "--quiet", "--upgrade", environments.PIP]
+    assert [argv[1:3] for argv in ran[2:]] == [["-m", "pip"], ["-m", "compileall"]]
 
 
 @pytest.mark.parametrize(("path", "left_out"), [
