@@ -20,7 +20,8 @@ from helpers import ROOT, error_lines, lab_env
 from common.workload import tiny_mlp
 
 MODES = ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"]
-IGNORE = shutil.ignore_patterns("prof_out*", "prof_runs", "prof_sweep", "build", "model")  # bytecode stays valid in a copy
+# Bytecode comes along: still valid, since a copy keeps each source file's time and size.
+IGNORE = shutil.ignore_patterns("prof_out*", "prof_runs", "prof_sweep", "build", "model")
 
 
 def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
