@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from common.errors import ArgumentParser
 
@@ -39,11 +40,14 @@ def _damaged_file(err, datasets) -> object:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.cli.reports import directory_html, directory_report, write_report_html, write_report_md
+    from common.cli.reports import directory_html, directory_report, write_beside
     from common.errors import LabError
     from common.formats.datasets import find_datasets
+    from common.formats.rundir import RUN_INFO
 
     out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
+    # A mode's output folder holds the mode's own report.md / report.html, with its checks: never replaced.
+    name = "capture_report" if not args.out and (Path(args.dir) / RUN_INFO).is_file() else "report"
     damaged: dict = {}  # a damaged text file is left out and the report made again from the others
     while True:
         datasets = [ds.without(damaged) for ds in find_datasets(args.dir)]
@@ -58,8 +62,8 @@ def _report(args: argparse.Namespace) -> int:
                 raise
             damaged[path] = str(err)
     print(text)
-    print(write_report_md(out, markdown))
-    print(write_report_html(out, page))
+    print(write_beside(out, f"{name}.md", markdown))
+    print(write_beside(out, f"{name}.html", page))
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "

@@ -300,10 +300,10 @@ def test_compare_uses_medians_over_repeated_runs(repo: Path, tmp_path: Path) -> 
     assert "candidate: " + str(runs) + " (3 runs)" in proc.stdout
 
 
-def test_compare_refuses_different_workloads(repo: Path, tmp_path: Path) -> None:
+def test_compare_refuses_another_mode_or_another_workload(repo: Path, tmp_path: Path) -> None:
     proc = lab(repo, "compare", str(repo / "01_cmdline" / "prof_out"), str(repo / "04_pyTorch" / "prof_out"))
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
-        "Error: not the same workload: mode cmdline (baseline) vs pytorch (candidate) — "
+        "Error: not the same mode: cmdline (baseline) vs pytorch (candidate) — "
         "compare runs of one mode on one backend"]
     other = tmp_path / "other"
     shutil.copytree(repo / "04_pyTorch" / "prof_out", other)
@@ -356,8 +356,14 @@ def test_run_html_of_04_shows_steps_and_bottlenecks(repo: Path, agreed, tmp_path
 
 # --- bottleneck analysis in report -------------------------------------------------------------------
 def test_report_prints_bounds_and_the_run_hint(repo: Path) -> None:
-    proc = lab(repo, "report", str(repo / "04_pyTorch" / "prof_out"))
+    out = repo / "04_pyTorch" / "prof_out"
+    own = (out / "report.md").read_text(), (out / "report.html").read_text()
+    proc = lab(repo, "report", str(out))
     assert proc.returncode == 0, proc.stderr
+    # The mode's own report (with its checks) is kept; the command's goes beside it.
+    assert ((out / "report.md").read_text(), (out / "report.html").read_text()) == own and "## Checks" in own[0]
+    assert f"(written to {out / 'capture_report.md'})" in proc.stdout
+    assert (out / "capture_report.html").read_text().startswith("<!DOCTYPE html>")
     assert "peaks: calibrated on this machine now: copy 64 MB" in proc.stdout
     addmm = next(li for li in proc.stdout.splitlines() if li.startswith("aten::addmm  1024;32,1024;1024,1024"))
     assert addmm.split()[4] == "0.067" and addmm.rstrip().endswith(("compute", "memory"))  # 2*32*1024*1024 FLOPs
