@@ -100,7 +100,7 @@ def _check_same_workload(base: list[RunOps], cand: list[RunOps]) -> None:
         b = {str(r.info.get(what)) for r in base if r.info}
         c = {str(r.info.get(what)) for r in cand if r.info}
         if len(b | c) > 1:
-            raise LabError(f"not the same workload: {what} {', '.join(sorted(b))} (baseline) vs "
+            raise LabError(f"not the same {what}: {', '.join(sorted(b))} (baseline) vs "
                            f"{', '.join(sorted(c))} (candidate)", "compare runs of one mode on one backend")
     pers = {r.per for r in base + cand}
     if len(pers) > 1:
