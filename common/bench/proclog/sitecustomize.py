@@ -35,14 +35,18 @@ def _chain_hidden_sitecustomize() -> None:
 
 
 def _started_s() -> float | None:
-    """When the kernel started this process (epoch seconds, 10 ms resolution), from /proc."""
+    """When the kernel started this process (epoch seconds, 10 ms resolution), from /proc.
+
+    /proc counts a process's start in clock ticks since boot (the boot-time clock); the boot's epoch
+    time comes from that clock read now, not from /proc/stat's btime, which is whole seconds and
+    would make every process look up to a second older than it is.
+    """
     try:
         with open(f"/proc/{os.getpid()}/stat") as f:
             ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
         return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
 
 
