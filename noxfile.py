@@ -89,7 +89,7 @@ class ModeArgs(NamedTuple):
 
 
 # What this nox invocation has learnt, kept for its later sessions: the workload files already loaded
-# and run (path -> None, or the one line that refused it), and the mode sessions that have started.
+# and run, or refused as paths (key -> None, or the one line that refused it), and the mode sessions that have started.
 WORKLOAD_CHECKED: dict[str, str | None] = {}
 MODES_STARTED: set[str] = set()
 
@@ -130,7 +130,11 @@ def take_workload(session: nox.Session, args: list[str], usage: str) -> str | No
         value, origin = os.environ.get(WORKLOAD_VAR) or None, f"from ${WORKLOAD_VAR}"
     try:
         return workload_path(value, origin, getattr(session, "invoked_from", None) or ROOT)
-    except LabError as err:
+    except LabError as err:  # said once: the later sessions of this invocation are skipped, as for a broken file
+        refused = f"path|{value}"
+        if refused in WORKLOAD_CHECKED:
+            session.skip("not run: the workload was refused above")
+        WORKLOAD_CHECKED[refused] = str(err)
         session.error(str(err))
 
 

@@ -83,6 +83,7 @@ def test_nox_mode_args_workload_flag_and_variable(noxfile, monkeypatch, tmp_path
     (["0", "--workload", "workloads/cnn.py", "1"], None, "[--repeat N] [--workload FILE]"),
 ])
 def test_nox_mode_args_refuse_a_bad_workload_with_one_line(noxfile, monkeypatch, args, env, why) -> None:
+    monkeypatch.setattr(noxfile, "WORKLOAD_CHECKED", {})
     if env is None:
         monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
     else:
@@ -191,6 +192,15 @@ def test_a_refused_workload_stops_the_first_mode_and_skips_the_others(noxfile, m
     assert str(first.value).startswith(f"workload file {bad}: the model rejects the input") and "\n" not in str(first.value)
     with pytest.raises(SystemExit, match="skipped: not run: the workload was refused above"):
         noxfile.check_workload(_Session(["0"], "pytorch"), sys.executable, str(bad), False)
+
+
+def test_a_missing_workload_file_is_said_once_and_the_other_modes_skipped(noxfile, monkeypatch) -> None:
+    monkeypatch.setattr(noxfile, "WORKLOAD_CHECKED", {})
+    with pytest.raises(SystemExit) as first:
+        noxfile.mode_args(_Session(["0", "--workload", "my_model.py"], "cmdline"))
+    assert "workload file my_model.py (--workload, looked for" in str(first.value)
+    with pytest.raises(SystemExit, match="skipped: not run: the workload was refused above"):
+        noxfile.mode_args(_Session(["0", "--workload", "my_model.py"], "pytorch"))
 
 
 def test_group_requirements_resolve_included_groups(tmp_path: Path) -> None:
