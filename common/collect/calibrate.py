@@ -40,6 +40,7 @@ BUDGET_S = 0.15  # per kernel: on a machine shared with other jobs more tries fi
 # A quiet machine repeats a kernel within a few percent. When the median try takes this many times
 # the best one, something else was using the CPU while the lab measured: the run is "disturbed".
 CALIBRATION_SPREAD_MAX = 1.5
+NOW = "calibrated on this machine now:"  # how a calibration made in this process introduces itself
 # Mode 04's active steps run the same work: their wall times' coefficient of variation (standard
 # deviation / mean) above this says the steps were interrupted, not that the model varies.
 STEP_CV_MAX = 0.25
@@ -68,7 +69,8 @@ def _measure() -> tuple[Peaks, dict[str, float]]:
     if found is not None:
         kept = found["result"]
         return (Peaks(kept["name"], kept["flops_per_s"], kept["bytes_per_s"],
-                      f"{kept['source']}; measured {kept['when']}, kept while this machine, its thread count and "
+                      f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured {kept['when']}, "
+                      f"kept while this machine, its thread count and "
                       f"torch are unchanged"), _probe_spread())
     peaks, spreads = _calibrate_now()
     if max(spreads.values(), default=1.0) <= CALIBRATION_SPREAD_MAX:  # keep only a quiet machine's peaks
@@ -160,7 +162,7 @@ def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops_per_s: 
         f"{socket.gethostname()} ({platform.machine()}, {_threads(torch.get_num_threads())})",
         flops_per_s,
         bytes_per_s,
-        "calibrated on this machine now: copy "
+        f"{NOW} copy "
         + ", ".join(f"{mb} MB {bw / 1e9:.1f} GB/s" for mb, bw in bandwidth.items())
         + f" (peak = the faster), "
         f"fp32 GEMM {GEMM_N}^3 {flops_per_s / 1e9:.1f} GFLOP/s (best of >= {REPEATS} tries each)",

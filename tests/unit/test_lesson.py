@@ -139,3 +139,15 @@ def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatc
     assert "GEMM 1024^3 median 3.00x its best" in line and "copy" not in line
     monkeypatch.setattr(calibrate, "_measure", lambda: (peaks, {"copy 64 MB": 1.1}))
     assert calibrate.calibration_disturbance() is None
+
+
+def test_a_kept_calibration_says_when_it_was_measured_not_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    made_now = f"{calibrate.NOW} copy 64 MB 20.0 GB/s (peak = the faster), fp32 GEMM 1024^3 90.0 GFLOP/s"
+    kept = {"name": "vm (x86_64, 2 threads)", "flops_per_s": 9e10, "bytes_per_s": 2e10, "source": made_now,
+            "when": "2026-12-02 08:49 UTC"}
+    monkeypatch.setattr(calibrate.cache, "load", lambda kind, key: {"result": kept})
+    monkeypatch.setattr(calibrate, "_probe_spread", lambda: {})
+    peaks, _ = calibrate._measure.__wrapped__()
+    assert peaks.source.startswith("calibrated on this machine: copy 64 MB 20.0 GB/s") and " now" not in peaks.source
+    assert peaks.source.endswith("measured 2026-12-02 08:49 UTC, kept while this machine, its thread count and torch "
+                                 "are unchanged")
