@@ -132,10 +132,15 @@ def take_workload(session: nox.Session, args: list[str], usage: str) -> str | No
         return workload_path(value, origin, getattr(session, "invoked_from", None) or ROOT)
     except LabError as err:  # said once: the later sessions of this invocation are skipped, as for a broken file
         refused = f"path|{value}"
-        if refused in WORKLOAD_CHECKED:
-            session.skip("not run: the workload was refused above")
+        skip_if_refused(session, refused)
         WORKLOAD_CHECKED[refused] = str(err)
         session.error(str(err))
+
+
+def skip_if_refused(session: nox.Session, key: str) -> None:
+    """Skip this session when an earlier session of this invocation refused the workload under ``key``."""
+    if WORKLOAD_CHECKED.get(key) is not None:
+        session.skip("not run: the workload was refused above")
 
 
 def workload_args(workload: str | None) -> list[str]:
@@ -191,9 +196,8 @@ def check_workload(session: nox.Session, python: str, workload: str | None, trai
     every mode would do first): a broken file ends this session with the one line that says why, and
     every later mode session of the invocation is skipped instead of saying it again."""
     key = f"{workload or ''}|{train}"
-    if key in WORKLOAD_CHECKED:
-        if WORKLOAD_CHECKED[key] is not None:
-            session.skip("not run: the workload was refused above")
+    skip_if_refused(session, key)
+    if key in WORKLOAD_CHECKED:  # loaded and run already
         return
     command = [python, "-m", "common", "workload", *([workload] if workload else []), *(["--train"] if train else [])]
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # as run.sh: the user's kept
