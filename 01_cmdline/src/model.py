@@ -1,47 +1,79 @@
-"""The workload's inference: the program mode 01 profiles *without changing it*.
+"""Mode 01 — the program msprof profiles *without changing it* (black box).
 
-There is no profiler code here on purpose: msprof (or the lab's portable launcher) wraps
-this process from the outside. It runs the workload (``--workload FILE``, else
-$MSPROF_LAB_WORKLOAD, else TinyMLP) 3 + 20 times, prints a host wall-clock figure, and can
-save its output so the lab can check it against the reference. It only names each forward
-with a range (msprof records it with ``--msproftx=on``), so the profile can be cut per forward.
+What you will do: run a model's inference 3 + 20 times, then wrap this whole process in msprof
+from the command line — on an NPU, from this file's folder::
+
+    msprof --output=prof_out --ascendcl=on --runtime-api=on --task-time=on --task-memory=on \\
+        --ai-core=on --aic-metrics=PipeUtilization --aicpu=on --msproftx=on \\
+        python3 model.py --device npu:0 --model my_model.py
+
+and read the CSVs msprof exports into ``prof_out/PROF_*/mindstudio_profiler_output/``.
+
+What you will learn:
+- msprof wraps a whole process: everything it runs, model set-up included, lands in the profile;
+- why warm-up forwards are run first and kept apart: the first calls pay one-off costs;
+- how to name a stretch of work (an mstx range) so the profile can be cut per forward.
+
+Your model: ``--model FILE``, a Python file with ``build_model()`` and ``make_input()``; without
+it, TinyMLP (4 x Linear(1024, 1024), GELU between, input [32, 1024]). Off the NPU
+(``--device cpu``, the default) it runs on the CPU, and any profiler may wrap it the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import re
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
-from common.workload import FORWARD_RANGE, MEASURED_FORWARDS, WARMUP_FORWARDS, flatten_output, load_workload
-
-
-def parse_device(text: str) -> int | None:
-    """``cpu`` -> None; ``npu`` / ``npu:<id>`` -> the logical NPU id (0 when none is given)."""
-    m = re.fullmatch(r"cpu|npu(?::([0-9]{1,2}))?", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not cpu, npu or npu:<logical id>")
-    return None if text == "cpu" else int(m.group(1) or 0)
+WARMUP, MEASURED = 3, 20  # the first forwards allocate and fill caches: they are not measured
+FORWARD_RANGE = "msprof_lab.forward"  # the name of each forward's range in the profile
 
 
-def save_output(path: str, y) -> None:
-    """One output tensor -> ``path`` (.npy); several (a tuple, dict ... flattened) -> ``<path>.npz``, in order."""
-    arrays = [t.detach().float().cpu().numpy() for t in flatten_output(y)]
-    if len(arrays) == 1:
-        np.save(path, arrays[0])
-    else:
-        np.savez(Path(path).with_suffix(".npz"), *arrays)
+# --- 1. the model: yours, or TinyMLP -----------------------------------------------------------------
+def load_model(path: str | None) -> tuple[nn.Module, tuple]:
+    """``build_model()`` under seed 0 and ``make_input()`` under seed 1 from ``path``; None: TinyMLP."""
+    if path is None:  # <- your model here, or pass --model FILE
+        torch.manual_seed(0)
+        layers = [layer for _ in range(3) for layer in (nn.Linear(1024, 1024), nn.GELU())]
+        model = nn.Sequential(*layers, nn.Linear(1024, 1024))
+        return model.eval(), (torch.randn(32, 1024, generator=torch.Generator().manual_seed(1)),)
+    file = Path(path).resolve()
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.append(str(file.parent))  # so that it can import the files beside it
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.build_model().eval()
+    torch.manual_seed(1)
+    x = module.make_input()
+    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def output_arrays(y) -> list[np.ndarray]:
+    """A model's output as fp32 arrays: a tensor; a tuple, list, dict or dataclass of them, in order."""
+    if dataclasses.is_dataclass(y) and not isinstance(y, type):
+        y = [getattr(y, f.name) for f in dataclasses.fields(y)]
+    if isinstance(y, dict):
+        y = list(y.values())
+    if isinstance(y, (tuple, list)):
+        return [a for item in y for a in output_arrays(item)]
+    return [] if y is None else [y.detach().float().cpu().numpy()]
+
+
+# --- 2. a named range per forward --------------------------------------------------------------------
 @contextmanager
 def npu_range(message: str):
-    """An mstx range on the current stream: msprof marks it on the host *and* on the device's stream,
-    so the forward's tasks run between its two device marks (torch_npu.npu.mstx.range_start/range_end)."""
+    """An mstx range on the current stream: msprof (``--msproftx=on``) marks it on the host and on the
+    device's stream, so the forward's device tasks lie between its two device marks."""
     import torch_npu
 
     range_id = torch_npu.npu.mstx.range_start(message, torch.npu.current_stream())
@@ -51,48 +83,51 @@ def npu_range(message: str):
         torch_npu.npu.mstx.range_end(range_id)
 
 
-def main() -> None:
+# --- 3. the program: warm-up, then the measured forwards ---------------------------------------------
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", type=parse_device, default="cpu", metavar="{cpu,npu:ID}",
-                        help="where to run the model: cpu, or npu:<logical device id>")
-    parser.add_argument("--workload", metavar="FILE", help="workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
-    parser.add_argument("--save-output", metavar="PATH", help="save the last output as a .npy file")
+    parser.add_argument("--model", metavar="FILE", help="a file with build_model() and make_input() (default TinyMLP)")
+    parser.add_argument("--device", default="cpu", help="cpu, or npu:<logical device id> (default cpu)")
+    parser.add_argument("--save-output", metavar="PATH", help="save the last output (.npy; several outputs: .npz)")
     args = parser.parse_args()
+    if args.model and not Path(args.model).is_file():
+        parser.error(f"--model {args.model}: no such file")
+    npu = re.fullmatch(r"npu(?::([0-9]{1,2}))?", args.device)
+    if args.device != "cpu" and not npu:
+        parser.error(f"--device {args.device!r} is not cpu, npu or npu:<logical device id>")
 
-    if args.device is not None:
+    if npu:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
 
-        # The program selects its device itself; msprof profiles the device the program uses.
-        torch.npu.set_device(args.device)
-        device = torch.device(f"npu:{args.device}")
-        sync = torch.npu.synchronize
+        device_id = int(npu.group(1) or 0)
+        torch.npu.set_device(device_id)  # the program selects its device itself; msprof profiles the one in use
+        device, sync, marked = torch.device(f"npu:{device_id}"), torch.npu.synchronize, npu_range
     else:
-        device, sync = torch.device("cpu"), (lambda: None)
-    # Each forward is a named range: msprof_tx on the NPU; on the CPU the launcher's torch.profiler
-    # records record_function ranges (and nothing at all when no profiler runs).
-    marked = npu_range if args.device is not None else torch.profiler.record_function
-
-    # check=False: the lab checked the file with a forward before it started us; that forward
-    # would otherwise be profiled too, and every count would be off by one forward.
-    work = load_workload(args.workload, check=False)
-    model = work.build_model().to(device)
-    x = tuple(t.to(device) for t in work.inputs())
+        device, sync, marked = torch.device("cpu"), (lambda: None), torch.profiler.record_function
+    # On the CPU each forward is a record_function range: recorded by whatever torch profiler watches.
+    model, x = load_model(args.model)
+    model, x = model.to(device), tuple(t.to(device) for t in x)
     with torch.no_grad():
-        for _ in range(WARMUP_FORWARDS):
+        for _ in range(WARMUP):
             with marked(FORWARD_RANGE):
                 y = model(*x)
         sync()
         start = time.perf_counter()
-        for _ in range(MEASURED_FORWARDS):
+        for _ in range(MEASURED):
             with marked(FORWARD_RANGE):
                 y = model(*x)
         sync()
         elapsed = time.perf_counter() - start
-    print(f"model.py: {work.name}, {MEASURED_FORWARDS} forwards on {device}, {1e3 * elapsed / MEASURED_FORWARDS:.3f} "
-          f"ms each (host wall clock, after {WARMUP_FORWARDS} warm-up forwards)")
+    print(f"model.py: {MEASURED} forwards on {device}, {1e3 * elapsed / MEASURED:.3f} ms each "
+          f"(host wall clock, after {WARMUP} warm-up forwards)")
     if args.save_output:
-        save_output(args.save_output, y)
+        arrays = output_arrays(y)
+        if len(arrays) == 1:
+            np.save(args.save_output, arrays[0])
+        else:  # several outputs: one .npz beside the name given, in order
+            np.savez(Path(args.save_output).with_suffix(".npz"), *arrays)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -127,7 +127,7 @@ def test_workload_files_profile_and_check(workload: str, families: set[str], out
     info = json.loads((out_dir / "run_info.json").read_text())
     assert info["workload"]["path"] == str(path) and info["workload"]["sha256"] == hashlib.sha256(
         path.read_bytes()).hexdigest() and info["threads"] == 1
-    assert "--workload" in info["command"] and (out_dir / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert "--model" in info["command"] and (out_dir / "report.html").read_text().startswith("<!DOCTYPE html>")
 
 
 def test_bad_workload_file_one_line_nothing_deleted(out_dir: Path, tmp_path: Path) -> None:

@@ -1,16 +1,12 @@
 """Mode 01 — profile an unchanged program from the command line (black box).
 
-What you will do: run ``model.py`` (the workload: TinyMLP, or your model with ``--workload FILE``)
-— or any program of yours — under msprof without editing a line of it, then read the files
-msprof exports.
-
-What you will learn:
-- msprof wraps a whole process: everything it runs, model set-up included, lands in the profile;
-- which msprof switch fills which file (op_summary, op_statistic, api_statistic, task_time);
-- how to check a profile before trusting it: op counts per forward and the output itself.
+The lab's side of the lesson ``01_cmdline/src/model.py``: it starts that program (told the
+workload with ``--model``, its device, where to save its output) — or any program of yours —
+under msprof on an NPU, under the portable launcher elsewhere, then reads what they wrote and
+checks it: every exported file, op counts per forward, the declared top family, the output.
 
 Usage: ``bash 01_cmdline/run.sh [device] [--workload FILE] [--threads N] [-- program args...]``
-(default program: src/model.py).
+(default program: 01_cmdline/src/model.py).
 """
 
 from __future__ import annotations
@@ -21,10 +17,11 @@ from pathlib import Path
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import msprof_argv
 from common.errors import LabError
+from common.modes import lesson_file, mode_dir
 from common.workload import FORWARD_RANGE, WARMUP_FORWARDS
 
-MODE_DIR = Path(__file__).resolve().parent.parent
-MODEL = MODE_DIR / "src" / "model.py"
+MODE_DIR = mode_dir("01_cmdline")
+MODEL = lesson_file("01_cmdline", "model.py")  # the lesson: the program msprof wraps
 
 
 # --- 1. profile ---------------------------------------------------------------------------------
@@ -60,7 +57,7 @@ def check_run(run, own_model: bool) -> list:
     datasets = run.datasets()
     verdicts = [checks.check_files(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"],
                                    "01")]
-    if own_model:  # a program of yours: the lab cannot know what it should contain
+    if own_model:  # the lesson model.py (a program of yours: the lab cannot know what it should contain)
         forwards, work = run.info["forwards"], run.workload
         # model.py names each forward with a range (msprof_tx): the tasks inside one range are one forward.
         windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
@@ -106,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         app = launcher.resolve_app(program)
 
     run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None)
-    if own_model:  # our model.py, told the workload, its logical device (it selects it itself), where to save
+    if own_model:  # the lesson model.py, told the model, its logical device (it selects it itself), where to save
         app = [sys.executable, str(MODEL), "--device", f"npu:{run.device}" if run.npu else "cpu",
-               *(["--workload", run.workload.path] if run.workload.path else []),
+               *(["--model", run.workload.path] if run.workload.path else []),
                "--save-output", str(run.out / "output.npy")]
     command = collect_command(run.backend, run.out, app)
     run.record(command=command)
