@@ -6,7 +6,9 @@
     analyze/    pure functions over parsed rows: families, steps, bounds, compare, cluster, cross-mode;
                 checks.py owns Verdict and every check
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
-    cli/, lesson.py   ``python -m common ...`` and the harness every mode's lesson file runs on
+    cli/, lesson.py   ``python -m common ...``; the start-up, output folder and report every mode shares
+    modes/      each mode's harness: it launches the mode's lesson files (``<mode>/src/``, which import
+                nothing of the lab) as programs, then reads, converts and checks what they wrote
 
 Importing ``common`` stays light (standard library only); heavy modules import torch themselves.
 """
