@@ -6,4 +6,4 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
 source "$(dirname "$here")/common/lab_python.sh" ascendc  # sets PYTHON: $PYTHON, else the lab's .nox environment
-exec "$PYTHON" "$here/src/add_profile.py" build "$@"
+exec "$PYTHON" -m common.modes.ascendc build "$@"

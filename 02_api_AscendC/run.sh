@@ -5,4 +5,4 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
 source "$(dirname "$here")/common/lab_python.sh" ascendc  # sets PYTHON: $PYTHON, else the lab's .nox environment
-exec "$PYTHON" "$here/src/add_profile.py" run --device "${1:-0}" "${@:2}"
+exec "$PYTHON" -m common.modes.ascendc run --device "${1:-0}" "${@:2}"

@@ -443,7 +443,7 @@ class Profiler:
         if not new:
             how = ("the collection wrote nothing: did the block launch a kernel in this process?" if self.backend.is_npu
                    else "on the portable backend the profiled block writes the run itself (mode 02's twin: "
-                        "twin_profile.write_portable_profile(Path(profiler.result_path), ...))")
+                        "common.modes.ascendc.twin_profile.write_portable_profile(Path(profiler.result_path), ...))")
             raise ProfilingError(f"no {RUN_PREFIX}* folder appeared under {self.result_path} while profiling", how)
         if not self.backend.is_npu:
             return  # the twin writes msprof's export layout directly

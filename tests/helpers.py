@@ -66,7 +66,7 @@ def assert_workload_checks(stdout: str, key: str, workload: str, families: set[s
 
 
 def load_lesson(relative: str) -> ModuleType:
-    """Import a mode's lesson file (e.g. ``02_api_AscendC/src/add_profile.py``) once, by its file name.
+    """Import a mode's lesson file (e.g. ``04_pyTorch/src/model_with_profiler.py``) once, by its file name.
 
     The module's folder goes on ``sys.path`` so the files beside it import as they do under run.sh.
     """

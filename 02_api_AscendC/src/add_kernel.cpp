@@ -1,28 +1,49 @@
 /**
- * add_custom: z = x + y on fp16, the classic AscendC vector kernel, written to be profiled.
+ * add_kernel.cpp: z = x + y on fp16, the classic AscendC vector kernel, written to be profiled.
  *
- * The work: 8192 elements split over 8 AI Vector cores (blocks). Each core owns 1024 elements
- * and walks them in 8 tiles; every tile is split in two for double buffering, so the loop
- * runs 16 times over 64-element halves.
- * The sizes live in add_sizes.h, shared with the host program (main.cpp).
+ * What you will do:
+ *   - split 8192 elements over 8 AI Vector cores (blocks) and walk each core's slice tile by tile;
+ *   - run every tile through a three-stage pipeline joined by queues in the Unified Buffer (UB):
+ *       CopyIn   GM -> UB  (DataCopy, runs on the MTE2 pipe)
+ *       Compute  UB -> UB  (Add, runs on the vector pipe, V)
+ *       CopyOut  UB -> GM  (DataCopy, runs on the MTE3 pipe)
+ *   - mark the tile loop with MetricsProfStart/Stop so that `msprof op` measures the loop only.
  *
- * Each step is a three-stage pipeline joined by queues in the Unified Buffer (UB):
- *   CopyIn   GM -> UB  (DataCopy, runs on the MTE2 pipe)
- *   Compute  UB -> UB  (Add, runs on the vector pipe, V)
- *   CopyOut  UB -> GM  (DataCopy, runs on the MTE3 pipe)
- * With two buffers per queue, MTE2 can fetch tile i+1 while V adds tile i and MTE3 stores
- * tile i-1. The queues (TQue) carry the synchronisation: DeQue waits for the producer's EnQue.
+ * What you will learn:
+ *   - how double buffering works: with two buffers per queue, MTE2 fetches tile i+1 while V adds
+ *     tile i and MTE3 stores tile i-1; the queues (TQue) carry the synchronisation;
+ *   - which pipe bounds a kernel: msprof's PipeUtilization metrics give each pipe's share of the
+ *     core's time (aiv_vec_ratio, aiv_scalar_ratio, aiv_mte2_ratio, aiv_mte3_ratio), where the
+ *     scalar unit is the one that runs the loop and issues every instruction.
  *
- * msprof's PipeUtilization metrics tell you which of those pipes (or the scalar unit that
- * issues every instruction and runs the loop) this kernel is bound by.
- *
- * This file is the only kernel source. On an NPU it is compiled by CANN's ascendc_library;
- * on any other machine the same file is compiled against the portable twin in src/twin/.
+ * This is the only kernel source. On an NPU, CMakeLists.txt compiles it with CANN's
+ * ascendc_library; on the portable backend the host compiler builds the same file against CPU
+ * stand-in headers of the AscendC API (RUN_MODE=portable, see CMakeLists.txt).
  */
-#include "kernel_operator.h"
 
-#include "add_sizes.h"  // TOTAL_LENGTH, USE_CORE_NUM, BLOCK_LENGTH, TILE_NUM, BUFFER_NUM, TILE_LENGTH
+// --- 1. The sizes: set once, here ----------------------------------------------------------------
+// main.cpp includes this file with ADD_SIZES_ONLY defined to read this section and nothing else,
+// so the host program allocates and launches exactly what the kernel walks. Plain constants and
+// <cstdint> only: this part compiles for the AI Core and for the host alike.
+#include <cstdint>
 
+constexpr int32_t TOTAL_LENGTH = 8 * 1024;                             // elements in x, y and z
+constexpr int32_t USE_CORE_NUM = 8;                                    // blockDim at launch
+constexpr int32_t BLOCK_LENGTH = TOTAL_LENGTH / USE_CORE_NUM;          // elements per core: 1024
+constexpr int32_t TILE_NUM = 8;                                        // tiles per core
+constexpr int32_t BUFFER_NUM = 2;                                      // double buffer: 2 buffers per queue
+constexpr int32_t TILE_LENGTH = BLOCK_LENGTH / TILE_NUM / BUFFER_NUM;  // elements per buffer: 64
+
+// A change above must still split evenly (every core a whole number of whole tiles), and DataCopy
+// moves whole 32-byte blocks, so a tile of fp16 must be a multiple of 16 elements.
+static_assert(TOTAL_LENGTH % USE_CORE_NUM == 0, "TOTAL_LENGTH must split evenly over USE_CORE_NUM cores");
+static_assert(BLOCK_LENGTH % (TILE_NUM * BUFFER_NUM) == 0, "a core's slice must split into TILE_NUM x BUFFER_NUM tiles");
+static_assert(TILE_LENGTH * 2 % 32 == 0, "a tile must be whole 32-byte blocks (16 fp16 elements)");
+
+#ifndef ADD_SIZES_ONLY
+#include "kernel_operator.h"  // CANN's AscendC API on an NPU; the CPU stand-in's on the portable backend
+
+// --- 2. The kernel: Init, then CopyIn -> Compute -> CopyOut for every tile -----------------------
 class KernelAdd {
 public:
     __aicore__ inline KernelAdd() {}
@@ -44,8 +65,8 @@ public:
         constexpr int32_t loopCount = TILE_NUM * BUFFER_NUM;
         // msprof op --aic-metrics=KernelScale collects its PMU counters only inside this region: the
         // tile loop, not Init. MetricsProfStart/Stop exist on Atlas A2/A3 only (AscendC API reference),
-        // so CMakeLists.txt defines LAB_METRICS_PROF_REGION for those SoCs and for the twin; on any
-        // other SoC the kernel is built without the region.
+        // so CMakeLists.txt defines LAB_METRICS_PROF_REGION for those SoCs and for the portable build;
+        // on any other SoC the kernel is built without the region.
 #ifdef LAB_METRICS_PROF_REGION
         AscendC::MetricsProfStart();
 #endif
@@ -60,6 +81,7 @@ public:
     }
 
 private:
+    // MTE2: take a free buffer of each input queue, fill it from GM, hand it on (EnQue).
     __aicore__ inline void CopyIn(int32_t progress)
     {
         AscendC::LocalTensor<half> xLocal = inQueueX.AllocTensor<half>();
@@ -70,7 +92,8 @@ private:
         inQueueY.EnQue(yLocal);
     }
 
-    // Change this function to try your own vector computation (see README).
+    // V: wait for both inputs (DeQue), add, hand the sum on, give the input buffers back.
+    // Change this function to try your own vector computation.  <- your kernel here
     __aicore__ inline void Compute(int32_t progress)
     {
         AscendC::LocalTensor<half> xLocal = inQueueX.DeQue<half>();
@@ -82,6 +105,7 @@ private:
         inQueueY.FreeTensor(yLocal);
     }
 
+    // MTE3: wait for the sum, store it to GM, free its buffer for the next tile.
     __aicore__ inline void CopyOut(int32_t progress)
     {
         AscendC::LocalTensor<half> zLocal = outQueueZ.DeQue<half>();
@@ -97,9 +121,11 @@ private:
     AscendC::GlobalTensor<half> zGm;
 };
 
+// --- 3. The entry point the host launches on USE_CORE_NUM blocks ---------------------------------
 extern "C" __global__ __aicore__ void add_custom(GM_ADDR x, GM_ADDR y, GM_ADDR z)
 {
     KernelAdd op;
     op.Init(x, y, z);
     op.Process();
 }
+#endif  // ADD_SIZES_ONLY

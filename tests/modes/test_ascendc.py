@@ -19,18 +19,18 @@ from common.errors import LabError
 from common.formats.records import Task
 from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
 
-from helpers import ROOT, load_lesson
+from common.modes.ascendc import TWIN_DIR
+from common.modes.ascendc import add_profile as driver  # the harness run.sh execs
+from common.modes.ascendc import build_kernel  # the CMake build
+from common.modes.ascendc import kernel_report  # sizes, pipe means, the report table
+from common.modes.ascendc import twin_profile  # the twin's timers as op_summary rows
+from helpers import ROOT
 from helpers import lab_env as helpers_lab_env
 
 MODE_DIR = ROOT / "02_api_AscendC"
 SRC = MODE_DIR / "src"
 CXX = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 needs_cxx = pytest.mark.skipif(CXX is None or shutil.which("cmake") is None, reason="needs a C++ compiler and CMake")
-
-driver = load_lesson("02_api_AscendC/src/add_profile.py")  # the lesson; its src/ folder is now on sys.path
-import build_kernel  # noqa: E402  (the CMake build, beside the lesson)
-import kernel_report  # noqa: E402  (sizes, pipe means, the report table)
-import twin_profile  # noqa: E402  (the twin's timers as op_summary rows)
 
 SIZES = {"total_length": 8192, "block_dim": 8, "block_length": 1024, "tile_num": 8, "buffer_num": 2, "tile_length": 64}
 
@@ -48,7 +48,7 @@ def selftest(tmp_path_factory) -> Path:
         pytest.skip("needs a C++ compiler")
     exe = tmp_path_factory.mktemp("twin") / "twin_selftest"
     subprocess.run(
-        [CXX, "-std=c++20", "-O1", "-I", str(SRC / "twin"), str(MODE_DIR / "tests" / "twin_selftest.cpp"),
+        [CXX, "-std=c++20", "-O1", "-I", str(TWIN_DIR), str(MODE_DIR / "tests" / "twin_selftest.cpp"),
          "-pthread", "-o", str(exe)],
         check=True, capture_output=True, text=True,
     )
@@ -272,8 +272,9 @@ def test_cmake_argv_for_npu_passes_soc_and_cann():
                         ("Ascend910B", "OFF"), ("Ascend310P3", "OFF"), ("Ascend310B1", "OFF")]:
         argv = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version=soc, cann_home="/c")
         assert f"-DLAB_METRICS_PROF_REGION={region}" in argv, soc
-    assert not any("LAB_METRICS_PROF_REGION" in a for a in build_kernel.cmake_configure_argv(
-        "cmake", SRC, Path("/b"), "portable"))  # the twin always has the region (CMakeLists.txt)
+    portable = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "portable")
+    assert not any("LAB_METRICS_PROF_REGION" in a for a in portable)  # the twin always has the region (CMakeLists.txt)
+    assert f"-DASCENDC_TWIN_DIR={TWIN_DIR}" in portable  # the stand-in headers, as -DASCEND_CANN_PACKAGE_PATH for npu
     with pytest.raises(ValueError):
         build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu")
     with pytest.raises(ValueError):
@@ -403,13 +404,12 @@ def test_kernel_source_is_the_only_kernel():
 
 
 def test_kernel_sizes_are_set_once_and_read_from_the_program():
-    # add_sizes.h sets them; the kernel and the host program include it, Python reads what the program prints.
+    # add_kernel.cpp sets them; main.cpp includes its sizes section, the harness reads what the program prints.
     setters = [p.name for p in SRC.rglob("*") if p.suffix in (".cpp", ".h")
                and re.search(r"constexpr\s+\w+\s+(TOTAL_LENGTH|USE_CORE_NUM|kTotalLength)\s*=\s*\d", p.read_text())]
-    assert setters == ["add_sizes.h"]
-    for source in ("add_kernel.cpp", "main.cpp"):
-        assert '#include "add_sizes.h"' in (SRC / source).read_text(), source
-    for module in SRC.glob("*.py"):
+    assert setters == ["add_kernel.cpp"]
+    assert '#define ADD_SIZES_ONLY\n#include "add_kernel.cpp"' in (SRC / "main.cpp").read_text()
+    for module in (ROOT / "common" / "modes" / "ascendc").glob("*.py"):
         assert not re.search(r"\b(8192|1024)\b", module.read_text()), module.name
     printed = "kernel sizes: " + " ".join(f"{k}={v}" for k, v in SIZES.items()) + "\nverified: 8192 of 8192 elements\n"
     assert kernel_report.read_sizes(printed) == SIZES

@@ -1,7 +1,7 @@
 """Mode 02's C++ under the sanitizers, and the NPU branch of main.cpp against a recording ACL stub.
 
 What this proves and what it does not:
-- The portable build (main.cpp + add_kernel.cpp + the twin) runs clean under AddressSanitizer,
+- The portable build (main.cpp + add_kernel.cpp + the twin's headers) runs clean under AddressSanitizer,
   LeakSanitizer and UndefinedBehaviorSanitizer, and so do the twin's self-test scenarios.
 - main.cpp's NPU branch, compiled unchanged against ``tests/native/acl_stub`` (CANN's names and
   signatures for the ten calls it makes), releases exactly what it acquired, last first, when
@@ -25,6 +25,7 @@ from helpers import ROOT
 
 MODE = ROOT / "02_api_AscendC"
 SRC = MODE / "src"
+TWIN = ROOT / "common" / "modes" / "ascendc" / "twin"  # the CPU stand-in headers of the AscendC API
 STUB = ROOT / "tests" / "native" / "acl_stub"
 CXX = shutil.which("g++") or shutil.which("clang++")
 SANITIZE = ["-O0", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
@@ -51,14 +52,14 @@ def run_clean(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 # ----- the portable twin under the sanitizers ---------------------------------------------------------
 def test_portable_host_program_is_sanitizer_clean(tmp_path: Path) -> None:
     exe = compile_cxx(tmp_path / "add_custom_main", "c++20", "-DLAB_RUN_PORTABLE", "-DLAB_METRICS_PROF_REGION",
-                      "-I", str(SRC / "twin"),
+                      "-I", str(TWIN),
                       str(SRC / "main.cpp"), str(SRC / "add_kernel.cpp"), "-pthread")
     timings = tmp_path / "timings.csv"
-    proc = run_clean([str(exe), "--warmup", "1", "--launches", "3", "--timings", str(timings)])
+    proc = run_clean([str(exe), "--warmup", "1", "--launches", "3"], env={"ASCENDC_TWIN_TIMINGS": str(timings)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verified: 8192 of 8192 elements equal 0x4000 in each of 4 launches" in proc.stdout
-    assert "kernel sizes: total_length=8192 block_dim=8 block_length=1024" in proc.stdout  # from add_sizes.h
-    assert len(timings.read_text().splitlines()) == 1 + 3 * 8  # header + 3 measured launches x 8 blocks
+    assert "kernel sizes: total_length=8192 block_dim=8 block_length=1024" in proc.stdout  # from add_kernel.cpp
+    assert len(timings.read_text().splitlines()) == 1 + 4 * 8  # header + 4 launches (1 warm-up) x 8 blocks
     bad = run_clean([str(exe), "--launches", "0"])  # a usage error takes the same clean exit
     assert bad.returncode == 2 and "bad argument '--launches'" in bad.stderr
 
@@ -66,7 +67,7 @@ def test_portable_host_program_is_sanitizer_clean(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def selftest(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("selftest_san") / "twin_selftest"
-    return compile_cxx(out, "c++20", "-I", str(SRC / "twin"), str(MODE / "tests" / "twin_selftest.cpp"), "-pthread")
+    return compile_cxx(out, "c++20", "-I", str(TWIN), str(MODE / "tests" / "twin_selftest.cpp"), "-pthread")
 
 
 SCENARIOS = ["ok", "alloc-over-depth", "deque-empty", "enque-over-depth", "tile-too-big", "gm-past-end",
@@ -103,7 +104,7 @@ RELEASES = {"aclFinalize": "session", "aclrtResetDevice": "device", "aclrtDestro
 @pytest.fixture(scope="module")
 def npu_branch(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("npu_stub") / "add_custom_main_npu"
-    return compile_cxx(out, "c++17", "-DLAB_RUN_NPU", "-I", str(STUB), "-I", str(SRC), str(SRC / "main.cpp"),
+    return compile_cxx(out, "c++17", "-DLAB_RUN_NPU", "-I", str(STUB), "-I", str(TWIN), str(SRC / "main.cpp"),
                        str(STUB / "acl_stub.cpp"))
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ast
+import csv
 import importlib.util
+import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +15,13 @@ import pytest
 
 from common.analyze.bounds import Peaks
 from common.analyze.kernel_verdict import KernelFacts, classify_kernel
+from common.modes.ascendc import pyasc_twin
+from common.modes.ascendc.add_profile import pyasc_twin_verdict
+from common.modes.ascendc.pyasc_profile import twin_env
 
-from helpers import ROOT, lab_env, load_lesson
+from helpers import ROOT, lab_env
 
 SRC = ROOT / "02_api_AscendC" / "src"
-load_lesson("02_api_AscendC/src/add_profile.py")  # puts src/ on sys.path, as run.sh does
-import pyasc_twin  # noqa: E402
 
 
 @pytest.fixture
@@ -34,11 +35,9 @@ def twin():
 
 
 def load_copy(tmp_path: Path, name: str, edit=lambda text: text):
-    """A copy of add_pyasc.py, edited, imported under its own name beside the header it reads its sizes from
-    (the twin must be installed)."""
+    """A copy of add_pyasc.py, edited, imported under its own name (the twin must be installed)."""
     path = tmp_path / f"{name}.py"
     path.write_text(edit((SRC / "add_pyasc.py").read_text()))
-    shutil.copy(SRC / "add_sizes.h", tmp_path / "add_sizes.h")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -110,21 +109,56 @@ def test_twin_never_shadows_a_real_pyasc(monkeypatch):
     assert str(pyasc_twin.SITE) not in sys.path
 
 
-def test_lesson_sizes_are_add_sizes_h(tmp_path):
-    # The lesson reads the header that sets the C++ kernel's sizes: change it there and both kernels follow.
-    header = (SRC / "add_sizes.h").read_text()
-    assert "constexpr int32_t TOTAL_LENGTH = 8 * 1024;" in header
-    (tmp_path / "add_sizes.h").write_text(header.replace("TOTAL_LENGTH = 8 * 1024", "TOTAL_LENGTH = 4 * 1024"))
-    source = (SRC / "add_pyasc.py").read_text()  # the reader alone: importing the lesson needs asc
-    namespace: dict = {}
-    exec(compile(source[source.index("def header_sizes"):source.index("# The sizes of add_kernel.cpp")],
-                 "add_pyasc.py", "exec"),
-         {"ast": ast, "re": re, "Path": Path, "__file__": str(SRC / "add_pyasc.py")}, namespace)
-    read = namespace["header_sizes"]
-    assert read(SRC / "add_sizes.h") == {"TOTAL_LENGTH": 8192, "USE_CORE_NUM": 8, "BLOCK_LENGTH": 1024,
-                                         "TILE_NUM": 8, "BUFFER_NUM": 2, "TILE_LENGTH": 64}
-    assert read(tmp_path / "add_sizes.h")["TILE_LENGTH"] == 32
-    assert "SIZES = header_sizes()" in source
+def test_lesson_sizes_are_the_cpp_kernels(twin, tmp_path):
+    # A copied file is alone, so add_pyasc.py keeps its own sizes: they must be add_kernel.cpp's.
+    lesson = load_copy(tmp_path, "lesson_copy_sizes")
+    cpp: dict[str, int] = {}  # constexpr int32_t NAME = <integers and earlier names with * and />;
+    source = (SRC / "add_kernel.cpp").read_text()
+    for name, expression in re.findall(r"constexpr int32_t ([A-Z_]+) = ([^;]+);", source):
+        cpp[name] = eval(expression.replace("/", "//"), {"__builtins__": {}}, dict(cpp))
+    assert len(cpp) == 6 and {name: getattr(lesson, name) for name in cpp} == cpp
+
+
+def test_lesson_runs_as_a_program_and_the_twin_writes_its_timers(tmp_path):
+    timings = tmp_path / "timings.csv"
+    proc = subprocess.run([sys.executable, str(SRC / "add_pyasc.py"), "--warmup", "1", "--launches", "2"],
+                          env=twin_env(timings), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "kernel sizes: total_length=8192 block_dim=8 block_length=1024 tile_num=8 buffer_num=2 tile_length=64" \
+        in proc.stdout
+    assert pyasc_twin_verdict(proc.returncode, proc.stdout, 3).ok
+    with timings.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(int(r["launch"]), int(r["block"])) for r in rows] == [(k, b) for k in range(3) for b in range(8)]
+
+
+def test_a_kernel_misuse_in_the_program_is_one_error_line(tmp_path):
+    lesson = tmp_path / "add_pyasc.py"
+    lesson.write_text((SRC / "add_pyasc.py").read_text().replace(
+        "        asc.wait_flag(asc.HardEvent.MTE2_V, slot)\n", ""))
+    proc = subprocess.run([sys.executable, str(lesson)], env=twin_env(tmp_path / "t.csv"), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("Error: add at add_pyasc.py:") and "HardEvent.MTE2_V" in line
+    failed = pyasc_twin_verdict(proc.returncode, proc.stdout, 1)
+    assert not failed.ok and "without its 'verified:' line" in failed.detail
+
+
+def test_a_wrong_sum_fails_the_programs_verification(tmp_path):
+    lesson = tmp_path / "add_pyasc.py"
+    lesson.write_text((SRC / "add_pyasc.py").read_text().replace("asc.add(", "asc.sub("))
+    proc = subprocess.run([sys.executable, str(lesson), "--launches", "2"], env=twin_env(tmp_path / "t.csv"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "mismatch in launch 0 at 0:" in proc.stdout
+    assert not pyasc_twin_verdict(proc.returncode, proc.stdout, 2).ok
+
+
+def test_twin_env_never_hides_a_real_pyasc(monkeypatch, tmp_path):
+    monkeypatch.setattr(pyasc_twin, "real_pyasc_available", lambda: True)
+    with pytest.raises(Exception, match="never hides a real pyasc"):
+        twin_env(tmp_path / "t.csv")
+    assert os.environ.get("ASCENDC_TWIN_TIMINGS") is None
 
 
 # --- the kernel verdict ------------------------------------------------------------------------------

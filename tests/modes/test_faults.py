@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import copy_lab, error_lines, lab_env, load_lesson, plant
+from helpers import copy_lab, error_lines, lab_env, plant
 
 from common.collect import launcher
 from common.errors import LabError
@@ -147,7 +147,7 @@ def test_sigterm_to_the_program_still_flushes_its_profile(program, tmp_path: Pat
 
 @fault
 def test_ascendc_host_program_timeout_is_reported(program, capsys) -> None:
-    driver = load_lesson("02_api_AscendC/src/add_profile.py")
+    from common.modes.ascendc import add_profile as driver
     script, pid_file = program
     code, output = driver.run_binary([sys.executable, str(script), str(pid_file), "hang"], timeout_s=2)
     assert code == launcher.EXIT_TIMEOUT and output == ""

@@ -252,8 +252,8 @@ def test_torch_npu_stand_in_refuses_bad_devices_and_arguments(tmp_path: Path) ->
 def test_ascendcl_stand_in_refuses_a_device_id_past_the_last(tmp_path: Path) -> None:
     cxx = shutil.which("g++") or shutil.which("clang++")
     exe = tmp_path / "add_custom_main"
-    src = ROOT / "02_api_AscendC" / "src"
-    subprocess.run([cxx, "-std=c++17", "-DLAB_RUN_NPU", "-I", str(ROOT / "tests/native/acl_stub"), "-I", str(src),
+    src, twin = ROOT / "02_api_AscendC" / "src", ROOT / "common" / "modes" / "ascendc" / "twin"
+    subprocess.run([cxx, "-std=c++17", "-DLAB_RUN_NPU", "-I", str(ROOT / "tests/native/acl_stub"), "-I", str(twin),
                     str(src / "main.cpp"), str(DRYRUN / "native" / "acl_dryrun.cpp"), "-o", str(exe)], check=True)
     proc = subprocess.run([str(exe), "--device", "8", "--launches", "1"], env=stand_in_env(tmp_path),
                           capture_output=True, text=True, timeout=120, check=False)

@@ -62,7 +62,7 @@ def test_cli_refuses_hostile_outputs(tmp_path: Path, case: str) -> None:
 sys.path.insert(0, str(ROOT / "03_api_pyAcl" / "src"))
 DRIVERS = {
     "01": lambda: importlib.import_module("common.modes.cmdline"),
-    "02": lambda: load_lesson("02_api_AscendC/src/add_profile.py"),
+    "02": lambda: importlib.import_module("common.modes.ascendc.add_profile"),
     "03": lambda: __import__("infer"),
     "04": lambda: load_lesson("04_pyTorch/src/model_with_profiler.py"),
 }

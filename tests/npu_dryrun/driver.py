@@ -137,7 +137,7 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     torch_site = fake_cann.install_modules(MODULES, out / "torch_site", ("torch_npu", "asc"))
     lab = copy_lab(out / "lab")
     env = base_env(out, cann, torch_site, chip)
-    env["NPU_DRYRUN_PYASC_TWIN"] = str(lab / "02_api_AscendC" / "src" / "pyasc_twin" / "site" / "asc")
+    env["NPU_DRYRUN_PYASC_TWIN"] = str(lab / "common" / "modes" / "ascendc" / "pyasc_twin" / "site" / "asc")
     # The SoC every step must use: $SOC_VERSION when the user set it, else the chip npu-smi lists.
     soc = os.environ.get("SOC_VERSION") or f"Ascend{chip}"
     summary = {"device": device, "out": str(out), "cann": str(cann), "lab": str(lab), "chip": chip, "soc": soc,

@@ -381,6 +381,7 @@ def npu_smi(argv: list[str]) -> int:
 # ----- cmake (02's npu build) -------------------------------------------------------------------------
 ACL_STUB = HERE.parent / "native" / "acl_stub"  # CANN's declarations for main.cpp's NPU branch (headers only)
 RUNTIME = HERE / "native" / "acl_dryrun.cpp"
+TWIN = HERE.parents[1] / "common" / "modes" / "ascendc" / "twin"  # the runtime adds fp16 with the twin's twin_half.h
 ASCENDC_CMAKE = ("compiler/tikcpp/ascendc_kernel_cmake", "tools/tikcpp/ascendc_kernel_cmake",
                  "ascendc_devkit/tikcpp/samples/cmake")
 CONFIGURE = "npu_dryrun_configure.json"
@@ -434,7 +435,7 @@ def cmake_build(argv: list[str]) -> int:
         return refuse("cmake", "build", argv, "no C++ compiler for the stand-in host program")
     # main.cpp's NPU branch, unchanged, against CANN's declarations (tests/native/acl_stub headers)
     # and a recording runtime; add_kernel.cpp is device code, built only by ascendc_library.
-    compile_argv = [cxx, "-std=c++17", "-O1", "-DLAB_RUN_NPU", "-I", str(ACL_STUB), "-I", str(source),
+    compile_argv = [cxx, "-std=c++17", "-O1", "-DLAB_RUN_NPU", "-I", str(ACL_STUB), "-I", str(TWIN),
                     str(source / "main.cpp"), str(RUNTIME), "-o", str(build / "add_custom_main")]
     code = subprocess.run(compile_argv, check=False).returncode
     rec.record("cmake", "build", argv, rc=code, compiled=compile_argv[1:],

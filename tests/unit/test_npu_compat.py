@@ -67,7 +67,7 @@ def test_unsourced_figures_are_labelled_estimates() -> None:
     from common.analyze.bounds import DEVICE_PEAKS
 
     assert DEVICE_PEAKS and all(p.source.startswith("estimate (no published source)") for p in DEVICE_PEAKS.values())
-    kernel_report = load_lesson("02_api_AscendC/src/kernel_report.py")
+    from common.modes.ascendc import kernel_report
     assert not hasattr(kernel_report, "REFERENCE_910B3")
     table = kernel_report.render_report([], "npu", "op_summary", {"block_dim": 8, "block_length": 1024})
     assert "ratio (910B3 estimate)" in table and "an estimate, not measured here" in table

@@ -74,7 +74,7 @@ def test_01_program_selects_its_device_itself() -> None:
 
 
 def test_msprof_op_lines_are_the_builders() -> None:
-    add_profile = load_lesson("02_api_AscendC/src/add_profile.py")
+    from common.modes.ascendc import add_profile
     app = ["02_api_AscendC/build/add_custom_main", "--device", DEV, "--warmup", str(add_profile.WARMUP_LAUNCHES),
            "--launches", str(add_profile.MEASURED_LAUNCHES)]
     argv = msprof_op_argv("msprof", Path("02_api_AscendC/prof_out"), app, kernel_name="add_custom",

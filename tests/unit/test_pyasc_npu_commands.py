@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import load_lesson
+from helpers import ROOT
 
 from common.collect.npu_commands import msprof_op_simulator_argv
 from common.errors import LabError
+from common.modes.ascendc import kernel_report, pyasc_profile
 
-pyasc_profile = load_lesson("02_api_AscendC/src/pyasc_profile.py")
-kernel_report = load_lesson("02_api_AscendC/src/kernel_report.py")
-LESSON = str(Path(pyasc_profile.__file__).with_name("add_pyasc.py"))
+LESSON = str(ROOT / "02_api_AscendC" / "src" / "add_pyasc.py")  # the lesson file, launched as a program
 
 
 def test_board_argv_is_msprof_op_with_kernelscale_then_the_lesson_on_the_npu():

@@ -17,7 +17,7 @@
 
 #include "acl/acl.h"
 #include "aclrtlaunch_add_custom.h"
-#include "twin/twin_half.h"
+#include "twin_half.h"  // the portable twin's fp16 (common/modes/ascendc/twin)
 
 namespace {
 

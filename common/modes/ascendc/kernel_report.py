@@ -1,7 +1,8 @@
-"""What add_profile.py reads and prints about add_custom: its sizes, the mean pipe ratios, the table.
+"""What mode 02 reads and prints about its kernels: their sizes, the mean pipe ratios, the table.
 
-The sizes are not restated here: the host program prints the ones it was built with (add_sizes.h)
-on its ``kernel sizes:`` line, and :func:`read_sizes` reads that line.
+The sizes are not restated here: the host program prints the ones it was built with (set once, in
+add_kernel.cpp) on its ``kernel sizes:`` line, add_pyasc.py prints its own on the same line, and
+:func:`read_sizes` reads that line.
 """
 
 from __future__ import annotations

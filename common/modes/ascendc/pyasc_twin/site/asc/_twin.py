@@ -11,12 +11,19 @@ that pipe pair in between (read-after-write), a ``wait_flag`` with no ``set_flag
 NPU would wait forever), flags left set at the end of a block, and a metrics region left open.
 
 Timers, per block: the whole body (``kernel_ns``), the metrics region (``region_ns``), and the
-three pipes: GM -> UB copies (MTE2), vector ops (V), UB -> GM copies (MTE3). The rows have the
-columns of the C++ twin's ``--timings`` file, so ``twin_profile.launch_pipes`` reads both.
+three pipes: GM -> UB copies (MTE2), vector ops (V), UB -> GM copies (MTE3). The twin is its own
+profiler: when ``$ASCENDC_TWIN_TIMINGS`` names a file, every launch's rows are written there as CSV
+when the program exits, with the columns the C++ twin writes, so the lab reads both the same way.
+
+The twin stands alone (numpy and the standard library): a kernel file run with ``site/`` on its path
+needs nothing of the lab. A :class:`TwinError` the program does not catch is printed as one
+``Error:`` line, without a traceback.
 """
 
 from __future__ import annotations
 
+import atexit
+import csv
 import enum
 import os
 import sys
@@ -24,8 +31,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from common.errors import LabError
 
 # The Unified Buffer of an Atlas A2 AI Vector core, as pyasc's launcher checks it
 # (runtime/launcher.py get_platform_info: ub_size=192 * 1024 for Ascend910B*).
@@ -36,8 +41,26 @@ UB_FILL = 0xFF  # unwritten UB reads as 0xFFFF: an fp16 NaN
 TWIN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-class TwinError(LabError):
-    """A kernel broke a rule the NPU enforces by hanging or by computing garbage."""
+class TwinError(Exception):
+    """A kernel broke a rule the NPU enforces by hanging or by computing garbage: what, and what to do."""
+
+    def __init__(self, what: str, fix: str = "") -> None:
+        super().__init__(what)
+        self.what, self.fix = what, fix
+
+    def __str__(self) -> str:
+        return f"{self.what} — {self.fix}" if self.fix else self.what
+
+
+def _excepthook(kind, error, traceback) -> None:
+    """An uncaught TwinError is one ``Error:`` line (exit 1); anything else goes to Python's own hook."""
+    if isinstance(error, TwinError):
+        print(f"Error: {error}", file=sys.stderr)
+    else:
+        sys.__excepthook__(kind, error, traceback)
+
+
+sys.excepthook = _excepthook
 
 
 def call_site() -> str:
@@ -216,6 +239,23 @@ def take_rows() -> list[dict[str, int]]:
     """The timer rows recorded since the last call (one per block and launch), then forget them."""
     rows, STATE.rows = STATE.rows, []
     return rows
+
+
+TIMINGS_VAR = "ASCENDC_TWIN_TIMINGS"
+TIMING_COLUMNS = ["launch", "block", "start_unix_ns", "wall_ns", "kernel_ns", "region_ns", "mte2_ns", "vec_ns",
+                  "mte3_ns"]
+
+
+@atexit.register
+def write_timings() -> None:
+    """At exit: the rows not taken yet, to ``$ASCENDC_TWIN_TIMINGS`` when it is set (the C++ twin's columns)."""
+    path = os.environ.get(TIMINGS_VAR)
+    if not path:
+        return
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, TIMING_COLUMNS)
+        writer.writeheader()
+        writer.writerows(take_rows())
 
 
 def fp16_exact(op, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,7 +1,9 @@
 """A CPU twin of the pyasc subset that ``add_pyasc.py`` uses, importable as ``asc`` when pyasc is not.
 
-``install()`` puts ``site/`` (which holds the twin's ``asc`` package) on ``sys.path`` only when no
-real pyasc can be imported: a pyasc you installed always wins, and the lab never shadows it.
+``site/`` holds the twin's ``asc`` package, which needs only numpy: the lab puts :data:`SITE` first on
+the ``PYTHONPATH`` of ``add_pyasc.py`` when it runs the lesson as a program, and ``install()`` puts it
+on this process's ``sys.path`` (for tests); both only when no real pyasc can be imported: a pyasc you
+installed always wins, and the lab never shadows it.
 The kernel file is the same either way; on the twin its ``@asc.jit`` function runs as Python on
 the host, one block after another, with real fp16 arithmetic, strict checks and per-pipe timers
 (see ``site/asc/_twin.py``).

@@ -1,6 +1,8 @@
 """Build add_custom with CMake: the kernel for the NPU (CANN's ascendc_library) or the portable twin.
 
-``build.sh`` runs ``add_profile.py build``, which calls :func:`build`. RUN_MODE comes from the
+``build.sh`` runs ``python -m common.modes.ascendc build``, which calls :func:`build` on the lesson's
+CMake project (``02_api_AscendC/src``); the portable build gets the CPU stand-in headers (``twin/``)
+through the cache variable ``ASCENDC_TWIN_DIR``, as the npu build gets CANN's. RUN_MODE comes from the
 machine (npu with CANN and an NPU, portable otherwise) unless ``$RUN_MODE`` says otherwise; the
 npu build is for the SoC of the logical device given (``build.sh --device N``, default 0) or
 ``$SOC_VERSION``. The build folder records what it was built for in ``lab_build.json``, which
@@ -19,11 +21,10 @@ from common.backend import Backend, detect, find_cann_home, is_atlas_a2_a3, soc_
 from common.collect import launcher
 from common.errors import LabError
 from common.formats.rundir import MARKER, lock_mode, prepare_output_dir
+from common.modes.ascendc import MODE_DIR, SRC_DIR, TWIN_DIR
 from common.render.text import render_verdicts
 from common.verdict import Verdict
 
-MODE_DIR = Path(__file__).resolve().parent.parent
-SRC_DIR = MODE_DIR / "src"
 BUILD_DIR = MODE_DIR / "build"
 BINARY_NAME = "add_custom_main"
 BUILD_INFO = "lab_build.json"
@@ -49,14 +50,17 @@ def choose_run_mode(backend: Backend, override: str | None) -> tuple[str, str]:
 
 def cmake_configure_argv(
     cmake: str, source: Path, build: Path, run_mode: str, *, cxx: str | None = None,
-    soc_version: str | None = None, cann_home: str | None = None,
+    soc_version: str | None = None, cann_home: str | None = None, twin_dir: Path = TWIN_DIR,
 ) -> list[str]:
-    """``cmake -S src -B build -DRUN_MODE=...``; npu also needs the SoC and the CANN root, and compiles
-    the kernel's MetricsProfStart/Stop region only for an Atlas A2/A3 SoC (the only ones that have it)."""
+    """``cmake -S src -B build -DRUN_MODE=...``; portable names the stand-in headers (``twin_dir``); npu needs
+    the SoC and the CANN root, and compiles the kernel's MetricsProfStart/Stop region only for an Atlas A2/A3
+    SoC (the only ones that have it)."""
     if run_mode not in RUN_MODES:
         raise ValueError(f"unknown RUN_MODE {run_mode!r}")
     argv = [cmake, "-S", str(source), "-B", str(build), f"-DRUN_MODE={run_mode}", "-DCMAKE_BUILD_TYPE=Release"]
-    if run_mode != "portable":
+    if run_mode == "portable":
+        argv.append(f"-DASCENDC_TWIN_DIR={twin_dir}")
+    else:
         if not soc_version or not cann_home:
             raise ValueError(f"RUN_MODE={run_mode} needs soc_version and cann_home")
         argv += [f"-DSOC_VERSION={soc_version}", f"-DASCEND_CANN_PACKAGE_PATH={cann_home}",

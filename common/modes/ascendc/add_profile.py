@@ -1,18 +1,10 @@
 """Mode 02: profile a hand-written AscendC kernel (fp16 vector Add) and name the pipe it is bound by.
 
-What you will do:
-  - build ``add_kernel.cpp`` for the NPU (CANN's ``ascendc_library``) or, without CANN, against
-    the portable twin of the AscendC API (``build.sh`` -> ``python add_profile.py build``);
-  - run it 20 times after a warm-up, verify every output element of every launch, and collect
-    op_summary / op_statistic with the PipeUtilization metrics (``run.sh`` -> ``... run``).
-
-What you will learn:
-  - how CopyIn -> Compute -> CopyOut maps onto the MTE2, vector (V) and MTE3 pipes, and what the
-    scalar unit does between them;
-  - how to read ``aiv_vec_ratio`` / ``aiv_scalar_ratio`` / ``aiv_mte2_ratio`` / ``aiv_mte3_ratio``
-    and decide which pipe bounds a kernel;
-  - what a CPU twin can check (API misuse, correctness, relative cost on the host) and what only
-    the NPU's PMU can tell you.
+``build``: the lesson's CMake project (``02_api_AscendC/src``) for the NPU (CANN's ``ascendc_library``)
+or, without CANN, against the portable twin of the AscendC API (``build.sh``). ``run``: the host
+program, 3 warm-up and 20 measured launches, each verified by the program itself, under msprof and
+msprof op on an NPU or with the twin's own timers elsewhere; then the checks, the per-pipe table, the
+bound pipe and the bottleneck class (``run.sh``). ``run --kernel pyasc``: the same for ``add_pyasc.py``.
 """
 
 from __future__ import annotations
@@ -21,12 +13,6 @@ import os
 import re
 import sys
 from pathlib import Path
-
-from build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
-from build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also reached through here)
-from kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_facts, kernel_tasks, mean_ratios,
-                           read_msprof_op_pipes, read_simulator_cores, read_sizes, render_report, render_simulator)
-from twin_profile import parse_twin_timings, twin_tasks, write_portable_profile
 
 from common.analyze.bounds import device_peaks
 from common.analyze.kernel_verdict import classify_kernel
@@ -37,11 +23,17 @@ from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, m
 from common.errors import LabError
 from common.formats import readers
 from common.formats.records import Task
+from common.modes.ascendc import MODE, MODE_DIR
+from common.modes.ascendc.build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
+from common.modes.ascendc.build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also here)
+from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_facts, kernel_tasks,
+                                                mean_ratios, read_msprof_op_pipes, read_simulator_cores, read_sizes,
+                                                render_report, render_simulator)
+from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
 from common.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
 from common.verdict import Verdict, not_applicable
 
-MODE, MODE_DIR = "ascendc", Path(__file__).resolve().parent.parent  # "ascendc": run_info.json and the nox session
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
 MEASURED_LAUNCHES = 20
 TWIN_TIMINGS = "twin_timings.csv"  # the twin's per-block pipe timers, in prof_out/
@@ -51,7 +43,7 @@ TWIN = Backend("portable", "the AscendC twin: the kernel runs on the host CPU")
 # --- 1. profile ---------------------------------------------------------------------------------
 def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict | None]:
     """msprof around the host program (op_summary per launch), then msprof op (per-block PMU of one launch)."""
-    # The program selects the logical device itself (aclrtSetDevice in device_npu.h); msprof follows it.
+    # The program selects the logical device itself (aclrtSetDevice in main.cpp); msprof follows it.
     app = [str(binary), "--device", str(run.device), "--warmup", str(WARMUP_LAUNCHES),
            "--launches", str(MEASURED_LAUNCHES)]
     argv = msprof_argv(run.backend.tools["msprof"], run.out, app)  # --aic-metrics=PipeUtilization
@@ -83,11 +75,11 @@ def msprof_op_verdict(code: int, pipes: dict[str, float | None] | None, region: 
 
 
 def profile_twin(run, binary: Path) -> tuple[int, str]:
-    """No msprof without an NPU: the portable twin times each pipe itself (``--timings``)."""
-    app = [str(binary), "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES),
-           "--timings", str(run.out / TWIN_TIMINGS)]
-    print("$ " + " ".join(app))
-    return run_binary(app, timeout_s=run.timeout_s, stderr_log=runlogs.stderr_log(run.out, app))
+    """No msprof without an NPU: the portable twin times each pipe itself, into ``$ASCENDC_TWIN_TIMINGS``."""
+    app = [str(binary), "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES)]
+    print(f"$ {TIMINGS_VAR}={run.out / TWIN_TIMINGS} " + " ".join(app))
+    return run_binary(app, {**os.environ, TIMINGS_VAR: str(run.out / TWIN_TIMINGS)}, run.timeout_s,
+                      runlogs.stderr_log(run.out, app))
 
 
 def run_binary(argv: list[str], child_env: dict[str, str] | None = None,
@@ -178,8 +170,9 @@ def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str
         code, stdout = profile_twin(run, binary)
         sizes = read_sizes(stdout)
         summary = None
-        if code == 0 and sizes:
-            summary, _ = write_portable_profile(run.out, twin_tasks(parse_twin_timings(run.out / TWIN_TIMINGS), sizes))
+        if code == 0 and sizes and (run.out / TWIN_TIMINGS).is_file():
+            measured = parse_twin_timings(run.out / TWIN_TIMINGS)[WARMUP_LAUNCHES:]  # warm-up launches: not profiled
+            summary, _ = write_portable_profile(run.out, twin_tasks(measured, sizes))
     finally:
         profiler.stop()
     if summary is None:
@@ -231,7 +224,7 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
     """``add_pyasc.py`` as its own program under ``msprof op`` (board, ``-r NPU``) or ``msprof op simulator``
     (``-r Model -v <soc>``); the program verifies its own result and prints a ``verified:`` line.
     Returns the checks and the report's text (msprof op's pipe ratios, or the simulator's per-core table)."""
-    from pyasc_profile import pyasc_msprof_argv
+    from common.modes.ascendc.pyasc_profile import pyasc_msprof_argv
 
     argv = pyasc_msprof_argv(run.backend.tools["msprof"], run.out, run.device, simulator_soc)
     print("$ " + " ".join(argv))
@@ -254,6 +247,18 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
             + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
             if pipes else "msprof op wrote no PipeUtilization.csv")
     return verdicts, body
+
+
+def pyasc_twin_verdict(returncode: int, stdout: str, launches: int) -> Verdict:
+    """add_pyasc.py's own ``verified:`` line covers every element of the sizes it printed, in every launch."""
+    sizes, match = read_sizes(stdout), VERIFIED_RE.search(stdout)
+    total = sizes["total_length"] if sizes else None
+    name = f"all {total} elements verified" if total else "all elements verified"
+    if returncode == 0 and match and int(match.group(1)) == int(match.group(2)) == total:
+        return Verdict(name, True, f"{total} of {total} equal numpy's fp16 x + y bit for bit in each of "
+                       f"{launches} launches")
+    found = f"; its last line: {match.group(0)}" if match else " without its 'verified:' line"
+    return Verdict(name, False, f"add_pyasc.py exited {returncode}{found}; see the mismatches printed above")
 
 
 def report_msprof_op_only(run, verdicts: list[Verdict], body: str) -> int:
@@ -283,7 +288,7 @@ def check_pyasc_npu(backend, args) -> dict:
 def run_pyasc(lesson, args) -> int:
     """``--kernel pyasc``: add_pyasc.py's kernel, verified, profiled (msprof op on the npu backend, the twin's
     timers elsewhere) and, where per-launch rows exist, classified."""
-    from pyasc_profile import LESSON_FILE, PYASC_KERNEL, load_lesson, run_twin
+    from common.modes.ascendc.pyasc_profile import LESSON_FILE, PYASC_KERNEL, run_twin, twin_env
 
     def check(backend) -> dict:
         if backend.is_npu:
@@ -291,7 +296,12 @@ def run_pyasc(lesson, args) -> int:
         if args.simulator:
             raise LabError("--simulator runs msprof op simulator, which needs CANN (the npu backend)",
                            "drop --simulator to run the kernel on the pyasc twin")
-        return {"run_mode": "pyasc-twin", "pyasc_lesson": load_lesson().__file__}
+        twin_env(Path("unused"))  # a real pyasc without an NPU is refused here, before prof_out is replaced
+        return {"run_mode": "pyasc-twin", "pyasc_lesson": str(LESSON_FILE)}
+
+    def run_lesson(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+        print("$ " + " ".join(argv))
+        return run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
 
     run = lesson.start(args=args, check=check, warmup_launches=WARMUP_LAUNCHES,
                        measured_launches=MEASURED_LAUNCHES, kernel="pyasc")
@@ -302,12 +312,14 @@ def run_pyasc(lesson, args) -> int:
             more, body = profile_pyasc_npu(run, args.simulator)
             verdicts += more
         else:
-            verified, tasks, where, sizes, median = run_twin(run.out, load_lesson(), WARMUP_LAUNCHES,
-                                                             MEASURED_LAUNCHES)
-            verdicts += [verified, check_launch_count(tasks, where, PYASC_KERNEL),
+            code, stdout, tasks, where, sizes, median = run_twin(run.out, WARMUP_LAUNCHES, MEASURED_LAUNCHES,
+                                                                 run_lesson)
+            verdicts += [pyasc_twin_verdict(code, stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
+                         check_launch_count(tasks, where or "no op_summary", PYASC_KERNEL),
                          check_ratio_sums(tasks, "portable"), check_bound(mean_ratios(tasks))]
-            print(render_report(tasks, "portable", where, sizes, kernel=PYASC_KERNEL))
-            verdicts.append(report_verdict(tasks, sizes, PYASC_KERNEL, median, 1, "portable"))  # blocks one by one
+            if tasks and sizes:
+                print(render_report(tasks, "portable", where, sizes, kernel=PYASC_KERNEL))
+                verdicts.append(report_verdict(tasks, sizes, PYASC_KERNEL, median, 1, "portable"))  # one by one
         finished = True
     finally:
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
@@ -318,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     from common.errors import ArgumentParser
     from common.lesson import TIMEOUT_HELP, Lesson
 
-    lesson = Lesson(MODE, MODE_DIR, __doc__, prog="add_profile.py", device=False, output=False, workload=False)
+    lesson = Lesson(MODE, MODE_DIR, __doc__, prog="python -m common.modes.ascendc", device=False, output=False,
+                    workload=False)
     commands = lesson.parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     build_command = commands.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend "
                                         "or $RUN_MODE)")
@@ -368,9 +381,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # Ctrl-C, a timeout or a missing export: what was collected stays, marked incomplete
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
     return run.report(verdicts)
-
-
-if __name__ == "__main__":
-    from common.lesson import main_of
-
-    main_of(main)

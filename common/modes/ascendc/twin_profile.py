@@ -1,9 +1,10 @@
 """The portable twins' timers as msprof output: per-block timer rows -> op_summary / op_statistic rows.
 
-The C++ twin times each block's pipes on the host (main.cpp ``--timings``), the pyasc twin
-(``pyasc_twin/``) in Python, with the same columns. These functions turn
-that into what msprof writes on an NPU, with op_summary's real column names, so the same readers
-and checks work on both: the measured ``aiv_*`` columns are filled, every other PMU column is N/A.
+The C++ twin (``twin/``) times each block's pipes on the host, the pyasc twin (``pyasc_twin/``) in
+Python; both write the same CSV columns to ``$ASCENDC_TWIN_TIMINGS`` (:data:`TIMINGS_VAR`) when the
+program exits, one row per block and launch. These functions turn that into what msprof writes on an
+NPU, with op_summary's real column names, so the same readers and checks work on both: the measured
+``aiv_*`` columns are filled, every other PMU column is N/A.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_report import KERNEL, PIPES
-
 from common.collect.msprof_layout import new_prof_dir
 from common.formats import writers
 from common.formats.records import Task
+from common.modes.ascendc.kernel_report import KERNEL, PIPES
+
+TIMINGS_VAR = "ASCENDC_TWIN_TIMINGS"  # where both twins write their timers at exit (the lab sets it)
 
 
 @dataclass
@@ -31,7 +33,7 @@ class LaunchPipes:
 
 
 def parse_twin_timings(path: Path) -> list[LaunchPipes]:
-    """The C++ twin's per-block timer CSV -> one LaunchPipes per launch."""
+    """A twin's per-block timer CSV -> one LaunchPipes per launch, in launch order."""
     with path.open(newline="") as f:
         return launch_pipes(csv.DictReader(f))
 
