@@ -10,8 +10,8 @@ What you will learn:
 - where ``prof.step()`` goes: once per step, after the step's work, and why the NPU is synchronized first;
 - how to profile training too (``--train``): forward, loss, backward and the optimizer, step by step.
 
-Run:  python model_with_profiler.py --model my_model.py --out prof_out [--device npu:0|cpu] [--train]
-A model file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)`` for --train).
+Run: ``python model_with_profiler.py --model my_model.py --out prof_out [--device npu:0|cpu] [--train]``;
+the model file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)`` for --train).
 """
 
 import argparse
@@ -49,12 +49,9 @@ def load_model(path):
 
 
 def make_step(model, inputs, loss, train: bool):
-    """One step: an inference forward without autograd, or a training step."""
+    """One step: an inference forward, or a training step (forward, loss, backward, SGD step)."""
     if not train:
-        def forward():
-            with torch.no_grad():
-                return model(*inputs)
-        return forward
+        return torch.no_grad()(lambda: model(*inputs))  # a forward without autograd, as deployed
     model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
     x = inputs if len(inputs) > 1 else inputs[0]  # loss() gets the input as make_input() shaped it
@@ -115,18 +112,16 @@ def profile(step, out: str, npu: bool) -> list:
 # --- 4. run it ------------------------------------------------------------------------------------------
 def tensors(output) -> list:
     """A model's output as a flat list of tensors (a tensor, or a tuple / list / dict of them)."""
-    if isinstance(output, torch.Tensor):
-        return [output]
     items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
-    return [t for item in items for t in tensors(item)]
+    return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a .py file with build_model() and make_input() (default: TinyMLP)")
     parser.add_argument("--out", required=True, help="the folder the profiler writes into")
-    has_npu = importlib.util.find_spec("torch_npu") is not None
-    parser.add_argument("--device", default="npu:0" if has_npu else "cpu", help="npu:N or cpu")
+    npu_here = importlib.util.find_spec("torch_npu") is not None
+    parser.add_argument("--device", default="npu:0" if npu_here else "cpu", help="npu:N or cpu (default: npu:0 if any)")
     parser.add_argument("--train", action="store_true", help="profile training steps (needs loss() in --model)")
     parser.add_argument("--save-output", metavar="PATH", help=".npy: the last output (--train: the step losses)")
     args = parser.parse_args(argv)
@@ -138,16 +133,14 @@ def main(argv=None) -> int:
     npu = args.device.startswith("npu")
     if npu:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
-
         torch.npu.set_device(args.device)  # the program selects its own device; the profiler records that one
     model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)
     results = profile(make_step(model, inputs, loss, args.train), args.out, npu)
-    if args.save_output:
-        last = [torch.stack(results)] if args.train else tensors(results[-1])
-        arrays = [t.detach().float().cpu().numpy() for t in last]
+    if args.save_output:  # one output: .npy; several: one .npz beside the path
+        arrays = [t.detach().float().cpu().numpy() for t in ([torch.stack(results)] if args.train else tensors(results[-1]))]
         if len(arrays) == 1:
             np.save(args.save_output, arrays[0])
-        else:  # several outputs: one .npz beside the path
+        else:
             np.savez(Path(args.save_output).with_suffix(".npz"), *arrays)
     print(f"profiled {STEPS} steps ({ACTIVE} recorded) into {args.out}")
     return 0
