@@ -56,9 +56,9 @@ def launch(run, argv: list[str]) -> None:
                    f"profile marked incomplete in {run.out}", "see its messages above (kept under logs/)")
 
 
-def convert_portable(run, trace_dir: Path, wait: int, warmup: int, active: int) -> Path:
-    """The lesson's torch.profiler trace (schedule ``wait``/``warmup``/``active``) -> ``<out>/*_ascend_pt`` in
-    torch_npu's layout; returns the trace it read."""
+def convert_portable(run, trace_dir: Path, wait: int, warmup: int, active: int, into: Path | None = None) -> Path:
+    """The lesson's torch.profiler trace (schedule ``wait``/``warmup``/``active``) -> ``*_ascend_pt`` in torch_npu's
+    layout, under ``into`` (default: the run's folder); returns the trace it read."""
     trace = find_trace(trace_dir)
-    write_ascend_pt_from_trace(trace, run.out, wait + warmup, portable_profiler_info(wait, warmup, active))
+    write_ascend_pt_from_trace(trace, into or run.out, wait + warmup, portable_profiler_info(wait, warmup, active))
     return trace
