@@ -176,13 +176,11 @@ def portable_profiler_info(wait: int, warmup: int, active: int) -> dict:
     }
 
 
-def write_torch_profile(prof, parent: Path, first_step: int, profiler_info: dict, rank: int | None = None) -> Path:
-    """Turn a finished ``torch.profiler.profile`` into a portable ``*_ascend_pt`` folder; returns it.
-
-    ``first_step`` is the number of the first active step (wait + warmup of the schedule).
-    """
-    trace_start_us = prof.profiler.kineto_results.trace_start_ns() / 1000.0
-    roots = torch_ops.nodes_from_events(prof.events())
+def write_op_tree(roots: list[torch_ops.OpNode], trace_start_us: float, allocations: list[Allocation], parent: Path,
+                  first_step: int, profiler_info: dict, rank: int | None = None) -> Path:
+    """A profile's op tree (times in µs from ``trace_start_us``) and allocator calls -> a portable
+    ``*_ascend_pt`` folder; returns it. ``first_step`` is the number of the first active step (wait +
+    warmup of the schedule). The reader is :mod:`common.collect.torch_trace` (torch.profiler's trace)."""
     tasks = torch_ops.tasks_from_nodes(roots, trace_start_us) + torch_ops.communication_tasks(roots, trace_start_us)
     ranges = torch_ops.step_ranges(roots, trace_start_us, first_step=first_step)
     torch_ops.assign_steps(tasks, ranges)
@@ -191,8 +189,21 @@ def write_torch_profile(prof, parent: Path, first_step: int, profiler_info: dict
     steps = torch_ops.step_times(tasks, ranges)
     api = torch_ops.api_statistic(torch_ops.api_calls(roots))
     run = write_ascend_pt(parent, sorted(tasks, key=lambda t: t.start_us), ranges, steps, api, profiler_info, rank)
-    write_memory_files(run / OUTPUT_SUBDIR, allocation_events(prof))
+    write_memory_files(run / OUTPUT_SUBDIR, allocations)
     return run
+
+
+def write_torch_profile(prof, parent: Path, first_step: int, profiler_info: dict, rank: int | None = None) -> Path:
+    """A finished in-process ``torch.profiler.profile`` -> a portable ``*_ascend_pt`` folder, through the one
+    reader there is: its chrome trace, exported as ``tensorboard_trace_handler`` would, then read back."""
+    import tempfile
+
+    from common.collect.torch_trace import write_ascend_pt_from_trace
+
+    with tempfile.TemporaryDirectory(prefix="msprof_lab_trace_") as folder:
+        trace = Path(folder) / "profile.pt.trace.json"
+        prof.export_chrome_trace(str(trace))
+        return write_ascend_pt_from_trace(trace, parent, first_step, profiler_info, rank)
 
 
 # --- memory (profile_memory=True): memory_record.csv and operator_memory.csv ---------------------------
@@ -219,29 +230,6 @@ class Allocation:
     total_reserved: int | None  # None: the allocator keeps no cache (the CPU's)
     device: str  # "CPU", "NPU:0" ...
     op: str | None  # the innermost op that made the call
-
-
-def allocation_events(prof) -> list[Allocation]:
-    """The allocator events of a finished profile, by time; empty when memory was not profiled."""
-    try:
-        tree = prof.profiler.kineto_results.experimental_event_tree()
-    except (AttributeError, RuntimeError):
-        return []
-    out, stack = [], list(tree)
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        fields = node.extra_fields
-        if not hasattr(fields, "alloc_size"):
-            continue
-        device = str(fields.device)
-        cpu = device.split(":")[0] == "cpu"
-        out.append(Allocation(
-            ts_us=node.start_time_ns / 1000.0, ptr=int(fields.ptr), nbytes=int(fields.alloc_size),
-            total_allocated=int(fields.total_allocated), total_reserved=None if cpu else int(fields.total_reserved),
-            device="CPU" if cpu else device.upper(), op=node.parent.name if node.parent is not None else None,
-        ))
-    return sorted(out, key=lambda a: a.ts_us)
 
 
 def _cell(value: float | int | None, ts: bool = False) -> str:

@@ -64,7 +64,7 @@ DRIVERS = {
     "01": lambda: importlib.import_module("common.modes.cmdline"),
     "02": lambda: importlib.import_module("common.modes.ascendc.add_profile"),
     "03": lambda: __import__("infer"),
-    "04": lambda: load_lesson("04_pyTorch/src/model_with_profiler.py"),
+    "04": lambda: __import__("common.modes.pytorch.model", fromlist=["main"]),
 }
 DEVICE_ARGV = {"01": lambda d: [d], "02": lambda d: ["run", "--device", d], "03": lambda d: [d], "04": lambda d: [d]}
 

@@ -16,7 +16,8 @@ from helpers import FIXTURES, load_lesson
 
 from common.analyze.memory import summarize_memory
 from common.cli.reports import directory_html, directory_report
-from common.collect.torch_npu_layout import Allocation, allocation_events, write_memory_files
+from common.collect.torch_npu_layout import Allocation, write_memory_files
+from common.collect.torch_trace import read_trace
 from common.errors import LabError
 from common.formats.memory import read_memory, read_memory_record, read_operator_memory
 
@@ -127,8 +128,8 @@ def test_portable_profile_memory_agrees_with_torch_profilers_own_trace(tmp_path:
     with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                                  profile_memory=True) as prof:
         model(torch.randn(8, 64))
-    events = allocation_events(prof)
     prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = read_trace(tmp_path / "trace.json").allocations
     trace = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
     memory = [e["args"] for e in trace if e.get("name") == "[memory]"]
     assert events and len(events) == len(memory)
@@ -141,7 +142,7 @@ def test_portable_profile_memory_agrees_with_torch_profilers_own_trace(tmp_path:
 
 def test_mode_04_profiles_memory_on_both_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
-    assert mode.portable_profiler().profile_memory is True
+    assert mode.portable_profiler(str(tmp_path)).profile_memory is True
     seen: dict = {}
     profiler = types.SimpleNamespace(
         ProfilerActivity=types.SimpleNamespace(CPU="CPU", NPU="NPU"),
