@@ -43,7 +43,8 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
                                               f"{len(ranks)} ranks, the first active step of each", "rank"))
     how = ("one process on the global batch" if work.path is None else
            "one process averaging the ranks' gradients over their shards")
-    return verdicts + [checks.check_collectives(view.ranks), checks.check_params(statuses, reference_norms(plan, work), how)]
+    return verdicts + [checks.check_collectives(view.ranks),
+                       checks.check_params(statuses, reference_norms(plan, work), how)]
 
 
 def local_batch(work, rank: int, world: int, slow_rank: int | None, slow_factor: int) -> tuple:

@@ -183,8 +183,8 @@ def torchrun_argv(nproc: int, port: int, script: Path, script_args: list[str]) -
 def rank_env(backend: Backend, devices: list[int], root: Path) -> dict[str, str]:
     """The ranks' environment: loopback only, the repository on PYTHONPATH.
 
-    On the NPU every rank selects its own device (``torch.npu.set_device``, from ``--rank-devices``
-    and LOCAL_RANK); ASCEND_RT_VISIBLE_DEVICES is refused, as CANN does not support it while profiling.
+    On the NPU every rank selects its own device (``torch.npu.set_device``, from the lesson's
+    ``--devices`` and LOCAL_RANK); ASCEND_RT_VISIBLE_DEVICES is refused, as CANN does not support it while profiling.
     """
     env = dict(os.environ)
     env.update(MASTER_ADDR="127.0.0.1", PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])))
@@ -455,8 +455,8 @@ def convert_traces(traces: Path, out: Path, statuses: dict[int, dict], schedule:
     for rank, status in sorted(statuses.items()):
         found = sorted(traces.glob(f"*_rank{rank}.*.pt.trace.json"))
         if len(found) != 1:
-            raise LabError(f"{traces}: {len(found)} torch.profiler traces of rank {rank} (*_rank{rank}.*.pt.trace.json), "
-                           "expected 1", "run again into a fresh output folder")
+            raise LabError(f"{traces}: {len(found)} torch.profiler traces of rank {rank} "
+                           f"(*_rank{rank}.*.pt.trace.json), expected 1", "run again into a fresh output folder")
         info = portable_profiler_info(wait, warmup, active)
         info.update(world_size=len(statuses), local_batch=status["local_batch"], launch_id=launch_id,
                     process_group="gloo")
