@@ -28,7 +28,6 @@ from pathlib import Path
 from common.backend import Backend, detect, parse_device_id, select_device, valid_ids
 from common.collect import launcher, runlogs
 from common.errors import ArgumentParser, LabError
-from common.modes.ddp_rank import STATUS_DIR
 from common.formats.rundir import (
     TIMEOUT_VAR,
     finish_run,
@@ -38,6 +37,7 @@ from common.formats.rundir import (
     prepare_output_dir,
     start_run,
 )
+from common.modes.ddp_rank import STATUS_DIR
 
 MAX_NPROC = 8  # ranks per node on one Atlas 800 server (8 NPUs); the allow-list for nproc
 SLOW_FACTORS = range(2, 17)  # how many times the slow rank's local batch is repeated
