@@ -311,7 +311,7 @@ def sweep(session: nox.Session) -> None:
     args = list(session.posargs)
     workload = take_workload(session, args, "[device] [--hidden ...] [--batch ...] [--threads N] [--workload FILE]")
     env = {"PYTHONPATH": str(ROOT), "MSPROF_LAB_RUN_ID": RUN_ID, "KINETO_LOG_LEVEL": "5"}
-    session.run(lab_python(session), "04_pyTorch/src/sweep.py", *args, *workload_args(workload), env=env,
+    session.run(lab_python(session), "-m", "common.modes.pytorch.sweep", *args, *workload_args(workload), env=env,
                 external=True)
 
 

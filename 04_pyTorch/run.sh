@@ -5,4 +5,4 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export KINETO_LOG_LEVEL="${KINETO_LOG_LEVEL:-5}"  # before torch loads: the profiler's own logging stays quiet
 export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
 source "$(dirname "$here")/common/lab_python.sh" pytorch  # sets PYTHON: $PYTHON, else the lab's .nox environment
-exec "$PYTHON" "$here/src/model_with_profiler.py" "$@"
+exec "$PYTHON" -m common.modes.pytorch "$@"

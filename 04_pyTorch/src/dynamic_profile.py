@@ -1,146 +1,149 @@
-"""Mode 04, dynamic profiling — profile a training job that is already running, with no code change.
+"""Mode 04, dynamic profiling — profile a training job that is already running, when you ask for it.
 
-What you will do: start the workload's training loop (TinyMLP, or your model with ``--workload
-FILE``) as a job with ``PROF_CONFIG_PATH=<folder>`` in its environment and not one profiler call
-in its code; torch_npu writes a template ``<folder>/profiler_config.json`` and watches it. Part
-way through the run, the lesson edits that file as you would from a second shell, torch_npu
-collects the configured steps into ``*_ascend_pt/``, and the lesson reads that capture like any other.
+What you will do: run a training loop (TinyMLP, or your model with ``--model FILE``) with
+``PROF_CONFIG_PATH=<folder>`` in its environment and no profiler call in the loop. The folder
+gets a template ``profiler_config.json``; edit it while the job runs (``"start_step": -1``,
+``"warmup"``, ``"active"``, ``"prof_dir"``) and the next steps are collected into ``prof_dir``.
 
 What you will learn:
 - how to profile a long job on demand: set one variable at start-up, edit one file when you want a capture;
-- what the file says: ``start_step`` (-1: the next step), ``warmup``, ``active``, ``prof_dir``, the level;
-- what counts as a step without code: the native ``torch.optim`` optimizer's ``step()``, so training only.
+- what the file says: ``start_step`` (-1: the next step, 0: nothing), ``warmup``, ``active``, ``prof_dir``;
+- what counts as a step: on an NPU, torch_npu counts the native ``torch.optim`` optimizer's ``step()``.
 
-NPU only: the watcher is torch_npu's. On the portable backend the run says so in one line and
-collects nothing. Usage: ``bash 04_pyTorch/run_dynamic.sh [device] [--workload FILE]``.
+On an NPU the watcher is torch_npu's own (``import torch_npu`` reads the variable). torch.profiler
+has none, so on any other machine section 3 does the same by hand: the same file, read once per step.
+Run: ``PROF_CONFIG_PATH=$PWD/prof_cfg python dynamic_profile.py [--model my_model.py] [--device cpu]``;
+the job stops after ``--steps`` steps, or when a file ``stop_job`` appears in that folder.
 """
 
-from __future__ import annotations
-
 import argparse
-import dataclasses
+import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
 
-MODE_DIR = Path(__file__).resolve().parent.parent
-CONFIG_DIR = "profiler_config_path"  # PROF_CONFIG_PATH: letters, digits, underscores only (torch_npu's rule)
-WARMUP, ACTIVE = 1, 5  # one step to settle, five recorded: the active steps of mode 04's own run
-# What you would type into profiler_config.json; every other field keeps the template's value.
-# start_step -1: start at the next step (0 collects nothing; a step already past is ignored).
-# analyse true: parse right after collecting, inside the job's step, so ASCEND_PROFILER_OUTPUT/ exists.
-CHANGES = {
-    "start_step": -1, "warmup": WARMUP, "active": ACTIVE, "analyse": True, "async_mode": False,
-    "record_shapes": True, "activities": ["CPU", "NPU"],
-    "experimental_config": {"profiler_level": "Level1", "aic_metrics": "PipeUtilization",
-                            "data_simplification": False},  # as mode 04: PMU, op_statistic, msprof's CSVs
-}
-TEMPLATE_TIMEOUT_S = 180  # importing torch_npu and starting its watcher
-CAPTURE_TIMEOUT_S = 600  # the watcher's poll (every 2 s), the steps, then parsing
-STOP_TIMEOUT_S = 300
-MAX_JOB_STEPS = 1_000_000  # the job stops when told; this only bounds a job left alone
+import torch
+
+LEARNING_RATE = 0.01  # plain SGD at a fixed rate
+CONFIG_FILE, STOP_FILE = "profiler_config.json", "stop_job"
+TEMPLATE = {"start_step": 0, "warmup": 0, "active": 1, "prof_dir": "./", "record_shapes": False,
+            "profile_memory": False, "with_stack": False, "activities": ["CPU"]}  # a subset of torch_npu's fields
 
 
-# --- 1. profile: the job, a plain training loop --------------------------------------------------------
-def job(config_dir: Path, device: int, workload_file: str | None) -> int:
-    """The training job: no profiler in sight. ``import torch_npu`` reads PROF_CONFIG_PATH and starts the
-    watcher; every ``optimizer.step()`` of the native SGD is a step it counts."""
-    import torch
-    import torch_npu  # noqa: F401  (with PROF_CONFIG_PATH set: dynamic_profile.init(<folder>), the template)
+# --- 1. the model --------------------------------------------------------------------------------------
+def tensors(output) -> list:
+    """A model's output as a flat list of tensors (a tensor, or a tuple / list / dict of them)."""
+    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
+    return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
 
-    from common.collect.dynamic import stop_requested
-    from common.collect.steps import make_step
-    from common.workload import load_workload
 
-    torch.npu.set_device(device)
-    step = make_step(with_loss(load_workload(workload_file)), f"npu:{device}", train=True)
-    for _ in range(MAX_JOB_STEPS):
+def load_model(path):
+    """(model, inputs, loss) from ``--model FILE``, else TinyMLP; without loss(), the outputs' mean square."""
+    module = None
+    if path is not None:  # <- your model here, or pass --model FILE
+        sys.path.append(str(Path(path).resolve().parent))
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    if module is None:
+        layers = [torch.nn.Linear(1024, 1024)]
+        for _ in range(3):
+            layers += [torch.nn.GELU(), torch.nn.Linear(1024, 1024)]
+        model = torch.nn.Sequential(*layers)
+        x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
+    else:
+        model = module.build_model()
+        torch.manual_seed(1)
+        x = module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    loss = getattr(module, "loss", None) or (lambda out, _: sum(t.float().square().mean() for t in tensors(out)))
+    return model.eval(), inputs, loss
+
+
+# --- 2. the job: a plain training loop, not one profiler call in it ------------------------------------
+def make_train_step(model, inputs, loss):
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)  # native torch.optim: torch_npu hooks step()
+    x = inputs if len(inputs) > 1 else inputs[0]
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss(model(*inputs), x).backward()
+        optimizer.step()
+    return train_step
+
+
+# --- 3. portable: the config-file protocol by hand, for torch.profiler --------------------------------------
+class ConfigWatcher:
+    """Writes the template, then at every step: is a collection running, or did the file change?"""
+
+    def __init__(self, folder: Path):
+        self.path = folder / CONFIG_FILE
+        if not self.path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(TEMPLATE, indent=2) + "\n")
+        self.seen, self.step_num, self.prof, self.left = self.path.stat().st_mtime_ns, 0, None, 0
+
+    def step(self) -> None:
+        self.step_num += 1
+        if self.prof is not None:  # collecting: the schedule advances; at its end the trace is written
+            self.prof.step()
+            self.left -= 1
+            if self.left == 0:
+                self.prof.stop()
+                self.prof = None
+            return
+        if self.path.stat().st_mtime_ns == self.seen:  # unchanged: one stat() per step, nothing more
+            return
+        self.seen = self.path.stat().st_mtime_ns
+        config = {**TEMPLATE, **json.loads(self.path.read_text())}
+        start = config["start_step"]
+        if start == 0 or 0 < start < self.step_num:  # 0 collects nothing; a step already past is ignored
+            return
+        warmup, active = int(config["warmup"]), int(config["active"])
+        self.prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=torch.profiler.schedule(wait=max(0, start - self.step_num - 1), warmup=warmup, active=active,
+                                             repeat=1),
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(config["prof_dir"]),
+            record_shapes=bool(config["record_shapes"]), profile_memory=bool(config["profile_memory"]),
+            with_stack=bool(config["with_stack"]))
+        self.prof.start()  # the schedule's steps begin with the job's next step
+        self.left = max(0, start - self.step_num - 1) + warmup + active
+
+
+# --- 4. run it -------------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a .py file with build_model() and make_input() (default: TinyMLP)")
+    npu_here = importlib.util.find_spec("torch_npu") is not None
+    parser.add_argument("--device", default="npu:0" if npu_here else "cpu", help="npu:N or cpu (default: npu:0 if any)")
+    parser.add_argument("--steps", type=int, default=1_000_000, help="stop after this many steps at the latest")
+    args = parser.parse_args(argv)
+    if args.model and not Path(args.model).is_file():
+        parser.error(f"--model {args.model}: no such file")
+    if not os.environ.get("PROF_CONFIG_PATH"):
+        parser.error("set PROF_CONFIG_PATH=<folder> (letters, digits, underscores) before starting the job")
+    folder = Path(os.environ["PROF_CONFIG_PATH"])
+    model, inputs, loss = load_model(args.model)
+    npu = args.device.startswith("npu")
+    if npu:
+        import torch_npu  # noqa: F401  (with PROF_CONFIG_PATH set, torch_npu writes the template and watches it)
+        torch.npu.set_device(args.device)
+    watcher = None if npu else ConfigWatcher(folder)
+    step = make_train_step(model.to(args.device), tuple(t.to(args.device) for t in inputs), loss)
+    for _ in range(args.steps):
         step()
-        torch.npu.synchronize()
-        if stop_requested(config_dir):
+        if npu:
+            torch.npu.synchronize()
+        else:
+            watcher.step()  # what torch_npu's optimizer hook does on an NPU
+        if (folder / STOP_FILE).exists():
             break
     return 0
 
 
-def with_loss(work):
-    """The workload with its own loss, else the mean square of its outputs (TinyMLP defines none)."""
-    if work.loss is not None:
-        return work
-    from common.workload import flatten_output
-
-    return dataclasses.replace(work, loss=lambda out, x: sum(t.float().square().mean() for t in flatten_output(out)))
-
-
-def profile_running_job(run, workload_file: str | None) -> dict:
-    """Start the job with PROF_CONFIG_PATH, edit profiler_config.json once it exists, wait for the capture."""
-    from common.collect import dynamic
-
-    config_dir = dynamic.config_folder(run.out, CONFIG_DIR)
-    argv = [sys.executable, str(Path(__file__).resolve()), str(run.device), "--job", str(config_dir)]
-    argv += ["--workload", workload_file] if workload_file else []
-    env = {**os.environ, **run.child_env, "PROF_CONFIG_PATH": str(config_dir)}  # the one thing a user sets
-    log = run.out / "job.log"
-    job_process = dynamic.start_job(argv, env, log)
-    try:
-        dynamic.wait_for(lambda: (config_dir / dynamic.CONFIG_FILE).is_file(), job_process, TEMPLATE_TIMEOUT_S,
-                         f"torch_npu's template {config_dir / dynamic.CONFIG_FILE}", log)
-        # From a second shell this is: edit profiler_config.json, save.
-        config = dynamic.edit_config(config_dir, {**CHANGES, "prof_dir": str(run.out)})
-        capture = dynamic.wait_for(lambda: dynamic.finished_capture(run.out), job_process, CAPTURE_TIMEOUT_S,
-                                   f"capture in {run.out}", log)
-        code = dynamic.stop_job(config_dir, job_process, STOP_TIMEOUT_S, log)
-    finally:
-        if job_process.poll() is None:
-            job_process.kill()
-            job_process.wait()
-    if code != 0:
-        from common.errors import LabError
-
-        raise LabError(f"the job exited {code}", f"see {log}")
-    return {"config": config, "capture": capture.name, "job_exit": code}
-
-
-# --- 2. check · 3. read --------------------------------------------------------------------------------
-def check_run(run) -> list:
-    """The capture has mode 04's files, ACTIVE training steps with the same ops, Σ op time ≈ Computing."""
-    from common.analyze import checks
-
-    where = f"04 dynamic, {ACTIVE} active steps"
-    datasets = run.datasets(kind="torch_npu")
-    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
-    steps = [s for ds in datasets for s in ds.steps]
-    return [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"],
-                               "04 dynamic"),
-            checks.check_same_records(checks.records_by_step(tasks), ACTIVE, where, "training step"),
-            checks.check_sum_vs_computing(tasks, steps, "04 dynamic")]
-
-
-# --- 4. interpret ----------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    from common.backend import detect
-    from common.lesson import Lesson, require_module
-
-    lesson = Lesson("pytorch", MODE_DIR, __doc__, prog="04_pyTorch/run_dynamic.sh")
-    lesson.parser.add_argument("--job", metavar="CONFIG_DIR", help=argparse.SUPPRESS)  # the job's own process
-    args = lesson.parse(argv)
-    if args.job:
-        return job(Path(args.job), int(args.device), args.workload)
-    backend = detect()
-    if not backend.is_npu:
-        print(backend.banner())
-        print("dynamic profiling is NPU-only (torch_npu watches PROF_CONFIG_PATH); nothing collected on this backend")
-        return 0
-    out = MODE_DIR / "prof_out_dynamic" if args.output is None else None
-    run = lesson.start(args=args, out=out, train=True, dynamic={"warmup": WARMUP, "active": ACTIVE})
-    require_module(run.backend, "torch_npu", "pip install torch_npu matching your torch")
-    found = profile_running_job(run, args.workload)
-    run.finish(completed=True, dynamic=found)
-    return run.report(check_run(run), notes=[
-        f"dynamic profiling: PROF_CONFIG_PATH={run.out / CONFIG_DIR}; profiler_config.json edited while the job ran "
-        f"(start_step -1, warmup {WARMUP}, active {ACTIVE}); capture {found['capture']}"])
-
-
 if __name__ == "__main__":
-    from common.lesson import main_of
-
-    main_of(main)
+    sys.exit(main())

@@ -1,36 +1,73 @@
-"""Mode 04 — white-box profiling from inside PyTorch, with a schedule.
+"""Mode 04 — profile your model's steps from inside PyTorch, with a schedule.
 
-What you will do: wrap the workload's inference loop (TinyMLP, or your model with
-``--workload FILE``; with ``--train``, its training steps) in ``torch_npu.profiler`` (the
-portable backend: ``torch.profiler``) with ``schedule(wait=1, warmup=3, active=5)``, then read
-the step table ``step_trace_time.csv`` next to ``kernel_details.csv`` and ``op_statistic.csv``.
+What you will do: run 9 steps of a model (TinyMLP, or yours with ``--model FILE``) inside
+``torch_npu.profiler`` on an NPU (``torch.profiler`` on any other machine) with
+``schedule(wait=1, warmup=3, active=5)``, and call ``prof.step()`` after every step. The profiler
+writes its files into ``--out DIR``: ``*_ascend_pt/`` on an NPU, ``*.pt.trace.json`` elsewhere.
 
 What you will learn:
-- why a schedule: the first steps pay one-off costs, so only the active steps are recorded;
-- Computing vs Free per step: is the device busy, or waiting for the host (host-bound)?
-- what profiling itself costs: the same steps are timed again without the profiler.
+- why a schedule: the first steps pay one-off costs (allocator, caches), so only 5 are recorded;
+- where ``prof.step()`` goes: once per step, after the step's work, and why the NPU is synchronized first;
+- how to profile training too (``--train``): forward, loss, backward and the optimizer, step by step.
 
-Usage: ``bash 04_pyTorch/run.sh [device] [--workload FILE] [--train] [--threads N]``.
+Run: ``python model_with_profiler.py --model my_model.py --out prof_out [--device npu:0|cpu] [--train]``;
+the model file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)`` for --train).
 """
 
-from __future__ import annotations
-
+import argparse
+import importlib.util
+import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from common.collect.steps import Steps, forward_step, make_step, overhead_line, run_steps
-
-# The schedule: skip 1 step, warm up 3 (recorded, then thrown away: caches and allocator
-# settle), record 5. Only the 5 active steps reach the files.
-WAIT, WARMUP, ACTIVE = 1, 3, 5
+WAIT, WARMUP, ACTIVE = 1, 3, 5  # skip 1 step, warm up 3 (recorded, thrown away), record 5
 STEPS = WAIT + WARMUP + ACTIVE
-MODE_DIR = Path(__file__).resolve().parent.parent
+LEARNING_RATE = 0.01  # plain SGD at a fixed rate: every run takes the same steps
 
 
-# --- 1. profile ---------------------------------------------------------------------------------
-def npu_profiler(out: Path):
-    """The profiler itself, with the schedule: ``with npu_profiler(out) as prof:``, ``prof.step()`` per step."""
+# --- 1. the model ------------------------------------------------------------------------------------
+def load_model(path):
+    """(model, inputs, loss): from ``--model FILE``, else TinyMLP. Seeds 0 and 1 fix weights and input."""
+    if path is None:  # <- your model here, or pass --model FILE
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(1024, 1024)]
+        for _ in range(3):
+            layers += [torch.nn.GELU(), torch.nn.Linear(1024, 1024)]
+        x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
+        return torch.nn.Sequential(*layers).eval(), (x,), None
+    sys.path.append(str(Path(path).resolve().parent))  # the model file may import its neighbours
+    spec = importlib.util.spec_from_file_location("user_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.build_model().eval()
+    torch.manual_seed(1)
+    x = module.make_input()
+    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,), getattr(module, "loss", None)
+
+
+def make_step(model, inputs, loss, train: bool):
+    """One step: an inference forward, or a training step (forward, loss, backward, SGD step)."""
+    if not train:
+        return torch.no_grad()(lambda: model(*inputs))  # a forward without autograd, as deployed
+    model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    x = inputs if len(inputs) > 1 else inputs[0]  # loss() gets the input as make_input() shaped it
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        value = loss(model(*inputs), x)
+        value.backward()
+        optimizer.step()
+        return value.detach()
+    return train_step
+
+
+# --- 2. the profiler, with its schedule ---------------------------------------------------------------
+def npu_profiler(out: str):
+    """torch_npu.profiler: writes ``<out>/<host>_<pid>_<ts>_ascend_pt/`` when the 5 active steps end."""
     import torch_npu
 
     config = torch_npu.profiler._ExperimentalConfig(
@@ -41,7 +78,7 @@ def npu_profiler(out: Path):
     return torch_npu.profiler.profile(
         activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
         schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
-        on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(out)),
+        on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(out),
         record_shapes=True,
         profile_memory=True,  # memory_record.csv, operator_memory.csv: peak memory and the ops that allocate
         with_stack=False,  # call stacks inflate host time in exactly the steps we measure
@@ -49,98 +86,65 @@ def npu_profiler(out: Path):
     )
 
 
-def portable_profiler():
-    """torch.profiler with the same schedule (the CPU is the only device it sees)."""
-    schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
-    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                  record_shapes=True, profile_memory=True)
+def portable_profiler(out: str):
+    """torch.profiler with the same schedule (the CPU is the only device it sees): ``<out>/*.pt.trace.json``."""
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(out),
+        record_shapes=True, profile_memory=True, with_stack=False,
+    )
 
 
-def profile_npu(model, x, out: Path, step=None) -> Steps:
-    """torch_npu.profiler around ``step`` (default: a no-grad ``model(x)``); it writes ``<out>/*_ascend_pt/``
-    itself when the schedule ends."""
-    with npu_profiler(out) as prof:
-        return run_steps(step or forward_step(model, (x,)), STEPS, prof.step, torch.npu.synchronize)
+# --- 3. the loop: one prof.step() per step -------------------------------------------------------------
+def profile(step, out: str, npu: bool) -> list:
+    """STEPS calls of ``step`` under the profiler; what each step returned."""
+    results = []
+    with npu_profiler(out) if npu else portable_profiler(out) as prof:
+        for _ in range(STEPS):
+            results.append(step())
+            if npu:
+                torch.npu.synchronize()  # the NPU runs behind the host: let the step's kernels finish in it
+            prof.step()  # the step ended: the schedule moves on (skip -> warm up -> record -> write)
+    return results
 
 
-def profile_portable(model, x, out: Path, step=None) -> Steps:
-    """torch.profiler with the same schedule, written in torch_npu's layout and columns."""
-    from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
-
-    with portable_profiler() as prof:
-        steps = run_steps(step or forward_step(model, (x,)), STEPS, prof.step)
-    write_torch_profile(prof, out, WAIT + WARMUP, portable_profiler_info(WAIT, WARMUP, ACTIVE))
-    return steps
+# --- 4. run it ------------------------------------------------------------------------------------------
+def tensors(output) -> list:
+    """A model's output as a flat list of tensors (a tensor, or a tuple / list / dict of them)."""
+    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
+    return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
 
 
-# --- 2. check · 3. read -----------------------------------------------------------------------------
-def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) -> list:
-    """Every active step records the same ops as the first, Σ op time ≈ Computing, output = fp32 reference."""
-    from common.analyze import checks
-
-    work, where = run.workload, f"04, {ACTIVE} active steps"
-    datasets = run.datasets(kind="torch_npu")
-    records = checks.records_by_step(checks.tasks_of(datasets))  # warm-up steps have no Step Id
-    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
-    steps = [s for ds in datasets for s in ds.steps]
-    verdicts = [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04"),
-                checks.check_same_records(records, ACTIVE, where, "training step" if train else "step")]
-    if train:  # a training step adds backward and optimizer ops: the declared top family is about the forward
-        return verdicts + [
-            checks.not_applicable("top family (04)", "not applicable: EXPECT['top_family'] is about the forward; "
-                                  "a training step adds backward and optimizer ops"),
-            checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
-    return verdicts + [
-        checks.check_declared_top_family(checks.stats_of(datasets), work, "04"),
-        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work, run.npu)]
-
-
-# --- 4. interpret: the report and the profiling overhead (common.collect.steps.overhead_line) --------
-def main(argv: list[str] | None = None) -> int:
-    from common.analyze.checks import save_output
-    from common.collect.calibrate import step_disturbance
-    from common.errors import LabError
-    from common.lesson import Lesson, require_module
-    from common.workload import load_workload
-
-    lesson = Lesson("pytorch", MODE_DIR, __doc__)
-    lesson.parser.add_argument("--train", action="store_true",
-                               help="profile training steps (forward, loss, backward, SGD step): needs loss()")
-
-    def needs_loss(backend) -> None:  # checked before the output folder is touched
-        if args.train and (work := load_workload(args.workload)).loss is None:
-            raise LabError(f"--train needs a loss, and {work.where} defines no loss()",
-                           "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train")
-
-    args = lesson.parse(argv)
-    run = lesson.start(args=args, check=needs_loss, forwards=ACTIVE, train=args.train,
-                       schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
-    require_module(run.backend, "torch_npu", "pip install torch_npu matching your torch")
-    device, sync = "cpu", (lambda: None)
-    if run.npu:
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a .py file with build_model() and make_input() (default: TinyMLP)")
+    parser.add_argument("--out", required=True, help="the folder the profiler writes into")
+    npu_here = importlib.util.find_spec("torch_npu") is not None
+    parser.add_argument("--device", default="npu:0" if npu_here else "cpu", help="npu:N or cpu (default: npu:0 if any)")
+    parser.add_argument("--train", action="store_true", help="profile training steps (needs loss() in --model)")
+    parser.add_argument("--save-output", metavar="PATH", help=".npy: the last output (--train: the step losses)")
+    args = parser.parse_args(argv)
+    if args.model and not Path(args.model).is_file():
+        parser.error(f"--model {args.model}: no such file")
+    model, inputs, loss = load_model(args.model)
+    if args.train and loss is None:
+        parser.error("--train needs loss(output, input) in the --model file")
+    npu = args.device.startswith("npu")
+    if npu:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
-
-        torch.npu.set_device(run.device)  # the logical device you named; msprof profiles the one in use
-        device, sync = f"npu:{run.device}", torch.npu.synchronize
-
-    step = make_step(run.workload, device, args.train)
-    profiled = (profile_npu if run.npu else profile_portable)(None, None, run.out, step)
-    # The same steps without the profiler, from a fresh model: what profiling costs (and, for
-    # training, what the steps compute when nothing watches them).
-    plain = run_steps(make_step(run.workload, device, args.train), STEPS, sync=sync)
-    losses = ([float(v) for v in profiled.results], [float(v) for v in plain.results]) if args.train else None
-    if not args.train:
-        save_output(run.out / "output.npy", profiled.results[-1])
-    run.finish(completed=True, overhead={"profiled_step_us": profiled.step_us, "profiled_work_us": profiled.work_us,
-                                         "plain_step_us": plain.step_us},
-               **({"losses": {"profiled": losses[0], "plain": losses[1]}} if losses else {}))
-    # Interruptions show in the steps' own work; the profiler's step switch varies by design (run_steps).
-    disturbed = step_disturbance(profiled.work_us[-ACTIVE:], f"the {ACTIVE} active steps' wall times")
-    return run.report(check_run(run, args.train, losses), notes=[overhead_line(profiled.step_us, plain.step_us, ACTIVE)],
-                      warnings=[disturbed] if disturbed else [])
+        torch.npu.set_device(args.device)  # the program selects its own device; the profiler records that one
+    model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)
+    results = profile(make_step(model, inputs, loss, args.train), args.out, npu)
+    if args.save_output:  # one output: .npy; several: one .npz beside the path
+        arrays = [t.detach().float().cpu().numpy() for t in ([torch.stack(results)] if args.train else tensors(results[-1]))]
+        if len(arrays) == 1:
+            np.save(args.save_output, arrays[0])
+        else:
+            np.savez(Path(args.save_output).with_suffix(".npz"), *arrays)
+    print(f"profiled {STEPS} steps ({ACTIVE} recorded) into {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    from common.lesson import main_of
-
-    main_of(main)
+    sys.exit(main())

@@ -51,7 +51,7 @@ def repo(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def swept(repo: Path) -> subprocess.CompletedProcess:
     """A two-point sweep, before agree, so that the cross-mode page carries its chart too."""
-    return _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", "--hidden", "64,512", "--batch", "1")
+    return _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--hidden", "64,512", "--batch", "1")
 
 
 @pytest.fixture(scope="module")
@@ -389,12 +389,12 @@ def test_sweep_small_grid(repo: Path, swept, agreed) -> None:
 
 
 def test_sweep_bad_sizes_one_line(repo: Path, swept) -> None:
-    proc = _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", "--hidden", "64,zero")
+    proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--hidden", "64,zero")
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
         "Error: --hidden '64,zero' is not a comma-separated list of integers in 1..8192 — "
         "e.g. --hidden 64,128,256,512,1024,2048,4096"]
     before = sorted(p.name for p in (repo / "04_pyTorch" / "prof_sweep").iterdir())
-    proc = _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", "--batch", "4,1,4")
+    proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--batch", "4,1,4")
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
         "Error: --batch '4,1,4' names 4 more than once — give each size once: every point of the sweep is profiled once"]
     assert sorted(p.name for p in (repo / "04_pyTorch" / "prof_sweep").iterdir()) == before  # the last sweep kept

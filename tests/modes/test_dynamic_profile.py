@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run
+from helpers import ROOT, remove_lab_output, run
 
-from common.collect import dynamic
+from common.modes.pytorch import dynamic
 from common.errors import LabError
 from tests.npu_dryrun import expectations
 
@@ -53,12 +53,21 @@ def run_job(tmp_path: Path, changes: dict) -> tuple[list[dict], Path]:
     return calls, out
 
 
-def test_portable_run_says_npu_only_and_collects_nothing() -> None:
-    proc = run(["bash", "04_pyTorch/run_dynamic.sh", "0"], timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == ("dynamic profiling is NPU-only (torch_npu watches PROF_CONFIG_PATH); "
-                                            "nothing collected on this backend")
-    assert not (ROOT / "04_pyTorch" / "prof_out_dynamic").exists()
+def test_portable_run_collects_with_the_lessons_own_watcher() -> None:
+    out = ROOT / "04_pyTorch" / "prof_out_dynamic_test"
+    try:
+        proc = run(["bash", "04_pyTorch/run_dynamic.sh", "0", "--output", str(out)], timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        for check in ("files present", "every training step records the same ops (04 dynamic, 5 active steps)",
+                      "op time vs Computing (04 dynamic)"):
+            assert f"[PASS] {check}" in proc.stdout
+        assert "collected by the lesson's watcher (torch.profiler)" in proc.stdout
+        config = json.loads((out / "profiler_config_path" / "profiler_config.json").read_text())
+        assert config["start_step"] == -1 and config["active"] == 5  # the template, edited by the lab
+        assert len(list((out / "torch_profiler").glob("*.pt.trace.json"))) == 1
+        assert len(list(out.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))) == 1
+    finally:
+        remove_lab_output(out)
 
 
 def test_stand_in_collects_the_configured_steps_after_the_edit(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ DRIVERS = {
     "01": lambda: load_lesson("01_cmdline/src/profile_app.py"),
     "02": lambda: load_lesson("02_api_AscendC/src/add_profile.py"),
     "03": lambda: __import__("infer"),
-    "04": lambda: load_lesson("04_pyTorch/src/model_with_profiler.py"),
+    "04": lambda: __import__("common.modes.pytorch.model", fromlist=["main"]),
 }
 DEVICE_ARGV = {"01": lambda d: [d], "02": lambda d: ["run", "--device", d], "03": lambda d: [d], "04": lambda d: [d]}
 

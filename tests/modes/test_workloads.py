@@ -181,7 +181,7 @@ def test_agree_refuses_a_workload_file_edited_after_the_run(repo: Path, results,
 
 # --- the sweep on a workload that is not TinyMLP ------------------------------------------------------
 def test_sweep_of_a_cnn_sweeps_its_batch_and_checks_the_peak(repo: Path) -> None:
-    proc = _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", "--workload", "workloads/cnn.py", "--batch", "1,2")
+    proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--workload", "workloads/cnn.py", "--batch", "1,2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     doc = json.loads((repo / "04_pyTorch" / "prof_sweep" / "sweep.json").read_text())
     assert doc["x"] == "batch" and doc["workload"]["name"] == "cnn" and doc["peak_gflops_per_s"] > 0
@@ -214,14 +214,12 @@ def test_sweep_refuses_what_it_cannot_sweep_with_one_line(repo: Path, tmp_path: 
          "scaled, shapes (4, 8)): RuntimeError: shape '[4, 8]' is invalid for input of size 16 — profile it at "
          f"its own size instead: nox -s pytorch -- 0 --workload {fixed.resolve()}"),
     ):
-        proc = _sh(repo, sys.executable, "04_pyTorch/src/sweep.py", *args)
+        proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", *args)
         assert proc.returncode == 2 and error_lines(proc.stderr) == [message], proc.stderr
 
 
 def test_sweep_warns_about_a_figure_above_the_peak() -> None:
-    from helpers import load_lesson
-
-    sweep = load_lesson("04_pyTorch/src/sweep.py")
+    from common.modes.pytorch import sweep
     point = {"series": "cnn", "hidden": None, "batch": 8, "step_us": 100.0, "computing_us": 1.0, "free_us": 99.0,
              "computing_ratio": 0.01, "bound": "host-bound", "flops": 10**9, "gflops_per_s": 1000.0}
     text = sweep.render([{**point, "above_peak": True}], "test", "batch", 100e9, "a stated peak")

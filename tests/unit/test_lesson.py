@@ -12,7 +12,7 @@ from helpers import ROOT, load_lesson
 
 from common.analyze import checks
 from common.collect import calibrate
-from common.collect.steps import run_steps
+from common.modes.pytorch.steps import run_steps
 from common.errors import LabError
 from common.formats.records import OpStat, Task
 from common.lesson import Lesson, parse_threads
@@ -122,7 +122,7 @@ def test_step_spread_marks_a_disturbed_run() -> None:
 def test_the_profilers_slow_step_switch_is_not_a_disturbance(tmp_path: Path) -> None:
     """The switch that closes the active window is slow by design; the check reads the steps' own work."""
     mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
-    with mode.portable_profiler() as prof:
+    with mode.portable_profiler(str(tmp_path)) as prof:
         steps = run_steps(lambda: torch.ones(64, 64) @ torch.ones(64, 64), mode.STEPS, prof.step)
     active = slice(-mode.ACTIVE, None)
     assert all(s >= w for s, w in zip(steps.step_us, steps.work_us))

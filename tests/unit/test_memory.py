@@ -142,7 +142,7 @@ def test_portable_profile_memory_agrees_with_torch_profilers_own_trace(tmp_path:
 
 def test_mode_04_profiles_memory_on_both_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
-    assert mode.portable_profiler().profile_memory is True
+    assert mode.portable_profiler(str(tmp_path)).profile_memory is True
     seen: dict = {}
     profiler = types.SimpleNamespace(
         ProfilerActivity=types.SimpleNamespace(CPU="CPU", NPU="NPU"),

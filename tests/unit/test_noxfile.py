@@ -131,7 +131,7 @@ def test_every_mode_script_gets_the_workload_as_an_absolute_path(noxfile, monkey
         "pyacl": [("bash", "03_api_pyAcl/build_model.sh", "--workload", cnn),
                   ("bash", "03_api_pyAcl/run.sh", "1", "--workload", cnn)],
         "pytorch": [("bash", "04_pyTorch/run.sh", "1", "--workload", cnn)],
-        "sweep": [("lab-python", "04_pyTorch/src/sweep.py", "--batch", "1,2", "--workload", cnn)],
+        "sweep": [("lab-python", "-m", "common.modes.pytorch.sweep", "--batch", "1,2", "--workload", cnn)],
         "ddp": [("bash", "04_pyTorch/run_ddp.sh", "1", "--cross-check", "--workload", cnn)],
     }
     args = {"sweep": ["--batch", "1,2", "--workload", "workloads/cnn.py"], "ddp": ["1", "--workload", "workloads/cnn.py"]}

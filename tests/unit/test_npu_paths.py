@@ -84,8 +84,8 @@ def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: p
     monkeypatch.setitem(sys.modules, "torch_npu", recorder.module())
     monkeypatch.setattr(torch, "npu", types.SimpleNamespace(synchronize=lambda: None), raising=False)
     mode = load_lesson("04_pyTorch/src/model_with_profiler.py")
-    model = torch.nn.Linear(4, 4)
-    steps = mode.profile_npu(model, torch.ones(2, 4), tmp_path)
+    model, x = torch.nn.Linear(4, 4), torch.ones(2, 4)
+    results = mode.profile(mode.make_step(model, (x,), None, train=False), str(tmp_path), npu=True)
     calls = recorder.calls
     assert calls["activities"] == ["CPU", "NPU"]
     assert calls["schedule"] == ("schedule", {"wait": 1, "warmup": 3, "active": 5, "repeat": 1})
@@ -94,4 +94,4 @@ def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: p
     assert calls["experimental_config"] == ("experimental", {
         "profiler_level": "Level1", "aic_metrics": "PipeUtilization", "data_simplification": False})
     # wait 1 + warmup 3 + active 5, one prof.step() each
-    assert recorder.steps == len(steps.step_us) == len(steps.work_us) == 9
+    assert recorder.steps == len(results) == 9

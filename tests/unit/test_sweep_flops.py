@@ -7,9 +7,7 @@ import torch
 from torch import nn
 
 from common.formats.records import Task
-from tests.helpers import load_lesson
-
-sweep = load_lesson("04_pyTorch/src/sweep.py")
+from common.modes.pytorch import sweep
 
 
 def _point(batch: int, flops: float, computing_us: float = 100.0, **extra) -> dict:

@@ -1,8 +1,8 @@
 """Mode 04, extended: sweep the model's size and watch the step turn from host-bound to compute-bound.
 
-What you will do: profile the same loop as ``model_with_profiler.py`` (same schedule, same
-profiler, same files) over a small grid of sizes, and read Computing : Free from each point's
-``step_trace_time.csv``. TinyMLP (the default workload) is swept over hidden size x batch; any
+What you will do: run the lesson ``04_pyTorch/src/model_with_profiler.py`` (same schedule, same
+profiler, same files) over a small grid of sizes, each point a model file of its own, and read
+Computing : Free from each point's ``step_trace_time.csv``. TinyMLP (the default workload) is swept over hidden size x batch; any
 other workload (``--workload FILE``) over its batch: the first dimension of ``make_input()``.
 
 What you will learn:
@@ -11,8 +11,8 @@ What you will learn:
 - a larger batch moves the turning point to smaller models (more work per launch);
 - to check a throughput figure against the device's peak before believing it.
 
-Usage: ``nox -s sweep [-- --workload FILE]`` or ``bash 04_pyTorch/run.sh``'s interpreter on
-``04_pyTorch/src/sweep.py [device] [--hidden 64,128,...,4096] [--batch 1,32] [--workload FILE]``.
+Usage: ``nox -s sweep [-- --workload FILE]`` or the lab's interpreter on ``-m common.modes.pytorch.sweep
+[device] [--hidden 64,128,...,4096] [--batch 1,32] [--workload FILE]``.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pathlib import Path
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
 
 import torch  # noqa: E402
-from model_with_profiler import ACTIVE, MODE_DIR, profile_npu, profile_portable  # noqa: E402
 
 from common.analyze import step_bound  # noqa: E402
 from common.backend import soc_version  # noqa: E402
-from common.collect.steps import forward_step  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
 from common.lesson import Lesson, main_of  # noqa: E402
+from common.modes.pytorch import (ACTIVE, MODE_DIR, TORCH_TRACE_DIR, WAIT, WARMUP, convert_portable,  # noqa: E402
+                                  device_arg, launch, lesson_argv)
 from common.render.text import render_table  # noqa: E402
 from common.workload import build_model, load_workload, make_input  # noqa: E402
 
@@ -109,12 +109,53 @@ def shape_flops(tasks: list, ops: list[str], steps: int) -> tuple[float, list[st
     return total / steps if steps else 0.0, sorted(found), [f"{op} ({why})" for op, why in sorted(missing.items())]
 
 
-def measure(model, x: tuple, out: Path, npu: bool) -> dict:
-    """Profile one grid point with 04's own driver functions; read its step table back from disk."""
+# One grid point's model for the lesson's --model: TinyMLP at a hidden size, or the user's workload with its
+# batch scaled (as batched() does; the seeds are the lesson's: 0 before build_model(), 1 before make_input()).
+TINY_MLP_POINT = """import torch
+
+def build_model():
+    layers = [torch.nn.Linear({h}, {h})]
+    for _ in range(3):
+        layers += [torch.nn.GELU(), torch.nn.Linear({h}, {h})]
+    return torch.nn.Sequential(*layers)
+
+def make_input():
+    return torch.randn({b}, {h}, generator=torch.Generator().manual_seed(1))
+"""
+WORKLOAD_POINT = """import importlib.util
+
+_spec = importlib.util.spec_from_file_location("sweep_workload", {path!r})
+_work = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_work)
+
+def build_model():
+    return _work.build_model()
+
+def make_input():
+    x = _work.make_input()
+    items = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    scaled = tuple(t.repeat(-(-{b} // t.shape[0]), *[1] * (t.dim() - 1))[:{b}] for t in items)
+    return scaled if len(scaled) > 1 else scaled[0]
+"""
+
+
+def point_model(folder: Path, batch: int, hidden: int | None, work) -> Path:
+    """``<folder>/model.py``: the grid point as a model file the lesson loads with --model."""
+    path = folder / "model.py"
+    text = (TINY_MLP_POINT.format(h=hidden, b=batch) if hidden is not None
+            else WORKLOAD_POINT.format(path=str(Path(work.path).resolve()), b=batch))
+    path.write_text(text)
+    return path
+
+
+def measure(run, model, x: tuple, out: Path, model_file: Path) -> dict:
+    """Profile one grid point with mode 04's lesson; read its step table back from disk."""
     flops, uncounted = counted_flops(model, x)
-    if npu:  # the current device: main's torch.npu.set_device
-        model, x = model.to("npu"), tuple(t.to("npu") for t in x)
-    (profile_npu if npu else profile_portable)(model, x, out, step=forward_step(model, x))  # model(*x), no grad
+    raw = out if run.npu else out / TORCH_TRACE_DIR  # torch_npu writes *_ascend_pt/ itself
+    launch(run, lesson_argv("model_with_profiler.py", "--out", raw, "--device", device_arg(run),
+                            "--model", model_file))
+    if not run.npu:
+        convert_portable(run, raw, WAIT, WARMUP, ACTIVE, into=out)
     datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
     steps = [s for ds in datasets for s in ds.steps]
     if not steps:
@@ -225,7 +266,7 @@ def sweep_html(points: list[dict], text: str, info_line: str, x: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    lesson = Lesson("sweep", MODE_DIR, __doc__, output=False, prog="04_pyTorch/src/sweep.py")  # + --workload, --threads
+    lesson = Lesson("sweep", MODE_DIR, __doc__, output=False, prog="nox -s sweep --")  # + --workload, --threads
     lesson.parser.add_argument("--hidden", help=f"TinyMLP's hidden sizes (default {','.join(map(str, HIDDEN))})")
     lesson.parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, BATCH))} for TinyMLP, "
                                                f"{','.join(map(str, BATCH_ANY))} for another workload)")
@@ -246,10 +287,6 @@ def main(argv: list[str] | None = None) -> int:
     # lock (the sweep runs its functions), a fresh prof_sweep/ and run_info.json.
     run = lesson.start(args=args, out=OUT, grid={"hidden": list(hiddens) if mlp else None, "batch": list(batches)})
     backend, device, out, info = run.backend, run.device, run.out, run.info
-    if backend.is_npu:
-        import torch_npu  # noqa: F401
-
-        torch.npu.set_device(device)  # the program selects the device; msprof profiles the one in use
     threads = torch.get_num_threads()
     peak, peak_source = peak_flops(backend, device)  # portable: calibrated now, at the sweep's thread count
     points = []
@@ -259,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         point_dir = out / (f"h{hidden}_b{batch}" if mlp else f"b{batch}")
         point_dir.mkdir()
         point = {"series": f"batch {batch}" if mlp else work.name, "hidden": hidden, "batch": batch,
-                 **measure(model, x, point_dir, backend.is_npu)}
+                 **measure(run, model, x, point_dir, point_model(point_dir, batch, hidden if mlp else None, work))}
         point["above_peak"] = bool(peak and point["gflops_per_s"] and point["gflops_per_s"] * 1e9 > peak)
         print(f"{f'hidden {hidden:5d} ' if mlp else ''}batch {batch:4d}: Computing "
               f"{100 * point['computing_ratio']:5.1f}% of {point['step_us']:,.0f} us ({point['bound']})", flush=True)

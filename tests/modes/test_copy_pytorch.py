@@ -1,0 +1,124 @@
+"""Mode 04's lesson files copied alone into an empty folder outside the repository, beside a model the lab has
+never seen (Conv1d + LayerNorm + SiLU with a residual): they run with the lab environment's Python, the profiler
+writes its files, and nothing of the lab is imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+from common.modes import pytorch as harness
+
+SRC = ROOT / "04_pyTorch" / "src"
+LESSONS = ("model_with_profiler.py", "dynamic_profile.py")
+MAX_LINES = 150
+MODEL = '''import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = nn.Conv1d(8, 8, 3, padding=1), nn.LayerNorm(16)
+
+    def forward(self, x):
+        return x + nn.functional.silu(self.norm(self.conv(x)))
+
+
+def build_model():
+    return Block()
+
+
+def make_input():
+    return torch.randn(4, 8, 16)
+
+
+def loss(output, x):
+    return (output - x).square().mean()
+'''
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / "my_project"
+    folder.mkdir()
+    shutil.copy2(SRC / name, folder / name)
+    (folder / "my_model.py").write_text(MODEL)
+    assert not folder.resolve().is_relative_to(ROOT)
+    return folder
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MSPROF_LAB_BACKEND", "PROF_CONFIG_PATH")}
+    return {**env, "KINETO_LOG_LEVEL": "5", **extra}
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_a_lesson_imports_nothing_of_the_lab_and_fits_the_limit(name: str) -> None:
+    text = (SRC / name).read_text()
+    assert not re.search(r"^\s*(from|import) common", text, re.MULTILINE)
+    assert len(text.splitlines()) <= MAX_LINES
+
+
+def test_the_lesson_keeps_the_schedule_the_lab_reads() -> None:
+    text = (SRC / "model_with_profiler.py").read_text()
+    assert f"WAIT, WARMUP, ACTIVE = {harness.WAIT}, {harness.WARMUP}, {harness.ACTIVE}" in text
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_model_with_profiler_runs_from_a_copy(tmp_path: Path, train: bool) -> None:
+    folder = _copy(tmp_path, "model_with_profiler.py")
+    argv = [sys.executable, "model_with_profiler.py", "--model", "my_model.py", "--out", "prof_out",
+            "--save-output", "out.npy", *(["--train"] if train else [])]
+    proc = subprocess.run(argv, cwd=folder, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (trace,) = (folder / "prof_out").glob("*.pt.trace.json")
+    steps = {e["name"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("name", "").startswith("Prof")}
+    assert steps == {f"ProfilerStep#{n}" for n in range(4, 9)}  # wait 1 + warm-up 3, then 5 recorded
+    import numpy as np
+
+    saved = np.load(folder / "out.npy")
+    assert saved.shape == ((9,) if train else (4, 8, 16))
+
+
+def test_model_with_profiler_refuses_a_missing_model_in_one_line(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "model_with_profiler.py")
+    proc = subprocess.run([sys.executable, "model_with_profiler.py", "--model", "nope.py", "--out", "p"], cwd=folder,
+                          env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nope.py: no such file" in proc.stderr
+
+
+def test_dynamic_profile_runs_from_a_copy_and_collects_on_request(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "dynamic_profile.py")
+    config = folder / "prof_cfg"
+    job = subprocess.Popen([sys.executable, "dynamic_profile.py", "--model", "my_model.py", "--steps", "100000"],
+                           cwd=folder, env=_env(PROF_CONFIG_PATH=str(config)), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (config / "profiler_config.json").is_file() and time.monotonic() < deadline and job.poll() is None:
+            time.sleep(0.1)
+        template = json.loads((config / "profiler_config.json").read_text())
+        edited = {**template, "start_step": -1, "warmup": 1, "active": 3, "record_shapes": True,
+                  "prof_dir": str(folder / "prof_out")}
+        (config / "edit.tmp").write_text(json.dumps(edited))
+        os.replace(config / "edit.tmp", config / "profiler_config.json")  # a new file in one move, as an editor saves
+        while not list((folder / "prof_out").glob("*.pt.trace.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (config / "stop_job").touch()
+        assert job.wait(timeout=60) == 0, job.stderr.read()
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    (trace,) = (folder / "prof_out").glob("*.pt.trace.json")
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert len({e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")}) == 3  # active 3
