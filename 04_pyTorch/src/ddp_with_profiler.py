@@ -1,186 +1,150 @@
-"""Mode 04 · DDP — beyond one device: profile every rank of a torch.distributed job.
+"""Mode 04 on several ranks: profile every rank of a DistributedDataParallel training job.
 
-What you will do: train TinyMLP (or your workload: ``--workload FILE``; forward, its loss,
-backward, optimizer step) under
-DistributedDataParallel on N ranks launched by ``torchrun``, with mode 04's profiler running in
-every rank (torch_npu.profiler + HCCL on an NPU; torch.profiler + gloo on the portable
-backend), then read the per-rank step tables side by side: the cluster view.
+    torchrun --nproc-per-node 2 ddp_with_profiler.py --model my_model.py --out prof_out_ddp
+
+What you will do: torchrun starts this file once per rank. Each rank selects its device, joins
+the process group (HCCL between NPUs, gloo between CPU processes), trains the model under
+DistributedDataParallel on its share of the batch for 9 steps under the profiler's schedule,
+and writes its own profile into ``--out``: torch_npu.profiler's ``*_ascend_pt/`` on an NPU,
+torch.profiler's ``<host>_rank<r>.<ns>.pt.trace.json`` elsewhere.
 
 What you will learn:
-- what a rank's step is made of in data-parallel training: Computing, Communication (the
-  gradient all-reduce), how much of it is hidden behind compute, and Free;
-- which rank is slow and why: a rank with more work makes every other rank wait in the
-  collective, so *their* communication time grows, not its own;
-- what a failed rank looks like: the run stops, names the rank and leaves nothing running.
-
-Usage: ``bash 04_pyTorch/run_ddp.sh [nproc] [device_list] [--slow-rank R] [--workload FILE]``.
-The same file is the per-rank program torchrun starts (``--worker``; not for direct use).
+- what a data-parallel step is made of: compute, the gradient all-reduce DDP starts during
+  backward (partly hidden behind it), and the host's own time;
+- which rank is slow: give one more work (``--slow-rank 1 --slow-factor 4``) and the others
+  wait for it in the all-reduce, so *their* communication time grows, not its own.
 """
 
 from __future__ import annotations
 
-import hashlib
+import argparse
+import dataclasses
+import datetime as dt
+import importlib.util
 import os
-import signal
-import time
-from collections import Counter
+import re
+import socket
+import sys
 from pathlib import Path
 
 import torch
-from model_with_profiler import ACTIVE, MODE_DIR, STEPS, WAIT, WARMUP, npu_profiler, portable_profiler
+import torch.distributed as dist
 
-from common.analyze import checks, cluster
-from common.collect import ranks
-from common.workload import BATCH, flatten_output, load_workload, make_input
-
-LEARNING_RATE = 0.01
+# The schedule: skip 1 step, warm up 3 (recorded, thrown away: caches settle), record 5: those reach the files.
+WAIT, WARMUP, ACTIVE = 1, 3, 5
+STEPS = WAIT + WARMUP + ACTIVE
 
 
-# --- 1. profile: one rank, the program torchrun starts N times -------------------------------------
-def worker(args) -> int:
-    """One rank: join the process group, train under mode 04's profiler, write this rank's profile."""
-    rank, world, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
-    out = Path(args.worker_out)
-    with ranks.RankStatus.start(out, rank) as status:  # pid / step / state for the driver; an error, if any
-        # The rank selects its own device (the LOCAL_RANK-th of the sorted list), then HCCL (gloo on the CPU).
-        device, npu = ranks.join_process_group(local_rank, args.timeout, args.rank_devices)
-        work = load_workload(args.workload, check=False)  # the driver checked the file before it started us
-        model = work.build_model().train().to(device)
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if npu else None)
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=LEARNING_RATE)
-        x = tuple(t.to(device) for t in local_batch(work, rank, world, args.slow_rank, args.slow_factor))
-        sync = torch.npu.synchronize if npu else (lambda: None)
-        status.update(state="running")
-        # Mode 04's profiler and schedule (skip 1, warm up 3, record 5), in every rank. At Level1
-        # torch_npu also writes communication.json and profiler_info_<rank>.json: what cluster tools read.
-        with npu_profiler(out) if npu else portable_profiler() as prof:
-            for step in range(STEPS):
-                status.update(step=step)
-                inject_fault(args.fault, rank, step)
-                train_step(ddp, optimizer, x, work)
-                sync()  # the device runs behind the host: the step ends when its work has
-                prof.step()
-        if not npu:
-            ranks.write_portable_rank(prof, out, rank, (WAIT, WARMUP, ACTIVE), world_size=world,
-                                      local_batch=int(x[0].shape[0]), launch_id=args.launch_id)
-        status.update(state="done", params=params_digest(model), local_batch=int(x[0].shape[0]))
-        torch.distributed.destroy_process_group()
-    return status.exit_code
+# --- 1. the model: yours with --model FILE, else TinyMLP --------------------------------------------
+def load_model(path: str | None, world: int) -> tuple:
+    """(model, the whole batch as a tuple of tensors, loss). A ``--model`` file defines build_model() and
+    make_input(), optionally loss(output, input); the seeds fix its weights and its input."""
+    if path is None:  # <- your model here (or pass --model FILE): TinyMLP, 32 rows per rank
+        torch.manual_seed(0)
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(1024, 1024)).eval()
+        return model, (torch.randn(32 * world, 1024, generator=torch.Generator().manual_seed(1)),), mean_square
+    sys.path.append(str(Path(path).resolve().parent))  # the model file may import files beside it
+    spec = importlib.util.spec_from_file_location("user_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.build_model().eval()
+    torch.manual_seed(1)
+    x = module.make_input()  # a tuple or list: separate arguments of the model
+    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,), getattr(module, "loss", None) or mean_square
 
 
-def local_batch(work, rank: int, world: int, slow_rank: int | None, slow_factor: int) -> tuple:
-    """This rank's shard of the global batch (TinyMLP: 32 rows of a 32 x world batch; a workload file: its
-    fixed input split along the first dimension); the slow rank repeats its shard (more work)."""
-    if work.path is None:
-        shards = (make_input(BATCH * world)[rank * BATCH : (rank + 1) * BATCH],)
-    else:
-        shards = tuple(torch.tensor_split(t, world)[rank] for t in work.inputs())
-    if rank == slow_rank:
-        shards = tuple(t.repeat(slow_factor, *[1] * (t.dim() - 1)) for t in shards)
-    return shards
+def mean_square(out, _input) -> torch.Tensor:
+    """The loss of a model without loss(): the mean square of its outputs, summed."""
+    return sum(t.float().square().mean() for t in tensors(out))
 
 
-def train_step(model, optimizer, x: tuple, work, scale: float = 1.0) -> None:
-    """One data-parallel training step; DDP all-reduces the gradient buckets during backward."""
-    optimizer.zero_grad(set_to_none=True)
-    step_loss(model, x, work, scale).backward()
-    optimizer.step()
+def tensors(out) -> list:
+    """Every tensor of a model output (a tensor; a tuple, list, dict or dataclass of them), in order."""
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        out = [getattr(out, f.name) for f in dataclasses.fields(out)]
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else None
+    return [out] if torch.is_tensor(out) else [] if items is None else [t for i in items for t in tensors(i)]
 
 
-def step_loss(model, x: tuple, work, scale: float = 1.0):
-    """The workload's loss(output, input) (the input as make_input() shapes it), else the mean square of the
-    outputs (every tensor of a tuple, dict or dataclass output, summed)."""
-    out = model(*x)
-    loss = work.loss(out, x if len(x) > 1 else x[0]) if work.loss else sum(
-        t.float().square().mean() for t in flatten_output(out))
-    return loss * scale if scale != 1.0 else loss
+# --- 2. the rank: its device, the process group, the profiler ---------------------------------------
+def join(devices: list[int] | None, local_rank: int, timeout_s: float) -> torch.device:
+    """Select this rank's device, then join the process group: HCCL between NPUs, gloo between CPU processes."""
+    timeout = dt.timedelta(seconds=timeout_s)  # how long a collective waits for its slowest peer
+    if devices is None:
+        dist.init_process_group("gloo", timeout=timeout)
+        return torch.device("cpu")
+    import torch_npu  # noqa: F401  (registers the "npu" device and HCCL)
+    # the rank selects its own device before HCCL starts (not ASCEND_RT_VISIBLE_DEVICES: unsupported while profiling)
+    torch.npu.set_device(devices[local_rank])
+    dist.init_process_group("hccl", timeout=timeout)
+    return torch.device(f"npu:{devices[local_rank]}")
 
 
-def inject_fault(fault: str | None, rank: int, step: int) -> None:
-    """The failure drill (``--fault crash:R`` / ``kill:R`` / ``hang:R``): rank R fails at the first active step."""
-    if not fault or step != WAIT + WARMUP or int(fault.split(":")[1]) != rank:
-        return
-    if fault.startswith("crash"):
-        raise RuntimeError(f"fault drill: rank {rank} crashed on purpose at step {step}")
-    if fault.startswith("kill"):  # no Python error, no report: as the kernel's OOM killer would end it
-        os.kill(os.getpid(), signal.SIGKILL)
-    while True:  # hang: stop making progress; the peers block in the next all-reduce
-        time.sleep(60)
+def profiler(out: Path, rank: int, npu: bool):
+    """Mode 04's profiler and schedule, in every rank; each rank writes its own files into ``out``."""
+    if npu:  # Level1 also writes communication.json and profiler_info_<rank>.json: what cluster tools read
+        import torch_npu
+        tp = torch_npu.profiler
+        config = tp._ExperimentalConfig(profiler_level=tp.ProfilerLevel.Level1,
+                                        aic_metrics=tp.AiCMetrics.PipeUtilization,  # pipe busy ratios per kernel
+                                        data_simplification=False)  # keep msprof's own CSVs (PROF_*) too
+        return tp.profile(activities=[tp.ProfilerActivity.CPU, tp.ProfilerActivity.NPU],
+                          schedule=tp.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+                          on_trace_ready=tp.tensorboard_trace_handler(str(out)), record_shapes=True,
+                          profile_memory=True, with_stack=False, experimental_config=config)
+    tp = torch.profiler  # no NPU: the CPU is the only device; the rank's name goes into its file name
+    return tp.profile(activities=[tp.ProfilerActivity.CPU],
+                      schedule=tp.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+                      on_trace_ready=tp.tensorboard_trace_handler(str(out), f"{socket.gethostname()}_rank{rank}"),
+                      record_shapes=True, profile_memory=True)
 
 
-def params_digest(model) -> dict:
-    """sha256 of every parameter's bytes (identical on every rank after DDP) and their norms."""
-    digest, norms = hashlib.sha256(), []
-    for p in model.parameters():
-        data = p.detach().float().cpu().contiguous()
-        digest.update(data.numpy().tobytes())
-        norms.append(float(data.double().norm()))
-    return {"sha256": digest.hexdigest(), "norms": norms}
-
-
-# --- 2. check ----------------------------------------------------------------------------------------
-def check_run(view, statuses: dict[int, dict], plan, work) -> list:
-    """Per rank, every active step records the same ops as its first; every rank records the same ops per
-    step (one model, one tool); the same collectives everywhere; the weights equal to one process's reference."""
-    files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
-    verdicts = [checks.check_files([p.dataset for p in view.ranks], files, f"{plan.nproc} ranks")]
-    firsts = {}
-    for p in view.ranks:
-        compute = [t for t in p.dataset.tasks if t.task_type != "COMMUNICATION"]
-        records = checks.records_by_step(compute)
-        firsts[p.rank] = records[0] if records else None
-        verdicts.append(checks.check_same_records(records, ACTIVE, f"rank {p.rank}, {ACTIVE} training steps",
-                                                  "training step"))
-    ranks = sorted(firsts)
-    verdicts.append(checks.check_same_records([firsts[r] or Counter() for r in ranks], len(ranks),
-                                              f"{len(ranks)} ranks, the first active step of each", "rank"))
-    how = ("one process on the global batch" if work.path is None else
-           "one process averaging the ranks' gradients over their shards")
-    return verdicts + [checks.check_collectives(view.ranks), checks.check_params(statuses, reference_norms(plan, work), how)]
-
-
-def reference_norms(plan, work) -> list[float]:
-    """Parameter norms after the same steps in one process. TinyMLP: on the whole global batch (nproc x 32
-    rows). A workload file: every rank's shard in turn, each loss scaled by 1/nproc, gradients summed — the
-    average DDP's all-reduce computes, whatever the loss or BatchNorm do with a batch."""
-    model = work.build_model().train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    if work.path is None:
-        x = (make_input(BATCH * plan.nproc),)
-        for _ in range(STEPS):
-            train_step(model, optimizer, x, work)
-        return params_digest(model)["norms"]
-    shards = [local_batch(work, r, plan.nproc, plan.slow_rank, plan.slow_factor) for r in range(plan.nproc)]
-    for _ in range(STEPS):
-        optimizer.zero_grad(set_to_none=True)
-        for x in shards:
-            step_loss(model, x, work, 1.0 / plan.nproc).backward()
-        optimizer.step()
-    return params_digest(model)["norms"]
-
-
-# --- 3. read · 4. interpret --------------------------------------------------------------------------
-def interpret(view, plan) -> list:
-    """With ``--slow-rank`` the view must blame that rank for its compute: the others wait for it in the all-reduce."""
-    if plan.slow_rank is None:
-        return []
-    slow = cluster.find_slow_rank(cluster.rank_summaries(view))
-    return [checks.check_slow_rank(slow, cluster.collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
-
-
+# --- 3. train: the prof.step() loop --------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    args = ranks.parse_args(argv, __doc__, "04_pyTorch/run_ddp.sh", MODE_DIR)
-    if args.worker:
-        return worker(args)
-    run = ranks.launch(args, Path(__file__), MODE_DIR, forwards=ACTIVE, schedule=(WAIT, WARMUP, ACTIVE))
-    if not run.completed:
-        return 1
-    view = cluster.load_cluster(run.out)  # every rank's step table; refuses ranks that do not belong together
-    verdicts = check_run(view, run.statuses, run.plan, run.workload) + interpret(view, run.plan)
-    return run.report(view, verdicts, cross_check=args.cross_check)  # + msprof-analyze's, when installed
+    args = parse_args(argv)
+    rank, world, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    device = join(args.devices, local_rank, args.timeout)
+    model, batch, loss = load_model(args.model, world)
+    model = model.train().to(device)  # training: dropout on, BatchNorm on the batch's statistics
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if args.devices else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)  # plain SGD: every run takes the same steps
+    repeat = args.slow_factor if rank == args.slow_rank else 1  # this rank's rows of the batch; the slow rank's K times
+    x = tuple(torch.tensor_split(t, world)[rank].repeat(repeat, *[1] * (t.dim() - 1)).to(device) for t in batch)
+    sync = torch.npu.synchronize if args.devices else (lambda: None)
+    with profiler(Path(args.out), rank, args.devices is not None) as prof:
+        for _ in range(STEPS):
+            optimizer.zero_grad(set_to_none=True)
+            loss(ddp(*x), x if len(x) > 1 else x[0]).backward()  # DDP all-reduces each gradient bucket now
+            optimizer.step()
+            sync()  # the device runs behind the host: the step ends when its work has
+            prof.step()  # the schedule advances: skip, warm up, record
+    dist.destroy_process_group()
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a file defining build_model() and make_input() (default: TinyMLP)")
+    parser.add_argument("--out", default="prof_out_ddp", help="where every rank writes its profile")
+    parser.add_argument("--devices", help="NPU ids, one per rank here, e.g. 0,1 (default 0..N-1); cpu: no NPU")
+    parser.add_argument("--slow-rank", type=int, help="give this rank more work: the slow-rank demo")
+    parser.add_argument("--slow-factor", type=int, default=4, choices=range(1, 65), metavar="K",
+                        help="the slow rank's batch is K times larger (default 4)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective waits for a peer")
+    args = parser.parse_args(argv)
+    if args.model is not None and not (Path(args.model).is_file() and os.access(args.model, os.R_OK)):
+        parser.error(f"--model {args.model}: no such readable file")
+    if args.devices == "cpu" or (args.devices is None and importlib.util.find_spec("torch_npu") is None):
+        args.devices = None  # no NPU: CPU processes, gloo
+    elif not re.fullmatch(r"\d+(,\d+)*", args.devices or "0"):
+        parser.error(f"--devices {args.devices!r}: give NPU ids such as 0,1, or cpu")
+    else:  # sorted: the rank with LOCAL_RANK r takes the r-th smallest id
+        args.devices = sorted(map(int, args.devices.split(","))) if args.devices else list(
+            range(int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+    return args
 
 
 if __name__ == "__main__":
-    from common.lesson import main_of
-
-    main_of(main)
+    sys.exit(main())

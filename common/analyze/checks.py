@@ -331,7 +331,7 @@ def check_regressions(cmp) -> Verdict:
     )
 
 
-# --- DDP: mode 04 on several ranks (04_pyTorch/src/ddp_with_profiler.py) -------------------------
+# --- DDP: mode 04 on several ranks (common/modes/ddp.py) ------------------------------------------
 
 # fp32 on both sides; the sums run in a different order (per-rank shards, then the all-reduce),
 # so the weights agree to rounding: ~1e-7 relative on norms of ~20.

@@ -1,5 +1,6 @@
 """Multi-rank pieces without launching anything: communication columns, the HCCL-schema file,
-the slow-rank rule, the driver's validation and its reading of a failed run."""
+the slow-rank rule, the driver's validation and its reading of a failed run, the rank program
+around the lesson, and the lesson's own device selection."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from helpers import load_lesson
 from common.backend import Backend
 from common.analyze.cluster import (ClusterView, RankProfile, RankSummary, collective_arrivals,
                                    find_slow_rank)
-from common.collect import ranks, torch_ops
+from common.collect import torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange
 from common.errors import LabError
 from common.formats.communication import collectives_of
 from common.formats.records import Task
+from common.modes import ddp_rank
+from common.modes import ddp_torchrun as ranks
 
 
 def _task(name: str, start: float, end: float, kind: str = "CPU", step: int = 4) -> Task:
@@ -166,9 +169,6 @@ def test_device_lists(text: str, message: str) -> None:
 def test_device_list_default_and_order() -> None:
     assert ranks.parse_device_list(None, 3) == [0, 1, 2]
     assert ranks.parse_device_list("7,3", 2) == [3, 7]  # sorted: LOCAL_RANK r gets the r-th smallest id
-    assert [ranks.rank_device(r, [7, 3]) for r in (0, 1)] == [3, 7]
-    with pytest.raises(LabError, match="LOCAL_RANK 2 has no device"):
-        ranks.rank_device(2, [3, 7])
 
 
 NPU8 = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof"}, tuple(range(8)))
@@ -189,31 +189,32 @@ def test_rank_env_selects_no_card_by_environment(monkeypatch: pytest.MonkeyPatch
 
 
 def test_rank_selects_its_device_before_hccl(monkeypatch: pytest.MonkeyPatch) -> None:
-    """join_process_group on the npu backend: torch.npu.set_device(<the rank's id>), then init_process_group("hccl")."""
+    """The lesson on an NPU: the rank with LOCAL_RANK r calls torch.npu.set_device(<r-th smallest id>), then
+    init_process_group("hccl"); --devices cpu (what the driver passes on the portable backend) is gloo."""
     import torch
     import torch.distributed as dist
 
+    lesson = load_lesson("04_pyTorch/src/ddp_with_profiler.py")
     calls = []
-    monkeypatch.setattr(ranks, "detect", lambda: NPU8)
     monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
     monkeypatch.setattr(torch, "npu", types.SimpleNamespace(set_device=lambda d: calls.append(("set_device", d))),
                         raising=False)
     monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: calls.append(("init", backend)))
     monkeypatch.setattr(torch, "device", lambda text: ("device", text))  # CPU-only torch has no "npu" type
-    device, npu = ranks.join_process_group(1, 10.0, [7, 3])
-    assert npu and device == ("device", "npu:7") and calls == [("set_device", 7), ("init", "hccl")]
-    args = ranks.parse_args(["--worker", "--worker-out", "/o", "--launch-id", "x", "--slow-factor", "4",
-                             "--timeout", "9", "--rank-devices", "3,7"], None, "ddp", Path("/m"))
-    assert args.rank_devices == [3, 7]
+    devices = lesson.parse_args(["--devices", "7,3"]).devices
+    assert devices == [3, 7] and lesson.join(devices, 1, 10.0) == ("device", "npu:7")
+    assert calls == [("set_device", 7), ("init", "hccl")]
+    assert lesson.parse_args(["--devices", "cpu"]).devices is None
+    assert lesson.join(None, 1, 10.0) == ("device", "cpu") and calls[-1] == ("init", "gloo")
 
 
 def test_torchrun_argv_is_loopback_and_an_argv_list() -> None:
-    argv = ranks.torchrun_argv(4, 29555, Path("/w/ddp.py"), ["--worker-out", "/x y"])
+    argv = ranks.torchrun_argv(4, 29555, Path("/w/ddp_rank.py"), ["--status-dir", "/x y", "/w/lesson.py"])
     assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert argv[argv.index("/w/ddp.py") + 1] == "--worker"
+    assert argv[argv.index("/w/ddp_rank.py") + 1:] == ["--status-dir", "/x y", "/w/lesson.py"]
     assert argv[argv.index("--nproc-per-node") + 1] == "4"
     assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:29555"
-    assert argv[argv.index("--max-restarts") + 1] == "0" and argv[-2:] == ["--worker-out", "/x y"]
+    assert argv[argv.index("--max-restarts") + 1] == "0"
 
 
 TORCHRUN_FAILURE = """
@@ -276,26 +277,37 @@ def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> No
     assert "started last (of 2): rank 0 0, rank 1 2" in arrivals.text()
 
 
-def test_the_ddp_lesson_profiles_with_mode_04s_schedule_and_profiler() -> None:
-    ddp = load_lesson("04_pyTorch/src/ddp_with_profiler.py")
-    single = load_lesson("04_pyTorch/src/model_with_profiler.py")
-    assert (ddp.WAIT, ddp.WARMUP, ddp.ACTIVE, ddp.STEPS) == (single.WAIT, single.WARMUP, single.ACTIVE, 9)
-    assert ddp.npu_profiler is single.npu_profiler and ddp.portable_profiler is single.portable_profiler
+def test_the_ddp_lesson_profiles_with_mode_04s_schedule() -> None:
+    """The lesson's schedule is the one the driver checks against (and mode 04's on one device)."""
+    from common.modes import ddp
+
+    lesson = load_lesson("04_pyTorch/src/ddp_with_profiler.py")
+    assert (lesson.WAIT, lesson.WARMUP, lesson.ACTIVE, lesson.STEPS) == (ddp.WAIT, ddp.WARMUP, ddp.ACTIVE, 9)
+    assert ddp.LESSON.name == "ddp_with_profiler.py" and ddp.LESSON.is_file()
 
 
 def test_a_rank_error_is_recorded_for_the_driver(tmp_path) -> None:
     (tmp_path / ranks.STATUS_DIR).mkdir()
-    with ranks.RankStatus.start(tmp_path, 1) as status:
+    with ddp_rank.RankStatus.start(tmp_path / ranks.STATUS_DIR, 1) as status:
         status.update(state="running", step=4)
         raise ValueError("bad batch")
     assert status.exit_code == 1
     assert ranks.read_statuses(tmp_path, 2)[1] | {"time": 0} == {
         "rank": 1, "pid": status.data["pid"], "state": "failed", "step": 4, "error": "ValueError: bad batch", "time": 0,
     }
-    with ranks.RankStatus.start(tmp_path, 0) as ok:
+    with ddp_rank.RankStatus.start(tmp_path / ranks.STATUS_DIR, 0) as ok:
         ok.update(state="done")
     assert ok.exit_code == 0 and sorted(ranks.read_statuses(tmp_path, 2)) == [0, 1]
     faulthandler.unregister(signal.SIGUSR1)  # start() asked for stacks on SIGUSR1: not in the test process
+
+
+def test_the_rank_program_runs_the_lesson_as_main_and_passes_its_exit_code_on(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # run_lesson sets both, as `python lesson.py` would
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    lesson = tmp_path / "lesson.py"
+    lesson.write_text("import sys\nif __name__ == '__main__':\n    sys.exit(int(sys.argv[1]))\n")
+    assert ddp_rank.run_lesson(str(lesson), ["0"]) == 0 and ddp_rank.run_lesson(str(lesson), ["3"]) == 3
+    assert sys.argv == [str(lesson), "3"] and sys.path[0] == str(tmp_path)
 
 
 def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:

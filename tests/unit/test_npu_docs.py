@@ -57,9 +57,9 @@ def test_03_worker_line_is_the_workers_argv_on_both_pages() -> None:
 
 
 def test_torchrun_options_are_the_drivers_on_both_pages() -> None:
-    from common.collect.ranks import torchrun_argv
+    from common.modes.ddp_torchrun import RANK_PROGRAM, torchrun_argv
 
-    script = Path("04_pyTorch/src/ddp_with_profiler.py")
+    script = RANK_PROGRAM
     argv = [str(a) for a in torchrun_argv(2, 29500, script, [])]
     options = argv[argv.index("torch.distributed.run"):argv.index(str(script.resolve()))]
     shown = _shown(options).replace("29500", "<free port>")

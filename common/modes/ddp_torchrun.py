@@ -1,20 +1,19 @@
-"""Several ranks under torchrun: the driver around a torch.distributed lesson, and what it
-needs from each rank.
+"""Mode 04 on several ranks: the driver that starts the DDP lesson under torchrun and watches its ranks.
 
 The driver validates ``nproc`` / the device list / the drills before anything runs, takes the
 mode's lock, prepares the output folder and ``run_info.json``, then starts
 ``python -m torch.distributed.run`` on loopback through :func:`launcher.run_command` (the one
 supervisor of every program the lab starts: own session, timeout, SIGINT / SIGTERM passed on).
-Each rank keeps ``rank_status/rank_<r>.json`` (pid, state, step) up to date and dumps its
-Python stack on SIGUSR1; that is how the driver names the rank at fault when the run does not
-finish, and how it stops a rank that outlived torchrun (torchrun starts each rank in a session
-of its own, so stopping torchrun's group does not reach them).
+torchrun's program in every rank is :mod:`common.modes.ddp_rank`, which runs the lesson file
+unchanged and keeps ``rank_status/rank_<r>.json`` (pid, state, step) up to date and dumps the
+rank's Python stack on SIGUSR1; that is how the driver names the rank at fault when the run does
+not finish, and how it stops a rank that outlived torchrun (torchrun starts each rank in a
+session of its own, so stopping torchrun's group does not reach them). On the portable backend
+the driver then turns every rank's torch.profiler trace into torch_npu's per-rank layout.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import faulthandler
 import json
 import os
 import re
@@ -38,102 +37,22 @@ from common.formats.rundir import (
     prepare_output_dir,
     start_run,
 )
+from common.modes.ddp_rank import STATUS_DIR
 
 MAX_NPROC = 8  # ranks per node on one Atlas 800 server (8 NPUs); the allow-list for nproc
 SLOW_FACTORS = range(2, 17)  # how many times the slow rank's local batch is repeated
 DEFAULT_SLOW_FACTOR = 4
 DEFAULT_TIMEOUT_S = 600
 STOP_GRACE_S = 15.0  # after SIGTERM, how long torchrun gets to stop its ranks before SIGKILL
-STATUS_DIR = "rank_status"  # per-rank progress files (not profiling data)
-
-
-# ===== In each rank ==========================================================================
-
-
-class RankStatus:
-    """``rank_status/rank_<r>.json``: pid, state and step of one rank, for the driver to read."""
-
-    def __init__(self, folder: Path, rank: int) -> None:
-        self.path = folder / f"rank_{rank}.json"
-        self.data: dict = {"rank": rank, "pid": os.getpid(), "state": "starting", "step": None}
-        self.stacks = None  # the open rank_<r>.stack file, once start() registered it
-
-    @classmethod
-    def start(cls, out: Path, rank: int) -> RankStatus:
-        """Write the first status, and dump this rank's stack into ``rank_<r>.stack`` when the driver asks."""
-        status = cls(out / STATUS_DIR, rank)
-        status.update()
-        status.stacks = (out / STATUS_DIR / f"rank_{rank}.stack").open("w")
-        faulthandler.register(signal.SIGUSR1, file=status.stacks, all_threads=False)
-        return status
-
-    def update(self, **changes: object) -> None:
-        self.data.update(changes, time=time.time())
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data))
-        tmp.replace(self.path)
-
-    # ``with RankStatus.start(out, rank) as status:`` — an error inside is recorded for the driver
-    # (state "failed", the message) and the rank exits non-zero: ``return status.exit_code``.
-    exit_code = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, err, tb) -> bool:
-        if kind is None or not issubclass(kind, Exception):
-            return False
-        self.update(state="failed", error=f"{kind.__name__}: {err}"[:400])
-        self.exit_code = 1
-        return True
-
-
-def rank_device(local_rank: int, devices: list[int]) -> int:
-    """The logical device of the rank with LOCAL_RANK ``local_rank``: its place in the sorted device list."""
-    ordered = sorted(devices)
-    if not 0 <= local_rank < len(ordered):
-        raise LabError(f"LOCAL_RANK {local_rank} has no device in {','.join(map(str, ordered))}",
-                       "give one device id per rank")
-    return ordered[local_rank]
-
-
-def join_process_group(local_rank: int, timeout_s: float, devices: list[int] | None = None):
-    """In a rank: select its device, then join the process group — HCCL between NPUs, gloo between CPU
-    processes. Returns (the torch.device to compute on, whether it is an NPU)."""
-    import torch
-    import torch.distributed as dist
-
-    npu = detect().is_npu
-    device = rank_device(local_rank, devices) if devices else local_rank
-    if npu:
-        import torch_npu  # noqa: F401  (registers the npu device and HCCL)
-
-        torch.npu.set_device(device)  # the rank selects its own logical device, before HCCL starts
-    # Longer than the driver's timeout, so a hang is diagnosed by the driver (which rank, where)
-    # before the process group gives up with a less specific error.
-    dist.init_process_group("hccl" if npu else "gloo", timeout=dt.timedelta(seconds=2 * timeout_s + 60))
-    return torch.device(f"npu:{device}" if npu else "cpu"), npu
-
-
-def write_portable_rank(prof, out: Path, rank: int, schedule: tuple[int, int, int], **info: object) -> None:
-    """Portable backend: torch.profiler's record in torch_npu's multi-rank layout (``profiler_info_<rank>.json``
-    with ``info``: world size, local batch, launch id)."""
-    from common.collect.torch_npu_layout import portable_profiler_info, write_torch_profile
-
-    wait, warmup, active = schedule
-    record = portable_profiler_info(wait, warmup, active)
-    record.update(info, process_group="gloo")
-    write_torch_profile(prof, out, wait + warmup, record, rank=rank)
+RANK_PROGRAM = Path(__file__).resolve().with_name("ddp_rank.py")  # torchrun's program: runs the lesson in a rank
+TRACES_DIR = "torch_traces"  # portable backend: where the ranks' torch.profiler traces go, before conversion
 
 
 # ===== The driver: validate ===================================================================
 
 
 def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Path) -> object:
-    """The driver's command line; ``--worker`` (with the hidden options after it) is how torchrun starts a rank."""
-    import argparse
-
-    hidden = argparse.SUPPRESS
+    """The driver's command line (``bash 04_pyTorch/run_ddp.sh ...``)."""
     parser = ArgumentParser(prog=prog, description=(doc or "").strip().splitlines()[0] if doc else None)
     parser.add_argument("nproc", nargs="?", default="2", help=f"ranks on this node, 1..{MAX_NPROC} (default 2)")
     parser.add_argument("devices", nargs="?", help="NPU ids, one per rank, comma-separated (default 0..nproc-1)")
@@ -160,16 +79,7 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
         action="store_true",
         help="install msprof-analyze if needed and check the cluster view against it",
     )
-    parser.add_argument("--worker", action="store_true", help=hidden)
-    parser.add_argument("--worker-out", help=hidden)
-    parser.add_argument("--launch-id", help=hidden)
-    parser.add_argument("--rank-devices", help=hidden)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.worker:  # written by the driver below: already valid
-        args.slow_rank = None if args.slow_rank in (None, "") else int(args.slow_rank)
-        args.slow_factor, args.timeout = int(args.slow_factor), float(args.timeout)
-        args.rank_devices = [int(d) for d in (args.rank_devices or "").split(",") if d] or None
-    return args
+    return parser.parse_args(sys.argv[1:] if argv is None else argv)
 
 
 def parse_nproc(text: str) -> int:
@@ -246,8 +156,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_argv(nproc: int, port: int, script: Path, worker_args: list[str]) -> list[str]:
-    """torchrun (``python -m torch.distributed.run``) on this node only, rendezvous on loopback."""
+def torchrun_argv(nproc: int, port: int, script: Path, script_args: list[str]) -> list[str]:
+    """torchrun (``python -m torch.distributed.run``) on this node only, rendezvous on loopback, starting
+    ``script script_args`` in every rank."""
     return [
         sys.executable,
         "-m",
@@ -265,16 +176,15 @@ def torchrun_argv(nproc: int, port: int, script: Path, worker_args: list[str]) -
         "--monitor-interval",
         "0.5",
         str(Path(script).resolve()),
-        "--worker",
-        *worker_args,
+        *script_args,
     ]
 
 
 def rank_env(backend: Backend, devices: list[int], root: Path) -> dict[str, str]:
     """The ranks' environment: loopback only, the repository on PYTHONPATH.
 
-    On the NPU every rank selects its own device (``torch.npu.set_device``, from ``--rank-devices``
-    and LOCAL_RANK); ASCEND_RT_VISIBLE_DEVICES is refused, as CANN does not support it while profiling.
+    On the NPU every rank selects its own device (``torch.npu.set_device``, from the lesson's
+    ``--devices`` and LOCAL_RANK); ASCEND_RT_VISIBLE_DEVICES is refused, as CANN does not support it while profiling.
     """
     env = dict(os.environ)
     env.update(MASTER_ADDR="127.0.0.1", PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])))
@@ -300,34 +210,35 @@ def read_statuses(out: Path, nproc: int) -> dict[int, dict]:
     return found
 
 
-def _ours(pid: int, script: Path) -> bool:
-    """Is ``pid`` still one of this run's ranks (not a recycled pid)?"""
+def _ours(pid: int, out: Path) -> bool:
+    """Is ``pid`` still one of this run's ranks (not a recycled pid): the rank program, with this run's status
+    folder on its command line?"""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return str(Path(script).resolve()).encode() in cmdline and b"--worker" in cmdline
+    return str(RANK_PROGRAM).encode() in cmdline and str(out / STATUS_DIR).encode() in cmdline
 
 
-def stop_leftovers(statuses: dict[int, dict], script: Path) -> list[int]:
+def stop_leftovers(statuses: dict[int, dict], out: Path) -> list[int]:
     """SIGKILL any rank process that outlived torchrun; returns the ranks that needed it."""
     killed = []
     for rank, status in statuses.items():
         pid = int(status.get("pid") or 0)
-        if pid and _ours(pid, script):
+        if pid and _ours(pid, out):
             os.kill(pid, signal.SIGKILL)
             killed.append(rank)
     deadline = time.monotonic() + 5
-    while any(_ours(int(s.get("pid") or 0), script) for s in statuses.values()) and time.monotonic() < deadline:
+    while any(_ours(int(s.get("pid") or 0), out) for s in statuses.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
     return killed
 
 
-def dump_stacks(out: Path, statuses: dict[int, dict], script: Path) -> dict[int, str]:
+def dump_stacks(out: Path, statuses: dict[int, dict]) -> dict[int, str]:
     """Ask every live rank for its Python stack (faulthandler on SIGUSR1); returns the text per rank."""
     for status in statuses.values():
         pid = int(status.get("pid") or 0)
-        if pid and _ours(pid, script):
+        if pid and _ours(pid, out):
             os.kill(pid, signal.SIGUSR1)
     time.sleep(1.0)
     return {
@@ -427,8 +338,9 @@ class RanksRun:
         return 0 if all(v.ok for v in verdicts) else 1
 
 
-def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple[int, int, int]) -> RanksRun:
-    """Validate, start ``plan.nproc`` copies of ``script --worker`` under torchrun, and supervise them.
+def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple[int, int, int]) -> RanksRun:
+    """Validate, start ``plan.nproc`` ranks of ``lesson`` under torchrun (each through :mod:`ddp_rank`),
+    supervise them and, on the portable backend, convert each rank's trace into torch_npu's layout.
 
     A run that does not finish is marked incomplete in run_info.json with the rank at fault and
     ends with one ``Error:`` line (``completed`` false); SIGINT / SIGTERM end the lab after that.
@@ -477,27 +389,35 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     )
 
     # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
-    worker_args = ["--worker-out", str(out), "--launch-id", uuid.uuid4().hex, "--slow-factor", str(plan.slow_factor),
-                   "--timeout", str(plan.timeout_s), "--rank-devices", ",".join(map(str, plan.devices))]
-    worker_args += ["--slow-rank", str(plan.slow_rank)] if plan.slow_rank is not None else []
-    worker_args += ["--fault", plan.fault] if plan.fault else []
-    worker_args += ["--workload", work.path] if work.path else []
+    launch_id = uuid.uuid4().hex
+    wait, warmup, _ = schedule
+    traces = out if backend.is_npu else out / TRACES_DIR  # torch_npu writes *_ascend_pt/ itself; else converted
+    # The lesson's own command line, as a user would type it after torchrun. Its process group waits
+    # longer than the driver, so a hang is diagnosed here (which rank, where) before gloo / HCCL give up.
+    lesson_args = ["--out", str(traces), "--devices", ",".join(map(str, plan.devices)) if backend.is_npu else "cpu",
+                   "--timeout", str(2 * plan.timeout_s + 60)]
+    if plan.slow_rank is not None:
+        lesson_args += ["--slow-rank", str(plan.slow_rank), "--slow-factor", str(plan.slow_factor)]
+    lesson_args += ["--model", work.path] if work.path else []
+    rank_args = ["--status-dir", str(out / STATUS_DIR)]
+    rank_args += ["--fault", plan.fault, "--fault-step", str(wait + warmup)] if plan.fault else []  # the first active
     env = rank_env(backend, plan.devices, mode_dir.parent)
     env["MSPROF_LAB_RUN_ID"] = record["run_id"]
     if backend.is_npu:  # CANN's logs of every rank into <out>/logs/ (runlogs.py)
         env.update(runlogs.npu_log_env(env, out))
-    argv = torchrun_argv(plan.nproc, free_port(), script, worker_args)
-    print(f"launching {plan.nproc} ranks: {' '.join(argv[1:7])} ... (rendezvous 127.0.0.1)", flush=True)
+    argv = torchrun_argv(plan.nproc, free_port(), RANK_PROGRAM, [*rank_args, str(Path(lesson).resolve()), *lesson_args])
+    print(f"launching {plan.nproc} ranks of {Path(lesson).name}: {' '.join(argv[1:7])} ... (rendezvous 127.0.0.1)",
+          flush=True)
     stacks: dict[int, str] = {}
     log = out / "torchrun.log"  # torchrun's stderr and the ranks' (warnings, tracebacks)
     app = launcher.run_command(
         argv, env, plan.timeout_s, grace_s=STOP_GRACE_S, stderr=log,
-        on_timeout=lambda: stacks.update(dump_stacks(out, read_statuses(out, plan.nproc), script)),
+        on_timeout=lambda: stacks.update(dump_stacks(out, read_statuses(out, plan.nproc))),
     )
     # run_info's exit_code: -1 when stopped at the timeout, 128+N when the lab got signal N, else torchrun's
     code = -1 if app.timed_out else app.lab_exit_code if app.stopped_by else app.exit_code
     statuses = read_statuses(out, plan.nproc)
-    killed = stop_leftovers(statuses, script)
+    killed = stop_leftovers(statuses, out)
     done = code == 0 and len(statuses) == plan.nproc and all(s.get("state") == "done" for s in statuses.values())
     if not done:
         if app.stopped_by:
@@ -512,6 +432,33 @@ def launch(args, script: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         print(f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
               f"(the ranks' output: {log})", file=sys.stderr)
         return RanksRun(out, record, plan, statuses, False, work)
+    if not backend.is_npu:
+        try:
+            convert_traces(traces, out, statuses, schedule, launch_id)
+        except LabError as err:
+            finish_run(out, record, exit_code=1, completed=False, failure={"rank": None, "reason": str(err)})
+            raise
     ranks = {r: {"local_batch": s["local_batch"], "params": s["params"]} for r, s in statuses.items()}
     finish_run(out, record, exit_code=0, completed=True, ranks=ranks)
     return RanksRun(out, record, plan, statuses, True, work)
+
+
+def convert_traces(traces: Path, out: Path, statuses: dict[int, dict], schedule: tuple[int, int, int],
+                   launch_id: str) -> list[Path]:
+    """Portable backend: each rank's torch.profiler trace (``<host>_rank<r>.<ns>.pt.trace.json``, as the lesson
+    names it) -> that rank's ``*_ascend_pt/`` under ``out``, in torch_npu's multi-rank layout."""
+    from common.collect.torch_npu_layout import portable_profiler_info
+    from common.collect.torch_trace import write_ascend_pt_from_trace
+
+    wait, warmup, active = schedule
+    written = []
+    for rank, status in sorted(statuses.items()):
+        found = sorted(traces.glob(f"*_rank{rank}.*.pt.trace.json"))
+        if len(found) != 1:
+            raise LabError(f"{traces}: {len(found)} torch.profiler traces of rank {rank} "
+                           f"(*_rank{rank}.*.pt.trace.json), expected 1", "run again into a fresh output folder")
+        info = portable_profiler_info(wait, warmup, active)
+        info.update(world_size=len(statuses), local_batch=status["local_batch"], launch_id=launch_id,
+                    process_group="gloo")
+        written.append(write_ascend_pt_from_trace(found[0], out, wait + warmup, info, rank=rank))
+    return written

@@ -1,0 +1,114 @@
+"""Mode 04's DDP lesson as a user takes it: ``ddp_with_profiler.py`` copied alone into an empty folder
+outside the repository, beside a model the lab has never seen, started with
+``python -m torch.distributed.run --nproc-per-node 2 ddp_with_profiler.py --model my_model.py --out prof``
+(gloo between two CPU processes): exit 0, and every rank's torch.profiler trace in ``prof/``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+LESSON = ROOT / "04_pyTorch" / "src" / "ddp_with_profiler.py"
+MAX_LINES = 150
+
+# Conv1d + LayerNorm + SiLU with a residual, and its own loss: nothing the lab ships.
+CONV_MODEL = '''
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(8, 8, 3, padding=1)
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(x + nn.functional.silu(self.norm(self.conv(x))))
+
+
+def build_model():
+    return Block()
+
+
+def make_input():
+    return torch.randn(6, 8, 16)
+
+
+def loss(output, x):
+    return (output - x[:, :4, :4].mean()).pow(2).mean()
+'''
+
+# A GRU that returns a tuple (output, hidden state), no loss(): the lesson's mean square of both.
+GRU_MODEL = '''
+import torch
+
+
+def build_model():
+    return torch.nn.GRU(12, 16, batch_first=True)
+
+
+def make_input():
+    return torch.randn(4, 5, 12)
+'''
+
+
+def launch(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """The copied lesson under torchrun, with the lab's Python and nothing of the lab on its path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(GLOO_SOCKET_IFNAME="lo", KINETO_LOG_LEVEL="5")  # gloo on loopback: nothing leaves this machine
+    cpu = ["--devices", "cpu"] if importlib.util.find_spec("torch_npu") else []  # an NPU environment: the CPU anyway
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            "ddp_with_profiler.py", "--out", "prof", *cpu, *args]
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "my_project"
+    folder.mkdir()
+    assert not folder.resolve().is_relative_to(ROOT.resolve())
+    shutil.copy2(LESSON, folder / LESSON.name)
+    return folder
+
+
+@pytest.mark.parametrize("model", [CONV_MODEL, GRU_MODEL, None],
+                         ids=["conv1d_layernorm_silu", "gru_no_loss", "tinymlp"])
+def test_the_copied_lesson_trains_on_two_ranks_and_writes_each_ranks_trace(project: Path, model: str | None) -> None:
+    args = []
+    if model is not None:
+        (project / "my_model.py").write_text(model)
+        args = ["--model", "my_model.py"]
+    proc = launch(project, *args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    traces = {rank: sorted((project / "prof").glob(f"*_rank{rank}.*.pt.trace.json")) for rank in (0, 1)}
+    assert all(len(found) == 1 for found in traces.values()), sorted(p.name for p in (project / "prof").iterdir())
+    for found in traces.values():
+        names = {e.get("name") for e in json.loads(found[0].read_text())["traceEvents"]}
+        assert {f"ProfilerStep#{n}" for n in range(4, 9)} <= names  # the 5 active steps of the schedule
+        assert "gloo:all_reduce" in names  # DDP's gradient all-reduce, between the two processes
+
+
+def test_a_missing_model_file_is_one_error_line(project: Path) -> None:
+    proc = subprocess.run([sys.executable, "ddp_with_profiler.py", "--model", "nope.py"], cwd=project,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if "error:" in line] == [
+        "ddp_with_profiler.py: error: --model nope.py: no such readable file"]
+
+
+def test_the_lesson_imports_nothing_of_the_lab_and_stays_short() -> None:
+    text = LESSON.read_text()
+    assert not re.search(r"^\s*(from|import) common", text, re.MULTILINE)
+    assert not re.search(r"^\s*(from|import) (model_with_profiler|dynamic_profile|sweep)\b", text, re.MULTILINE)
+    assert len(text.splitlines()) <= MAX_LINES
