@@ -1,13 +1,14 @@
-"""Run the offline model of each precision variant under a profiler and see what the Casts cost.
+"""Mode 03's run (``bash 03_api_pyAcl/run.sh``): each precision variant's offline model under a profiler, and
+what the Casts cost.
 
-What you will do: execute each variant's offline model 3 times to warm up and 20 times
-measured, profiled, from Python: with pyACL under ``msprof`` on an NPU (or in-process with
-``acl.prof``, option ``--acl-prof``), with ONNX Runtime's profiler anywhere else. Both write
-msprof's ``op_summary`` / ``op_statistic`` files; the report reads them back and compares the
-variants: Cast ops per execute, their share of op time, what the converter fused, accuracy
-against fp32. The model is the workload's (``--workload FILE``; TinyMLP by default).
+The lab launches the lesson ``03_api_pyAcl/src/infer.py`` on each variant's model, 3 warm-up and 20 measured
+executes: with pyACL under ``msprof`` on an NPU (or profiling itself with ``acl.prof``, option ``--acl-prof``),
+with ONNX Runtime's profiler anywhere else (its profile turned into msprof's ``op_summary`` / ``op_statistic``
+files here). The report reads them back and compares the variants: Cast ops per execute, their share of op
+time, what the converter fused, accuracy against fp32. The model is the workload's (``--workload FILE``;
+TinyMLP by default).
 
-What you will learn:
+What it shows:
 - the Cast ops you see come from the offline converter's precision policy, not from your model;
 - how to remove them (fp16 IO, or fp32 compute) and what each way costs in accuracy;
 - how to keep warm-up executes out of the measured window, and to check counts against the graph.
@@ -18,16 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
-
 import numpy as np
-from acl_worker import (find_export, measured_window_npu, output_paths, run_step, save_inputs, worker_argv,
-                        worker_main)
-from build_model import BuildRecord, graph_facts, variant_facts
-from graph_changes import COMPUTE_CHECK, flops_verdict
-from ort_profile import collect_portable, validate_portable
-from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
-from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
+
 
 from common.analyze import checks
 from common.cli.reports import write_own_report
@@ -37,39 +30,42 @@ from common.errors import LabError
 from common.formats import readers, writers
 from common.lesson import Lesson, main_of
 from common.render import text
+from common.modes.pyacl.acl_worker import (find_export, lesson_argv, measured_window_npu, read_outputs, run_step,
+                                           save_inputs)
+from common.modes.pyacl.build_model import BuildRecord, graph_facts, variant_facts
+from common.modes.pyacl.graph_changes import COMPUTE_CHECK, flops_verdict
+from common.modes.pyacl.ort_profile import collect_portable, validate_portable
+from common.modes.pyacl.variant_report import (VariantResult, explain, file_verdict, graph_count_verdict, render,
+                                               summary)
+from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants
 from common.verdict import Verdict
 from common.workload import Workload, compare_outputs, load_workload
-
-MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/; the run's files go to its prof_out/
 
 
 # --- 1. profile ------------------------------------------------------------------------------------
 def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend: Backend, device: int,
                 acl_prof: bool):
-    """pyACL under msprof: msprof starts the worker (this file, ``--worker``) and exports its CSVs.
+    """pyACL under msprof: msprof starts the lesson infer.py (``--om ... --no-acl-prof``) and exports its CSVs.
 
-    With ``--acl-prof`` the worker profiles itself (``acl_chain.run_om``): acl.prof.init right after
-    acl.init (before the model is loaded), create_config -> start after the warm-up, the measured
-    executes, then stop -> destroy_config, and finalize before acl.finalize. That leaves raw data
-    only, so ``msprof --export`` turns each PROF_* into CSVs.
+    With ``--acl-prof`` the lesson profiles itself (``--out <variant dir>``): acl.prof.init after the context
+    (before the model is loaded), create_config -> start after the warm-up, the measured executes, then
+    stop -> destroy_config, and finalize after the unload, before the context and device are released. That
+    leaves raw data only, so ``msprof --export`` turns each PROF_* into CSVs.
     """
     msprof = backend.tools["msprof"]
-    env_vars = select_device(backend, device)  # a logical id here; the worker selects it itself
-    output_npy = variant_dir / "output.npy"
+    env_vars = select_device(backend, device)  # a logical id here; the lesson selects it itself
+    om, output_npy = files.om_path(variant), variant_dir / "output.npy"
     inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))  # every input, in the variant's dtype
-    app = worker_argv(variant, files.om_path(variant), inputs, output_npy, device)
     if acl_prof:
-        run_step([*app, "--acl-prof", str(variant_dir)], env_vars, "the pyACL worker (acl.prof)")
+        run_step(lesson_argv(om, inputs, output_npy, device=device, out=variant_dir), env_vars,
+                 "the lesson infer.py (acl.prof)")
         for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
             run_step(npu_commands.msprof_export_argv(msprof, prof_dir), env_vars, "msprof --export")
     else:
+        app = lesson_argv(om, inputs, output_npy, device=device)
         run_step(npu_commands.msprof_argv(msprof, variant_dir, app), env_vars, "msprof")
     found = {name: find_export(variant_dir, name) for name in ("op_summary", "op_statistic")}
-    paths = output_paths(output_npy, len(files.output_names))
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        raise LabError(f"the pyACL worker saved no {', '.join(missing)} in {variant_dir}", "read its messages above")
-    return found, [np.load(p) for p in paths]
+    return found, read_outputs(variant, om, output_npy, len(files.output_names))
 
 
 # --- 2. check --------------------------------------------------------------------------------------
@@ -200,8 +196,6 @@ def validate(variants: list[Variant], files: ModelFiles, backend: Backend, devic
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:  # msprof started this process: be the pyACL program (acl_worker.py)
-        return worker_main(argv[1:])
     lesson = Lesson("pyacl", MODE_DIR, __doc__, output=False)
     lesson.parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
     lesson.parser.add_argument("--acl-prof", action="store_true", help="npu: collect with acl.prof, not msprof")
@@ -216,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         facts.update(validate(variants, files, backend, parse_device_id(args.device)))
 
     run = lesson.start(args=args, check=check,
-                       command=[sys.executable, __file__, *argv], variants=[v.name for v in variants],
+                       command=[sys.executable, "-m", "common.modes.pyacl", *argv], variants=[v.name for v in variants],
                        warmup_executes=WARMUP, measured_executes=MEASURED,
                        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
     reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported

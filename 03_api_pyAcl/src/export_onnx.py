@@ -1,0 +1,127 @@
+"""Export a PyTorch model to ONNX: the file ATC (on an NPU) and ONNX Runtime (anywhere) start from.
+
+What you will do: trace your model (``--model FILE``, else TinyMLP) on its input and write one ONNX file,
+    python export_onnx.py --model my_model.py --out model.onnx
+then, on an NPU, convert it offline with ATC into the ``model.om`` that infer.py runs with pyACL:
+    atc --model=model.onnx --framework=5 --output=model --soc_version=<npu-smi info's Name, e.g. Ascend910B3> \\
+        --input_shape=x:32,1024      # every input, name:dims, ';' between inputs (a:8,16;b:8,4)
+    # + --precision_mode=must_keep_origin_dtype to keep fp32 (ATC's default computes in fp16 and adds Casts)
+
+What you will learn:
+- an offline model is a frozen graph: shapes, dtypes and weights are fixed at export time, and where
+  forward() branches on a tensor's value the trace keeps the branch it took (the tracer warns there);
+- the graph's inputs and outputs are named here (forward()'s parameters; y, or y0, y1 ...): ATC's
+  --input_shape and every later tool refer to them by these names.
+"""
+
+import argparse
+import dataclasses
+import importlib.util
+import inspect
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+# Opset 17 writes GELU as its Erf formula, which ATC and ONNX Runtime both fuse back into one Gelu;
+# the single Gelu op (opset 20) is newer than what many CANN releases' ONNX parser accepts.
+OPSET = 17
+
+
+class TinyMLP(nn.Module):  # <- your model here, or pass --model FILE
+    def __init__(self, hidden=1024):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+# --- 1. the model and its input --------------------------------------------------------------------
+def load_model(path):
+    """(model, inputs): ``build_model()`` and ``make_input()`` of ``path``, else TinyMLP; seeds 0 and 1 fix both."""
+    if path is None:
+        torch.manual_seed(0)
+        return TinyMLP().eval(), (torch.randn(32, 1024, generator=torch.Generator().manual_seed(1)),)
+    sys.path.append(str(Path(path).resolve().parent))  # the model file may import its neighbours
+    spec = importlib.util.spec_from_file_location("user_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.build_model().eval()
+    torch.manual_seed(1)
+    x = module.make_input()
+    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def tensors(output):
+    """A model's output as a flat list of tensors: a tuple or list in order, a dict by its values, a
+    dataclass by its fields; None left out. ONNX has one graph output per tensor."""
+    if isinstance(output, (tuple, list)):
+        return [t for item in output for t in tensors(item)]
+    if isinstance(output, dict):
+        return [t for item in output.values() for t in tensors(item)]
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return [t for f in dataclasses.fields(output) for t in tensors(getattr(output, f.name))]
+    return [] if output is None else [output]
+
+
+class Flat(nn.Module):
+    """The model with its outputs as one flat tuple (the module under it keeps the name ``model``)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *x):
+        return tuple(tensors(self.model(*x)))
+
+
+# --- 2. the export ---------------------------------------------------------------------------------
+def export(model, inputs, out):
+    """Trace ``model`` on ``inputs`` and write ``out``; returns the graph's (input names, output names)."""
+    with torch.no_grad():
+        outputs = tensors(model(*inputs))
+    low = (torch.float16, torch.bfloat16)
+    if any(t.dtype in low for t in [*outputs, *model.parameters()]):  # an fp16 / bf16 model: an fp32 graph
+        model, inputs = model.float(), tuple(t.float() if t.is_floating_point() else t for t in inputs)
+    params = inspect.signature(model.forward).parameters.values()
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = names[:len(inputs)] if len(names) >= len(inputs) else [f"input_{i}" for i in range(len(inputs))]
+    outs = ["y"] if len(outputs) == 1 else [f"y{i}" for i in range(len(outputs))]
+    outs = [f"out_{name}" if name in names else name for name in outs]
+    # torch >= 2.5 has two exporters: the TorchScript one (dynamo=False) needs nothing beyond torch.
+    choice = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "the TorchScript exporter is deprecated"
+        warnings.simplefilter("always", torch.jit.TracerWarning)  # where the trace froze a value: see them all
+        torch.onnx.export(Flat(model).eval(), inputs, str(out), input_names=names, output_names=outs,
+                          opset_version=OPSET, **choice)  # no dynamic axes: ATC gets fixed shapes
+    return names, outs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a Python file defining build_model() and make_input() (default: TinyMLP)")
+    parser.add_argument("--out", type=Path, default=Path("model.onnx"), help="the ONNX file to write")
+    args = parser.parse_args(argv)
+    if args.model is not None and not Path(args.model).is_file():
+        parser.error(f"--model {args.model}: no such file")
+    model, inputs = load_model(args.model)
+    try:
+        names, outs = export(model, inputs, args.out)
+    except Exception as err:  # noqa: BLE001 (an op the exporter cannot write: one line, no traceback)
+        sys.exit(f"Error: torch.onnx.export failed: {str(err).strip().splitlines()[0] if str(err).strip() else err!r}")
+    import onnx  # the file, checked before any tool converts it
+
+    onnx.checker.check_model(str(args.out), full_check=True)
+    shapes = ";".join(f"{n}:{','.join(map(str, t.shape))}" for n, t in zip(names, inputs))
+    print(f"exported {args.out}: inputs {', '.join(names)}, outputs {', '.join(outs)} (ATC: --input_shape={shapes})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
