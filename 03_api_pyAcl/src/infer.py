@@ -4,9 +4,9 @@ What you will do: execute a model 3 times to warm up, then 20 times profiled, an
     python infer.py --om model.om --device 0   # NPU (model.om: see export_onnx.py): acl.prof's prof_out/PROF_*
     python infer.py --onnx model.onnx          # any machine: ONNX Runtime's prof_out/onnxruntime_profile_*.json
 What you will learn:
-- the pyACL chain in CANN's order, acl.prof inside it: init, device, context, prof.init, load, warm-up,
-  prof start, measured executes, prof stop, unload, prof.finalize, release: every return code checked;
-- why the warm-up executes stay out of the profile: the first ones pay one-off costs (memory, caches).
+- the pyACL chain in CANN's order, acl.prof inside it: init, device, context, prof.init, load, warm-up, prof
+  start, measured executes, prof stop, unload, prof.finalize, release: every return code checked;
+- why warm-up executes stay out of the profile: the first ones pay one-off costs (memory, caches).
 """
 
 import argparse
@@ -31,8 +31,7 @@ def handle(call, value):  # a call that creates something returns a handle, 0 / 
 def release(undo, call, fn, *args):  # registered once acquired: ``undo`` runs them last first, on every path
     undo.callback(lambda: check(call, fn(*args) or 0))  # a release that returns nothing counts as done
 
-def device_dataset(acl, undo, sizes):
-    """Device memory per size, each in a data buffer, all in one dataset: what acl.mdl.execute takes."""
+def device_dataset(acl, undo, sizes):  # device memory per size, each in a data buffer, all in one dataset
     dataset, pointers = handle("acl.mdl.create_dataset", acl.mdl.create_dataset()), []
     release(undo, "acl.mdl.destroy_dataset", acl.mdl.destroy_dataset, dataset)  # its buffers stay: each their own
     for size in sizes:
@@ -73,18 +72,19 @@ def run_om(acl, om, device, feeds, warmup, measured, prof_dir=None, acl_config=N
         for i in range(acl.mdl.get_num_outputs(desc)):
             dims, ret = acl.mdl.get_output_dims(desc, i)
             check(f"acl.mdl.get_output_dims({i})", ret)
-            dtype = ACL_DTYPES[acl.mdl.get_output_data_type(desc, i)]
-            outputs.append((acl.mdl.get_output_size_by_index(desc, i), tuple(dims["dims"]), dtype))
+            code, size = acl.mdl.get_output_data_type(desc, i), acl.mdl.get_output_size_by_index(desc, i)
+            if code not in ACL_DTYPES or size <= 0 or np.prod(dims["dims"]) * ACL_DTYPES[code]().itemsize != size:
+                raise RuntimeError(f"{om}: output {i} has dims {dims['dims']}, aclDataType {code}, {size} bytes")
+            outputs.append((size, tuple(dims["dims"]), ACL_DTYPES[code]))
         inputs, in_ptrs = device_dataset(acl, undo, sizes)
         results, out_ptrs = device_dataset(acl, undo, [size for size, _, _ in outputs])
-        for i, (ptr, feed) in enumerate(zip(in_ptrs, feeds)):
-            data = np.ascontiguousarray(feed).tobytes()  # alive until the (synchronous) copy returns
-            check(f"acl.rt.memcpy(host->device, input {i})",
-                  acl.rt.memcpy(ptr, len(data), acl.util.bytes_to_ptr(data), len(data), HOST_TO_DEVICE))
-        with contextlib.ExitStack() as measuring:  # prof.stop + destroy_config right after the last execute
+        for ptr, feed in zip(in_ptrs, feeds):
+            raw = np.ascontiguousarray(feed).tobytes()  # kept until the (synchronous) copy returns
+            check("acl.rt.memcpy", acl.rt.memcpy(ptr, len(raw), acl.util.bytes_to_ptr(raw), len(raw), HOST_TO_DEVICE))
+        with contextlib.ExitStack() as measuring:  # prof.stop, destroy_config: right after the last execute
             for n in range(warmup + measured):
                 if n == warmup and prof_dir:  # after the warm-up executes: only the measured ones are recorded
-                    config = handle("acl.prof.create_config",
+                    config = handle("acl.prof.create_config",  # 0: no AI Core events
                                     acl.prof.create_config([device], PIPE_UTILIZATION, 0, PROF_FLAGS))
                     release(measuring, "acl.prof.destroy_config", acl.prof.destroy_config, config)
                     check("acl.prof.start", acl.prof.start(config))
@@ -108,11 +108,10 @@ def run_onnx(path, feeds, warmup, measured, out, threads=0):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as built: the file's nodes run
     options.intra_op_num_threads = threads  # 0: ONNX Runtime's default
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    types = {"tensor(float)": np.float32, "tensor(float16)": np.float16}  # other inputs: int64 (token ids ...)
-    feeds = dict(zip([i.name for i in session.get_inputs()], feeds or [
-        np.zeros(i.shape, types.get(i.type, np.int64)) for i in session.get_inputs()]))
+    inputs, types = session.get_inputs(), {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+    feeds = feeds or [np.zeros(i.shape, types.get(i.type, np.int64)) for i in inputs]  # none given: zeros
     for _ in range(warmup + measured):
-        outputs = session.run(None, feeds)
+        outputs = session.run(None, dict(zip([i.name for i in inputs], feeds)))
     print(f"ONNX Runtime profile: {session.end_profiling()} (ts: us after {session.get_profiling_start_time_ns()} ns)")
     return outputs
 

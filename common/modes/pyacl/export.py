@@ -105,7 +105,7 @@ def export(files: ModelFiles) -> Path:
 def _reason(text: str, most: int = 240) -> str:
     """The exporter's message without the traced graph it appends (``[Caused by the value ...``), at most
     ``most`` characters."""
-    text = text.split("[Caused by")[0].strip()
+    text = text.split("[Caused by")[0].strip().strip("\"'")  # a message some exporter errors quote
     return text if len(text) <= most else text[:most - 3].rstrip() + "..."
 
 
