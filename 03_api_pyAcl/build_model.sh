@@ -7,4 +7,4 @@ set -euo pipefail
 MODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONPATH="$(dirname "$MODE_DIR")${PYTHONPATH:+:$PYTHONPATH}"  # keep CANN's pyACL (set_env.sh) importable
 source "$(dirname "$MODE_DIR")/common/lab_python.sh" pyacl  # sets PYTHON: $PYTHON, else the lab's .nox environment
-exec "$PYTHON" "$MODE_DIR/src/build_model.py" "$@"
+exec "$PYTHON" -m common.modes.pyacl.build_model "$@"

@@ -226,46 +226,6 @@ class MsprofInterface:
         self.call("aclprofFinalize")
 
 
-class PyaclProfInterface:
-    """:class:`MsprofInterface`'s methods over pyACL's ``acl.prof`` module, for a program that already drives the
-    runtime through pyACL (mode 03's worker): the same aclprof* calls, with pyACL's argument order; every return
-    code checked, a NULL config refused."""
-
-    def __init__(self, acl: Any) -> None:
-        self.acl = acl
-
-    @staticmethod
-    def _check(call: str, code: int) -> None:
-        if code != 0:
-            raise ProfilingError(f"acl.prof.{call} returned aclError {code}",
-                                 "see the plog under $HOME/ascend/log (ASCEND_PROCESS_LOG_PATH when set)")
-
-    def init(self, result_path: str) -> None:
-        self._check("init", self.acl.prof.init(result_path))
-
-    def create_config(self, device_ids: Iterable[int], metric: AicoreMetrics,
-                      types: Iterable[ProfileType] | ProfileType | None = None) -> Any:
-        flags = profile_flags(types)
-        ids = [int(d) for d in device_ids]
-        config = self.acl.prof.create_config(ids, int(metric), 0, flags)  # 0: no AI Core events
-        if not config:
-            raise ProfilingError(f"acl.prof.create_config returned a null handle for devices {ids}",
-                                 "check the device ids are this process's logical devices")
-        return config
-
-    def start(self, config: Any) -> None:
-        self._check("start", self.acl.prof.start(config))
-
-    def stop(self, config: Any) -> None:
-        self._check("stop", self.acl.prof.stop(config))
-
-    def destroy_config(self, config: Any) -> None:
-        self._check("destroy_config", self.acl.prof.destroy_config(config))
-
-    def finalize(self) -> None:
-        self._check("finalize", self.acl.prof.finalize())
-
-
 def load_library(library: Any) -> Any:
     """A loaded library as it is; a name or path through ``ctypes.CDLL``, a failure as one clear line."""
     if not isinstance(library, (str, os.PathLike)):
@@ -332,7 +292,7 @@ class Profiler:
 
     ``result_path``: where runs are written. Without one, a temporary folder is made at ``start``
     and :meth:`cleanup` removes it (only that folder, only when it made it). ``interface``: the
-    aclprof* calls (:class:`MsprofInterface`, :class:`PyaclProfInterface`, pyasc's); found on the
+    aclprof* calls (:class:`MsprofInterface`, pyasc's); found on the
     npu backend when not given, none on the portable one (nothing is collected there).
 
     Beyond pyasc's names: :meth:`init` and :meth:`finalize` split the session from the collection,

@@ -1,268 +1,149 @@
-"""Run the offline model of each precision variant under a profiler and see what the Casts cost.
+"""Run an offline model under a profiler: pyACL on an Ascend NPU, ONNX Runtime on any machine.
 
-What you will do: execute each variant's offline model 3 times to warm up and 20 times
-measured, profiled, from Python: with pyACL under ``msprof`` on an NPU (or in-process with
-``acl.prof``, option ``--acl-prof``), with ONNX Runtime's profiler anywhere else. Both write
-msprof's ``op_summary`` / ``op_statistic`` files; the report reads them back and compares the
-variants: Cast ops per execute, their share of op time, what the converter fused, accuracy
-against fp32. The model is the workload's (``--workload FILE``; TinyMLP by default).
-
+What you will do: execute a model 3 times to warm up, then 20 times profiled, and keep what the profiler wrote:
+    python infer.py --om model.om --device 0   # NPU (model.om: see export_onnx.py): acl.prof's prof_out/PROF_*
+    python infer.py --onnx model.onnx          # any machine: ONNX Runtime's prof_out/onnxruntime_profile_*.json
 What you will learn:
-- the Cast ops you see come from the offline converter's precision policy, not from your model;
-- how to remove them (fp16 IO, or fp32 compute) and what each way costs in accuracy;
-- how to keep warm-up executes out of the measured window, and to check counts against the graph.
+- the pyACL chain in CANN's order, acl.prof inside it: init, device, context, prof.init, load, warm-up, prof
+  start, measured executes, prof stop, unload, prof.finalize, release: every return code checked;
+- why warm-up executes stay out of the profile: the first ones pay one-off costs (memory, caches).
 """
 
-from __future__ import annotations
-
+import argparse
+import contextlib
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
-
 import numpy as np
-from acl_worker import (find_export, measured_window_npu, output_paths, run_step, save_inputs, worker_argv,
-                        worker_main)
-from build_model import BuildRecord, graph_facts, variant_facts
-from graph_changes import COMPUTE_CHECK, flops_verdict
-from ort_profile import collect_portable, validate_portable
-from variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
-from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, parse_variants
 
-from common.analyze import checks
-from common.cli.reports import write_own_report
-from common.backend import Backend, detect, parse_device_id, select_device
-from common.collect import npu_commands
-from common.errors import LabError
-from common.formats import readers, writers
-from common.lesson import Lesson, main_of
-from common.render import text
-from common.verdict import Verdict
-from common.workload import Workload, compare_outputs, load_workload
+ACL_DTYPES = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
+              8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_}  # aclDataType -> numpy
+HUGE_FIRST, HOST_TO_DEVICE, DEVICE_TO_HOST = 0, 1, 2  # aclrtMemMallocPolicy, aclrtMemcpyKind
+PIPE_UTILIZATION, PROF_FLAGS = 1, 0x1 | 0x2 | 0x4 | 0x8  # aclprof: PipeUtilization, ACL_API|TASK_TIME|AICORE|AICPU
 
-MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/; the run's files go to its prof_out/
+def check(call, ret):  # every pyACL call returns 0 (ACL_SUCCESS) or an aclError code: name the call and the code
+    if ret != 0:
+        raise RuntimeError(f"{call} failed with ACL error {ret}")
 
+def handle(call, value):  # a call that creates something returns a handle, 0 / None when it failed
+    return value or check(call, "(a null handle)")
 
-# --- 1. profile ------------------------------------------------------------------------------------
-def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend: Backend, device: int,
-                acl_prof: bool):
-    """pyACL under msprof: msprof starts the worker (this file, ``--worker``) and exports its CSVs.
+def release(undo, call, fn, *args):  # registered once acquired: ``undo`` runs them last first, on every path
+    undo.callback(lambda: check(call, fn(*args) or 0))  # a release that returns nothing counts as done
 
-    With ``--acl-prof`` the worker profiles itself (``acl_chain.run_om``): acl.prof.init right after
-    acl.init (before the model is loaded), create_config -> start after the warm-up, the measured
-    executes, then stop -> destroy_config, and finalize before acl.finalize. That leaves raw data
-    only, so ``msprof --export`` turns each PROF_* into CSVs.
-    """
-    msprof = backend.tools["msprof"]
-    env_vars = select_device(backend, device)  # a logical id here; the worker selects it itself
-    output_npy = variant_dir / "output.npy"
-    inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))  # every input, in the variant's dtype
-    app = worker_argv(variant, files.om_path(variant), inputs, output_npy, device)
-    if acl_prof:
-        run_step([*app, "--acl-prof", str(variant_dir)], env_vars, "the pyACL worker (acl.prof)")
-        for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
-            run_step(npu_commands.msprof_export_argv(msprof, prof_dir), env_vars, "msprof --export")
-    else:
-        run_step(npu_commands.msprof_argv(msprof, variant_dir, app), env_vars, "msprof")
-    found = {name: find_export(variant_dir, name) for name in ("op_summary", "op_statistic")}
-    paths = output_paths(output_npy, len(files.output_names))
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        raise LabError(f"the pyACL worker saved no {', '.join(missing)} in {variant_dir}", "read its messages above")
-    return found, [np.load(p) for p in paths]
+def device_dataset(acl, undo, sizes):  # device memory per size, each in a data buffer, all in one dataset
+    dataset, pointers = handle("acl.mdl.create_dataset", acl.mdl.create_dataset()), []
+    release(undo, "acl.mdl.destroy_dataset", acl.mdl.destroy_dataset, dataset)  # its buffers stay: each their own
+    for size in sizes:
+        ptr, ret = acl.rt.malloc(size, HUGE_FIRST)
+        check("acl.rt.malloc", ret)
+        release(undo, "acl.rt.free", acl.rt.free, ptr)
+        buffer = handle("acl.create_data_buffer", acl.create_data_buffer(ptr, size))
+        release(undo, "acl.destroy_data_buffer", acl.destroy_data_buffer, buffer)
+        check("acl.mdl.add_dataset_buffer", acl.mdl.add_dataset_buffer(dataset, buffer)[1])
+        pointers.append(ptr)
+    return dataset, pointers
 
+# --- 1. the pyACL chain (an NPU) -----------------------------------------------------------------
+def run_om(acl, om, device, feeds, warmup, measured, prof_dir=None, acl_config=None):
+    """Execute ``om`` on logical device ``device`` (``feeds``: an array per input; None: zeros); its outputs."""
+    with contextlib.ExitStack() as undo:
+        check("acl.init", acl.init(str(acl_config)) if acl_config else acl.init())  # a JSON config: e.g. a dump
+        release(undo, "acl.finalize", acl.finalize)
+        check("acl.rt.set_device", acl.rt.set_device(device))  # the program selects its device; msprof follows
+        release(undo, "acl.rt.reset_device", acl.rt.reset_device, device)
+        context, ret = acl.rt.create_context(device)
+        check("acl.rt.create_context", ret)
+        release(undo, "acl.rt.destroy_context", acl.rt.destroy_context, context)
+        if prof_dir:  # after the context, before the load: so prof.finalize comes after the unload
+            check("acl.prof.init", acl.prof.init(str(prof_dir)))
+            release(undo, "acl.prof.finalize", acl.prof.finalize)
+        model_id, ret = acl.mdl.load_from_file(str(om))
+        check(f"acl.mdl.load_from_file({om})", ret)
+        release(undo, "acl.mdl.unload", acl.mdl.unload, model_id)
+        desc = handle("acl.mdl.create_desc", acl.mdl.create_desc())  # the model's IO: ATC fixed every size
+        release(undo, "acl.mdl.destroy_desc", acl.mdl.destroy_desc, desc)
+        check("acl.mdl.get_desc", acl.mdl.get_desc(desc, model_id))
+        sizes = [acl.mdl.get_input_size_by_index(desc, i) for i in range(acl.mdl.get_num_inputs(desc))]
+        feeds = [np.zeros(size, np.uint8) for size in sizes] if feeds is None else feeds
+        if sizes != [feed.nbytes for feed in feeds]:
+            raise RuntimeError(f"{om} takes inputs of {sizes} bytes, the inputs given have {[f.nbytes for f in feeds]}")
+        outputs = []  # (bytes, dims, dtype) per output
+        for i in range(acl.mdl.get_num_outputs(desc)):
+            dims, ret = acl.mdl.get_output_dims(desc, i)
+            check(f"acl.mdl.get_output_dims({i})", ret)
+            code, size = acl.mdl.get_output_data_type(desc, i), acl.mdl.get_output_size_by_index(desc, i)
+            if code not in ACL_DTYPES or size <= 0 or np.prod(dims["dims"]) * ACL_DTYPES[code]().itemsize != size:
+                raise RuntimeError(f"{om}: output {i} has dims {dims['dims']}, aclDataType {code}, {size} bytes")
+            outputs.append((size, tuple(dims["dims"]), ACL_DTYPES[code]))
+        inputs, in_ptrs = device_dataset(acl, undo, sizes)
+        results, out_ptrs = device_dataset(acl, undo, [size for size, _, _ in outputs])
+        for ptr, feed in zip(in_ptrs, feeds):
+            raw = np.ascontiguousarray(feed).tobytes()  # kept until the (synchronous) copy returns
+            check("acl.rt.memcpy", acl.rt.memcpy(ptr, len(raw), acl.util.bytes_to_ptr(raw), len(raw), HOST_TO_DEVICE))
+        with contextlib.ExitStack() as measuring:  # prof.stop, destroy_config: right after the last execute
+            for n in range(warmup + measured):
+                if n == warmup and prof_dir:  # after the warm-up executes: only the measured ones are recorded
+                    config = handle("acl.prof.create_config",  # 0: no AI Core events
+                                    acl.prof.create_config([device], PIPE_UTILIZATION, 0, PROF_FLAGS))
+                    release(measuring, "acl.prof.destroy_config", acl.prof.destroy_config, config)
+                    check("acl.prof.start", acl.prof.start(config))
+                    release(measuring, "acl.prof.stop", acl.prof.stop, config)
+                check("acl.mdl.execute", acl.mdl.execute(model_id, inputs, results))
+        arrays = []  # each output copied back: host memory, device -> host, as numpy
+        for (size, dims, dtype), ptr in zip(outputs, out_ptrs):
+            host, ret = acl.rt.malloc_host(size)
+            check("acl.rt.malloc_host", ret)
+            release(undo, "acl.rt.free_host", acl.rt.free_host, host)
+            check("acl.rt.memcpy(device->host)", acl.rt.memcpy(host, size, ptr, size, DEVICE_TO_HOST))
+            arrays.append(np.frombuffer(acl.util.ptr_to_bytes(host, size), dtype).reshape(dims).copy())
+        return arrays
 
-# --- 2. check --------------------------------------------------------------------------------------
-# Accuracy against the fp32 reference, per output. Rounding error grows with the values computed,
-# so the bound is relative to the output's own scale (max |reference|): the same check holds for
-# outputs of ~0.1 (TinyMLP) and of ~100. fp16 keeps 11 significant bits (~3 decimal digits) and
-# every layer sums many rounded products, so an fp16 path agrees in direction (cosine), not digit
-# by digit; 0.999 is the usual acceptance line for fp16 inference.
-COSINE_MIN = 0.999
-FP16_REL_TOL = 2e-2  # 2^-11 ~ 4.9e-4 per rounding, compounded over layers, norms and softmax: 2% of the
-# scale is far above that and far below a wrong op, which moves an output by its own size
-FP32_REL_TOL = 1e-3  # an NPU's fp32 MatMul may sum in another order, or in HF32 where --allow_hf32 enables it
-FP16_ABS_FLOOR = 1e-5  # an output of scale ~0 still meets fp16's spacing near 0.01 (2^-17 ~ 7.6e-6)
-FP32_ABS_FLOOR = 1e-6
+# --- 2. ONNX Runtime with its profiler (any machine) -----------------------------------------------
+def run_onnx(path, feeds, warmup, measured, out, threads=0):
+    """Its profile starts with the session, warm-up included: one ``model_run`` event spans each run."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.enable_profiling, options.profile_file_prefix = True, str(Path(out) / "onnxruntime_profile")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as built: the file's nodes run
+    options.intra_op_num_threads = threads  # 0: ONNX Runtime's default
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    inputs, types = session.get_inputs(), {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+    feeds = feeds or [np.zeros(i.shape, types.get(i.type, np.int64)) for i in inputs]  # none given: zeros
+    for _ in range(warmup + measured):
+        outputs = session.run(None, dict(zip([i.name for i in inputs], feeds)))
+    print(f"ONNX Runtime profile: {session.end_profiling()} (ts: us after {session.get_profiling_start_time_ns()} ns)")
+    return outputs
 
-
-def tolerance(variant: Variant, scale: float) -> float:
-    """Max abs diff allowed for an output whose largest reference magnitude is ``scale``."""
-    if variant.fp16_compute:
-        return FP16_REL_TOL * scale + FP16_ABS_FLOOR
-    return FP32_REL_TOL * scale + FP32_ABS_FLOOR
-
-
-def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], reference) -> list[dict]:
-    """Per output: max/mean abs diff and cosine against the reference, its scale and its tolerance."""
-    if len(outputs) != len(reference):
-        raise LabError(f"the model gave {len(outputs)} outputs, the workload's reference has {len(reference)}",
-                       f"rebuild the model: {BUILD}")
-    rows = []
-    for name, out, ref in zip(files.output_names, outputs, reference):
-        scale = float(np.abs(ref).max()) if ref.size else 0.0
-        rows.append({"name": name, **compare_outputs(out.astype(np.float32), ref), "scale": scale,
-                     "tol": tolerance(variant, scale), "cosine_min": COSINE_MIN})
-    return rows
-
-
-def output_verdicts(result: VariantResult) -> list[Verdict]:
-    name, several = result.variant.name, len(result.outputs) > 1
-    rel, floor = (FP16_REL_TOL, FP16_ABS_FLOOR) if result.variant.fp16_compute else (FP32_REL_TOL, FP32_ABS_FLOOR)
-    verdicts = []
-    for o in result.outputs:
-        v = checks.check_output(o, f"{name}, output {o['name']}" if several else name, o["tol"], COSINE_MIN)
-        per_op = "" if v.ok else "; which op diverges first: nox -s precision -- <device> (docs/precision.md)"
-        verdicts.append(Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} "
-                                              f"+ {floor:g}{per_op}"))
-    return verdicts
-
-
-def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
-    """The Cast lesson, as the workload declares it (TinyMLP: matmul on top, Casts only from the policy)."""
-    name, casts = result.variant.name, result.per_execute("Cast")
-    family, share = result.top_family()
-    measured = f"measured: {family} on top ({100 * share:.1f}%), {casts:g} Cast per execute"
-    top, cast = work.expectations.get("top_family"), work.expectations.get("cast_on_03_default")
-    not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
-    verdicts = [checks.check_top_family(result.stats, top, name) if top else
-                not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")]
-    if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
-        verdicts.append(not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; "
-                                       f"{measured}") if cast is None else
-                        Verdict(f"Cast {'present' if cast else 'absent'} (default)", (casts > 0) == cast,
-                                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time"))
-    if name == "fp32":  # the model's own dtype: no precision change, so no Cast
-        verdicts.append(not_applicable("Cast absent (fp32)", f"{work.not_applicable('cast_on_03_default')}; "
-                                       f"{measured}") if cast is None else
-                        Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
-    return verdicts
-
-
-def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[Verdict]:
-    return [
-        file_verdict(result.variant, result.files, npu),
-        Verdict(f"measured window ({result.variant.name})", result.window_ok, result.window),
-        graph_count_verdict(result),  # what ran, against the graph the runtime built and ran
-        *lesson_verdicts(result, work),
-        *output_verdicts(result),
-    ]
-
-
-# --- 3. read ---------------------------------------------------------------------------------------
-def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool,
-                     reference, built: tuple) -> VariantResult:
-    """Profile one variant, read the files back strictly, cut the measured window; ``built``: its built graph's
-    ops by type and the converter's changes (build_model.variant_facts)."""
-    raw = None
-    if run.npu:
-        found, outputs = profile_npu(variant, files, variant_dir, run.backend, run.device, acl_prof)
-    else:  # the portable window is cut while converting ORT's profile (ort_profile.measured_events)
-        found, outputs, raw, window, window_ok = collect_portable(variant, files, variant_dir, run.info.get("threads"))
-    graph, changes = built
-    tasks = readers.read_op_summary(found["op_summary"])
-    readers.read_op_statistic(found["op_statistic"])  # strict reader: a damaged file stops here
-    if run.npu:  # msprof saw the warm-up executes too (acl.prof did not): cut them by execute
-        tasks, window, window_ok = measured_window_npu(tasks, acl_prof)
-    metrics = compare_outputs([o.astype(np.float32) for o in outputs], reference)
-    return VariantResult(variant, tasks, writers.aggregate_op_statistic(tasks), graph, metrics,
-                         accuracy(variant, files, outputs, reference), found, window, window_ok, raw, changes)
-
-
-# --- 4. interpret ---------------------------------------------------------------------------------
-def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True,
-              tiny_mlp: bool = True) -> str:
-    """The variants side by side, then what the numbers say about the Casts (variant_report.explain).
-
-    Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
-    moves the input conversion to the caller; ``fp32`` has no Cast and the reference's accuracy.
-    Cast share is the time they cost; the accuracy columns are what removing them costs instead;
-    the fusions column names what the converter changed in the exported graph.
-    """
-    return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs, tiny_mlp)])
-
-
-def validate(variants: list[Variant], files: ModelFiles, backend: Backend, device: int) -> dict:
-    """Everything a user can get wrong is checked before prof_out/ is touched; returns the graph facts the
-    checks use (build_model.graph_facts): the build's own when its record vouches for every file, byte for
-    byte, else read from the files, each loaded and checked (missing, corrupt, built for another workload)."""
-    if backend.is_npu:
-        for variant in variants:
-            if not files.om_path(variant).is_file():
-                raise LabError(f"model file {files.om_path(variant)} not found", f"build it first: {BUILD}")
-            files.check_record(files.om_path(variant), files.read_om_record(variant))
-    facts = BuildRecord(files, variants, backend, device).facts or graph_facts(files, variants, backend.is_npu)
-    if not backend.is_npu:
-        for variant in variants:
-            validate_portable(variant, files)  # a session opens on it and takes the workload's inputs
-    return facts
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:  # msprof started this process: be the pyACL program (acl_worker.py)
-        return worker_main(argv[1:])
-    lesson = Lesson("pyacl", MODE_DIR, __doc__, output=False)
-    lesson.parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
-    lesson.parser.add_argument("--acl-prof", action="store_true", help="npu: collect with acl.prof, not msprof")
-    args = lesson.parse(argv)  # the harness adds --workload FILE and --threads N
-    variants = parse_variants(args.variant)
-    # Loaded once (load_workload keeps it by file content): start() gets the same one and records it.
-    files = ModelFiles(load_workload(args.workload))
-    npu = detect().is_npu
-    facts: dict = {}
-
-    def check(backend: Backend) -> None:
-        facts.update(validate(variants, files, backend, parse_device_id(args.device)))
-
-    run = lesson.start(args=args, check=check,
-                       command=[sys.executable, __file__, *argv], variants=[v.name for v in variants],
-                       warmup_executes=WARMUP, measured_executes=MEASURED,
-                       collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
-    reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
-    # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
-    exported = facts["exported"]
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument("--om", type=Path, help="an offline model ATC built: pyACL on an Ascend NPU")
+    model.add_argument("--onnx", type=Path, help="an ONNX file: ONNX Runtime, on any machine")
+    parser.add_argument("--device", type=int, default=0, help="logical NPU id (acl.rt.set_device)")
+    parser.add_argument("--out", type=Path, default=Path("prof_out"), help="where the profiler writes")
+    parser.add_argument("--inputs", type=Path, help=".npz of the arrays to feed, in input order (default: zeros)")
+    parser.add_argument("--save-output", type=Path, help="output 0 to this .npy, output i to <name>_i.npy")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--measured", type=int, default=20)
+    parser.add_argument("--no-acl-prof", action="store_true", help="no acl.prof: msprof wraps this program")
+    parser.add_argument("--acl-config", type=Path, help="a JSON file for acl.init (e.g. a dump block)")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime's intra-op threads (0: its default)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
     try:
-        flops = files.workload.forward_flops()
-    except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
-        verdicts: list[Verdict] = [checks.not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could "
-                                                         f"not be counted ({type(err).__name__}: {err})"[:300])]
-    else:
-        verdicts = [flops_verdict(flops, exported["flops"], exported["unknown"])]
-    if frozen := exported["frozen"]:  # the trace kept these values as constants
-        verdicts.append(checks.not_applicable(
-            "the exported graph holds for other inputs (03)",
-            f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
-            f"{f' and {len(frozen) - 3} more' if len(frozen) > 3 else ''}; the graph keeps them as constants: a "
-            "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
-            "this input only (03 profiles the path this input takes)"))
-    results: dict[str, VariantResult] = {}
-    code = 1
-    try:
-        for variant in variants:
-            (run.out / variant.name).mkdir()
-            print(f"[{variant.name}] {variant.summary}", flush=True)
-            results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
-                                                     reference, variant_facts(facts, variant))
-            verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
-        body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
-        print(body)
-        print(text.render_verdicts(verdicts))
-        integrity_text, written, integrity = write_own_report(run.out, f"msprof lab report: {run.out}", body,
-                                                              verdicts)
-        print(integrity_text, *written, sep="\n")
-        code = 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
-    finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
-        models = {v.name: files.model_path(v, run.npu) for v in variants}
-        run.finish(completed=len(results) == len(variants), exit_code=code,
-                   results=summary(results, run.out, run.npu, models),
-                   verdicts_passed=bool(verdicts) and code == 0,
-                   failed_checks=[v.name for v in verdicts if not v.ok],
-                   compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
-                                   "detail": verdicts[0].detail} if verdicts else None))
-    print(f"Output: {run.out}")
-    return code
-
+        feeds = list(np.load(args.inputs).values()) if args.inputs else None  # arr_0, arr_1 ...: input order
+        if args.om:
+            import acl  # pyACL ships with CANN: its set_env.sh puts it on PYTHONPATH
+            outputs = run_om(acl, args.om, args.device, feeds, args.warmup, args.measured,
+                             None if args.no_acl_prof else args.out.resolve(), args.acl_config)
+        else:
+            outputs = run_onnx(args.onnx, feeds, args.warmup, args.measured, args.out, args.threads)
+    except Exception as err:  # noqa: BLE001 (a failed call, a file the runtime refuses: one line, no traceback)
+        sys.exit(f"Error: {err}")
+    for i, out in enumerate(outputs if args.save_output else []):
+        np.save(args.save_output.with_name(f"{args.save_output.stem}_{i}.npy") if i else args.save_output, out)
+    return 0
 
 if __name__ == "__main__":
-    main_of(main)
+    sys.exit(main())

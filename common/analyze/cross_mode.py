@@ -41,8 +41,8 @@ MODES = [
 ]
 PYACL_DEFAULT = "default"  # the variant that follows ATC's default precision policy (Casts expected)
 # 03 records each variant's accuracy per output in run_info with the tolerance its own rule gave
-# (infer.py: relative to the output's scale) and the scale it used; agree checks that scale against the
-# workload's reference and applies the recorded tolerance.
+# (common/modes/pyacl/run.py: relative to the output's scale) and the scale it used; agree checks that
+# scale against the workload's reference and applies the recorded tolerance.
 WORKLOAD_MODES = ("01", "03", "04")  # the modes that profile the workload; 02 profiles a kernel of its own
 
 

@@ -37,14 +37,15 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     from common.backend import parse_device_id
     from common.collect import precision as collect
     from common.collect import runlogs
+    from common.modes.pyacl import precision as mode03
     from common.render.precision import precision_html, precision_text
     from common.workload import load_workload
 
     out_dir = check_output_dir(Path(out) if out else DEFAULT_OUT)  # before the work: a bad --out stops here
     work = load_workload(workload_file)
     npu = _is_npu()
-    files_03 = None if torch_only else collect.mode03_files(work, npu)  # missing 03 models: one line, now
-    if npu:  # CANN's logs (torch_npu here, the pyACL worker) and 03's dump go into the output folder: made now
+    files_03 = None if torch_only else mode03.mode03_files(work, npu)  # missing 03 models: one line, now
+    if npu:  # CANN's logs (torch_npu here, the lesson infer.py) and 03's dump go into the output folder: made now
         out_dir = prepare_output_dir(out_dir)
         runlogs.use_run_logs(True, out_dir, {})
     device, banner = _device(device_id)
@@ -54,8 +55,8 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     for name, how, precision, outputs in collect.torch_candidates(work, device):
         results.append(compare_ops(name, how, TOLERANCES[precision], outputs, reference))
     if files_03 is not None:
-        candidates = (collect.mode03_npu_candidates(work, leaves, parse_device_id(device_id), out_dir) if npu
-                      else collect.mode03_candidates(work, leaves))
+        candidates = (mode03.mode03_npu_candidates(work, leaves, parse_device_id(device_id), out_dir) if npu
+                      else mode03.mode03_candidates(work, leaves))
         for name, how, precision, outputs, unmatched in candidates:
             result = compare_ops(name, how, TOLERANCES[precision], outputs, reference)
             result.unmatched += unmatched

@@ -5,20 +5,18 @@
 - mode 03's variants, portable: every node output of the built ``.opt.onnx`` is made a graph output of a
   copy, ONNX Runtime runs it once, and each leaf module's output is the output of its last node, found by
   the scope the TorchScript exporter writes into node names (``/model/net/net.0/Gemm`` is ``net.0``).
-- mode 03's variants, NPU: the pyACL worker runs each .om once with the ``dump`` block in acl.init's JSON
+- mode 03's variants, NPU: the lesson infer.py runs each .om once with the ``dump`` block in acl.init's JSON
   (:func:`acl_dump_config`), ``msaccucmp.py convert`` turns the dump into .npy files, and each leaf module's output
-  is the dumped op its last ONNX node names (:func:`mode03_npu_candidates`, docs/precision.md).
+  is the dumped op its last ONNX node names (:func:`dump_op_outputs`, docs/precision.md).
+
+Which models and inputs mode 03 has is the harness's to say: ``common.modes.pyacl.precision``.
 
 The reference is always the workload's fp32 copy (``Workload.fp32_copy``) on the CPU, hooked the same way.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +25,7 @@ from common.analyze.precision import OpOutput
 from common.errors import LabError
 from common.workload import Workload, flatten_output
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MODE03_SRC = REPO_ROOT / "03_api_pyAcl" / "src"
-EXPORT_WRAPPER = "model"  # 03's export_onnx.flat_outputs wraps the model in a module whose attribute is ``model``
+EXPORT_WRAPPER = "model"  # 03's lesson export_onnx.py wraps the model in a module whose attribute is ``model``
 FP16_HOW = (".half(): every weight and activation in fp16, as 03's fp16 variants convert the graph; autocast would "
             "keep the ops on its fp32 list (softmax, norms, losses) in fp32, and its lists differ between CPU and NPU")
 
@@ -100,18 +96,6 @@ def torch_candidates(work: Workload, device: str = "cpu") -> list[tuple[str, str
 
 
 # ----- mode 03, portable: ONNX Runtime with every intermediate exposed -------------------------------
-@functools.cache
-def mode03():
-    """03's ``variants`` module (VARIANTS, ModelFiles, recorded, BUILD), loaded from its file: where build_model.py
-    writes each variant's model is said there once."""
-    name = "msprof_lab_03_variants"
-    spec = importlib.util.spec_from_file_location(name, MODE03_SRC / "variants.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def scope_path(name: str) -> str | None:
     """The module path a TorchScript-exported node name or value name holds, without the export's wrapper:
     ``/model/blocks/blocks.0/act/Erf`` is ``blocks.0.act``; ``InsertedPrecisionFreeCast_/model/net/net.0/Gemm_output_0``
@@ -183,43 +167,6 @@ def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray],
     return outputs, lines
 
 
-def recorded_workload(path: Path) -> dict | None:
-    """The workload an ONNX file built by mode 03 records (its metadata), or None."""
-    import onnx
-
-    return mode03().recorded(onnx.load(str(path), load_external_data=False))
-
-
-def mode03_files(work: Workload, npu: bool = False):
-    """03's ModelFiles of the workload, with every variant's model (``npu``: the .om) present and built for it;
-    else the LabError that says how to build them."""
-    variants = mode03()
-    files = variants.ModelFiles(work)
-    build = variants.BUILD + (" all --device <id>" if npu else "") + (f" --workload {work.path}" if work.path else "")
-    paths = [files.model_path(v, npu) for v in variants.VARIANTS.values()]
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        raise LabError(f"03's model {missing[0].relative_to(REPO_ROOT)} is missing ({len(missing)} variant file(s))",
-                       f"build them first: {build} (or pass --torch-only)")
-    for variant, path in zip(variants.VARIANTS.values(), paths):
-        # an .om holds no metadata: build_model.py records its workload beside it
-        files.check_record(path, files.read_om_record(variant) if npu else recorded_workload(path))
-    return files
-
-
-def mode03_candidates(work: Workload, leaves: dict[str, str]) -> list[tuple[str, str, str, list[OpOutput], list[str]]]:
-    """(name, how, precision, per-op outputs, unmatched lines) of each of 03's variants on ONNX Runtime."""
-    files = mode03_files(work)
-    out = []
-    for variant in mode03().VARIANTS.values():
-        path = files.portable_path(variant)
-        feeds = dict(zip(files.input_names, files.feeds(variant)))
-        outputs, unmatched = onnx_op_outputs(path, feeds, leaves)
-        out.append((f"03 {variant.name}", f"ONNX Runtime on {path.relative_to(REPO_ROOT)}: {variant.summary}",
-                    "fp16" if variant.fp16_compute else "fp32", outputs, unmatched))
-    return out
-
-
 # ----- NPU, mode 03: the ACL dump -------------------------------------------------------------------
 def acl_dump_config(dump_path: Path | str, model_name: str, layers: list[str] | None = None) -> dict:
     """The ``dump`` block of the JSON given to ``acl.init`` (docs/precision.md, ACL-DUMP): every op's output of the
@@ -287,49 +234,3 @@ def dump_op_outputs(npy_dir: Path, onnx_path: Path, leaves: dict[str, str]) -> t
     lines = [f"{len(names)} dumped {op} op(s) named by no node of a leaf module (ATC fused or renamed them), "
              f"e.g. {names[0]}" for op, names in unmatched.items()]
     return outputs, lines
-
-
-def _acl_worker():
-    """03's acl_worker module (the pyACL program and its runner), imported from 03_api_pyAcl/src."""
-    if str(MODE03_SRC) not in sys.path:
-        sys.path.insert(0, str(MODE03_SRC))
-    import acl_worker
-
-    return acl_worker
-
-
-def mode03_npu_candidates(work: Workload, leaves: dict[str, str], device: int,
-                          out_dir: Path) -> list[tuple[str, str, str, list[OpOutput], list[str]]]:
-    """(name, how, precision, per-op outputs, unmatched lines) of each of 03's variants on the NPU: the pyACL worker
-    runs the .om once with the dump block in acl.init's JSON, msaccucmp.py converts the dump to .npy. Everything
-    goes to ``out_dir/dump/<variant>/``; CANN's logs to ``out_dir/logs/``."""
-    from common.backend import detect, find_cann_home, select_device
-    from common.collect import runlogs
-
-    files = mode03_files(work, npu=True)
-    cann = find_cann_home()
-    msaccucmp = Path(cann or "<CANN install root>") / MSACCUCMP
-    if not msaccucmp.is_file():
-        raise LabError(f"CANN's msaccucmp.py is not at {msaccucmp}", "install the CANN toolkit and source its "
-                       "set_env.sh (it sets ASCEND_HOME_PATH), or pass --torch-only")
-    worker = _acl_worker()
-    env = select_device(detect(), device)
-    env.update(runlogs.npu_log_env(env, out_dir))
-    out = []
-    for variant in worker.VARIANTS.values():
-        folder = out_dir / "dump" / variant.name
-        raw, npy = folder / "raw", folder / "npy"
-        raw.mkdir(parents=True)  # dump_path must exist (ACL-DUMP)
-        npy.mkdir()
-        om = files.om_path(variant)
-        config = folder / "acl.json"
-        config.write_text(json.dumps(acl_dump_config(raw.resolve(), om.stem), indent=1))
-        inputs = worker.save_inputs(folder / "inputs.npz", files.feeds(variant))
-        app = worker.worker_argv(variant, om, inputs, folder / "output.npy", device)
-        worker.run_step([*app, "--acl-config", str(config)], env, "the pyACL worker (ACL dump)")
-        convert = msaccucmp_convert_argv(sys.executable, msaccucmp, dump_data_dir(raw, om.stem), npy)
-        worker.run_step(convert, env, "msaccucmp.py convert")
-        outputs, unmatched = dump_op_outputs(npy, files.onnx, leaves)
-        how = f"the ACL dump of {om.relative_to(REPO_ROOT)} (one execute), converted by msaccucmp.py: {variant.summary}"
-        out.append((f"03 {variant.name}", how, "fp16" if variant.fp16_compute else "fp32", outputs, unmatched))
-    return out

@@ -17,20 +17,15 @@ import pytest
 from helpers import ROOT, error_lines, lab_env, load_lesson
 
 MODE = ROOT / "03_api_pyAcl"
-infer = load_lesson("03_api_pyAcl/src/infer.py")  # puts src/ on sys.path: the modules beside it import as in run.sh
-
-import acl_chain
-import acl_worker
-import build_model
-import graph_changes
-import ort_profile
-import variants
+lesson = load_lesson("03_api_pyAcl/src/infer.py")  # the lesson: the pyACL chain, driven here against a fake acl
 
 from common.backend import Backend
 from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, schema
 from common.formats.table import read_table
+from common.modes.pyacl import acl_worker, build_model, graph_changes, ort_profile, variants
+from common.modes.pyacl import run as infer  # the harness: tolerances, the variants' runs, the npu argv
 from common.workload import load_workload, tiny_mlp
 
 VARIANT_NAMES = list(variants.VARIANTS)
@@ -331,26 +326,28 @@ def test_profile_npu_argv(monkeypatch, tmp_path, acl_prof):
         infer.profile_npu(variants.VARIANTS["default"], TINY, tmp_path, fake_npu(), 3, acl_prof)
     worker = [
         sys.executable,
-        str(MODE / "src" / "infer.py"),
-        "--worker",
-        "default",
-        "--device",
-        "3",  # the worker selects logical device 3 itself (acl.rt.set_device)
+        str(MODE / "src" / "infer.py"),  # the lesson itself
         "--om",
         str(TINY.om_path(variants.VARIANTS["default"])),
+        "--device",
+        "3",  # the lesson selects logical device 3 itself (acl.rt.set_device)
         "--inputs",
         str(tmp_path / "inputs.npz"),  # the arrays fed, one per model input, in the variant's dtype
-        "--output-npy",
+        "--save-output",
         str(tmp_path / "output.npy"),
+        "--warmup",
+        "3",
+        "--measured",
+        "20",
     ]
     if acl_prof:
         assert [c[0] for c in calls] == [
-            [*worker, "--acl-prof", str(tmp_path)],
+            [*worker, "--out", str(tmp_path)],  # acl.prof writes its PROF_* there
             ["/cann/bin/msprof", "--export=on", f"--output={tmp_path}/PROF_000001_20260101000000000_ABCDEFGHIJKLMNOP"],
         ]
     else:
         assert [c[0] for c in calls] == [
-            ["/cann/bin/msprof", f"--output={tmp_path}", *npu_commands.MSPROF_SWITCHES, *worker]
+            ["/cann/bin/msprof", f"--output={tmp_path}", *npu_commands.MSPROF_SWITCHES, *worker, "--no-acl-prof"]
         ]
     # Not supported while profiling (CANN's ASCEND_RT_VISIBLE_DEVICES page): the environment selects no card.
     assert all("ASCEND_RT_VISIBLE_DEVICES" not in c[1] for c in calls)
@@ -455,7 +452,7 @@ class FakeAcl:
 
     def _mdl_get_output_size_by_index(self, failing, desc, i):
         dims, code = self.outputs[i]
-        return 0 if failing else int(np.prod(dims)) * np.dtype(acl_chain.ACL_DTYPES.get(code, np.float32)).itemsize
+        return 0 if failing else int(np.prod(dims)) * np.dtype(lesson.ACL_DTYPES.get(code, np.float32)).itemsize
 
     def _mdl_get_output_dims(self, failing, desc, i):
         dims, _ = self.outputs[i]
@@ -501,7 +498,7 @@ class FakeAcl:
         in_ptrs, out_ptrs = ptrs[: len(self.nbytes)], ptrs[len(self.nbytes):]
         data = b"".join(self.memory.get(p, b"") for p in in_ptrs)
         for ptr, (dims, code) in zip(out_ptrs, self.outputs):
-            size = int(np.prod(dims)) * np.dtype(acl_chain.ACL_DTYPES[code]).itemsize
+            size = int(np.prod(dims)) * np.dtype(lesson.ACL_DTYPES[code]).itemsize
             self.memory[ptr] = (data * (size // max(len(data), 1) + 1))[:size]
         return 0
 
@@ -546,7 +543,7 @@ PROF_DIR = Path(tempfile.gettempdir())  # acl.prof.init takes an existing folder
 
 
 def run_fake(acl: FakeAcl, prof: bool = False, device: int = 0):
-    return acl_chain.run_om(acl, Path("/m/a.om"), device, FEED, 3, 20, prof_dir=PROF_DIR if prof else None)
+    return lesson.run_om(acl, Path("/m/a.om"), device, [FEED], 3, 20, prof_dir=PROF_DIR if prof else None)
 
 
 def assert_released_in_reverse(acl: FakeAcl, acquired_order: list) -> None:
@@ -570,9 +567,9 @@ def test_chain_success_releases_everything(prof):
     assert kinds.count("rt.malloc") == 2 and "rt.malloc_host" in kinds
     chain = ["init", "rt.set_device", "rt.create_context", *(["prof.init"] if prof else []), "mdl.load_from_file"]
     assert kinds[: len(chain)] == chain
-    # Each data buffer is destroyed after its dataset and before its device memory.
+    # Each data buffer is destroyed before its device memory is freed, and the dataset that held it after both.
     order = [name for name in acl.calls if name in ("mdl.destroy_dataset", "destroy_data_buffer", "rt.free")]
-    assert order == ["mdl.destroy_dataset", "destroy_data_buffer", "rt.free"] * 2
+    assert order == ["destroy_data_buffer", "rt.free", "mdl.destroy_dataset"] * 2
     assert [c for c in acl.calls if not c.startswith("prof.")][-3:] == ["rt.destroy_context", "rt.reset_device",
                                                                         "finalize"]
     assert acl.executes == 23
@@ -617,12 +614,16 @@ def test_chain_failure_at_every_step_releases_what_was_acquired(prof):
     assert total > 40  # 23 executes + the set-up: the loop below really walks the chain
     for fail_at in range(total):
         acl = FakeAcl(FEED.nbytes, fail_at=fail_at)
-        with pytest.raises(LabError) as err:
-            run_fake(acl, prof)
+        try:
+            outputs, message = run_fake(acl, prof), None
+        except RuntimeError as err:
+            message = str(err)
         failed_call = acl.calls[
             [i for i, c in enumerate(acl.calls) if c not in FakeAcl.RELEASES and c not in FakeAcl.NEVER_FAIL][fail_at]
         ]
-        message = str(err.value)
+        if message is None:  # a count of 0 outputs is no error code: the lab finds no output.npy (read_outputs)
+            assert failed_call == "mdl.get_num_outputs" and outputs == [] and acl.live == []
+            continue
         assert failed_call.split(".")[-1].split("_by_")[0] in message or "bytes" in message, (
             fail_at,
             failed_call,
@@ -635,14 +636,14 @@ def test_chain_failure_at_every_step_releases_what_was_acquired(prof):
 @pytest.mark.fault
 def test_release_failure_still_releases_the_rest_and_is_reported():
     acl = FakeAcl(FEED.nbytes, fail_release="destroy_data_buffer")
-    with pytest.raises(LabError, match=r"acl.destroy_data_buffer failed with ACL error 507011"):
+    with pytest.raises(RuntimeError, match=r"acl.destroy_data_buffer failed with ACL error 507011"):
         run_fake(acl)
     assert acl.live == []
 
 
 def test_wrong_size_om_is_a_clear_error_and_releases():
     acl = FakeAcl(FEED.nbytes // 2)  # an om built for fp16 IO, fed fp32
-    with pytest.raises(LabError, match="takes 65536 bytes at input 0"):
+    with pytest.raises(RuntimeError, match=r"takes inputs of \[65536\] bytes, the inputs given have \[131072\]"):
         run_fake(acl)
     assert acl.live == []
 
@@ -651,13 +652,13 @@ def test_every_input_is_fed_and_the_input_count_checked():
     """Two inputs: two device buffers in the input dataset, each copied in; a model of one input is refused."""
     second = np.full((4, 8), 2.5, np.float16)
     acl = FakeAcl([FEED.nbytes, second.nbytes], outputs=[((8,), 1)])
-    (out,) = acl_chain.run_om(acl, Path("/m/a.om"), 0, [FEED, second], 3, 20)
+    (out,) = lesson.run_om(acl, Path("/m/a.om"), 0, [FEED, second], 3, 20)
     kinds = [k for k, _ in acquisitions(acl)]
     assert kinds.count("rt.malloc") == 3 and acl.live == []
     assert acl.calls.count("rt.memcpy") == 3  # two inputs in, one output back
     acl = FakeAcl(FEED.nbytes)
-    with pytest.raises(LabError, match="get_num_inputs gives 1 inputs, the lab feeds 2"):
-        acl_chain.run_om(acl, Path("/m/a.om"), 0, [FEED, second], 3, 20)
+    with pytest.raises(RuntimeError, match=r"takes inputs of \[131072\] bytes, the inputs given have \[131072, 64\]"):
+        lesson.run_om(acl, Path("/m/a.om"), 0, [FEED, second], 3, 20)
     assert acl.live == []
 
 
@@ -671,21 +672,22 @@ def test_outputs_take_their_sizes_dims_and_dtypes_from_the_model_description():
     kinds = [k for k, _ in acquisitions(acl)]
     assert kinds.count("rt.malloc") == 3 and kinds.count("rt.malloc_host") == 2
     assert kinds.count("mdl.create_dataset") == 2
-    for outputs, message in [([((32, -1), 0)], r"dims \[32, -1\]"), ([((32, 10), 99)], "returned 99")]:
+    for outputs, message in [([((32, -1), 0)], r"dims \[32, -1\]"), ([((32, 10), 99)], "aclDataType 99")]:
         acl = FakeAcl(FEED.nbytes, outputs=outputs)
-        with pytest.raises(LabError, match=message):
+        with pytest.raises(RuntimeError, match=message):
             run_fake(acl)
         assert acl.live == []
 
 
-def test_check_ret_names_call_and_code():
-    acl_chain.check_ret("acl.mdl.execute", 0)
-    with pytest.raises(LabError, match=r"acl.mdl.execute failed with ACL error 107000"):
-        acl_chain.check_ret("acl.mdl.execute", 107000)
+def test_check_names_call_and_code():
+    lesson.check("acl.mdl.execute", 0)
+    with pytest.raises(RuntimeError, match=r"acl.mdl.execute failed with ACL error 107000"):
+        lesson.check("acl.mdl.execute", 107000)
 
 
-def test_worker_selects_its_logical_device_and_saves_the_model_output(tmp_path, monkeypatch):
-    """infer.py --worker ... --device 2: acl.rt.set_device(2) in the worker itself; fp16-io's output saved as fp16."""
+def test_lesson_selects_its_logical_device_and_saves_the_model_output(tmp_path, monkeypatch):
+    """infer.py --om ... --device 2: acl.rt.set_device(2) in the lesson itself; fp16-io's output saved as fp16,
+    and the lab refuses an output in another dtype than the variant's."""
     om = tmp_path / "m.om"
     om.write_bytes(b"om")
     variant = variants.VARIANTS["fp16-io"]
@@ -693,21 +695,23 @@ def test_worker_selects_its_logical_device_and_saves_the_model_output(tmp_path, 
     inputs = acl_worker.save_inputs(tmp_path / "inputs.npz", [feed])
     fake = FakeAcl(feed.nbytes, outputs=[((32, 1024), 1), ((32,), 3)])
     monkeypatch.setitem(sys.modules, "acl", fake)
-    argv = acl_worker.worker_argv(variant, om, inputs, tmp_path / "out.npy", 2)
-    assert argv[2:6] == ["--worker", "fp16-io", "--device", "2"]
-    assert acl_worker.worker_main(argv[3:]) == 0  # what infer.py --worker hands it
-    saved = np.load(tmp_path / "out.npy")
-    assert saved.dtype == np.float16 and saved.shape == (32, 1024) and ("rt.set_device", 2) in acquisitions(fake)
-    assert saved.tobytes() == feed.tobytes()  # the array of inputs.npz reached the device
-    assert np.load(tmp_path / "out_1.npy").dtype == np.int32  # a second output, saved beside the first
+    argv = acl_worker.lesson_argv(om, inputs, tmp_path / "out.npy", device=2)
+    assert argv[1:6] == [str(MODE / "src" / "infer.py"), "--om", str(om), "--device", "2"]
+    assert lesson.main(argv[2:]) == 0  # the lesson, as the lab launches it
+    saved = acl_worker.read_outputs(variant, om, tmp_path / "out.npy", 2)
+    assert saved[0].dtype == np.float16 and saved[0].shape == (32, 1024) and ("rt.set_device", 2) in acquisitions(fake)
+    assert saved[0].tobytes() == feed.tobytes()  # the array of inputs.npz reached the device
+    assert saved[1].dtype == np.int32  # a second output, saved beside the first (out_1.npy)
+    assert "prof.init" not in fake.calls  # --no-acl-prof: msprof wraps the program
     wrong = FakeAcl(feed.nbytes, outputs=[((32, 512), 0)])  # an om built for another variant: fp32 output
     monkeypatch.setitem(sys.modules, "acl", wrong)
-    args = ["fp16-io", "--device", "0", "--om", str(om), "--inputs", str(inputs),
-            "--output-npy", str(tmp_path / "o.npy")]
+    assert lesson.main(acl_worker.lesson_argv(om, inputs, tmp_path / "o.npy", device=0)[2:]) == 0
     with pytest.raises(LabError, match="gives float32 at output 0, variant fp16-io expects float16"):
-        acl_worker.worker_main(args)
-    with pytest.raises(LabError, match="not an integer in 0..63"):
-        acl_worker.worker_main([*args[:1], "--device", "x", *args[3:]])
+        acl_worker.read_outputs(variant, om, tmp_path / "o.npy", 1)
+    failing = FakeAcl(feed.nbytes, fail_at=0)  # acl.init fails: one Error line, exit 1
+    monkeypatch.setitem(sys.modules, "acl", failing)
+    with pytest.raises(SystemExit, match="Error: acl.init failed with ACL error 507011"):
+        lesson.main(argv[2:])
 
 
 # ----- other workloads ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SHELLISH, assert_nothing_ran, copy_lab, error_lines, lab_env, load_lesson, plant, tree_state
+from helpers import SHELLISH, assert_nothing_ran, copy_lab, error_lines, lab_env, plant, tree_state
 
 from common.collect import launcher
 from common.errors import run_cli
@@ -59,12 +59,11 @@ def test_cli_refuses_hostile_outputs(tmp_path: Path, case: str) -> None:
 
 
 # ----- device ids, variants and timeouts through every mode's main() -------------------------------------
-sys.path.insert(0, str(ROOT / "03_api_pyAcl" / "src"))
 DRIVERS = {
     "01": lambda: importlib.import_module("common.modes.cmdline"),
     "02": lambda: importlib.import_module("common.modes.ascendc.add_profile"),
-    "03": lambda: __import__("infer"),
-    "04": lambda: __import__("common.modes.pytorch.model", fromlist=["main"]),
+    "03": lambda: importlib.import_module("common.modes.pyacl.run"),
+    "04": lambda: importlib.import_module("common.modes.pytorch.model"),
 }
 DEVICE_ARGV = {"01": lambda d: [d], "02": lambda d: ["run", "--device", d], "03": lambda d: [d], "04": lambda d: [d]}
 
@@ -117,11 +116,11 @@ def test_every_mode_refuses_a_device_the_npu_runtime_does_not_have(mode: str, de
 
 
 @hostile
-@pytest.mark.parametrize("script", ["infer", "build_model"])
+@pytest.mark.parametrize("script", ["run", "build_model"])
 @pytest.mark.parametrize("variant", HOSTILE_VARIANTS, ids=[repr(v) for v in HOSTILE_VARIANTS])
 def test_pyacl_refuses_hostile_variants(script: str, variant: str, portable: Path, capsys) -> None:
-    module = __import__(script)
-    argv = ["0", variant] if script == "infer" else [variant]
+    module = importlib.import_module(f"common.modes.pyacl.{script}")
+    argv = ["0", variant] if script == "run" else [variant]
     code, stderr = run_cli_in_process(module.main, argv, capsys)
     assert code == 2 and len(error_lines(stderr)) == 1 and "Traceback" not in stderr, stderr
     assert_nothing_ran(portable)

@@ -43,14 +43,12 @@ def test_msprof_wrapping_a_program_is_the_builders_command_on_every_page() -> No
         assert _shown(msprof_argv("msprof", Path(out), ["APP"])[:-1]) in _code(page), (page, out)
 
 
-def test_03_worker_line_is_the_workers_argv_on_both_pages() -> None:
-    load_lesson("03_api_pyAcl/src/infer.py")  # puts 03's src/ on sys.path
-    import acl_worker
-    import variants
+def test_03_lesson_line_is_the_harness_argv_on_both_pages() -> None:
+    from common.modes.pyacl import acl_worker
 
     out = Path("03_api_pyAcl/prof_out/default")
-    argv = acl_worker.worker_argv(variants.VARIANTS["default"], Path("03_api_pyAcl/model/npu/tiny_mlp_default.om"),
-                                  out / "inputs.npz", out / "output.npy", DEV)
+    argv = acl_worker.lesson_argv(Path("03_api_pyAcl/model/npu/tiny_mlp_default.om"), out / "inputs.npz",
+                                  out / "output.npy", device=DEV)
     shown = "python3 03_api_pyAcl/src/infer.py " + _shown(argv[2:])
     for page in ("README.md", "03_api_pyAcl/README.md"):
         assert shown in _code(page), page
@@ -84,7 +82,8 @@ def test_msprof_op_lines_are_the_builders() -> None:
 
 
 def test_atc_lines_are_the_builders() -> None:
-    variants = load_lesson("03_api_pyAcl/src/variants.py")
+    from common.modes.pyacl import variants
+
     code = _code("README.md")
     base = atc_argv("atc", Path("03_api_pyAcl/model/tiny_mlp.onnx"), Path("03_api_pyAcl/model/npu/tiny_mlp_default"),
                     "Ascend910B3", "x:32,1024")

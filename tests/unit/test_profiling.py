@@ -28,7 +28,6 @@ from common.profiling import (
     ProfilingError,
     ProfilingResult,
     ProfilingTask,
-    PyaclProfInterface,
     profile_type_list,
     task_time_median,
 )
@@ -468,21 +467,3 @@ def test_init_before_start_keeps_the_session_open_until_finalize(tmp_path: Path)
     profiler.finalize()
     assert log[-1] == "finalize" and not profiler.initialized
 
-
-def test_pyacl_interface_calls_acl_prof_in_pyacls_order_and_checks_every_code() -> None:
-    calls: list[tuple] = []
-
-    class Prof:
-        def __getattr__(self, name):
-            def call(*args):
-                calls.append((name, *args))
-                return "cfg" if name == "create_config" else (507000 if name == "stop" else 0)
-            return call
-
-    interface = PyaclProfInterface(type("acl", (), {"prof": Prof()})())
-    interface.init("/r")
-    config = interface.create_config([2], AicoreMetrics.PIPE_UTILIZATION, ProfileType.TASK_TIME | ProfileType.ACL_API)
-    interface.start(config)
-    with pytest.raises(ProfilingError, match="acl.prof.stop returned aclError 507000"):
-        interface.stop(config)
-    assert calls == [("init", "/r"), ("create_config", [2], 1, 0, 0x3), ("start", "cfg"), ("stop", "cfg")]

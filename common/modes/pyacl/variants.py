@@ -17,9 +17,10 @@ from pathlib import Path
 from common import workload as workloads
 from common.errors import LabError
 from common.formats.engine import np  # numpy on first use: an up-to-date build never needs it
+from common.modes import mode_dir
 from common.workload import Workload
 
-MODE_DIR = Path(__file__).resolve().parent.parent  # 03_api_pyAcl/
+MODE_DIR = mode_dir("03_api_pyAcl")
 MODEL_DIR = MODE_DIR / "model"  # gitignored: everything under it is rebuilt by build_model.sh
 PROF_OUT = MODE_DIR / "prof_out"
 WARMUP = workloads.WARMUP_FORWARDS  # 3: first executes pay allocation and cache set-up; never measured

@@ -1,11 +1,11 @@
-"""Build one offline model per precision variant from the exported ONNX file.
+"""Build one offline model per precision variant from the exported ONNX file (``bash 03_api_pyAcl/build_model.sh``).
 
-What you will do: export the workload's model (TinyMLP unless ``--workload FILE``) to ONNX,
-then convert it offline, once per variant: with ATC into ``model/npu/<name>_<variant>.om`` on
+The lab exports the workload's model (TinyMLP unless ``--workload FILE``) to ONNX with the lesson
+``export_onnx.py``, then converts it offline, once per variant: with ATC into ``model/npu/<name>_<variant>.om`` on
 an NPU machine (for the SoC of logical device ``--device``, default 0, or ``$SOC_VERSION``), or
 with ONNX Runtime into ``model/portable/<name>_<variant>.opt.onnx`` anywhere else.
 
-What you will learn:
+What it shows:
 - the offline converter, not your code, decides the precision: ATC's default policy computes
   in fp16 while the model's IO stays fp32, so it must insert Cast ops at the boundary;
 - the two ways to remove those Casts (feed fp16 yourself, or keep fp32 compute) and that each
@@ -25,11 +25,10 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `common`
-
-from export_onnx import OPSET, export, export_notes, frozen_path, stamp
-from graph_changes import Change, build_changes, describe, graph_flops, type_counts
-from variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
+from common.modes.pyacl.export import LESSON as EXPORT_LESSON
+from common.modes.pyacl.export import OPSET, export, export_notes, frozen_path, stamp
+from common.modes.pyacl.graph_changes import Change, build_changes, describe, graph_flops, type_counts
+from common.modes.pyacl.variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
 from common import cache
 from common.backend import Backend, detect, parse_device_id, soc_version
@@ -314,7 +313,7 @@ class BuildRecord:
             extra |= {"soc": soc_version(backend, device), "atc": [str(atc), *((stat.st_size, stat.st_mtime_ns)
                                                                                if stat else ())]}
         self.extra = extra
-        self.sources = sorted(Path(__file__).parent.glob("*.py"))
+        self.sources = [*sorted(Path(__file__).parent.glob("*.py")), EXPORT_LESSON]  # the harness and the lesson
         self.workload_files = work.record_files()
         self.lines, self.facts, self.why = None, None, ""
         found = cache.load(self.KIND, self.key, extra) if self.workload_files is not None else None

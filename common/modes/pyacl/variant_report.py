@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graph_changes import Change, describe
-from variants import MEASURED, WARMUP, Variant
+from common.modes.pyacl.graph_changes import Change, describe
+from common.modes.pyacl.variants import MEASURED, WARMUP, Variant
 
 from common.analyze import families
 from common.backend import Backend

@@ -1,4 +1,5 @@
-"""The portable backend: a variant run under ONNX Runtime's profiler, written as msprof's files.
+"""The portable backend: the lesson infer.py runs a variant under ONNX Runtime's profiler; its profile,
+written as msprof's files.
 
 ORT records everything from session start: initialization, every warm-up run, every measured
 run. Each ``model_run`` event spans one ``InferenceSession.run``; each node event
@@ -11,16 +12,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, check_feed
 
-from common.collect import msprof_layout
+from common.collect import launcher, msprof_layout
 from common.errors import LabError
 from common.formats import writers
 from common.formats.records import Task
+from common.modes.pyacl.acl_worker import LESSON, lesson_argv, read_outputs, save_inputs
+from common.modes.pyacl.variants import BUILD, MEASURED, WARMUP, ModelFiles, Variant, check_feed
 
 KERNEL_SUFFIX = "_kernel_time"
 TASK_TYPE = "CPU"  # the portable backend's core type, never an NPU core name
@@ -116,53 +120,64 @@ def to_tasks(events: list[dict], start_ns: int) -> list[Task]:
     return tasks
 
 
-# ----- the profiled run: a session on the built file, its profile written in msprof's layout -----
-def open_session(path: Path, files: ModelFiles, profile_prefix: Path | None = None, threads: int | None = None):
-    """An ORT session on an already-optimized model file of ``files``' workload, run as saved
-    (on ``threads`` intra-op threads, as --threads sets torch's in the other modes; None: ORT's default).
-    The file was checked before (infer.validate: the build's record, or loaded and checked)."""
+# ----- the profiled run: the lesson on the built file, its profile written in msprof's layout -----
+# What the lesson prints once its session ended: "ONNX Runtime profile: <file> (ts: us after <ns> ns)".
+PROFILE_LINE = re.compile(r"^ONNX Runtime profile: (?P<file>.+) \(ts: us after (?P<start_ns>[0-9]+) ns\)$", re.M)
+
+
+def open_session(path: Path):
+    """An ORT session on an already-optimized model file, run as saved (as the lesson runs it), to check it
+    before anything is written; the file was checked before (run.validate: the build's record, or loaded)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    # The file was optimized offline by build_model.py: run it as saved, so the ops ORT executes
-    # are exactly the nodes we count in the file.
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    if profile_prefix is not None:
-        options.enable_profiling = True
-        options.profile_file_prefix = str(profile_prefix)
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own exception types for unloadable graphs
         raise LabError(f"ONNX Runtime cannot load {path}: {str(err).splitlines()[0]}", f"rebuild: {BUILD}") from None
 
 
+def run_lesson(argv: list[str], path: Path) -> str:
+    """Run the lesson (stdout and stderr kept back); its stdout, or its one ``Error:`` line as a LabError."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "stderr.txt"
+        run = launcher.run_command(argv, dict(os.environ), capture=True, stderr=log)
+        said = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("Error: ")]
+    run.raise_if_stopped()
+    if not run.ok:
+        why = said[-1].removeprefix("Error: ") if said else f"{LESSON.name} {run.describe}"
+        raise LabError(f"ONNX Runtime failed to run {path}: {why}", f"rebuild: {BUILD}")
+    return run.output
+
+
 def validate_portable(variant: Variant, files: ModelFiles) -> None:
     """Before anything is written: the model exists, loads, and takes this variant's inputs, every one."""
     path = files.portable_path(variant)
-    session = open_session(path, files)
+    session = open_session(path)
     for inp, feed in zip(session.get_inputs(), files.feeds(variant), strict=True):
         check_feed(feed, inp.shape, _ORT_TYPES.get(inp.type, inp.type), f"{path.name} input {inp.name}")
 
 
 def collect_portable(variant: Variant, files: ModelFiles, variant_dir: Path,
                      threads: int | None = None) -> tuple[dict[str, Path], list[np.ndarray], Path, str, bool]:
-    """Run the variant under ORT's profiler (every input fed, every output kept) and write msprof-schema files
-    of the measured runs."""
+    """Run the lesson on the variant's model under ORT's profiler (every input fed, every output kept) and write
+    msprof-schema files of the measured runs."""
     path = files.portable_path(variant)
-    session = open_session(path, files, variant_dir / "onnxruntime_profile", threads)
-    feeds = dict(zip(files.input_names, files.feeds(variant), strict=True))
-    try:
-        for _ in range(WARMUP + MEASURED):
-            outputs = session.run(None, feeds)
-    except Exception as err:
-        raise LabError(f"ONNX Runtime failed to run {path}: {str(err).splitlines()[0]}", f"rebuild: {BUILD}") from None
-    raw = Path(session.end_profiling()).rename(variant_dir / "onnxruntime_profile.json")
+    inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))
+    output_npy = variant_dir / "output.npy"
+    said = run_lesson(lesson_argv(path, inputs, output_npy, out=variant_dir,
+                                  extra=("--threads", str(threads)) if threads else ()), path)
+    found = PROFILE_LINE.search(said)
+    if found is None or not Path(found["file"]).is_file():
+        raise LabError(f"{LESSON.name} named no ONNX Runtime profile for {path} (it printed {said.strip()[-200:]!r})",
+                       "re-run the mode")
+    raw = Path(found["file"]).rename(variant_dir / "onnxruntime_profile.json")
+    outputs = read_outputs(variant, path, output_npy, len(files.output_names))
     profile = load_profile(raw)
     events = measured_events(profile, WARMUP, MEASURED)  # warm-up runs are filtered out here, by run
-    tasks = writers.with_wait_times(to_tasks(events, session.get_profiling_start_time_ns()))
+    tasks = writers.with_wait_times(to_tasks(events, int(found["start_ns"])))
 
     prof = msprof_layout.new_prof_dir(variant_dir)
     files_written = {
@@ -173,4 +188,4 @@ def collect_portable(variant: Variant, files: ModelFiles, variant_dir: Path,
         ),
     }
     window = f"{len(profile.runs)} runs recorded, the first {WARMUP} excluded by run, {MEASURED} measured"
-    return files_written, list(outputs), raw, window, len(profile.runs) == WARMUP + MEASURED
+    return files_written, outputs, raw, window, len(profile.runs) == WARMUP + MEASURED

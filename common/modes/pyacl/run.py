@@ -1,0 +1,262 @@
+"""Mode 03's run (``bash 03_api_pyAcl/run.sh``): each precision variant's offline model under a profiler, and
+what the Casts cost.
+
+The lab launches the lesson ``03_api_pyAcl/src/infer.py`` on each variant's model, 3 warm-up and 20 measured
+executes: with pyACL under ``msprof`` on an NPU (or profiling itself with ``acl.prof``, option ``--acl-prof``),
+with ONNX Runtime's profiler anywhere else (its profile turned into msprof's ``op_summary`` / ``op_statistic``
+files here). The report reads them back and compares the variants: Cast ops per execute, their share of op
+time, what the converter fused, accuracy against fp32. The model is the workload's (``--workload FILE``;
+TinyMLP by default).
+
+What it shows:
+- the Cast ops you see come from the offline converter's precision policy, not from your model;
+- how to remove them (fp16 IO, or fp32 compute) and what each way costs in accuracy;
+- how to keep warm-up executes out of the measured window, and to check counts against the graph.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+from common.analyze import checks
+from common.cli.reports import write_own_report
+from common.backend import Backend, detect, parse_device_id, select_device
+from common.collect import npu_commands
+from common.errors import LabError
+from common.formats import readers, writers
+from common.lesson import Lesson, main_of
+from common.render import text
+from common.modes.pyacl.acl_worker import (find_export, lesson_argv, measured_window_npu, read_outputs, run_step,
+                                           save_inputs)
+from common.modes.pyacl.build_model import BuildRecord, graph_facts, variant_facts
+from common.modes.pyacl.graph_changes import COMPUTE_CHECK, flops_verdict
+from common.modes.pyacl.ort_profile import collect_portable, validate_portable
+from common.modes.pyacl.variant_report import (VariantResult, explain, file_verdict, graph_count_verdict, render,
+                                               summary)
+from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants
+from common.verdict import Verdict
+from common.workload import Workload, compare_outputs, load_workload
+
+
+# --- 1. profile ------------------------------------------------------------------------------------
+def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend: Backend, device: int,
+                acl_prof: bool):
+    """pyACL under msprof: msprof starts the lesson infer.py (``--om ... --no-acl-prof``) and exports its CSVs.
+
+    With ``--acl-prof`` the lesson profiles itself (``--out <variant dir>``): acl.prof.init after the context
+    (before the model is loaded), create_config -> start after the warm-up, the measured executes, then
+    stop -> destroy_config, and finalize after the unload, before the context and device are released. That
+    leaves raw data only, so ``msprof --export`` turns each PROF_* into CSVs.
+    """
+    msprof = backend.tools["msprof"]
+    env_vars = select_device(backend, device)  # a logical id here; the lesson selects it itself
+    om, output_npy = files.om_path(variant), variant_dir / "output.npy"
+    inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))  # every input, in the variant's dtype
+    if acl_prof:
+        run_step(lesson_argv(om, inputs, output_npy, device=device, out=variant_dir), env_vars,
+                 "the lesson infer.py (acl.prof)")
+        for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
+            run_step(npu_commands.msprof_export_argv(msprof, prof_dir), env_vars, "msprof --export")
+    else:
+        app = lesson_argv(om, inputs, output_npy, device=device)
+        run_step(npu_commands.msprof_argv(msprof, variant_dir, app), env_vars, "msprof")
+    found = {name: find_export(variant_dir, name) for name in ("op_summary", "op_statistic")}
+    return found, read_outputs(variant, om, output_npy, len(files.output_names))
+
+
+# --- 2. check --------------------------------------------------------------------------------------
+# Accuracy against the fp32 reference, per output. Rounding error grows with the values computed,
+# so the bound is relative to the output's own scale (max |reference|): the same check holds for
+# outputs of ~0.1 (TinyMLP) and of ~100. fp16 keeps 11 significant bits (~3 decimal digits) and
+# every layer sums many rounded products, so an fp16 path agrees in direction (cosine), not digit
+# by digit; 0.999 is the usual acceptance line for fp16 inference.
+COSINE_MIN = 0.999
+FP16_REL_TOL = 2e-2  # 2^-11 ~ 4.9e-4 per rounding, compounded over layers, norms and softmax: 2% of the
+# scale is far above that and far below a wrong op, which moves an output by its own size
+FP32_REL_TOL = 1e-3  # an NPU's fp32 MatMul may sum in another order, or in HF32 where --allow_hf32 enables it
+FP16_ABS_FLOOR = 1e-5  # an output of scale ~0 still meets fp16's spacing near 0.01 (2^-17 ~ 7.6e-6)
+FP32_ABS_FLOOR = 1e-6
+
+
+def tolerance(variant: Variant, scale: float) -> float:
+    """Max abs diff allowed for an output whose largest reference magnitude is ``scale``."""
+    if variant.fp16_compute:
+        return FP16_REL_TOL * scale + FP16_ABS_FLOOR
+    return FP32_REL_TOL * scale + FP32_ABS_FLOOR
+
+
+def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], reference) -> list[dict]:
+    """Per output: max/mean abs diff and cosine against the reference, its scale and its tolerance."""
+    if len(outputs) != len(reference):
+        raise LabError(f"the model gave {len(outputs)} outputs, the workload's reference has {len(reference)}",
+                       f"rebuild the model: {BUILD}")
+    rows = []
+    for name, out, ref in zip(files.output_names, outputs, reference):
+        scale = float(np.abs(ref).max()) if ref.size else 0.0
+        rows.append({"name": name, **compare_outputs(out.astype(np.float32), ref), "scale": scale,
+                     "tol": tolerance(variant, scale), "cosine_min": COSINE_MIN})
+    return rows
+
+
+def output_verdicts(result: VariantResult) -> list[Verdict]:
+    name, several = result.variant.name, len(result.outputs) > 1
+    rel, floor = (FP16_REL_TOL, FP16_ABS_FLOOR) if result.variant.fp16_compute else (FP32_REL_TOL, FP32_ABS_FLOOR)
+    verdicts = []
+    for o in result.outputs:
+        v = checks.check_output(o, f"{name}, output {o['name']}" if several else name, o["tol"], COSINE_MIN)
+        per_op = "" if v.ok else "; which op diverges first: nox -s precision -- <device> (docs/precision.md)"
+        verdicts.append(Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} "
+                                              f"+ {floor:g}{per_op}"))
+    return verdicts
+
+
+def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
+    """The Cast lesson, as the workload declares it (TinyMLP: matmul on top, Casts only from the policy)."""
+    name, casts = result.variant.name, result.per_execute("Cast")
+    family, share = result.top_family()
+    measured = f"measured: {family} on top ({100 * share:.1f}%), {casts:g} Cast per execute"
+    top, cast = work.expectations.get("top_family"), work.expectations.get("cast_on_03_default")
+    not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
+    verdicts = [checks.check_top_family(result.stats, top, name) if top else
+                not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")]
+    if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
+        verdicts.append(not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; "
+                                       f"{measured}") if cast is None else
+                        Verdict(f"Cast {'present' if cast else 'absent'} (default)", (casts > 0) == cast,
+                                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time"))
+    if name == "fp32":  # the model's own dtype: no precision change, so no Cast
+        verdicts.append(not_applicable("Cast absent (fp32)", f"{work.not_applicable('cast_on_03_default')}; "
+                                       f"{measured}") if cast is None else
+                        Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
+    return verdicts
+
+
+def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[Verdict]:
+    return [
+        file_verdict(result.variant, result.files, npu),
+        Verdict(f"measured window ({result.variant.name})", result.window_ok, result.window),
+        graph_count_verdict(result),  # what ran, against the graph the runtime built and ran
+        *lesson_verdicts(result, work),
+        *output_verdicts(result),
+    ]
+
+
+# --- 3. read ---------------------------------------------------------------------------------------
+def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool,
+                     reference, built: tuple) -> VariantResult:
+    """Profile one variant, read the files back strictly, cut the measured window; ``built``: its built graph's
+    ops by type and the converter's changes (build_model.variant_facts)."""
+    raw = None
+    if run.npu:
+        found, outputs = profile_npu(variant, files, variant_dir, run.backend, run.device, acl_prof)
+    else:  # the portable window is cut while converting ORT's profile (ort_profile.measured_events)
+        found, outputs, raw, window, window_ok = collect_portable(variant, files, variant_dir, run.info.get("threads"))
+    graph, changes = built
+    tasks = readers.read_op_summary(found["op_summary"])
+    readers.read_op_statistic(found["op_statistic"])  # strict reader: a damaged file stops here
+    if run.npu:  # msprof saw the warm-up executes too (acl.prof did not): cut them by execute
+        tasks, window, window_ok = measured_window_npu(tasks, acl_prof)
+    metrics = compare_outputs([o.astype(np.float32) for o in outputs], reference)
+    return VariantResult(variant, tasks, writers.aggregate_op_statistic(tasks), graph, metrics,
+                         accuracy(variant, files, outputs, reference), found, window, window_ok, raw, changes)
+
+
+# --- 4. interpret ---------------------------------------------------------------------------------
+def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True,
+              tiny_mlp: bool = True) -> str:
+    """The variants side by side, then what the numbers say about the Casts (variant_report.explain).
+
+    Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
+    moves the input conversion to the caller; ``fp32`` has no Cast and the reference's accuracy.
+    Cast share is the time they cost; the accuracy columns are what removing them costs instead;
+    the fusions column names what the converter changed in the exported graph.
+    """
+    return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs, tiny_mlp)])
+
+
+def validate(variants: list[Variant], files: ModelFiles, backend: Backend, device: int) -> dict:
+    """Everything a user can get wrong is checked before prof_out/ is touched; returns the graph facts the
+    checks use (build_model.graph_facts): the build's own when its record vouches for every file, byte for
+    byte, else read from the files, each loaded and checked (missing, corrupt, built for another workload)."""
+    if backend.is_npu:
+        for variant in variants:
+            if not files.om_path(variant).is_file():
+                raise LabError(f"model file {files.om_path(variant)} not found", f"build it first: {BUILD}")
+            files.check_record(files.om_path(variant), files.read_om_record(variant))
+    facts = BuildRecord(files, variants, backend, device).facts or graph_facts(files, variants, backend.is_npu)
+    if not backend.is_npu:
+        for variant in variants:
+            validate_portable(variant, files)  # a session opens on it and takes the workload's inputs
+    return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    lesson = Lesson("pyacl", MODE_DIR, __doc__, output=False)
+    lesson.parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
+    lesson.parser.add_argument("--acl-prof", action="store_true", help="npu: collect with acl.prof, not msprof")
+    args = lesson.parse(argv)  # the harness adds --workload FILE and --threads N
+    variants = parse_variants(args.variant)
+    # Loaded once (load_workload keeps it by file content): start() gets the same one and records it.
+    files = ModelFiles(load_workload(args.workload))
+    npu = detect().is_npu
+    facts: dict = {}
+
+    def check(backend: Backend) -> None:
+        facts.update(validate(variants, files, backend, parse_device_id(args.device)))
+
+    run = lesson.start(args=args, check=check,
+                       command=[sys.executable, "-m", "common.modes.pyacl", *argv], variants=[v.name for v in variants],
+                       warmup_executes=WARMUP, measured_executes=MEASURED,
+                       collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
+    reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
+    # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
+    exported = facts["exported"]
+    try:
+        flops = files.workload.forward_flops()
+    except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
+        verdicts: list[Verdict] = [checks.not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could "
+                                                         f"not be counted ({type(err).__name__}: {err})"[:300])]
+    else:
+        verdicts = [flops_verdict(flops, exported["flops"], exported["unknown"])]
+    if frozen := exported["frozen"]:  # the trace kept these values as constants
+        verdicts.append(checks.not_applicable(
+            "the exported graph holds for other inputs (03)",
+            f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
+            f"{f' and {len(frozen) - 3} more' if len(frozen) > 3 else ''}; the graph keeps them as constants: a "
+            "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
+            "this input only (03 profiles the path this input takes)"))
+    results: dict[str, VariantResult] = {}
+    code = 1
+    try:
+        for variant in variants:
+            (run.out / variant.name).mkdir()
+            print(f"[{variant.name}] {variant.summary}", flush=True)
+            results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
+                                                     reference, variant_facts(facts, variant))
+            verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
+        body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
+        print(body)
+        print(text.render_verdicts(verdicts))
+        integrity_text, written, integrity = write_own_report(run.out, f"msprof lab report: {run.out}", body,
+                                                              verdicts)
+        print(integrity_text, *written, sep="\n")
+        code = 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
+    finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
+        models = {v.name: files.model_path(v, run.npu) for v in variants}
+        run.finish(completed=len(results) == len(variants), exit_code=code,
+                   results=summary(results, run.out, run.npu, models),
+                   verdicts_passed=bool(verdicts) and code == 0,
+                   failed_checks=[v.name for v in verdicts if not v.ok],
+                   compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
+                                   "detail": verdicts[0].detail} if verdicts else None))
+    print(f"Output: {run.out}")
+    return code
+
+
+if __name__ == "__main__":
+    main_of(main)
