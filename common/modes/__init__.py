@@ -19,6 +19,11 @@ def mode_dir(name: str) -> Path:
     return ROOT / name
 
 
+def lesson_dir(mode: str) -> Path:
+    """A mode's lesson files' folder (its ``src/``), e.g. the CMake project of ``lesson_dir("02_api_AscendC")``."""
+    return ROOT / mode / "src"
+
+
 def lesson_file(mode: str, name: str) -> Path:
     """A lesson file of a mode, e.g. ``lesson_file("04_pyTorch", "model_with_profiler.py")``."""
-    return ROOT / mode / "src" / name
+    return lesson_dir(mode) / name

@@ -61,3 +61,11 @@ def test_no_import_cycle_between_analyze_and_the_layers_it_uses() -> None:
     for module in scope:
         visit(module, [module])
     assert not cycles, cycles[:3]
+
+
+def test_the_modes_harness_is_the_top_layer() -> None:
+    """common/modes/ drives the lesson files and may use every layer; below it only the command line (cli/, its
+    peer: ``python -m common precision`` runs mode 03's variants) imports it."""
+    wrong = {m: sorted(d for d in deps if d.startswith("common.modes")) for m, deps in imports().items()
+             if not m.startswith(("common.modes", "common.cli"))}
+    assert not {m: d for m, d in wrong.items() if d}

@@ -15,10 +15,10 @@ what they and the profilers wrote: on the portable backend the stand-ins' per-bl
 
 from __future__ import annotations
 
-from common.modes import ROOT, lesson_file, mode_dir
+from common.modes import ROOT, lesson_dir, lesson_file, mode_dir
 
 MODE = "ascendc"  # run_info.json's mode and the nox session
 MODE_DIR = mode_dir("02_api_AscendC")
-SRC_DIR = MODE_DIR / "src"  # the lesson files
+SRC_DIR = lesson_dir("02_api_AscendC")  # the lesson files: the CMake project
 TWIN_DIR = ROOT / "common" / "modes" / "ascendc" / "twin"  # the CPU stand-in of the AscendC headers
 PYASC_LESSON = lesson_file("02_api_AscendC", "add_pyasc.py")

@@ -1,0 +1,73 @@
+"""Every mode's src/ holds lesson files only: templates a user copies alone, which the lab launches and never
+the reverse. Each one imports nothing of the lab, reads top to bottom, and stays short; no module of
+common/ reaches into a mode's folder (the harness lives in common/modes/)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from helpers import MODES, ROOT
+
+LESSONS = sorted(p for mode in MODES for p in (ROOT / mode / "src").iterdir() if p.is_file())
+PYTHON_LESSONS = [p for p in LESSONS if p.suffix == ".py"]
+MAX_LINES = {".py": 150, ".cpp": 250, ".h": 250, ".txt": 250}
+IMPORTS_THE_LAB = re.compile(r"^\s*(from|import)\s+common\b", re.MULTILINE)
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_every_mode_has_lesson_files_and_nothing_else_in_src() -> None:
+    assert {p.relative_to(ROOT).parts[0] for p in PYTHON_LESSONS} == set(MODES)
+    folders = [p for mode in MODES for p in (ROOT / mode / "src").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert not folders, "src/ holds the lesson files a user copies; the lab's own parts live elsewhere"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_name)
+def test_a_lesson_file_is_short_enough_to_read_top_to_bottom(path: Path) -> None:
+    assert path.suffix in MAX_LINES, f"{_name(path)}: src/ holds lesson files only (.py, .cpp, .h, CMakeLists.txt)"
+    assert len(path.read_text().splitlines()) <= MAX_LINES[path.suffix]
+
+
+@pytest.mark.parametrize("path", PYTHON_LESSONS, ids=_name)
+def test_a_lesson_file_imports_only_the_tools_it_teaches(path: Path) -> None:
+    text = path.read_text()
+    assert not IMPORTS_THE_LAB.search(text)
+    siblings = {p.stem for p in path.parent.glob("*.py")} - {path.stem}
+    imported = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    assert not imported & (siblings | {"common", "helpers", "tests"}), "a copied file is alone: no sibling imports"
+
+
+@pytest.mark.parametrize("path", PYTHON_LESSONS, ids=_name)
+def test_a_lesson_file_is_a_tutorial(path: Path) -> None:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    assert "What you will do" in doc and "What you will learn" in doc
+    assert 'if __name__ == "__main__":' in path.read_text()  # importing it starts nothing
+
+
+def test_no_module_of_common_imports_from_a_mode_folder() -> None:
+    """The lab launches lesson files (their paths come from common.modes.lesson_file / lesson_dir); it never
+    imports them nor puts a mode's folder on sys.path. Only the workload loader (the user's model folder), the
+    start-up hooks and the pyasc stand-in (its own package) change sys.path."""
+    may_change_path = {"common/workload.py", "common/collect/autoprofile/sitecustomize.py",
+                       "common/bench/proclog/sitecustomize.py",
+                       "common/modes/ascendc/pyasc_twin/__init__.py"}  # its own stand-in package, for in-process tests
+    wrong = []
+    for path in sorted((ROOT / "common").rglob("*.py")):
+        name, tree = _name(path), ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == "src" and name != "common/modes/__init__.py":
+                wrong.append(f"{name}:{node.lineno}: a path into a mode's src/ (use common.modes.lesson_file)")
+            elif (isinstance(node, ast.Attribute) and node.attr in ("insert", "append") and isinstance(node.value,
+                  ast.Attribute) and node.value.attr == "path" and name not in may_change_path):
+                wrong.append(f"{name}:{node.lineno}: sys.path changed")
+    assert not wrong
