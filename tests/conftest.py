@@ -58,7 +58,9 @@ def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 # `nox -s tests` runs them in a second pytest process (--lab-part isolated) beside the rest (--lab-part checkout),
 # which runs one test after the other as always: two cores, two processes, no mode run twice at once.
 ISOLATED = {
-    "modes/test_copy_cmdline.py", "modes/test_npu_dryrun.py", "modes/test_pages_in_browser.py", "modes/test_report_cli.py", "modes/test_cli_pipe.py",
+    "modes/test_copy_ascendc.py", "modes/test_copy_cmdline.py", "modes/test_copy_ddp.py", "modes/test_copy_pyacl.py",
+    "modes/test_copy_pytorch.py", "modes/test_npu_dryrun.py", "modes/test_pages_in_browser.py", "modes/test_report_cli.py",
+    "modes/test_cli_pipe.py", "unit/test_lessons.py", "unit/test_torch_trace.py",
     "unit/test_advisories.py", "unit/test_analysis.py", "unit/test_bounds.py", "unit/test_cluster_layout.py",
     "unit/test_communication.py", "unit/test_db.py", "unit/test_families.py", "unit/test_formats_scale.py",
     "unit/test_integrity.py", "unit/test_real_captures.py", "unit/test_report_page.py", "unit/test_step_verdicts.py",
