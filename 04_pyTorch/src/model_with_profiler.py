@@ -1,21 +1,22 @@
 """Mode 04 — profile your model's steps from inside PyTorch, with a schedule.
 
-What you will do: run 9 steps of a model (TinyMLP, or yours with ``--model FILE``) inside
-``torch_npu.profiler`` on an NPU (``torch.profiler`` on any other machine) with
-``schedule(wait=1, warmup=3, active=5)``, and call ``prof.step()`` after every step. The profiler
-writes its files into ``--out DIR``: ``*_ascend_pt/`` on an NPU, ``*.pt.trace.json`` elsewhere.
+What you will do: run 9 steps of a model (TinyMLP, or yours with ``--model FILE``) inside ``torch_npu.profiler``
+on an NPU (``torch.profiler`` elsewhere) with ``schedule(wait=1, warmup=3, active=5)``, calling ``prof.step()``
+after every step. The profiler writes into ``--out DIR``: ``*_ascend_pt/`` on an NPU, ``*.pt.trace.json`` elsewhere.
 
 What you will learn:
 - why a schedule: the first steps pay one-off costs (allocator, caches), so only 5 are recorded;
 - where ``prof.step()`` goes: once per step, after the step's work, and why the NPU is synchronized first;
 - how to profile training too (``--train``): forward, loss, backward and the optimizer, step by step.
 
-Run: ``python model_with_profiler.py --model my_model.py --out prof_out [--device npu:0|cpu] [--train]``;
-the model file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)`` for --train).
+Run: ``python model_with_profiler.py --model my_model.py --out prof_out [--device npu:0|cpu] [--train]``; the model
+file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)`` for --train).
 """
 
 import argparse
+import dataclasses
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import torch
 
 WAIT, WARMUP, ACTIVE = 1, 3, 5  # skip 1 step, warm up 3 (recorded, thrown away), record 5
 STEPS = WAIT + WARMUP + ACTIVE
-LEARNING_RATE = 0.01  # plain SGD at a fixed rate: every run takes the same steps
+LEARNING_RATE = 0.01
 
 
 # --- 1. the model ------------------------------------------------------------------------------------
@@ -32,11 +33,9 @@ def load_model(path):
     """(model, inputs, loss): from ``--model FILE``, else TinyMLP. Seeds 0 and 1 fix weights and input."""
     if path is None:  # <- your model here, or pass --model FILE
         torch.manual_seed(0)
-        layers = [torch.nn.Linear(1024, 1024)]
-        for _ in range(3):
-            layers += [torch.nn.GELU(), torch.nn.Linear(1024, 1024)]
+        layers = [layer for _ in range(3) for layer in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]
         x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
-        return torch.nn.Sequential(*layers).eval(), (x,), None
+        return torch.nn.Sequential(*layers, torch.nn.Linear(1024, 1024)).eval(), (x,), None
     sys.path.append(str(Path(path).resolve().parent))  # the model file may import its neighbours
     spec = importlib.util.spec_from_file_location("user_model", path)
     module = importlib.util.module_from_spec(spec)
@@ -53,9 +52,8 @@ def make_step(model, inputs, loss, train: bool):
     if not train:
         return torch.no_grad()(lambda: model(*inputs))  # a forward without autograd, as deployed
     model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)  # plain SGD, fixed rate: runs repeat exactly
     x = inputs if len(inputs) > 1 else inputs[0]  # loss() gets the input as make_input() shaped it
-
     def train_step():
         optimizer.zero_grad(set_to_none=True)
         value = loss(model(*inputs), x)
@@ -73,8 +71,7 @@ def npu_profiler(out: str):
     config = torch_npu.profiler._ExperimentalConfig(
         profiler_level=torch_npu.profiler.ProfilerLevel.Level1,  # Level1: PMU + op_statistic + api_statistic
         aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization,  # pipe busy ratios in kernel_details
-        data_simplification=False,  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
-    )
+        data_simplification=False)  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
     return torch_npu.profiler.profile(
         activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
         schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
@@ -82,8 +79,7 @@ def npu_profiler(out: str):
         record_shapes=True,
         profile_memory=True,  # memory_record.csv, operator_memory.csv: peak memory and the ops that allocate
         with_stack=False,  # call stacks inflate host time in exactly the steps we measure
-        experimental_config=config,
-    )
+        experimental_config=config)
 
 
 def portable_profiler(out: str):
@@ -92,8 +88,7 @@ def portable_profiler(out: str):
         activities=[torch.profiler.ProfilerActivity.CPU],
         schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(out),
-        record_shapes=True, profile_memory=True, with_stack=False,
-    )
+        record_shapes=True, profile_memory=True, with_stack=False)
 
 
 # --- 3. the loop: one prof.step() per step -------------------------------------------------------------
@@ -111,7 +106,9 @@ def profile(step, out: str, npu: bool) -> list:
 
 # --- 4. run it ------------------------------------------------------------------------------------------
 def tensors(output) -> list:
-    """A model's output as a flat list of tensors (a tensor, or a tuple / list / dict of them)."""
+    """A model's output as a flat list of tensors: a tensor; a tuple, list, dict or dataclass of them, in order."""
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):  # e.g. a ModelOutput-like class
+        output = [getattr(output, f.name) for f in dataclasses.fields(output)]
     items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
     return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
 
@@ -120,13 +117,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a .py file with build_model() and make_input() (default: TinyMLP)")
     parser.add_argument("--out", required=True, help="the folder the profiler writes into")
-    npu_here = importlib.util.find_spec("torch_npu") is not None
-    parser.add_argument("--device", default="npu:0" if npu_here else "cpu", help="npu:N or cpu (default: npu:0 if any)")
+    npu_here = importlib.util.find_spec("torch_npu") is not None  # default: the NPU where torch_npu is installed
+    parser.add_argument("--device", default="npu:0" if npu_here else "cpu", help="npu:<logical id> or cpu")
     parser.add_argument("--train", action="store_true", help="profile training steps (needs loss() in --model)")
     parser.add_argument("--save-output", metavar="PATH", help=".npy: the last output (--train: the step losses)")
     args = parser.parse_args(argv)
     if args.model and not Path(args.model).is_file():
         parser.error(f"--model {args.model}: no such file")
+    if not re.fullmatch(r"cpu|npu(:[0-9]{1,2})?", args.device):
+        parser.error(f"--device {args.device!r} is not cpu, npu or npu:<logical device id>")
     model, inputs, loss = load_model(args.model)
     if args.train and loss is None:
         parser.error("--train needs loss(output, input) in the --model file")
@@ -137,7 +136,8 @@ def main(argv=None) -> int:
     model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)
     results = profile(make_step(model, inputs, loss, args.train), args.out, npu)
     if args.save_output:  # one output: .npy; several: one .npz beside the path
-        arrays = [t.detach().float().cpu().numpy() for t in ([torch.stack(results)] if args.train else tensors(results[-1]))]
+        saved = [torch.stack(results)] if args.train else tensors(results[-1])
+        arrays = [t.detach().float().cpu().numpy() for t in saved]
         if len(arrays) == 1:
             np.save(args.save_output, arrays[0])
         else:
