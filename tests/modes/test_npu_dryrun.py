@@ -3,7 +3,8 @@
 What it proves: the lab finds CANN and the devices the documented way, builds the documented
 command lines (msprof, msprof op, atc), calls pyACL / AscendCL / torch_npu in the documented
 order on the device it was given, and reads, checks and reports the real-format files the
-stand-ins replay. What it does not prove: anything measured (the stand-ins replay captures of
+stand-ins replay; and that each Python lesson file, copied alone into a folder with nothing of the
+lab beside it or on PYTHONPATH, runs there on that device with the profiler calls it teaches. What it does not prove: anything measured (the stand-ins replay captures of
 other workloads, so workload checks in the reports fail by design), that the real tools accept
 exactly what the stand-ins accept, or anything about the device itself; only an NPU run shows that.
 The second half checks that the stand-ins refuse what the real tools refuse, so a pass above means

@@ -11,8 +11,13 @@
    ``SOC_VERSION`` in the environment reaches the lab as a user's would.
 3. Every stand-in appends its calls to ``<out>/calls.jsonl``; each step's output is kept in
    ``<out>/logs/<step>.log`` and its prof_out/ in ``<out>/results/<step>/``; ``<out>/summary.json``
-   says how each step ended. Then the documented NPU behaviour is checked (expectations.py)
-   and printed; the exit code is 0 only when every expectation holds.
+   says how each step ended.
+4. Then every Python lesson file is copied **alone** into ``<out>/alone/<mode>/`` (nothing of the lab
+   beside it) and run there as a user on an NPU machine runs it: ``python <lesson> <NPU arguments>``,
+   with CANN's set_env.sh and torch_npu's stand-in on PYTHONPATH but not the lab, and none of the lab's
+   variables (steps ``alone.01``, ``alone.02``, ``alone.03``, ``alone.04``; 03 loads the .om ``03.build`` made).
+5. The documented NPU behaviour is checked (expectations.py) and printed; the exit code is 0 only when
+   every expectation holds.
 """
 
 from __future__ import annotations
@@ -72,6 +77,40 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
     return out
 
 
+LESSON_OM = "03_api_pyAcl/model/npu/tiny_mlp_default.om"  # an offline model the 03.build step makes
+FIND_COMMON = "import importlib.util; spec = importlib.util.find_spec('common'); print(spec and spec.origin)"
+
+
+def lessons(device: int, lab: Path) -> list[tuple[str, str, list[str]]]:
+    """(step, lesson file, its NPU arguments) for every Python lesson a user copies (issue 31), in mode order."""
+    d = str(device)
+    return [
+        ("alone.01", "01_cmdline/src/model.py", ["--device", f"npu:{d}"]),
+        ("alone.02", "02_api_AscendC/src/add_pyasc.py", ["-r", "NPU", "--device", d]),
+        ("alone.03", "03_api_pyAcl/src/infer.py", ["--om", str(lab / LESSON_OM), "--device", d, "--out", "prof_out"]),
+        ("alone.04", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out"]),
+    ]
+
+
+def user_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` as a user's shell has it after CANN's set_env.sh: without the variables the lab sets for its modes."""
+    return {k: v for k, v in env.items() if not k.startswith("MSPROF_LAB_") and k != "PYTHON"}
+
+
+def run_lesson(name: str, lesson: str, args: list[str], out: Path, env: dict[str, str]) -> dict:
+    """Copy ``lesson`` alone into ``<out>/alone/<mode>/`` and run it there; the step's result says what the
+    folder held, the PYTHONPATH it ran with and where ``import common`` would have found the lab (None: nowhere)."""
+    folder = out / "alone" / Path(lesson).parts[0]
+    folder.mkdir(parents=True)
+    shutil.copy2(ROOT / lesson, folder)
+    copied = sorted(p.name for p in folder.iterdir())
+    probe = subprocess.run([sys.executable, "-c", FIND_COMMON], cwd=folder, env=env, capture_output=True, text=True,
+                           timeout=60, check=False)
+    result = run_step(name, [sys.executable, Path(lesson).name, *args], None, folder, out, env)
+    return {**result, "lesson": lesson, "folder": str(folder), "copied": copied,
+            "pythonpath": env.get("PYTHONPATH", "").split(os.pathsep), "common_found": probe.stdout.strip()}
+
+
 def copy_lab(target: Path) -> Path:
     """The lab's code as it is in the working tree (no outputs, builds, models or locks), with its bytecode:
     still valid, since the copy keeps each source file's time and size."""
@@ -100,12 +139,13 @@ def mark(log: Path, call: str, name: str, **extra: object) -> None:
         f.write(json.dumps({"tool": "dryrun", "call": call, "args": [name], "env": {}, **extra}) + "\n")
 
 
-def run_step(name: str, argv: list[str], keep: str | None, lab: Path, out: Path, env: dict[str, str]) -> dict:
+def run_step(name: str, argv: list[str], keep: str | None, cwd: Path, out: Path, env: dict[str, str]) -> dict:
+    """Run ``argv`` in ``cwd`` between two markers of calls.jsonl; its log, and ``cwd/keep`` under results/."""
     log = out / "calls.jsonl"
     mark(log, "step.begin", name)
     start = time.monotonic()
     try:
-        proc = subprocess.run(argv, cwd=lab, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
                               check=False)
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as err:
@@ -114,14 +154,19 @@ def run_step(name: str, argv: list[str], keep: str | None, lab: Path, out: Path,
     mark(log, "step.end", name, rc=code)
     (out / "logs" / f"{name}.log").write_text(f"$ {' '.join(argv)}\n--- stdout\n{stdout}\n--- stderr\n{stderr}")
     kept = None
-    if keep and (lab / keep).is_dir():
+    if keep and (cwd / keep).is_dir():
         kept = out / "results" / name
-        shutil.copytree(lab / keep, kept, symlinks=True)
+        shutil.copytree(cwd / keep, kept, symlinks=True)
         kept = str(kept.relative_to(out))
     return {"name": name, "argv": argv, "rc": code, "seconds": seconds, "kept": kept,
             "traceback": "Traceback (most recent call last)" in stdout + stderr,
             "error_lines": [line for line in stderr.splitlines() if line.startswith("Error:")],
             "stdout_tail": stdout[-2000:], "stderr_tail": stderr[-2000:]}
+
+
+def shown(result: dict) -> dict:
+    print(f"[npu dry run] {result['name']:12} exit {result['rc']:>3}  {result['seconds']:>6} s", flush=True)
+    return result
 
 
 def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only: set[str] | None = None) -> dict:
@@ -145,9 +190,11 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     for name, argv, keep in steps(device, ddp):
         if only is not None and name not in only:
             continue
-        result = run_step(name, argv, keep, lab, out, env)
-        summary["steps"].append(result)
-        print(f"[npu dry run] {name:12} exit {result['rc']:>3}  {result['seconds']:>6} s", flush=True)
+        summary["steps"].append(shown(run_step(name, argv, keep, lab, out, env)))
+    for name, lesson, args in lessons(device, lab):
+        if only is not None and name not in only:
+            continue
+        summary["steps"].append(shown(run_lesson(name, lesson, args, out, user_env(env))))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -162,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", help="run only these steps, comma-separated (e.g. detect,02.build,02,03.build); "
                         "the checks of steps left out fail")
     args = parser.parse_args(argv)
-    names = [name for name, _, _ in steps(0, True)]
+    names = [name for name, _, _ in steps(0, True) + lessons(0, ROOT)]
     only = set(args.steps.split(",")) if args.steps else None
     if only is not None and not only <= set(names):
         print(f"Error: --steps {args.steps!r} names a step the dry run does not have — pick from {', '.join(names)}",

@@ -25,6 +25,8 @@ MSPROF_SWITCHES = ["--ascendcl=on", "--runtime-api=on", "--task-time=on", "--tas
 # The calls whose order the pyACL check compares (pyACL API reference, "Profiling pyACL API").
 PYACL_ORDER = ["init", "prof.init", "mdl.load_from_file", "prof.start", "mdl.execute", "prof.stop", "prof.finalize",
                "rt.reset_device", "finalize"]
+# Mode 04's torch_npu.profiler schedule (torch_npu table, the profile(…) row).
+PROFILER_SCHEDULE = {"wait": 1, "warmup": 3, "active": 5, "repeat": 1}
 # Atlas A2 / A3 SoC names (torch_npu NpuVariables.cpp socVersionMap): where AscendC's MetricsProfStart/Stop
 # and msprof op's KernelScale exist, and the PipeUtilization layout (aiv_*, sub_block_id) mode 02 reads.
 ATLAS_A2_A3 = re.compile(r"Ascend(?:910B[1-4]|910B2C|910B4-1|910_93[0-9]{2})")
@@ -37,6 +39,7 @@ FACTS = {
     "skip": "--launch-skip-before-match",
     "output_dims": "get_output_dims",
     "logs": "ASCEND_PROCESS_LOG_PATH",
+    "lessons_alone": "copied alone",
 }
 
 
@@ -80,7 +83,7 @@ def documented() -> dict:
              "msprof_switches": MSPROF_SWITCHES, "op_metrics": ["KernelScale", "PipeUtilization"],
              "op_skip": str(MEASURED_LAUNCHES_WARMUP), "fp32": ["--precision_mode=must_keep_origin_dtype"],
              "fp16_io": ["--input_fp16_nodes=x", "--output_type=FP16"], "pyacl_order": PYACL_ORDER,
-             "executes": [3, 20]}
+             "executes": [3, 20], "schedule": PROFILER_SCHEDULE}
     if not tables:
         return facts
     msprof = _section(tables, "msprof (")
@@ -97,11 +100,15 @@ def documented() -> dict:
     order = [n for n in dict.fromkeys(n.removeprefix("acl.") for n in named) if n in PYACL_ORDER]
     executes = [int(m) for r in pyacl if "acl.mdl.execute" in r.get("what", "")
                 for m in re.findall(r"×\s*(\d+)", r["what"])]
+    profile = _row(_section(tables, "torch_npu"), "torch_npu.profiler.profile(…)").get("the lab passes", "")
+    schedule = re.search(r"schedule\(([^)]*)\)", profile)
+    schedule = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", schedule[1])} if schedule else {}
     facts.update(msprof_switches=switches or facts["msprof_switches"],
                  op_metrics=metrics[0].split(",") if metrics else facts["op_metrics"],
                  op_skip=skip[0] if skip else facts["op_skip"], fp32=fp32[0].split() if fp32 else facts["fp32"],
                  fp16_io=fp16_io[0].split() if fp16_io else facts["fp16_io"], pyacl_order=order or PYACL_ORDER,
-                 executes=executes if len(executes) == 2 else facts["executes"])
+                 executes=executes if len(executes) == 2 else facts["executes"],
+                 schedule=schedule if set(schedule) >= {"wait", "warmup", "active"} else facts["schedule"])
     return facts
 
 
@@ -211,8 +218,8 @@ def program_selects(out: Path, device: int, step: str, kinds: set, want: list[in
                   f"selected {chosen or 'none'} via {sorted({c for _, c in kinds})}; refused: {refused or 'none'}")
 
 
-def pyacl_order(out: Path, device: int) -> Result:
-    calls = [c for c in by_step(load(out)).get("03.acl_prof", []) if c["tool"] == "acl"]
+def pyacl_order(out: Path, device: int, step: str = "03.acl_prof") -> Result:
+    calls = [c for c in by_step(load(out)).get(step, []) if c["tool"] == "acl"]
     refused = [f"{c['call']}: {c.get('refused')}" for c in calls if c.get("rc", 0) != 0]
 
     def at(call: str, last: bool = False) -> int | None:
@@ -513,6 +520,96 @@ def dynamic_04(out: Path, device: int) -> Result:
                   f"{'; ' + step['error_lines'][0] if step.get('error_lines') else ''}")
 
 
+LESSONS_ALONE = ("alone.01", "alone.02", "alone.03", "alone.04")  # driver.lessons: each lesson copied alone
+
+
+def _failed(conditions: list[tuple[bool, str]]) -> list[str]:
+    return [problem for bad, problem in conditions if bad]
+
+
+def ran_alone(out: Path, step: str) -> list[str]:
+    """What was wrong with how ``step``'s lesson ran alone: its exit, a folder holding more than the lesson
+    (another .py file, a ``common``), a PYTHONPATH entry holding the lab, or ``common`` importable there."""
+    result = step_result(out, step)
+    if not result:
+        return ["not run"]
+    name, folder = Path(result["lesson"]).name, Path(result["folder"])
+    beside = sorted(p.name for p in folder.iterdir() if p.name != name and (p.suffix == ".py" or p.name == "common"))
+    lab = [p for p in result["pythonpath"] if p and (Path(p) / "common").exists()]
+    error = f" {result['error_lines'][0]}" if result["error_lines"] else ""
+    return _failed([
+        (result["rc"] != 0 or result["traceback"], f"exit {result['rc']}{' TRACEBACK' * result['traceback']}{error}"),
+        (result["copied"] != [name] or bool(beside), f"the folder held {result['copied']}, then also {beside}"),
+        (result["argv"][1] != name, f"ran {result['argv'][1]}, not the copy"),
+        (bool(lab), f"PYTHONPATH holds the lab: {lab}"),
+        (result["common_found"] != "None", f"import common finds {result['common_found']}")])
+
+
+def taught_calls(out: Path, device: int, step: str) -> tuple[list[str], str]:
+    """(problems, what was seen): the device selection and the profiler calls ``step``'s lesson teaches."""
+    calls = by_step(load(out)).get(step, [])
+    folder = Path(step_result(out, step)["folder"])
+    prof_out = (folder / "prof_out").resolve()  # --out prof_out: relative to the folder the lesson ran in
+
+    def in_prof_out(path: str) -> bool:
+        return (folder / path).resolve().is_relative_to(prof_out)
+
+    # 01 and 04: torch.npu.set_device(<dev>), and every tensor moved to that device
+    chosen, used = devices_in(calls, {("torch_npu", "npu.set_device")}), devices_in(calls)
+    torch_device = (chosen != [device] or used != [device], f"set_device {chosen}, devices used {used}")
+    if step == "alone.01":  # an mstx range around each forward
+        starts, ends = ok_calls(calls, "torch_npu", "mstx.range_start"), ok_calls(calls, "torch_npu", "mstx.range_end")
+        return _failed([
+            torch_device,
+            (not starts or len(starts) != len(ends), f"{len(starts)} mstx ranges started, {len(ends)} ended"),
+        ]), f"set_device {chosen}, {len(starts)} mstx ranges"
+    if step == "alone.02":  # config.set_platform(Backend.NPU, device_id=<dev>); the kernel launched there
+        platforms = [c["args"] for c in ok_calls(calls, "pyasc", "set_platform")]
+        launches = [c["args"][2] for c in ok_calls(calls, "pyasc", "launch")]
+        return _failed([
+            (platforms != [["NPU", None, device]], f"set_platform {platforms}"),
+            (not launches or set(launches) != {device}, f"launches on {launches}"),
+        ]), f"set_platform {platforms}, {len(launches)} launches on {sorted(set(launches))}"
+    if step == "alone.03":  # acl.rt.set_device(<dev>); the acl.prof chain in CANN's order, writing into --out
+        chosen = devices_in(calls, {("acl", "rt.set_device")})
+        order = pyacl_order(out, device, step)
+        configs = [c["args"][0] for c in calls if c["call"] == "prof.create_config" and c.get("handle")]
+        inits = [c["args"][0] for c in ok_calls(calls, "acl", "prof.init")]
+        written = sorted(p.name for p in prof_out.glob("PROF_*"))
+        return _failed([
+            (chosen != [device], f"set_device {chosen}"),
+            (not order.ok, f"acl chain: {order.detail}"),
+            (configs != [[device]], f"create_config device lists {configs}"),
+            (len(inits) != 1 or not in_prof_out(inits[0]) or not written, f"prof.init {inits}, wrote {written}"),
+        ]), f"set_device {chosen}, acl.prof chain in order: {order.ok}, create_config {configs}, {written}"
+    # alone.04: torch_npu.profiler.profile with the schedule, prof.step() per step, one export from <dev>
+    want = documented()["schedule"]
+    schedules = [{k: v for k, v in (c["args"][0].get("schedule") or {}).items() if k in want}
+                 for c in ok_calls(calls, "torch_npu", "profiler.profile")]
+    steps = ok_calls(calls, "torch_npu", "profiler.step")
+    exports = [(c["args"][0], c.get("device")) for c in ok_calls(calls, "torch_npu", "profiler.export")]
+    return _failed([
+        torch_device,
+        (schedules != [want], f"profile schedules {schedules} (want {want})"),
+        (len(steps) != want["wait"] + want["warmup"] + want["active"], f"{len(steps)} prof.step() calls"),
+        (len(exports) != 1 or exports[0][1] != device or not in_prof_out(exports[0][0]), f"exports {exports}"),
+    ]), f"set_device {chosen}, schedule {schedules}, {len(steps)} steps, {len(exports)} export"
+
+
+def lessons_alone(out: Path, device: int) -> Result:
+    """Each Python lesson, copied alone into a folder of its own and run with no lab on its path, exits 0,
+    selects device <dev> itself and makes the profiler calls it teaches."""
+    parts, ok = [], True
+    for step in LESSONS_ALONE:
+        problems = ran_alone(out, step)
+        taught, seen = taught_calls(out, device, step) if problems != ["not run"] else ([], "")
+        ok &= not problems and not taught
+        parts.append(f"{step}: {'; '.join(problems + taught) or 'ok'}{f' ({seen})' if seen else ''}")
+    return Result(f"the lessons copied alone (nothing of the lab beside them or on PYTHONPATH) exit 0 on device "
+                  f"{device}: 01 mstx ranges, 02 pyasc launch, 03 acl.prof chain, 04 torch_npu.profiler with its "
+                  "schedule", ok, " | ".join(parts))
+
+
 def reference_rows(out: Path | None = None, device: int | None = None) -> Result:
     if not REFERENCE.is_file():
         return Result("docs/npu_reference.md lists the facts checked here", False, f"{REFERENCE.name} not written yet")
@@ -547,6 +644,7 @@ CHECKS = {
     "device_in_outputs": device_in_outputs,
     "ddp": ddp,
     "dynamic_04": dynamic_04,
+    "lessons_alone": lessons_alone,
     "reference_rows": reference_rows,
 }
 
