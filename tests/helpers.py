@@ -109,16 +109,20 @@ def plant(folder: Path, *, marker: bool = True) -> Path:
     return folder
 
 
+# What a private copy of the lab leaves behind: every output, build, model and lock a run makes in the checkout.
+NOT_COPIED = ("prof_out*", "prof_runs", "prof_sweep", "agree_out", "precision_out", "build", "model", "npu_dryrun",
+              ".msprof_lab.lock", ".lab_cache", ".nox")
+
+
 def copy_lab(target: Path) -> Path:
-    """A private copy of the lab's code (no outputs, builds or models) to run as a user would.
+    """A private copy of the lab as a user clones it (common/, workloads/, the four modes, pyproject.toml), without
+    the outputs, builds, models or locks of runs in the checkout: the one way the tests copy the lab.
 
     Its bytecode comes along: still valid, since the copy keeps each source file's time and size."""
-    from common.formats import rundir
-
-    ignore = shutil.ignore_patterns("prof_out*", "build", "model", rundir.LOCK_FILE)
-    shutil.copytree(ROOT / "common", target / "common", ignore=ignore)
-    for mode in MODES:
-        shutil.copytree(ROOT / mode, target / mode, ignore=ignore)
+    ignore = shutil.ignore_patterns(*NOT_COPIED)
+    for folder in ("common", "workloads", *MODES):
+        shutil.copytree(ROOT / folder, target / folder, ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", target / "pyproject.toml")
     return target
 
 

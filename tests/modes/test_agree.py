@@ -15,13 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, error_lines, lab_env
+from helpers import MODES, copy_lab, error_lines, lab_env
 
 from common.workload import tiny_mlp
 
-MODES = ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"]
-# Bytecode comes along: still valid, since a copy keeps each source file's time and size.
-IGNORE = shutil.ignore_patterns("prof_out*", "prof_runs", "prof_sweep", "build", "model")
 
 
 def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -37,10 +34,7 @@ def lab(repo: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A private repo copy in which every mode ran once, in one run (as nox runs them)."""
-    target = tmp_path_factory.mktemp("lab") / "repo"
-    shutil.copytree(ROOT / "common", target / "common", ignore=IGNORE)
-    for mode in MODES:
-        shutil.copytree(ROOT / mode, target / mode, ignore=IGNORE)
+    target = copy_lab(tmp_path_factory.mktemp("lab") / "repo")
     for script in (["01_cmdline/run.sh", "0"], ["02_api_AscendC/build.sh"], ["02_api_AscendC/run.sh", "0"],
                    ["03_api_pyAcl/build_model.sh"], ["03_api_pyAcl/run.sh", "0"], ["04_pyTorch/run.sh", "0"]):
         proc = _sh(target, "bash", *script)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, error_lines, lab_env, load_lesson
+from helpers import ROOT, copy_lab, error_lines, lab_env, load_lesson
 
 MODE = ROOT / "03_api_pyAcl"
 lesson = load_lesson("03_api_pyAcl/src/infer.py")  # the lesson: the pyACL chain, driven here against a fake acl
@@ -33,15 +33,6 @@ TINY = variants.ModelFiles(tiny_mlp())
 
 
 # ----- shared set-up ---------------------------------------------------------------------------------
-def make_repo(target: Path) -> Path:
-    """A private copy of what the mode needs (common/ and the mode folder), so tests never touch the real tree.
-    Bytecode comes along: still valid, since the copy keeps each source file's time and size."""
-    shutil.copytree(ROOT / "common", target / "common")
-    shutil.copytree(ROOT / "workloads", target / "workloads")
-    shutil.copytree(MODE, target / MODE.name, ignore=shutil.ignore_patterns("model", "prof_out"))
-    return target
-
-
 def sh(repo: Path, script: str, *args: str) -> subprocess.CompletedProcess:
     """Run one of the mode's shell scripts from an unrelated directory, as a user would."""
     return subprocess.run(
@@ -61,7 +52,7 @@ def prof_files(repo: Path, variant: str, name: str) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("pyacl") / "lab")
+    repo = copy_lab(tmp_path_factory.mktemp("pyacl") / "lab")
     result = sh(repo, "build_model.sh")
     assert result.returncode == 0, result.stderr
     for name in VARIANT_NAMES:
@@ -190,17 +181,17 @@ def assert_usage_error(result: subprocess.CompletedProcess, *needles: str) -> No
     ],
 )
 def test_usage_errors(tmp_path, script, args, needle):
-    assert_usage_error(sh(make_repo(tmp_path / "lab"), script, *args), needle)
+    assert_usage_error(sh(copy_lab(tmp_path / "lab"), script, *args), needle)
 
 
 def test_missing_model_points_to_build(tmp_path):
-    assert_usage_error(sh(make_repo(tmp_path / "lab"), "run.sh", "0", "fp32"), "not found", "build_model.sh")
+    assert_usage_error(sh(copy_lab(tmp_path / "lab"), "run.sh", "0", "fp32"), "not found", "build_model.sh")
 
 
 @pytest.fixture
 def bad_model_repo(built, tmp_path) -> Path:
     """A repo whose fp32 model will be damaged, with a previous prof_out that must survive."""
-    repo = make_repo(tmp_path / "lab")
+    repo = copy_lab(tmp_path / "lab")
     shutil.copytree(built / MODE.name / "model", repo / MODE.name / "model")
     previous = repo / MODE.name / "prof_out"
     previous.mkdir()
@@ -775,7 +766,7 @@ def verdict_lines(result: subprocess.CompletedProcess) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cnn_repo(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    repo = make_repo(tmp_path_factory.mktemp("pyacl_cnn") / "lab")
+    repo = copy_lab(tmp_path_factory.mktemp("pyacl_cnn") / "lab")
     return repo, build_and_run(repo, repo / "workloads" / "cnn.py")
 
 
@@ -803,7 +794,7 @@ def test_cnn_runs_with_its_fusions_named(cnn_repo):
 
 
 def test_transformer_runs(tmp_path):
-    repo = make_repo(tmp_path / "lab")
+    repo = copy_lab(tmp_path / "lab")
     result = build_and_run(repo, repo / "workloads" / "transformer.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "GELU's Erf formula (Div, Erf, Add, Mul, Mul) -> Gelu x1" in result.stdout
@@ -816,7 +807,7 @@ def test_transformer_runs(tmp_path):
 
 
 def test_two_inputs_two_outputs(tmp_path):
-    repo = make_repo(tmp_path / "lab")
+    repo = copy_lab(tmp_path / "lab")
     workload = tmp_path / "two_heads.py"
     workload.write_text(TWO_IN_TWO_OUT)
     result = build_and_run(repo, workload)
@@ -851,7 +842,7 @@ def test_a_model_built_for_another_workload_is_refused(cnn_repo, tmp_path):
 
 
 def test_tolerance_is_relative_to_the_output_scale(tmp_path):
-    repo = make_repo(tmp_path / "lab")
+    repo = copy_lab(tmp_path / "lab")
     workload = tmp_path / "large_outputs.py"
     workload.write_text(LARGE_OUTPUTS)
     result = build_and_run(repo, workload, "default")
@@ -966,7 +957,7 @@ def make_input():
 def test_an_op_without_an_fp16_kernel_keeps_fp32_as_atc_does(tmp_path):
     """ONNX Runtime's CPU provider has no fp16 ScatterElements with reduction 'add': the fp16 variant keeps that
     op in fp32 and says so, instead of building a graph its own runtime cannot run (a false failure)."""
-    repo = make_repo(tmp_path / "lab")
+    repo = copy_lab(tmp_path / "lab")
     workload = tmp_path / "messages.py"
     workload.write_text(SCATTER_ADD)
     built = sh(repo, "build_model.sh", "default", "--workload", str(workload))
@@ -1009,7 +1000,7 @@ def make_input():
 def test_an_export_the_exporter_refuses_is_one_short_line(tmp_path):
     """The TorchScript exporter prints the whole traced graph (from C++) and appends it to its message: the build
     shows neither, only why, in one line."""
-    repo = make_repo(tmp_path / "lab")
+    repo = copy_lab(tmp_path / "lab")
     workload = tmp_path / "pool.py"
     workload.write_text(INDEX_ADD)
     built = sh(repo, "build_model.sh", "default", "--workload", str(workload))

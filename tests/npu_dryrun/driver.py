@@ -33,12 +33,12 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.helpers import MODES, copy_lab
 from tests.npu_dryrun import expectations, fake_cann
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MODULES = HERE / "modules"
-MODES = ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch")
 STEP_TIMEOUT_S = 600
 DEFAULT_CHIP = "910B3"
 SIMULATOR_SOC = "Ascend910B1"  # mode 02's pyasc kernel under msprof op simulator (pyasc's default Model SoC)
@@ -109,17 +109,6 @@ def run_lesson(name: str, lesson: str, args: list[str], out: Path, env: dict[str
     result = run_step(name, [sys.executable, Path(lesson).name, *args], None, folder, out, env)
     return {**result, "lesson": lesson, "folder": str(folder), "copied": copied,
             "pythonpath": env.get("PYTHONPATH", "").split(os.pathsep), "common_found": probe.stdout.strip()}
-
-
-def copy_lab(target: Path) -> Path:
-    """The lab's code as it is in the working tree (no outputs, builds, models or locks), with its bytecode:
-    still valid, since the copy keeps each source file's time and size."""
-    ignore = shutil.ignore_patterns("prof_out*", "prof_runs", "build", "model", ".msprof_lab.lock")
-    shutil.copytree(ROOT / "common", target / "common", ignore=ignore)
-    for mode in MODES:
-        shutil.copytree(ROOT / mode, target / mode, ignore=ignore)
-    shutil.copy2(ROOT / "pyproject.toml", target / "pyproject.toml")
-    return target
 
 
 def base_env(out: Path, cann: Path, torch_site: Path, chip: str) -> dict[str, str]:
