@@ -7,6 +7,7 @@ through others, whether the import is at the top of a file or inside a function.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 COMMON = Path(__file__).resolve().parents[2] / "common"
@@ -69,3 +70,12 @@ def test_the_modes_harness_is_the_top_layer() -> None:
     wrong = {m: sorted(d for d in deps if d.startswith("common.modes")) for m, deps in imports().items()
              if not m.startswith(("common.modes", "common.cli"))}
     assert not {m: d for m, d in wrong.items() if d}
+
+
+def test_the_tests_copy_the_lab_one_way() -> None:
+    """helpers.copy_lab is the one copy of the lab the tests make (one ignore list): no other test module copies
+    common/ or a mode folder itself."""
+    tests = COMMON.parent / "tests"
+    copies = [p.relative_to(tests).as_posix() for p in tests.rglob("*.py") if p.name != "helpers.py"
+              and re.search(r"copytree\(\s*(ROOT|MODE)\b", p.read_text())]
+    assert copies == []
