@@ -32,13 +32,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import NamedTuple
 
 import nox
-import nox.command
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -380,32 +378,11 @@ def tests(session: nox.Session) -> None:
     python = lab_python(session)
     # pandas too, as nox -s bench adds it: the benchmark's pandas baseline is tested like the others.
     session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
-    env = {"MSPROF_LAB_RUN_ID": RUN_ID}
-    if any(arg.startswith("--lab-part") for arg in session.posargs):  # the caller picked a part: run just that
-        session.run(python, "-m", "pytest", *session.posargs, external=True, env=env)
-        return
-    # Two pytest processes on the two cores: the modules that run modes in the checkout, one test after the other,
-    # and beside them the modules that do not (ISOLATED in tests/conftest.py), with a temporary folder of their own.
-    # The second one's output is printed once the first has finished.
-    basetemp = Path(tempfile.gettempdir()) / f"msprof-lab-tests-isolated-{os.getuid()}"
-    log = basetemp.with_suffix(".log")
-    with log.open("w") as out:
-        isolated = subprocess.Popen([python, "-m", "pytest", "--lab-part", "isolated", f"--basetemp={basetemp}",
-                                     *session.posargs], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **env})
-        try:  # exit 5: no test of that part selected (e.g. by -k), not a failure
-            session.run(python, "-m", "pytest", "--lab-part", "checkout", *session.posargs, external=True, env=env,
-                        success_codes=[0, 5])
-        except nox.command.CommandFailed:
-            raise  # the checkout part failed: the isolated part still finishes and is shown, then the session stops
-        except BaseException:  # Ctrl-C, or nox itself failed: stop the other part too
-            isolated.terminate()
-            raise
-        finally:
-            code = isolated.wait()
-            session.log(f"the isolated part (--lab-part isolated), exit {code}:\n{log.read_text()}")
-    if code not in (0, 5):
-        session.error(f"the isolated part of the suite failed (exit {code}): its output is above, and in {log}")
+    # One pytest, two workers (the 2-core VM): the modules that run modes in the checkout share one xdist group and
+    # run one test after the other on one worker; every other module is a group of its own beside them
+    # (tests/conftest.py). `-- -n 0` runs it in one process.
+    session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadgroup", *session.posargs, external=True,
+                env={"MSPROF_LAB_RUN_ID": RUN_ID})
 
 
 @nox.session(name="npu_dryrun")

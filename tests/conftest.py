@@ -55,8 +55,9 @@ def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
 # Modules that neither run a mode in the checkout nor read what such runs write there (prof_out/, builds, models,
 # the modes' locks): they read fixtures and write only under tmp_path, or run the lab in a private copy of it.
-# `nox -s tests` runs them in a second pytest process (--lab-part isolated) beside the rest (--lab-part checkout),
-# which runs one test after the other as always: two cores, two processes, no mode run twice at once.
+# `nox -s tests` runs the suite once, on two pytest-xdist workers (--dist loadgroup): every other module runs in the
+# xdist group "checkout", one test after the other on one worker, as always; each module listed here is a group of
+# its own (its module fixtures built once), spread over the workers beside it.
 ISOLATED = {
     "modes/test_copy_ascendc.py", "modes/test_copy_cmdline.py", "modes/test_copy_ddp.py", "modes/test_copy_pyacl.py",
     "modes/test_copy_pytorch.py", "modes/test_npu_dryrun.py", "modes/test_pages_in_browser.py", "modes/test_report_cli.py",
@@ -68,32 +69,23 @@ ISOLATED = {
     "unit/test_compare_levels.py", "unit/test_env.py", "unit/test_fast_paths.py", "unit/test_layers.py",
     "unit/test_torch_ops.py", "unit/test_work_models.py",
 }
-PARTS = ("all", "checkout", "isolated")
+CHECKOUT_GROUP = "checkout"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--lab-part", choices=PARTS, default="all",
-                     help="checkout: the modules that run modes in the checkout; isolated: the others (ISOLATED in "
-                          "tests/conftest.py); all (default): both")
-
-
-def part_of(path: Path) -> str:
-    """Which part a test module belongs to: "isolated" when ISOLATED lists it, else "checkout"."""
+def xdist_group_of(path: Path) -> str:
+    """The xdist group of a test module: "checkout" unless ISOLATED lists it, else the module's own path."""
     tests = Path(__file__).resolve().parent
     where = path.relative_to(tests).as_posix() if tests in path.parents else path.name
-    return "isolated" if where in ISOLATED else "checkout"
+    return where if where in ISOLATED else CHECKOUT_GROUP
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups from the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Everything under tests/modes runs the lab end to end: mark it e2e, so ``-m "not e2e"`` is the fast part.
-    With ``--lab-part checkout|isolated`` the tests of the other part are deselected."""
+    Every test gets its module's xdist group (used under ``-n N --dist loadgroup``, ignored otherwise)."""
     modes = Path(__file__).resolve().parent / "modes"
     for item in items:
-        if modes in Path(str(item.path)).parents:
+        path = Path(str(item.path))
+        if modes in path.parents:
             item.add_marker(pytest.mark.e2e)
-    part = config.getoption("--lab-part")
-    if part != "all":
-        keep = [part_of(Path(str(item.path))) == part for item in items]
-        if not all(keep):
-            config.hook.pytest_deselected(items=[item for item, k in zip(items, keep) if not k])
-            items[:] = [item for item, k in zip(items, keep) if k]
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(path)))

@@ -313,16 +313,15 @@ def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None
     assert load_workload().name == "cnn"
 
 
-def test_the_isolated_part_lists_existing_modules_and_parts_split_the_suite() -> None:
-    """nox -s tests runs ISOLATED in a second pytest process: each entry must be a test module here (a stale name would
-    quietly move nothing), and every module is in exactly one part."""
+def test_the_isolated_modules_exist_and_the_rest_share_one_group() -> None:
+    """nox -s tests runs the suite on two xdist workers: each ISOLATED entry must be a test module here (a stale name
+    would quietly move nothing), and every other module runs in the one "checkout" group, one test after the other."""
     import conftest
 
     tests = Path(conftest.__file__).resolve().parent
     assert all((tests / name).is_file() for name in conftest.ISOLATED), sorted(
         n for n in conftest.ISOLATED if not (tests / n).is_file())
-    modules = sorted(tests.glob("*/test_*.py"))
-    parts = {conftest.part_of(m) for m in modules}
-    assert parts == {"checkout", "isolated"}
-    assert conftest.part_of(tests / "modes" / "test_agree.py") == "checkout"  # runs every mode in the checkout
-    assert conftest.part_of(tests / "modes" / "test_npu_dryrun.py") == "isolated"  # runs a private copy of the lab
+    groups = {conftest.xdist_group_of(m) for m in sorted(tests.glob("*/test_*.py"))}
+    assert conftest.CHECKOUT_GROUP in groups and len(groups) == len(conftest.ISOLATED) + 1
+    assert conftest.xdist_group_of(tests / "modes" / "test_agree.py") == "checkout"  # runs every mode in the checkout
+    assert conftest.xdist_group_of(tests / "modes" / "test_npu_dryrun.py") == "modes/test_npu_dryrun.py"
