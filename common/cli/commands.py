@@ -133,15 +133,16 @@ def _out_dir(path: str):
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from common.analyze import cluster
+    from common.analyze.cluster import cluster_report
     from common.cli.reports import write_beside
     from common.collect.msprof_analyze import view_checks
+    from common.formats.cluster import load_cluster
     from common.render.cluster import cluster_html, render_cluster
 
     out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
-    view = cluster.load_cluster(args.dir)
+    view = load_cluster(args.dir)
     verdicts, notes = view_checks(view, install=args.cross_check)
-    report = cluster.cluster_report(view)
+    report = cluster_report(view)
     text = render_cluster(report, verdicts, notes)
     print(text)
     if out is not None:
