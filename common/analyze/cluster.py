@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from common.analyze import communication, step_bound
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
-from common.analyze.slow_rank import Arrivals, RankSummary, SlowRank, collective_arrivals, find_slow_rank, rank_summaries
+from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, find_slow_rank,
+                                      rank_summaries)
 from common.formats.cluster import ClusterView, Communication, step_order
 from common.verdict import Verdict
 
