@@ -79,16 +79,17 @@ def _agree(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from common.analyze import cross_mode
+    from common.cli.agree import default_dirs, load_runs, load_sweep, workload_of
     from common.cli.reports import write_agree_outputs
-    from common.formats.rundir import check_output_dir
+    from common.formats.rundir import REPO_ROOT, check_output_dir
     from common.render.html import agree_html
     from common.render.text import agree_report
 
-    out = check_output_dir(Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out")  # before the work
-    dirs = [Path(d) for d in args.dirs] or cross_mode.default_dirs()
-    runs, failed, notes = cross_mode.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
+    out = check_output_dir(Path(args.out) if args.out else REPO_ROOT / "agree_out")  # before the work
+    dirs = [Path(d) for d in args.dirs] or default_dirs()
+    runs, failed, notes = load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
     # the workload 01, 03 and 04 ran (one, checked by load_runs): its EXPECT, its reference output
-    workload = cross_mode.workload_of(runs)
+    workload = workload_of(runs)
     verdicts = cross_mode.verdicts(runs, workload, failed)
     notes = [cross_mode.workload_line(workload), *notes]
     if failed:
@@ -100,7 +101,7 @@ def _agree(args: argparse.Namespace) -> int:
     cols = cross_mode.columns(runs, workload)
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
-    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, cross_mode.load_sweep()))
+    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, load_sweep()))
     print("\n".join(write_agree_outputs(out, markdown, page)))
     return 0 if all(v.ok for v in verdicts) else 1
 
