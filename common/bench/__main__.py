@@ -144,12 +144,13 @@ def _lab_db(folder: str) -> dict:
 
 
 def _lab_cluster(folder: str) -> dict:
-    from common.analyze import cluster
+    from common.analyze.slow_rank import find_slow_rank, rank_summaries
+    from common.formats.cluster import load_cluster
 
     start = time.perf_counter()
-    view = cluster.load_cluster(folder)
-    summaries = cluster.rank_summaries(view)
-    slow = cluster.find_slow_rank(summaries, view.steps)
+    view = load_cluster(folder)
+    summaries = rank_summaries(view)
+    slow = find_slow_rank(summaries, view.steps)
     seconds = time.perf_counter() - start
     values = {f"{rank}:{s.step}": [s.computing_us, s.communication_not_overlapped_us, s.free_us]
               for rank, rows in view.steps.items() for s in rows}

@@ -79,16 +79,17 @@ def _agree(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from common.analyze import cross_mode
+    from common.cli.agree import default_dirs, load_runs, load_sweep, workload_of
     from common.cli.reports import write_agree_outputs
-    from common.formats.rundir import check_output_dir
+    from common.formats.rundir import REPO_ROOT, check_output_dir
     from common.render.html import agree_html
     from common.render.text import agree_report
 
-    out = check_output_dir(Path(args.out) if args.out else cross_mode.REPO_ROOT / "agree_out")  # before the work
-    dirs = [Path(d) for d in args.dirs] or cross_mode.default_dirs()
-    runs, failed, notes = cross_mode.load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
+    out = check_output_dir(Path(args.out) if args.out else REPO_ROOT / "agree_out")  # before the work
+    dirs = [Path(d) for d in args.dirs] or default_dirs()
+    runs, failed, notes = load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
     # the workload 01, 03 and 04 ran (one, checked by load_runs): its EXPECT, its reference output
-    workload = cross_mode.workload_of(runs)
+    workload = workload_of(runs)
     verdicts = cross_mode.verdicts(runs, workload, failed)
     notes = [cross_mode.workload_line(workload), *notes]
     if failed:
@@ -100,7 +101,7 @@ def _agree(args: argparse.Namespace) -> int:
     cols = cross_mode.columns(runs, workload)
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
-    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, cross_mode.load_sweep()))
+    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, load_sweep()))
     print("\n".join(write_agree_outputs(out, markdown, page)))
     return 0 if all(v.ok for v in verdicts) else 1
 
@@ -133,15 +134,16 @@ def _out_dir(path: str):
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from common.analyze import cluster
+    from common.analyze.cluster import cluster_report
     from common.cli.reports import write_beside
     from common.collect.msprof_analyze import view_checks
+    from common.formats.cluster import load_cluster
     from common.render.cluster import cluster_html, render_cluster
 
     out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
-    view = cluster.load_cluster(args.dir)
+    view = load_cluster(args.dir)
     verdicts, notes = view_checks(view, install=args.cross_check)
-    report = cluster.cluster_report(view)
+    report = cluster_report(view)
     text = render_cluster(report, verdicts, notes)
     print(text)
     if out is not None:

@@ -18,6 +18,8 @@ Set ``MSPROF_ANALYZE=/path/to/msprof-analyze`` to use an installation of your ow
 
 from __future__ import annotations
 
+import csv
+import math
 import os
 import re
 import sys
@@ -30,7 +32,10 @@ from xml.etree import ElementTree
 from common.collect import launcher
 from common.environments import ensure_environment
 from common.errors import ArgumentParser, LabError, run_cli
+from common.formats.cluster import MSA_OUTPUT, step_order
 from common.formats.datasets import find_datasets
+from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
+from common.formats.records import StepTime
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
 from common.render.text import render_table, render_verdicts
 from common.verdict import Verdict
@@ -123,6 +128,121 @@ def run_tool(exe: Path, args: list[str], log_path: Path) -> str:
 
 # --- reading what it reports ------------------------------------------------------------------------
 # ===== The cluster view against msprof-analyze cluster ========================================
+# msprof-analyze re-reads the same step_trace_time.csv (µs with 3 decimals): the numbers must
+# agree to the last printed digit; any larger difference is a rank or step mapped differently.
+CROSS_CHECK_ABS_US = 0.002
+# cluster_step_trace_time.csv's step columns (msprof-analyze copies them from each rank's
+# step_trace_time.csv) and the StepTime field each is compared with.
+MSA_STEP_COLUMNS = {
+    "Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Overlapped": "overlapped_us", "Communication": "communication_us", "Free": "free_us", "Stage": "stage_us",
+    "Bubble": "bubble_us", "Preparing": "preparing_us",
+}
+COMPARED_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")  # required in the tool's table
+
+
+def _msa_step(text: str | None) -> int | None:
+    """A Step cell of cluster_step_trace_time.csv: empty when the capture had no schedule."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(text)
+    return int(value)
+
+
+CROSS_CHECK_NAME = "agrees with msprof-analyze cluster (cluster_step_trace_time.csv)"
+
+
+CROSS_CHECK_DB_NAME = f"agrees with msprof-analyze cluster ({CLUSTER_ANALYSIS_DB} ClusterStepTraceTime)"
+
+
+def compare_with_cluster_db(steps: dict[int, list[StepTime]], db_path: Path,
+                            name: str = CROSS_CHECK_DB_NAME) -> Verdict:
+    """:func:`compare_with_msprof_analyze` against the ClusterStepTraceTime table msprof-analyze writes for db input."""
+    try:
+        records = read_cluster_step_trace_time(db_path)
+    except LabError as err:
+        return Verdict(name, False, str(err))
+    header = list(records[0]) if records else ["Step", "Type", "Index"]
+    return compare_step_rows(steps, header, records, f"{db_path.name} ClusterStepTraceTime", name, head_line=1)
+
+
+def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path,
+                                name: str = CROSS_CHECK_NAME) -> Verdict:
+    """Every ``rank`` row msprof-analyze wrote against this view's (rank, step) rows, every step column both have.
+
+    Rows are matched by (Index, Step), an empty Step (no schedule) matching this view's empty Step;
+    a row the tool wrote twice, a row it wrote and this view lacks (or the reverse), a cell that is
+    not a number, or a value on one side only fails the check.
+    """
+    try:
+        with csv_path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            records = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        return Verdict(name, False, f"{csv_path.name} unreadable ({err})")
+    return compare_step_rows(steps, header, records, csv_path.name, name)
+
+
+def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], records: list[dict], source: str,
+                      name: str, head_line: int = 2) -> Verdict:
+    """The comparison itself, over rows under cluster_step_trace_time.csv's column names (``source`` names them;
+    ``head_line``: the line or row number of the first record, for messages)."""
+    missing = [c for c in ("Step", "Type", "Index", *COMPARED_COLUMNS) if c not in header]
+    if missing:
+        return Verdict(name, False, f"{source} has no column {', '.join(map(repr, missing))} (header {header})")
+    theirs: dict[tuple[int, int | None], dict] = {}
+    other_types: dict[str, int] = {}
+    for line, row in enumerate(records, start=head_line):
+        if row.get("Type") != "rank":
+            other_types[str(row.get("Type"))] = other_types.get(str(row.get("Type")), 0) + 1
+            continue
+        try:
+            key = (int(float(row["Index"])), _msa_step(row["Step"]))
+        except (TypeError, ValueError, OverflowError):
+            return Verdict(name, False, f"{source}:{line}: Index {row.get('Index')!r} / Step "
+                                        f"{row.get('Step')!r} is not a rank and a step")
+        if key in theirs:
+            return Verdict(name, False, f"{source}:{line}: rank {key[0]} step {key[1]} written twice")
+        theirs[key] = row
+    ours = {(rank, s.step): s for rank, rows in steps.items() for s in rows}
+    if set(theirs) != set(ours):
+        def show(keys) -> str:
+            listed = sorted(keys, key=lambda k: (k[0], step_order(k[1])))
+            return f"{listed[:6]}{'...' if len(listed) > 6 else ''}"
+        return Verdict(name, False, f"(rank, step) pairs differ: only ours {show(set(ours) - set(theirs))}, "
+                                    f"only theirs {show(set(theirs) - set(ours))}")
+    columns = [c for c in MSA_STEP_COLUMNS if c in header]
+    worst, where, compared = 0.0, "", 0
+    for key, mine in ours.items():
+        for column in columns:
+            cell = (theirs[key][column] or "").strip()
+            value = getattr(mine, MSA_STEP_COLUMNS[column])
+            if not cell and value is None:
+                continue
+            if not cell or value is None:
+                return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze "
+                                            f"{cell or 'empty'}, ours {'empty' if value is None else value}")
+            try:
+                diff = abs(float(cell) - value)
+            except ValueError:
+                diff = math.nan
+            if not math.isfinite(diff):
+                return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze wrote {cell!r}, "
+                                            f"ours {value}")
+            compared += 1
+            if diff >= worst:
+                worst, where = diff, f"rank {key[0]} step {'(none)' if key[1] is None else key[1]} {column}"
+    extra = f"; rows of other types not compared: {other_types}" if other_types else ""
+    return Verdict(
+        name,
+        worst <= CROSS_CHECK_ABS_US,
+        f"{len(ours)} rank-steps x {', '.join(columns)} ({compared} values): largest difference {worst:.4f} us "
+        f"({where}); tolerance {CROSS_CHECK_ABS_US} us{extra}",
+    )
 
 
 def installed_msprof_analyze() -> Path | None:
@@ -136,14 +256,12 @@ def cross_check(view, install: bool = False) -> Verdict | str:
     """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv (for database input, the
     ClusterStepTraceTime table of its cluster_analysis.db) vs this view.
 
-    ``view``: a :class:`common.analyze.cluster.ClusterView`. The tool is found (or, with ``install``,
+    ``view``: a :class:`common.formats.cluster.ClusterView`. The tool is found (or, with ``install``,
     installed) by :func:`ensure_tool`. Without it, returns the line saying the cross-check was skipped
     and how to get it.
     """
     import shutil
 
-    from common.analyze.cluster import (CLUSTER_ANALYSIS_DB, CROSS_CHECK_NAME, MSA_OUTPUT, compare_with_cluster_db,
-                                        compare_with_msprof_analyze)
     from common.formats.rundir import MARKER
 
     exe = ensure_tool() if install else installed_msprof_analyze()

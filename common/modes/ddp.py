@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.analyze import checks, cluster
+from common.analyze import checks
+from common.analyze.slow_rank import collective_arrivals, find_slow_rank, rank_summaries
+from common.formats.cluster import load_cluster
 from common.modes import ddp_torchrun, lesson_file, mode_dir
 from common.modes.ddp_rank import params_digest
 from common.workload import BATCH, flatten_output, make_input
@@ -89,8 +91,8 @@ def interpret(view, plan) -> list:
     """With ``--slow-rank`` the view must blame that rank for its compute: the others wait for it in the all-reduce."""
     if plan.slow_rank is None:
         return []
-    slow = cluster.find_slow_rank(cluster.rank_summaries(view))
-    return [checks.check_slow_rank(slow, cluster.collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
+    slow = find_slow_rank(rank_summaries(view))
+    return [checks.check_slow_rank(slow, collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     run = ddp_torchrun.launch(args, LESSON, MODE_DIR, forwards=ACTIVE, schedule=(WAIT, WARMUP, ACTIVE))
     if not run.completed:
         return 1
-    view = cluster.load_cluster(run.out)  # every rank's step table; refuses ranks that do not belong together
+    view = load_cluster(run.out)  # every rank's step table; refuses ranks that do not belong together
     verdicts = check_run(view, run.statuses, run.plan, run.workload) + interpret(view, run.plan)
     return run.report(view, verdicts, cross_check=args.cross_check)  # + msprof-analyze's, when installed
 

@@ -324,13 +324,13 @@ class RanksRun:
 
     def report(self, view, verdicts: list, cross_check: bool = False) -> int:
         """The cluster view with the run's checks (and msprof-analyze's, when installed); 0 when all held."""
-        from common.analyze import cluster
+        from common.analyze.cluster import cluster_report
         from common.collect.msprof_analyze import view_checks
         from common.render.cluster import cluster_html, render_cluster
 
         more, notes = view_checks(view, install=cross_check)
         verdicts = verdicts + more
-        report = cluster.cluster_report(view)
+        report = cluster_report(view)
         text = render_cluster(report, verdicts, notes)
         print(text)
         (self.out / "cluster_report.txt").write_text(text + "\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.analyze.cluster import GROUP_HEADER, STAGE_HEADER, ClusterReport
+from common.analyze.cluster import ClusterReport
 from common.analyze.communication import OP_HEADER
 from common.render import html
 from common.render.text import Section, render_text, render_verdicts, run_info_line
@@ -11,6 +11,10 @@ from common.verdict import Verdict
 STEP_HEADER = ["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step", "Bound"]
 MEAN_HEADER = ["Rank", "Computing", "Comm(Not Overlapped)", "Communication", "Free", "Step", "Comm wait(%)", "Bound"]
 LINK_HEADER = ["Step", "Ops", "Src", "Dst", "Transport", "Size(MB)", "Time(ms)", "GB/s"]
+GROUP_HEADER = ["Kind", "Name", "Ranks", "Group id", "Group in communication.json"]
+# the columns of common.analyze.parallel_layout.StageRow.cells
+STAGE_HEADER = ["Step", "Stage", "Ranks", "Computing(max)", "Free(max)", "Comm(Not Overlapped)(max)", "Bubble(max)",
+                "P2P ops", "P2P(us)", "P2P wait(us)", "P2P idle(us)"]
 
 
 def _head(report: ClusterReport) -> list[str]:

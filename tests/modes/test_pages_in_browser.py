@@ -22,6 +22,7 @@ from helpers import FIXTURES, ROOT
 
 from common.analyze import cluster
 from common.cli.reports import directory_html
+from common.formats.cluster import load_cluster
 from common.render.cluster import cluster_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -113,7 +114,7 @@ CLUSTER_SECTIONS = {
 
 @pytest.mark.parametrize("capture", list(CLUSTER_SECTIONS), ids=lambda p: p.parent.name)
 def test_cluster_page(capture: Path, tmp_path: Path) -> None:
-    view = cluster.load_cluster(capture)
+    view = load_cluster(capture)
     found = measure_and_shoot(cluster_html(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
                               f"cluster_{capture.parent.name}_{capture.name}", tmp_path)
     assert_readable_at_a_glance(found)

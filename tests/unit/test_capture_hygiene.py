@@ -13,6 +13,7 @@ from helpers import FIXTURES
 from common.analyze import cluster
 from common.errors import LabError
 from common.formats import db as dbmod
+from common.formats.cluster import load_cluster
 from common.formats.datasets import find_datasets
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu"
@@ -37,7 +38,7 @@ def test_reading_a_wal_database_creates_nothing_beside_it(tmp_path: Path) -> Non
     before = _files(root)
     for ds in find_datasets(root):
         assert ds.tasks and ds.steps and ds.memory is not None
-    report = cluster.cluster_report(cluster.load_cluster(root))
+    report = cluster.cluster_report(load_cluster(root))
     assert report.op_rows and report.comm_lines
     assert _files(root) == before
 

@@ -140,7 +140,7 @@ def test_reports_of_every_real_capture_fit_the_terminal(tmp_path: Path) -> None:
 
 
 def test_a_file_given_for_a_folder_is_named_so_by_every_command(tmp_path: Path) -> None:
-    from common.analyze.cluster import load_cluster
+    from common.formats.cluster import load_cluster
 
     file = tmp_path / "op_summary.csv"
     file.write_text("a,b\n")

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze.cluster import (RankSummary, cluster_report, compare_with_msprof_analyze, find_slow_rank,
-                                    load_cluster, mean_gap, step_gap)
+from common.analyze.cluster import cluster_report
+from common.analyze.slow_rank import RankSummary, find_slow_rank, mean_gap, step_gap
+from common.collect.msprof_analyze import compare_with_msprof_analyze
 from common.errors import LabError
+from common.formats.cluster import load_cluster
 from common.render.cluster import render_cluster
 from common.formats.records import StepTime
 

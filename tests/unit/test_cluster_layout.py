@@ -16,6 +16,8 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze import cluster
+from common.analyze.parallel_layout import group_hash, parallel_layout
+from common.formats.cluster import load_cluster
 from common.formats.communication import read_communication_json
 from common.formats.metadata import read_rank_metadata
 from common.render.cluster import render_cluster
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def report() -> cluster.ClusterReport:
-    return cluster.cluster_report(cluster.load_cluster(CAPTURE))
+    return cluster.cluster_report(load_cluster(CAPTURE))
 
 
 def test_the_groups_come_from_parallel_group_info(report: cluster.ClusterReport) -> None:
@@ -43,11 +45,11 @@ def test_the_groups_come_from_parallel_group_info(report: cluster.ClusterReport)
 
 
 def test_a_group_name_maps_to_the_group_communication_json_writes() -> None:
-    assert cluster.group_hash("group_name_19") == "3985310405473756128"  # rank 0's pp group [0, 2]
+    assert group_hash("group_name_19") == "3985310405473756128"  # rank 0's pp group [0, 2]
     p2p_groups = {t.group for t in read_communication_json(CAPTURE / "rank_0_ascend_pt" / OUT / "communication.json")
                   if t.kind == "p2p"}
     pp = next(g for g in read_rank_metadata(CAPTURE / "rank_0_ascend_pt").groups if g.name == "pp")
-    assert p2p_groups == {cluster.group_hash(pp.group_id)}
+    assert p2p_groups == {group_hash(pp.group_id)}
 
 
 def test_p2p_total_op_info_is_not_an_op() -> None:
@@ -121,7 +123,7 @@ def test_a_rank_slower_than_its_dp_peer_is_named(tmp_path: Path) -> None:
     root = tmp_path / "level2"
     shutil.copytree(CAPTURE, root)
     _slow_down(root, rank=1, by_us=100_000)
-    report = cluster.cluster_report(cluster.load_cluster(root))
+    report = cluster.cluster_report(load_cluster(root))
     assert report.slow.rank == 1
     assert report.slow.text.startswith(
         "slowest rank within its group: DP group [0, 1]: rank 1 is slow — Computing + Free 467,723.3 us vs "
@@ -145,7 +147,7 @@ def test_the_layout_is_read_from_a_databases_meta_data(tmp_path: Path) -> None:
 
 
 def test_without_metadata_the_view_is_as_before() -> None:
-    report = cluster.cluster_report(cluster.load_cluster(NO_LAYOUT))  # profiler_metadata.json: ENV_VARIABLES only
+    report = cluster.cluster_report(load_cluster(NO_LAYOUT))  # profiler_metadata.json: ENV_VARIABLES only
     assert report.layout is None and report.stage_rows == [] and report.layout_lines == []
     assert report.slow.text.startswith("no slow rank: mean Computing + Free differ by at most")
     assert "-- Parallel layout" not in render_cluster(report)
@@ -186,8 +188,8 @@ def test_a_tensor_parallel_layout_gets_tensor_parallel_advice(tmp_path: Path) ->
                 group["group_name"] = "tp"
         path.write_text(json.dumps(meta))
     _slow_down(root, rank=1, by_us=100_000)
-    view = cluster.load_cluster(root)
-    layout = cluster.parallel_layout(view)
+    view = load_cluster(root)
+    layout = parallel_layout(view)
     assert [g.ranks for g in layout.of("TP")] == [(0, 1), (2, 3)] and layout.of("DP") == []
     assert layout.sizes["TP"] == 2
     report = cluster.cluster_report(view)

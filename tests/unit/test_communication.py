@@ -17,6 +17,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze import cluster, communication
+from common.formats.cluster import load_cluster, rank_communication
 from common.formats.communication import (group_members, read_comm_analyzer, read_communication_json,
                                           read_rank_matrix)
 from common.render.cluster import cluster_html, render_cluster
@@ -71,14 +72,14 @@ def test_analysis_db_gives_the_same_fields(db_copy: Path) -> None:
 
 def test_the_ops_add_up_to_the_step_tables_communication(text_copy: Path) -> None:
     """Elapse summed over the ops is step_trace_time.csv's Communication column (rank 0: 105,991.878 us)."""
-    comm = cluster.rank_communication(cluster.load_cluster(text_copy))
-    for rank, step in cluster.load_cluster(text_copy).steps.items():
+    comm = rank_communication(load_cluster(text_copy))
+    for rank, step in load_cluster(text_copy).steps.items():
         split = communication.rank_split(rank, comm.per_rank[rank])
         assert 1000 * split.elapse_ms == pytest.approx(step[0].communication_us, abs=0.01)
 
 
 def test_the_verdict_says_idle_not_the_link_and_names_the_late_peer(text_copy: Path) -> None:
-    comm = cluster.rank_communication(cluster.load_cluster(text_copy))
+    comm = rank_communication(load_cluster(text_copy))
     verdict = communication.step_verdict(comm.per_rank, comm.source)
     late = _json(1)["step50"]["collective"]["hcom_allReduce__586_0_1@17522688603477080586"]
     early = _json(0)["step50"]["collective"]["hcom_allReduce__586_0_1@17522688603477080586"]
@@ -93,12 +94,12 @@ def test_the_verdict_says_idle_not_the_link_and_names_the_late_peer(text_copy: P
 def test_the_group_is_larger_than_the_capture(text_copy: Path) -> None:
     links = read_rank_matrix(text_copy / "rank0_ascend_pt" / OUT)
     assert group_members(links) == {"17522688603477080586": set(range(8))}
-    text = render_cluster(cluster.cluster_report(cluster.load_cluster(text_copy)))
+    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
     assert "group 080586 has 8 ranks (0..7, communication matrix), this capture holds 2 (0, 1)" in text
 
 
 def test_the_cluster_view_shows_the_collectives_and_fits_its_advice(text_copy: Path) -> None:
-    text = render_cluster(cluster.cluster_report(cluster.load_cluster(text_copy)))
+    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
     assert "-- Collectives and point-to-point ops" in text
     assert "hcom_allReduce__586_0_1  collective  76.282    0.242  2.839  2.808  73.201  0.921   28.647  HCCS 15.73" \
         in text
@@ -109,7 +110,7 @@ def test_the_cluster_view_shows_the_collectives_and_fits_its_advice(text_copy: P
 
 
 def test_the_database_export_gets_the_same_view(db_copy: Path) -> None:
-    report = cluster.cluster_report(cluster.load_cluster(db_copy))
+    report = cluster.cluster_report(load_cluster(db_copy))
     text = render_cluster(report)
     assert "(analysis.db CommAnalyzerTime)" in text
     assert "hcom_allReduce__210_0_1" in text and "group 523210 has 8 ranks" in text
@@ -125,7 +126,7 @@ def test_the_database_export_gets_the_same_view(db_copy: Path) -> None:
 def test_a_damaged_communication_json_is_named_and_the_rest_is_reported(text_copy: Path) -> None:
     path = text_copy / "rank1_ascend_pt" / OUT / "communication.json"
     path.write_text(path.read_text()[:500])  # cut short
-    text = render_cluster(cluster.cluster_report(cluster.load_cluster(text_copy)))
+    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
     assert "note: rank 1: communication analysis not read:" in text and "communication.json: unreadable" in text
     assert "rank 0: 4 ops, elapse 105.992 ms" in text and "-- Per step and rank (us) --" in text
 
@@ -145,7 +146,7 @@ def test_cluster_out_writes_the_text_and_a_page(text_copy: Path, tmp_path: Path)
 def test_cluster_html_puts_a_failed_check_first(text_copy: Path) -> None:
     from common.verdict import Verdict
 
-    report = cluster.cluster_report(cluster.load_cluster(text_copy))
+    report = cluster.cluster_report(load_cluster(text_copy))
     page = cluster_html(report, [Verdict("a check", False, "it failed")])
     assert page.index("<h2>Checks</h2>") < page.index("<h2>Per step and rank")
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze.cluster import load_cluster
 from common.analyze.compare import compare, load_run
 from common.errors import LabError
 from common.formats import db as dbmod
+from common.formats.cluster import load_cluster
 from common.formats.datasets import export_sides, find_datasets
 from common.formats.db import ProfilerDb
 from common.formats.engine import pl

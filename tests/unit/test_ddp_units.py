@@ -16,12 +16,12 @@ import pytest
 from helpers import load_lesson
 
 from common.backend import Backend
-from common.analyze.cluster import (ClusterView, RankProfile, RankSummary, collective_arrivals,
-                                   find_slow_rank)
+from common.analyze.slow_rank import RankSummary, collective_arrivals, find_slow_rank
 from common.collect import torch_ops
 from common.collect.torch_npu_layout import communication_json, trace_view
 from common.collect.torch_ops import COMMUNICATION, StepRange
 from common.errors import LabError
+from common.formats.cluster import ClusterView, RankProfile
 from common.formats.communication import collectives_of
 from common.formats.records import Task
 from common.modes import ddp_rank
@@ -314,7 +314,7 @@ def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     """The demo's extra batch may stay under the view's threshold on a small model: [N/A], not a failure
     (which rank arrives last is then noise); another rank blamed fails."""
     from common.analyze.checks import check_slow_rank
-    from common.analyze.cluster import SlowRank
+    from common.analyze.slow_rank import SlowRank
 
     quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us mean step")
     small = check_slow_rank(quiet, types.SimpleNamespace(last={0: 1, 1: 9}), 1, 4)

@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze import advisories, checks, cluster, families, step_bound
+from common.analyze import advisories, checks, families, step_bound
+from common.analyze.parallel_layout import parallel_layout
+from common.analyze.slow_rank import collective_arrivals
 from common.cli.reports import memory_summary
+from common.formats.cluster import load_cluster
 from common.formats.datasets import find_datasets
 
 NPU = FIXTURES / "npu"
@@ -213,7 +216,7 @@ def expect_text_level1(root: Path) -> None:
         assert mem.headline.peak_allocated_mb == pytest.approx(peak)
     found = integrity(root, datasets)
     assert len(found) == 4 and all(v.ok for v in found), found  # op_statistic and step table, per rank
-    view = cluster.load_cluster(root)
+    view = load_cluster(root)
     assert checks.check_collectives(view.ranks).ok
 
 
@@ -243,14 +246,14 @@ def expect_db_level1(root: Path) -> None:
     # only rank 0's database carries OVERLAP_ANALYSIS (added by MindStudio Insight): its step table is checked
     (verdict,) = integrity(root, datasets)
     assert verdict.ok and "db_level1" not in verdict.name and "rank0" in verdict.name, verdict
-    view = cluster.load_cluster(root)
+    view = load_cluster(root)
     assert checks.check_collectives(view.ranks).ok
     starts = {r: dict(query(next((root / f"rank{r}_ascend_pt" / OUT).glob("ascend_pytorch_profiler_*.db")),
                             "SELECT s.value, o.startNs FROM COMMUNICATION_OP AS o JOIN STRING_IDS AS s "
                             "ON s.id = o.opName")) for r in (0, 1)}
     waits = {r: sum(max(starts[0][n], starts[1][n]) - starts[r][n] for n in starts[0]) / len(starts[0]) / 1000
              for r in (0, 1)}
-    arrivals = cluster.collective_arrivals(view)
+    arrivals = collective_arrivals(view)
     assert arrivals.collectives == 4 and arrivals.source == "COMMUNICATION_OP"
     assert arrivals.wait_us == pytest.approx(waits, abs=0.5)  # µs floats of ~1.7e15 keep ~0.25 us
 
@@ -275,7 +278,7 @@ def expect_megatron_level2(root: Path) -> None:
         (root / f"rank_{r}_ascend_pt" / "profiler_metadata.json").read_text())["parallel_group_info"].values()
         if g["group_name"] == "pp")
     assert metadata["distributed_args"]["pipeline_model_parallel_size"] == 2 and set(pp) == {(0, 2), (1, 3)}
-    layout = cluster.parallel_layout(cluster.load_cluster(root))
+    layout = parallel_layout(load_cluster(root))
     assert layout.stages == [(0, 1), (2, 3)]  # stage s: index s of every PP group
 
 

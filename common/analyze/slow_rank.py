@@ -1,0 +1,215 @@
+"""The slow rank of a cluster: the rank the others wait for, and why; who reached each collective last.
+
+Why a slow rank is found this way: in synchronous data-parallel training every rank leaves
+a step's all-reduce together, so all step times look alike. What differs is how a rank's step
+is split. The rank with the most time of its own (Computing + Free: work, and host-side gaps)
+is the one the others wait for, and their waiting shows up as *their* Communication(Not
+Overlapped) growing. So: slowest = the largest Computing + Free; the reason is whichever of
+the two exceeds the other ranks' median by more.
+
+Pure functions over a :class:`common.formats.cluster.ClusterView` already read; a capture with a
+parallel layout is judged within each group instead (:mod:`common.analyze.parallel_layout`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from common.formats.cluster import ClusterView, step_order
+from common.formats.records import StepTime
+
+# A rank is called slow when its own time (Computing + Free) exceeds the other ranks' median by
+# more than this share of the mean step: below it, run-to-run noise on a shared host is as large.
+SLOW_RANK_MIN_SHARE = 0.20
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank's mean step (µs)."""
+
+    rank: int
+    computing_us: float
+    comm_not_overlapped_us: float
+    communication_us: float
+    free_us: float
+    step_us: float
+
+    @property
+    def own_us(self) -> float:
+        return self.computing_us + self.free_us
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    rank: int | None  # None: no rank stands out
+    reason: str | None  # "computing" | "free" | None
+    text: str
+
+
+def rank_summaries(view: ClusterView) -> list[RankSummary]:
+    out = []
+    for rank, rows in sorted(view.steps.items()):
+        out.append(
+            RankSummary(
+                rank=rank,
+                computing_us=statistics.fmean(s.computing_us for s in rows),
+                comm_not_overlapped_us=statistics.fmean(s.communication_not_overlapped_us for s in rows),
+                communication_us=statistics.fmean(s.communication_us for s in rows),
+                free_us=statistics.fmean(s.free_us for s in rows),
+                step_us=statistics.fmean(s.total_us for s in rows),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Gap:
+    """The largest difference of Computing + Free between two ranks (µs), and where."""
+
+    us: float
+    high: int  # the rank with more
+    low: int
+    step: int | None = None  # None: of the mean step (or the one whole-trace row)
+
+
+def mean_gap(summaries: list[RankSummary]) -> Gap:
+    """Largest minus smallest mean Computing + Free over the ranks."""
+    high = max(summaries, key=lambda s: s.own_us)
+    low = min(summaries, key=lambda s: s.own_us)
+    return Gap(high.own_us - low.own_us, high.rank, low.rank)
+
+
+def step_gap(steps: dict[int, list[StepTime]]) -> Gap | None:
+    """The largest Computing + Free difference between two ranks within one step, over every step."""
+    own: dict[int | None, dict[int, float]] = {}
+    for rank, rows in steps.items():
+        for s in rows:
+            own.setdefault(s.step, {})[rank] = s.computing_us + s.free_us
+    best = None
+    for step in sorted(own, key=step_order):
+        per_rank = own[step]
+        if len(per_rank) < 2:
+            continue
+        high, low = max(per_rank, key=per_rank.get), min(per_rank, key=per_rank.get)
+        gap = Gap(per_rank[high] - per_rank[low], high, low, step)
+        if best is None or gap.us > best.us:
+            best = gap
+    return best
+
+
+def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]] | None = None) -> SlowRank:
+    """The rank the others wait for, and why (see the module docstring); ``steps`` adds the per-step gap."""
+    if len(summaries) < 2:
+        return SlowRank(None, None, "one rank: nothing to compare it with")
+    slowest = max(summaries, key=lambda s: s.own_us)
+    others = [s for s in summaries if s.rank != slowest.rank]
+    own_median = statistics.median(s.own_us for s in others)
+    step = statistics.fmean(s.step_us for s in summaries)
+    excess = slowest.own_us - own_median
+    wait_median = statistics.median(s.comm_not_overlapped_us for s in others)
+    if excess < SLOW_RANK_MIN_SHARE * step:
+        spread = mean_gap(summaries)
+        single = step_gap(steps) if steps else None
+        median = (f"; rank {slowest.rank} exceeds the other ranks' median by {excess:,.1f} us"
+                  if len(summaries) > 2 else "")
+        where = ""
+        if single is not None and len({s.step for rows in steps.values() for s in rows}) > 1:
+            where = (f"; within one step they differ by at most {single.us:,.1f} us "
+                     f"(step {single.step}: rank {single.high} vs rank {single.low})")
+        return SlowRank(
+            None,
+            None,
+            (
+                f"no slow rank: mean Computing + Free differ by at most {spread.us:,.1f} us between ranks "
+                f"(rank {spread.high} vs rank {spread.low}){median}, under {100 * SLOW_RANK_MIN_SHARE:.0f}% of "
+                f"the {step:,.1f} us mean step{where}"
+            ),
+        )
+    d_compute = slowest.computing_us - statistics.median(s.computing_us for s in others)
+    d_free = slowest.free_us - statistics.median(s.free_us for s in others)
+    if d_compute >= d_free:
+        reason, what = (
+            "computing",
+            (
+                f"longest compute: Computing {slowest.computing_us:,.1f} us "
+                f"vs {slowest.computing_us - d_compute:,.1f} us "
+                f"(median of the other ranks)"
+            ),
+        )
+    else:
+        reason, what = (
+            "free",
+            (
+                f"longest wait on its own host (Free: Python, data loading, dispatch): {slowest.free_us:,.1f} us vs "
+                f"{slowest.free_us - d_free:,.1f} us (median of the other ranks)"
+            ),
+        )
+    return SlowRank(
+        slowest.rank,
+        reason,
+        (
+            f"slowest rank: {slowest.rank} — {what}. The others wait for it in the collective: their "
+            f"Communication(Not Overlapped) is {wait_median:,.1f} us "
+            f"vs {slowest.comm_not_overlapped_us:,.1f} us on rank "
+            f"{slowest.rank}"
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Who reached each collective last, from the ranks' communication.json ``Start Timestamp(us)``."""
+
+    collectives: int  # matched on every rank
+    last: dict[int, int]  # rank -> collectives it started last
+    wait_us: dict[int, float]  # rank -> mean over the collectives of (last rank's start - its own start)
+    source: str = "communication.json"
+    largest: tuple[str, int, float] | None = None  # (collective, the rank that started it last, by how much µs)
+
+    def text(self) -> str:
+        """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs)."""
+        waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in sorted(self.wait_us))
+        counts = ", ".join(f"rank {r} {n}" for r, n in sorted(self.last.items()))
+        head = (f"arrival at the collectives ({self.source}): the largest gap is {self.largest[0]}, which rank "
+                f"{self.largest[1]} started {self.largest[2]:,.1f} us after the first rank; "
+                if self.largest else f"arrival at the collectives ({self.source}): ")
+        return (f"{head}mean wait for the last rank per collective: {waits}; started last (of {self.collectives}): "
+                f"{counts}")
+
+
+
+def collective_arrivals(view: ClusterView) -> Arrivals | None:
+    """Per collective, the rank that started it last and how long each rank waited for that one.
+
+    The same collective has the same name on every rank (``<op>_<step>_<k>@<group>``). Start
+    times are comparable when the ranks share a clock: one host, or NPUs whose timestamps
+    torch_npu aligns. None when a rank has no communication.json.
+    """
+    starts: dict[str, dict[int, float]] = {}
+    sources = set()
+    for p in view.ranks:
+        sources.add(p.collectives_source)
+        mine = p.collective_starts
+        if mine is None:
+            return None
+        for name, start in mine.items():
+            starts.setdefault(name, {})[p.rank] = start
+    ranks = [p.rank for p in view.ranks]
+    matched = {k: v for k, v in starts.items() if len(v) == len(ranks)}
+    if not matched or len(ranks) < 2:
+        return None
+    last = dict.fromkeys(ranks, 0)
+    waited = dict.fromkeys(ranks, 0.0)
+    largest = None
+    for name, per_rank in matched.items():
+        latest = max(per_rank.values())
+        late = max(per_rank, key=per_rank.get)
+        last[late] += 1
+        gap = latest - min(per_rank.values())
+        if largest is None or gap > largest[2]:
+            largest = (name.partition("/")[2].partition("@")[0], late, gap)
+        for rank, start in per_rank.items():
+            waited[rank] += latest - start
+    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)),
+                    largest)

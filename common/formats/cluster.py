@@ -1,0 +1,230 @@
+"""A multi-rank capture folder, read: every rank's profile, step table, collectives and parallel layout.
+
+Input is what torch_npu writes for a torch.distributed job (and the portable backend copies):
+one ``*_ascend_pt/`` per rank, named by its ``profiler_info_{rank}.json``, each with
+``ASCEND_PROFILER_OUTPUT/step_trace_time.csv``. The same files are what
+``msprof-analyze cluster`` reads (:mod:`common.collect.msprof_analyze` compares the two).
+:func:`load_cluster` refuses mixed, incomplete or missing ranks; each rank's other files
+(communication analysis, metadata) are read when first asked for. The analysis of what is read
+lives in :mod:`common.analyze.cluster`, :mod:`~common.analyze.slow_rank` and
+:mod:`~common.analyze.parallel_layout`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common.errors import LabError
+from common.formats.communication import (CommTiming, MatrixLink, collectives_of, group_members,
+                                          read_rank_communication, read_rank_matrix)
+from common.formats.datasets import Dataset, dataset_of
+from common.formats.metadata import RankMetadata, read_rank_metadata
+from common.formats.records import CommOp, StepTime
+from common.formats.rundir import read_run_info, require_directory
+
+PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
+OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
+MSA_OUTPUT = "cluster_analysis_output"
+
+
+@dataclass
+class RankProfile:
+    rank: int
+    folder: Path  # the rank's *_ascend_pt
+    info: dict  # its profiler_info_{rank}.json
+
+    @functools.cached_property
+    def dataset(self) -> Dataset:
+        """The rank's export: the text files, or the database (torch_npu export_type=db) when there are none."""
+        return dataset_of(self.folder / OUTPUT_SUBDIR) or Dataset("torch_npu", self.folder / OUTPUT_SUBDIR)
+
+    @property
+    def steps(self) -> list[StepTime]:
+        return self.dataset.steps
+
+    @functools.cached_property
+    def metadata(self) -> RankMetadata | None:
+        """Its parallel layout (profiler_metadata.json, or the database's META_DATA); None when not recorded."""
+        return read_rank_metadata(self.folder, self.dataset.db if self.dataset.is_db else None)
+
+    def communication(self) -> list[CommOp]:
+        """The rank's collectives from its database's COMMUNICATION_OP (empty for a text export: see communication.json)."""
+        return self.dataset.profiler_db.communication() if self.dataset.is_db else []
+
+    @property
+    def collectives_source(self) -> str:
+        """Where :attr:`collective_starts` comes from: the database's table or the text export's file."""
+        return "COMMUNICATION_OP" if self.dataset.is_db else "communication.json"
+
+    @functools.cached_property
+    def collective_starts(self) -> dict[str, float] | None:
+        """``<step>/<op name>@<group>`` -> the start (µs) of each collective the rank ran: its database's
+        COMMUNICATION_OP (one row per collective), or communication.json's ``Start Timestamp(us)``;
+        None when that file is missing or unreadable."""
+        if self.dataset.is_db:
+            return {f"{'' if op.step_id is None else op.step_id}/{op.op_name}@{op.group or ''}": op.start_us
+                    for op in self.communication()}
+        path = self.folder / OUTPUT_SUBDIR / "communication.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        starts: dict[str, float] = {}
+        for step, kinds in data.items():
+            for name, op in collectives_of(kinds).items():
+                start = (op.get("Communication Time Info") or {}).get("Start Timestamp(us)")
+                if start is not None:
+                    starts[f"{step}/{name}"] = float(start)
+        return starts
+
+
+@dataclass
+class ClusterView:
+    root: Path
+    ranks: list[RankProfile]
+    run_info: dict | None
+    steps: dict[int, list[StepTime]]  # rank -> its step rows
+
+    @functools.cached_property
+    def communication(self) -> Communication | None:
+        """Every rank's communication analysis (:func:`rank_communication`), read once."""
+        return rank_communication(self)
+
+
+def _rank_dirs(root: Path) -> dict[int, list[Path]]:
+    found: dict[int, list[Path]] = {}
+    for path in sorted(root.rglob("profiler_info_*.json")):
+        if MSA_OUTPUT in path.parts or not (m := PROFILER_INFO.match(path.name)):
+            continue
+        found.setdefault(int(m[1]), []).append(path.parent)
+    return found
+
+
+
+def step_order(step: int | None) -> tuple[bool, int]:
+    """Sort key of a Step: an empty Step (a capture without a schedule: one whole-trace row) first."""
+    return (step is not None, step or 0)
+
+
+def _steps_of(rows: list[StepTime]) -> list[int | None]:
+    return sorted((s.step for s in rows), key=step_order)
+
+
+def _ranges(steps: list[int | None]) -> str:
+    if any(s is None for s in steps):
+        return f"{steps} (an empty Step: no schedule)"
+    return f"{steps[0]}..{steps[-1]}" if steps and steps == list(range(steps[0], steps[-1] + 1)) else str(steps)
+
+
+def load_cluster(root: Path | str) -> ClusterView:
+    """Every rank's profile under ``root``; refuses mixed, incomplete or missing ranks with one line."""
+    root = Path(root)
+    require_directory(root, "give the prof_out_ddp/ of run_ddp.sh or a folder of rank outputs")
+    run_info = read_run_info(root)
+    if run_info is not None and not run_info.get("completed"):
+        reason = (run_info.get("failure") or {}).get("reason", "it did not finish")
+        raise LabError(f"{root}: the run is INCOMPLETE ({reason})", "fix the failing rank and run it again")
+    found = _rank_dirs(root)
+    if not found:
+        raise LabError(
+            f"{root}: no per-rank profiles (*_ascend_pt/profiler_info_<rank>.json)",
+            "give the output of a multi-rank run, e.g. 04_pyTorch/prof_out_ddp",
+        )
+    doubled = {r: dirs for r, dirs in found.items() if len(dirs) > 1}
+    if doubled:
+        r, dirs = next(iter(sorted(doubled.items())))
+        raise LabError(
+            f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(str(d.relative_to(root)) for d in dirs)}): "
+            "outputs of different runs are mixed",
+            "keep exactly one folder per rank, all from one run",
+        )
+    world = int(run_info["world_size"]) if run_info and run_info.get("world_size") else max(found) + 1
+    missing = [r for r in range(world) if r not in found]
+    extra = [r for r in found if r >= world]
+    if missing or extra:
+        what = (
+            f"rank(s) {', '.join(map(str, missing))} missing"
+            if missing
+            else f"rank(s) {', '.join(map(str, extra))} beyond the world size"
+        )
+        raise LabError(
+            f"{root}: {what} (found {', '.join(map(str, sorted(found)))}; world size {world})",
+            "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
+        )
+    ranks = []
+    for r in sorted(found):
+        folder = found[r][0]
+        try:
+            info = json.loads((folder / f"profiler_info_{r}.json").read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise LabError(
+                f"{folder}/profiler_info_{r}.json: unreadable ({err})", "the rank's output is damaged"
+            ) from None
+        ranks.append(RankProfile(r, folder, info if isinstance(info, dict) else {}))
+    launches = {p.rank: str(p.info.get("launch_id")) for p in ranks}  # written by the lab's portable ranks
+    first = ranks[0].rank
+    odd = next((r for r, v in launches.items() if v != launches[first]), None)
+    if odd is not None:
+        raise LabError(
+            f"{root}: ranks come from different runs (rank {first}: launch {launches[first][:8]}, "
+            f"rank {odd}: launch {launches[odd][:8]})",
+            "compare the ranks of one run only",
+        )
+    steps = {p.rank: p.steps for p in ranks}
+    reference = _steps_of(steps[ranks[0].rank])
+    for p in ranks[1:]:
+        mine = _steps_of(steps[p.rank])
+        if mine != reference:
+            raise LabError(
+                f"{root}: rank {p.rank} recorded steps {_ranges(mine)} "
+                f"but rank {ranks[0].rank} recorded {_ranges(reference)}",
+                "the ranks are not from one run with one schedule",
+            )
+    if not reference:
+        raise LabError(
+            f"{ranks[0].folder}: no steps ({ranks[0].dataset.steps_source})",
+            "profile with a schedule so steps are recorded"
+        )
+    return ClusterView(root, ranks, run_info, steps)
+
+
+@dataclass
+class Communication:
+    """Every rank's ops as its communication analysis splits them, and the groups its link matrix names."""
+
+    per_rank: dict[int, list[CommTiming]]
+    source: str
+    links: dict[int, list[MatrixLink]]
+    notes: list[str] = field(default_factory=list)  # a rank whose files could not be read, and what was lost
+
+    @property
+    def groups(self) -> dict[str, set[int]]:
+        return group_members([link for rows in self.links.values() for link in rows])
+
+
+def rank_communication(view: ClusterView) -> Communication | None:
+    """communication.json / communication_matrix.json (text) or analysis.db (database) of every rank.
+
+    A rank whose files are damaged is left out with a note; None when no rank has them.
+    """
+    per_rank: dict[int, list[CommTiming]] = {}
+    links: dict[int, list[MatrixLink]] = {}
+    sources, notes = set(), []
+    for p in view.ranks:
+        out = p.folder / OUTPUT_SUBDIR
+        try:
+            found = read_rank_communication(out)
+            if found is None:
+                continue
+            per_rank[p.rank], source = found
+            sources.add(source)
+            links[p.rank] = read_rank_matrix(out)
+        except LabError as err:
+            notes.append(f"rank {p.rank}: communication analysis not read: {err.what}")
+    if not per_rank and not notes:
+        return None
+    return Communication(per_rank, " and ".join(sorted(sources)) or "none", links, notes)
