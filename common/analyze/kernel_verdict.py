@@ -82,7 +82,7 @@ class KernelVerdict:
         """The verdict, its lower bound and every rule with its evidence, threshold and source."""
         head = (f"Bottleneck class: {self.bottleneck} — {FIX[self.bottleneck]}" if self.bottleneck
                 else "Bottleneck class: none of the five rules holds (the pipes overlap or the data cannot tell)")
-        out = [f"Median kernel time: {self.median_us:.3f} us (common.profiling.task_time_median)", head]
+        out = [f"Median kernel time: {self.median_us:.3f} us (common.collect.profiling.task_time_median)", head]
         if self.lower_bound_us is not None and self.peaks is not None:
             out.append(f"Lower bound: {self.lower_bound_us:.3f} us = bytes moved / {self.peaks.bytes_per_s / 1e9:.1f} GB/s "
                        f"({self.peaks.source}); achieved {100 * self.achieved:.3f}% of it")

@@ -30,7 +30,7 @@ from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_
                                                 mean_ratios, read_msprof_op_pipes, read_simulator_cores, read_sizes,
                                                 render_report, render_simulator)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
-from common.profiling import Profiler, read_run_tasks, task_time_median
+from common.collect.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
 from common.verdict import Verdict, not_applicable
 
@@ -160,7 +160,7 @@ def check_bound(ratios: dict[str, float | None]) -> Verdict:
 
 # --- 3. read -------------------------------------------------------------------------------------
 def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str, dict | None, float | None]:
-    """The twin run inside the in-process Profiler (``common.profiling``, pyasc's ``asc.lib.profiling`` names), as
+    """The twin run inside the in-process Profiler (``common.collect.profiling``, pyasc's ``asc.lib.profiling`` names), as
     the pyasc kernel is: the twin's timers become a ``PROF_*`` run in msprof's layout, which the Profiler reads back;
     the median kernel time comes from ``task_time_median`` over what it read. (On the NPU the host program is
     another process: aclprof* profiles only its caller, so msprof wraps it instead, in profile_npu.)"""
@@ -328,7 +328,7 @@ def run_pyasc(lesson, args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from common.errors import ArgumentParser
-    from common.lesson import TIMEOUT_HELP, Lesson
+    from common.modes.lesson import TIMEOUT_HELP, Lesson
 
     lesson = Lesson(MODE, MODE_DIR, __doc__, prog="python -m common.modes.ascendc", device=False, output=False,
                     workload=False)

@@ -29,7 +29,7 @@ from common.analyze import step_bound  # noqa: E402
 from common.backend import soc_version  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
-from common.lesson import Lesson, main_of  # noqa: E402
+from common.modes.lesson import Lesson, main_of  # noqa: E402
 from common.modes.pytorch import (ACTIVE, MODE_DIR, TORCH_TRACE_DIR, WAIT, WARMUP, convert_portable,  # noqa: E402
                                   device_arg, launch, lesson_argv)
 from common.render.text import render_table  # noqa: E402
