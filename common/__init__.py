@@ -10,7 +10,8 @@
     cli/        ``python -m common ...``
     modes/      each mode's harness: it launches the mode's lesson files (``<mode>/src/``, which import
                 nothing of the lab) as programs, then reads, converts and checks what they wrote;
-                lesson.py is the start-up, output folder and report every mode shares
+                lesson.py is the start-up, output folder and exit code every mode shares, reports.py the
+                report.md / report.html of a folder (every mode and ``python -m common report``)
 
 Importing ``common`` stays light (standard library only); heavy modules import torch themselves.
 """

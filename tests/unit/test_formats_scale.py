@@ -9,7 +9,7 @@ import pytest
 
 from common.analyze import families
 from common.bench import generate
-from common.cli import reports
+from common.modes import reports
 from common.formats import datasets, readers, schema, table, writers
 from common.formats.datasets import find_datasets
 from common.formats.overlap import overlap_step_times

@@ -20,7 +20,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze import advisories, checks, cluster, families, step_bound
-from common.cli.reports import memory_summary
+from common.modes.reports import memory_summary
 from common.formats.datasets import find_datasets
 
 NPU = FIXTURES / "npu"

@@ -14,7 +14,7 @@ from helpers import FIXTURES, ROOT
 
 from common.analyze import step_bound
 from common.analyze.cluster import cluster_report, load_cluster
-from common.cli.reports import directory_html, directory_report
+from common.modes.reports import directory_html, directory_report
 from common.formats.records import StepTime
 from common.render.cluster import render_cluster
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from common.analyze.bounds import device_peaks
 from common.analyze.kernel_verdict import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
-from common.cli.reports import write_report_md
+from common.modes.reports import write_report_md
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError

@@ -23,7 +23,7 @@ import numpy as np
 
 
 from common.analyze import checks
-from common.cli.reports import write_own_report
+from common.modes.reports import write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
 from common.errors import LabError
