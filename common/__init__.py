@@ -4,7 +4,7 @@
     formats/    readers and writers of msprof / torch_npu files; datasets; run folders and run_info.json
     collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze,
                 the in-process Profiler (profiling.py)
-    analyze/    pure functions over parsed rows: families, steps, bounds, compare, cluster, cross-mode;
+    analyze/    pure functions over parsed rows: families, bounds/ (op, step, kernel), compare, cluster, cross-mode;
                 checks.py owns Verdict and every check
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
     cli/        ``python -m common ...``

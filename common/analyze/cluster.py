@@ -25,7 +25,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.analyze import communication, step_bound
+from common.analyze import communication
+from common.analyze.bounds import step as step_bound
 from common.errors import LabError
 from common.formats.communication import (CommTiming, MatrixLink, collectives_of, group_members,
                                           read_rank_communication, read_rank_matrix)
@@ -516,7 +517,7 @@ def _mean_kind(s: RankSummary) -> str:
 
 def cluster_step_lines(view: ClusterView) -> list[str]:
     """The step verdict over every rank's steps, with its hypothesis, what to try and the evidence."""
-    from common.analyze import bounds
+    from common.analyze.bounds import op as bounds
 
     summary = step_bound.summarize_steps([s for rows in view.steps.values() for s in rows])
     if summary is None:

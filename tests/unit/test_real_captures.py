@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze import advisories, checks, cluster, families, step_bound
+from common.analyze import advisories, checks, cluster, families
+from common.analyze.bounds import step as step_bound
 from common.modes.reports import memory_summary
 from common.formats.datasets import find_datasets
 

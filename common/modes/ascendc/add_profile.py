@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from common.analyze.bounds import device_peaks
-from common.analyze.kernel_verdict import classify_kernel
+from common.analyze.bounds.op import device_peaks
+from common.analyze.bounds.kernel import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
 from common.modes.reports import write_report_md
 from common.collect import launcher, runlogs
@@ -185,7 +185,7 @@ def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
 def report_verdict(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
                    concurrent_blocks: int, backend_name: str) -> Verdict:
-    """Print the kernel's bottleneck class (common.analyze.kernel_verdict) and check that one was decided."""
+    """Print the kernel's bottleneck class (common.analyze.bounds.kernel) and check that one was decided."""
     peaks = kernel_peaks(backend_name)
     verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
     print("\n".join(verdict.lines()))
