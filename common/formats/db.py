@@ -36,7 +36,6 @@ from common.formats.engine import np, pl
 from common.formats.overlap import overlap_step_times
 from common.formats.readers import (
     TOTALS_KEYS,
-    finite_number,
     merge_totals,
     op_statistic_from_totals,
     task_totals_empty,
@@ -52,7 +51,7 @@ from common.formats.records import (
     Task,
 )
 from common.formats.schema import PMU_COLUMNS
-from common.formats.table import MISSING, clean
+from common.formats.table import MISSING, clean, finite_number
 
 DAMAGED = "the database is damaged; export the profile again"  # the fix every damaged-file error names
 TORCH_NPU_DB = re.compile(r"^ascend_pytorch_profiler(?:_\d+)?\.db$")
