@@ -31,7 +31,7 @@ from common.errors import LabError
 from common.formats.communication import (CommTiming, MatrixLink, collectives_of, group_members,
                                           read_rank_communication, read_rank_matrix)
 from common.formats.datasets import Dataset, dataset_of
-from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
+from common.formats.cluster_analysis_db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
 from common.formats.metadata import RankMetadata, read_rank_metadata
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import read_run_info, require_directory
