@@ -74,7 +74,7 @@ def lab_python(session: nox.Session) -> str:
 
 USAGE = "[device id 0..63] [--repeat N] [--workload FILE] [--threads N] [--train (pytorch)] [--kernel cpp|pyasc]"
 MAX_REPEAT = 20
-MAX_THREADS = 1024  # as common.lesson.parse_threads
+MAX_THREADS = 1024  # as common.modes.lesson.parse_threads
 WORKLOAD_VAR = "MSPROF_LAB_WORKLOAD"  # as common.workload.ENV_VAR (that module imports numpy; nox need not have it)
 
 

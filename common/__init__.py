@@ -2,13 +2,16 @@
 
     workload.py, backend.py, errors.py   the workload (TinyMLP), npu or portable (detected once), one error type
     formats/    readers and writers of msprof / torch_npu files; datasets; multi-rank captures; run folders
-    collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze
-    analyze/    pure functions over parsed rows: families, steps, bounds, compare, cluster (slow rank, parallel
-                layout), cross-mode; checks.py owns Verdict and every check
+    collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze,
+                the in-process Profiler (profiling.py)
+    analyze/    pure functions over parsed rows: families, bounds/ (op, step, kernel), compare, cluster (slow rank,
+                parallel layout), cross-mode; checks.py owns Verdict and every check
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
-    cli/, lesson.py   ``python -m common ...``; the start-up, output folder and report every mode shares
+    cli/        ``python -m common ...``
     modes/      each mode's harness: it launches the mode's lesson files (``<mode>/src/``, which import
-                nothing of the lab) as programs, then reads, converts and checks what they wrote
+                nothing of the lab) as programs, then reads, converts and checks what they wrote;
+                lesson.py is the start-up, output folder and exit code every mode shares, reports.py the
+                report.md / report.html of a folder (every mode and ``python -m common report``)
 
 Importing ``common`` stays light (standard library only); heavy modules import torch themselves.
 """

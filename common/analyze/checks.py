@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from common.analyze.families import family_share, op_family
-from common.analyze.step_bound import summarize_steps
+from common.analyze.bounds.step import summarize_steps
 from common.errors import LabError
 from common.formats.datasets import Dataset
 from common.formats.engine import np

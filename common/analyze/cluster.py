@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.analyze import communication, step_bound
+from common.analyze import communication
+from common.analyze.bounds import step as step_bound
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
 from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, find_slow_rank,
                                       rank_summaries)
@@ -41,7 +42,7 @@ def _mean_kind(s: RankSummary) -> str:
 
 def cluster_step_lines(view: ClusterView) -> list[str]:
     """The step verdict over every rank's steps, with its hypothesis, what to try and the evidence."""
-    from common.analyze import bounds
+    from common.analyze.bounds import op as bounds
 
     summary = step_bound.summarize_steps([s for rows in view.steps.values() for s in rows])
     if summary is None:

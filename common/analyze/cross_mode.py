@@ -15,7 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.analyze import checks, families, step_bound
+from common.analyze import checks, families
+from common.analyze.bounds import step as step_bound
 from common.errors import LabError
 from common.formats.datasets import Dataset
 from common.formats.records import OpStat, StepTime, Task
@@ -332,7 +333,7 @@ def _accuracy(run: ModeRun, workload: Workload | None = None) -> str:
 
 def chart_data(runs: dict[str, ModeRun], sweep: tuple[dict, str] | None = None) -> dict:
     """The numbers behind the cross-mode charts (common.render.html draws them); ``sweep`` from common.cli.agree.load_sweep."""
-    from common.analyze import bounds
+    from common.analyze.bounds import op as bounds
 
     data: dict = {}
     r04 = runs.get("04")

@@ -41,7 +41,7 @@ FAMILY_ORDER = ["matmul", "conv", "attention", "recurrent", "norm", "activation"
                 "pool", "resize", "embedding", "indexing", "cast", "layout", "memcpy", "communication", "optimizer",
                 "init", "other"]
 
-# Families whose ops read their inputs and write an output once, element by element (bounds.py
+# Families whose ops read their inputs and write an output once, element by element (bounds/op.py
 # models their memory traffic so) and those of them that do no arithmetic at all.
 ELEMENTWISE_FAMILIES = frozenset({"activation", "elementwise", "cast", "layout", "memcpy", "init"})
 NO_ARITHMETIC_FAMILIES = frozenset({"cast", "layout", "memcpy", "init"})

@@ -40,7 +40,7 @@ def _damaged_file(err, datasets) -> object:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.cli.reports import directory_html, directory_report, write_beside
+    from common.modes.reports import directory_html, directory_report, write_beside
     from common.errors import LabError
     from common.formats.datasets import find_datasets
     from common.formats.rundir import RUN_INFO
@@ -80,7 +80,7 @@ def _agree(args: argparse.Namespace) -> int:
 
     from common.analyze import cross_mode
     from common.cli.agree import default_dirs, load_runs, load_sweep, workload_of
-    from common.cli.reports import write_agree_outputs
+    from common.modes.reports import write_agree_outputs
     from common.formats.rundir import REPO_ROOT, check_output_dir
     from common.render.html import agree_html
     from common.render.text import agree_report
@@ -135,7 +135,7 @@ def _out_dir(path: str):
 
 def _cluster(args: argparse.Namespace) -> int:
     from common.analyze.cluster import cluster_report
-    from common.cli.reports import write_beside
+    from common.modes.reports import write_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
     from common.render.cluster import cluster_html, render_cluster

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING
 
 from common import cache
-from common.analyze.bounds import DEVICE_PEAKS, Peaks, device_peaks
+from common.analyze.bounds.op import DEVICE_PEAKS, Peaks, device_peaks
 from common.formats.readers import cpu_only
 
 if TYPE_CHECKING:

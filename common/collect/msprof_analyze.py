@@ -34,7 +34,7 @@ from common.environments import ensure_environment
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.cluster import MSA_OUTPUT, step_order
 from common.formats.datasets import find_datasets
-from common.formats.db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
+from common.formats.cluster_analysis_db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
 from common.formats.records import StepTime
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
 from common.render.text import render_table, render_verdicts

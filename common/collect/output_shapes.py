@@ -3,7 +3,7 @@
 torch.profiler records an op's inputs (the shapes of its tensors, the values of its scalar arguments:
 ``concrete_inputs``), not its outputs. A convolution's or a pooling's output size depends on stride,
 padding and dilation, which are scalar arguments, and an RNN's on ``bidirectional``: the bounds table
-(``common.analyze.bounds``) needs those output shapes to count the work. They are derived here from
+(``common.analyze.bounds.op``) needs those output shapes to count the work. They are derived here from
 the recorded inputs with torch's own shape functions: the op run on meta tensors (no data, no
 arithmetic). Only the families whose work needs them get Output Shapes; every other task keeps N/A.
 """

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import LabError
-from common.formats.db import SqliteFile
+from common.formats.sqlite_file import SqliteFile
 
 COMMUNICATION_JSON = "communication.json"
 ANALYSIS_DB = "analysis.db"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import LabError
-from common.formats.db import SqliteFile
+from common.formats.sqlite_file import SqliteFile
 
 PROFILER_METADATA_JSON = "profiler_metadata.json"
 LAYOUT_KEYS = ("distributed_args", "parallel_group_info")

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from common.formats.engine import np
-from common.formats.readers import overlap_events
+from common.formats.chrome_trace import overlap_events
 from common.formats.records import OVERLAP_EVENTS, OverlapEvents, StepTime, TraceEvent
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import math
 import mmap
 import os
 import sys
@@ -405,3 +406,15 @@ def read_table(path: Path | str, required: list[str], writer: str, columns: list
         kept = dict.fromkeys(file.header[i] for i in (file.index(c) for c in wanted) if i is not None)
         frames = [pl.DataFrame(schema={**dict.fromkeys(kept, pl.String), "__record": pl.Int64})]
     return Table(file, pl.concat(frames))
+
+
+def finite_number(value: object, path: Path, where: str, fix: str) -> float:
+    """``value`` as a finite float, or one LabError naming the file, the place and the value."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise LabError(f"{path}: {where} is {value!r}, not a number", fix)
+    return number
+

@@ -86,7 +86,7 @@ def stop_for_app(app_run: launcher.AppRun, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.lesson import Lesson
+    from common.modes.lesson import Lesson
     from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS
 
     lesson = Lesson("cmdline", MODE_DIR, __doc__, timeout=True)
@@ -117,6 +117,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from common.lesson import main_of
+    from common.modes.lesson import main_of
 
     main_of(main)

@@ -106,6 +106,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from common.lesson import main_of
+    from common.modes.lesson import main_of
 
     main_of(main)

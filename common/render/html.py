@@ -11,7 +11,7 @@ import html
 import math
 
 from common.analyze.families import FAMILY_ORDER
-from common.analyze.step_bound import HOST_BOUND_BELOW
+from common.analyze.bounds.step import HOST_BOUND_BELOW
 from common.render.text import side_by_side, verdict_tag
 from common.verdict import Verdict
 

@@ -21,8 +21,8 @@ import pytest
 from helpers import FIXTURES, ROOT
 
 from common.analyze import cluster
-from common.cli.reports import directory_html
 from common.formats.cluster import load_cluster
+from common.modes.reports import directory_html
 from common.render.cluster import cluster_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")

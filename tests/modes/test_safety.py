@@ -96,7 +96,7 @@ def test_every_mode_refuses_a_device_the_npu_runtime_does_not_have(mode: str, de
                                                                    needle: str, portable: Path, monkeypatch,
                                                                    capsys) -> None:
     """On the npu backend the id is a logical one (0..N-1, N from `npu-smi info -l`), checked before anything runs."""
-    import common.lesson
+    import common.modes.lesson
     from common.backend import Backend
 
     npu = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, (0, 1),
@@ -106,7 +106,7 @@ def test_every_mode_refuses_a_device_the_npu_runtime_does_not_have(mode: str, de
     else:
         monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", visible)
     module = DRIVERS[mode]()
-    monkeypatch.setattr(common.lesson, "detect", lambda *a: npu)
+    monkeypatch.setattr(common.modes.lesson, "detect", lambda *a: npu)
     if hasattr(module, "detect"):
         monkeypatch.setattr(module, "detect", lambda *a: npu)
     code, stderr = run_cli_in_process(module.main, DEVICE_ARGV[mode](device), capsys)

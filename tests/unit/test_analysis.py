@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.analyze import checks, families, step_bound
+from common.analyze import checks, families
+from common.analyze.bounds import step as step_bound
 from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import OpStat, StepTime, Task
 

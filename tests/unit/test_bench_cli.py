@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.bench import __main__ as bench
+from common.bench import children, measure
 from common.errors import LabError
 
 
@@ -52,9 +53,9 @@ def test_each_measurement_reports_its_totals(made: Path, capsys) -> None:
 
 
 def test_agreement_is_printed_as_a_relative_difference() -> None:
-    assert bench._agree(100.0, 100.05) == "0.0500% (agree)"
-    assert bench._agree(100.0, 101.0).endswith("(DIFFER)")
-    assert bench._agree(None, 1.0) == "N/A"
+    assert measure.agree(100.0, 100.05) == "0.0500% (agree)"
+    assert measure.agree(100.0, 101.0).endswith("(DIFFER)")
+    assert measure.agree(None, 1.0) == "N/A"
 
 
 @pytest.mark.parametrize("argv", [["make", "--what", "nonsense"], ["make", "--rows", "0"], ["run", "--repeat", "0"]])
@@ -70,7 +71,7 @@ def test_each_csv_baseline_reports_the_labs_totals(made: Path, capsys, monkeypat
     folder = made / "op_summary_400"
     lab = _child("lab-csv", folder, capsys)
     monkeypatch.setattr("sys.argv", ["-c", str(folder)])
-    exec(compile(getattr(bench, script), script, "exec"), {})  # as `python -c <script> <folder>` runs it
+    exec(compile(getattr(children, script), script, "exec"), {})  # as `python -c <script> <folder>` runs it
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert got["rows"] == lab["rows"] == 400
     assert got["total_us"] == pytest.approx(lab["total_us"], rel=1e-9)

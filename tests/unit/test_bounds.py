@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.analyze import bounds
-from common.analyze.bounds import Peaks
-from common.analyze.step_bound import StepSummary
+from common.analyze.bounds import op as bounds
+from common.analyze.bounds.op import Peaks
+from common.analyze.bounds.step import StepSummary
 from common.formats.records import Task
 
 PEAKS = Peaks("test", flops_per_s=1e12, bytes_per_s=1e11, source="test figures")

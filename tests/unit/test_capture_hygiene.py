@@ -12,7 +12,7 @@ from helpers import FIXTURES
 
 from common.analyze import cluster
 from common.errors import LabError
-from common.formats import db as dbmod
+from common.formats import sqlite_file
 from common.formats.cluster import load_cluster
 from common.formats.datasets import find_datasets
 
@@ -47,9 +47,9 @@ def test_a_database_that_changes_while_read_is_refused(tmp_path: Path, monkeypat
     path = tmp_path / "ascend_pytorch_profiler_0.db"
     shutil.copy(CAPTURE / "db_level1" / "rank0_ascend_pt" / OUT / path.name, path)
     stamps = iter([(1, 1), (2, 2)])
-    monkeypatch.setattr(dbmod.SqliteFile, "_stamp", lambda self: next(stamps))
+    monkeypatch.setattr(sqlite_file.SqliteFile, "_stamp", lambda self: next(stamps))
     with pytest.raises(LabError, match="changed while it was read"):
-        dbmod.SqliteFile(path, "torch_npu").query("SELECT count(*) FROM TASK")
+        sqlite_file.SqliteFile(path, "torch_npu").query("SELECT count(*) FROM TASK")
 
 
 @pytest.mark.parametrize(("name", "damage", "lost"), [

@@ -10,7 +10,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze.compare import compare, load_side
-from common.cli.reports import directory_report
+from common.modes.reports import directory_report
 from common.errors import LabError
 from common.formats.datasets import find_datasets
 from common.render.text import ELLIPSIS, MAX_WIDTH, render_markdown_table, render_table
@@ -110,7 +110,7 @@ def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
 
 
 def test_a_wide_step_table_wraps_its_headers_and_keeps_every_value() -> None:
-    from common.cli.reports import STEP_HEADER
+    from common.modes.reports import STEP_HEADER
 
     row = [50, 8903.431, 98071.947, 4036.153, 25258.144, 18055.693, 132233.522, 6.733, 74.166, 19.101,
            "communication-bound"]

@@ -18,7 +18,7 @@ from helpers import FIXTURES
 
 from common.analyze.compare import compare, load_run
 from common.errors import LabError
-from common.formats import db as dbmod
+from common.formats import cluster_analysis_db, sqlite_file
 from common.formats.cluster import load_cluster
 from common.formats.datasets import export_sides, find_datasets
 from common.formats.db import ProfilerDb
@@ -354,7 +354,7 @@ def test_foreign_db_names_missing_table(db_capture: Path, tmp_path: Path) -> Non
 @pytest.mark.parametrize("journal", ["delete", "wal"])
 def test_locked_database(db_capture: Path, monkeypatch: pytest.MonkeyPatch, journal: str) -> None:
     """A writer holding the database: refused as locked after a short wait, not read half-written."""
-    monkeypatch.setattr(dbmod, "LOCK_WAIT_S", 0.1)
+    monkeypatch.setattr(sqlite_file, "LOCK_WAIT_S", 0.1)
     path = db_path(db_capture, 0)
     writer = sqlite3.connect(path, isolation_level=None)
     try:
@@ -388,6 +388,6 @@ def test_msprof_analyze_cluster_db_read_as_its_csv(tmp_path: Path) -> None:
     conn.execute("INSERT INTO ClusterStepTraceTime VALUES ('50', 'rank', 1, 8915.634, 94556.05, 25840.499, 0)")
     conn.commit()
     conn.close()
-    assert dbmod.read_cluster_step_trace_time(path) == [{
+    assert cluster_analysis_db.read_cluster_step_trace_time(path) == [{
         "Step": "50", "Type": "rank", "Index": "1", "Computing": "8915.634",
         "Communication(Not Overlapped)": "94556.05", "Free": "25840.499"}]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from common.bench import generate
 from common.errors import LabError
-from common.formats import overlap, readers, schema, table, writers
+from common.formats import chrome_trace, overlap, readers, schema, table, trace_scan, writers
 from common.formats.records import OverlapEvents, StepTime
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -109,13 +109,13 @@ def test_totals_are_read_once_per_file_and_again_when_it_changes(tmp_path: Path,
 
 # --- traces -------------------------------------------------------------------------------------------
 def _exact_steps(path: Path) -> list[StepTime]:
-    return overlap.overlap_step_times(readers.overlap_events(readers.iter_trace(path, timed=True), path))
+    return overlap.overlap_step_times(chrome_trace.overlap_events(chrome_trace.iter_trace(path, timed=True), path))
 
 
 def _scanned_steps(path: Path) -> list[StepTime]:
-    blocks = readers.scan_overlap_events(path)
+    blocks = trace_scan.scan_overlap_events(path)
     assert blocks is not None, "the scanner gave up on a trace it should read"
-    return overlap.overlap_step_times(readers.overlap_events(blocks, path))
+    return overlap.overlap_step_times(chrome_trace.overlap_events(blocks, path))
 
 
 TRACES = sorted(FIXTURES.rglob("trace_view.json")) + sorted(FIXTURES.glob("npu/*/PROF_*/*/msprof_*.json"))
@@ -129,8 +129,8 @@ def test_scanner_equals_the_full_decode_on_real_traces(path: Path) -> None:
 @pytest.mark.parametrize("window", [2_000, 1 << 20])
 def test_scanner_equals_the_full_decode_on_a_generated_trace(tmp_path: Path, monkeypatch, window: int) -> None:
     path, expected = generate.write_trace_view(tmp_path, 15_000, seed=8, block_tasks=2_000)
-    monkeypatch.setattr(readers, "SCAN_BLOCK_BYTES", window)
-    monkeypatch.setattr(readers, "SCAN_BATCH", 7)  # decoded a few events at a time
+    monkeypatch.setattr(trace_scan, "SCAN_BLOCK_BYTES", window)
+    monkeypatch.setattr(trace_scan, "SCAN_BATCH", 7)  # decoded a few events at a time
     steps = _scanned_steps(path)
     assert steps == _exact_steps(path) and [s.step for s in steps] == expected["step"].to_list()
 
@@ -140,15 +140,15 @@ def test_scanner_gives_up_where_it_cannot_vouch(tmp_path: Path) -> None:
     meta = {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "Overlap Analysis"}}
     # '}, {' inside a string between the event's start and its name: the slice cannot decode
     tricky = writers.write_trace(tmp_path / "a.json", [meta, {"args": {"s": "x}, {y"}, "name": "Computing", **base}])
-    assert readers.scan_overlap_events(tricky) is None
+    assert trace_scan.scan_overlap_events(tricky) is None
     assert readers.read_overlap(tricky).ts_us.tolist() == [1.0]  # the full decode reads it
     truncated = tmp_path / "b.json"
     truncated.write_bytes(writers.write_trace(tmp_path / "c.json", [meta]).read_bytes().rstrip()[:-1])
-    assert readers.scan_overlap_events(truncated) is None
+    assert trace_scan.scan_overlap_events(truncated) is None
     with pytest.raises(LabError, match="closing"):
         readers.read_overlap(truncated)
     text_time = writers.write_trace(tmp_path / "d.json", [meta, {**base, "name": "Free", "ts": "soon"}])
-    assert readers.scan_overlap_events(text_time) is None
+    assert trace_scan.scan_overlap_events(text_time) is None
     with pytest.raises(LabError, match="soon"):
         readers.read_overlap(text_time)
 

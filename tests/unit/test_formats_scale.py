@@ -9,8 +9,8 @@ import pytest
 
 from common.analyze import families
 from common.bench import generate
-from common.cli import reports
-from common.formats import datasets, readers, schema, table, writers
+from common.modes import reports
+from common.formats import chrome_trace, datasets, readers, schema, table, writers
 from common.formats.datasets import find_datasets
 from common.formats.overlap import overlap_step_times
 from common.formats.records import Task
@@ -87,7 +87,7 @@ def test_trace_view_per_step_computing_free_match_the_generator(tmp_path: Path, 
     assert abs(len(events) - 12_000) < 1_000
     assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
         "Python", "Ascend Hardware", "Overlap Analysis"}
-    monkeypatch.setattr(readers, "TRACE_BLOCK_BYTES", 3_000)  # many blocks; cuts inside args get rejoined
+    monkeypatch.setattr(chrome_trace, "TRACE_BLOCK_BYTES", 3_000)  # many blocks; cuts inside args get rejoined
     steps = overlap_step_times(readers.read_overlap(path))
     assert [s.step for s in steps] == expected["step"].to_list()
     for s, (computing, free) in zip(steps, expected.select("computing_us", "free_us").iter_rows()):
@@ -101,7 +101,7 @@ def test_trace_blocks_rejoin_cuts_inside_strings_and_nested_objects(tmp_path: Pa
     events = [{"name": "a},{b", "ph": "X", "pid": 1, "tid": 1, "ts": "1.000", "dur": 2,
                "args": {"Call stack": "f() }, {g()", "list": [{"x": 1}, {"y": "}, {"}]}} for _ in range(40)]
     path = writers.write_trace(tmp_path / "trace_view.json", events)
-    monkeypatch.setattr(readers, "TRACE_BLOCK_BYTES", 50)
+    monkeypatch.setattr(chrome_trace, "TRACE_BLOCK_BYTES", 50)
     got = readers.read_trace(path)
     assert len(got) == 40 and got[-1].args == events[-1]["args"] and got[0].name == "a},{b"
 

@@ -17,7 +17,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze import checks
-from common.cli.reports import directory_html, directory_report
+from common.modes.reports import directory_html, directory_report
 from common.formats import writers
 from common.formats.datasets import Dataset, find_datasets
 

@@ -15,7 +15,7 @@ from common.collect import calibrate
 from common.modes.pytorch.steps import run_steps
 from common.errors import LabError
 from common.formats.records import OpStat, Task
-from common.lesson import Lesson, parse_threads
+from common.modes.lesson import Lesson, parse_threads
 from common.render import html
 from common.render.text import render_verdicts
 from common.workload import load_workload, tiny_mlp, workload_identity

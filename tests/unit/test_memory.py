@@ -15,7 +15,7 @@ import torch
 from helpers import FIXTURES, load_lesson
 
 from common.analyze.memory import summarize_memory
-from common.cli.reports import directory_html, directory_report
+from common.modes.reports import directory_html, directory_report
 from common.collect.torch_npu_layout import Allocation, write_memory_files
 from common.collect.torch_trace import read_trace
 from common.errors import LabError

@@ -64,7 +64,7 @@ def test_atlas_a2_a3_are_matched_by_their_names(soc: str | None, a2_a3: bool) ->
 
 
 def test_unsourced_figures_are_labelled_estimates() -> None:
-    from common.analyze.bounds import DEVICE_PEAKS
+    from common.analyze.bounds.op import DEVICE_PEAKS
 
     assert DEVICE_PEAKS and all(p.source.startswith("estimate (no published source)") for p in DEVICE_PEAKS.values())
     from common.modes.ascendc import kernel_report

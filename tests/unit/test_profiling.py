@@ -1,4 +1,4 @@
-"""common.profiling: pyasc's asc.lib.profiling names on both backends, checked without an NPU.
+"""common.collect.profiling: pyasc's asc.lib.profiling names on both backends, checked without an NPU.
 
 The enum values are the documented ones (acl_prof.h); the CSV parsing runs on a real NPU capture and on
 the AscendC twin's output; MsprofInterface runs against a compiled stand-in of libmsprofiler.so and a
@@ -20,7 +20,7 @@ from helpers import FIXTURES, ROOT
 
 from common.backend import Backend
 from common.errors import LabError
-from common.profiling import (
+from common.collect.profiling import (
     AicoreMetrics,
     MsprofInterface,
     Profiler,

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze import advisories, checks, families, step_bound
+from common.analyze import advisories, checks, families
+from common.analyze.bounds import step as step_bound
 from common.analyze.parallel_layout import parallel_layout
 from common.analyze.slow_rank import collective_arrivals
-from common.cli.reports import memory_summary
 from common.formats.cluster import load_cluster
+from common.modes.reports import memory_summary
 from common.formats.datasets import find_datasets
 
 NPU = FIXTURES / "npu"

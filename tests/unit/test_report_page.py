@@ -8,7 +8,7 @@ from pathlib import Path
 
 from helpers import FIXTURES
 
-from common.cli.reports import directory_html
+from common.modes.reports import directory_html
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
 

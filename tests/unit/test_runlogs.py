@@ -142,7 +142,7 @@ def test_failed_npu_step_names_the_log_folder(tmp_path: Path) -> None:
 
 
 def test_an_incomplete_run_prints_its_failure_report(tmp_path: Path, capsys) -> None:
-    from common.lesson import Run
+    from common.modes.lesson import Run
 
     log = runlogs.stderr_log(tmp_path, ["model.py"])
     log.write_text("RuntimeError: the model failed\n")

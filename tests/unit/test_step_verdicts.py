@@ -12,10 +12,10 @@ import statistics
 import pytest
 from helpers import FIXTURES, ROOT
 
-from common.analyze import step_bound
+from common.analyze.bounds import step as step_bound
 from common.analyze.cluster import cluster_report
-from common.cli.reports import directory_html, directory_report
 from common.formats.cluster import load_cluster
+from common.modes.reports import directory_html, directory_report
 from common.formats.records import StepTime
 from common.render.cluster import render_cluster
 

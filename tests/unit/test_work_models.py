@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.flop_counter import conv_flop_count, sdpa_backward_flop_count, sdpa_flop_count
 
-from common.analyze import bounds
+from common.analyze.bounds import op as bounds
 from common.analyze.families import op_family
 from common.collect import torch_ops
 from common.collect.output_shapes import output_shapes

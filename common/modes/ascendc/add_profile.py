@@ -14,10 +14,10 @@ import re
 import sys
 from pathlib import Path
 
-from common.analyze.bounds import device_peaks
-from common.analyze.kernel_verdict import classify_kernel
+from common.analyze.bounds.op import device_peaks
+from common.analyze.bounds.kernel import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
-from common.cli.reports import write_report_md
+from common.modes.reports import write_report_md
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
@@ -30,7 +30,7 @@ from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_
                                                 mean_ratios, read_msprof_op_pipes, read_simulator_cores, read_sizes,
                                                 render_report, render_simulator)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
-from common.profiling import Profiler, read_run_tasks, task_time_median
+from common.collect.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
 from common.verdict import Verdict, not_applicable
 
@@ -160,7 +160,7 @@ def check_bound(ratios: dict[str, float | None]) -> Verdict:
 
 # --- 3. read -------------------------------------------------------------------------------------
 def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str, dict | None, float | None]:
-    """The twin run inside the in-process Profiler (``common.profiling``, pyasc's ``asc.lib.profiling`` names), as
+    """The twin run inside the in-process Profiler (``common.collect.profiling``, pyasc's ``asc.lib.profiling`` names), as
     the pyasc kernel is: the twin's timers become a ``PROF_*`` run in msprof's layout, which the Profiler reads back;
     the median kernel time comes from ``task_time_median`` over what it read. (On the NPU the host program is
     another process: aclprof* profiles only its caller, so msprof wraps it instead, in profile_npu.)"""
@@ -185,7 +185,7 @@ def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
 def report_verdict(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
                    concurrent_blocks: int, backend_name: str) -> Verdict:
-    """Print the kernel's bottleneck class (common.analyze.kernel_verdict) and check that one was decided."""
+    """Print the kernel's bottleneck class (common.analyze.bounds.kernel) and check that one was decided."""
     peaks = kernel_peaks(backend_name)
     verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
     print("\n".join(verdict.lines()))
@@ -328,7 +328,7 @@ def run_pyasc(lesson, args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from common.errors import ArgumentParser
-    from common.lesson import TIMEOUT_HELP, Lesson
+    from common.modes.lesson import TIMEOUT_HELP, Lesson
 
     lesson = Lesson(MODE, MODE_DIR, __doc__, prog="python -m common.modes.ascendc", device=False, output=False,
                     workload=False)

@@ -11,7 +11,7 @@ import re
 import statistics
 from pathlib import Path
 
-from common.analyze.kernel_verdict import KernelFacts
+from common.analyze.bounds.kernel import KernelFacts
 from common.formats.records import Task
 from common.formats.table import read_table
 from common.render.text import render_table
@@ -128,7 +128,7 @@ def mean_times(tasks: list[Task]) -> dict[str, float | None]:
 
 def kernel_facts(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
                  concurrent_blocks: int) -> KernelFacts:
-    """What kernel_verdict needs: median time, per-block busy time, pipe ratios, and the bytes an Add of
+    """What bounds.kernel needs: median time, per-block busy time, pipe ratios, and the bytes an Add of
     ``total_length`` fp16 elements must move (read x and y, write z)."""
     busy = mean_times(tasks)["aiv_time(us)"]
     return KernelFacts(kernel, median_us, busy, mean_ratios(tasks), 3 * sizes["total_length"] * FP16_BYTES,

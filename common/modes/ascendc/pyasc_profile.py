@@ -4,7 +4,7 @@ On the portable backend the lesson runs on the lab's pyasc twin (``pyasc_twin/``
 ``PYTHONPATH`` because pyasc is missing), with warm-up and measured launches, each verified by the
 program itself. The twin writes its per-block pipe timers to ``$ASCENDC_TWIN_TIMINGS`` when the
 program exits; they become op_summary rows through ``twin_profile`` (the writer the C++ twin's timers
-go through), inside a ``common.profiling.Profiler`` block, and the median is ``task_time_median`` over
+go through), inside a ``common.collect.profiling.Profiler`` block, and the median is ``task_time_median`` over
 the tasks it reads back.
 
 On the npu backend the lesson runs as its own program under ``msprof op`` (``-r NPU``, on the board)
@@ -26,7 +26,7 @@ from common.formats.records import Task
 from common.modes.ascendc import PYASC_LESSON, pyasc_twin
 from common.modes.ascendc.kernel_report import kernel_tasks, read_sizes
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
-from common.profiling import Profiler, task_time_median
+from common.collect.profiling import Profiler, task_time_median
 
 LESSON_FILE = PYASC_LESSON  # 02_api_AscendC/src/add_pyasc.py
 PYASC_KERNEL = "add_kernel"  # the @asc.jit function's name: the Op Name its tasks carry

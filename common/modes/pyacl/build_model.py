@@ -35,7 +35,7 @@ from common.backend import Backend, detect, parse_device_id, soc_version
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats import rundir
-from common.lesson import Lesson
+from common.modes.lesson import Lesson
 from common.workload import load_workload
 
 

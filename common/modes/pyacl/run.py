@@ -23,12 +23,12 @@ import numpy as np
 
 
 from common.analyze import checks
-from common.cli.reports import write_own_report
+from common.modes.reports import write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, writers
-from common.lesson import Lesson, main_of
+from common.modes.lesson import Lesson, main_of
 from common.render import text
 from common.modes.pyacl.acl_worker import (find_export, lesson_argv, measured_window_npu, read_outputs, run_step,
                                            save_inputs)

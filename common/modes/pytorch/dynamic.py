@@ -155,7 +155,7 @@ def check_run(run) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common.lesson import Lesson, require_module
+    from common.modes.lesson import Lesson, require_module
     from common.modes.pytorch import MODE_DIR
 
     lesson = Lesson("pytorch", MODE_DIR, __doc__, prog="04_pyTorch/run_dynamic.sh")
@@ -173,6 +173,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from common.lesson import main_of
+    from common.modes.lesson import main_of
 
     main_of(main)

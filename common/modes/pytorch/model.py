@@ -95,7 +95,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
 def main(argv: list[str] | None = None) -> int:
     from common.collect.calibrate import step_disturbance
     from common.errors import LabError
-    from common.lesson import Lesson, require_module
+    from common.modes.lesson import Lesson, require_module
     from common.modes.pytorch.steps import overhead_line
     from common.workload import load_workload
 

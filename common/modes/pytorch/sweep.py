@@ -25,11 +25,11 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
 
 import torch  # noqa: E402
 
-from common.analyze import step_bound  # noqa: E402
+from common.analyze.bounds import step as step_bound  # noqa: E402
 from common.backend import soc_version  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
-from common.lesson import Lesson, main_of  # noqa: E402
+from common.modes.lesson import Lesson, main_of  # noqa: E402
 from common.modes.pytorch import (ACTIVE, MODE_DIR, TORCH_TRACE_DIR, WAIT, WARMUP, convert_portable,  # noqa: E402
                                   device_arg, launch, lesson_argv)
 from common.render.text import render_table  # noqa: E402
@@ -94,7 +94,7 @@ def shape_flops(tasks: list, ops: list[str], steps: int) -> tuple[float, list[st
     """FLOPs per step of the ``ops`` torch's counter has no formula for, from their profiled shapes with the
     bounds table's work models (the recurrent one for an LSTM layer): (FLOPs, ops found, ops without a model
     and why). Matched by exact name, so nothing the counter already counted is added twice."""
-    from common.analyze.bounds import op_work
+    from common.analyze.bounds.op import op_work
 
     total, found, missing = 0.0, set(), {}
     for t in tasks:
@@ -177,7 +177,7 @@ def measure(run, model, x: tuple, out: Path, model_file: Path) -> dict:
 
 def peak_flops(backend, device: int) -> tuple[float | None, str]:
     """The device's FLOP/s peak: the SoC table on an NPU, a calibration of this CPU (at the sweep's threads)."""
-    from common.analyze.bounds import device_peaks
+    from common.analyze.bounds.op import device_peaks
     from common.collect.calibrate import calibrate
 
     if not backend.is_npu:

@@ -2,7 +2,7 @@
 
 Code written against pyasc's profiler runs here unchanged::
 
-    from common.profiling import Profiler, task_time_median
+    from common.collect.profiling import Profiler, task_time_median
 
     profiler = Profiler()                       # a temporary result folder, removed after parsing
     with profiler.profile(device_id=0):         # start -> your block -> stop -> export -> parse

@@ -1,4 +1,4 @@
-"""Bottleneck analysis: pure functions over parsed tasks and step tables.
+"""Per-op lower bounds, busiest pipes and the run-level hint: pure functions over parsed tasks and step tables.
 
 Three questions, each answered with its evidence:
 
@@ -9,7 +9,7 @@ Three questions, each answered with its evidence:
 - per run: host-bound or device-bound from Computing:Free, with the change that fits.
 
 Device peaks come from :data:`DEVICE_PEAKS` (NPU) or from a calibration on the measuring
-machine (portable, see :mod:`common.calibrate`); this module only receives them.
+machine (portable, see :mod:`common.collect.calibrate`); this module only receives them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from common.analyze import work_models
 from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
-from common.analyze.step_bound import HOST_BOUND_BELOW, StepSummary
+from common.analyze.bounds.step import HOST_BOUND_BELOW, StepSummary
 from common.analyze.work_models import Work
 from common.formats.records import Task
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.analyze import advisories, bounds, families, memory, step_bound
-from common.analyze.bounds import Peaks
+from common.analyze import advisories, families, memory
+from common.analyze.bounds import op as bounds
+from common.analyze.bounds import step as step_bound
+from common.analyze.bounds.op import Peaks
 from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info

@@ -155,7 +155,7 @@ ADVICE = {
 def advice(summary: StepSummary, verdict: StepVerdict | None = None) -> list[str]:
     """Hypothesis, what to try and the evidence, for communication-bound and mixed steps.
 
-    (Host- and compute-bound steps get :func:`common.analyze.bounds.run_hint`, which adds
+    (Host- and compute-bound steps get :func:`common.analyze.bounds.op.run_hint`, which adds
     per-task evidence from the task file.)
     """
     verdict = verdict or step_verdict(summary)

@@ -94,7 +94,7 @@ class Run:
                warnings: list[str] = ()) -> int:
         """Print the report with the checks and notes, save report.md and report.html beside the data;
         0 when every check held. ``warnings`` (e.g. a disturbed run) are shown, never failed."""
-        from common.cli.reports import write_reports
+        from common.modes.reports import write_reports
 
         root = where or self.out
         text, written, warnings, integrity = write_reports(root, verdicts, notes, warnings)

@@ -16,17 +16,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from common.analyze.bounds import COMPUTE_PIPE_LOW, DOMINANT_RATIO, Peaks
+from common.analyze.bounds.op import COMPUTE_PIPE_LOW, DOMINANT_RATIO, Peaks
 
 # memory: CANN's memory_bound indicator = mte2_ratio / max(mac_ratio, vec_ratio); above 1 the core waits on
 # GM -> core transfers (CANN Profiling guide, ai_vector_core_utilization_*.csv, field memory_bound).
 MEMORY_BOUND_ABOVE = 1.0
-# compute: the vector pipe busy for most of the core's time. 0.8 is the lab's own choice (bounds.DOMINANT_RATIO).
+# compute: the vector pipe busy for most of the core's time. 0.8 is the lab's own choice (op.DOMINANT_RATIO).
 COMPUTE_RATIO_AT_LEAST = DOMINANT_RATIO
 # launch: the kernel body fills less than half of its task; the rest is launch and start-up. The lab's own choice.
 LAUNCH_BODY_SHARE_BELOW = 0.5
 # stall: scalar leads while the vector pipe stays below 0.5: the pipes wait on issue, flags and the loop.
-# The lab's own choice (bounds.COMPUTE_PIPE_LOW).
+# The lab's own choice (op.COMPUTE_PIPE_LOW).
 STALL_VEC_BELOW = COMPUTE_PIPE_LOW
 # access pattern: memory-side pipes lead but the kernel reaches under 10% of the bandwidth bound: small or
 # scattered transfers, not bandwidth, set the pace. The lab's own choice; msprof op's Memory / L2Cache
@@ -82,7 +82,7 @@ class KernelVerdict:
         """The verdict, its lower bound and every rule with its evidence, threshold and source."""
         head = (f"Bottleneck class: {self.bottleneck} — {FIX[self.bottleneck]}" if self.bottleneck
                 else "Bottleneck class: none of the five rules holds (the pipes overlap or the data cannot tell)")
-        out = [f"Median kernel time: {self.median_us:.3f} us (common.profiling.task_time_median)", head]
+        out = [f"Median kernel time: {self.median_us:.3f} us (common.collect.profiling.task_time_median)", head]
         if self.lower_bound_us is not None and self.peaks is not None:
             out.append(f"Lower bound: {self.lower_bound_us:.3f} us = bytes moved / {self.peaks.bytes_per_s / 1e9:.1f} GB/s "
                        f"({self.peaks.source}); achieved {100 * self.achieved:.3f}% of it")

@@ -1,0 +1,134 @@
+"""Running and measuring the benchmark's children: wall time, CPU time and peak RSS of each (wait4),
+the median of interleaved runs, and one table row per tool with its agreement with the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common.errors import LabError
+
+ROOT = Path(__file__).resolve().parents[2]
+AGREE_REL = 1e-3  # totals of two tools agree when within 0.1%
+MSA_EXE_VAR = "MSPROF_ANALYZE"  # common.collect.msprof_analyze's override; set to nothing to skip the lab's cross-check
+MSA_DEFAULT = ROOT / ".nox" / "ecosystem" / "bin" / "msprof-analyze"
+
+
+@dataclass
+class Run:
+    wall_s: float  # the whole process, start to exit
+    cpu_s: float  # user + system of the process and its children
+    peak_mib: float  # the largest resident set among the process and its children
+    result: dict = field(default_factory=dict)  # what it printed as its last JSON line, if any
+    output: str = ""
+
+    @property
+    def inside_s(self) -> float | None:
+        return self.result.get("seconds")
+
+
+def spawn(argv: list[str], env: dict | None = None, cwd: Path | None = None, timeout: float = 1800) -> Run:
+    """Run ``argv`` (no shell) to its end; its wall time, CPU time and peak RSS (wait4), its output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.005)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    if proc.returncode != 0:
+        raise LabError(f"benchmark step failed ({' '.join(map(str, argv[:4]))} ...): exit {proc.returncode}: "
+                       f"{text.strip().splitlines()[-1:] if text.strip() else 'no output'}", "see the message above")
+    result = {}
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            break
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, result, text)
+
+
+def python_argv(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def lab_runs(repeat: int, command: list[str], kind: str, target: Path, env: dict | None = None
+              ) -> tuple[list[Run], list[Run]]:
+    """``repeat`` interleaved runs of ``python -m common <command>`` (whole process) and of the lab's
+    in-process measurement ``kind`` on ``target``."""
+    whole, inside = [], []
+    for _ in range(repeat):
+        whole.append(spawn(python_argv("-m", "common", *command), env=env))
+        inside.append(spawn(python_argv("-m", "common.bench", "_child", kind, str(target)), env=env))
+    return whole, inside
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run with the median whole-process wall time (its other figures with it)."""
+    return sorted(runs, key=lambda r: r.wall_s)[len(runs) // 2]
+
+
+def agree(a: float | None, b: float | None) -> str:
+    if a is None or b is None:
+        return "N/A"
+    diff = abs(a - b) / max(abs(a), abs(b), 1e-12)
+    return f"{100 * diff:.4f}% ({'agree' if diff <= AGREE_REL else 'DIFFER'})"
+
+
+def table_row(name: str, runs: list[Run], total: str, vs: str) -> str:
+    r = median_run(runs)
+    inside = f"{r.inside_s:7.2f}" if r.inside_s is not None else "    N/A"
+    walls = "/".join(f"{x.wall_s:.2f}" for x in runs)
+    return (f"  {name:38s} {r.wall_s:7.2f} {inside} {r.cpu_s / r.wall_s:5.2f} {r.peak_mib:8.0f}  {total:>26s}  {vs:>20s}"
+            f"  [{len(runs)} run{'s' if len(runs) > 1 else ''}: {walls}]")
+
+
+HEADER = (f"  {'':38s} {'whole':>7s} {'inside':>7s} {'CPU/':>5s} {'peak':>8s}  {'totals reported':>26s}  "
+          f"{'vs the lab':>20s}\n  {'':38s} {'(s)':>7s} {'(s)':>7s} {'wall':>5s} {'(MiB)':>8s}")
+
+
+def installed_tool() -> Path | None:
+    given = os.environ.get(MSA_EXE_VAR)
+    exe = Path(given) if given else MSA_DEFAULT
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+
+
+def ensure_tool(install: bool) -> Path | None:
+    if installed_tool() is None and install:
+        spawn(python_argv("-c", "from common.collect.msprof_analyze import ensure_tool; ensure_tool()"), timeout=1800)
+    return installed_tool()
+
+
+def ensure_profile(out: Path, kind: str, size: int, sizes: dict) -> Path:
+    """The generated profile of ``kind`` (made by a child when missing): its folder or file."""
+    where = {"op_summary": out / f"op_summary_{size}", "trace_view": out / f"trace_view_{size}",
+             "db": out / f"db_{size}", "cluster": out / f"cluster_{size}"}[kind]
+    if not where.is_dir():
+        args = ["--rows", str(sizes["rows"]), "--events", str(sizes["events"]), "--tasks", str(sizes["tasks"]),
+                "--ranks", str(sizes["ranks"])]
+        spawn(python_argv("-m", "common.bench", "make", "--what", kind, "--out", str(out), *args))
+    if kind == "trace_view":
+        return next(where.rglob("trace_view.json"))
+    if kind == "db":
+        return next(where.rglob("ascend_pytorch_profiler_*.db")).parent
+    return where
