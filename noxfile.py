@@ -378,10 +378,10 @@ def tests(session: nox.Session) -> None:
     python = lab_python(session)
     # pandas too, as nox -s bench adds it: the benchmark's pandas baseline is tested like the others.
     session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
-    # One pytest, two workers (the 2-core VM): the modules that run modes in the checkout share one xdist group and
-    # run one test after the other on one worker; every other module is a group of its own beside them
-    # (tests/conftest.py). `-- -n 0` runs it in one process.
-    session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadgroup", *session.posargs, external=True,
+    # One pytest, two workers (the 2-core VM): the modules that run modes in the checkout form one group and run one
+    # test after the other on one worker; every other module is a group of its own beside them (tests/conftest.py).
+    # `-- -n 0` runs it in one process.
+    session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadscope", *session.posargs, external=True,
                 env={"MSPROF_LAB_RUN_ID": RUN_ID})
 
 

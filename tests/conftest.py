@@ -55,9 +55,9 @@ def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
 # Modules that neither run a mode in the checkout nor read what such runs write there (prof_out/, builds, models,
 # the modes' locks): they read fixtures and write only under tmp_path, or run the lab in a private copy of it.
-# `nox -s tests` runs the suite once, on two pytest-xdist workers (--dist loadgroup): every other module runs in the
-# xdist group "checkout", one test after the other on one worker, as always; each module listed here is a group of
-# its own (its module fixtures built once), spread over the workers beside it.
+# `nox -s tests` runs the suite once on two pytest-xdist workers (`-n 2 --dist loadscope`), scheduled in groups
+# (pytest_xdist_make_scheduler below): every other module is in the group "checkout", whose tests run one after the
+# other on one worker, as always; each module listed here is a group of its own, spread over the workers beside it.
 ISOLATED = {
     "modes/test_copy_ascendc.py", "modes/test_copy_cmdline.py", "modes/test_copy_ddp.py", "modes/test_copy_pyacl.py",
     "modes/test_copy_pytorch.py", "modes/test_npu_dryrun.py", "modes/test_pages_in_browser.py", "modes/test_report_cli.py",
@@ -73,19 +73,29 @@ CHECKOUT_GROUP = "checkout"
 
 
 def xdist_group_of(path: Path) -> str:
-    """The xdist group of a test module: "checkout" unless ISOLATED lists it, else the module's own path."""
+    """The group a test module runs in: "checkout" unless ISOLATED lists it, else the module's own path."""
     tests = Path(__file__).resolve().parent
     where = path.relative_to(tests).as_posix() if tests in path.parents else path.name
     return where if where in ISOLATED else CHECKOUT_GROUP
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups from the marks
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``--dist loadscope``: xdist's scope scheduler, its scopes the groups above (a worker takes a whole
+    group, the next when it is done), so no two tests that run modes in the checkout ever run at once."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(Path(str(config.rootpath)) / nodeid.split("::", 1)[0])
+
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Everything under tests/modes runs the lab end to end: mark it e2e, so ``-m "not e2e"`` is the fast part.
-    Every test gets its module's xdist group (used under ``-n N --dist loadgroup``, ignored otherwise)."""
+    """Everything under tests/modes runs the lab end to end: mark it e2e, so ``-m "not e2e"`` is the fast part."""
     modes = Path(__file__).resolve().parent / "modes"
     for item in items:
-        path = Path(str(item.path))
-        if modes in path.parents:
+        if modes in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(path)))
