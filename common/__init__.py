@@ -1,9 +1,10 @@
 """msprof lab's shared library, in layers; each imports only those before it.
 
-    workload.py, backend.py, errors.py   the workload (TinyMLP), npu or portable (detected once), one error type
+    workload/, backend.py, errors.py   the workload (TinyMLP or a file; loader, model, record), npu or portable
+                (detected once), one error type
     formats/    readers and writers of msprof / torch_npu files; datasets; run folders and run_info.json
     collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze
-    analyze/    pure functions over parsed rows: families, steps, bounds, compare, cluster, cross-mode;
+    analyze/    pure functions over parsed rows: families, FLOPs, steps, bounds, compare, cluster, cross-mode;
                 checks.py owns Verdict and every check
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
     cli/, lesson.py   ``python -m common ...``; the start-up, output folder and report every mode shares
