@@ -5,7 +5,7 @@
     formats/    readers and writers of msprof / torch_npu files; datasets; run folders and run_info.json
     collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze
     analyze/    pure functions over parsed rows: families, FLOPs, steps, bounds, compare, cluster, cross-mode;
-                checks.py owns Verdict and every check
+                checks.py (and ddp_checks.py, the several-rank ones) hold every check over records, each a Verdict
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
     cli/, lesson.py   ``python -m common ...``; the start-up, output folder and report every mode shares
     modes/      each mode's harness: it launches the mode's lesson files (``<mode>/src/``, which import

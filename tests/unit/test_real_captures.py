@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze import advisories, checks, cluster, families, step_bound
+from common.analyze import advisories, checks, cluster, ddp_checks, families, step_bound
 from common.cli.reports import memory_summary
+from common.formats.communication import rank_collectives
 from common.formats.datasets import find_datasets
 
 NPU = FIXTURES / "npu"
@@ -214,7 +215,7 @@ def expect_text_level1(root: Path) -> None:
     found = integrity(root, datasets)
     assert len(found) == 4 and all(v.ok for v in found), found  # op_statistic and step table, per rank
     view = cluster.load_cluster(root)
-    assert checks.check_collectives(view.ranks).ok
+    assert ddp_checks.check_collectives(rank_collectives(view.ranks)).ok
 
 
 def expect_db_level1(root: Path) -> None:
@@ -244,7 +245,7 @@ def expect_db_level1(root: Path) -> None:
     (verdict,) = integrity(root, datasets)
     assert verdict.ok and "db_level1" not in verdict.name and "rank0" in verdict.name, verdict
     view = cluster.load_cluster(root)
-    assert checks.check_collectives(view.ranks).ok
+    assert ddp_checks.check_collectives(rank_collectives(view.ranks)).ok
     starts = {r: dict(query(next((root / f"rank{r}_ascend_pt" / OUT).glob("ascend_pytorch_profiler_*.db")),
                             "SELECT s.value, o.startNs FROM COMMUNICATION_OP AS o JOIN STRING_IDS AS s "
                             "ON s.id = o.opName")) for r in (0, 1)}
