@@ -21,7 +21,7 @@ from typing import Any
 from common import cache
 from common.errors import LabError
 from common.workload.expect import expectations
-from common.workload.model import Workload, _first_line
+from common.workload.model import Workload, first_line
 from common.workload.record import Record
 
 ENV_VAR = "MSPROF_LAB_WORKLOAD"
@@ -152,11 +152,11 @@ def _import(file: Path, sha: str, *, beside: bool = True):
                        "fix the Python syntax in that file") from None
     except ImportError as err:
         sys.modules.pop(name, None)
-        raise LabError(f"workload file {file}: an import failed: {_first_line(err)}",
+        raise LabError(f"workload file {file}: an import failed: {first_line(err)}",
                        "install the missing package in this environment or fix the import") from None
     except (Exception, SystemExit) as err:  # noqa: BLE001 (the user's code, run at import)
         sys.modules.pop(name, None)
-        raise LabError(f"workload file {file}: running it failed: {_first_line(err)}",
+        raise LabError(f"workload file {file}: running it failed: {first_line(err)}",
                        "fix the code at its top level (it runs when the lab imports the file)") from None
     return module
 
@@ -185,7 +185,7 @@ def _guard(func: Callable[[], Any], file: Path, what: str) -> Callable[[], Any]:
         except LabError:
             raise
         except Exception as err:  # noqa: BLE001 (the user's code)
-            raise LabError(f"workload file {file}: {what}() failed: {_first_line(err)}",
+            raise LabError(f"workload file {file}: {what}() failed: {first_line(err)}",
                            f"fix {what}() in that file (it is called with no arguments)") from None
 
     return call

@@ -192,11 +192,11 @@ class Workload:
             line = _user_line(err, self.path)
             if line:  # it failed in the user's own code: point there
                 raise LabError(f"{self.where}: forward() failed at {line} on the input of make_input() (shapes "
-                               f"{shapes}): {_first_line(err)}",
+                               f"{shapes}): {first_line(err)}",
                                "fix the model's code there, or make make_input() return what forward() takes "
                                "(a tuple is passed as separate arguments)") from None
             raise LabError(f"{self.where}: the model rejects the input of make_input() (shapes {shapes}): "
-                           f"{_first_line(err)}",
+                           f"{first_line(err)}",
                            "make make_input() return what forward() takes (a tuple is passed as separate "
                            "arguments)") from None
         finally:
@@ -219,7 +219,7 @@ class Workload:
                 with torch.no_grad():
                     value = self.loss(out, x)
             except Exception as err:  # noqa: BLE001 (the user's code)
-                raise LabError(f"{self.where}: loss(output, input) failed: {_first_line(err)}",
+                raise LabError(f"{self.where}: loss(output, input) failed: {first_line(err)}",
                                "make loss() take the model's output and make_input()'s value") from None
             if not isinstance(value, torch.Tensor) or value.numel() != 1:
                 raise LabError(f"{self.where}: loss(output, input) returned {_describe(value)}, not a scalar tensor",
@@ -239,7 +239,8 @@ def _user_line(err: BaseException, path: str | None) -> str | None:
     return f"{path}:{frames[-1].lineno} ({frames[-1].name})" if frames else None
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """``Type: first line of the message``: an exception of the user's code, for a one-line LabError."""
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 

@@ -8,12 +8,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from common import cache
-
-if TYPE_CHECKING:
-    from common.workload.model import Workload
 
 # The code that computes what the record keeps: the reference (model.py, outputs.py) and the FLOPs
 # (common/analyze/flops.py, which the caller of Workload.forward_flops passes in). A change to any of
@@ -35,7 +32,8 @@ class FlopCount:
 class Record:
     """A workload's results kept in .lab_cache (common.cache): its reference output, precision, input shapes,
     and once computed its FLOPs and fp32 reference. Valid while the workload file, every file its import and
-    forward read, the code that computes it (COMPUTED_BY) and the toolchain are unchanged."""
+    forward read, the code that computes it (COMPUTED_BY) and the toolchain are unchanged. Its methods take the
+    common.workload.model.Workload they fill or keep (not imported here: the model module imports this one)."""
 
     KIND = "workload"
 
@@ -72,7 +70,7 @@ class Record:
         return found
 
     @classmethod
-    def restore(cls, work: Workload, found: dict[str, Any] | None = None) -> bool:
+    def restore(cls, work: Any, found: dict[str, Any] | None = None) -> bool:
         """Fill ``work`` from its valid record; False when there is none."""
         found = found or cls.find(work.path, work.name, work.sha256)
         if found is None:
@@ -90,13 +88,13 @@ class Record:
         return True
 
     @classmethod
-    def create(cls, work: Workload) -> None:
+    def create(cls, work: Any) -> None:
         """Record ``work`` after its checked forward, with the files it read."""
         read = work._read | ({Path(work.path)} if work.path else set())
         work._kept = cls(cls.key_of(work.path, work.name, work.sha256), cache.inputs_of(read, cls.extra()))
         work._kept.keep(work)
 
-    def keep(self, work: Workload) -> None:
+    def keep(self, work: Any) -> None:
         """Write the record as ``work`` now knows it: its arrays first, then the JSON that vouches for them."""
         import numpy as np
 
