@@ -1,11 +1,13 @@
 """msprof lab's shared library, in layers; each imports only those before it.
 
-    workload.py, backend.py, errors.py   the workload (TinyMLP), npu or portable (detected once), one error type
-    formats/    readers and writers of msprof / torch_npu files; datasets; multi-rank captures; run folders
+    workload/, backend.py, errors.py   the workload (TinyMLP or a file; loader, model, record), npu or portable
+                (detected once), one error type
+    formats/    readers and writers of msprof / torch_npu files; datasets; multi-rank captures; run folders; saved outputs
     collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze,
                 the in-process Profiler (profiling.py)
-    analyze/    pure functions over parsed rows: families, bounds/ (op, step, kernel), compare, cluster (slow rank,
-                parallel layout), cross-mode; checks.py owns Verdict and every check
+    analyze/    pure functions over parsed rows: families, FLOPs, bounds/ (op, step, kernel), compare, cluster (slow
+                rank, parallel layout), cross-mode; checks.py (and ddp_checks.py, the several-rank ones) hold every
+                check over records, each a Verdict
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
     cli/        ``python -m common ...``
     modes/      each mode's harness: it launches the mode's lesson files (``<mode>/src/``, which import

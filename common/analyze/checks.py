@@ -14,11 +14,12 @@ from pathlib import Path
 from common.analyze.families import family_share, op_family
 from common.analyze.bounds.step import summarize_steps
 from common.errors import LabError
-from common.formats.datasets import Dataset
+from common.formats.datasets import Dataset, FileRows
 from common.formats.engine import np
+from common.formats.outputs import SavedOutput
 from common.formats.records import OpStat, StepTime, Task
 from common.verdict import Verdict, not_applicable
-from common.workload import Workload, compare_to_reference, flatten_output, reference_output, tiny_mlp
+from common.workload import Workload, tiny_mlp
 
 
 def records_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[Counter[str]]:
@@ -192,61 +193,22 @@ OUTPUT_ATOL = 1e-6
 COSINE_MIN = {"portable": 0.99999, "npu": 0.999}
 
 
-def check_files(datasets: list[Dataset], names: list[str], where: str) -> Verdict:
+def check_files(found: list[FileRows], where: str) -> Verdict:
     """Every named file exists in every dataset, parses with its columns, and has rows (per file: the
-    rows of each dataset, in order, ``/`` apart)."""
+    rows of each dataset, in order, ``/`` apart). ``found``: common.formats.datasets.file_rows' answer."""
     problems, seen = [], {}
-    for ds in datasets:
-        for name in names:
-            files = ds.files(name)
-            if not files:
-                problems.append(f"{ds.folder.name}: no {name} file")
-                continue
-            try:
-                rows = _rows(ds, name)
-            except LabError as err:
-                problems.append(str(err))
-                continue
-            if rows == 0:
-                problems.append(f"{files[0]}: no rows")
-            seen.setdefault(name, []).append(rows)
+    for f in found:
+        if f.first is None:
+            problems.append(f"{f.dataset}: no {f.name} file")
+        elif f.error is not None:
+            problems.append(f.error)
+        else:
+            if f.rows == 0:
+                problems.append(f"{f.first}: no rows")
+            seen.setdefault(f.name, []).append(f.rows)
     detail = "; ".join(problems) if problems else ", ".join(
         f"{name} {'/'.join(map(str, rows))} row{'' if rows == [1] else 's'}" for name, rows in seen.items())
     return Verdict(f"files present with expected columns ({where})", not problems, detail)
-
-
-def _rows(ds: Dataset, name: str) -> int:
-    from common.formats import readers
-
-    reader = {
-        "op_summary": readers.read_op_summary, "kernel_details": readers.read_kernel_details,
-        "op_statistic": readers.read_op_statistic, "api_statistic": readers.read_api_statistic,
-        "task_time": readers.read_task_time, "step_trace_time": readers.read_step_trace_time,
-        "msprof": readers.read_trace, "trace_view": readers.read_trace,
-    }[name]
-    return sum(len(reader(path)) for path in ds.files(name))
-
-
-def load_output(path: Path) -> list[np.ndarray] | None:
-    """A saved model output: ``output.npy`` (one tensor) or, beside it, ``output.npz`` (several, in order)."""
-    several = Path(path).with_suffix(".npz")
-    if Path(path).is_file():
-        return [np.load(path)]
-    if several.is_file():
-        with np.load(several) as data:
-            return [data[f"arr_{i}"] for i in range(len(data.files))]
-    return None
-
-
-def output_metrics(path: Path, workload: Workload | None = None) -> dict[str, float] | None:
-    """Accuracy of a saved model output (``output.npy`` / ``.npz``) against the workload's fp32 reference
-    (default TinyMLP's); None if not written."""
-    arrays = load_output(path)
-    if arrays is None:
-        return None
-    if workload is None:
-        return compare_to_reference(arrays, reference_output())
-    return workload.compare_to_reference(arrays)
 
 
 def output_tolerance(workload: Workload | None = None, npu: bool = False) -> tuple[float, float, str]:
@@ -261,16 +223,17 @@ def output_tolerance(workload: Workload | None = None, npu: bool = False) -> tup
     return rtol * scale + OUTPUT_ATOL, COSINE_MIN["npu" if npu else "portable"], rule
 
 
-def check_output_file(path: Path, where: str, workload: Workload | None = None, npu: bool = False) -> Verdict:
-    """The saved model output matches the workload's reference (one rule: output_tolerance); a missing file fails."""
-    precision = (workload or tiny_mlp()).precision
-    name = f"output matches {precision} reference ({where})"
+def check_output_file(saved: SavedOutput, where: str, workload: Workload | None = None, npu: bool = False) -> Verdict:
+    """The saved model output (common.formats.outputs.read_output) matches the workload's reference (one rule:
+    output_tolerance); a missing file fails."""
+    work = workload or tiny_mlp()
+    name = f"output matches {work.precision} reference ({where})"
+    if saved.arrays is None:
+        return Verdict(name, False, f"{saved.path} was not written")
     try:
-        metrics = output_metrics(path, workload)
+        metrics = work.compare_to_reference(saved.arrays)
     except LabError as err:  # a different shape or number of outputs: a wrong output, not a bad input
         return Verdict(name, False, str(err))
-    if metrics is None:
-        return Verdict(name, False, f"{path} was not written")
     tol, cosine_min, rule = output_tolerance(workload, npu)
     v = check_output(metrics, where, tol, cosine_min)
     return Verdict(name, v.ok, f"{v.detail}; tol = {rule}")
@@ -291,16 +254,6 @@ def check_training_losses(profiled: list[float], plain: list[float], where: str)
     return Verdict(name, worst <= LOSS_RTOL,
                    f"{len(plain)} steps, loss {plain[0]:.6g} -> {plain[-1]:.6g}; largest relative difference "
                    f"{worst:.2e} (tolerance {LOSS_RTOL:g})")
-
-
-def save_output(path: Path, output) -> Path:
-    """A model output as :func:`load_output` reads it: one tensor -> ``path`` (.npy), several -> ``.npz``."""
-    arrays = [t.detach().float().cpu().numpy() for t in flatten_output(output)]
-    if len(arrays) == 1:
-        np.save(path, arrays[0])
-        return Path(path)
-    np.savez(Path(path).with_suffix(".npz"), *arrays)
-    return Path(path).with_suffix(".npz")
 
 
 def check_declared_top_family(stats: list[OpStat], workload: Workload, where: str) -> Verdict:
@@ -329,77 +282,6 @@ def check_regressions(cmp) -> Verdict:
         f"total (init excluded) {cmp.base_total_us:,.1f} -> {cmp.cand_total_us:,.1f} {unit} ({total_pct:+.1f}%, "
         f"threshold {cmp.threshold_pct:g}%); {len(cmp.regressions)} op(s) flagged",
     )
-
-
-# --- DDP: mode 04 on several ranks (common/modes/ddp.py) ------------------------------------------
-
-# fp32 on both sides; the sums run in a different order (per-rank shards, then the all-reduce),
-# so the weights agree to rounding: ~1e-7 relative on norms of ~20.
-PARAM_NORM_RTOL = 1e-5
-
-
-def check_collectives(ranks: list) -> Verdict:
-    """Every rank ran the same collectives in every step (communication.json, HCCL schema).
-
-    ``ranks``: the cluster view's per-rank profiles (``.rank``, ``.folder``), in rank order.
-    """
-    import json
-
-    from common.formats.communication import collectives_of  # "Total Op Info" is a summary, not a collective
-
-    per_rank = {}
-    for p in ranks:
-        if p.dataset.is_db:  # a database export: its COMMUNICATION_OP rows, by step
-            by_step: dict[str, list[str]] = {}
-            for op in p.communication():
-                by_step.setdefault(str(op.step_id), []).append(f"{op.op_name}@{op.group or ''}")
-            per_rank[p.rank] = {step: sorted(names) for step, names in by_step.items()}
-            continue
-        path = p.folder / "ASCEND_PROFILER_OUTPUT" / "communication.json"
-        if not path.is_file():
-            return Verdict("same collectives on every rank", False, f"{path} missing")
-        data = json.loads(path.read_text())
-        per_rank[p.rank] = {step: sorted(collectives_of(ops)) for step, ops in data.items()}
-    first = per_rank[ranks[0].rank]
-    counts = sorted({len(v) for v in first.values()})
-    ok = bool(first) and all(v == first for v in per_rank.values()) and counts != [0]
-    return Verdict(
-        "same collectives on every rank",
-        ok,
-        f"{len(first)} steps x {'/'.join(map(str, counts))} all-reduce(s) per step in "
-        f"{'COMMUNICATION_OP' if ranks[0].dataset.is_db else 'communication.json'} on rank "
-        f"{ranks[0].rank}; {'identical' if ok else 'NOT identical'} on all {len(per_rank)} ranks",
-    )
-
-
-def check_params(statuses: dict[int, dict], reference: list[float],
-                 how: str = "one process on the global batch") -> Verdict:
-    """Every rank ends with bit-identical weights, equal (within rounding) to a one-process reference (``how``)."""
-    digests = {s["params"]["sha256"] for s in statuses.values()}
-    norms = statuses[0]["params"]["norms"]
-    worst = max(abs(a - b) / abs(b) for a, b in zip(norms, reference))
-    return Verdict(
-        "weights identical on every rank and equal to the single-process reference",
-        len(digests) == 1 and worst <= PARAM_NORM_RTOL,
-        f"{len(digests)} distinct sha256 over {len(statuses)} ranks; parameter norms vs {how}: largest relative "
-        f"difference {worst:.2e} (tolerance {PARAM_NORM_RTOL:g})",
-    )
-
-
-def check_slow_rank(slow, arrivals, slow_rank: int, slow_factor: int) -> Verdict:
-    """The rank given ``slow_factor`` x the work is the one the view blames, for its compute, and the last to arrive.
-
-    ``slow``: common.analyze.cluster.find_slow_rank's answer; ``arrivals``: collective_arrivals' (or None).
-    """
-    last = max(arrivals.last, key=arrivals.last.get) if arrivals else None
-    name = "the cluster view names the slow rank"
-    given = f"rank {slow_rank} was given {slow_factor}x its local batch"
-    arrived = f"the rank most often last at the collectives: {last if last is not None else 'unknown'}"
-    if slow.rank is None:  # on a small model the extra batch is too little work to stand out
-        return not_applicable(name, f"{given}, too little work on this model to make it stand out ({slow.text}); "
-                                    f"{arrived}")
-    return Verdict(name, slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
-                   f"{given}; the view names rank {slow.rank} ({slow.reason}); {arrived}")
 
 
 # --- integrity: the files of one export agree with each other -------------------------------------
@@ -541,25 +423,11 @@ def check_step_table(ds: Dataset, where: str) -> Verdict | None:
     OVERLAP_ANALYSIS table. None when the capture lacks one of the two (or the timeline has no
     Overlap Analysis events: a Level0 or msprof export).
     """
-    from common.formats import readers
-    from common.formats.overlap import overlap_step_times
-
-    if ds.is_db:
-        db = ds.profiler_db
-        table = db.analysis_steps()
-        overlap = db.overlap() if table else None
-        rebuilt = overlap_step_times(overlap) if overlap is not None else []
-        if not table or not rebuilt:
-            return None
-        return compare_step_tables(table, rebuilt, f"step table agrees with the Overlap Analysis ({where})",
-                                   "analysis.db StepTraceTime", f"{db.path.name} OVERLAP_ANALYSIS")
-    if not ds.has("step_trace_time") or not ds.has("trace_view"):
+    tables = ds.step_tables
+    if tables is None:
         return None
-    rebuilt = [row for path in ds.files("trace_view") for row in overlap_step_times(readers.read_overlap(path))]
-    if not rebuilt:
-        return None
-    return compare_step_tables(ds.steps, rebuilt, f"step table agrees with the Overlap Analysis ({where})",
-                               "step_trace_time.csv", "trace_view.json Overlap Analysis")
+    return compare_step_tables(tables.table, tables.rebuilt, f"step table agrees with the Overlap Analysis ({where})",
+                               tables.table_source, tables.rebuilt_source)
 
 
 def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:

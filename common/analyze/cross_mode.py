@@ -19,6 +19,7 @@ from common.analyze import checks, families
 from common.analyze.bounds import step as step_bound
 from common.errors import LabError
 from common.formats.datasets import Dataset
+from common.formats.outputs import read_output
 from common.formats.records import OpStat, StepTime, Task
 from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS, Workload
@@ -247,7 +248,8 @@ def graph_count_verdict(run: ModeRun) -> Verdict:
 def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdict]:
     """Each mode's output against the reference by the rule that mode applied itself (one rule, in one place)."""
     npu = any(run.info.get("backend") == "npu" for run in runs.values())
-    out = [checks.check_output_file(runs[k].folder / "output.npy", k, workload, npu) for k in ("01", "04") if k in runs]
+    out = [checks.check_output_file(read_output(runs[k].folder / "output.npy"), k, workload, npu) for k in ("01", "04")
+           if k in runs]
     if "02" in runs:
         out.append(checks.check_program_verified(runs["02"].info,
                                                  "02's host program checks every element (fp16 1 + 1 = 2.0)", "02"))
@@ -318,7 +320,7 @@ def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[
 
 def _accuracy(run: ModeRun, workload: Workload | None = None) -> str:
     if run.spec.key in ("01", "04"):
-        from common.analyze.checks import output_metrics
+        from common.formats.outputs import output_metrics
 
         try:
             m = output_metrics(run.folder / "output.npy", workload)

@@ -10,6 +10,7 @@ import re
 from collections import Counter, defaultdict
 
 from common.formats.records import OpStat, Task
+from common.workload.expect import FAMILY_ORDER  # noqa: F401 (the family names, imported from here by the layers above)
 
 # The order families are listed in (tables, legends). What each one holds:
 #   matmul        MatMulV2/V3, BatchMatMul, Gemm, FusedMatMul, aten::addmm/mm/bmm
@@ -37,9 +38,7 @@ from common.formats.records import OpStat, Task
 #   init          tensors filled with constants or random numbers: MemSet, Fill, ZerosLike, OnesLike,
 #                 DSA random generators, aten::uniform_/randn/fill_/zero_
 #   other         anything no rule names
-FAMILY_ORDER = ["matmul", "conv", "attention", "recurrent", "norm", "activation", "softmax", "elementwise", "reduce",
-                "pool", "resize", "embedding", "indexing", "cast", "layout", "memcpy", "communication", "optimizer",
-                "init", "other"]
+# FAMILY_ORDER (imported above) lists these families in report order; a workload's EXPECT names them too.
 
 # Families whose ops read their inputs and write an output once, element by element (bounds/op.py
 # models their memory traffic so) and those of them that do no arithmetic at all.

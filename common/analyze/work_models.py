@@ -11,7 +11,7 @@ cached); FLOPs: the formula below, per family. Sources:
 - attention: ``torch.utils.flop_counter.sdpa_flop_count`` / ``sdpa_backward_flop_count`` (the two
   matmuls of attention, five for the gradient; a causal mask is not discounted, as torch does not).
   torch's fused multi-head attention and encoder layer have no formula in torch: the hand formulas of
-  ``common.workload.count_flops`` (projections + attention [+ feed-forward]), the same numbers.
+  ``common.analyze.flops.count_flops`` (projections + attention [+ feed-forward]), the same numbers.
 - recurrent: by hand, because neither torch's FLOP counter nor the profiler's ``with_flops`` knows RNN
   ops: 2 x time steps x batch x weight-matrix elements (the gate matmuls, input and hidden); the gates'
   element-wise work is not counted, so the figure is a lower bound.
@@ -126,7 +126,7 @@ def sdpa_flops(b: int, heads: int, s_q: int, s_k: int, d_q: int, d_v: int, backw
 
 
 def mha_flops(b: int, l_q: int, l_k: int, e: int) -> float:
-    """common.workload's formula for torch's fused multi-head attention: q, k, v and out projections + attention."""
+    """common.analyze.flops' formula for torch's fused multi-head attention: q, k, v and out projections + attention."""
     return 2.0 * b * e * e * (2 * l_q + 2 * l_k) + 4.0 * b * l_q * l_k * e
 
 

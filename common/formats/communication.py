@@ -233,3 +233,36 @@ def group_members(links: list[MatrixLink]) -> dict[str, set[int]]:
     for link in links:
         out.setdefault(link.group, set()).update((link.src, link.dst))
     return out
+
+
+@dataclass(frozen=True)
+class RankCollectives:
+    """Per rank, per step, the sorted names of the collectives it ran, and where they were read from
+    (``COMMUNICATION_OP`` of a database, else ``communication.json``); ``missing``: the first rank's
+    communication.json that does not exist (then ``per_rank`` holds the ranks read before it)."""
+
+    per_rank: dict[int, dict[str, list[str]]]
+    source: str
+    first_rank: int
+    missing: Path | None = None
+
+
+def rank_collectives(ranks: list) -> RankCollectives:
+    """The collectives of every rank (the cluster view's per-rank profiles: ``.rank``, ``.folder``,
+    ``.dataset``, ``.communication()``), in rank order: a database's COMMUNICATION_OP rows by step,
+    else communication.json without its ``Total Op Info`` summary (HCCL schema)."""
+    source = "COMMUNICATION_OP" if ranks[0].dataset.is_db else "communication.json"
+    per_rank: dict[int, dict[str, list[str]]] = {}
+    for p in ranks:
+        if p.dataset.is_db:
+            by_step: dict[str, list[str]] = {}
+            for op in p.communication():
+                by_step.setdefault(str(op.step_id), []).append(f"{op.op_name}@{op.group or ''}")
+            per_rank[p.rank] = {step: sorted(names) for step, names in by_step.items()}
+            continue
+        path = p.folder / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+        if not path.is_file():
+            return RankCollectives(per_rank, source, ranks[0].rank, path)
+        data = json.loads(path.read_text())
+        per_rank[p.rank] = {step: sorted(collectives_of(ops)) for step, ops in data.items()}
+    return RankCollectives(per_rank, source, ranks[0].rank)

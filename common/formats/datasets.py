@@ -258,6 +258,77 @@ class Dataset:
         except ValueError:
             return str(self.folder)
 
+    def rows(self, name: str) -> int:
+        """Rows of every file of one kind, each parsed with its columns (a LabError says what is wrong)."""
+        reader = {
+            "op_summary": readers.read_op_summary, "kernel_details": readers.read_kernel_details,
+            "op_statistic": readers.read_op_statistic, "api_statistic": readers.read_api_statistic,
+            "task_time": readers.read_task_time, "step_trace_time": readers.read_step_trace_time,
+            "msprof": readers.read_trace, "trace_view": readers.read_trace,
+        }[name]
+        return sum(len(reader(path)) for path in self.files(name))
+
+    @functools.cached_property
+    def step_tables(self) -> StepTables | None:
+        """The step table and the same rebuilt from the timeline's Overlap Analysis events it is built from.
+
+        Text: step_trace_time.csv and trace_view.json; database: analysis.db StepTraceTime and the
+        OVERLAP_ANALYSIS table. None when the capture lacks one of the two (or the timeline has no
+        Overlap Analysis events: a Level0 or msprof export).
+        """
+        if self.is_db:
+            db = self.profiler_db
+            table = db.analysis_steps()
+            overlap = db.overlap() if table else None
+            rebuilt = overlap_step_times(overlap) if overlap is not None else []
+            if not table or not rebuilt:
+                return None
+            return StepTables(table, rebuilt, "analysis.db StepTraceTime", f"{db.path.name} OVERLAP_ANALYSIS")
+        if not self.has("step_trace_time") or not self.has("trace_view"):
+            return None
+        rebuilt = [row for path in self.files("trace_view") for row in overlap_step_times(readers.read_overlap(path))]
+        if not rebuilt:
+            return None
+        return StepTables(self.steps, rebuilt, "step_trace_time.csv", "trace_view.json Overlap Analysis")
+
+
+@dataclass(frozen=True)
+class StepTables:
+    """A capture's step table and the one rebuilt from its Overlap Analysis events, with where each comes from."""
+
+    table: list[StepTime]
+    rebuilt: list[StepTime]
+    table_source: str
+    rebuilt_source: str
+
+
+@dataclass(frozen=True)
+class FileRows:
+    """One kind of file in one dataset: its first file (None: the dataset has none) and the rows of all
+    of them, or why they could not be read."""
+
+    dataset: str  # the dataset's folder name
+    name: str
+    first: Path | None
+    rows: int | None = None
+    error: str | None = None
+
+
+def file_rows(datasets: list[Dataset], names: list[str]) -> list[FileRows]:
+    """Each named kind of file in each dataset, in order, read: what common.analyze.checks.check_files checks."""
+    out = []
+    for ds in datasets:
+        for name in names:
+            files = ds.files(name)
+            if not files:
+                out.append(FileRows(ds.folder.name, name, None))
+                continue
+            try:
+                out.append(FileRows(ds.folder.name, name, files[0], ds.rows(name)))
+            except LabError as err:
+                out.append(FileRows(ds.folder.name, name, files[0], error=str(err)))
+    return out
+
 
 def _kind(folder: Path) -> str | None:
     names = {p.name for p in folder.iterdir() if p.is_file()}

@@ -53,9 +53,11 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
 def check_run(run, own_model: bool) -> list:
     """Every file msprof exports is there and parses; for the workload: op counts, declared top family, output."""
     from common.analyze import checks
+    from common.formats.datasets import file_rows
+    from common.formats.outputs import read_output
 
     datasets = run.datasets()
-    verdicts = [checks.check_files(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"],
+    verdicts = [checks.check_files(file_rows(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"]),
                                    "01")]
     if own_model:  # the lesson model.py (a program of yours: the lab cannot know what it should contain)
         forwards, work = run.info["forwards"], run.workload
@@ -68,7 +70,7 @@ def check_run(run, own_model: bool) -> list:
                                       f"01, {forwards} forwards", warmup=WARMUP_FORWARDS),
             # Which family dominates is a statement about the model: only the workload can declare it.
             checks.check_declared_top_family(checks.stats_of(datasets), work, "01"),
-            checks.check_output_file(run.out / "output.npy", "01", work, run.npu),
+            checks.check_output_file(read_output(run.out / "output.npy"), "01", work, run.npu),
         ]
     return verdicts
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.analyze import checks
+from common.analyze import checks, ddp_checks
 from common.analyze.slow_rank import collective_arrivals, find_slow_rank, rank_summaries
 from common.formats.cluster import load_cluster
+from common.formats.communication import rank_collectives
+from common.formats.datasets import file_rows
 from common.modes import ddp_torchrun, lesson_file, mode_dir
 from common.modes.ddp_rank import params_digest
 from common.workload import BATCH, flatten_output, make_input
@@ -32,7 +34,7 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
     """Per rank, every active step records the same ops as its first; every rank records the same ops per
     step (one model, one tool); the same collectives everywhere; the weights equal to one process's reference."""
     files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
-    verdicts = [checks.check_files([p.dataset for p in view.ranks], files, f"{plan.nproc} ranks")]
+    verdicts = [checks.check_files(file_rows([p.dataset for p in view.ranks], files), f"{plan.nproc} ranks")]
     firsts = {}
     for p in view.ranks:
         compute = [t for t in p.dataset.tasks if t.task_type != "COMMUNICATION"]
@@ -45,8 +47,8 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
                                               f"{len(ranks)} ranks, the first active step of each", "rank"))
     how = ("one process on the global batch" if work.path is None else
            "one process averaging the ranks' gradients over their shards")
-    return verdicts + [checks.check_collectives(view.ranks),
-                       checks.check_params(statuses, reference_norms(plan, work), how)]
+    return verdicts + [ddp_checks.check_collectives(rank_collectives(view.ranks)),
+                       ddp_checks.check_params(statuses, reference_norms(plan, work), how)]
 
 
 def local_batch(work, rank: int, world: int, slow_rank: int | None, slow_factor: int) -> tuple:
@@ -92,7 +94,7 @@ def interpret(view, plan) -> list:
     if plan.slow_rank is None:
         return []
     slow = find_slow_rank(rank_summaries(view))
-    return [checks.check_slow_rank(slow, collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
+    return [ddp_checks.check_slow_rank(slow, collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
 
 
 def main(argv: list[str] | None = None) -> int:

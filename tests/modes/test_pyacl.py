@@ -909,7 +909,7 @@ def test_conv_formulas_equal_torchs_counter(tmp_path):
     import onnx
     import torch
 
-    from common.workload import count_flops
+    from common.analyze.flops import count_flops
 
     class Net(torch.nn.Module):
         def __init__(self):

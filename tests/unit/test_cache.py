@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from common import cache, workload
+from common.analyze.flops import count_flops
 from tests.helpers import ROOT as REPO_ROOT
 
 
@@ -133,8 +134,8 @@ def test_a_restored_workload_builds_its_model_and_keeps_its_flops(tmp_path, cach
     """))
     file = tmp_path / "model.py"
     first = workload.load_workload(file)
-    flops = first.forward_flops()  # kept with the record
-    workload._LOADED.clear()
+    flops = first.forward_flops(count_flops)  # kept with the record
+    workload.loader._LOADED.clear()
     restored = workload.load_workload(file)
     assert restored is not first and restored._flops == flops
     assert restored.loss is not None and restored.build_model().out_features == 3

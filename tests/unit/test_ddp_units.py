@@ -86,7 +86,8 @@ def test_communication_json_names_collectives_per_step_in_order() -> None:
 
 
 def test_total_op_info_is_not_counted_as_a_collective(tmp_path) -> None:
-    from common.analyze.checks import check_collectives
+    from common.analyze.ddp_checks import check_collectives
+    from common.formats.communication import rank_collectives
 
     profiles = []
     for rank in (0, 1):
@@ -95,7 +96,7 @@ def test_total_op_info_is_not_counted_as_a_collective(tmp_path) -> None:
         tasks = [_task("gloo:all_reduce", 10 + rank, 20, COMMUNICATION, step=s) for s in (4, 5)]
         (folder / "communication.json").write_text(json.dumps(communication_json(tasks)))
         profiles.append(RankProfile(rank, folder.parent, {}))
-    verdict = check_collectives(profiles)
+    verdict = check_collectives(rank_collectives(profiles))
     assert verdict.ok and "2 steps x 1 all-reduce(s) per step" in verdict.detail
     arrivals = collective_arrivals(ClusterView(tmp_path, profiles, None, {}))
     assert arrivals.collectives == 2 and arrivals.last == {0: 0, 1: 2}
@@ -313,7 +314,7 @@ def test_the_rank_program_runs_the_lesson_as_main_and_passes_its_exit_code_on(tm
 def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     """The demo's extra batch may stay under the view's threshold on a small model: [N/A], not a failure
     (which rank arrives last is then noise); another rank blamed fails."""
-    from common.analyze.checks import check_slow_rank
+    from common.analyze.ddp_checks import check_slow_rank
     from common.analyze.slow_rank import SlowRank
 
     quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us mean step")

@@ -14,6 +14,7 @@ from common.analyze import checks
 from common.collect import calibrate
 from common.modes.pytorch.steps import run_steps
 from common.errors import LabError
+from common.formats.outputs import load_output, read_output, save_output
 from common.formats.records import OpStat, Task
 from common.modes.lesson import Lesson, parse_threads
 from common.render import html
@@ -94,16 +95,16 @@ def test_output_files_one_or_several(tmp_path: Path) -> None:
     model = work.build_model()
     with torch.no_grad():
         y = model(*work.inputs())
-    checks.save_output(tmp_path / "output.npy", y)
-    assert checks.check_output_file(tmp_path / "output.npy", "t", work).ok
-    assert not checks.check_output_file(tmp_path / "output.npy", "t", load_workload(CNN)).ok  # another shape
-    checks.save_output(tmp_path / "two.npy", (y, y))
-    arrays = checks.load_output(tmp_path / "two.npy")
+    save_output(tmp_path / "output.npy", y)
+    assert checks.check_output_file(read_output(tmp_path / "output.npy"), "t", work).ok
+    assert not checks.check_output_file(read_output(tmp_path / "output.npy"), "t", load_workload(CNN)).ok  # another shape
+    save_output(tmp_path / "two.npy", (y, y))
+    arrays = load_output(tmp_path / "two.npy")
     assert len(arrays) == 2 and np.array_equal(arrays[1], y.numpy())
     wrong = tmp_path / "wrong.npy"
     np.save(wrong, y.numpy() + 0.01)
-    assert not checks.check_output_file(wrong, "t", work).ok
-    assert not checks.check_output_file(tmp_path / "none.npy", "t", work).ok
+    assert not checks.check_output_file(read_output(wrong), "t", work).ok
+    assert not checks.check_output_file(read_output(tmp_path / "none.npy"), "t", work).ok
 
 
 def test_training_losses() -> None:

@@ -58,7 +58,7 @@ def test_no_module_of_common_imports_from_a_mode_folder() -> None:
     """The lab launches lesson files (their paths come from common.modes.lesson_file / lesson_dir); it never
     imports them nor puts a mode's folder on sys.path. Only the workload loader (the user's model folder), the
     start-up hooks and the pyasc stand-in (its own package) change sys.path."""
-    may_change_path = {"common/workload.py", "common/collect/autoprofile/sitecustomize.py",
+    may_change_path = {"common/workload/loader.py", "common/collect/autoprofile/sitecustomize.py",
                        "common/bench/proclog/sitecustomize.py",
                        "common/modes/ascendc/pyasc_twin/__init__.py"}  # its own stand-in package, for in-process tests
     wrong = []

@@ -14,6 +14,7 @@ import torch
 from helpers import ROOT
 
 from common import workload as wl
+from common.analyze.flops import count_flops
 from common.errors import LabError, run_cli
 
 CNN, TRANSFORMER = ROOT / "workloads" / "cnn.py", ROOT / "workloads" / "transformer.py"
@@ -69,7 +70,7 @@ def test_default_is_tiny_mlp_with_4_matmul_and_3_gelu_per_forward() -> None:
     assert tiny is wl.tiny_mlp() and tiny.name == "TinyMLP" and tiny.path is None and tiny.loss is None
     assert len(tiny.sha256) == 64 and tiny.info() == {"name": "TinyMLP", "path": None, "sha256": tiny.sha256}
     # 4 Linear(1024, 1024) on 32 rows: 2 x 32 x 1024 x 1024 FLOPs each (GELU does no multiply-add)
-    assert tiny.forward_flops() == wl.FlopCount({"matmul": 4 * 2 * 32 * 1024 * 1024})
+    assert tiny.forward_flops(count_flops) == wl.FlopCount({"matmul": 4 * 2 * 32 * 1024 * 1024})
     assert tiny.precision == "fp32"
     assert tiny.expectations["top_family"] == "matmul" and tiny.not_applicable("top_family").startswith("not applicable")
 
@@ -125,26 +126,26 @@ def test_shipped_workload_loads_runs_and_trains(path: Path, in_shape, out_shape)
 
 def test_flops_follow_the_shapes() -> None:
     # the CNN: two 3x3 convolutions (3 -> 32 on 32x32, 32 -> 64 on 16x16, batch 8) and a Linear(4096, 10)
-    cnn = wl.load_workload(CNN).forward_flops()
+    cnn = wl.load_workload(CNN).forward_flops(count_flops)
     conv = 2 * 8 * 32 * 32 * 32 * 3 * 9 + 2 * 8 * 64 * 16 * 16 * 32 * 9
     assert cnn.per_family == {"conv": conv, "matmul": 2 * 8 * 4096 * 10} and not cnn.uncounted
 
 
 def test_flops_of_attention_fused_and_written_out(tmp_path: Path) -> None:
-    flops = wl.load_workload(write(tmp_path, FUNCTIONAL_ATTENTION)).forward_flops()
+    flops = wl.load_workload(write(tmp_path, FUNCTIONAL_ATTENTION)).forward_flops(count_flops)
     qkv = 2 * 2 * 8 * 64 * 192  # the Linear on 2 x 8 tokens
     products = 2 * (2 * 2 * 4 * 8 * 8 * 16)  # q @ k^T and a @ v: batch 2, 4 heads, 8 x 8, head size 16
     assert flops.per_family == {"matmul": qkv + products, "attention": products}  # SDPA: the same two products
     # nn.MultiheadAttention's inference fast path is one fused op torch's counter has no formula for: counted here
-    encoder = wl.count_flops(torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval(),
+    encoder = count_flops(torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval(),
                              (torch.randn(2, 5, 16),))
     tokens = 2 * 5
     assert encoder.per_family == {"attention": 2 * tokens * 16 * 16 * 4 + 4 * 2 * 5 * 5 * 16 + 4 * tokens * 16 * 32}
     # an LSTM layer (one fused op on the CPU) by hand: every step's input and hidden projections into 4 gates;
     # a GRU runs as matrix products torch's counter sees, the same products
-    lstm = wl.count_flops(torch.nn.LSTM(4, 8), (torch.randn(3, 2, 4),))
+    lstm = count_flops(torch.nn.LSTM(4, 8), (torch.randn(3, 2, 4),))
     assert lstm == wl.FlopCount({"recurrent": 2 * 3 * 2 * (4 * 8) * (4 + 8)})
-    gru = wl.count_flops(torch.nn.GRU(4, 8), (torch.randn(3, 2, 4),))
+    gru = count_flops(torch.nn.GRU(4, 8), (torch.randn(3, 2, 4),))
     assert sum(gru.per_family.values()) == 2 * 3 * 2 * (3 * 8) * (4 + 8) and not gru.uncounted
 
 
@@ -309,14 +310,17 @@ def python_blocks(markdown: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", markdown.read_text(), flags=re.DOTALL)
 
 
-def test_readme_tiny_mlp_file_is_the_built_in_one(tmp_path: Path) -> None:
-    (block,) = python_blocks(ROOT / "workloads" / "README.md")
-    work, tiny = wl.load_workload(write(tmp_path, block, "tiny_mlp.py")), wl.tiny_mlp()
+def test_tiny_mlp_is_its_workload_file_loaded_like_any_other() -> None:
+    path = ROOT / "workloads" / "tiny_mlp.py"
+    work, tiny = wl.load_workload(path), wl.tiny_mlp()
+    assert work.name == "tiny_mlp" and tiny.name == "TinyMLP" and tiny.path is None  # the default keeps its name
+    assert tiny.sha256 == work.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert work.compare_to_reference(tiny.reference_output())["max_abs_diff"] == 0.0  # same seeds, same weights
-    assert work.forward_flops() == tiny.forward_flops() and work.expectations == tiny.expectations
+    assert work.forward_flops(count_flops) == tiny.forward_flops(count_flops) and work.expectations == tiny.expectations
+    assert wl.workload_identity() == tiny.info()
 
 
 def test_own_model_doc_example_loads(tmp_path: Path) -> None:
     block = python_blocks(ROOT / "docs" / "own_model.md")[0]
     work = wl.load_workload(write(tmp_path, block, "my_model.py"))
-    assert work.loss is not None and work.forward_flops().per_family
+    assert work.loss is not None and work.forward_flops(count_flops).per_family

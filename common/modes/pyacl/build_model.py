@@ -31,6 +31,7 @@ from common.modes.pyacl.graph_changes import Change, build_changes, describe, gr
 from common.modes.pyacl.variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
 from common import cache
+from common.analyze.flops import count_flops
 from common.backend import Backend, detect, parse_device_id, soc_version
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
              for v in variants}
     facts = graph_facts(files, variants, backend.is_npu)
     try:  # the model's side of run.sh's FLOPs check, counted here where torch is loaded, kept with the workload
-        files.workload.forward_flops()
+        files.workload.forward_flops(count_flops)
     except Exception:  # noqa: BLE001, S110 (run.sh counts again and says why the check is not applicable)
         pass
     for variant in variants:

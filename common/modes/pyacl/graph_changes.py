@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from common.analyze.families import op_family
 from common.verdict import Verdict, not_applicable
-from common.workload import FlopCount
+from common.analyze.flops import FlopCount, uncounted_in
 
 # Graph plumbing, not work: no kernel runs for these; they are left out of every count.
 NON_COMPUTE_OPS = frozenset({"Constant", "Data", "NetOutput", "Const"})
@@ -224,7 +224,7 @@ def flops_verdict(model_flops: FlopCount, graph: dict[str, int], unknown: dict[s
     for group, families in FLOP_GROUPS.items():
         want = sum(model_flops.per_family.get(f, 0.0) for f in families)
         got = sum(graph.get(f, 0) for f in families)
-        no_formula = model_flops.uncounted_in(families)
+        no_formula = uncounted_in(model_flops, families)
         unknown_here = sorted(t for t in unknown if op_family(t.split(" (")[0]) in families)
         if no_formula or unknown_here:
             missing = [f"torch's FLOP counter has no formula for {', '.join(no_formula)}"] if no_formula else []

@@ -23,6 +23,7 @@ import numpy as np
 
 
 from common.analyze import checks
+from common.analyze.flops import count_flops
 from common.modes.reports import write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
     exported = facts["exported"]
     try:
-        flops = files.workload.forward_flops()
+        flops = files.workload.forward_flops(count_flops)
     except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
         verdicts: list[Verdict] = [checks.not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could "
                                                          f"not be counted ({type(err).__name__}: {err})"[:300])]

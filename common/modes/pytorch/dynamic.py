@@ -143,12 +143,13 @@ def profile_running_job(run) -> dict:
 def check_run(run) -> list:
     """The capture has mode 04's files, the active training steps with the same ops, Σ op time ≈ Computing."""
     from common.analyze import checks
+    from common.formats.datasets import file_rows
 
     where = f"04 dynamic, {DYNAMIC_ACTIVE} active steps"
     datasets = run.datasets(kind="torch_npu")
     tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
-    return [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"],
+    return [checks.check_files(file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]),
                                "04 dynamic"),
             checks.check_same_records(checks.records_by_step(tasks), DYNAMIC_ACTIVE, where, "training step"),
             checks.check_sum_vs_computing(tasks, steps, "04 dynamic")]

@@ -73,13 +73,16 @@ def plain_steps(run, train: bool):
 def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) -> list:
     """Every active step records the same ops as the first, Σ op time ≈ Computing, output = fp32 reference."""
     from common.analyze import checks
+    from common.formats.datasets import file_rows
+    from common.formats.outputs import read_output
 
     work, where = run.workload, f"04, {ACTIVE} active steps"
     datasets = run.datasets(kind="torch_npu")
     records = checks.records_by_step(checks.tasks_of(datasets))  # warm-up steps have no Step Id
     tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
-    verdicts = [checks.check_files(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"], "04"),
+    verdicts = [checks.check_files(file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]),
+                                   "04"),
                 checks.check_same_records(records, ACTIVE, where, "training step" if train else "step")]
     if train:  # a training step adds backward and optimizer ops: the declared top family is about the forward
         return verdicts + [
@@ -88,7 +91,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
             checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
     return verdicts + [
         checks.check_declared_top_family(checks.stats_of(datasets), work, "04"),
-        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(run.out / "output.npy", "04", work, run.npu)]
+        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(read_output(run.out / "output.npy"), "04", work, run.npu)]
 
 
 # --- 4. interpret: the report and the profiling overhead ----------------------------------------------

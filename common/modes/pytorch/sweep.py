@@ -81,13 +81,13 @@ def batched(work, batch: int) -> tuple:
 
 
 def counted_flops(model, x: tuple) -> tuple[float, list[str]]:
-    """FLOPs of one forward (common.workload.count_flops: torch's FLOP counter formulas for matmul,
+    """FLOPs of one forward (common.analyze.flops.count_flops: torch's FLOP counter formulas for matmul,
     convolution and attention kernels, hand formulas for the fused MHA / encoder layer) and the ops of a
     FLOP family it has no formula for (an RNN layer: aten::mkldnn_rnn_layer). TinyMLP: 2*b*h*h*4."""
-    from common.workload import FLOP_FAMILIES, count_flops
+    from common.analyze.flops import FLOP_FAMILIES, count_flops, uncounted_in
 
     count = count_flops(model, x)
-    return sum(count.per_family.values()), count.uncounted_in(FLOP_FAMILIES)
+    return sum(count.per_family.values()), uncounted_in(count, FLOP_FAMILIES)
 
 
 def shape_flops(tasks: list, ops: list[str], steps: int) -> tuple[float, list[str], list[str]]:

@@ -1,0 +1,58 @@
+"""A model output saved by a mode: ``output.npy`` (one tensor) or, beside it, ``output.npz`` (several, in order)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from common.formats.engine import np
+from common.workload import Workload, compare_to_reference, flatten_output, reference_output
+
+if TYPE_CHECKING:
+    import numpy
+
+
+@dataclass(frozen=True)
+class SavedOutput:
+    """A saved model output as read: its path (``output.npy``) and its arrays, None when not written."""
+
+    path: Path
+    arrays: list[numpy.ndarray] | None
+
+
+def load_output(path: Path) -> list[numpy.ndarray] | None:
+    """A saved model output: ``output.npy`` (one tensor) or, beside it, ``output.npz`` (several, in order)."""
+    several = Path(path).with_suffix(".npz")
+    if Path(path).is_file():
+        return [np.load(path)]
+    if several.is_file():
+        with np.load(several) as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]
+    return None
+
+
+def read_output(path: Path) -> SavedOutput:
+    """The output saved at ``path`` (or the ``.npz`` beside it), for common.analyze.checks.check_output_file."""
+    return SavedOutput(Path(path), load_output(path))
+
+
+def save_output(path: Path, output) -> Path:
+    """A model output as :func:`load_output` reads it: one tensor -> ``path`` (.npy), several -> ``.npz``."""
+    arrays = [t.detach().float().cpu().numpy() for t in flatten_output(output)]
+    if len(arrays) == 1:
+        np.save(path, arrays[0])
+        return Path(path)
+    np.savez(Path(path).with_suffix(".npz"), *arrays)
+    return Path(path).with_suffix(".npz")
+
+
+def output_metrics(path: Path, workload: Workload | None = None) -> dict[str, float] | None:
+    """Accuracy of a saved model output (``output.npy`` / ``.npz``) against the workload's fp32 reference
+    (default TinyMLP's); None if not written."""
+    arrays = load_output(path)
+    if arrays is None:
+        return None
+    if workload is None:
+        return compare_to_reference(arrays, reference_output())
+    return workload.compare_to_reference(arrays)
