@@ -123,7 +123,7 @@ def check_same_workload(infos: dict[str, dict]) -> None:
 
 
 def workload_line(workload: Workload) -> str:
-    where = workload.path or "built in, common/workload.py"
+    where = workload.path or "built in, workloads/tiny_mlp.py"
     return f"workload: {workload.name} | sha256 {workload.sha256[:12]} | {where}"
 
 

@@ -81,7 +81,7 @@ def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> Non
     assert all(mode in header for mode in MODES)
     assert "backend: PORTABLE | run agree-te" in out
     sha = tiny_mlp().sha256
-    assert f"workload: TinyMLP | sha256 {sha[:12]} | built in, common/workload.py" in out
+    assert f"workload: TinyMLP | sha256 {sha[:12]} | built in, workloads/tiny_mlp.py" in out
     verdicts = [line for line in out[verdicts_at:].splitlines() if line.startswith("[")]
     # Timing shares depend on how busy this machine is (another process can slow the small GELUs
     # of one mode many times over), so that one verdict is checked for consistency with its
