@@ -5,7 +5,8 @@ folder (a mode's ``prof_out/``, a ``PROF_*/`` or ``*_ascend_pt/`` folder) or a f
 runs (``nox -s <mode> -- 0 --repeat N`` keeps them in ``<mode>/prof_runs/1..N``). Ops are matched
 by where they ran (the 03 variant, if any), OP Type and Input Shapes; when those cover too little
 (two exports that name ops differently: a Level0 capture has kernel names and no OP Type or shapes),
-by op family (``common.analyze.families``), refusing only when the families differ too. Times are
+by op family (``common.analyze.families``), refusing only when the families differ too. The runs are read
+by :mod:`common.formats.run_ops`. Times are
 per profiled forward when run_info.json says how many there were. A regression is an op, or the total, slower
 than the baseline by more than the threshold; it makes the exit status 1, so CI can keep a baseline.
 """
@@ -13,74 +14,17 @@ than the baseline by more than the threshold; it makes the exit status 1, so CI 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from common.analyze.families import op_family
 from common.errors import LabError
-from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
-from common.formats.rundir import RUN_INFO, read_run_info, require_directory
+from common.formats.run_ops import Key, RunOps
 
 # Ops below this share of the baseline total are listed but never flagged: a 5 us op that takes
 # 6 us is +20% and means nothing next to a 4 ms step.
 MIN_FLAG_SHARE = 0.01
 # Fewer matched ops than this share of the baseline's time means the two sides ran different work.
 MIN_MATCHED_SHARE = 0.5
-
-Key = tuple[str, str, str]  # (where, OP Type, Input Shapes)
-_LAYOUT_PARTS = ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
-
-
-@dataclass
-class RunOps:
-    """One run: µs per forward (or per run) for each op key."""
-
-    folder: Path
-    info: dict | None
-    per: str  # "forward" or "run"
-    ops: dict[Key, float]
-    missing: list[str] = field(default_factory=list)  # datasets without per-op times, and what they hold instead
-
-
-def _where(folder: Path, root: Path) -> str:
-    try:
-        parts = folder.relative_to(root).parts
-    except ValueError:
-        parts = ()
-    keep = [p for p in parts if p not in _LAYOUT_PARTS and not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
-    return "/".join(keep)
-
-
-def load_run(folder: Path) -> RunOps:
-    """Sum each op's task time in one output folder, divided by its profiled forwards when known."""
-    info = read_run_info(folder)
-    forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
-    ops: dict[Key, float] = {}
-    missing = []
-    for ds in find_datasets(folder):
-        where = _where(ds.folder, folder)
-        if not ds.is_db and not ds.has(ds.task_file):
-            names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
-            present = [n for n in dict.fromkeys(names) if ds.has(n)]
-            missing.append(f"{ds.label(folder)} has no {ds.task_file} file (it has {', '.join(present) or 'nothing else'})")
-        for (op_type, shapes), total_us in ds.time_by_op_and_shape().items():  # summed in the engine
-            key = (where, op_type, shapes)
-            ops[key] = ops.get(key, 0.0) + total_us
-    if forwards:
-        ops = {k: v / forwards for k, v in ops.items()}
-    return RunOps(folder, info, "forward" if forwards else "run", ops, missing)
-
-
-def load_side(path: Path | str) -> list[RunOps]:
-    """One run, or every run in a folder of repeated runs (sub-folders that carry run_info.json)."""
-    path = Path(path)
-    require_directory(path, "give a prof_out/ (or a prof_runs/ folder of repeated runs)")
-    if not (path / RUN_INFO).is_file():
-        repeats = sorted((p for p in path.iterdir() if p.is_dir() and (p / RUN_INFO).is_file()), key=lambda p: p.name)
-        if repeats:
-            return [load_run(p) for p in repeats]
-    return [load_run(path)]
-
 
 def _check_task_files(base: list[RunOps], cand: list[RunOps]) -> None:
     """Per-op times come from op_summary / kernel_details: a side without them is named, with what it lacks."""

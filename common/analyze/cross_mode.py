@@ -19,7 +19,7 @@ from common.analyze import checks, families
 from common.analyze.bounds import step as step_bound
 from common.errors import LabError
 from common.formats.datasets import Dataset
-from common.formats.outputs import read_output
+from common.formats.outputs import SavedOutput
 from common.formats.records import OpStat, StepTime, Task
 from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS, Workload
@@ -60,6 +60,7 @@ class ModeRun:
     every_dataset: list[Dataset] = field(default_factory=list)  # the folder's, 03's variants too: integrity
     variants: dict[str, tuple[list[Task], list[OpStat]]] = field(default_factory=dict)
     records: list[Counter[str]] = field(default_factory=list)  # 01 / 04: the ops of each forward / step
+    output: SavedOutput | None = None  # 01 / 04: the output the mode saved (output.npy), read by the loader
 
     @property
     def per_forward(self) -> dict[str, float]:
@@ -248,8 +249,7 @@ def graph_count_verdict(run: ModeRun) -> Verdict:
 def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdict]:
     """Each mode's output against the reference by the rule that mode applied itself (one rule, in one place)."""
     npu = any(run.info.get("backend") == "npu" for run in runs.values())
-    out = [checks.check_output_file(read_output(runs[k].folder / "output.npy"), k, workload, npu) for k in ("01", "04")
-           if k in runs]
+    out = [checks.check_output_file(runs[k].output, k, workload, npu) for k in ("01", "04") if k in runs]
     if "02" in runs:
         out.append(checks.check_program_verified(runs["02"].info,
                                                  "02's host program checks every element (fp16 1 + 1 = 2.0)", "02"))

@@ -16,6 +16,7 @@ from common.analyze.cross_mode import (MODES, PYACL_DEFAULT, WORKLOAD_MODES, Mod
                                        check_same_workload, mode_problem, spec_for)
 from common.errors import LabError
 from common.formats.datasets import find_datasets
+from common.formats.outputs import read_output
 from common.formats.rundir import REPO_ROOT, read_run_info
 from common.workload import FORWARD_RANGE, Workload, load_workload, tiny_mlp
 
@@ -55,12 +56,13 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         tasks = [t for ds in datasets for t in ds.tasks if t.step_id is not None]
         steps = [s for ds in datasets for s in ds.steps]
         return ModeRun(spec, folder, info, info.get("forwards"), tasks, [s for ds in datasets for s in ds.op_statistic],
-                       steps, datasets, records=checks.records_by_step(tasks))
+                       steps, datasets, records=checks.records_by_step(tasks), output=read_output(folder / "output.npy"))
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
     windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
     return ModeRun(spec, folder, info, forwards, tasks, [s for ds in datasets for s in ds.op_statistic],
-                   datasets=datasets, records=checks.records_in(tasks, windows) if spec.key == "01" else [])
+                   datasets=datasets, records=checks.records_in(tasks, windows) if spec.key == "01" else [],
+                   output=read_output(folder / "output.npy") if spec.key == "01" else None)
 
 
 def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[str, ModeRun], dict[str, str], list[str]]:

@@ -110,7 +110,8 @@ def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from common.analyze.checks import check_regressions
-    from common.analyze.compare import compare, load_side
+    from common.analyze.compare import compare
+    from common.formats.run_ops import load_side
     from common.errors import LabError
     from common.render.text import comparison_report
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze.compare import compare, load_side
+from common.analyze.compare import compare
+from common.formats.run_ops import load_side
 from common.modes.reports import directory_report
 from common.errors import LabError
 from common.formats.datasets import find_datasets

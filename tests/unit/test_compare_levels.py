@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from helpers import FIXTURES
 
-from common.analyze.compare import compare, load_side
+from common.analyze.compare import compare
+from common.formats.run_ops import load_side
 from common.errors import LabError
 
 NPU = FIXTURES / "npu"

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze.compare import compare, load_run
+from common.analyze.compare import compare
+from common.formats.run_ops import load_run
 from common.errors import LabError
 from common.formats import cluster_analysis_db, sqlite_file
 from common.formats.cluster import load_cluster

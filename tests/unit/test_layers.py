@@ -79,3 +79,23 @@ def test_the_tests_copy_the_lab_one_way() -> None:
     copies = [p.relative_to(tests).as_posix() for p in tests.rglob("*.py") if p.name != "helpers.py"
               and re.search(r"copytree\(\s*(ROOT|MODE)\b", p.read_text())]
     assert copies == []
+
+
+def test_analyze_takes_records_and_returns_results() -> None:
+    """analyze/ opens no file, walks no folder and calls no reader: formats/ reads, the callers pass records in."""
+    reading = re.compile(r"\bopen\(|\.(r?glob|iterdir|read_text|read_bytes)\(|\bos\.(walk|listdir|scandir)\(|"
+                         r"\bjson\.load\(|\bnp\.load\(|\bfind_datasets\(|\breaders\.|\bread_[a-z_]+\(")
+    wrong = [f"{p.relative_to(COMMON.parent)}:{n}: {line.strip()}" for p in sorted((COMMON / "analyze").rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if reading.search(line.split("#")[0]) and not line.lstrip().startswith(('"', "'"))]
+    assert not wrong, wrong[:10]
+
+
+def test_each_module_of_common_holds_one_concern() -> None:
+    """No module of common/ over 500 lines (the CPU stand-ins of mode 02 aside, C++ headers), and at most six loose
+    modules beside the layer folders."""
+    long = {p.relative_to(COMMON.parent).as_posix(): n for p in COMMON.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert not long
+    loose = sorted(p.name for p in COMMON.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(loose) <= 6, loose

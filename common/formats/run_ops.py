@@ -1,0 +1,69 @@
+"""One run's op times, read from its output folder: what ``python -m common compare`` compares.
+
+A side is one output folder (a mode's ``prof_out/``, a ``PROF_*/`` or ``*_ascend_pt/`` folder) or a
+folder of repeated runs (``<mode>/prof_runs/1..N``, each with its run_info.json). Each op's task
+time is summed per (where it ran, OP Type, Input Shapes), per profiled forward when run_info.json
+says how many there were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
+from common.formats.rundir import RUN_INFO, read_run_info, require_directory
+
+Key = tuple[str, str, str]  # (where, OP Type, Input Shapes)
+_LAYOUT_PARTS = ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
+
+
+@dataclass
+class RunOps:
+    """One run: µs per forward (or per run) for each op key."""
+
+    folder: Path
+    info: dict | None
+    per: str  # "forward" or "run"
+    ops: dict[Key, float]
+    missing: list[str] = field(default_factory=list)  # datasets without per-op times, and what they hold instead
+
+
+def _where(folder: Path, root: Path) -> str:
+    try:
+        parts = folder.relative_to(root).parts
+    except ValueError:
+        parts = ()
+    keep = [p for p in parts if p not in _LAYOUT_PARTS and not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
+    return "/".join(keep)
+
+
+def load_run(folder: Path) -> RunOps:
+    """Sum each op's task time in one output folder, divided by its profiled forwards when known."""
+    info = read_run_info(folder)
+    forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
+    ops: dict[Key, float] = {}
+    missing = []
+    for ds in find_datasets(folder):
+        where = _where(ds.folder, folder)
+        if not ds.is_db and not ds.has(ds.task_file):
+            names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
+            present = [n for n in dict.fromkeys(names) if ds.has(n)]
+            missing.append(f"{ds.label(folder)} has no {ds.task_file} file (it has {', '.join(present) or 'nothing else'})")
+        for (op_type, shapes), total_us in ds.time_by_op_and_shape().items():  # summed in the engine
+            key = (where, op_type, shapes)
+            ops[key] = ops.get(key, 0.0) + total_us
+    if forwards:
+        ops = {k: v / forwards for k, v in ops.items()}
+    return RunOps(folder, info, "forward" if forwards else "run", ops, missing)
+
+
+def load_side(path: Path | str) -> list[RunOps]:
+    """One run, or every run in a folder of repeated runs (sub-folders that carry run_info.json)."""
+    path = Path(path)
+    require_directory(path, "give a prof_out/ (or a prof_runs/ folder of repeated runs)")
+    if not (path / RUN_INFO).is_file():
+        repeats = sorted((p for p in path.iterdir() if p.is_dir() and (p / RUN_INFO).is_file()), key=lambda p: p.name)
+        if repeats:
+            return [load_run(p) for p in repeats]
+    return [load_run(path)]
