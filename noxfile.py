@@ -334,7 +334,7 @@ def ecosystem(session: nox.Session) -> None:
                     env={"PYTHON": python, "MSPROF_LAB_RUN_ID": RUN_ID}, external=True)
     # msprof-analyze gets an environment of its own (.nox/ecosystem), built on first use by
     # common/collect/msprof_analyze.py with the same builder as the lab's (common/environments.py).
-    session.run(python, "-m", "common.collect.msprof_analyze", *args, external=True)
+    session.run(python, "-m", "common.cli.ecosystem", *args, external=True)
 
 
 DDP_USAGE = "[nproc 1..8] [--workload FILE]"

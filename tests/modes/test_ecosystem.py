@@ -1,7 +1,7 @@
 """msprof-analyze (the Ascend toolkit's own analysis CLI) reads the lab's output and agrees with its numbers.
 
 The end-to-end test (marker ``network``) installs msprof-analyze for real (into .nox/ecosystem,
-once) and runs ``advisor all`` and ``compare`` through ``python -m common.collect.msprof_analyze``,
+once) and runs ``advisor all`` and ``compare`` through ``python -m common.cli.ecosystem``,
 as ``nox -s ecosystem`` does; the others check the one-line errors around it. The lab's own
 totals are checked in tests/unit/test_msprof_analyze.py.
 """
@@ -44,7 +44,7 @@ def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
 
 @pytest.mark.network  # installs msprof-analyze from PyPI on first use
 def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(portable_04),
+    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(portable_04),
                 "--output", str(tmp_path / "msa")], timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
@@ -61,7 +61,7 @@ def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_p
 
 
 def test_missing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
                MSPROF_ANALYZE=str(tmp_path / "nowhere" / "msprof-analyze"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
@@ -72,7 +72,7 @@ def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
     fake = tmp_path / "msprof-analyze"
     fake.write_text("#!/bin/sh\necho '[ERROR] cannot parse the profiling data' >&2\nexit 3\n")
     fake.chmod(0o755)
-    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
                MSPROF_ANALYZE=str(fake))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
@@ -81,7 +81,7 @@ def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_candidate_without_torch_npu_output_is_one_error_line(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.collect.msprof_analyze", "--candidate", str(FIXTURES / "npu" / "cann85_minimal"),
+    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(FIXTURES / "npu" / "cann85_minimal"),
                 "--output", str(tmp_path / "o")])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)

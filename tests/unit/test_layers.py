@@ -99,3 +99,18 @@ def test_each_module_of_common_holds_one_concern() -> None:
     assert not long
     loose = sorted(p.name for p in COMMON.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= 6, loose
+
+
+LAYER = {"verdict": 0, "errors": 0, "backend": 1, "cache": 1, "environments": 1, "workload": 2, "formats": 3,
+         "collect": 4, "analyze": 4, "render": 5, "cli": 6, "modes": 6, "bench": 6}
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    """Each layer imports only those below it: the loose modules, workload/, formats/, then collect/ and analyze/,
+    render/, and on top cli/, modes/ and bench/ (the command lines, the modes' harness, the benchmark)."""
+    def layer(module: str) -> int:
+        parts = module.split(".")
+        return LAYER.get(parts[1], 7) if len(parts) > 1 else 7
+
+    wrong = sorted((m, d) for m, deps in imports().items() for d in deps if layer(d) > layer(m))
+    assert not wrong

@@ -143,7 +143,7 @@ def test_every_mode_script_gets_the_workload_as_an_absolute_path(noxfile, monkey
     session = _Recorder(["--workload", "workloads/cnn.py", "--output", "x"], "ecosystem")
     noxfile.ecosystem(session)
     assert session.ran == [("bash", "04_pyTorch/run.sh", "0", "--workload", cnn),
-                           ("lab-python", "-m", "common.collect.msprof_analyze", "--output", "x")]
+                           ("lab-python", "-m", "common.cli.ecosystem", "--output", "x")]
     # without a flag, the variable's file; without either, nothing is added (TinyMLP)
     monkeypatch.setenv(noxfile.WORKLOAD_VAR, "workloads/transformer.py")
     session = _Recorder(["0"], "pytorch")

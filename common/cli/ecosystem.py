@@ -1,0 +1,79 @@
+"""``python -m common.cli.ecosystem`` (``nox -s ecosystem``): the lab's output in msprof-analyze, numbers matched.
+
+Runs ``msprof-analyze advisor all`` on the candidate (default: mode 04's output) and on the
+baseline (default: a real torch_npu capture in tests/fixtures/npu), ``msprof-analyze compare``
+on the pair, and checks the Computing and Free totals each reports against the lab's own report
+of the same folder (common.collect.msprof_analyze runs the tool and reads what it wrote).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from common.collect.msprof_analyze import (Totals, advisor_totals, check_agreement, compare_totals, ensure_tool,
+                                           lab_profile, run_tool, tool_version)
+from common.errors import ArgumentParser, run_cli
+from common.formats.rundir import REPO_ROOT, prepare_output_dir
+from common.render.text import render_table, render_verdicts
+from common.verdict import Verdict
+
+DEFAULT_CANDIDATE = REPO_ROOT / "04_pyTorch" / "prof_out"
+DEFAULT_BASELINE = REPO_ROOT / "tests" / "fixtures" / "npu" / "torch_npu_trace_view"
+
+
+def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple[str, list[Verdict]]:
+    """Run advisor on both folders and compare on the pair; returns the side-by-side table and the verdicts."""
+    profiles = [lab_profile(candidate, "candidate"), lab_profile(baseline, "baseline")]
+    exe = ensure_tool(log)
+    version = tool_version(exe)
+    out = prepare_output_dir(output)
+    log(f"msprof-analyze {version} ({exe}); its output goes to {out}")
+    rows, verdicts = [], []
+    tool_totals: dict[str, list[tuple[str, Totals]]] = {p.label: [] for p in profiles}
+    for p in profiles:
+        folder = out / f"advisor_{p.label}"
+        folder.mkdir()
+        text = run_tool(exe, ["advisor", "all", "-d", str(p.tool_dir), "-o", str(folder), "-l", "en"],
+                        folder / "advisor.log")
+        tool_totals[p.label].append((f"advisor all -d {p.label}", advisor_totals(text, folder / "advisor.log")))
+    folder = out / "compare"
+    folder.mkdir()
+    cand, base = profiles
+    run_tool(exe, ["compare", "-d", str(cand.tool_dir), "-bp", str(base.tool_dir), "-o", str(folder)],
+             folder / "compare.log")
+    comparison, benchmark = compare_totals(folder)
+    tool_totals[cand.label].append(("compare -d (comparison)", comparison))
+    tool_totals[base.label].append(("compare -bp (base)", benchmark))
+    sources = []
+    for p in profiles:
+        sources.append(f"{p.label}: {p.tool_dir.name} (the lab's numbers from {p.steps_source})")
+        rows.append([p.label, "lab report", f"{p.lab.computing_ms:,.4f}", f"{p.lab.free_ms:,.4f}"])
+        for source, totals in tool_totals[p.label]:
+            rows.append(["", f"msprof-analyze {source}", f"{totals.computing_ms:,.4f}", f"{totals.free_ms:,.4f}"])
+            where = f"{p.label}, {source.split(' -')[0]}"
+            verdicts.append(check_agreement("Computing", p.lab.computing_ms, totals.computing_ms, where))
+            verdicts.append(check_agreement("Free", p.lab.free_ms, totals.free_ms, where))
+    title = f"Computing and Free, lab vs msprof-analyze {version} (ms)"
+    table = render_table(["profile", "reported by", "Computing(ms)", "Free(ms)"], rows)
+    return "\n".join([title, *sources, table]), verdicts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m common.cli.ecosystem", description=__doc__.splitlines()[0])
+    parser.add_argument("--candidate", default=str(DEFAULT_CANDIDATE),
+                        help="torch_npu output to check (default: mode 04's prof_out)")
+    parser.add_argument("--baseline", default=str(DEFAULT_BASELINE),
+                        help="torch_npu output to compare it with (default: the real capture in tests/fixtures/npu)")
+    parser.add_argument("--output", help="where msprof-analyze writes (default: <candidate>/msprof_analyze)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    candidate = Path(args.candidate)
+    output = Path(args.output) if args.output else candidate / "msprof_analyze"
+    table, verdicts = run_check(candidate, Path(args.baseline), output)
+    print(table)
+    print(render_verdicts(verdicts))
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    run_cli(main)
