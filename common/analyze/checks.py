@@ -18,16 +18,29 @@ from common.formats.datasets import Dataset, FileRows
 from common.formats.engine import np
 from common.formats.outputs import SavedOutput
 from common.formats.records import OpStat, StepTime, Task
+from common.formats.writers import aggregate_op_statistic
 from common.verdict import Verdict, not_applicable
 from common.workload import Workload, tiny_mlp
 
 
-def records_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[Counter[str]]:
-    """The op types of the tasks that start inside each window (start, end µs), one multiset per window."""
+def tasks_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[list[Task]]:
+    """The tasks that start inside each window (start, end µs), one list per window."""
     ordered = sorted(tasks, key=lambda t: t.start_us)
     starts = [t.start_us for t in ordered]
-    return [Counter(t.op_type for t in ordered[bisect_left(starts, lo):bisect_left(starts, hi)])
-            for lo, hi in windows]
+    return [ordered[bisect_left(starts, lo):bisect_left(starts, hi)] for lo, hi in windows]
+
+
+def measured_forward_stats(tasks: list[Task], windows: list[tuple[float, float]], warmup: int) -> list[OpStat] | None:
+    """op_statistic of the tasks inside the measured forwards' ranges (the windows after the ``warmup`` first):
+    the forward time of a run that marks its forwards, without set-up and warm-up; None when it marked none."""
+    if len(windows) <= warmup:
+        return None
+    return aggregate_op_statistic([t for inside in tasks_in(tasks, windows[warmup:]) for t in inside])
+
+
+def records_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[Counter[str]]:
+    """The op types of the tasks that start inside each window (start, end µs), one multiset per window."""
+    return [Counter(t.op_type for t in inside) for inside in tasks_in(tasks, windows)]
 
 
 def records_by_step(tasks: list[Task]) -> list[Counter[str]]:

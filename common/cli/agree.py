@@ -18,7 +18,7 @@ from common.errors import LabError
 from common.formats.datasets import find_datasets
 from common.formats.outputs import read_output
 from common.formats.rundir import REPO_ROOT, read_run_info
-from common.workload import FORWARD_RANGE, Workload, load_workload, tiny_mlp
+from common.workload import FORWARD_RANGE, WARMUP_FORWARDS, Workload, load_workload, tiny_mlp
 
 
 def default_dirs(root: Path = REPO_ROOT) -> list[Path]:
@@ -60,7 +60,12 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
     windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
-    return ModeRun(spec, folder, info, forwards, tasks, [s for ds in datasets for s in ds.op_statistic],
+    stats = [s for ds in datasets for s in ds.op_statistic]
+    if spec.key == "01":
+        # Forward time is the time inside the measured forwards' ranges, as 04's is its active steps: what the
+        # process did outside them (building the model, its input) and the warm-up forwards are not forward time.
+        stats = checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats
+    return ModeRun(spec, folder, info, forwards, tasks, stats,
                    datasets=datasets, records=checks.records_in(tasks, windows) if spec.key == "01" else [],
                    output=read_output(folder / "output.npy") if spec.key == "01" else None)
 
