@@ -67,7 +67,7 @@ ISOLATED = {
     "unit/test_integrity.py", "unit/test_real_captures.py", "unit/test_report_page.py", "unit/test_step_verdicts.py",
     "unit/test_bench_cli.py", "unit/test_capture_hygiene.py", "unit/test_cli_errors.py", "unit/test_cluster_fixes.py",
     "unit/test_compare_levels.py", "unit/test_env.py", "unit/test_fast_paths.py", "unit/test_layers.py",
-    "unit/test_torch_ops.py", "unit/test_work_models.py",
+    "unit/test_torch_ops.py", "unit/test_work_models.py", "unit/test_output_range.py",
 }
 CHECKOUT_GROUP = "checkout"
 

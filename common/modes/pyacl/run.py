@@ -81,6 +81,7 @@ FP16_REL_TOL = 2e-2  # 2^-11 ~ 4.9e-4 per rounding, compounded over layers, norm
 FP32_REL_TOL = 1e-3  # an NPU's fp32 MatMul may sum in another order, or in HF32 where --allow_hf32 enables it
 FP16_ABS_FLOOR = 1e-5  # an output of scale ~0 still meets fp16's spacing near 0.01 (2^-17 ~ 7.6e-6)
 FP32_ABS_FLOOR = 1e-6
+FP16_SMALLEST_NORMAL, FP16_MAX = 2.0 ** -14, 65504.0  # IEEE half precision: its normal range
 
 
 def tolerance(variant: Variant, scale: float) -> float:
@@ -99,8 +100,19 @@ def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], ref
     for name, out, ref in zip(files.output_names, outputs, reference):
         scale = float(np.abs(ref).max()) if ref.size else 0.0
         rows.append({"name": name, **compare_outputs(out.astype(np.float32), ref), "scale": scale,
-                     "tol": tolerance(variant, scale), "cosine_min": COSINE_MIN})
+                     "tol": tolerance(variant, scale), "cosine_min": COSINE_MIN,
+                     **({"fp16_range": fp16_range(scale)} if variant.fp16_compute and fp16_range(scale) else {})})
     return rows
+
+
+def fp16_range(scale: float) -> str | None:
+    """Why fp16 cannot represent an output whose largest magnitude is ``scale`` (None: it can): below its smallest
+    normal number every value is subnormal (fewer significant bits, down to none) or zero; above its largest, inf."""
+    if scale < FP16_SMALLEST_NORMAL:
+        return f"max|reference| {scale:.3g} is below fp16's smallest normal number {FP16_SMALLEST_NORMAL:.3g}"
+    if scale > FP16_MAX:
+        return f"max|reference| {scale:.3g} is above fp16's largest number {FP16_MAX:g}"
+    return None
 
 
 def output_verdicts(result: VariantResult) -> list[Verdict]:
@@ -109,6 +121,9 @@ def output_verdicts(result: VariantResult) -> list[Verdict]:
     verdicts = []
     for o in result.outputs:
         v = checks.check_output(o, f"{name}, output {o['name']}" if several else name, o["tol"], COSINE_MIN)
+        if not v.applicable:  # the fp16 variant's range, not an error: said as it is
+            verdicts.append(v)
+            continue
         per_op = "" if v.ok else "; which op diverges first: nox -s precision -- <device> (docs/precision.md)"
         verdicts.append(Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} "
                                               f"+ {floor:g}{per_op}"))
