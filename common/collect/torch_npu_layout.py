@@ -193,19 +193,6 @@ def write_op_tree(roots: list[torch_ops.OpNode], trace_start_us: float, allocati
     return run
 
 
-def write_torch_profile(prof, parent: Path, first_step: int, profiler_info: dict, rank: int | None = None) -> Path:
-    """A finished in-process ``torch.profiler.profile`` -> a portable ``*_ascend_pt`` folder, through the one
-    reader there is: its chrome trace, exported as ``tensorboard_trace_handler`` would, then read back."""
-    import tempfile
-
-    from common.collect.torch_trace import write_ascend_pt_from_trace
-
-    with tempfile.TemporaryDirectory(prefix="msprof_lab_trace_") as folder:
-        trace = Path(folder) / "profile.pt.trace.json"
-        prof.export_chrome_trace(str(trace))
-        return write_ascend_pt_from_trace(trace, parent, first_step, profiler_info, rank)
-
-
 # --- memory (profile_memory=True): memory_record.csv and operator_memory.csv ---------------------------
 MEMORY_RECORD_HEADER = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
                         "Stream Ptr", "Device Type"]
