@@ -85,6 +85,8 @@ def spec_for(info: dict, folder: Path) -> ModeSpec:
 
 def mode_problem(info: dict) -> str | None:
     """What went wrong in one mode's run, from its run_info.json; None when it ran and its own checks held."""
+    if info.get("failure"):  # the step that stopped it and its own error line
+        return f"it stopped: {info['failure']}"
     if not info.get("completed"):
         return (f"it did not run to the end (exit code {info.get('exit_code')}, started {info.get('start')}): "
                 "its output is partial")

@@ -36,6 +36,20 @@ def _load_info(folder: Path, spec: ModeSpec | None) -> dict:
     return info
 
 
+def modes_not_in_run(dirs: list[Path], run_id: str) -> list[str]:
+    """The modes among ``dirs`` whose run_info.json is not of run ``run_id`` (missing, or of an older run)."""
+    missing = []
+    for folder in dirs:
+        spec = next((s for s in MODES if Path(folder).resolve().parent.name == s.folder), None)
+        try:
+            info = read_run_info(folder) if folder.is_dir() else None
+        except LabError:
+            info = None
+        if not info or info.get("run_id") != run_id:
+            missing.append(spec.key if spec else str(folder))
+    return missing
+
+
 def load_mode(folder: Path, info: dict) -> ModeRun:
     """Parse one mode's folder into the tasks of its profiled forwards."""
     spec = spec_for(info, folder)
@@ -111,6 +125,9 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
             failed = {k: (f"its output is from another run (run {str(run_ids[k])[:8]}, started "
                           f"{infos[k][1].get('start')}): it did not run in this one, or stopped before writing "
                           "its output") for k in stale}
+    for k, (_, info) in infos.items():  # stopped before it ran: the reason the session recorded (modes/sessions.py)
+        if info.get("failure") and k not in failed:
+            failed[k] = mode_problem(info)
     check_same_workload({k: info for k, (_, info) in infos.items() if k not in failed})
     runs = {}
     for k, (folder, info) in sorted(infos.items()):

@@ -79,7 +79,7 @@ def _agree(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from common.analyze import cross_mode
-    from common.cli.agree import default_dirs, load_runs, load_sweep, workload_of
+    from common.cli.agree import default_dirs, load_runs, load_sweep, modes_not_in_run, workload_of
     from common.modes.reports import write_agree_outputs
     from common.formats.rundir import REPO_ROOT, check_output_dir
     from common.render.html import agree_html
@@ -87,6 +87,13 @@ def _agree(args: argparse.Namespace) -> int:
 
     out = check_output_dir(Path(args.out) if args.out else REPO_ROOT / "agree_out")  # before the work
     dirs = [Path(d) for d in args.dirs] or default_dirs()
+    if args.run_id:
+        missing = modes_not_in_run(dirs, args.run_id)
+        if missing:  # e.g. `nox -s pytorch`: one mode is not a cross-mode run
+            print(f"agree: not run — mode {', '.join(missing)} did not run in this invocation; the cross-mode "
+                  "verdict needs all four (nox -s cmdline ascendc pyacl pytorch -- 0), or `nox -s agree` compares "
+                  "the latest outputs as they are")
+            return 0
     runs, failed, notes = load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
     # the workload 01, 03 and 04 ran (one, checked by load_runs): its EXPECT, its reference output
     workload = workload_of(runs)
@@ -192,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     agree_p.add_argument("--allow-mixed-runs", action="store_true",
                          help="compare folders from different runs (same backend) instead of refusing them")
     agree_p.add_argument("--out", help="where to write cross_mode.md and report.html (default: agree_out/)")
+    agree_p.add_argument("--run-id", help="only when all four modes ran in this run (the id nox gives every mode of "
+                                          "one invocation); otherwise say which did not, and stop")
     agree_p.set_defaults(func=_agree)
     compare_p = sub.add_parser("compare", help="compare a candidate run against a baseline")
     compare_p.add_argument("baseline", help="an output folder, or a folder of repeated runs (<mode>/prof_runs)")

@@ -1,4 +1,4 @@
-"""noxfile.py's own logic, without running nox: the mode arguments, when agree follows, the environment builder."""
+"""noxfile.py's own logic, without running nox: what each session hands on, when agree follows, the environment builder."""
 
 from __future__ import annotations
 
@@ -24,183 +24,79 @@ def noxfile():
 
 
 class _Session:
-    """The attributes of a nox session that mode_args and ddp_args use."""
+    """What noxfile.py's sessions use of a nox session, recording the commands instead of running them."""
 
-    def __init__(self, posargs: list[str], name: str = "pytorch", invoked_from: str | None = None) -> None:
-        self.posargs = posargs
-        self.name = name
+    def __init__(self, posargs: list[str], name: str = "pytorch", invoked_from: str | None = None,
+                 fail: bool = False) -> None:
+        self.posargs, self.name = posargs, name
         self.invoked_from = invoked_from or str(ROOT)
+        self.ran: list[tuple[tuple[str, ...], str]] = []
+        self.queued: list[tuple[str, list[str]]] = []
+        self.fail, self.cwd = fail, None
 
-    def error(self, message: str) -> None:
-        raise SystemExit(message)
+    def chdir(self, folder: str):
+        import contextlib
 
-    def skip(self, message: str) -> None:
-        raise SystemExit(f"skipped: {message}")
-
-
-def test_nox_mode_args_device_and_repeat(noxfile, monkeypatch) -> None:
-    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
-    assert noxfile.mode_args(_Session([])) == ("0", 1, None, None, False)
-    assert noxfile.mode_args(_Session(["3", "--repeat", "5"])) == ("3", 5, None, None, False)
-    assert noxfile.mode_args(_Session(["--repeat", "2"])) == ("0", 2, None, None, False)
-    assert noxfile.mode_args(_Session(["1", "--threads", "2"])) == ("1", 1, None, 2, False)
-    assert noxfile.mode_args(_Session(["--threads", "0"])).threads == 0  # 0: torch's default
-    assert noxfile.mode_args(_Session(["0", "--train"])).train  # mode 04's training steps
-    for bad, why in ((["--repeat"], "got ''"), (["0", "--repeat", "0"], "got '0'"), (["0", "1"], "not understood: 1"),
-                     (["0", "--trains"], "not understood: --trains"), (["0", "--threads", "x"], "--threads takes 0..1024"),
-                     (["0;rm -rf /"], "is not an integer in 0..63")):
-        with pytest.raises(SystemExit, match=re.escape(why)):
-            noxfile.mode_args(_Session(bad))
-
-
-def test_nox_mode_args_workload_flag_and_variable(noxfile, monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
-    cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
-    # relative to the directory nox was started in, handed on as an absolute path; any position
-    assert noxfile.mode_args(_Session(["1", "--workload", "workloads/cnn.py", "--repeat", "2"])) == \
-        ("1", 2, cnn, None, False)
-    assert noxfile.mode_args(_Session(["--workload=workloads/cnn.py"])) == ("0", 1, cnn, None, False)
-    assert noxfile.mode_args(_Session(["--workload", "cnn.py"], invoked_from=str(ROOT / "workloads"))).workload == cnn
-    mine = tmp_path / "my_model.py"
-    mine.write_text("")
-    assert noxfile.mode_args(_Session(["--workload", str(mine), "2"])).workload == str(mine.resolve())
-    # the variable when no flag is given; the flag wins over it
-    monkeypatch.setenv(noxfile.WORKLOAD_VAR, "workloads/transformer.py")
-    assert noxfile.mode_args(_Session(["0"])).workload == str((noxfile.ROOT / "workloads/transformer.py").resolve())
-    assert noxfile.mode_args(_Session(["0", "--workload", str(mine)])).workload == str(mine.resolve())
-    assert noxfile.workload_args(None) == [] and noxfile.workload_args(cnn) == ["--workload", cnn]
-
-
-@pytest.mark.parametrize(("args", "env", "why"), [
-    (["0", "--workload"], None, "(--workload takes a file, got '')"),
-    (["--workload", "--repeat", "2"], None, "(--workload takes a file, got '--repeat')"),
-    (["--workload", "no_such_model.py"], None,
-     f"workload file no_such_model.py (--workload, looked for {ROOT / 'no_such_model.py'}) does not exist — give "
-     "the path of a Python file"),
-    (["--workload", "workloads"], None, "workload file workloads (--workload, looked for"),
-    (["0"], "gone.py", f"workload file gone.py (from $MSPROF_LAB_WORKLOAD, looked for {ROOT / 'gone.py'}) does not "
-                       "exist"),
-    (["0", "--workload", "workloads/cnn.py", "1"], None, "[--repeat N] [--workload FILE]"),
-])
-def test_nox_mode_args_refuse_a_bad_workload_with_one_line(noxfile, monkeypatch, args, env, why) -> None:
-    monkeypatch.setattr(noxfile, "WORKLOAD_CHECKED", {})
-    if env is None:
-        monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
-    else:
-        monkeypatch.setenv(noxfile.WORKLOAD_VAR, env)
-    with pytest.raises(SystemExit) as stop:
-        noxfile.mode_args(_Session(args))
-    message = str(stop.value)
-    assert why in message and "\n" not in message, message
-
-
-def test_nox_ddp_args_take_a_workload(noxfile, monkeypatch) -> None:
-    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
-    cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
-    assert noxfile.ddp_args(_Session([], "ddp")) == ("2", None)
-    assert noxfile.ddp_args(_Session(["4", "--workload", "workloads/cnn.py"], "ddp")) == ("4", cnn)
-    for bad, why in ((["9"], "(nproc takes 1..8, got '9')"), (["2", "3"], "(not understood: 3)"),
-                     (["2", "--workload", "nope.py"], "nope.py (--workload, looked for")):
-        with pytest.raises(SystemExit, match=re.escape(why)):
-            noxfile.ddp_args(_Session(bad, "ddp"))
-
-
-class _Recorder(_Session):
-    """A session that records the commands it would run instead of running them."""
-
-    def __init__(self, posargs: list[str], name: str) -> None:
-        super().__init__(posargs, name)
-        self.ran: list[tuple[str, ...]] = []
+        @contextlib.contextmanager
+        def inside():
+            self.cwd = folder
+            yield
+            self.cwd = None
+        return inside()
 
     def run(self, *args: str, **kwargs) -> None:
-        self.ran.append(args)
+        self.ran.append((args, self.cwd))
+        if self.fail:
+            raise RuntimeError("the command failed")  # as nox's session.run raises for a failed command
+
+    def notify(self, name: str, posargs=None) -> None:
+        self.queued.append((name, posargs))
 
     def log(self, *args) -> None:
         pass
 
 
-def test_every_mode_script_gets_the_workload_as_an_absolute_path(noxfile, monkeypatch) -> None:
-    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
+@pytest.mark.parametrize("name", ["cmdline", "ascendc", "pyacl", "pytorch", "ddp", "ecosystem", "workload"])
+def test_a_session_hands_its_arguments_on_unchanged_from_where_nox_started(noxfile, monkeypatch, name) -> None:
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
-    monkeypatch.setattr(noxfile, "check_workload", lambda *args: None)  # the workload check runs the model
-    monkeypatch.setattr(noxfile, "queue_agree", lambda session: None)  # agree is not queued here
-    cnn = str((noxfile.ROOT / "workloads" / "cnn.py").resolve())
-    want = {
-        "cmdline": [("bash", "01_cmdline/run.sh", "1", "--workload", cnn)],
-        "ascendc": [("bash", "02_api_AscendC/build.sh"), ("bash", "02_api_AscendC/run.sh", "1", "--workload", cnn)],
-        "pyacl": [("bash", "03_api_pyAcl/build_model.sh", "--workload", cnn),
-                  ("bash", "03_api_pyAcl/run.sh", "1", "--workload", cnn)],
-        "pytorch": [("bash", "04_pyTorch/run.sh", "1", "--workload", cnn)],
-        "sweep": [("lab-python", "-m", "common.modes.pytorch.sweep", "--batch", "1,2", "--workload", cnn)],
-        "ddp": [("bash", "04_pyTorch/run_ddp.sh", "1", "--cross-check", "--workload", cnn)],
-    }
-    args = {"sweep": ["--batch", "1,2", "--workload", "workloads/cnn.py"], "ddp": ["1", "--workload", "workloads/cnn.py"]}
-    for name, commands in want.items():
-        session = _Recorder(args.get(name, ["1", "--workload", "workloads/cnn.py"]), name)
-        getattr(noxfile, name)(session)
-        assert session.ran == commands, name
-    # ecosystem: a fresh 04 run of the workload first, then msprof-analyze with the remaining arguments
-    session = _Recorder(["--workload", "workloads/cnn.py", "--output", "x"], "ecosystem")
-    noxfile.ecosystem(session)
-    assert session.ran == [("bash", "04_pyTorch/run.sh", "0", "--workload", cnn),
-                           ("lab-python", "-m", "common.cli.ecosystem", "--output", "x")]
-    # without a flag, the variable's file; without either, nothing is added (TinyMLP)
-    monkeypatch.setenv(noxfile.WORKLOAD_VAR, "workloads/transformer.py")
-    session = _Recorder(["0"], "pytorch")
-    noxfile.pytorch(session)
-    assert session.ran == [("bash", "04_pyTorch/run.sh", "0", "--workload",
-                            str((noxfile.ROOT / "workloads" / "transformer.py").resolve()))]
-    monkeypatch.delenv(noxfile.WORKLOAD_VAR)
-    session = _Recorder(["0", "--repeat", "1"], "pytorch")
-    noxfile.pytorch(session)
-    assert session.ran == [("bash", "04_pyTorch/run.sh", "0")]
+    args = ["1", "--workload", "my_model.py", "--repeat", "2"]
+    session = _Session(args, name, invoked_from="/home/me/project")
+    getattr(noxfile, name)(session)
+    assert session.ran == [(("lab-python", "-m", "common.modes.sessions", name, *args), "/home/me/project")]
 
 
-def test_agree_follows_once_all_four_modes_started_passed_or_failed(noxfile, monkeypatch) -> None:
-    queued = []
+def test_the_mode_sessions_require_the_workload_check_and_queue_agree_passed_or_failed(noxfile, monkeypatch) -> None:
+    import nox
 
-    class _Notifying(_Recorder):
-        def notify(self, name: str, posargs=None) -> None:
-            queued.append(name)
-
-        def run(self, *args: str, **kwargs) -> None:
-            if self.name == "pyacl" and args[1].endswith("run.sh"):
-                raise RuntimeError("mode 03 failed")  # as nox's session.run raises for a failed command
-
-    monkeypatch.delenv(noxfile.WORKLOAD_VAR, raising=False)
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
-    monkeypatch.setattr(noxfile, "check_workload", lambda *args: None)
-    monkeypatch.setattr(noxfile, "MODES_STARTED", set())
+    registry = nox.registry.get()
     for name in ("cmdline", "ascendc", "pyacl", "pytorch"):
-        assert not queued  # not before the last mode has started
+        assert registry[name].requires == ["workload"], name
+        session = _Session(["0"], name, fail=name == "pyacl")
         try:
-            getattr(noxfile, name)(_Notifying(["0"], name))
+            getattr(noxfile, name)(session)
         except RuntimeError:
             assert name == "pyacl"
-    assert queued == ["agree"]
+        assert session.queued == [("agree", ["--run-id", noxfile.RUN_ID])], name
+    assert not registry["agree"].requires and not registry["workload"].requires  # `nox -s agree` alone runs no mode
 
 
-def test_a_refused_workload_stops_the_first_mode_and_skips_the_others(noxfile, monkeypatch, tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("import torch\ndef build_model():\n    return torch.nn.Linear(4, 4)\n"
-                   "def make_input():\n    return torch.zeros(2, 5)\n")
-    import sys
-
-    monkeypatch.setattr(noxfile, "WORKLOAD_CHECKED", {})
-    with pytest.raises(SystemExit) as first:
-        noxfile.check_workload(_Session(["0"], "cmdline"), sys.executable, str(bad), False)
-    assert str(first.value).startswith(f"workload file {bad}: the model rejects the input") and "\n" not in str(first.value)
-    with pytest.raises(SystemExit, match="skipped: not run: the workload was refused above"):
-        noxfile.check_workload(_Session(["0"], "pytorch"), sys.executable, str(bad), False)
+def test_the_other_sessions_pass_their_arguments_through(noxfile, monkeypatch) -> None:
+    monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
+    want = {"agree": ("-m", "common", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
+            "precision": ("-m", "common", "precision"), "corpus": ("-m", "tests.corpus"),
+            "npu_dryrun": ("-m", "tests.npu_dryrun")}
+    for name, command in want.items():
+        session = _Session(["3", "--workload", "x.py"], name)
+        getattr(noxfile, name)(session)
+        assert session.ran == [(("lab-python", *command, "3", "--workload", "x.py"), str(ROOT))], name
 
 
-def test_a_missing_workload_file_is_said_once_and_the_other_modes_skipped(noxfile, monkeypatch) -> None:
-    monkeypatch.setattr(noxfile, "WORKLOAD_CHECKED", {})
-    with pytest.raises(SystemExit) as first:
-        noxfile.mode_args(_Session(["0", "--workload", "my_model.py"], "cmdline"))
-    assert "workload file my_model.py (--workload, looked for" in str(first.value)
-    with pytest.raises(SystemExit, match="skipped: not run: the workload was refused above"):
-        noxfile.mode_args(_Session(["0", "--workload", "my_model.py"], "pytorch"))
+def test_the_noxfile_keeps_no_state_between_sessions(noxfile) -> None:
+    """Module-level names are sessions, helpers and constants: no container a session could fill for a later one."""
+    state = [n for n, v in vars(noxfile).items() if isinstance(v, (dict, set)) and not n.startswith("__")]
+    assert state == [], state
+    assert "global " not in Path(noxfile.__file__).read_text()
 
 
 def test_group_requirements_resolve_included_groups(tmp_path: Path) -> None:
