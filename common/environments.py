@@ -14,6 +14,8 @@ interrupted is redone on the next use; an edit elsewhere in pyproject.toml rebui
 from __future__ import annotations
 
 import compileall
+import contextlib
+import fcntl
 import hashlib
 import json
 import re
@@ -90,8 +92,30 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
     stamp = venv / STAMP
     want = stamp_of(groups, system_site_packages)
     ready = [python, *(venv / "bin" / name for name in expect)]
-    if all(path.exists() for path in ready) and stamp.is_file() and stamp.read_text() == want:
+
+    def built() -> bool:
+        return all(path.exists() for path in ready) and stamp.is_file() and stamp.read_text() == want
+
+    if built():
         return python
+    with _building(venv):  # a second process wanting it meanwhile waits here, then finds it built
+        if built():
+            return python
+        return _build(venv, groups, ready, want, system_site_packages, log, capture, timeout_s, fix)
+
+
+@contextlib.contextmanager
+def _building(venv: Path):
+    """An exclusive lock on ``<parent>/.<venv name>.lock`` while ``venv`` is built (dropped when the holder exits)."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _build(venv: Path, groups: list[str], ready: list[Path], want: str, system_site_packages: bool,
+           log: Callable[[str], object], capture: bool, timeout_s: float | None, fix: str) -> Path:
+    python, stamp = venv / "bin" / "python", venv / STAMP
     log(f"building {venv}: dependency groups {', '.join(groups)} of pyproject.toml (once; again only when they change)")
     site = ["--system-site-packages"] if system_site_packages else []
     bundled = bundled_pip()

@@ -162,7 +162,7 @@ def mode_verdicts(runs: dict[str, ModeRun], failed: dict[str, str]) -> list[Verd
     for spec in MODES:
         name = f"mode {spec.key} ran and its own checks held ({spec.folder})"
         if spec.key in failed:
-            out.append(Verdict(name, False, f"{failed[spec.key]} — see {spec.folder}/prof_out/report.md"))
+            out.append(Verdict(name, False, failed[spec.key]))
         elif spec.key in runs:
             info = runs[spec.key].info
             out.append(Verdict(name, True, f"completed, exit code {info.get('exit_code')}, started {info.get('start')}"))

@@ -84,6 +84,14 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
                    output=read_output(folder / "output.npy") if spec.key == "01" else None)
 
 
+def _shown(path: Path) -> str:
+    """A path as the user will find it: relative to the current folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[str, ModeRun], dict[str, str], list[str]]:
     """The four modes of one run, those that failed apart (mode -> what went wrong), and notes; a LabError
     when a mode is missing or the inputs are stale or mixed (backends, runs, workloads, training)."""
@@ -111,8 +119,9 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
                        "python -m common report <its prof_out>")
     notes, failed = [], {}
     run_ids = {k: info.get("run_id") for k, (_, info) in infos.items()}
+    newest = max(infos.values(), key=lambda fi: fi[1].get("start") or "")[1]
+    stale_runs: set[str] = set()  # the modes set apart because their output is another run's
     if len(set(run_ids.values())) > 1:
-        newest = max(infos.values(), key=lambda fi: fi[1].get("start") or "")[1]
         stale = {k: f"{k} (run {str(r)[:8]}, {infos[k][1].get('start')})" for k, r in run_ids.items()
                  if r != newest.get("run_id")}
         what = (f"stale or mixed inputs: {', '.join(stale.values())} not from the newest run "
@@ -125,6 +134,7 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
             failed = {k: (f"its output is from another run (run {str(run_ids[k])[:8]}, started "
                           f"{infos[k][1].get('start')}): it did not run in this one, or stopped before writing "
                           "its output") for k in stale}
+            stale_runs = set(stale)
     for k, (_, info) in infos.items():  # stopped before it ran: the reason the session recorded (modes/sessions.py)
         if info.get("failure") and k not in failed:
             failed[k] = mode_problem(info)
@@ -144,6 +154,10 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
             continue
         if problem:
             failed[k] = problem
+    for k, reason in failed.items():  # a run that reported on itself: where to read what failed (never an older run's)
+        folder, info = infos[k]
+        if (folder / "report.md").is_file() and not info.get("failure") and k not in stale_runs:
+            failed[k] = f"{reason} — see {_shown(folder / 'report.md')}"
     for k, run in runs.items():  # what the integrity checks read: every dataset of the folder, 03's variants too
         if k not in failed:
             run.every_dataset = find_datasets(run.folder)

@@ -221,3 +221,29 @@ def test_the_isolated_modules_exist_and_the_rest_share_one_group() -> None:
     assert conftest.CHECKOUT_GROUP in groups and len(groups) == len(conftest.ISOLATED) + 1
     assert conftest.xdist_group_of(tests / "modes" / "test_agree.py") == "checkout"  # runs every mode in the checkout
     assert conftest.xdist_group_of(tests / "modes" / "test_npu_dryrun.py") == "modes/test_npu_dryrun.py"
+
+
+def test_two_processes_wanting_one_environment_build_it_once(tmp_path: Path, monkeypatch) -> None:
+    """Two test workers (or two nox sessions) needing .nox/ecosystem at once: the second waits for the first's build."""
+    import threading
+    import time
+
+    venv, builds = tmp_path / "env", []
+
+    def fake_run(argv, **kw):
+        if "venv" in argv:
+            builds.append(argv)
+            time.sleep(0.3)  # long enough for the other one to arrive while this one builds
+        (venv / "bin").mkdir(parents=True, exist_ok=True)
+        (venv / "bin" / "python").write_text("")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    pythons = []
+    threads = [threading.Thread(target=lambda: pythons.append(
+        environments.ensure_environment(venv, ["ecosystem"], log=lambda *_: None))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and pythons == [venv / "bin" / "python"] * 2
