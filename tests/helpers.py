@@ -1,5 +1,5 @@
-"""What the tests share: the repo root, the fixtures, running the lab as a user does, loading a lesson file,
-and the planted sandboxes of the safety and fault tests."""
+"""What the tests share: the lab they run (a private copy of the checkout), the fixtures, running the lab as a
+user does, loading a lesson file, and the planted sandboxes of the safety and fault tests."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CHECKOUT = Path(__file__).resolve().parent.parent  # the repository these tests belong to
+# The lab the tests run and read: a private copy of the checkout for each pytest process once use_private_lab() has
+# run (tests/conftest.py does, before any test module is imported), so no two processes ever share its folders.
+ROOT = CHECKOUT
+FIXTURES = CHECKOUT / "tests" / "fixtures"
 MODES = ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch")
 # Shell syntax a user (or a script that builds a command line) could pass where the lab expects a
 # device id or a program argument: it must be refused, or passed on inert, never run.
@@ -109,20 +112,48 @@ def plant(folder: Path, *, marker: bool = True) -> Path:
     return folder
 
 
-# What a private copy of the lab leaves behind: every output, build, model and lock a run makes in the checkout.
-NOT_COPIED = ("prof_out*", "prof_runs", "prof_sweep", "agree_out", "precision_out", "build", "model", "npu_dryrun",
-              ".msprof_lab.lock", ".lab_cache", ".nox")
+# What a private copy of the lab leaves behind (paths from the lab's root; * spans folders): every output, build,
+# model, record and lock a run makes, and the environments, history and logs beside them.
+NOT_COPIED = ("*prof_out*", "*prof_runs", "*prof_sweep", "*.msprof_lab.lock", "02_api_AscendC/build",
+              "03_api_pyAcl/model", "agree_out", "precision_out", "npu_dryrun", ".lab_cache", ".nox", ".git",
+              "*bench/out", "tests/corpus/last_run.log", "tests_artifacts")
+LAB = ("common", "workloads", *MODES, "pyproject.toml")  # what a run of the lab needs
+WHOLE = (*LAB, "tests", "docs", "README.md", "SECURITY.md", "noxfile.py", ".ci")  # and what the tests read beside it
 
 
-def copy_lab(target: Path) -> Path:
-    """A private copy of the lab as a user clones it (common/, workloads/, the four modes, pyproject.toml), without
-    the outputs, builds, models or locks of runs in the checkout: the one way the tests copy the lab.
+def copy_lab(target: Path, *, whole: bool = False, source: Path | None = None) -> Path:
+    """A private copy of the lab as a user clones it (``whole``: with its tests and docs), without what runs in
+    ``source`` (default: the lab the tests run) left there (NOT_COPIED): the one way the tests copy the lab.
 
     Its bytecode comes along: still valid, since the copy keeps each source file's time and size."""
-    ignore = shutil.ignore_patterns(*NOT_COPIED)
-    for folder in ("common", "workloads", *MODES):
-        shutil.copytree(ROOT / folder, target / folder, ignore=ignore)
-    shutil.copy2(ROOT / "pyproject.toml", target / "pyproject.toml")
+    import fnmatch
+
+    source = source or ROOT
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        where = Path(folder).relative_to(source)
+        return {n for n in names if any(fnmatch.fnmatch((where / n).as_posix(), p) for p in NOT_COPIED)}
+
+    for name in WHOLE if whole else LAB:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, ignore=left_out)
+        elif (source / name).is_file():
+            shutil.copy2(source / name, target / name)
+    return target
+
+
+def use_private_lab(target: Path) -> Path:
+    """Make ``target`` a whole copy of the checkout and the lab this process's tests run: ``ROOT``, the first entry
+    of ``sys.path`` (so ``common`` is imported from it) and every process they start. The shared environments of
+    ``.nox`` (msprof-analyze's, built once, under a lock) are the checkout's, linked."""
+    global ROOT
+    copy_lab(target, whole=True, source=CHECKOUT)
+    (CHECKOUT / ".nox").mkdir(exist_ok=True)
+    (target / ".nox").symlink_to(CHECKOUT / ".nox", target_is_directory=True)
+    sys.path.insert(0, str(target))
+    for name in [m for m in sys.modules if m == "common" or m.startswith("common.")]:
+        del sys.modules[name]  # imported from the checkout before this: imported again from the copy
+    ROOT = target
     return target
 
 

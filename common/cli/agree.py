@@ -12,8 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.analyze import checks
-from common.analyze.cross_mode import (MODES, PYACL_DEFAULT, WORKLOAD_MODES, ModeRun, ModeSpec,
-                                       check_same_workload, mode_problem, spec_for)
+from common.analyze.cross_mode import (
+    MODES,
+    PYACL_DEFAULT,
+    WORKLOAD_MODES,
+    ModeRun,
+    ModeSpec,
+    check_same_workload,
+    mode_problem,
+    spec_for,
+)
 from common.errors import LabError
 from common.formats.datasets import find_datasets
 from common.formats.outputs import read_output

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import ArgumentParser, LabError, run_cli
-from common.formats.rundir import (RUN_ID_VAR, finish_run, lock_mode, prepare_output_dir, read_run_info,
-                                   start_run)
+from common.formats.rundir import RUN_ID_VAR, finish_run, lock_mode, prepare_output_dir, read_run_info, start_run
 from common.modes import ROOT
 
 MAX_REPEAT = 20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
 import re
 import shutil
@@ -12,20 +13,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
+from helpers import lab_env as helpers_lab_env
 
 from common.analyze.checks import Verdict
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, MSPROF_SWITCHES, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats.records import Task
 from common.formats.schema import OP_STATISTIC, OP_SUMMARY, PMU_COLUMNS
-
-from common.modes.ascendc import TWIN_DIR
+from common.modes.ascendc import (
+    TWIN_DIR,
+    build_kernel,  # the CMake build
+    kernel_report,  # sizes, pipe means, the report table
+    twin_profile,  # the twin's timers as op_summary rows
+)
 from common.modes.ascendc import add_profile as driver  # the harness run.sh execs
-from common.modes.ascendc import build_kernel  # the CMake build
-from common.modes.ascendc import kernel_report  # sizes, pipe means, the report table
-from common.modes.ascendc import twin_profile  # the twin's timers as op_summary rows
-from helpers import ROOT
-from helpers import lab_env as helpers_lab_env
 
 MODE_DIR = ROOT / "02_api_AscendC"
 SRC = MODE_DIR / "src"
@@ -166,12 +168,19 @@ def test_missing_free_in_kernel_names_the_queue(tmp_path):
 
 
 # --- end to end, exactly as nox runs it -----------------------------------------------------------
-@needs_cxx
-def test_portable_build_and_run_end_to_end():
-    env = lab_env()
-    built = subprocess.run(["bash", "02_api_AscendC/build.sh"], cwd=ROOT, env=env, capture_output=True, text=True)
+@pytest.fixture(scope="module")
+def portable_build() -> Path:
+    """02's portable build in this lab, as build.sh makes it: the twin's add_custom_main."""
+    if CXX is None or shutil.which("cmake") is None:
+        pytest.skip("needs a C++ compiler and CMake")
+    built = subprocess.run(["bash", "02_api_AscendC/build.sh"], cwd=ROOT, env=lab_env(), capture_output=True, text=True)
     assert built.returncode == 0, built.stdout + built.stderr
     assert "RUN_MODE=portable" in built.stdout
+    return MODE_DIR / "build" / "add_custom_main"
+
+
+def test_portable_build_and_run_end_to_end(portable_build):
+    env = lab_env()
     ran = subprocess.run(["bash", "02_api_AscendC/run.sh", "0"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     lines = ran.stdout.splitlines()
@@ -438,3 +447,29 @@ def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
     (nested / "PipeUtilization_20260129023105284.csv").write_text(header + "\n0,vector0,NA,5.0,0.5,0.2,0.2,0.1,\n")
     assert kernel_report.read_msprof_op_pipes(tmp_path / "multi") == pytest.approx(
         {"vec": 0.5, "scalar": 0.2, "mte2": 0.2, "mte3": 0.1})
+
+
+# --- the in-process Profiler (common/collect/profiling.py) around the built twin -----------------------
+def test_the_in_process_profiler_on_a_real_twin_run(portable_build: Path) -> None:
+    """common.collect.profiling's Profiler around the built twin: its tasks are the twin's own launch timers."""
+    from common.backend import Backend
+    from common.collect.profiling import Profiler, task_time_median
+
+    profiler = Profiler(backend=Backend("portable", "test"))
+    with profiler.profile():
+        out = Path(profiler.result_path)
+        # the twin writes every launch's timers to $ASCENDC_TWIN_TIMINGS at exit; the first one is the warm-up
+        run = subprocess.run([str(portable_build), "--warmup", "1", "--launches", "5"], capture_output=True, text=True,
+                             env={**os.environ, twin_profile.TIMINGS_VAR: str(out / "twin_timings.csv")},
+                             timeout=120, check=True)
+        launches = twin_profile.parse_twin_timings(out / "twin_timings.csv")[1:]
+        sizes = kernel_report.read_sizes(run.stdout)
+        twin_profile.write_portable_profile(out, twin_profile.twin_tasks(launches, sizes))
+        made = out
+    assert not made.exists() and profiler.result_path is None  # the temporary folder it made is gone
+    durations = [t.duration for t in profiler.last_result.tasks]
+    assert len(durations) == 5 and {t.type for t in profiler.last_result.tasks} == {"CPU"}
+    assert durations == pytest.approx([launch.duration_us for launch in launches], abs=0.001)
+    assert task_time_median(profiler.last_result.tasks) == pytest.approx(sorted(durations)[2], abs=0.001)
+
+

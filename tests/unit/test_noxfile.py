@@ -209,18 +209,16 @@ def test_tests_run_on_tiny_mlp_unless_they_set_the_workload(monkeypatch) -> None
     assert load_workload().name == "cnn"
 
 
-def test_the_isolated_modules_exist_and_the_rest_share_one_group() -> None:
-    """nox -s tests runs the suite on two xdist workers: each ISOLATED entry must be a test module here (a stale name
-    would quietly move nothing), and every other module runs in the one "checkout" group, one test after the other."""
-    import conftest
+def test_the_tests_run_a_private_copy_of_the_lab() -> None:
+    """tests/conftest.py: this process runs the lab from its own copy, with the code of the checkout, never in it."""
+    import helpers
 
-    tests = Path(conftest.__file__).resolve().parent
-    assert all((tests / name).is_file() for name in conftest.ISOLATED), sorted(
-        n for n in conftest.ISOLATED if not (tests / n).is_file())
-    groups = {conftest.xdist_group_of(m) for m in sorted(tests.glob("*/test_*.py"))}
-    assert conftest.CHECKOUT_GROUP in groups and len(groups) == len(conftest.ISOLATED) + 1
-    assert conftest.xdist_group_of(tests / "modes" / "test_agree.py") == "checkout"  # runs every mode in the checkout
-    assert conftest.xdist_group_of(tests / "modes" / "test_npu_dryrun.py") == "modes/test_npu_dryrun.py"
+    import common
+
+    assert helpers.ROOT != helpers.CHECKOUT and ROOT == helpers.ROOT
+    assert Path(common.__file__).resolve().parent == ROOT / "common"
+    for name in ("common/modes/sessions.py", "04_pyTorch/src/model_with_profiler.py", "noxfile.py", "README.md"):
+        assert (ROOT / name).read_bytes() == (helpers.CHECKOUT / name).read_bytes(), name
 
 
 def test_two_processes_wanting_one_environment_build_it_once(tmp_path: Path, monkeypatch) -> None:

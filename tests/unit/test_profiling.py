@@ -8,18 +8,15 @@ fake library object; the context manager's order is recorded. None of this claim
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES
 
 from common.backend import Backend
-from common.errors import LabError
 from common.collect.profiling import (
     AicoreMetrics,
     MsprofInterface,
@@ -31,9 +28,9 @@ from common.collect.profiling import (
     profile_type_list,
     task_time_median,
 )
+from common.errors import LabError
 
 NPU_RUN = next((FIXTURES / "npu" / "cann85_minimal").glob("PROF_*"))
-TWIN_BINARY = ROOT / "02_api_AscendC" / "build" / "add_custom_main"
 PORTABLE = Backend("portable", "test")
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
@@ -177,31 +174,6 @@ def test_portable_profiler_reads_what_the_twins_writer_puts_in_msprofs_layout(tm
         (None, "add_custom", "CPU", 500.0), (None, "add_custom", "CPU", 700.0), (None, "add_custom", "CPU", 600.0)]
     assert task_time_median(result.tasks) == 600.0 and task_time_median(result.tasks, skip=1) == 650.0
     assert (tmp_path / "results").is_dir()  # a result_path it was given is never deleted
-
-
-@pytest.mark.skipif(not TWIN_BINARY.is_file(), reason="needs 02's portable build (bash 02_api_AscendC/build.sh)")
-def test_portable_profiler_on_a_real_twin_run(tmp_path: Path) -> None:
-    build = json.loads((TWIN_BINARY.parent / "lab_build.json").read_text())
-    if build["run_mode"] != "portable":
-        pytest.skip("build/ holds an npu build")
-    from common.modes.ascendc import kernel_report, twin_profile
-
-    profiler = Profiler(backend=PORTABLE)
-    with profiler.profile():
-        out = Path(profiler.result_path)
-        # the twin writes every launch's timers to $ASCENDC_TWIN_TIMINGS at exit; the first one is the warm-up
-        run = subprocess.run([str(TWIN_BINARY), "--warmup", "1", "--launches", "5"], capture_output=True, text=True,
-                             env={**os.environ, twin_profile.TIMINGS_VAR: str(out / "twin_timings.csv")},
-                             timeout=120, check=True)
-        launches = twin_profile.parse_twin_timings(out / "twin_timings.csv")[1:]
-        sizes = kernel_report.read_sizes(run.stdout)
-        twin_profile.write_portable_profile(out, twin_profile.twin_tasks(launches, sizes))
-        made = out
-    assert not made.exists() and profiler.result_path is None  # the temporary folder it made is gone
-    durations = [t.duration for t in profiler.last_result.tasks]
-    assert len(durations) == 5 and {t.type for t in profiler.last_result.tasks} == {"CPU"}
-    assert durations == pytest.approx([launch.duration_us for launch in launches], abs=0.001)
-    assert task_time_median(profiler.last_result.tasks) == pytest.approx(sorted(durations)[2], abs=0.001)
 
 
 def test_portable_block_that_writes_nothing_is_an_error_and_the_temp_dir_goes(tmp_path: Path) -> None:
