@@ -360,7 +360,8 @@ def test_report_prints_bounds_and_the_run_hint(repo: Path) -> None:
     assert (out / "capture_report.html").read_text().startswith("<!DOCTYPE html>")
     assert re.search(r"^peaks: calibrated on this machine(?: now)?: copy 64 MB", proc.stdout, re.MULTILINE)
     addmm = next(li for li in proc.stdout.splitlines() if li.startswith("aten::addmm  1024;32,1024;1024,1024"))
-    assert addmm.split()[4] == "0.067" and addmm.rstrip().endswith(("compute", "memory"))  # 2*32*1024*1024 FLOPs
+    # 2*32*1024*1024 FLOPs; the bound is named (on a busy machine with a note that the op beat the calibrated peak)
+    assert addmm.split()[4] == "0.067" and re.search(r"  (compute|memory)(;|$)", addmm.rstrip()), addmm
     assert re.search(r"^hypothesis: (host|device)-bound", proc.stdout, re.MULTILINE)
     assert re.search(r"^evidence: Computing [\d.]+ us : Free [\d.]+ us per step", proc.stdout, re.MULTILINE)
 

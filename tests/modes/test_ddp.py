@@ -194,7 +194,9 @@ def test_a_failing_rank_ends_the_run_named_and_leaves_nothing_running(fault: str
     out = MODE / f"prof_out_ddp_fault_test_{os.getpid()}"
     try:
         proc = run(
-            ["bash", "04_pyTorch/run_ddp.sh", "2", "--fault", fault, "--timeout", "20", "--output", str(out)],
+            # a hang is detected by the timeout (20 s: the test's cost); a crash must end the run long before it
+            ["bash", "04_pyTorch/run_ddp.sh", "2", "--fault", fault, "--timeout", "20" if fault.startswith("hang") else "90",
+             "--output", str(out)],
             timeout=120,
         )
         assert proc.returncode == 1 and "Traceback" not in proc.stderr

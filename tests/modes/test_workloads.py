@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, copy_lab, error_lines, lab_env
+from helpers import MODES, ROOT, copy_lab, error_lines, lab_env
 
 from common.analyze.flops import count_flops
 from common.workload import load_workload, tiny_mlp
@@ -135,7 +135,7 @@ def test_each_workload_shows_its_own_families(results) -> None:
 def test_agree_refuses_outputs_of_different_workloads(repo: Path, results, tmp_path: Path) -> None:
     """04 of the last workload, 01 and 03 of another (its run_info says so): one line naming modes and workloads."""
     dirs = []
-    for mode in ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"):
+    for mode in MODES:
         shutil.copytree(repo / mode / "prof_out", tmp_path / mode / "prof_out")
         dirs.append(tmp_path / mode / "prof_out")
     info_path = dirs[3] / "run_info.json"

@@ -15,7 +15,7 @@ from importlib import import_module
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, assert_nothing_ran, load_lesson, plant, tree_state
+from helpers import MODES, ROOT, assert_nothing_ran, load_lesson, plant, tree_state
 
 from common.backend import Backend, soc_version
 from common.collect import launcher
@@ -173,7 +173,7 @@ SHELL_CALLS = re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|getoutput\(
 
 def lab_sources() -> list[Path]:
     files = [ROOT / "noxfile.py", *(ROOT / "common").rglob("*.py")]
-    for mode in ("01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"):
+    for mode in MODES:
         files += (ROOT / mode / "src").rglob("*.py")
     return sorted(files)
 

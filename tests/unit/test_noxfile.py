@@ -219,6 +219,9 @@ def test_the_tests_run_a_private_copy_of_the_lab() -> None:
     assert Path(common.__file__).resolve().parent == ROOT / "common"
     for name in ("common/modes/sessions.py", "04_pyTorch/src/model_with_profiler.py", "noxfile.py", "README.md"):
         assert (ROOT / name).read_bytes() == (helpers.CHECKOUT / name).read_bytes(), name
+    from common.analyze.cross_mode import MODES
+
+    assert helpers.MODES == tuple(spec.folder for spec in MODES)  # the copy's list of mode folders is the lab's
 
 
 def test_two_processes_wanting_one_environment_build_it_once(tmp_path: Path, monkeypatch) -> None:
