@@ -16,34 +16,6 @@
   on_trace_ready=tensorboard_trace_handler(<prof_dir>), ...)`` for warmup + active steps, so
   ``<prof_dir>/*_ascend_pt/`` is written as by mode 04's profiler. A change made during a
   collection is taken up after it ends.
-"""``init(path)`` / ``step()`` as torch_npu documents them (dynamic_profile; PROF_CONFIG_PATH).
-
-- ``init(path)``: a symbolic link is refused (recorded, nothing watched); else the folder gets the
-  documented template ``profiler_config.json`` (when none is there) and is watched from now on.
-- ``step()``: one step ends. The file is looked at every step (torch_npu polls every 2 s); a new
-  modification time is a new configuration. ``start_step`` 0 collects nothing, -1 starts at the next
-  step, N starts at step N, a step already past is ignored. A collection runs
-  ``profile(schedule=schedule(wait=0, warmup=<warmup>, active=<active>, repeat=1),
-  on_trace_ready=tensorboard_trace_handler(<prof_dir>), ...)`` for warmup + active steps, so
-  ``<prof_dir>/*_ascend_pt/`` is written as by mode 04's profiler. A change made during a
-  collection is taken up after it ends.
-"""``init(path)`` / ``step()`` as torch_npu implements them (PTA-DYNAMIC; PROF_CONFIG_PATH).
-
-- ``init(path)``: a symbolic link is refused (recorded, nothing watched); else the folder gets the
-  documented template ``profiler_config.json`` (when none is there) and is watched from now on. The
-  whole second of init is kept (``_dynamic_profiler_monitor.py``: ``self._cur_time = int(time.time())``).
-- The watcher looks at the file every ``NPU_DRYRUN_POLL_S`` seconds (default 2, torch_npu's poll
-  interval), at a step: a change is a new whole-second mtime (``int(os.path.getmtime(...))``), and it
-  counts only when that second is later than init's (or than the last change taken); an edit in the
-  second of init is never seen.
-- ``start_step`` as the torch_npu release ``NPU_DRYRUN_PTA_VERSION`` (default 7.2.0) reads it
-  (``_dynamic_profiler_config_context.py``): from 7.2.0, -1 starts at the next step and any value
-  below -1 becomes 0; before 7.2.0 any value below 0 becomes 0. Then a collection starts at the step
-  whose number equals ``start_step`` (``dynamic_profile.py`` ``step``): 0 never, a step already past never.
-- A collection runs ``profile(schedule=schedule(wait=0, warmup=<warmup>, active=<active>, repeat=1),
-  on_trace_ready=tensorboard_trace_handler(<prof_dir>), ...)`` for warmup + active steps, so
-  ``<prof_dir>/*_ascend_pt/`` is written as by mode 04's profiler. A change made during a
-  collection is taken up after it ends.
 """
 
 from __future__ import annotations
