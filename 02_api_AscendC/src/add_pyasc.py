@@ -95,8 +95,7 @@ def add_kernel(x: asc.GlobalAddress, y: asc.GlobalAddress, z: asc.GlobalAddress,
 def make_inputs(seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
     """x and y: fp16 values in [-8, 8), from a fixed seed."""
     rng = np.random.default_rng(seed)
-    return (rng.uniform(-8, 8, TOTAL_LENGTH).astype(np.float16),
-            rng.uniform(-8, 8, TOTAL_LENGTH).astype(np.float16))
+    return rng.uniform(-8, 8, TOTAL_LENGTH).astype(np.float16), rng.uniform(-8, 8, TOTAL_LENGTH).astype(np.float16)
 
 
 def launch(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -124,7 +123,8 @@ def _ordered(values: np.ndarray) -> np.ndarray:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-r", default="Model", choices=["Model", "NPU"], help="pyasc backend (default Model)")
-    parser.add_argument("-v", default=None, help="SoC for the Model backend, e.g. Ascend910B1")
+    # type=config.Platform: set_platform takes a Platform member (pyasc reads its .value), as pyasc's examples pass it
+    parser.add_argument("-v", type=config.Platform, default=None, help="SoC for the Model backend, e.g. Ascend910B1")
     parser.add_argument("--device", type=int, default=None, help="logical NPU id for -r NPU")
     parser.add_argument("--warmup", type=int, default=0, help="launches before the measured ones (default 0)")
     parser.add_argument("--launches", type=int, default=1, help="measured launches (default 1)")

@@ -1,19 +1,19 @@
 """Mode 04, dynamic profiling — profile a training job that is already running, when you ask for it.
 
-What you will do: run a training loop (TinyMLP, or your model with ``--model FILE``) with
-``PROF_CONFIG_PATH=<folder>`` in its environment and no profiler call in the loop. The folder
-gets a template ``profiler_config.json``; edit it while the job runs (``"start_step": -1``,
-``"warmup"``, ``"active"``, ``"prof_dir"``) and the next steps are collected into ``prof_dir``.
+What you will do: run a training loop (TinyMLP, or your model with ``--model FILE``) with ``PROF_CONFIG_PATH=<folder>``
+in its environment and no profiler call in the loop. The folder gets a template ``profiler_config.json``; edit it
+while it runs (``"start_step"``: a step ahead of the one it printed last, ``"warmup"``, ``"active"``, ``"prof_dir"``).
 
 What you will learn:
 - how to profile a long job on demand: set one variable at start-up, edit one file when you want a capture;
-- what the file says: ``start_step`` (-1: the next step, 0: nothing), ``warmup``, ``active``, ``prof_dir``;
+- what the file says: ``start_step`` (N: step N; -1: the next, torch_npu 7.2.0 on; 0: never), ``warmup``, ``active``;
 - what counts as a step: on an NPU, torch_npu counts the native ``torch.optim`` optimizer's ``step()``.
 
-On an NPU the watcher is torch_npu's own (``import torch_npu`` reads the variable). torch.profiler
-has none, so on any other machine section 3 does the same by hand: the same file, read once per step.
-Run: ``PROF_CONFIG_PATH=$PWD/prof_cfg python dynamic_profile.py [--model my_model.py] [--device cpu]``;
-the job stops after ``--steps`` steps, or when a file ``stop_job`` appears in that folder.
+On an NPU the watcher is torch_npu's own (``import torch_npu`` reads the variable); torch.profiler has
+none, so elsewhere section 3 does the same by hand: the same file, read once per step. Run:
+``PROF_CONFIG_PATH=$PWD/prof_cfg python dynamic_profile.py [--model my_model.py] [--device cpu]`` (stops after
+``--steps`` steps or at a file ``stop_job`` in that folder). Save an edit a second or more after the job started:
+torch_npu sees a change by the file's whole-second modification time.
 """
 
 import argparse
@@ -21,11 +21,13 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 LEARNING_RATE = 0.01  # plain SGD at a fixed rate
+PROGRESS_S = 1.0  # print the step number about once a second: start_step must be a step still to come
 CONFIG_FILE, STOP_FILE = "profiler_config.json", "stop_job"
 TEMPLATE = {"start_step": 0, "warmup": 0, "active": 1, "prof_dir": "./", "record_shapes": False,
             "profile_memory": False, "with_stack": False, "activities": ["CPU"]}  # a subset of torch_npu's fields
@@ -48,10 +50,8 @@ def load_model(path):
         spec.loader.exec_module(module)
     torch.manual_seed(0)
     if module is None:
-        layers = [torch.nn.Linear(1024, 1024)]
-        for _ in range(3):
-            layers += [torch.nn.GELU(), torch.nn.Linear(1024, 1024)]
-        model = torch.nn.Sequential(*layers)
+        hidden = [m for _ in range(3) for m in (torch.nn.GELU(), torch.nn.Linear(1024, 1024))]
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), *hidden)
         x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
     else:
         model = module.build_model()
@@ -77,14 +77,14 @@ def make_train_step(model, inputs, loss):
 
 # --- 3. portable: the config-file protocol by hand, for torch.profiler --------------------------------------
 class ConfigWatcher:
-    """Writes the template, then at every step: is a collection running, or did the file change?"""
+    """Writes the template, then at every step: is a collection running, did the file change, is it time?"""
 
     def __init__(self, folder: Path):
         self.path = folder / CONFIG_FILE
         if not self.path.exists():
             folder.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps(TEMPLATE, indent=2) + "\n")
-        self.seen, self.step_num, self.prof, self.left = self.path.stat().st_mtime_ns, 0, None, 0
+        self.seen, self.step_num, self.prof, self.left, self.config = self.path.stat().st_mtime_ns, 0, None, 0, None
 
     def step(self) -> None:
         self.step_num += 1
@@ -95,23 +95,22 @@ class ConfigWatcher:
                 self.prof.stop()
                 self.prof = None
             return
-        if self.path.stat().st_mtime_ns == self.seen:  # unchanged: one stat() per step, nothing more
+        if self.path.stat().st_mtime_ns != self.seen:  # changed (else one stat() per step, nothing more)
+            self.seen = self.path.stat().st_mtime_ns
+            self.config = {**TEMPLATE, **json.loads(self.path.read_text())}
+        start = self.config["start_step"] if self.config else 0
+        if start != -1 and start != self.step_num:  # 0 never starts, nor a step already past; N waits for step N
             return
-        self.seen = self.path.stat().st_mtime_ns
-        config = {**TEMPLATE, **json.loads(self.path.read_text())}
-        start = config["start_step"]
-        if start == 0 or 0 < start < self.step_num:  # 0 collects nothing; a step already past is ignored
-            return
+        config, self.config = self.config, None
         warmup, active = int(config["warmup"]), int(config["active"])
         self.prof = torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU],
-            schedule=torch.profiler.schedule(wait=max(0, start - self.step_num - 1), warmup=warmup, active=active,
-                                             repeat=1),
+            schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(config["prof_dir"]),
             record_shapes=bool(config["record_shapes"]), profile_memory=bool(config["profile_memory"]),
             with_stack=bool(config["with_stack"]))
         self.prof.start()  # the schedule's steps begin with the job's next step
-        self.left = max(0, start - self.step_num - 1) + warmup + active
+        self.left = warmup + active
 
 
 # --- 4. run it -------------------------------------------------------------------------------------------
@@ -134,12 +133,13 @@ def main(argv=None) -> int:
         torch.npu.set_device(args.device)
     watcher = None if npu else ConfigWatcher(folder)
     step = make_train_step(model.to(args.device), tuple(t.to(args.device) for t in inputs), loss)
-    for _ in range(args.steps):
+    began = shown = time.monotonic()
+    for n in range(1, args.steps + 1):
         step()
-        if npu:
-            torch.npu.synchronize()
-        else:
-            watcher.step()  # what torch_npu's optimizer hook does on an NPU
+        torch.npu.synchronize() if npu else watcher.step()  # CPU: what torch_npu's optimizer hook does on an NPU
+        if time.monotonic() - shown >= PROGRESS_S:
+            shown = time.monotonic()
+            print(f"step {n} at {shown - began:.1f} s", flush=True)
         if (folder / STOP_FILE).exists():
             break
     return 0

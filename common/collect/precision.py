@@ -185,8 +185,9 @@ def msaccucmp_convert_argv(python: str, msaccucmp: Path | str, dump_dir: Path | 
 
 MSACCUCMP = Path("tools") / "operator_cmp" / "compare" / "msaccucmp.py"  # under CANN's install root (MSACCUCMP-CONVERT)
 # A dump file's name (ACL-DUMP-DATA): {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}, with ".", "/", "\\" and
-# spaces in op_type and op_name replaced by "_"; converted, "<dump file name>.output.<index>.npy" (MSACCUCMP-CONVERT).
-CONVERTED = re.compile(r"^(?P<op_type>[^.]+)\.(?P<op_name>[^.]+)\..*\.output\.(?P<index>[0-9]+)\.npy$")
+# spaces in op_type and op_name replaced by "_"; converted, "<dump file name>.output.<index>.npy", or with a shape
+# after the index, "<dump file name>.output.<index>.<shape>.npy", as CANN 8.0's converter may name it (MSACCUCMP-CONVERT).
+CONVERTED = re.compile(r"^(?P<op_type>[^.]+)\.(?P<op_name>[^.]+)\..*\.output\.(?P<index>[0-9]+)(?:\.[^.]+)?\.npy$")
 
 
 def dump_name(name: str) -> str:
@@ -195,9 +196,12 @@ def dump_name(name: str) -> str:
 
 
 def dump_data_dir(dump_path: Path, model_name: str) -> Path:
-    """The folder holding one model's dump files: ``{dump_path}/{time}/{device}/{model_name}/{model_id}/{data_index}``
-    (ACL-DUMP-DATA); the newest when there are several."""
-    found = sorted((p for p in dump_path.glob(f"*/*/{model_name}/*/*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    """The folder holding the dump files of the one model dumped into ``dump_path``:
+    ``{dump_path}/{time}/{device}/{name}/{model_id}/{data_index}`` (ACL-DUMP-DATA), the newest when there are
+    several. ``{name}`` is ``model_name`` (the .om's stem) or the name the model has inside the .om, which some CANN
+    versions may write (ACL-DUMP-DATA); any name is taken, as CANN's own compare tools walk the tree, so
+    ``dump_path`` must hold one model's dump only."""
+    found = sorted((p for p in dump_path.glob("*/*/*/*/*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
     if not found:
         raise LabError(f"the ACL dump wrote nothing for model {model_name} under {dump_path}",
                        "read the worker's messages and the CANN logs in the logs/ folder beside it")

@@ -132,6 +132,20 @@ def test_lesson_runs_as_a_program_and_the_twin_writes_its_timers(tmp_path):
     assert [(int(r["launch"]), int(r["block"])) for r in rows] == [(k, b) for k in range(3) for b in range(8)]
 
 
+def test_the_lesson_hands_set_platform_a_platform_member_and_the_twin_takes_nothing_else(twin, tmp_path):
+    """pyasc's set_platform reads soc_version.value in versions that take Optional[Platform] (docs/npu_reference.md
+    PYASC): ``-r Model -v Ascend910B1`` must arrive as config.Platform.Ascend910B1, as pyasc's examples pass it."""
+    from asc.runtime import config
+
+    proc = subprocess.run([sys.executable, str(SRC / "add_pyasc.py"), "-r", "Model", "-v", "Ascend910B1"],
+                          env=twin_env(tmp_path / "t.csv"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "verified: 8192 of 8192" in proc.stdout, proc.stderr
+    with pytest.raises(Exception, match="not a config.Platform member"):
+        config.set_platform(config.Backend.Model, "Ascend910B1")
+    config.set_platform(config.Backend.Model, config.Platform.Ascend910B3)
+    assert config.SELECTED["soc_version"] is config.Platform.Ascend910B3
+
+
 def test_a_kernel_misuse_in_the_program_is_one_error_line(tmp_path):
     lesson = tmp_path / "add_pyasc.py"
     lesson.write_text((SRC / "add_pyasc.py").read_text().replace(

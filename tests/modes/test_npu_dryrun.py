@@ -128,6 +128,31 @@ def test_tool_stand_ins_refuse_what_the_tools_refuse(tmp_path: Path, argv: list[
     assert len(refusals(tmp_path)) == 1
 
 
+SET_PLATFORM = """
+import sys
+from asc.runtime import config
+soc = config.Platform(sys.argv[1]) if sys.argv[2] == "member" else sys.argv[1]
+config.set_platform(config.Backend.Model, soc)
+"""
+
+
+@pytest.mark.parametrize("soc, member, lib, refused", [
+    ("Ascend910B1", "string", True, "soc_version is not a Platform member"),  # pyasc reads soc_version.value
+    ("Ascend910B1", "member", False, "not on LD_LIBRARY_PATH"),  # the Model backend loads the simulator's libraries
+    ("Ascend910B1", "member", True, None),
+], ids=["a string SoC", "no simulator lib on LD_LIBRARY_PATH", "a Platform member, the lib on the path"])
+def test_asc_stand_in_takes_a_platform_member_and_the_simulators_libraries(tmp_path: Path, soc: str, member: str,
+                                                                          lib: bool, refused: str | None) -> None:
+    cann = tmp_path / "cann"
+    env = stand_in_env(tmp_path, ASCEND_HOME_PATH=str(cann),
+                       NPU_DRYRUN_PYASC_TWIN=str(ROOT / "common" / "modes" / "ascendc" / "pyasc_twin" / "site" / "asc"),
+                       LD_LIBRARY_PATH=str(cann / "tools" / "simulator" / soc / "lib") if lib else "")
+    proc = subprocess.run([sys.executable, "-c", SET_PLATFORM, soc, member], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode == 0) == (refused is None), proc.stderr
+    assert [r for r in refusals(tmp_path) if refused and refused in r] or (refused is None and not refusals(tmp_path))
+
+
 LAUNCHES = """
 import sys, npu_dryrun_record as rec
 for kernel in sys.argv[1:]:  # what ACLRT_LAUNCH_KERNEL records in the AscendCL stand-in: name, block dim, device

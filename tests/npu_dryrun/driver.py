@@ -11,7 +11,10 @@
    ``SOC_VERSION`` in the environment reaches the lab as a user's would.
 3. Every stand-in appends its calls to ``<out>/calls.jsonl``; each step's output is kept in
    ``<out>/logs/<step>.log`` and its prof_out/ in ``<out>/results/<step>/``; ``<out>/summary.json``
-   says how each step ended.
+   says how each step ended. Two steps run again with the stand-ins posing otherwise (``POSES``): dynamic
+   profiling as torch_npu 7.1.0 (``04.dynamic_pta71``; ``04.dynamic`` poses as 7.2.0), and the per-op dump
+   with its folder named by the model's internal name and converted names carrying a shape
+   (``precision.other_names``).
 4. Then every Python lesson file is copied **alone** into ``<out>/alone/<mode>/`` (nothing of the lab
    beside it) and run there as a user on an NPU machine runs it: ``python <lesson> <NPU arguments>``,
    with CANN's set_env.sh and torch_npu's stand-in on PYTHONPATH but not the lab, and none of the lab's
@@ -67,8 +70,10 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
         ("03.msprof", ["bash", "03_api_pyAcl/run.sh", d, "all"], "03_api_pyAcl/prof_out"),
         ("03.acl_prof", ["bash", "03_api_pyAcl/run.sh", d, "default", "--acl-prof"], "03_api_pyAcl/prof_out"),
         ("precision", [sys.executable, "-m", "common", "precision", d], "precision_out"),
+        ("precision.other_names", [sys.executable, "-m", "common", "precision", d], "precision_out"),
         ("04", ["bash", "04_pyTorch/run.sh", d], "04_pyTorch/prof_out"),
         ("04.dynamic", ["bash", "04_pyTorch/run_dynamic.sh", d], "04_pyTorch/prof_out_dynamic"),
+        ("04.dynamic_pta71", ["bash", "04_pyTorch/run_dynamic.sh", d], "04_pyTorch/prof_out_dynamic"),
     ]
     if ddp:
         pair = sorted({device, (device + 1) % 8})
@@ -77,6 +82,13 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
     return out
 
 
+# Steps that run again with the stand-ins posing otherwise, where the real tools may differ (docs/npu_reference.md):
+PTA_RELEASE = "7.2.0"  # the torch_npu release the stand-in poses as: start_step -1 means "the next step"
+POSES = {
+    "04.dynamic_pta71": {"NPU_DRYRUN_PTA_VERSION": "7.1.0"},  # before 7.2.0: start_step -1 becomes 0, never reached
+    # the ACL dump's folder named by the model's name inside the .om, converted names with a ".<shape>" suffix
+    "precision.other_names": {"NPU_DRYRUN_DUMP_FOLDER": "internal", "NPU_DRYRUN_CONVERT_SHAPE": "1"},
+}
 LESSON_OM = "03_api_pyAcl/model/npu/tiny_mlp_default.om"  # an offline model the 03.build step makes
 FIND_COMMON = "import importlib.util; spec = importlib.util.find_spec('common'); print(spec and spec.origin)"
 
@@ -119,7 +131,7 @@ def base_env(out: Path, cann: Path, torch_site: Path, chip: str) -> dict[str, st
                MSPROF_LAB_RUN_ID=uuid.uuid4().hex, MSPROF_LAB_TIMEOUT_S=str(STEP_TIMEOUT_S - 60),
                NPU_DRYRUN_LOG=str(out / "calls.jsonl"), NPU_DRYRUN_CAPTURES=str(HERE / "captures"),
                NPU_DRYRUN_FIXTURES=str(ROOT / "tests" / "fixtures" / "npu"),
-               NPU_DRYRUN_CANN_VERSION=fake_cann.CANN_VERSION)
+               NPU_DRYRUN_CANN_VERSION=fake_cann.CANN_VERSION, NPU_DRYRUN_PTA_VERSION=PTA_RELEASE)
     return env
 
 
@@ -179,7 +191,7 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     for name, argv, keep in steps(device, ddp):
         if only is not None and name not in only:
             continue
-        summary["steps"].append(shown(run_step(name, argv, keep, lab, out, env)))
+        summary["steps"].append(shown(run_step(name, argv, keep, lab, out, {**env, **POSES.get(name, {})})))
     for name, lesson, args in lessons(device, lab):
         if only is not None and name not in only:
             continue

@@ -385,13 +385,14 @@ def atc_variants(out: Path, device: int) -> Result:
                   f"refused: {[c.get('refused') for c in calls if c.get('rc', 0)] or 'none'}")
 
 
-def precision_dump(out: Path, device: int) -> Result:
+def precision_dump(out: Path, device: int, name: str = "precision") -> Result:
     """precision on the NPU: per .om ATC built, one pyACL process calls acl.init with the documented dump block
     (dump_path an existing folder inside precision_out/, the .om's name as model_name, output tensors), loads that
     .om, executes it once, and msaccucmp.py convert -t npy turns that execute's folder into .npy files; the report
-    compares every variant's dumped ops."""
-    step = step_result(out, "precision")
-    calls = by_step(load(out)).get("precision", [])
+    compares every variant's dumped ops. ``precision.other_names``: the same with the dump's folder named by the
+    model's internal name and converted files named with a shape suffix (the lab walks the dump's tree)."""
+    step = step_result(out, name)
+    calls = by_step(load(out)).get(name, [])
     folder = Path(summary(out).get("lab", out / "lab")) / "precision_out"
     built = {Path(a.split("=", 1)[1]).name for c in ok_calls(by_step(load(out)).get("03.build", []), "atc", "convert")
              for a in c["args"] if a.startswith("--output=")}
@@ -409,7 +410,9 @@ def precision_dump(out: Path, device: int) -> Result:
                    or ((dump.get("dump_mode"), dump.get("dump_data")) != ("output", "tensor") and "not output tensors")
                    or (len(executes) != 1 and f"{len(executes)} executes")
                    or (convert is None and "its dump was not converted")
-                   or (convert[-2:] != ["-t", "npy"] and "not converted to npy"))
+                   or (convert[-2:] != ["-t", "npy"] and "not converted to npy")
+                   or (name != "precision" and Path(where).parts[-3] in loads and "the pose did not apply: the dump "
+                       "folder is named by the .om"))
         if problem:
             bad.append(f"{loads}: {problem}")
         seen.update(loads)
@@ -417,7 +420,7 @@ def precision_dump(out: Path, device: int) -> Result:
     text = report.read_text() if report and report.is_file() else ""
     ok = (bool(built) and seen == built and not bad and step.get("rc") in (0, 1) and not step.get("traceback")
           and text.count("the ACL dump of") == len(built))
-    return Result("precision: each .om dumped once via acl.init's dump block, converted by msaccucmp.py, compared", ok,
+    return Result(f"{name}: each .om dumped once via acl.init's dump block, converted by msaccucmp.py, compared", ok,
                   f"exit {step.get('rc')}; dumped {sorted(seen)} of built {sorted(built)}; {len(converts)} conversions; "
                   f"wrong: {'; '.join(bad) or 'none'}; report {'has' if text else 'lacks'} the dump rows"
                   f"{'; ' + step['error_lines'][0] if step.get('error_lines') else ''}")
@@ -491,32 +494,40 @@ def ddp(out: Path, device: int) -> Result:
                   f"{'; ' + step['error_lines'][0] if step.get('error_lines') else ''}")
 
 
-def dynamic_04(out: Path, device: int) -> Result:
-    """04.dynamic: the job is started with PROF_CONFIG_PATH (torch_npu's own init, no dynamic_profile call
-    and no profiler in the lab's code), the edited profiler_config.json starts one collection of
-    warmup + active steps into prof_dir, and the lesson reports on that capture."""
-    step = step_result(out, "04.dynamic")
-    calls = by_step(load(out)).get("04.dynamic", [])
+def dynamic_04(out: Path, device: int, name: str = "04.dynamic") -> Result:
+    """04.dynamic (the stand-in posing as torch_npu 7.2.0) and 04.dynamic_pta71 (as 7.1.0): the job is started
+    with PROF_CONFIG_PATH (torch_npu's own init, no dynamic_profile call and no profiler in the lab's code), the
+    edited profiler_config.json is seen (its whole-second mtime later than init's) and its start_step, a step the
+    job has not reached, starts one collection of warmup + active steps into prof_dir at that step; the lesson
+    reports on that capture."""
+    step = step_result(out, name)
+    calls = by_step(load(out)).get(name, [])
     lab = Path(summary(out).get("lab", out / "lab")) / "04_pyTorch" / "prof_out_dynamic"
     inits = ok_calls(calls, "torch_npu", "dynamic_profile.init")
     collects = ok_calls(calls, "torch_npu", "dynamic_profile.collect")
+    unseen = [c for c in calls if c["call"] in ("dynamic_profile.unseen", "dynamic_profile.ignored")]
     cfg = collects[0]["args"][0] if collects else {}
     first = next((i for i, c in enumerate(calls) if c["call"] == "dynamic_profile.collect"), len(calls))
     early = [c["call"] for c in calls[:first] if c["call"].startswith("profiler.")]  # a profiler the lab made itself
     steps = ok_calls(calls, "torch_npu", "profiler.step")
     exports = ok_calls(calls, "torch_npu", "profiler.export")
     kept = out / step["kept"] if step.get("kept") else None
+    start = cfg.get("start_step")
     ok = (len(inits) == 1 and inits[0].get("via") == "PROF_CONFIG_PATH"
-          and inits[0]["args"] == [str(lab / "profiler_config_path")] and len(collects) == 1
-          and cfg.get("start_step") == -1 and cfg.get("prof_dir") == str(lab) and not early
+          and inits[0]["args"] == [str(lab / "profiler_config_path")] and len(collects) == 1 and not unseen
+          and isinstance(start, int) and start > 0 and collects[0].get("at_step") == start
+          and cfg.get("prof_dir") == str(lab) and not early
           and len(steps) == cfg.get("warmup", 0) + cfg.get("active", 0) and len(exports) == 1
           and exports[0]["args"][0].startswith(str(lab)) and devices_in(calls) == [device]
           and step.get("rc") in (0, 1) and not step.get("traceback") and bool(kept and (kept / "report.md").is_file()))
-    return Result("04 dynamic: PROF_CONFIG_PATH at start-up, profiler_config.json edited mid-run, one capture, report",
+    release = inits[0].get("release") if inits else None
+    return Result(f"{name} (torch_npu {release}): PROF_CONFIG_PATH at start-up, profiler_config.json edited mid-run, "
+                  "one capture at start_step, report",
                   ok, f"exit {step.get('rc')}; init {[(c.get('via'), c['args']) for c in inits]}; "
-                  f"collections {len(collects)} (start_step {cfg.get('start_step')}, warmup {cfg.get('warmup')}, "
-                  f"active {cfg.get('active')}); {len(steps)} profiler steps; exports {len(exports)}; "
-                  f"profiler calls before the edit {early or 'none'}; devices {devices_in(calls)}"
+                  f"collections {len(collects)} (start_step {start} at step {collects[0].get('at_step') if collects else None}, "
+                  f"warmup {cfg.get('warmup')}, active {cfg.get('active')}); edits unseen or ignored "
+                  f"{[(c['call'], c['args']) for c in unseen] or 'none'}; {len(steps)} profiler steps; "
+                  f"exports {len(exports)}; profiler calls before the edit {early or 'none'}; devices {devices_in(calls)}"
                   f"{'; ' + step['error_lines'][0] if step.get('error_lines') else ''}")
 
 
@@ -639,11 +650,13 @@ CHECKS = {
     "atc_variants": atc_variants,
     "output_dims": output_dims,
     "precision_dump": precision_dump,
+    "precision_dump_other_names": lambda o, d: precision_dump(o, d, "precision.other_names"),
     "no_refusals": no_refusals,
     "reports_ran": reports_ran,
     "device_in_outputs": device_in_outputs,
     "ddp": ddp,
     "dynamic_04": dynamic_04,
+    "dynamic_04_pta71": lambda o, d: dynamic_04(o, d, "04.dynamic_pta71"),
     "lessons_alone": lessons_alone,
     "reference_rows": reference_rows,
 }

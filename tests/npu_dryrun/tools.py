@@ -332,6 +332,7 @@ def om_header(model: Path, values: dict[str, str]) -> dict:
     ops.append({"name": "output_0", "type": "NetOutput"})
     return {
         "magic": OM_MAGIC, "name": Path(values["output"]).name, "onnx": str(model.resolve()),
+        "graph_name": graph.name or "main_graph",  # the model's own name inside the .om, from the ONNX graph
         "soc_version": values["soc_version"], "precision_mode": values.get("precision_mode", "force_fp16"),
         "inputs": [{"name": n, "dims": list(feeds[n].shape), "dtype": "float16" if n in fp16_in else "float32"}
                    for n in inputs],
@@ -465,7 +466,8 @@ DUMP_FILE = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[0-9]+\.[0-9]+\.[0-9]{
 
 def msaccucmp(argv: list[str]) -> int:
     """``msaccucmp.py convert -d <file|f1,f2|folder> [-out dir] [-v 2] [-t npy]``: one ``<name>.output.0.npy`` per
-    dump file (the stand-in's dumps hold one output each). -d takes files or one folder of files, not a tree."""
+    dump file (the stand-in's dumps hold one output each; with NPU_DRYRUN_CONVERT_SHAPE=1,
+    ``<name>.output.0.<shape>.npy``). -d takes files or one folder of files, not a tree."""
     if argv[:1] != ["convert"]:
         return refuse("msaccucmp", "convert", argv, "the lab only calls the convert subcommand")
     values, rest = {}, argv[1:]
@@ -488,8 +490,11 @@ def msaccucmp(argv: list[str]) -> int:
         return refuse("msaccucmp", "convert", argv, f"-out {out} is not an existing folder")
     import numpy as np
 
+    shape = os.environ.get("NPU_DRYRUN_CONVERT_SHAPE") == "1"  # names as CANN 8.0's converter may write them
     for path in dumps:
-        np.save(out / f"{path.name}.output.0.npy", np.load(path))
+        array = np.load(path)
+        suffix = f".{'x'.join(map(str, array.shape))}" if shape else ""  # <name>.output.0.<d0>x<d1>.npy
+        np.save(out / f"{path.name}.output.0{suffix}.npy", array)
     rec.record("msaccucmp", "convert", argv, rc=0, converted=len(dumps))
     print(f"msaccucmp (dry run stand-in): {len(dumps)} dump file(s) converted into {out}")
     return 0

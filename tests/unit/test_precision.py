@@ -176,9 +176,11 @@ def test_acl_dump_config_and_conversion_argv() -> None:
         "python3", "/x/msaccucmp.py", "convert", "-d", "in", "-out", "out", "-t", "npy"]
 
 
-def test_converted_dump_files_map_to_leaf_modules_by_their_onnx_node_names(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", ["", ".2x2"], ids=["<name>.output.0.npy", "<name>.output.0.<shape>.npy"])
+def test_converted_dump_files_map_to_leaf_modules_by_their_onnx_node_names(tmp_path: Path, shape: str) -> None:
     """A dump names each op as ATC built it, "." "/" "\\" and spaces spelt "_"; msaccucmp appends
-    ".output.<i>.npy". The module's last node wins; an op no node names (ATC's own Cast) is listed."""
+    ".output.<i>.npy", or ".output.<i>.<shape>.npy" (as CANN 8.0's converter may). The module's last node wins;
+    an op no node names (ATC's own Cast) is listed."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -191,13 +193,13 @@ def test_converted_dump_files_map_to_leaf_modules_by_their_onnx_node_names(tmp_p
     npy = tmp_path / "npy"
     npy.mkdir()
     stamp = 1700000000000000
-    files = {"MatMulV2._model_net_net_0_Gemm.3.0.{t}.output.0.npy": 1.0,  # ATC's op type, the node's name
-             "Erf._model_net_net_1_Erf.4.0.{t}.output.0.npy": 2.0,
-             "Mul._model_net_net_1_Mul_1.5.0.{t}.output.0.npy": 3.0,  # net.1's last node: its output
-             "Mul._model_net_net_1_Mul_1.5.0.{t}.input.0.npy": 9.0,  # an input: not an op's output
-             "Cast.trans_Cast_7.6.0.{t}.output.0.npy": 4.0}  # inserted by ATC: no node of the model
+    files = {"MatMulV2._model_net_net_0_Gemm.3.0.{t}.output.0{s}.npy": 1.0,  # ATC's op type, the node's name
+             "Erf._model_net_net_1_Erf.4.0.{t}.output.0{s}.npy": 2.0,
+             "Mul._model_net_net_1_Mul_1.5.0.{t}.output.0{s}.npy": 3.0,  # net.1's last node: its output
+             "Mul._model_net_net_1_Mul_1.5.0.{t}.input.0{s}.npy": 9.0,  # an input: not an op's output
+             "Cast.trans_Cast_7.6.0.{t}.output.0{s}.npy": 4.0}  # inserted by ATC: no node of the model
     for i, (name, value) in enumerate(files.items()):
-        np.save(npy / name.format(t=stamp + i), np.full((2, 2), value, np.float16))
+        np.save(npy / name.format(t=stamp + i, s=shape), np.full((2, 2), value, np.float16))
     leaves = {"net.0": "Linear", "net.1": "GELU"}
     outputs, unmatched = collect.dump_op_outputs(npy, tmp_path / "m.onnx", leaves)
     assert [(o.path, o.computes, float(o.array[0, 0]), o.array.dtype) for o in outputs] == [
@@ -207,11 +209,12 @@ def test_converted_dump_files_map_to_leaf_modules_by_their_onnx_node_names(tmp_p
     assert collect.dump_name("/model/net/net.0/Gemm") == "_model_net_net_0_Gemm"
 
 
-def test_dump_data_dir_is_the_documented_folder_and_an_empty_dump_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("folder_name", ["m", "main_graph"], ids=["the .om's stem", "the model's internal name"])
+def test_dump_data_dir_is_the_documented_folder_and_an_empty_dump_is_one_line(tmp_path: Path, folder_name: str) -> None:
     from common.errors import LabError
 
     with pytest.raises(LabError, match="the ACL dump wrote nothing for model m under"):
         collect.dump_data_dir(tmp_path, "m")
-    folder = tmp_path / "20261202050000" / "3" / "m" / "1" / "0"  # {time}/{device}/{model_name}/{model_id}/{index}
+    folder = tmp_path / "20261202050000" / "3" / folder_name / "1" / "0"  # {time}/{device}/{model}/{model_id}/{index}
     folder.mkdir(parents=True)
     assert collect.dump_data_dir(tmp_path, "m") == folder

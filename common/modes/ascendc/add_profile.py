@@ -224,11 +224,13 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
     """``add_pyasc.py`` as its own program under ``msprof op`` (board, ``-r NPU``) or ``msprof op simulator``
     (``-r Model -v <soc>``); the program verifies its own result and prints a ``verified:`` line.
     Returns the checks and the report's text (msprof op's pipe ratios, or the simulator's per-core table)."""
-    from common.modes.ascendc.pyasc_profile import pyasc_msprof_argv
+    from common.backend import find_cann_home
+    from common.modes.ascendc.pyasc_profile import pyasc_msprof_argv, simulator_env
 
     argv = pyasc_msprof_argv(run.backend.tools["msprof"], run.out, run.device, simulator_soc)
+    env = simulator_env(run.child_env, simulator_soc, find_cann_home()) if simulator_soc else run.child_env
     print("$ " + " ".join(argv))
-    code, stdout = run_binary(argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, argv))
+    code, stdout = run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
     match = VERIFIED_RE.search(stdout)
     verified = code == 0 and match is not None and match.group(1) == match.group(2)
     verdicts = [Verdict("all elements verified", verified,

@@ -47,6 +47,16 @@ def pyasc_msprof_argv(msprof: str, out: Path, device: int, simulator_soc: str | 
                           launch_count=1, aic_metrics=MSPROF_OP_METRICS_REGION)
 
 
+def simulator_env(env: dict[str, str], soc: str, cann_home: str | None) -> dict[str, str]:
+    """``env`` with CANN's simulator libraries for ``soc`` first on ``LD_LIBRARY_PATH``
+    (``<CANN>/tools/simulator/<soc>/lib``): pyasc's Model backend loads them, and its own error says to export
+    that path when they cannot be found (PYASC, ``runtime/config.py`` ``set_platform``)."""
+    if cann_home is None:
+        return dict(env)
+    lib = str(Path(cann_home) / "tools" / "simulator" / soc / "lib")
+    return {**env, "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [lib, env.get("LD_LIBRARY_PATH")]))}
+
+
 def twin_argv(warmup: int, launches: int, python: str = sys.executable) -> list[str]:
     """The lesson on the twin (pyasc's Model backend, which the twin stands in for), warm-up and measured."""
     return [python, str(LESSON_FILE), "-r", "Model", "--warmup", str(warmup), "--launches", str(launches)]

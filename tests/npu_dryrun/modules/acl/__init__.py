@@ -349,8 +349,11 @@ def _dump(model_id: int, model: dict, inputs: int) -> str | None:
     values = dict(zip(wanted, session.run(wanted, feeds)))
     index = S.dumped.get(model_id, 0)
     S.dumped[model_id] = index + 1
-    folder = (Path(S.dump["dump_path"]) / time.strftime("%Y%m%d%H%M%S") / str(S.device) / name / str(model_id)
-              / str(index))
+    # The folder carries the model's name: the .om's stem, or with NPU_DRYRUN_DUMP_FOLDER=internal the name the
+    # model has inside the .om (the ONNX graph's), as some CANN versions may name it (docs/npu_reference.md).
+    folder_name = model.get("graph_name", name) if os.environ.get("NPU_DRYRUN_DUMP_FOLDER") == "internal" else name
+    folder = (Path(S.dump["dump_path"]) / time.strftime("%Y%m%d%H%M%S") / str(S.device) / folder_name
+              / str(model_id) / str(index))
     folder.mkdir(parents=True, exist_ok=True)
     def clean(text: str) -> str:
         return re.sub(r"[./\\ ]", "_", text)

@@ -1,12 +1,18 @@
 # TEST DOUBLE for the NPU dry run: a recording stand-in for torch_npu.profiler.dynamic_profile; never used outside tests.
-"""``init(path)`` / ``step()`` as torch_npu documents them (dynamic_profile; PROF_CONFIG_PATH).
+"""``init(path)`` / ``step()`` as torch_npu implements them (PTA-DYNAMIC; PROF_CONFIG_PATH).
 
 - ``init(path)``: a symbolic link is refused (recorded, nothing watched); else the folder gets the
-  documented template ``profiler_config.json`` (when none is there) and is watched from now on.
-- ``step()``: one step ends. The file is looked at every step (torch_npu polls every 2 s); a new
-  modification time is a new configuration. ``start_step`` 0 collects nothing, -1 starts at the next
-  step, N starts at step N, a step already past is ignored. A collection runs
-  ``profile(schedule=schedule(wait=0, warmup=<warmup>, active=<active>, repeat=1),
+  documented template ``profiler_config.json`` (when none is there) and is watched from now on. The
+  whole second of init is kept (``_dynamic_profiler_monitor.py``: ``self._cur_time = int(time.time())``).
+- The watcher looks at the file every ``NPU_DRYRUN_POLL_S`` seconds (default 2, torch_npu's poll
+  interval), at a step: a change is a new whole-second mtime (``int(os.path.getmtime(...))``), and it
+  counts only when that second is later than init's (or than the last change taken); an edit in the
+  second of init is never seen.
+- ``start_step`` as the torch_npu release ``NPU_DRYRUN_PTA_VERSION`` (default 7.2.0) reads it
+  (``_dynamic_profiler_config_context.py``): from 7.2.0, -1 starts at the next step and any value
+  below -1 becomes 0; before 7.2.0 any value below 0 becomes 0. Then a collection starts at the step
+  whose number equals ``start_step`` (``dynamic_profile.py`` ``step``): 0 never, a step already past never.
+- A collection runs ``profile(schedule=schedule(wait=0, warmup=<warmup>, active=<active>, repeat=1),
   on_trace_ready=tensorboard_trace_handler(<prof_dir>), ...)`` for warmup + active steps, so
   ``<prof_dir>/*_ascend_pt/`` is written as by mode 04's profiler. A change made during a
   collection is taken up after it ends.
@@ -15,6 +21,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import npu_dryrun_record as rec
@@ -32,7 +40,21 @@ TEMPLATE = {  # the default file torch_npu writes (dynamic_profile guide, "profi
                             "mstx_domain_include": [], "mstx_domain_exclude": [], "host_sys": [], "sys_io": False,
                             "sys_interconnection": False},
 }
-_state = {"path": None, "mtime": None, "step": 0, "prof": None, "left": 0, "pending": None}
+_state = {"path": None, "file_s": None, "taken_s": None, "polled": 0.0, "step": 0, "prof": None, "left": 0,
+          "pending": None}
+INSTANT_FROM = (7, 2)  # the first torch_npu release whose start_step -1 means "the next step" (PTA-DYNAMIC)
+
+
+def release() -> tuple[int, ...]:
+    """The torch_npu release this stand-in poses as (``NPU_DRYRUN_PTA_VERSION``, e.g. 7.1.0)."""
+    return tuple(int(p) for p in os.environ.get("NPU_DRYRUN_PTA_VERSION", "7.2.0").split(".")[:2])
+
+
+def start_step_of(cfg: dict) -> int:
+    """``start_step`` as ConfigContext keeps it: not an int, or below the lowest value the release knows, is 0."""
+    value = cfg.get("start_step", 0)
+    lowest = -1 if release() >= INSTANT_FROM else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= lowest else 0
 
 
 def init(path: str, via: str = "dynamic_profile.init") -> None:
@@ -47,20 +69,28 @@ def init(path: str, via: str = "dynamic_profile.init") -> None:
     config = folder / CONFIG_FILE
     if not config.is_file():
         config.write_text(json.dumps(TEMPLATE, indent=4) + "\n", encoding="utf-8")
-    _state.update(path=folder.resolve(), mtime=config.stat().st_mtime_ns)
-    rec.record("torch_npu", "dynamic_profile.init", [str(path)], rc=0, via=via)
+    _state.update(path=folder.resolve(), file_s=int(os.path.getmtime(config)), taken_s=int(time.time()),
+                  polled=time.monotonic())
+    rec.record("torch_npu", "dynamic_profile.init", [str(path)], rc=0, via=via, release=".".join(map(str, release())))
 
 
 def _changed() -> dict | None:
+    if time.monotonic() - _state["polled"] < float(os.environ.get("NPU_DRYRUN_POLL_S", "2")):
+        return None
+    _state["polled"] = time.monotonic()
     config = _state["path"] / CONFIG_FILE
     try:
-        mtime = config.stat().st_mtime_ns
-        if mtime == _state["mtime"]:
+        file_s = int(os.path.getmtime(config))
+        if file_s == _state["file_s"]:
             return None
+        _state["file_s"] = file_s
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None  # half-written or gone: looked at again next step
-    _state["mtime"] = mtime
+        return None  # half-written or gone: looked at again at the next poll
+    if file_s <= _state["taken_s"]:  # not later than init (or the last change taken): dropped
+        rec.record("torch_npu", "dynamic_profile.unseen", [file_s, _state["taken_s"]], rc=0, at_step=_state["step"])
+        return None
+    _state["taken_s"] = file_s
     return data
 
 
@@ -97,14 +127,15 @@ def step() -> None:
     cfg = _changed() or _state["pending"]
     if cfg is None:
         return
-    start = cfg.get("start_step", 0)
+    start = start_step_of(cfg)
     _state["pending"] = None
     if start == -1 or start == _state["step"]:
         _start(cfg)
-    elif isinstance(start, int) and start > _state["step"]:
+    elif start > _state["step"]:
         _state["pending"] = cfg
     else:
-        rec.record("torch_npu", "dynamic_profile.ignored", [start], rc=0, at_step=_state["step"])
+        rec.record("torch_npu", "dynamic_profile.ignored", [cfg.get("start_step"), start], rc=0,
+                   at_step=_state["step"])
 
 
 def start(config_path: str | None = None) -> None:
