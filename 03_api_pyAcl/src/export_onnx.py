@@ -15,7 +15,6 @@ What you will learn:
 """
 
 import argparse
-import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 # Opset 17 writes GELU as its Erf formula, which ATC and ONNX Runtime both fuse back into one Gelu;
 # the single Gelu op (opset 20) is newer than what many CANN releases' ONNX parser accepts.
@@ -57,16 +57,12 @@ def load_model(path):
     return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def tensors(output):
-    """A model's output as a flat list of tensors: a tuple or list in order, a dict by its values, a
-    dataclass by its fields; None left out. ONNX has one graph output per tensor."""
-    if isinstance(output, (tuple, list)):
-        return [t for item in output for t in tensors(item)]
-    if isinstance(output, dict):
-        return [t for item in output.values() for t in tensors(item)]
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        return [t for f in dataclasses.fields(output) for t in tensors(getattr(output, f.name))]
-    return [] if output is None else [output]
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 class Flat(nn.Module):

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 LEARNING_RATE = 0.01  # plain SGD at a fixed rate
 CONFIG_FILE, STOP_FILE = "profiler_config.json", "stop_job"
@@ -33,9 +34,11 @@ TEMPLATE = {"start_step": 0, "warmup": 0, "active": 1, "prof_dir": "./", "record
 
 # --- 1. the model --------------------------------------------------------------------------------------
 def tensors(output) -> list:
-    """A model's output as a flat list of tensors (a tensor, or a tuple / list / dict of them)."""
-    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
-    return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 def load_model(path):
@@ -48,10 +51,8 @@ def load_model(path):
         spec.loader.exec_module(module)
     torch.manual_seed(0)
     if module is None:
-        layers = [torch.nn.Linear(1024, 1024)]
-        for _ in range(3):
-            layers += [torch.nn.GELU(), torch.nn.Linear(1024, 1024)]
-        model = torch.nn.Sequential(*layers)
+        layers = [layer for _ in range(3) for layer in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(1024, 1024))
         x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
     else:
         model = module.build_model()
@@ -136,10 +137,7 @@ def main(argv=None) -> int:
     step = make_train_step(model.to(args.device), tuple(t.to(args.device) for t in inputs), loss)
     for _ in range(args.steps):
         step()
-        if npu:
-            torch.npu.synchronize()
-        else:
-            watcher.step()  # what torch_npu's optimizer hook does on an NPU
+        torch.npu.synchronize() if npu else watcher.step()  # watcher: what torch_npu's optimizer hook does on an NPU
         if (folder / STOP_FILE).exists():
             break
     return 0
