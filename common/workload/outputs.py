@@ -26,6 +26,8 @@ def flatten_output(output, _within: frozenset = frozenset()) -> list:
 
     found: list = []
     for leaf in pytree.tree_leaves(output):
+        if leaf is None:  # a leaf in some torch versions' pytree (a node without children in others): no output
+            continue
         if not _holds_attributes(leaf):
             found.append(leaf)
         elif id(leaf) not in _within:  # an object that refers back to one it lies in is not flattened twice

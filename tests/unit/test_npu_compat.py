@@ -33,22 +33,42 @@ def test_export_runs_on_torch_2_4_which_has_no_dynamo_argument(tmp_path: Path, m
     monkeypatch.setattr(torch.onnx, "export", export_2_4)
     model, inputs = export_onnx.load_model(None)
     path = tmp_path / "tiny_mlp.onnx"
-    assert export_onnx.export(model, inputs, path) == (["x"], ["y"]) and path.is_file()
-    assert seen == {"input_names": ["x"], "output_names": ["y"], "opset_version": export_onnx.OPSET}
+    assert export_onnx.export(model, inputs, path) == (["x"], ["y"], "torchscript") and path.is_file()
+    assert seen == {"input_names": ["x"], "output_names": ["y"], "opset_version": export_onnx.OPSET["torchscript"]}
 
 
-def test_export_turns_the_dynamo_exporter_off_where_torch_has_it(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict = {}
+def test_export_uses_the_dynamo_exporter_where_torch_has_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list = []
 
     def export_2_9(model, args=(), f=None, *, input_names=None, output_names=None, opset_version=None,
-                   dynamo=True):  # torch >= 2.9: dynamo by default
-        seen.update(dynamo=dynamo)
+                   dynamo=True, verbose=None):  # torch >= 2.9: dynamo by default
+        seen.append((dynamo, opset_version))
 
     monkeypatch.setattr(torch.onnx, "export", export_2_9)
     model, inputs = export_onnx.load_model(None)
-    export_onnx.export(model, inputs, tmp_path / "m.onnx")
-    assert seen == {"dynamo": False}
+    assert export_onnx.export(model, inputs, tmp_path / "m.onnx")[2] == "dynamo"
+    assert seen == [(True, 18)]  # opset 18: the dynamo exporter's lowest, the newest ATC accepts
+
+
+def test_a_model_torch_export_cannot_capture_falls_back_to_the_tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    seen: list = []
+
+    def export_2_9(model, args=(), f=None, *, input_names=None, output_names=None, opset_version=None,
+                   dynamo=True, verbose=None):
+        seen.append((dynamo, opset_version))
+        if dynamo:  # as torch.export says it of a branch on a tensor's value, the reason chained under its own
+            try:
+                raise ValueError("Could not guard on data-dependent expression u0 > 4")
+            except ValueError as cause:
+                raise RuntimeError("Failed to export the model with torch.export.\nstep 1/3") from cause
+
+    monkeypatch.setattr(torch.onnx, "export", export_2_9)
+    model, inputs = export_onnx.load_model(None)
+    assert export_onnx.export(model, inputs, tmp_path / "m.onnx")[2] == "torchscript"
+    assert seen == [(True, 18), (False, 17)]
+    assert "(ValueError: Could not guard on data-dependent expression u0 > 4); the TorchScript tracer" in (
+        capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(("soc", "a2_a3"), [
