@@ -101,3 +101,25 @@ def test_the_npu_group_keeps_numpy_below_2_for_torch_before_2_3() -> None:
     groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
     assert "numpy<2" in groups["npu"]  # torch 2.1 / 2.2 (CANN 8.0.x pairs with 2.1) need numpy 1.x
     assert "numpy<2" not in groups["portable"]  # the portable torch (2.13) takes numpy 2
+
+
+def test_a_graph_atc_cannot_take_is_refused_naming_the_op() -> None:
+    """ATC's ONNX parser takes opsets 9-18 (docs/npu_reference.md, ATC-ONNX): opset 20's one Gelu op, or an op of
+    another domain, is named; a graph of opset 18 ops passes."""
+    from onnx import TensorProto, helper
+
+    from common.modes.pyacl.export import atc_refusal
+
+    def graph(node, opsets):
+        io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "y")]
+        return helper.make_model(helper.make_graph([node], "g", io[:1], io[1:]),
+                                 opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+    assert atc_refusal(graph(helper.make_node("Erf", ["x"], ["y"], name="/model/act/Erf"), [("", 18)])) is None
+    gelu = atc_refusal(graph(helper.make_node("Gelu", ["x"], ["y"], name="/model/act/Gelu"), [("", 20)]))
+    assert gelu == "op Gelu (node /model/act/Gelu) is defined in no ONNX opset up to 18, the newest ATC accepts"
+    fused = atc_refusal(graph(helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft"),
+                              [("", 18), ("com.microsoft", 1)]))
+    assert fused == "op com.microsoft::FastGelu is outside the standard ONNX domain ATC's parser reads"
+    assert atc_refusal(graph(helper.make_node("Erf", ["x"], ["y"]), [("", 19)])) == (
+        "the graph is ONNX opset 19; ATC accepts opsets 9-18")
