@@ -797,7 +797,8 @@ def test_transformer_runs(tmp_path):
     repo = copy_lab(tmp_path / "lab")
     result = build_and_run(repo, repo / "workloads" / "transformer.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "GELU's Erf formula (Div, Erf, Add, Mul, Mul) -> Gelu x1" in result.stdout
+    # the dynamo exporter's graph (its GELU order is not one ONNX Runtime fuses) against the model, by FLOPs
+    assert "[PASS] the exported graph computes what the model computes" in result.stdout
     lines = verdict_lines(result)
     assert lines and not [line for line in lines if line.startswith("[FAIL]")]
     # the export writes the fused attention as MatMuls and a Softmax: the same matrix products, by FLOPs
