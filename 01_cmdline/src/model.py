@@ -22,7 +22,6 @@ it, TinyMLP (4 x Linear(1024, 1024), GELU between, input [32, 1024]). Off the NP
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import re
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 WARMUP, MEASURED = 3, 20  # the first forwards allocate and fill caches: they are not measured
 FORWARD_RANGE = "msprof_lab.forward"  # the name of each forward's range in the profile
@@ -58,15 +58,12 @@ def load_model(path: str | None) -> tuple[nn.Module, tuple]:
     return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def output_arrays(y) -> list[np.ndarray]:
-    """A model's output as fp32 arrays: a tensor; a tuple, list, dict or dataclass of them, in order."""
-    if dataclasses.is_dataclass(y) and not isinstance(y, type):
-        y = [getattr(y, f.name) for f in dataclasses.fields(y)]
-    if isinstance(y, dict):
-        y = list(y.values())
-    if isinstance(y, (tuple, list)):
-        return [a for item in y for a in output_arrays(item)]
-    return [] if y is None else [y.detach().float().cpu().numpy()]
+def tensors(y) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(y):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 # --- 2. a named range per forward --------------------------------------------------------------------
@@ -121,7 +118,7 @@ def main() -> int:
     print(f"model.py: {MEASURED} forwards on {device}, {1e3 * elapsed / MEASURED:.3f} ms each "
           f"(host wall clock, after {WARMUP} warm-up forwards)")
     if args.save_output:
-        arrays = output_arrays(y)
+        arrays = [t.detach().float().cpu().numpy() for t in tensors(y)]
         if len(arrays) == 1:
             np.save(args.save_output, arrays[0])
         else:  # several outputs: one .npz beside the name given, in order

@@ -8,14 +8,13 @@ then, on an NPU, convert it offline with ATC into the ``model.om`` that infer.py
     # + --precision_mode=must_keep_origin_dtype to keep fp32 (ATC's default computes in fp16 and adds Casts)
 
 What you will learn:
-- an offline model is a frozen graph: shapes, dtypes and weights are fixed at export time, and where
-  forward() branches on a tensor's value the trace keeps the branch it took (the tracer warns there);
+- an offline model is a frozen graph: shapes, dtypes and weights are fixed at export time; torch.export
+  refuses forward() that branches on a tensor's value, the older tracer keeps the branch it took (and warns);
 - the graph's inputs and outputs are named here (forward()'s parameters; y, or y0, y1 ...): ATC's
   --input_shape and every later tool refer to them by these names.
 """
 
 import argparse
-import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -24,10 +23,13 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
-# Opset 17 writes GELU as its Erf formula, which ATC and ONNX Runtime both fuse back into one Gelu;
-# the single Gelu op (opset 20) is newer than what many CANN releases' ONNX parser accepts.
-OPSET = 17
+# The exporter torch recommends: from torch 2.5 the dynamo-based one (torch.export, then onnxscript), at opset 18,
+# its lowest and the highest ATC's ONNX parser accepts (opsets 9-18); before 2.5 (the torch 2.1-2.4 of CANN 8.0's
+# torch_npu) the TorchScript tracer, at opset 17. Both write GELU as its Erf formula (opset 20's one Gelu op is
+# newer than ATC takes), which ATC and ONNX Runtime fuse back into one Gelu.
+OPSET = {"dynamo": 18, "torchscript": 17}
 
 
 class TinyMLP(nn.Module):  # <- your model here, or pass --model FILE
@@ -57,16 +59,12 @@ def load_model(path):
     return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def tensors(output):
-    """A model's output as a flat list of tensors: a tuple or list in order, a dict by its values, a
-    dataclass by its fields; None left out. ONNX has one graph output per tensor."""
-    if isinstance(output, (tuple, list)):
-        return [t for item in output for t in tensors(item)]
-    if isinstance(output, dict):
-        return [t for item in output.values() for t in tensors(item)]
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        return [t for f in dataclasses.fields(output) for t in tensors(getattr(output, f.name))]
-    return [] if output is None else [output]
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 class Flat(nn.Module):
@@ -82,7 +80,7 @@ class Flat(nn.Module):
 
 # --- 2. the export ---------------------------------------------------------------------------------
 def export(model, inputs, out):
-    """Trace ``model`` on ``inputs`` and write ``out``; returns the graph's (input names, output names)."""
+    """Capture ``model`` on ``inputs`` and write ``out``; returns the graph's (input names, output names, exporter)."""
     with torch.no_grad():
         outputs = tensors(model(*inputs))
     low = (torch.float16, torch.bfloat16)
@@ -93,14 +91,29 @@ def export(model, inputs, out):
     names = names[:len(inputs)] if len(names) >= len(inputs) else [f"input_{i}" for i in range(len(inputs))]
     outs = ["y"] if len(outputs) == 1 else [f"y{i}" for i in range(len(outputs))]
     outs = [f"out_{name}" if name in names else name for name in outs]
-    # torch >= 2.5 has two exporters: the TorchScript one (dynamo=False) needs nothing beyond torch.
-    choice = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    flat, dynamo = Flat(model).eval(), "dynamo" in inspect.signature(torch.onnx.export).parameters
+    if dynamo:  # no dynamic shapes, no dynamic axes: ATC gets fixed shapes
+        try:
+            torch.onnx.export(flat, inputs, str(out), input_names=names, output_names=outs, verbose=False,
+                              opset_version=OPSET["dynamo"], dynamo=True)
+            return names, outs, "dynamo"
+        except Exception as err:  # noqa: BLE001 (e.g. a branch on a tensor's value: torch.export cannot choose)
+            print(f"note: the dynamo exporter cannot capture the model ({one_line(err)}); the TorchScript tracer "
+                  "exports the path this input takes instead", file=sys.stderr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # "the TorchScript exporter is deprecated"
         warnings.simplefilter("always", torch.jit.TracerWarning)  # where the trace froze a value: see them all
-        torch.onnx.export(Flat(model).eval(), inputs, str(out), input_names=names, output_names=outs,
-                          opset_version=OPSET, **choice)  # no dynamic axes: ATC gets fixed shapes
-    return names, outs
+        torch.onnx.export(flat, inputs, str(out), input_names=names, output_names=outs,
+                          opset_version=OPSET["torchscript"], **({"dynamo": False} if dynamo else {}))
+    return names, outs, "torchscript"
+
+
+def one_line(err) -> str:
+    """An exporter's error in one line: the first line of its innermost cause (torch.export's own reason)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 
 
 def main(argv=None):
@@ -112,14 +125,15 @@ def main(argv=None):
         parser.error(f"--model {args.model}: no such file")
     model, inputs = load_model(args.model)
     try:
-        names, outs = export(model, inputs, args.out)
+        names, outs, exporter = export(model, inputs, args.out)
     except Exception as err:  # noqa: BLE001 (an op the exporter cannot write: one line, no traceback)
-        sys.exit(f"Error: torch.onnx.export failed: {str(err).strip().splitlines()[0] if str(err).strip() else err!r}")
+        sys.exit(f"Error: torch.onnx.export failed: {one_line(err)}")
     import onnx  # the file, checked before any tool converts it
 
     onnx.checker.check_model(str(args.out), full_check=True)
     shapes = ";".join(f"{n}:{','.join(map(str, t.shape))}" for n, t in zip(names, inputs))
-    print(f"exported {args.out}: inputs {', '.join(names)}, outputs {', '.join(outs)} (ATC: --input_shape={shapes})")
+    print(f"exported {args.out} ({exporter} exporter, opset {OPSET[exporter]}): inputs {', '.join(names)}, outputs "
+          f"{', '.join(outs)} (ATC: --input_shape={shapes})")
     return 0
 
 

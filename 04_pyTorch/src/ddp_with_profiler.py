@@ -18,7 +18,6 @@ What you will learn:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import importlib.util
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 # The schedule: skip 1 step, warm up 3 (recorded, thrown away: caches settle), record 5: those reach the files.
 WAIT, WARMUP, ACTIVE = 1, 3, 5
@@ -61,11 +61,11 @@ def mean_square(out, _input) -> torch.Tensor:
 
 
 def tensors(out) -> list:
-    """Every tensor of a model output (a tensor; a tuple, list, dict or dataclass of them), in order."""
-    if dataclasses.is_dataclass(out) and not isinstance(out, type):
-        out = [getattr(out, f.name) for f in dataclasses.fields(out)]
-    items = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else None
-    return [out] if torch.is_tensor(out) else [] if items is None else [t for i in items for t in tensors(i)]
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(out):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 # --- 2. the rank: its device, the process group, the profiler ---------------------------------------

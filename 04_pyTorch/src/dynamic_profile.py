@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 LEARNING_RATE = 0.01  # plain SGD at a fixed rate
 PROGRESS_S = 1.0  # print the step number about once a second: start_step must be a step still to come
@@ -35,9 +36,9 @@ TEMPLATE = {"start_step": 0, "warmup": 0, "active": 1, "prof_dir": "./", "record
 
 # --- 1. the model --------------------------------------------------------------------------------------
 def tensors(output) -> list:
-    """A model's output as a flat list of tensors (a tensor, or a tuple / list / dict of them)."""
-    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
-    return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
+    """Every tensor of an output in torch's pytree order (tuples, dicts, ModelOutput...); another object: its attributes."""
+    return [t for leaf in tree_leaves(output) for t in (  # a dataclass, a KV cache: its tensors in the order they were set
+        [leaf] if torch.is_tensor(leaf) else tensors([*vars(leaf).values()]) if hasattr(leaf, "__dict__") else [])]
 
 
 def load_model(path):

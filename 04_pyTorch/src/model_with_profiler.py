@@ -14,7 +14,6 @@ file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)``
 """
 
 import argparse
-import dataclasses
 import importlib.util
 import re
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 WAIT, WARMUP, ACTIVE = 1, 3, 5  # skip 1 step, warm up 3 (recorded, thrown away), record 5
 STEPS = WAIT + WARMUP + ACTIVE
@@ -106,11 +106,11 @@ def profile(step, out: str, npu: bool) -> list:
 
 # --- 4. run it ------------------------------------------------------------------------------------------
 def tensors(output) -> list:
-    """A model's output as a flat list of tensors: a tensor; a tuple, list, dict or dataclass of them, in order."""
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):  # e.g. a ModelOutput-like class
-        output = [getattr(output, f.name) for f in dataclasses.fields(output)]
-    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else []
-    return [output] if isinstance(output, torch.Tensor) else [t for item in items for t in tensors(item)]
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 def main(argv=None) -> int:

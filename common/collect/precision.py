@@ -4,7 +4,8 @@
   or an NPU alike; the model runs in the workload's own precision and, as a second candidate, in fp16.
 - mode 03's variants, portable: every node output of the built ``.opt.onnx`` is made a graph output of a
   copy, ONNX Runtime runs it once, and each leaf module's output is the output of its last node, found by
-  the scope the TorchScript exporter writes into node names (``/model/net/net.0/Gemm`` is ``net.0``).
+  the scope in node names (``/model/net/net.0/Gemm`` is ``net.0``: the TorchScript exporter writes them, and 03's
+  harness names a dynamo-exported graph's nodes the same way).
 - mode 03's variants, NPU: the lesson infer.py runs each .om once with the ``dump`` block in acl.init's JSON
   (:func:`acl_dump_config`), ``msaccucmp.py convert`` turns the dump into .npy files, and each leaf module's output
   is the dumped op its last ONNX node names (:func:`dump_op_outputs`, docs/precision.md).

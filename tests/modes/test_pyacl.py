@@ -119,7 +119,7 @@ def test_cast_lesson_across_variants(ran):
     repo, _ = ran
     default, fp16_io, fp32 = (graph_counts(repo, v) for v in ("default", "fp16-io", "fp32"))
     assert default["Cast"] > 0 and fp16_io["Cast"] > 0
-    assert fp32["Cast"] == 0 and fp32["Gemm"] == 4 and fp32["Gelu"] == 3
+    assert fp32["Cast"] == 0 and fp32["Gemm"] == 4 and fp32["Erf"] == 3  # the dynamo order of GELU: not fused
     info = json.loads((repo / MODE.name / "prof_out" / "run_info.json").read_text())["results"]
     # The fp16 policy must really change the numbers, and stay inside the stated tolerance.
     assert info["fp32"]["accuracy"]["max_abs_diff"] < info["default"]["accuracy"]["max_abs_diff"]
@@ -797,7 +797,8 @@ def test_transformer_runs(tmp_path):
     repo = copy_lab(tmp_path / "lab")
     result = build_and_run(repo, repo / "workloads" / "transformer.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "GELU's Erf formula (Div, Erf, Add, Mul, Mul) -> Gelu x1" in result.stdout
+    # the dynamo exporter's graph (its GELU order is not one ONNX Runtime fuses) against the model, by FLOPs
+    assert "[PASS] the exported graph computes what the model computes" in result.stdout
     lines = verdict_lines(result)
     assert lines and not [line for line in lines if line.startswith("[FAIL]")]
     # the export writes the fused attention as MatMuls and a Softmax: the same matrix products, by FLOPs
@@ -968,43 +969,39 @@ def test_an_op_without_an_fp16_kernel_keeps_fp32_as_atc_does(tmp_path):
     assert ran.returncode == 0 and "[FAIL]" not in ran.stdout, ran.stdout + ran.stderr
 
 
-INDEX_ADD = """
+# An eigendecomposition: neither exporter has it (torch.export's ONNX functions, nor the tracer at opset 17).
+EIGH = """
 import torch
 from torch import nn
 
 
-class MeanOfNeighbours(nn.Module):
+class Spectral(nn.Module):
     def __init__(self):
         super().__init__()
-        self.msg = nn.Linear(16, 16)
+        self.lin = nn.Linear(8, 8)
 
-    def forward(self, x, edges):
-        src, dst = edges[0], edges[1]
-        m = self.msg(x).index_select(0, src)
-        total = torch.zeros(x.shape[0], m.shape[1]).scatter_add(0, dst.unsqueeze(1).expand_as(m), m)
-        # in-degree: the exporter cannot write index_add when the destinations may repeat
-        degree = torch.zeros(x.shape[0]).index_add(0, dst, torch.ones_like(dst, dtype=m.dtype))
-        return total / degree.clamp(min=1).unsqueeze(1)
+    def forward(self, x):
+        h = self.lin(x)
+        return torch.linalg.eigh(h.T @ h).eigenvalues
 
 
 def build_model():
-    return MeanOfNeighbours()
+    return Spectral()
 
 
 def make_input():
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(20, 16, generator=g), torch.randint(0, 20, (2, 60), generator=g)
+    return torch.randn(4, 8)
 """
 
 
 def test_an_export_the_exporter_refuses_is_one_short_line(tmp_path):
-    """The TorchScript exporter prints the whole traced graph (from C++) and appends it to its message: the build
-    shows neither, only why, in one line."""
+    """The exporters print the traced graph and long explanations: the build shows neither, only why, in one line (the
+    tracer's refusal, after the dynamo exporter's)."""
     repo = copy_lab(tmp_path / "lab")
     workload = tmp_path / "pool.py"
-    workload.write_text(INDEX_ADD)
+    workload.write_text(EIGH)
     built = sh(repo, "build_model.sh", "default", "--workload", str(workload))
     assert built.returncode == 2 and "Torch IR graph" not in built.stdout + built.stderr, built.stdout
     (line,) = error_lines(built.stderr)
-    assert "torch.onnx.export failed: ONNX export does not support exporting 'index_add_()'" in line
+    assert "torch.onnx.export failed: UnsupportedOperatorError: Exporting the operator 'aten::linalg_eigh'" in line
     assert "[Caused by" not in line and len(line) < 400, line

@@ -93,9 +93,13 @@ def test_a_layer_beyond_fp16s_range_is_named_by_the_fp16_torch_path_only() -> No
     assert first.computes.startswith("Linear(in_features=64") and first.nonfinite_share > 0
 
 
-def _export(model, x, path: Path) -> None:
-    """As 03's export_onnx does: the TorchScript exporter, opset 17, the model under a wrapper attribute ``model``."""
+def _export(model, x, path: Path, exporter: str) -> None:
+    """As 03's export_onnx does (the model under a wrapper attribute ``model``), with either exporter: the TorchScript
+    one at opset 17, or the dynamo one at opset 18 with its nodes named by module as the lab names them."""
+    import onnx
     import torch
+
+    from common.modes.pyacl.export import name_by_module
 
     class Wrapper(torch.nn.Module):
         def __init__(self) -> None:
@@ -107,18 +111,24 @@ def _export(model, x, path: Path) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Wrapper(), x, str(path), opset_version=17, input_names=["x"], output_names=["y"],
-                          dynamo=False)
+        torch.onnx.export(Wrapper(), x, str(path), opset_version=18 if exporter == "dynamo" else 17,
+                          input_names=["x"], output_names=["y"], dynamo=exporter == "dynamo", verbose=False)
+    if exporter == "dynamo":
+        graph = onnx.load(str(path))
+        name_by_module(graph)
+        onnx.save(graph, str(path))
 
 
-def test_onnx_runtime_fp16_graph_names_the_overflowing_layer_and_its_fp32_graph_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_onnx_runtime_fp16_graph_names_the_overflowing_layer_and_its_fp32_graph_none(tmp_path: Path,
+                                                                                       exporter: str) -> None:
     import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     work = load_workload(OVERFLOW)
     model, x = work.fp32_copy()
     fp32_file, fp16_file = tmp_path / "fp32.onnx", tmp_path / "fp16.onnx"
-    _export(model, x, fp32_file)
+    _export(model, x, fp32_file, exporter)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         onnx.save(convert_float_to_float16(onnx.load(str(fp32_file)), keep_io_types=True), str(fp16_file))

@@ -324,3 +324,43 @@ def test_own_model_doc_example_loads(tmp_path: Path) -> None:
     block = python_blocks(ROOT / "docs" / "own_model.md")[0]
     work = wl.load_workload(write(tmp_path, block, "my_model.py"))
     assert work.loss is not None and work.forward_flops(count_flops).per_family
+
+
+# ----- outputs flattened by torch's pytree: Hugging Face's ModelOutput and its KV cache ----------------------------
+DECODER = ROOT / "tests" / "corpus" / "decoder_kv_cache.py"
+LESSONS_WITH_THE_CONTRACT = ["01_cmdline/src/model.py", "03_api_pyAcl/src/export_onnx.py",
+                             "04_pyTorch/src/model_with_profiler.py", "04_pyTorch/src/dynamic_profile.py",
+                             "04_pyTorch/src/ddp_with_profiler.py"]
+
+
+def test_a_registered_output_and_an_unregistered_cache_flatten_in_the_documented_order() -> None:
+    """A ModelOutput-like dict registered with the pytree (None fields left out) holding the logits and a cache object
+    nobody registered: logits, then each layer's keys and values; the cache's flags are no output."""
+    work = wl.load_workload(DECODER)
+    model, x = work.build_model(), work.make_input()
+    with torch.no_grad():
+        out = model(x)
+    flat = wl.flatten_output(out)
+    layers = out["cache"].layers
+    expected = [out["logits"], *(t for layer in layers for t in (layer.keys, layer.values))]
+    assert len(flat) == 5 and all(a is b for a, b in zip(flat, expected))
+    assert [a.shape for a in work.reference_output_arrays()] == [(2, 12, 96), *[(2, 4, 12, 8)] * 4]
+
+
+@pytest.mark.parametrize("lesson", LESSONS_WITH_THE_CONTRACT)
+def test_every_lesson_copy_of_the_output_contract_flattens_as_the_lab_does(lesson: str) -> None:
+    from dataclasses import dataclass
+
+    from helpers import load_lesson
+
+    @dataclass
+    class Result:  # a plain dataclass, left whole by the pytree: its fields in declaration order
+        hidden: torch.Tensor
+        extra: object = None
+
+    model = wl.load_workload(DECODER).build_model()
+    with torch.no_grad():
+        out = model(torch.randint(0, 96, (1, 4)))
+    nested = {"a": (Result(torch.ones(1), (torch.zeros(2), None)), [out]), "b": None, "c": torch.full((3,), 2.0)}
+    assert [id(t) for t in load_lesson(lesson).tensors(nested)] == [id(t) for t in wl.flatten_output(nested)]
+    assert len(wl.flatten_output(nested)) == 2 + 5 + 1

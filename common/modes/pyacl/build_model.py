@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from common.modes.pyacl.export import LESSON as EXPORT_LESSON
-from common.modes.pyacl.export import OPSET, export, export_notes, frozen_path, stamp
+from common.modes.pyacl.export import export, export_notes, frozen_path, opset, stamp
 from common.modes.pyacl.graph_changes import Change, build_changes, describe, graph_flops, type_counts
 from common.modes.pyacl.variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
@@ -264,9 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     if kept.lines is not None:  # nothing it was built from changed: the files are the ones it would build
         print(f"up to date: {kept.why}", *kept.lines, sep="\n")
         return 0
+    import onnx
+
     source = export(files)
     lines = _say(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
-                 f"(fp32, opset {OPSET}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
+                 f"(fp32, opset {opset(onnx.load(str(source), load_external_data=False))}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
                  *export_notes(files, source))
     paths = {v.name: build_npu(v, files, backend, device) if backend.is_npu else build_portable(v, files)
              for v in variants}
