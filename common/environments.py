@@ -88,13 +88,17 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
     error, and one gone missing since triggers a rebuild). ``capture=False`` lets pip print to the
     terminal (nox); otherwise a failure's last line goes into the error.
     """
+    # Built where it really is: pip writes the scripts' interpreter path as given, and a path through a symlink
+    # (a .nox linked from elsewhere) would leave them pointing at a folder that can go away.
+    venv = venv.parent.resolve() / venv.name
     python = venv / "bin" / "python"
     stamp = venv / STAMP
     want = stamp_of(groups, system_site_packages)
     ready = [python, *(venv / "bin" / name for name in expect)]
 
     def built() -> bool:
-        return all(path.exists() for path in ready) and stamp.is_file() and stamp.read_text() == want
+        return (all(path.exists() for path in ready) and all(runnable(venv / "bin" / name) for name in expect)
+                and stamp.is_file() and stamp.read_text() == want)
 
     if built():
         return python
@@ -102,6 +106,19 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
         if built():
             return python
         return _build(venv, groups, ready, want, system_site_packages, log, capture, timeout_s, fix)
+
+
+def runnable(script: Path) -> bool:
+    """A script's ``#!`` interpreter exists (a moved or copied environment's scripts name the old one)."""
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(512)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return True  # a binary, or a script run by whoever calls it
+    interpreter = first[2:].strip().split(b" ")[0].decode(errors="replace")
+    return Path(interpreter).exists()
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from common.collect import launcher
-from common.environments import ensure_environment
+from common.environments import ensure_environment, runnable
 from common.errors import LabError
 from common.formats.cluster import MSA_OUTPUT, step_order
 from common.formats.datasets import find_datasets
@@ -245,7 +245,7 @@ def installed_msprof_analyze() -> Path | None:
     """msprof-analyze as :func:`ensure_tool` installs it ($MSPROF_ANALYZE, or its environment), if present."""
     given = os.environ.get(EXE_VAR)
     exe = Path(given) if given else ENV_DIR / "bin" / "msprof-analyze"
-    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
+    return exe if exe.is_file() and os.access(exe, os.X_OK) and runnable(exe) else None
 
 
 def cross_check(view, install: bool = False) -> Verdict | str:

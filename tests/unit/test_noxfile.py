@@ -248,3 +248,28 @@ def test_two_processes_wanting_one_environment_build_it_once(tmp_path: Path, mon
     for thread in threads:
         thread.join()
     assert len(builds) == 1 and pythons == [venv / "bin" / "python"] * 2
+
+
+def test_an_environment_whose_scripts_name_a_gone_interpreter_is_rebuilt_where_it_really_is(tmp_path: Path,
+                                                                                              monkeypatch) -> None:
+    """pip writes a script's #! as the path it was given: an environment reached through a symlink that later went
+    (a test's private copy of the lab) would be left with scripts that cannot start."""
+    real = tmp_path / "checkout" / ".nox"
+    real.mkdir(parents=True)
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / ".nox").symlink_to(real, target_is_directory=True)
+    venv = tmp_path / "copy" / ".nox" / "env"
+    (real / "env" / "bin").mkdir(parents=True)
+    (real / "env" / "bin" / "python").write_text("")
+    (real / "env" / "bin" / "tool").write_text("#!/gone/away/bin/python\nimport sys\n")
+    (real / "env" / environments.STAMP).write_text(environments.stamp_of(["ecosystem"]))
+    built = []
+
+    def fake_run(argv, **kw):
+        built.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    python = environments.ensure_environment(venv, ["ecosystem"], expect=("tool",), log=lambda *_: None)
+    assert built and python == real.resolve() / "env" / "bin" / "python"
+    assert str(real.resolve() / "env") in built[0]  # venv is made at the real path, never through the link
