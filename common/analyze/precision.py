@@ -54,6 +54,13 @@ class OpOutput:
     path: str
     computes: str
     array: np.ndarray | None
+    # the modules a converter fused into this op before ``path``, whose own outputs the built graph no longer has:
+    # the op is compared with ``path``'s reference, where the fusion ends, and shown as ``a+b+path``
+    covers: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return "+".join((*self.covers, self.path))
 
 
 @dataclass(frozen=True)
@@ -136,22 +143,23 @@ def judge(metrics: dict[str, float], tolerance: Tolerance, reference_nonfinite: 
 
 def compare_ops(name: str, how: str, tolerance: Tolerance, outputs: list[OpOutput],
                 reference: dict[str, np.ndarray]) -> CandidateResult:
-    """Every op of ``outputs`` (in execution order) against the reference op of the same path."""
+    """Every op of ``outputs`` (in execution order) against the reference op of the same path (a fused op: of the
+    last module it covers); a row is named by the op's label (``inp+act`` for a fused one)."""
     result = CandidateResult(name, how, tolerance)
     for op in outputs:
         ref = reference.get(op.path)
         if ref is None or op.array is None:
-            result.unmatched.append(f"{op.path} ({op.computes}): " +
+            result.unmatched.append(f"{op.label} ({op.computes}): " +
                                     ("no reference op of that path" if ref is None else "its output was not exposed"))
             continue
         try:
             metrics = op_metrics(op.array, ref)
         except ValueError as err:
-            result.unmatched.append(f"{op.path} ({op.computes}): {err}")
+            result.unmatched.append(f"{op.label} ({op.computes}): {err}")
             continue
         ref_nonfinite = float((~np.isfinite(np.asarray(ref, dtype=np.float64))).mean()) if np.size(ref) else 0.0
         why = judge(metrics, tolerance, ref_nonfinite)
-        result.rows.append(OpRow(op.path, op.computes, metrics["cosine"], metrics["max_abs_err"],
+        result.rows.append(OpRow(op.label, op.computes, metrics["cosine"], metrics["max_abs_err"],
                                  metrics["max_rel_err"], metrics["nonfinite_share"], metrics["scale"], not why, why))
     return result
 

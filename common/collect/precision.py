@@ -62,7 +62,9 @@ def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
             tensors = [t for t in flatten_output(output) if isinstance(t, torch.Tensor) and t.is_floating_point()]
             calls[name] = calls.get(name, 0) + 1
             path = name if calls[name] == 1 else f"{name}#{calls[name]}"
-            array = tensors[0].detach().float().cpu().numpy() if tensors else None
+            # a copy, taken now: .float() and .cpu() return the tensor itself when it is fp32 on the CPU, and an
+            # in-place op after this module (ReLU(inplace=True), Hardswish(inplace=True)) would rewrite it
+            array = tensors[0].detach().to("cpu", torch.float32, copy=True).numpy() if tensors else None
             found.append(OpOutput(path, computes(module), array))
         return hook
 
@@ -126,17 +128,80 @@ def node_module(node, leaves: dict[str, str]) -> str | None:
     return None
 
 
-def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray],
-                    leaves: dict[str, str]) -> tuple[list[OpOutput], list[str]]:
-    """Each leaf module's output as ONNX Runtime computes it in the model at ``path`` (its last node's first output,
-    made a graph output of a copy), in graph order; and one line per op type of the nodes no leaf module matches.
+def module_outputs(exported, leaves: dict[str, str]) -> dict[str, str | None]:
+    """Each leaf module's output value in the exported graph (the output of its last node there), in graph order.
+
+    An exporter folds an eval-mode BatchNorm into the Conv before it (TorchScript's eval peephole names the Conv
+    after the conv module; the dynamo exporter's optimizer after the BatchNorm): a BatchNorm without a node of its
+    own, right after a module that has one, takes that module's value, which then is the BatchNorm's output; the
+    module before it maps to None (it has no output of its own in the graph)."""
+    last: dict[str, str] = {}
+    for node in exported.graph.node:
+        module = node_module(node, leaves)
+        if module is not None and node.output:
+            last.pop(module, None)
+            last[module] = node.output[0]
+    order = list(leaves)
+    folded = {order[i - 1]: m for i, m in enumerate(order) if i and m not in last
+              and leaves[m].startswith("BatchNorm") and order[i - 1] in last}
+    found: dict[str, str | None] = {}
+    for module, value in last.items():
+        if module in folded:
+            found[module], found[folded[module]] = None, value
+        else:
+            found[module] = value
+    return found
+
+
+def _same_value(name: str, exported_value: str) -> bool:
+    """Whether a built graph's value is the exported value: the same name, or the name with a prefix a converter
+    adds when it re-types the value (ONNX Runtime's ``InsertedPrecisionFreeCast_/model/...``)."""
+    return name == exported_value or ("/" in exported_value and name.endswith(exported_value)
+                                      and name[:-len(exported_value)].endswith("_"))
+
+
+def fused_ops(producers: dict[str, tuple[int, str]], outputs: dict[str, str | None],
+              where: str) -> tuple[dict[str, tuple[tuple[str, ...], str, str]], list[str]]:
+    """Where each leaf module's output is computed in a built graph: ``{module: (covers, value, producer)}`` for the
+    modules whose exported output value the built graph still computes (``producers``: value -> (graph position,
+    what computes it), the last producer of a renamed copy winning), in graph order; and one "not compared" line per
+    module whose value a converter fused away with no later module's op to carry it.
+
+    A converter that fuses ops (ONNX Runtime's FusedGemm, FusedConv; ATC's fusion passes) writes the value of the
+    last op it fused, so a fused op is compared where the fusion ends: the modules whose values vanished before it
+    are its ``covers``, and it is shown as ``a+b+c (fused as <op>)``. Never against a module whose output it is not.
+    """
+    found: dict[str, tuple[tuple[str, ...], str, str]] = {}
+    vanished: list[str] = []
+    for module, value in outputs.items():
+        hits = sorted((at, name, what) for name, (at, what) in producers.items()
+                      if value is not None and _same_value(name, value))
+        if not hits:
+            vanished.append(module)
+            continue
+        _, name, what = hits[-1]
+        found[module] = (tuple(vanished), name, what)
+        vanished = []
+    lines = [f"{m} not compared: its output ({outputs[m] or 'folded by the exporter'}) is not in {where} and no "
+             "later module's op computes past it (a converter fused it into an op whose output no leaf module has)"
+             for m in vanished]
+    return found, lines
+
+
+def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray], leaves: dict[str, str],
+                    exported: Path) -> tuple[list[OpOutput], list[str]]:
+    """Each leaf module's output as ONNX Runtime computes it in the built model at ``path``: the value the module's
+    last node writes in the ``exported`` graph (:func:`module_outputs`), made a graph output of a copy, in graph
+    order; a module ONNX Runtime fused into a later one is compared with it, where the fusion ends (:func:`fused_ops`).
+    And one line per op type of the nodes no leaf module matches, and per module not compared.
     Nodes whose inputs are all weights or constants are left out: they compute no activation."""
     import onnx
     import onnxruntime as ort
 
     model = onnx.load(str(path))
-    last: dict[str, tuple[int, str, list[str]]] = {}
+    producers: dict[str, tuple[int, str]] = {}
     unmatched: dict[str, list[str]] = {}
+    types: dict[str, list[str]] = {}
     static = {t.name for t in model.graph.initializer}  # values computed from weights and constants only
     on_constants = 0
     for i, node in enumerate(model.graph.node):
@@ -144,28 +209,35 @@ def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray],
             static.update(node.output)  # a weight's Cast, a folded constant: no activation passes through it
             on_constants += node.op_type != "Constant"
             continue
+        if node.output and node.output[0]:
+            producers[node.output[0]] = (i, node.op_type)
         module = node_module(node, leaves)
         if module is None:
             unmatched.setdefault(node.op_type, []).append(node.name or node.output[0])
-            continue
-        types = last.get(module, (0, "", []))[2] + [node.op_type]
-        last[module] = (i, node.output[0], types)
+        else:
+            types.setdefault(module, []).append(node.op_type)
+    exported_outputs = module_outputs(onnx.load(str(exported), load_external_data=False), leaves)
+    found, not_compared = fused_ops(producers, exported_outputs, f"the built graph {path.name}")
+    not_compared += [f"{m} ({what}) not compared: no node of the exported graph belongs to it (the exporter folded it "
+                     "into a later module's op, as Conv+BatchNorm, or it computes nothing, as Dropout in eval)"
+                     for m, what in leaves.items() if m not in exported_outputs]
     existing = {o.name for o in model.graph.output}
-    model.graph.output.extend(onnx.ValueInfoProto(name=name) for _, name, _ in last.values() if name not in existing)
+    model.graph.output.extend(onnx.ValueInfoProto(name=name) for _, name, _ in found.values() if name not in existing)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the nodes as the file has them
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [name for _, name, _ in sorted(last.values())]
+    names = [name for _, name, _ in found.values()]
     arrays = dict(zip(names, session.run(names, feeds)))
-    ordered = sorted(last.items(), key=lambda item: item[1][0])
-    outputs = [OpOutput(module, f"{leaves[module]} as ONNX {', '.join(types)}", arrays[name].astype(np.float32))
-               for module, (_, name, types) in ordered]
+    outputs = []
+    for module, (covers, name, what) in found.items():
+        how = f"fused as {what}" if covers else f"{leaves[module]} as ONNX {', '.join(types.get(module, [what]))}"
+        outputs.append(OpOutput(module, how, arrays[name].astype(np.float32), covers))
     lines = [f"{len(names)} {op} node(s) outside every leaf module, e.g. {names[0]}" for op, names in unmatched.items()]
     if on_constants:
         lines.append(f"{on_constants} node(s) on weights and constants only (the converter's casts of weights): "
                      "no activation passes through them, left out")
-    return outputs, lines
+    return outputs, lines + not_compared
 
 
 # ----- NPU, mode 03: the ACL dump -------------------------------------------------------------------
@@ -210,19 +282,22 @@ def dump_data_dir(dump_path: Path, model_name: str) -> Path:
 
 
 def dump_op_outputs(npy_dir: Path, onnx_path: Path, leaves: dict[str, str]) -> tuple[list[OpOutput], list[str]]:
-    """Each leaf module's output as the device computed it: the converted dump of the op whose ONNX node comes last
-    in that module (the node's name, spelt as dumps spell it, is the op's name unless ATC fused or renamed it), in
-    graph order; and one line per op type of the dumped ops no leaf module's node names."""
+    """Each leaf module's output as the device computed it: the converted dump of the op named by the node that
+    writes the module's output in the exported graph (the node's name, spelt as dumps spell it, is the op's name
+    unless ATC fused or renamed it), in graph order; a module whose op ATC fused away is compared at the next
+    module's op, where the fusion ends (:func:`fused_ops`). And one line per op type of the dumped ops no leaf
+    module's node names, and per module not compared."""
     import onnx
 
-    nodes = {}
-    for i, node in enumerate(onnx.load(str(onnx_path), load_external_data=False).graph.node):
-        module = node_module(node, leaves) if node.name else None
-        if module is not None:
-            nodes[dump_name(node.name)] = (i, module)
-    last: dict[str, tuple[int, str, Path]] = {}
+    exported = onnx.load(str(onnx_path), load_external_data=False)
+    nodes = {dump_name(node.name): (i, node.output[0]) for i, node in enumerate(exported.graph.node)
+             if node.name and node.output and node_module(node, leaves) is not None}
+    producers: dict[str, tuple[int, str]] = {}
+    files: dict[str, Path] = {}
     unmatched: dict[str, list[str]] = {}
     converted = sorted(npy_dir.glob("*.npy"))
+    if not converted:
+        raise LabError(f"msaccucmp.py convert wrote no .npy file into {npy_dir}", "read its messages above")
     for path in converted:
         found = CONVERTED.match(path.name)
         if found is None or found["index"] != "0":
@@ -230,12 +305,13 @@ def dump_op_outputs(npy_dir: Path, onnx_path: Path, leaves: dict[str, str]) -> t
         hit = nodes.get(found["op_name"])
         if hit is None:
             unmatched.setdefault(found["op_type"], []).append(found["op_name"])
-        elif hit[1] not in last or hit[0] > last[hit[1]][0]:
-            last[hit[1]] = (hit[0], found["op_type"], path)
-    if not converted:
-        raise LabError(f"msaccucmp.py convert wrote no .npy file into {npy_dir}", "read its messages above")
-    outputs = [OpOutput(module, f"{leaves[module]} as the device's {op_type}", np.load(path).astype(np.float32))
-               for module, (_, op_type, path) in sorted(last.items(), key=lambda item: item[1][0])]
+        else:
+            producers[hit[1]] = (hit[0], f"the device's {found['op_type']}")
+            files[hit[1]] = path
+    ops, not_compared = fused_ops(producers, module_outputs(exported, leaves), "the dump")
+    outputs = [OpOutput(module, f"fused as {what}" if covers else f"{leaves[module]} as {what}",
+                        np.load(files[value]).astype(np.float32), covers)
+               for module, (covers, value, what) in ops.items()]
     lines = [f"{len(names)} dumped {op} op(s) named by no node of a leaf module (ATC fused or renamed them), "
              f"e.g. {names[0]}" for op, names in unmatched.items()]
-    return outputs, lines
+    return outputs, lines + not_compared

@@ -30,7 +30,7 @@ def precision_text(results: list[CandidateResult], head: list[str]) -> str:
         parts.append(f"== {result.name}: {result.how}")
         parts.append(f"   tolerance {result.tolerance.describe()} ({result.tolerance.why})")
         if result.rows:
-            parts.append(render_table(HEADER, rows_of(result), wrap=("computes", "verdict")))
+            parts.append(render_table(HEADER, rows_of(result), wrap=("op (module path)", "computes", "verdict")))
         parts += [f"   no match: {line}" for line in result.unmatched]
         parts.append(f"-> {first_divergence_line(result)}")
         parts.append("")
@@ -88,7 +88,7 @@ def precision_html(results: list[CandidateResult], head: list[str]) -> str:
                       note="a larger dot: out of tolerance; non-finite errors are drawn at the top edge")]
     for result in results:
         unmatched = "".join(f"<p class=\"note\">no match: {esc(line)}</p>" for line in result.unmatched)
-        blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("computes", "verdict")),
+        blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("op (module path)", "computes", "verdict")),
                               unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
                                               f"({result.tolerance.why}). {result.note}".strip()))
     subtitle = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers, not the page's

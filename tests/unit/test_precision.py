@@ -111,7 +111,8 @@ def _export(model, x, path: Path, exporter: str) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Wrapper(), x, str(path), opset_version=18 if exporter == "dynamo" else 17,
+        wrapper = Wrapper().train(model.training)  # the export leaves every module in the wrapper's mode
+        torch.onnx.export(wrapper, x, str(path), opset_version=18 if exporter == "dynamo" else 17,
                           input_names=["x"], output_names=["y"], dynamo=exporter == "dynamo", verbose=False)
     if exporter == "dynamo":
         graph = onnx.load(str(path))
@@ -137,12 +138,123 @@ def test_onnx_runtime_fp16_graph_names_the_overflowing_layer_and_its_fp32_graph_
     feeds = {"x": x[0].numpy()}
     results = {}
     for name, path, tol in (("fp32", fp32_file, FP32), ("fp16", fp16_file, FP16)):
-        outputs, unmatched = collect.onnx_op_outputs(path, feeds, leaves)
+        outputs, unmatched = collect.onnx_op_outputs(path, feeds, leaves, fp32_file)
         assert [o.path for o in outputs] == ["inp", "act", "amplify", "shrink"], unmatched
         results[name] = compare_ops(name, "onnxruntime", tol, outputs, reference)
     assert results["fp32"].first_divergent is None
     assert results["fp16"].first_divergent.path == "amplify"
     assert "as ONNX Gemm" in results["fp16"].first_divergent.computes
+
+
+class _Brief(__import__("torch").nn.Module):
+    """Linear -> ReLU -> Linear(huge) -> LayerNorm -> Linear: ONNX Runtime fuses the first Linear with the ReLU."""
+
+    def __init__(self) -> None:
+        import torch
+
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp, self.relu, self.big = torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64)
+        self.norm, self.out = torch.nn.LayerNorm(64), torch.nn.Linear(64, 8)
+        with torch.no_grad():
+            self.big.weight.mul_(3000.0)
+
+    def forward(self, x):
+        return self.out(self.norm(self.big(self.relu(self.inp(x)))))
+
+
+class _InPlaceCNN(__import__("torch").nn.Module):
+    """Conv -> BatchNorm -> Hardswish(inplace), Conv -> BatchNorm -> ReLU(inplace), a head: mobilenet's pattern."""
+
+    def __init__(self) -> None:
+        import torch
+        from torch import nn
+
+        super().__init__()
+        torch.manual_seed(0)
+        self.features = nn.Sequential(
+            nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.Hardswish(inplace=True)),
+            nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True)))
+        self.head = nn.Linear(8 * 8 * 8, 4)
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.BatchNorm2d):  # statistics that move the values: BN's output has negatives
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 2.0)
+                    m.bias.uniform_(-0.5, 0.5)
+        self.eval()
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+def _fused_fp32(model, x, tmp_path: Path, exporter: str) -> tuple[Path, Path]:
+    """(the exported graph, ONNX Runtime's optimized copy as 03's fp32 variant builds it: EXTENDED, fusions on)."""
+    import onnxruntime as ort
+
+    exported, built = tmp_path / "exported.onnx", tmp_path / "fp32.opt.onnx"
+    _export(model, x, exported, exporter)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(built)
+    ort.InferenceSession(str(exported), options, providers=["CPUExecutionProvider"])
+    return exported, built
+
+
+def _reference(model, x) -> dict:
+    return {op.path: op.array for op in collect.torch_op_outputs(model, x)}
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_a_fused_gemm_relu_is_compared_where_the_fusion_ends_and_the_fp32_graph_names_no_op(tmp_path: Path,
+                                                                                           exporter: str) -> None:
+    import torch
+
+    model, x = _Brief().eval(), (torch.randn(16, 32, generator=torch.Generator().manual_seed(1)),)
+    exported, built = _fused_fp32(model, x, tmp_path, exporter)
+    outputs, unmatched = collect.onnx_op_outputs(built, {"x": x[0].numpy()}, collect.leaf_modules(model), exported)
+    result = compare_ops("03 fp32", "onnxruntime", FP32, outputs, _reference(model, x))
+    assert result.first_divergent is None, first_divergence_line(result)
+    assert (result.rows[0].path, result.rows[0].computes) == ("inp+relu", "fused as FusedGemm"), unmatched
+    assert [r.path for r in result.rows[1:]] == ["big", "norm", "out"]
+
+
+def test_a_captured_output_is_a_copy_that_an_in_place_op_after_it_cannot_change() -> None:
+    import torch
+
+    model, x = _InPlaceCNN(), (torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1)),)
+    ref = _reference(model, x)
+    with torch.no_grad():
+        bn_out = model.features[0][1](model.features[0][0](x[0]))
+    np.testing.assert_array_equal(ref["features.0.1"], bn_out.numpy())  # the BatchNorm's own output ...
+    assert (ref["features.0.1"] < -0.375).any()  # ... with the values Hardswish(inplace=True) then rewrote
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_fused_conv_bn_relu_with_in_place_activations_names_no_op_on_the_fp32_graph(tmp_path: Path,
+                                                                                  exporter: str) -> None:
+    import torch
+
+    model, x = _InPlaceCNN(), (torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1)),)
+    exported, built = _fused_fp32(model, x, tmp_path, exporter)
+    outputs, unmatched = collect.onnx_op_outputs(built, {"x": x[0].numpy()}, collect.leaf_modules(model), exported)
+    result = compare_ops("03 fp32", "onnxruntime", FP32, outputs, _reference(model, x))
+    assert result.first_divergent is None, first_divergence_line(result)
+    fused = [r for r in result.rows if r.computes == "fused as FusedConv"]
+    assert fused and fused[-1].path.endswith("features.1.2"), [r.path for r in result.rows]
+    assert "features.1.0" not in [r.path for r in result.rows]  # the conv alone has no output in the fused graph
+
+
+def test_a_module_fused_into_an_op_no_leaf_module_ends_is_not_compared() -> None:
+    """conv's value vanished into an op that writes the block's residual Add (no leaf module's output): the conv is
+    not compared, and said so; the fused op is not compared with the conv's reference."""
+    producers = {"/model/block/Add_output_0": (3, "FusedConv"), "/model/head/Gemm_output_0": (4, "Gemm")}
+    outputs = {"block.conv": "/model/block/conv/Conv_output_0", "head": "/model/head/Gemm_output_0"}
+    found, lines = collect.fused_ops(producers, outputs, "the built graph")
+    assert found == {"head": (("block.conv",), "/model/head/Gemm_output_0", "Gemm")}
+    outputs = {"head": "/model/head/Gemm_output_0", "block.conv": "/model/block/conv/Conv_output_0"}
+    found, lines = collect.fused_ops(producers, outputs, "the built graph")
+    assert list(found) == ["head"] and lines[0].startswith("block.conv not compared: its output")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -48,7 +48,7 @@ def mode03_candidates(work: Workload, leaves: dict[str, str]) -> list[tuple[str,
     for variant in VARIANTS.values():
         path = files.portable_path(variant)
         feeds = dict(zip(files.input_names, files.feeds(variant)))
-        outputs, unmatched = onnx_op_outputs(path, feeds, leaves)
+        outputs, unmatched = onnx_op_outputs(path, feeds, leaves, files.onnx)
         out.append((f"03 {variant.name}", f"ONNX Runtime on {path.relative_to(ROOT)}: {variant.summary}",
                     "fp16" if variant.fp16_compute else "fp32", outputs, unmatched))
     return out
