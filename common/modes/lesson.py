@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ class Run:
     timeout_s: float | None = None
     child_env: dict[str, str] = field(default_factory=dict)
     workload: Workload | None = None  # None: the mode profiles something else (02's kernel)
+    finished: bool = False
 
     @property
     def npu(self) -> bool:
@@ -81,6 +83,7 @@ class Run:
     def finish(self, *, completed: bool, exit_code: int | None = None, **extra: object) -> None:
         """Mark run_info.json finished (``completed`` false keeps what was collected, flagged partial)."""
         code = exit_code if exit_code is not None else (0 if completed else 1)
+        self.finished = True
         finish_run(self.out, self.info, exit_code=code, completed=completed, **extra)
         if not completed:  # point at the logs of what failed: stderr files, CANN's plogs (runlogs.py)
             runlogs.print_failure_report(self.out, self.npu)
@@ -169,7 +172,12 @@ class Lesson:
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
                            command=command or sys.argv, workload=identity, threads=threads,
                            **{**(found or {}), **info})
-        return Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
+        run = Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
+        STARTED.append(run)
+        return run
+
+
+STARTED: list[Run] = []  # the runs this process started: a failure in the harness's own work is kept in the last one
 
 
 def parse_threads(text: object) -> int | None:
@@ -205,6 +213,28 @@ def require_module(backend: Backend, module: str, fix: str) -> None:
 
 
 def main_of(main: Callable[[], int]) -> None:
-    """Run a lesson's ``main`` as a command: one ``Error:`` line for a user mistake, its exit code otherwise."""
+    """Run a lesson's ``main`` as a command: one ``Error:`` line for a user mistake, its exit code otherwise; an
+    error in the harness's own work after the run started is kept in its logs (:func:`keep_failure`)."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the profiler's own logging stays quiet
-    run_cli(main)
+    run_cli(lambda: keep_failure(main))
+
+
+def keep_failure(main: Callable[[], int]) -> int:
+    """``main()``; when it raises something other than a user mistake after a run started (the workload's forward
+    fails in the harness's own steps: mode 04's timing without the profiler, a reference), the traceback is shown,
+    kept as ``<out>/logs/<n>-<mode>-harness.stderr.log`` like a launched program's stderr, the run is marked
+    incomplete with the error, and the logs are named as after any failed program. Exit 1."""
+    try:
+        return main()
+    except (LabError, KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as err:
+        run = next((r for r in reversed(STARTED) if not r.finished), None)
+        if run is None:
+            raise
+        text = traceback.format_exc()
+        sys.stderr.write(text)
+        log = runlogs.stderr_log(run.out, [f"{run.mode}-harness"])
+        log.write_text(f"{' '.join(sys.argv)}: the harness's own work failed\n{text}")
+        run.finish(completed=False, exit_code=1, failure=f"{type(err).__name__}: {err}"[:300])
+        return 1

@@ -77,6 +77,33 @@ def test_start_records_workload_and_threads(tmp_path: Path, portable) -> None:
         torch.set_num_threads(before)
 
 
+def test_a_failure_in_the_harness_own_work_is_kept_in_the_runs_logs_and_named(tmp_path: Path, portable,
+                                                                               capsys: pytest.CaptureFixture) -> None:
+    """Mode 04 runs the workload's forward in its own process too (the steps without the profiler): a forward that
+    raises there is kept under logs/ and named, as the stderr of a launched program is, and the run is incomplete."""
+    from common.modes.lesson import keep_failure
+
+    (tmp_path / "mode3").mkdir()
+    lesson = Lesson("test", tmp_path / "mode3", None)
+
+    def main() -> int:
+        run = lesson.start(["0"])
+        run.record(out=str(run.out))
+        raise RuntimeError("forward failed on call 11 (a planted fault)")
+
+    assert keep_failure(main) == 1
+    out = tmp_path / "mode3" / "prof_out"
+    logs = sorted((out / "logs").glob("*.stderr.log"))
+    assert [p.name for p in logs] == ["01-test-harness.stderr.log"]
+    assert "RuntimeError: forward failed on call 11" in logs[0].read_text()
+    err = capsys.readouterr().err
+    assert f"stderr of test-harness: {logs[0]}" in err and "Traceback" in err
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["completed"] is False and info["failure"].startswith("RuntimeError: forward failed")
+    with pytest.raises(LabError):  # a user mistake stays one line, not a kept traceback
+        keep_failure(lambda: (_ for _ in ()).throw(LabError("bad", "fix")))
+
+
 # --- checks from the workload -------------------------------------------------------------------------
 def test_top_family_is_declared_or_not_applicable() -> None:
     stats = [OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
