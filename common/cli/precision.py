@@ -44,7 +44,9 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     out_dir = check_output_dir(Path(out) if out else DEFAULT_OUT)  # before the work: a bad --out stops here
     work = load_workload(workload_file)
     npu = _is_npu()
-    files_03 = None if torch_only else mode03.mode03_files(work, npu)  # missing 03 models: one line, now
+    if not torch_only:  # 03's variants for this workload, built or kept as up to date, as nox -s pyacl does
+        mode03.build_models(work, device_id)
+    files_03 = None if torch_only else mode03.mode03_files(work, npu)
     if npu:  # CANN's logs (torch_npu here, the lesson infer.py) and 03's dump go into the output folder: made now
         out_dir = prepare_output_dir(out_dir)
         runlogs.use_run_logs(True, out_dir, {})

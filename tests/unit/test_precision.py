@@ -277,11 +277,25 @@ def test_cli_names_the_layer_writes_the_report_and_exits_1(tmp_path: Path) -> No
     assert (out / ".msprof_lab").is_file() and (out / "report.txt").read_text().startswith("=== msprof lab")
 
 
-def test_cli_missing_03_models_and_foreign_out_folder_are_one_line(tmp_path: Path) -> None:
-    run = _cli("--workload", str(OVERFLOW), "--out", str(tmp_path / "p"))
-    assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.startswith("Error: 03's model ")
-    assert "build them first: bash 03_api_pyAcl/build_model.sh" in run.stderr
+def test_cli_builds_03s_models_then_names_the_layer_in_fp16_and_no_op_in_fp32(tmp_path: Path) -> None:
+    """One command, nothing built before: the overflow workload's 03 variants are built first (as nox -s pyacl
+    builds them), then torch's fp16 path names ``amplify``, 03's fp16 variants no earlier op, no fp32 path any op."""
+    work = tmp_path / "overflow_fresh.py"  # a workload 03 has never built
+    work.write_text(OVERFLOW.read_text())
+    run = _cli("--workload", str(work), "--out", str(tmp_path / "p"))
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "03_api_pyAcl/build_model.sh all --workload" in run.stdout
+    assert "-> torch fp16: first divergent op: amplify (" in run.stdout
+    for path in ("03 default", "03 fp16-io"):  # ONNX Runtime's CPU provider has no fp16 Gemm: it casts back to fp32
+        said = next(line for line in run.stdout.splitlines() if line.startswith(f"-> {path}: "))
+        assert "no divergent op" in said or "first divergent op: amplify (" in said, said  # never an earlier op
+    for path in ("torch fp32", "03 fp32"):
+        assert f"-> {path}: no divergent op" in run.stdout, path
+    again = _cli("--workload", str(work), "--out", str(tmp_path / "p"))  # kept: the build says so, nothing redone
+    assert again.returncode == 1 and "up to date" in again.stdout
+
+
+def test_cli_foreign_out_folder_is_one_line(tmp_path: Path) -> None:
     foreign = tmp_path / "mine"
     foreign.mkdir()
     run = _cli("--torch-only", "--out", str(foreign))

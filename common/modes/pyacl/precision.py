@@ -5,6 +5,8 @@ ACL dump of the lesson infer.py run once per .om)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +25,20 @@ def recorded_workload(path: Path) -> dict | None:
     import onnx
 
     return recorded(onnx.load(str(path), load_external_data=False))
+
+
+def build_models(work: Workload, device_id: str) -> None:
+    """Build 03's variants of the workload as ``nox -s pyacl`` does: ``bash 03_api_pyAcl/build_model.sh all
+    [--workload FILE] --device D`` as a program, its output shown. The build keeps files built from the same
+    workload, build code and toolchain (its record in .lab_cache: "up to date") and rebuilds anything else."""
+    argv = ["bash", str(ROOT / "03_api_pyAcl" / "build_model.sh"), "all",
+            *(["--workload", str(Path(work.path).resolve())] if work.path else []), "--device", device_id]
+    print("$ " + " ".join(argv), flush=True)
+    env = {**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable}  # the interpreter running this
+    code = subprocess.run(argv, env=env, check=False).returncode
+    if code != 0:
+        raise LabError(f"building 03's models for {work.where} failed (build_model.sh exited {code})",
+                       "read its messages above, or pass --torch-only to compare the torch paths alone")
 
 
 def mode03_files(work: Workload, npu: bool = False) -> ModelFiles:
