@@ -96,7 +96,7 @@ def is_built(venv: Path, groups: list[str], *, system_site_packages: bool = Fals
 
 def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: bool = False,
                        requirements: Sequence[str] = (), verify: Callable[[Path], None] | None = None,
-                       expect: tuple[str, ...] = (), log: Callable[[str], object] = print, capture: bool = True,
+                       keep: bool = False, expect: tuple[str, ...] = (), log: Callable[[str], object] = print, capture: bool = True,
                        timeout_s: float | None = None, fix: str = "check the network and pyproject.toml") -> Path:
     """``venv``'s python, with ``groups`` installed by ``pip install --group`` and ``requirements`` (pip requirement
     strings) in the same install; built only when stale.
@@ -104,7 +104,8 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
     ``expect`` names executables the groups put in ``<venv>/bin`` (a build that lacks one is an
     error, and one gone missing since triggers a rebuild). ``verify(python)``, when given, runs after
     the install and before the stamp is written: a LabError there leaves the environment unstamped
-    (the next use rebuilds it). ``capture=False`` lets pip print to the terminal (nox); otherwise
+    (the next use rebuilds it). ``keep`` installs into the environment as it is, when one is there, instead
+    of clearing it first (what is installed already stays unless pip must replace it). ``capture=False`` lets pip print to the terminal (nox); otherwise
     pip's error line goes into the error.
     """
     # Built where it really is: pip writes the scripts' interpreter path as given, and a path through a symlink
@@ -123,8 +124,8 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
         if built():
             return python
         ready = [python, *(venv / "bin" / name for name in expect)]
-        return _build(venv, groups, list(requirements), ready, want, system_site_packages, verify, log, capture,
-                      timeout_s, fix)
+        return _build(venv, groups, list(requirements), ready, want, system_site_packages, verify, keep, log,
+                      capture, timeout_s, fix)
 
 
 def runnable(script: Path) -> bool:
@@ -150,9 +151,11 @@ def _building(venv: Path):
 
 
 def _build(venv: Path, groups: list[str], requirements: list[str], ready: list[Path], want: str,
-           system_site_packages: bool, verify: Callable[[Path], None] | None, log: Callable[[str], object],
+           system_site_packages: bool, verify: Callable[[Path], None] | None, keep: bool, log: Callable[[str], object],
            capture: bool, timeout_s: float | None, fix: str) -> Path:
     python, stamp = venv / "bin" / "python", venv / STAMP
+    if stamp.exists():  # what it says is about to stop being true (a build kept on top of it, interrupted, is no build)
+        stamp.unlink()
     made_of = [f"dependency groups {', '.join(groups)} of pyproject.toml"] if groups else []
     made_of += [", ".join(requirements)] if requirements else []
     log(f"building {venv}: {' and '.join(made_of)} (once; again only when they change)")
@@ -160,7 +163,7 @@ def _build(venv: Path, groups: list[str], requirements: list[str], ready: list[P
     bundled = bundled_pip()
     # With ensurepip's own wheel, pip is installed once, at the version needed, run from the wheel as ensurepip
     # runs it, and not byte-compiled on one core first: less than half the time of venv's pip and its upgrade.
-    steps = [
+    steps = [] if keep and python.exists() else [
         ("venv", [sys.executable, "-m", "venv", "--clear", "--without-pip", *site, str(venv)]),
         ("pip", [str(python), str(bundled / "pip"), "install", "--quiet", "--no-compile", "--ignore-installed", PIP]),
     ] if bundled else [

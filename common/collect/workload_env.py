@@ -111,4 +111,6 @@ def ensure(file: Path, *, log: Callable[[str], object] = print, capture: bool = 
         log(f"{err.package} does not import with the lab's torch {torch} ({err.error}): it is built against the "
             f"registry's torch {public}, so {venv.name} takes that build (it brings its own libraries, several GB "
             f"with CUDA's) and keeps the lab's {torch} untouched in .nox/lab-*")
-        return ensure_environment(venv, groups, requirements=pinned[1], verify=import_check(requirements), **options)
+        # Installed over the first build: pip swaps torch (and adds what the registry's build needs), the rest stays.
+        return ensure_environment(venv, groups, requirements=pinned[1], verify=import_check(requirements), keep=True,
+                                  **options)

@@ -190,8 +190,13 @@ def run_agree(argv: Sequence[str]) -> int:
     parser.add_argument("--run-id")
     parser.add_argument("--allow-mixed-runs", action="store_true")
     known, _ = parser.parse_known_args(list(argv))
-    infos = [read_run_info(Path(d)) or {} for d in (known.dirs or default_dirs())]
-    files = [Path(path) for info in infos if (path := (info.get("workload") or {}).get("path"))]
+    files = []
+    for folder in known.dirs or default_dirs():
+        try:
+            files += [(read_run_info(Path(folder)) or {}).get("workload", {}).get("path")]
+        except LabError:  # a damaged run_info.json: agree itself says so
+            pass
+    files = [Path(f) for f in files if f]
     if files and files[0].is_file():
         requirements = declared(files[0])
         python = environment_dir(requirements) / "bin" / "python" if requirements else None

@@ -102,6 +102,20 @@ def test_the_requirements_join_the_stamp_and_the_install(tmp_path: Path, monkeyp
     assert not environments.is_built(venv, ["ecosystem"], requirements=("timm",))
 
 
+def test_a_kept_environment_is_installed_into_not_cleared(tmp_path: Path, monkeypatch) -> None:
+    venv, ran = tmp_path / "env", []
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / environments.STAMP).write_text("an older build")
+    monkeypatch.setattr(environments.subprocess, "run", lambda argv, **kw: ran.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, "", ""))
+    environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), keep=True, log=lambda *_: None)
+    assert [a for a in ran if "venv" in a] == [] and any("--group" in a for a in ran)
+    ran.clear()
+    environments.ensure_environment(venv, ["ecosystem"], requirements=("six",), log=lambda *_: None)
+    assert any("--clear" in a for a in ran)
+
+
 def test_a_failed_verify_leaves_the_environment_unstamped(tmp_path: Path, monkeypatch) -> None:
     venv = tmp_path / "env"
 
@@ -117,6 +131,11 @@ def test_a_failed_verify_leaves_the_environment_unstamped(tmp_path: Path, monkey
     with pytest.raises(LabError, match="no import"):
         environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), verify=refuse, log=lambda *_: None)
     assert not (venv / environments.STAMP).exists()
+    (venv / environments.STAMP).write_text(environments.stamp_of(["ecosystem"], requirements=("six",)))
+    with pytest.raises(LabError, match="no import"):  # kept on top of a built one: that one's stamp goes first
+        environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), verify=refuse, keep=True,
+                                        log=lambda *_: None)
+    assert not environments.is_built(venv, ["ecosystem"], requirements=("six",))
 
 
 def test_pips_conflict_line_is_the_one_reported() -> None:
@@ -139,8 +158,9 @@ def test_torch_is_held_at_the_labs_build_and_the_registrys_is_taken_only_when_an
     monkeypatch.setattr(workload_env, "lab_torch", lambda: "2.13.0+cpu")
     monkeypatch.setattr(workload_env, "is_built", lambda venv, groups, requirements, **kw: requirements in builds[1:])
 
-    def build(venv, groups, *, requirements, verify, **kw):
+    def build(venv, groups, *, requirements, verify, keep=False, **kw):
         builds.append(requirements)
+        assert keep == (len(builds) == 2)  # the registry's build goes on top of the first: only torch is swapped
         if requirements[-1] == "torch===2.13.0+cpu":
             raise workload_env.ImportFailed("torchvision", "torchvision",
                                             "RuntimeError: operator torchvision::nms does not exist", venv)
