@@ -12,6 +12,7 @@
     nox -s bench                                 # the lab at real-model scale beside polars, pandas, msprof-analyze
     nox -s npu_dryrun -- 3                       # every mode's NPU path against recording stand-ins (no NPU)
     nox -s corpus                                # 20+ models of the kinds people bring, every mode and agree
+    nox -s zoo                                   # torchvision, timm and transformers models, every mode and agree
 
 Every session hands its arguments unchanged to the lab's own command for it (mode sessions:
 ``python -m common.modes.sessions``, which knows which scripts take which option; the scripts
@@ -25,7 +26,9 @@ Every session uses one shared environment (``.nox/lab-<backend>``), built on fir
 rebuilt only when its dependency groups in ``pyproject.toml`` change (common/environments.py,
 which also builds msprof-analyze's ``.nox/ecosystem``). On an NPU machine that environment
 sees the system's torch, torch_npu and CANN's ``acl`` (system site packages; torch is not
-reinstalled); on the portable backend it pins the CPU build of torch.
+reinstalled); on the portable backend it pins the CPU build of torch. A workload file that declares
+``REQUIRES = [...]`` runs under an environment of its own for that set (``.nox/workload-<key>``,
+common/collect/workload_env.py), built by the ``workload`` session, torch held at the lab's version.
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ def pytorch(session: nox.Session) -> None:
 @nox.session
 def agree(session: nox.Session) -> None:
     """Cross-mode verdict: the four modes' prof_out/ side by side, checked against each other."""
-    lab(session, lab_python(session), "-m", "common", "agree", *session.posargs)
+    lab(session, lab_python(session), "-m", "common.modes.sessions", "agree", *session.posargs)
 
 
 @nox.session
@@ -160,6 +163,12 @@ def ddp(session: nox.Session) -> None:
 def corpus(session: nox.Session) -> None:
     """Every model of tests/corpus through modes 01, 03, 04 and agree: correct ones pass, wrong_* ones fail (long)."""
     lab(session, lab_python(session), "-m", "tests.corpus", *session.posargs)
+
+
+@nox.session
+def zoo(session: nox.Session) -> None:
+    """torchvision, timm and transformers models (tests/zoo, random weights) through every mode and agree (long)."""
+    lab(session, lab_python(session), "-m", "tests.zoo", *session.posargs)
 
 
 @nox.session

@@ -6,8 +6,9 @@ with it, and ``common.collect.msprof_analyze`` the one msprof-analyze lives in
 Python runs nox.
 
 An environment is rebuilt only when what it was built from changes: the requirements of its
-groups (``include-group`` resolved), the Python building it, and whether it sees the system's
-site packages. That is hashed into ``<venv>/.lab-stamp``, written last, so a build that was
+groups (``include-group`` resolved), any requirements given beside them (a workload file's
+``REQUIRES``: common/collect/workload_env.py), the Python building it, and whether it sees the
+system's site packages. That is hashed into ``<venv>/.lab-stamp``, written last, so a build that was
 interrupted is redone on the next use; an edit elsewhere in pyproject.toml rebuilds nothing.
 """
 
@@ -21,7 +22,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from common.errors import LabError
@@ -66,46 +67,65 @@ def group_requirements(groups: list[str], pyproject: Path = PYPROJECT) -> list[s
     return [req for group in groups for req in resolve(group, ())]
 
 
-def stamp_of(groups: list[str], system_site_packages: bool = False) -> str:
-    """What an environment of ``groups`` is built from, hashed: kept in its ``.lab-stamp``."""
-    return hashlib.sha256(json.dumps({
-        "groups": groups, "requirements": group_requirements(groups), "python": sys.version,
-        "system_site_packages": system_site_packages,
-    }).encode()).hexdigest()
+def stamp_of(groups: list[str], system_site_packages: bool = False, requirements: Sequence[str] = ()) -> str:
+    """What an environment of ``groups`` (and ``requirements`` beside them) is built from, hashed: kept in its
+    ``.lab-stamp``."""
+    made_of = {"groups": groups, "requirements": group_requirements(groups), "python": sys.version,
+               "system_site_packages": system_site_packages}
+    if requirements:  # absent otherwise, so that the stamps of environments built before it was added still hold
+        made_of["extra_requirements"] = list(requirements)
+    return hashlib.sha256(json.dumps(made_of).encode()).hexdigest()
 
 
-def _last_line(text: str) -> str:
+def _what_failed(text: str) -> str:
+    """pip's first ``ERROR:`` line (which says what conflicts; its last one only points at its docs), else the last."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return errors[0] if errors else lines[-1] if lines else "no output"
+
+
+def is_built(venv: Path, groups: list[str], *, system_site_packages: bool = False, requirements: Sequence[str] = (),
+             expect: tuple[str, ...] = ()) -> bool:
+    """``venv`` is complete and was built from exactly these groups and requirements (its stamp says so)."""
+    venv = venv.parent.resolve() / venv.name
+    stamp = venv / STAMP
+    ready = [venv / "bin" / "python", *(venv / "bin" / name for name in expect)]
+    return (all(path.exists() for path in ready) and all(runnable(venv / "bin" / name) for name in expect)
+            and stamp.is_file() and stamp.read_text() == stamp_of(groups, system_site_packages, requirements))
 
 
 def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: bool = False,
-                       expect: tuple[str, ...] = (), log: Callable[[str], object] = print, capture: bool = True,
+                       requirements: Sequence[str] = (), verify: Callable[[Path], None] | None = None,
+                       keep: bool = False, expect: tuple[str, ...] = (), log: Callable[[str], object] = print, capture: bool = True,
                        timeout_s: float | None = None, fix: str = "check the network and pyproject.toml") -> Path:
-    """``venv``'s python, with ``groups`` installed by ``pip install --group``; built only when stale.
+    """``venv``'s python, with ``groups`` installed by ``pip install --group`` and ``requirements`` (pip requirement
+    strings) in the same install; built only when stale.
 
     ``expect`` names executables the groups put in ``<venv>/bin`` (a build that lacks one is an
-    error, and one gone missing since triggers a rebuild). ``capture=False`` lets pip print to the
-    terminal (nox); otherwise a failure's last line goes into the error.
+    error, and one gone missing since triggers a rebuild). ``verify(python)``, when given, runs after
+    the install and before the stamp is written: a LabError there leaves the environment unstamped
+    (the next use rebuilds it). ``keep`` installs into the environment as it is, when one is there, instead
+    of clearing it first (what is installed already stays unless pip must replace it). ``capture=False`` lets pip print to the terminal (nox); otherwise
+    pip's error line goes into the error.
     """
     # Built where it really is: pip writes the scripts' interpreter path as given, and a path through a symlink
     # (a .nox linked from elsewhere) would leave them pointing at a folder that can go away.
     venv = venv.parent.resolve() / venv.name
     python = venv / "bin" / "python"
-    stamp = venv / STAMP
-    want = stamp_of(groups, system_site_packages)
-    ready = [python, *(venv / "bin" / name for name in expect)]
+    want = stamp_of(groups, system_site_packages, requirements)
 
     def built() -> bool:
-        return (all(path.exists() for path in ready) and all(runnable(venv / "bin" / name) for name in expect)
-                and stamp.is_file() and stamp.read_text() == want)
+        return is_built(venv, groups, system_site_packages=system_site_packages, requirements=requirements,
+                        expect=expect)
 
     if built():
         return python
     with _building(venv):  # a second process wanting it meanwhile waits here, then finds it built
         if built():
             return python
-        return _build(venv, groups, ready, want, system_site_packages, log, capture, timeout_s, fix)
+        ready = [python, *(venv / "bin" / name for name in expect)]
+        return _build(venv, groups, list(requirements), ready, want, system_site_packages, verify, keep, log,
+                      capture, timeout_s, fix)
 
 
 def runnable(script: Path) -> bool:
@@ -130,15 +150,20 @@ def _building(venv: Path):
         yield
 
 
-def _build(venv: Path, groups: list[str], ready: list[Path], want: str, system_site_packages: bool,
-           log: Callable[[str], object], capture: bool, timeout_s: float | None, fix: str) -> Path:
+def _build(venv: Path, groups: list[str], requirements: list[str], ready: list[Path], want: str,
+           system_site_packages: bool, verify: Callable[[Path], None] | None, keep: bool, log: Callable[[str], object],
+           capture: bool, timeout_s: float | None, fix: str) -> Path:
     python, stamp = venv / "bin" / "python", venv / STAMP
-    log(f"building {venv}: dependency groups {', '.join(groups)} of pyproject.toml (once; again only when they change)")
+    if stamp.exists():  # what it says is about to stop being true (a build kept on top of it, interrupted, is no build)
+        stamp.unlink()
+    made_of = [f"dependency groups {', '.join(groups)} of pyproject.toml"] if groups else []
+    made_of += [", ".join(requirements)] if requirements else []
+    log(f"building {venv}: {' and '.join(made_of)} (once; again only when they change)")
     site = ["--system-site-packages"] if system_site_packages else []
     bundled = bundled_pip()
     # With ensurepip's own wheel, pip is installed once, at the version needed, run from the wheel as ensurepip
     # runs it, and not byte-compiled on one core first: less than half the time of venv's pip and its upgrade.
-    steps = [
+    steps = [] if keep and python.exists() else [
         ("venv", [sys.executable, "-m", "venv", "--clear", "--without-pip", *site, str(venv)]),
         ("pip", [str(python), str(bundled / "pip"), "install", "--quiet", "--no-compile", "--ignore-installed", PIP]),
     ] if bundled else [
@@ -151,7 +176,7 @@ def _build(venv: Path, groups: list[str], ready: list[Path], want: str, system_s
         # The packages' own test suites (~2,800 of those files: pandas, sympy, networkx, numpy, onnx) are
         # never imported by the lab and are left out.
         ("pip install", [str(python), "-m", "pip", "install", "--quiet", "--no-compile",
-                         *(a for g in groups for a in ("--group", g))]),
+                         *(a for g in groups for a in ("--group", g)), *requirements]),
         ("byte-compile", [str(python), "-m", "compileall", "-qq", "-j", "0", "-x", PACKAGE_TESTS, str(venv / "lib")]),
     ]
     for name, argv in steps:
@@ -161,12 +186,14 @@ def _build(venv: Path, groups: list[str], ready: list[Path], want: str, system_s
         except subprocess.TimeoutExpired:
             raise LabError(f"building {venv}: {name} gave no answer after {timeout_s:.0f} s", fix) from None
         if proc.returncode != 0 and name != "byte-compile":  # a package's unparsable test file is no failure
-            said = _last_line((proc.stderr or "") + (proc.stdout or "")) if capture else "its output is above"
+            said = _what_failed((proc.stderr or "") + (proc.stdout or "")) if capture else "its output is above"
             raise LabError(f"{venv} could not be built ({name} exited {proc.returncode}: {said})", fix)
     for path in ready:
         if not path.exists():
             raise LabError(f"{path} missing after building {venv}",
                            f"check the {', '.join(groups)} group(s) in pyproject.toml")
+    if verify is not None:
+        verify(python)
     stamp.write_text(want)
     return python
 

@@ -116,7 +116,7 @@ def plant(folder: Path, *, marker: bool = True) -> Path:
 # model, record and lock a run makes, and the environments, history and logs beside them.
 NOT_COPIED = ("*prof_out*", "*prof_runs", "*prof_sweep", "*.msprof_lab.lock", "02_api_AscendC/build",
               "03_api_pyAcl/model", "agree_out", "precision_out", "npu_dryrun", ".lab_cache", ".nox", ".git",
-              "*bench/out", "tests/corpus/last_run.log", "tests_artifacts")
+              "*bench/out", "tests/corpus/last_run.log", "tests/zoo/last_run.log", "tests_artifacts")
 LAB = ("common", "workloads", *MODES, "pyproject.toml")  # what a run of the lab needs
 WHOLE = (*LAB, "tests", "docs", "README.md", "SECURITY.md", "noxfile.py", ".ci")  # and what the tests read beside it
 

@@ -36,7 +36,7 @@ from common.workload.expect import FAMILY_ORDER  # noqa: F401 (the family names,
 #   communication hcom_*/HCCL tasks, allReduce/allGather/broadcast/..., gloo:/nccl: collectives
 #   optimizer     Foreach*, Apply*(Adam, Momentum, ...), aten::_foreach_*, fused Adam/SGD steps
 #   init          tensors filled with constants or random numbers: MemSet, Fill, ZerosLike, OnesLike,
-#                 DSA random generators, aten::uniform_/randn/fill_/zero_
+#                 DSA random generators, aten::uniform_/randn/fill_/zero_, erfinv_ (trunc_normal_'s)
 #   other         anything no rule names
 # FAMILY_ORDER (imported above) lists these families in report order; a workload's EXPECT names them too.
 
@@ -115,7 +115,9 @@ _RULES: list[tuple[str, str | None, str]] = [
     ("init", None, (r"memset(v\d+)?|fill[a-z0-9_]*|zero|zeros(_like|like)?|ones(_like|like)?|full(_like)?"
                     r"|empty[a-z_]*|uniform|normal|randn?(_like)?|randint(_like)?|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
                     r"|truncated_?normal|bernoulli|multinomial|dsa[a-z0-9]*|dropout_?gen_?mask[a-z0-9]*|gen_?mask"
-                    r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*")),
+                    r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*"
+                    # trunc_normal_ (torch.nn.init's, timm's weight init) maps uniform numbers through erfinv_
+                    r"|erfinv_?")),
     ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*|local_scalar_dense"),
     ("layout", None, (r"trans_?data[a-z0-9_]*|tensor_?move|transpose[a-z0-9_]*|contiguous|clone|copy|identity"
                       r"|reshape|view|unsafe_view|flatten|unflatten|squeeze|unsqueeze|permute|expand(_as)?"

@@ -29,6 +29,8 @@ from pathlib import Path
 from common.errors import ArgumentParser, LabError, run_cli
 from common.formats.rundir import RUN_ID_VAR, finish_run, lock_mode, prepare_output_dir, read_run_info, start_run
 from common.modes import ROOT
+from common.workload.loader import workload_file
+from common.workload.requires import declared, environment_dir
 
 MAX_REPEAT = 20
 
@@ -125,10 +127,29 @@ def record_failure(mode_dir: Path, script: str, code: int, line: str) -> None:
         return
 
 
+def workload_environment(workload: str | None) -> str | None:
+    """The python of the environment of the workload file's REQUIRES (built when stale), made the PYTHON of every
+    script this process starts (common/lab_python.sh honours it); None when the file declares none, or for TinyMLP:
+    the lab's own environment runs it."""
+    found = workload_file(workload)  # the file, else $MSPROF_LAB_WORKLOAD's
+    if found is None:
+        return None
+    from common.collect import workload_env
+
+    python = workload_env.ensure(found[0], capture=False)  # pip prints to the terminal as it works, as nox's does
+    if python is None:
+        return None
+    print(f"workload environment: {python.parents[1]} (the REQUIRES of {found[0].name})", flush=True)
+    os.environ["PYTHON"] = str(python)
+    return str(python)
+
+
 def run_mode(session: str, argv: Sequence[str]) -> int:
-    """A mode session: its build step, if any, then its run.sh (``--repeat`` times)."""
+    """A mode session: its build step, if any, then its run.sh (``--repeat`` times), under the environment of the
+    workload's REQUIRES when it declares them."""
     args = mode_parser(session).parse_args(list(argv))
     repeat = parse_repeat(args.repeat)
+    workload_environment(args.workload)
     for step in MODE_STEPS[session]:
         mode_dir = ROOT / Path(step.script).parts[0]
         runs = prepare_output_dir(mode_dir / "prof_runs") if step.is_run and repeat > 1 else None
@@ -150,7 +171,38 @@ def check_workload(argv: Sequence[str]) -> int:
     from common.cli.commands import main
 
     args = mode_parser("workload").parse_args(list(argv))
-    return main(["workload", *([args.workload] if args.workload else []), *(["--train"] if args.train else [])])
+    command = ["workload", *([args.workload] if args.workload else []), *(["--train"] if args.train else [])]
+    python = workload_environment(args.workload)  # built here, first, for the mode sessions after it
+    if python is not None:
+        return subprocess.run([python, "-m", "common", *command], check=False).returncode
+    return main(command)
+
+
+def run_agree(argv: Sequence[str]) -> int:
+    """``nox -s agree``: ``python -m common agree``, under the environment of the workload's REQUIRES when the runs
+    it compares profiled a file that declares them (agree imports the file for its reference and op counts)."""
+    from common.cli.agree import default_dirs
+    from common.cli.commands import main
+
+    parser = ArgumentParser(prog="nox -s agree --", add_help=False)
+    parser.add_argument("dirs", nargs="*")
+    parser.add_argument("--out")
+    parser.add_argument("--run-id")
+    parser.add_argument("--allow-mixed-runs", action="store_true")
+    known, _ = parser.parse_known_args(list(argv))
+    files = []
+    for folder in known.dirs or default_dirs():
+        try:
+            files += [(read_run_info(Path(folder)) or {}).get("workload", {}).get("path")]
+        except LabError:  # a damaged run_info.json: agree itself says so
+            pass
+    files = [Path(f) for f in files if f]
+    if files and files[0].is_file():
+        requirements = declared(files[0])
+        python = environment_dir(requirements) / "bin" / "python" if requirements else None
+        if python is not None and python.exists() and Path(sys.prefix).resolve() != python.parents[1].resolve():
+            return subprocess.run([str(python), "-m", "common", "agree", *argv], check=False).returncode
+    return main(["agree", *argv])
 
 
 def run_ddp(argv: Sequence[str]) -> int:
@@ -178,6 +230,7 @@ def run_ecosystem(argv: Sequence[str]) -> int:
     known, rest = parser.parse_known_args(list(argv))
     if not any(a == "--candidate" or a.startswith("--candidate=") for a in rest):
         workload = ["--workload", known.workload] if known.workload else []
+        workload_environment(known.workload)
         code, _ = run_step(["bash", str(ROOT / "04_pyTorch" / "run.sh"), "0", *workload])
         if code != 0:
             return code
@@ -189,7 +242,7 @@ def run_ecosystem(argv: Sequence[str]) -> int:
     return main(rest)
 
 
-SESSIONS = {"workload": check_workload, "ddp": run_ddp, "ecosystem": run_ecosystem}
+SESSIONS = {"workload": check_workload, "agree": run_agree, "ddp": run_ddp, "ecosystem": run_ecosystem}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from common.errors import LabError
 from common.workload.expect import expectations
 from common.workload.model import Workload, first_line
 from common.workload.record import Record
+from common.workload.requires import declared, environment_dir
 
 ENV_VAR = "MSPROF_LAB_WORKLOAD"
 TINY_MLP_FILE = Path(__file__).resolve().parents[2] / "workloads" / "tiny_mlp.py"
@@ -52,7 +53,7 @@ def tiny_mlp_module():
     return _import(TINY_MLP_FILE, _tiny_mlp_sha256())
 
 
-def _workload_file(path: str | os.PathLike | None) -> tuple[Path, str] | None:
+def workload_file(path: str | os.PathLike | None) -> tuple[Path, str] | None:
     """The workload file of ``path``, else of $MSPROF_LAB_WORKLOAD (resolved) and its sha256; None: TinyMLP."""
     origin = ""
     if path is None or str(path) == "":
@@ -80,7 +81,7 @@ def _workload_file(path: str | os.PathLike | None) -> tuple[Path, str] | None:
 def workload_identity(path: str | os.PathLike | None = None) -> dict[str, Any]:
     """``{name, path, sha256}`` of the workload :func:`load_workload` would load, without importing it
     (a mode that profiles something else records which workload the run was given)."""
-    found = _workload_file(path)
+    found = workload_file(path)
     if found is None:
         return {"name": TINY_MLP, "path": None, "sha256": _tiny_mlp_sha256()}
     resolved, sha = found
@@ -94,7 +95,7 @@ def load_workload(path: str | os.PathLike | None = None, *, check: bool = True) 
     shows here, before any output folder is touched. ``check=False`` skips that forward (a profiled
     program whose file the lab checked already: the forward would be profiled too).
     """
-    found = _workload_file(path)
+    found = workload_file(path)
     if found is None:
         return tiny_mlp()
     resolved, sha = found
@@ -152,13 +153,34 @@ def _import(file: Path, sha: str, *, beside: bool = True):
                        "fix the Python syntax in that file") from None
     except ImportError as err:
         sys.modules.pop(name, None)
-        raise LabError(f"workload file {file}: an import failed: {first_line(err)}",
-                       "install the missing package in this environment or fix the import") from None
+        raise import_failed(file, err) from None
     except (Exception, SystemExit) as err:  # noqa: BLE001 (the user's code, run at import)
         sys.modules.pop(name, None)
         raise LabError(f"workload file {file}: running it failed: {first_line(err)}",
                        "fix the code at its top level (it runs when the lab imports the file)") from None
     return module
+
+
+def import_failed(file: Path, err: ImportError) -> LabError:
+    """The one line for a workload file whose import failed: which Python lacked the package, and where the lab
+    keeps (or would build) the environment of the file's REQUIRES, or how to declare them."""
+    here = f"this Python ({sys.prefix})"
+    requirements = declared(file)
+    if not requirements:
+        return LabError(f"workload file {file}: an import failed in {here}: {first_line(err)}",
+                        'declare what it needs at its top, e.g. REQUIRES = ["torchvision==0.28.0"], and the lab '
+                        "installs it into an environment of its own (docs/own_model.md); or fix the import")
+    venv = environment_dir(requirements)
+    if Path(sys.prefix).resolve() == venv.resolve():
+        return LabError(f"workload file {file}: an import failed in the environment of its REQUIRES ({venv}): "
+                        f"{first_line(err)}", "check the versions in REQUIRES (nox rebuilds the environment when "
+                                              "they change)")
+    what = f"workload file {file}: an import failed in {here}: {first_line(err)}; its REQUIRES are in {venv}"
+    if (venv / "bin" / "python").exists():
+        return LabError(what, f"run it with PYTHON={venv}/bin/python, or through nox, which uses that environment: "
+                              f"nox -s cmdline ascendc pyacl pytorch -- 0 --workload {file}")
+    return LabError(f"{what}, not built yet", f"build it with: nox -s workload -- --workload {file} (then every "
+                                               f"mode session uses it, or PYTHON={venv}/bin/python)")
 
 
 def _from_module(module, file: Path, sha: str, name: str, path: str | None) -> Workload:

@@ -93,7 +93,7 @@ REAL_NAMES = [
     ("aten::_foreach_add_", "optimizer", "aten::_foreach_add_"), ("aten::copy_", "layout", "aten::copy_"),
     ("aten::to", "cast", "aten::to"), ("aten::_to_copy", "cast", "aten::_to_copy"),
     ("aten::contiguous", "layout", "aten::contiguous"), ("aten::reshape", "layout", "aten::reshape"),
-    ("aten::uniform_", "init", "aten::uniform_"), ("aten::randn", "init", "aten::randn"),
+    ("aten::uniform_", "init", "aten::uniform_"), ("aten::erfinv_", "init", "aten::erfinv_"), ("aten::randn", "init", "aten::randn"),
     ("aten::ones_like", "init", "aten::ones_like"), ("gloo:all_reduce", "communication", "AllReduce"),
     ("add_custom", "elementwise", "add_custom"),  # 02's AscendC kernel
     # ONNX Runtime node types (03); Erf is one per decomposed GELU

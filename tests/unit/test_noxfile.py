@@ -83,8 +83,8 @@ def test_the_mode_sessions_require_the_workload_check_and_queue_agree_passed_or_
 
 def test_the_other_sessions_pass_their_arguments_through(noxfile, monkeypatch) -> None:
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
-    want = {"agree": ("-m", "common", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
-            "precision": ("-m", "common", "precision"), "corpus": ("-m", "tests.corpus"),
+    want = {"agree": ("-m", "common.modes.sessions", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
+            "precision": ("-m", "common", "precision"), "corpus": ("-m", "tests.corpus"), "zoo": ("-m", "tests.zoo"),
             "npu_dryrun": ("-m", "tests.npu_dryrun")}
     for name, command in want.items():
         session = _Session(["3", "--workload", "x.py"], name)

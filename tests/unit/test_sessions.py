@@ -110,3 +110,43 @@ def test_the_kernel_choice_is_checked_by_the_script_that_takes_it() -> None:
     done = subprocess.run(["bash", "02_api_AscendC/run.sh", "0", "--kernel", "rust"], cwd=ROOT, capture_output=True,
                           text=True, check=False, env={**os.environ, "PYTHON": sys.executable})
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "invalid choice: 'rust'" in done.stderr
+
+
+def test_a_workload_with_requires_runs_every_script_under_its_environment(tmp_path, monkeypatch) -> None:
+    """The mode session builds (or finds) the environment of the file's REQUIRES and starts each script with it as
+    PYTHON; a file without REQUIRES leaves the lab's own."""
+    from common.collect import workload_env
+
+    model = tmp_path / "m.py"
+    model.write_text('REQUIRES = ["timm"]\nimport timm\n')
+    env_python = tmp_path / "workload-x" / "bin" / "python"
+    monkeypatch.setattr(workload_env, "ensure", lambda file, **kw: env_python if "REQUIRES" in file.read_text()
+                        else None)
+    seen = []
+    monkeypatch.setattr(sessions, "run_step", lambda argv: (seen.append(os.environ.get("PYTHON")), (0, ""))[1])
+    monkeypatch.setenv("PYTHON", "lab-python")
+    assert sessions.run_mode("pyacl", ["0", "--workload", str(model)]) == 0
+    assert seen == [str(env_python), str(env_python)]  # build_model.sh and run.sh
+    seen.clear()
+    model.write_text("import torch\n")
+    monkeypatch.setenv("PYTHON", "lab-python")
+    assert sessions.run_mode("pytorch", ["0", "--workload", str(model)]) == 0
+    assert seen == ["lab-python"]
+
+
+def test_agree_runs_under_the_environment_of_the_workload_the_modes_profiled(tmp_path, monkeypatch) -> None:
+    model = tmp_path / "m.py"
+    model.write_text('REQUIRES = ["timm"]\n')
+    venv = tmp_path / "workload-x"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    monkeypatch.setattr(sessions, "environment_dir", lambda requirements: venv)
+    out = tmp_path / "prof_out"
+    out.mkdir()
+    (out / rundir.RUN_INFO).write_text(json.dumps({"backend": "portable", "mode": "04", "completed": True,
+                                                          "workload": {"path": str(model)}}))
+    ran = []
+    monkeypatch.setattr(sessions.subprocess, "run", lambda argv, **kw: ran.append(argv) or
+                        subprocess.CompletedProcess(argv, 0))
+    assert sessions.run_agree(["--run-id", "r1", str(out)]) == 0
+    assert ran == [[str(venv / "bin" / "python"), "-m", "common", "agree", "--run-id", "r1", str(out)]]

@@ -1,0 +1,14 @@
+"""timm's EfficientNet-B0 (vision: inverted residuals, squeeze-excitation, SiLU), random weights."""
+
+REQUIRES = ["torchvision==0.28.0", "timm==1.0.31", "transformers==5.24.0"]
+
+import timm
+import torch
+
+
+def build_model():
+    return timm.create_model("efficientnet_b0", pretrained=False, num_classes=10)
+
+
+def make_input():
+    return torch.randn(2, 3, 64, 64)
