@@ -787,7 +787,9 @@ def test_cnn_runs_with_its_fusions_named(cnn_repo):
     info = run_info(repo)
     assert info["workload"] == load_workload(repo / "workloads" / "cnn.py").info()
     assert info["workload"]["name"] == "cnn" and len(info["workload"]["sha256"]) == 64
-    assert graph_counts(repo, "fp32", "cnn") == Counter(FusedConv=2, MaxPool=2, Flatten=1, Gemm=1)
+    counts = graph_counts(repo, "fp32", "cnn")
+    flatten = "Reshape" if counts["Reshape"] else "Flatten"  # torch.flatten: the dynamo exporter's Reshape, the tracer's
+    assert counts == Counter({"FusedConv": 2, "MaxPool": 2, flatten: 1, "Gemm": 1}), counts
     changes = {c["change"] for c in info["results"]["fp32"]["graph_changes"]}
     assert "Conv+Relu -> FusedConv x2" in changes
     assert info["compute_check"]["ok"] is True
