@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from common.analyze.msprobe_check import ABS_ERR_AGREE_REL, COSINE_AGREE, CrossCheck
 from common.analyze.precision import CandidateResult, first_divergence_line
 from common.render.html import SERIES, esc, page, section, table
 from common.render.text import render_table
@@ -103,8 +104,9 @@ def growth_chart(results: list[CandidateResult]) -> str:
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
-def precision_html(results: list[CandidateResult], head: list[str]) -> str:
-    """report.html: the first divergent op of every candidate, the growth chart, then one table per candidate."""
+def precision_html(results: list[CandidateResult], head: list[str], extra: list[str] = ()) -> str:
+    """report.html: the first divergent op of every candidate, the growth chart, one table per candidate, then the
+    ``extra`` sections (the cross-check against msprobe)."""
     summary = "".join(f"<p class=\"v\">{esc(first_divergence_line(r))}</p>" for r in results)
     blocks = [section("First divergent op per candidate", summary, note=" ".join(head[1:])),
               section("How the error grows, op by op", growth_chart(results),
@@ -115,5 +117,44 @@ def precision_html(results: list[CandidateResult], head: list[str]) -> str:
         blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("op (module path)", "computes", "verdict")),
                               unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
                                               f"({result.tolerance.why}). {result.note}".strip()))
+    blocks += extra
     subtitle = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers, not the page's
     return page("msprof lab: per-op precision", subtitle, blocks)
+
+
+# ----- the cross-check against msprobe --------------------------------------------------------------
+CROSS_HEADER = ["op (module path)", "msprobe's name", "cosine (lab)", "cosine (msprobe)", "max abs err (lab)",
+                "max abs err (msprobe)", "agree"]
+
+
+def cross_check_rows(check: CrossCheck) -> list[list[object]]:
+    return [[r.path, r.probe_name, f"{r.lab_cosine:.6f}", f"{r.probe_cosine:.6f}", _g(r.lab_max_abs_err),
+             _g(r.probe_max_abs_err), r.why or "yes"] for r in check.rows]
+
+
+def cross_check_notes(check: CrossCheck) -> list[str]:
+    """Where the two differ in what they report, and the verdict, one line each."""
+    lines = [f"msprobe reports, the lab does not: {name} (not a leaf module: the lab hooks leaf modules only)"
+             for name in check.probe_only]
+    lines += [f"the lab reports, msprobe does not: {path}" for path in check.lab_only]
+    lines.append(f"msprobe's {check.not_compared} rows of module inputs and parameters (and outputs after the first) "
+                 "are not compared: the lab compares each leaf module's first output")
+    lines.append(f"-> {check.candidate}: the lab and msprobe agree on {len(check.rows)} modules (cosine within "
+                 f"{COSINE_AGREE:g}, max abs err within {ABS_ERR_AGREE_REL:g} of it)" if check.agree else
+                 f"-> {check.candidate}: the lab and msprobe DISAGREE on "
+                 f"{sum(1 for r in check.rows if r.why) or 'every'} module(s)")
+    return lines
+
+
+def cross_check_text(check: CrossCheck, how: str) -> str:
+    parts = [f"== cross-check, {check.candidate} against msprobe: {how}"]
+    if check.rows:
+        parts.append(render_table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)))
+    parts += cross_check_notes(check)
+    return "\n".join(parts) + "\n"
+
+
+def cross_check_html(check: CrossCheck, how: str) -> str:
+    notes = "".join(f"<p class=\"note\">{esc(line)}</p>" for line in cross_check_notes(check))
+    return section(f"Cross-check: {check.candidate} against msprobe",
+                   table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)), notes, note=how)
