@@ -9,6 +9,7 @@
   workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
   precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
                    the first op out of tolerance; writes precision_out/report.html; exit 1 when a path names one
+                   (--cross-check: the torch fp16 table against msprobe's compare of the same paths)
   backend          print which backend this machine gets and why
 """
 
