@@ -9,6 +9,7 @@
   workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
   precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
                    the first op out of tolerance; writes precision_out/report.html; exit 1 when a path names one
+                   (--cross-check: the torch fp16 table against msprobe's compare of the same paths)
   backend          print which backend this machine gets and why
 """
 
@@ -182,7 +183,7 @@ def _workload(args: argparse.Namespace) -> int:
 def _precision(args: argparse.Namespace) -> int:
     from common.cli.precision import run_precision
 
-    return run_precision(args.device, args.workload, args.out, torch_only=args.torch_only)
+    return run_precision(args.device, args.workload, args.out, torch_only=args.torch_only, cross_check=args.cross_check)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     precision_p.add_argument("--workload", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     precision_p.add_argument("--out", help="where to write report.txt and report.html (default: precision_out/)")
     precision_p.add_argument("--torch-only", action="store_true", help="leave out mode 03's variants")
+    precision_p.add_argument("--cross-check", action="store_true",
+                             help="check the torch fp16 table against msprobe's compare (installs mindstudio-probe "
+                                  "into .nox/probe on first use)")
     precision_p.set_defaults(func=_precision)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     args = parser.parse_args(argv)

@@ -33,7 +33,8 @@ def _device(device_id: str) -> tuple[str, str]:
     return f"npu:{dev}", backend.banner()
 
 
-def run_precision(device_id: str, workload_file: str | None, out: str | None, torch_only: bool = False) -> int:
+def run_precision(device_id: str, workload_file: str | None, out: str | None, torch_only: bool = False,
+                  cross_check: bool = False) -> int:
     from common.backend import parse_device_id
     from common.collect import precision as collect
     from common.collect import runlogs
@@ -76,16 +77,49 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     print(text, end="")
     if not npu:
         out_dir = prepare_output_dir(out_dir)
+    extra, agree = [], True
+    if cross_check:
+        check_text, check_html, agree = _cross_check(work, workload_file, results, reference, device, out_dir)
+        print(check_text, end="")
+        text, extra = f"{text}\n{check_text}", [check_html]
     (out_dir / "report.txt").write_text(text)
-    (out_dir / "report.html").write_text(precision_html(results, head))
+    (out_dir / "report.html").write_text(precision_html(results, head, extra))
     print(f"(written to {out_dir / 'report.txt'} and {out_dir / 'report.html'})")
     divergent = [r for r in results if r.first_divergent is not None]
+    if not agree:
+        print("the lab's and msprobe's per-module metrics disagree (the cross-check above)")
     if divergent:
         print(f"{len(divergent)} of {len(results)} paths name a divergent op: " +
               "; ".join(first_divergence_line(r) for r in divergent))
         return 1
     print(f"no path names a divergent op ({len(results)} paths)")
-    return 0
+    return 0 if agree else 1
+
+
+CROSS_CHECK_HOW = ("msprobe's PrecisionDebugger (level L0) dumped the fp32 copy (golden) and its .half() copy (target) "
+                   "on the CPU, in msprobe's own environment; msprobe compare -tp target/step0 -gp golden/step0 "
+                   "compared them (its Result column says error for every row: fp16 against fp32 dtypes, metrics "
+                   "computed all the same); files under msprobe/")
+
+
+def _cross_check(work, workload_file, results, reference, device: str, out_dir: Path) -> tuple[str, str, bool]:
+    """The lab's ``torch fp16`` table against msprobe's compare of the same two paths, both on the CPU:
+    (text, an HTML section, whether they agree)."""
+    from common.analyze.msprobe_check import cross_check
+    from common.collect import msprobe
+    from common.collect import precision as collect
+    from common.formats.msprobe_compare import compare_result_file, read_compare_result
+    from common.render.precision import cross_check_html, cross_check_text
+
+    lab = next(r for r in results if r.name == "torch fp16")
+    if device != "cpu":  # msprobe's environment holds the CPU torch: the lab's side runs there too
+        fp16 = next(c for c in collect.torch_candidates(work, "cpu") if c[0] == "torch fp16")
+        lab = compare_ops(fp16[0], fp16[1], TOLERANCES[fp16[2]], fp16[3], reference)
+    folder = msprobe.dump_and_compare(out_dir / "msprobe", workload_file)
+    csv_path = compare_result_file(folder)
+    check = cross_check(lab, read_compare_result(csv_path))
+    how = f"{CROSS_CHECK_HOW}; {csv_path.relative_to(out_dir)}"
+    return cross_check_text(check, how), cross_check_html(check, how), check.agree
 
 
 def _is_npu() -> bool:

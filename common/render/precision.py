@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from common.analyze.msprobe_check import ABS_ERR_AGREE_REL, COSINE_AGREE, CrossCheck
 from common.analyze.precision import CandidateResult, first_divergence_line
 from common.render.html import SERIES, esc, page, section, table
 from common.render.text import render_table
@@ -37,9 +38,31 @@ def precision_text(results: list[CandidateResult], head: list[str]) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def first_divergent_marker(result: CandidateResult, k: int, color: str, points: list[tuple[float, float, object]],
+                           top_pad: int) -> list[str]:
+    """The chart's marker of ``result``'s first divergent op: a ring round its dot, a dashed line up to a label that
+    names the op (staggered by the series' index ``k`` so that two paths diverging at one op stay readable); nothing
+    for a path whose ops all keep the tolerance."""
+    row = result.first_divergent
+    if row is None:
+        return []
+    x, y, _ = next(p for p in points if p[2] is row)
+    label_y = top_pad + 10 + 14 * k
+    text = f"first divergent: {row.path}"
+    right_half = x > (points[0][0] + points[-1][0]) / 2  # a label there runs leftwards, off the legend
+    anchor, text_x = ("end", x - 4) if right_half else ("start", x + 4)
+    return [f"<g class=\"first-divergent\" data-series=\"{esc(result.name)}\" data-op=\"{esc(row.path)}\">"
+            f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"9\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>"
+            f"<line x1=\"{x:.1f}\" y1=\"{y:.1f}\" x2=\"{x:.1f}\" y2=\"{label_y}\" stroke=\"{color}\" "
+            f"stroke-dasharray=\"3,3\"/><text x=\"{text_x:.1f}\" y=\"{label_y}\" text-anchor=\"{anchor}\" "
+            f"fill=\"{color}\">{esc(text)}</text>"
+            f"<title>{esc(result.name)}: {esc(text)} ({esc(row.computes)}): {esc(row.why)}</title></g>"]
+
+
 def growth_chart(results: list[CandidateResult]) -> str:
     """Max abs error as a share of max|ref| (log scale) against the op's position, one line per candidate;
-    a non-finite or zero error is drawn at the chart's top or bottom edge."""
+    a non-finite or zero error is drawn at the chart's top or bottom edge. Each path's first divergent op is ringed
+    and labelled with its name (:func:`first_divergent_marker`)."""
     shown = [r for r in results if r.rows]
     if not shown:
         return ""
@@ -73,6 +96,7 @@ def growth_chart(results: list[CandidateResult]) -> str:
         parts += [f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"{3 if row.ok else 5}\" fill=\"{color}\">"
                   f"<title>{esc(result.name)}, {esc(row.path)}: {_g(row.abs_err_of_scale)}"
                   f"{'' if row.ok else ' (out of tolerance)'}</title></circle>" for x, y, row in points]
+        parts += first_divergent_marker(result, k, color, points, top_pad)
         parts.append(f"<rect x=\"{left + plot_w + 10}\" y=\"{top_pad + 18 * k}\" width=\"11\" height=\"11\" "
                      f"fill=\"{color}\"/><text x=\"{left + plot_w + 26}\" y=\"{top_pad + 18 * k + 10}\">"
                      f"{esc(result.name)}</text>")
@@ -80,16 +104,57 @@ def growth_chart(results: list[CandidateResult]) -> str:
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
-def precision_html(results: list[CandidateResult], head: list[str]) -> str:
-    """report.html: the first divergent op of every candidate, the growth chart, then one table per candidate."""
+def precision_html(results: list[CandidateResult], head: list[str], extra: list[str] = ()) -> str:
+    """report.html: the first divergent op of every candidate, the growth chart, one table per candidate, then the
+    ``extra`` sections (the cross-check against msprobe)."""
     summary = "".join(f"<p class=\"v\">{esc(first_divergence_line(r))}</p>" for r in results)
     blocks = [section("First divergent op per candidate", summary, note=" ".join(head[1:])),
               section("How the error grows, op by op", growth_chart(results),
-                      note="a larger dot: out of tolerance; non-finite errors are drawn at the top edge")]
+                      note="a larger dot: out of tolerance; a ring and a label: the path's first divergent op; "
+                            "non-finite errors are drawn at the top edge")]
     for result in results:
         unmatched = "".join(f"<p class=\"note\">no match: {esc(line)}</p>" for line in result.unmatched)
         blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("op (module path)", "computes", "verdict")),
                               unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
                                               f"({result.tolerance.why}). {result.note}".strip()))
+    blocks += extra
     subtitle = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers, not the page's
     return page("msprof lab: per-op precision", subtitle, blocks)
+
+
+# ----- the cross-check against msprobe --------------------------------------------------------------
+CROSS_HEADER = ["op (module path)", "msprobe's name", "cosine (lab)", "cosine (msprobe)", "max abs err (lab)",
+                "max abs err (msprobe)", "agree"]
+
+
+def cross_check_rows(check: CrossCheck) -> list[list[object]]:
+    return [[r.path, r.probe_name, f"{r.lab_cosine:.6f}", f"{r.probe_cosine:.6f}", _g(r.lab_max_abs_err),
+             _g(r.probe_max_abs_err), r.why or "yes"] for r in check.rows]
+
+
+def cross_check_notes(check: CrossCheck) -> list[str]:
+    """Where the two differ in what they report, and the verdict, one line each."""
+    lines = [f"msprobe reports, the lab does not: {name} (not a leaf module: the lab hooks leaf modules only)"
+             for name in check.probe_only]
+    lines += [f"the lab reports, msprobe does not: {path}" for path in check.lab_only]
+    lines.append(f"msprobe's {check.not_compared} rows of module inputs and parameters (and outputs after the first) "
+                 "are not compared: the lab compares each leaf module's first output")
+    lines.append(f"-> {check.candidate}: the lab and msprobe agree on {len(check.rows)} modules (cosine within "
+                 f"{COSINE_AGREE:g}, max abs err within {ABS_ERR_AGREE_REL:g} of it)" if check.agree else
+                 f"-> {check.candidate}: the lab and msprobe DISAGREE on "
+                 f"{sum(1 for r in check.rows if r.why) or 'every'} module(s)")
+    return lines
+
+
+def cross_check_text(check: CrossCheck, how: str) -> str:
+    parts = [f"== cross-check, {check.candidate} against msprobe: {how}"]
+    if check.rows:
+        parts.append(render_table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)))
+    parts += cross_check_notes(check)
+    return "\n".join(parts) + "\n"
+
+
+def cross_check_html(check: CrossCheck, how: str) -> str:
+    notes = "".join(f"<p class=\"note\">{esc(line)}</p>" for line in cross_check_notes(check))
+    return section(f"Cross-check: {check.candidate} against msprobe",
+                   table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)), notes, note=how)
