@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FIXTURES
+from helpers import ROOT as REPO  # the lab these tests run (a private copy)
 
 from common.analyze import cluster
 from common.errors import LabError
@@ -18,7 +19,7 @@ from common.formats.datasets import find_datasets
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu"
 OUT = "ASCEND_PROFILER_OUTPUT"
-REPO = Path(__file__).resolve().parents[2]
+
 EXIT_DAMAGED = 3
 
 

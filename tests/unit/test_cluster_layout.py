@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FIXTURES
+from helpers import ROOT as REPO  # the lab these tests run (a private copy)
 
 from common.analyze import cluster
 from common.analyze.parallel_layout import group_hash, parallel_layout
@@ -26,7 +27,6 @@ CAPTURE = FIXTURES / "npu" / "megatron_pp2_dp2" / "level2"
 MSA_STAGES = FIXTURES / "msprof_analyze_cluster" / "megatron_pp2_dp2.csv"
 NO_LAYOUT = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
 OUT = "ASCEND_PROFILER_OUTPUT"
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

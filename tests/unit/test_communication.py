@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pytest
 from helpers import FIXTURES
+from helpers import ROOT as REPO  # the lab these tests run (a private copy)
 
 from common.analyze import cluster, communication
 from common.formats.cluster import load_cluster, rank_communication
-from common.formats.communication import (group_members, read_comm_analyzer, read_communication_json,
-                                          read_rank_matrix)
+from common.formats.communication import group_members, read_comm_analyzer, read_communication_json, read_rank_matrix
 from common.render.cluster import cluster_html, render_cluster
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu"
 OUT = "ASCEND_PROFILER_OUTPUT"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _json(rank: int) -> dict:

@@ -10,7 +10,9 @@ import ast
 import re
 from pathlib import Path
 
-COMMON = Path(__file__).resolve().parents[2] / "common"
+from helpers import ROOT
+
+COMMON = ROOT / "common"
 
 
 def _module(path: Path) -> str:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 from common.analyze.precision import FP16, FP32, OpOutput, compare_ops, first_divergence_line, judge, op_metrics
 from common.collect import precision as collect
 from common.workload import load_workload, tiny_mlp
 
-ROOT = Path(__file__).resolve().parents[2]
 OVERFLOW = Path(__file__).with_name("precision_fp16_overflow.py")
 
 
