@@ -273,3 +273,14 @@ def test_an_environment_whose_scripts_name_a_gone_interpreter_is_rebuilt_where_i
     python = environments.ensure_environment(venv, ["ecosystem"], expect=("tool",), log=lambda *_: None)
     assert built and python == real.resolve() / "env" / "bin" / "python"
     assert str(real.resolve() / "env") in built[0]  # venv is made at the real path, never through the link
+
+
+def test_no_test_module_runs_the_checkout_its_file_sits_in() -> None:
+    """A test module that takes the repository from its own path would run (and write into) the checkout, beside
+    the other worker's tests: the lab a test runs is helpers.ROOT."""
+    import helpers
+
+    pattern = re.compile(r"Path\(__file__\)\.resolve\(\)\.(parents\[2\]|parent\.parent\.parent)")
+    offenders = [p.name for folder in ("unit", "modes") for p in sorted((helpers.CHECKOUT / "tests" / folder).glob(
+        "test_*.py")) if pattern.search(p.read_text())]
+    assert offenders == [], offenders
