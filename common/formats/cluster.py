@@ -42,9 +42,20 @@ class RankProfile:
         """The rank's export: the text files, or the database (torch_npu export_type=db) when there are none."""
         return dataset_of(self.folder / OUTPUT_SUBDIR) or Dataset("torch_npu", self.folder / OUTPUT_SUBDIR)
 
-    @property
+    @functools.cached_property
     def steps(self) -> list[StepTime]:
         return self.dataset.steps
+
+    @functools.cached_property
+    def communication_files(self) -> tuple[list[CommTiming], str, list[MatrixLink]] | str | None:
+        """Its communication analysis (ops, where from, link matrix); None when it has none; the reason, when
+        its files could not be read."""
+        out = self.folder / OUTPUT_SUBDIR
+        try:
+            found = read_rank_communication(out)
+            return None if found is None else (*found, read_rank_matrix(out))
+        except LabError as err:
+            return err.what
 
     @functools.cached_property
     def metadata(self) -> RankMetadata | None:
@@ -174,6 +185,8 @@ def load_cluster(root: Path | str) -> ClusterView:
             f"rank {odd}: launch {launches[odd][:8]})",
             "compare the ranks of one run only",
         )
+    if len(ranks) >= PARALLEL_FROM_RANKS:
+        prefetch_ranks(ranks)
     steps = {p.rank: p.steps for p in ranks}
     reference = _steps_of(steps[ranks[0].rank])
     for p in ranks[1:]:
@@ -215,16 +228,39 @@ def rank_communication(view: ClusterView) -> Communication | None:
     links: dict[int, list[MatrixLink]] = {}
     sources, notes = set(), []
     for p in view.ranks:
-        out = p.folder / OUTPUT_SUBDIR
-        try:
-            found = read_rank_communication(out)
-            if found is None:
-                continue
-            per_rank[p.rank], source = found
+        found = p.communication_files
+        if isinstance(found, str):
+            notes.append(f"rank {p.rank}: communication analysis not read: {found}")
+        elif found is not None:
+            per_rank[p.rank], source, links[p.rank] = found
             sources.add(source)
-            links[p.rank] = read_rank_matrix(out)
-        except LabError as err:
-            notes.append(f"rank {p.rank}: communication analysis not read: {err.what}")
     if not per_rank and not notes:
         return None
     return Communication(per_rank, " and ".join(sorted(sources)) or "none", links, notes)
+
+
+# --- many ranks: each rank's files read by a process pool ---------------------------------------------
+PARALLEL_FROM_RANKS = 64  # fewer ranks: read here (a pool's start, about a second, would cost more than it saves)
+PREFETCHED = ("steps", "collective_starts", "communication_files", "metadata")  # what a rank's worker reads
+
+
+def _read_rank(job: tuple[int, str, dict]) -> dict:
+    """In a worker: what the cluster view reads of one rank (its step rows, collectives, metadata)."""
+    rank, folder, info = job
+    profile = RankProfile(rank, Path(folder), info)
+    return {name: getattr(profile, name) for name in PREFETCHED}
+
+
+def prefetch_ranks(ranks: list[RankProfile]) -> None:
+    """Read every rank's files in a process pool (one process per core, spawned: the parent's polars threads
+    are not forked), into each profile's cached properties; the parent then holds each rank's rows, never its
+    files. A damaged rank raises its LabError here, as it would read in this process."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(os.cpu_count() or 1, len(ranks))
+    jobs = [(p.rank, str(p.folder), p.info) for p in ranks]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for profile, read in zip(ranks, pool.map(_read_rank, jobs, chunksize=max(1, len(jobs) // (8 * workers)))):
+            profile.__dict__.update(read)
