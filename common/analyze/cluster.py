@@ -164,10 +164,8 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     per_step = [
         [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us,
          step_bound.step_kind(s)]
-        for step in sorted({s.step for rows in view.steps.values() for s in rows}, key=step_order)
-        for rank, rows in sorted(view.steps.items())
-        for s in rows
-        if s.step == step
+        for s, rank in sorted(((s, rank) for rank, rows in view.steps.items() for s in rows),
+                              key=lambda sr: (step_order(sr[0].step), sr[1]))
     ]
     summaries = rank_summaries(view)
     means = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,12 +108,16 @@ class ClusterView:
 
 
 def _rank_dirs(root: Path) -> dict[int, list[Path]]:
+    """rank -> the folders holding its ``profiler_info_{rank}.json``. A rank's folder is not searched further
+    (its ASCEND_PROFILER_OUTPUT/ and PROF_*/ trees hold its own files, thousands on a real capture), nor is
+    msprof-analyze's output."""
     found: dict[int, list[Path]] = {}
-    for path in sorted(root.rglob("profiler_info_*.json")):
-        if MSA_OUTPUT in path.parts or not (m := PROFILER_INFO.match(path.name)):
-            continue
-        found.setdefault(int(m[1]), []).append(path.parent)
-    return found
+    for folder, dirs, files in os.walk(root):
+        ranks = [int(m[1]) for name in files if (m := PROFILER_INFO.match(name))]
+        for rank in ranks:
+            found.setdefault(rank, []).append(Path(folder))
+        dirs[:] = [] if ranks else sorted(d for d in dirs if d != MSA_OUTPUT)
+    return {rank: sorted(folders) for rank, folders in found.items()}
 
 
 
@@ -254,13 +259,18 @@ def _read_rank(job: tuple[int, str, dict]) -> dict:
 def prefetch_ranks(ranks: list[RankProfile]) -> None:
     """Read every rank's files in a process pool (one process per core, spawned: the parent's polars threads
     are not forked), into each profile's cached properties; the parent then holds each rank's rows, never its
-    files. A damaged rank raises its LabError here, as it would read in this process."""
+    files. A damaged rank raises its LabError here, as it would read in this process. Where no pool can start
+    (a program read from stdin, which a spawned worker cannot import again), the ranks are read here."""
     import multiprocessing
-    import os
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     workers = min(os.cpu_count() or 1, len(ranks))
     jobs = [(p.rank, str(p.folder), p.info) for p in ranks]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for profile, read in zip(ranks, pool.map(_read_rank, jobs, chunksize=max(1, len(jobs) // (8 * workers)))):
-            profile.__dict__.update(read)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            read = list(pool.map(_read_rank, jobs, chunksize=max(1, len(jobs) // (8 * workers))))
+    except (BrokenProcessPool, OSError):
+        return  # each rank's properties are then read on first use, in this process
+    for profile, found in zip(ranks, read):
+        profile.__dict__.update(found)
