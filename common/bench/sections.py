@@ -154,9 +154,22 @@ def _cluster_section(out: Path, repeat: int, sizes: dict, tool: Path | None) -> 
     print()
 
 
+# The per-rank files both tools read: read once before measuring, so that neither pays for a disk the other
+# finds in the page cache (thousands of ranks were just written, or evicted by the larger files beside them).
+WARM_FILES = ("profiler_info_*.json", "profiler_metadata.json", "step_trace_time.csv", "communication.json",
+              "communication_matrix.json")
+
+
+def _warm(folder: Path) -> None:
+    for pattern in WARM_FILES:
+        for path in folder.rglob(pattern):
+            path.read_bytes()
+
+
 def _cluster_rows(out: Path, ranks: int, repeat: int, sizes: dict, tool: Path | None) -> tuple[float, float | None]:
     """One size's rows: the lab's whole process and in-process view, msprof-analyze cluster; (lab s, tool s)."""
     folder = ensure_profile(out, "cluster", ranks, sizes)
+    _warm(folder)
     no_tool = {MSA_EXE_VAR: str(folder / "no-msprof-analyze")}  # the lab's view alone, without its cross-check
     report, inside = lab_runs(repeat, ["cluster", str(folder)], "lab-cluster", folder, env=no_tool)
     lab = median_run(inside).result
