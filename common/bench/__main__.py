@@ -4,7 +4,8 @@ tools; ``loop``: where the card command's time goes (common/bench/loop.py).
 ``run`` prints, in one run, every comparison side by side: a 1,000,000-row op_summary (the lab's
 ``report`` vs polars alone vs pandas), a 0.53 GB trace_view.json (the lab vs a whole msgspec
 decode vs ``msprof-analyze advisor``), a 1,000,000-task ascend_pytorch_profiler.db, and a
-64-rank capture (``python -m common cluster`` vs ``msprof-analyze cluster``). Every tool runs
+64-rank capture (``python -m common cluster`` vs ``msprof-analyze cluster``; ``--ranks 64,256,1024,4096``: one
+table over those sizes, the ms per rank and the ratio to msprof-analyze at each). Every tool runs
 in a child process of its own: wall time of the whole process (start to exit, imports
 included), the wall time of its work measured inside it, its CPU time (user + system, all
 threads: CPU/wall above 1 means more than one core was used), its peak RSS (the child's

@@ -67,7 +67,7 @@ class RankProfile:
         """The rank's collectives from its database's COMMUNICATION_OP (empty for a text export: see communication.json)."""
         return self.dataset.profiler_db.communication() if self.dataset.is_db else []
 
-    @property
+    @functools.cached_property
     def collectives_source(self) -> str:
         """Where :attr:`collective_starts` comes from: the database's table or the text export's file."""
         return "COMMUNICATION_OP" if self.dataset.is_db else "communication.json"
@@ -247,7 +247,8 @@ def rank_communication(view: ClusterView) -> Communication | None:
 # --- many ranks: each rank's files read by a process pool ---------------------------------------------
 PARALLEL_FROM_RANKS = 128  # fewer ranks: read here (starting a pool, about half a second of imports per process on the
 # 2-core VM, costs more than it saves below that: ~7 ms of reading per rank, half of it saved)
-PREFETCHED = ("steps", "collective_starts", "communication_files", "metadata")  # what a rank's worker reads
+# what a rank's worker reads (the rank's cached properties)
+PREFETCHED = ("steps", "collective_starts", "collectives_source", "communication_files", "metadata")
 
 
 def _read_rank(job: tuple[int, str, dict]) -> dict:

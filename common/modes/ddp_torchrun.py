@@ -99,7 +99,8 @@ def parse_nproc(text: str) -> int:
 def parse_nodes(text: str) -> int:
     """--nodes is an integer in 1..MAX_NODES."""
     if not re.fullmatch(r"[1-9]", str(text).strip()) or int(text) > MAX_NODES:
-        raise LabError(f"--nodes {text!r} is not an integer in 1..{MAX_NODES}", "e.g. bash 04_pyTorch/run_ddp.sh 2 --nodes 2")
+        raise LabError(f"--nodes {text!r} is not an integer in 1..{MAX_NODES}",
+                       "e.g. bash 04_pyTorch/run_ddp.sh 2 --nodes 2")
     return int(text)
 
 

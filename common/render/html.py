@@ -171,7 +171,7 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
-HEAT_COLUMNS = 512  # at most this many columns: more ranks share a column, which shows their largest value
+HEAT_COLUMNS = 256  # at most this many columns: more ranks share a column, which shows their largest value
 
 
 def heat_map(chart: str, rows: list[tuple[str, list[float]]], what: str) -> str:

@@ -94,7 +94,8 @@ def test_the_cluster_command_on_text_beside_analysis_db_exits_0(tmp_path: Path, 
     tool = tmp_path / "msprof-analyze"
     tool.write_text(f"#!{sys.executable}\nimport shutil, sys, pathlib\n"
                     "out = pathlib.Path(sys.argv[sys.argv.index('-o') + 1]) / 'cluster_analysis_output'\n"
-                    f"out.mkdir(parents=True, exist_ok=True); shutil.copy({str(made)!r}, out / 'cluster_analysis.db')\n")
+                    "out.mkdir(parents=True, exist_ok=True)\n"
+                    f"shutil.copy({str(made)!r}, out / 'cluster_analysis.db')\n")
     tool.chmod(0o755)
     monkeypatch.setenv("MSPROF_ANALYZE", str(tool))
     code = main(["cluster", str(MEGATRON)])
