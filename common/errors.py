@@ -20,6 +20,9 @@ class LabError(Exception):
     def __str__(self) -> str:
         return f"{self.what} — {self.fix}" if self.fix else self.what
 
+    def __reduce__(self):  # raised in a process pool's worker, it reaches the parent whole
+        return type(self), (self.what, self.fix)
+
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool stopped by a closed pipe

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from common.analyze import communication
 from common.analyze.bounds import step as step_bound
+from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, Outlier, StepSpread, outliers, step_spreads
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
 from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, find_slow_rank,
                                       rank_summaries)
@@ -73,23 +74,25 @@ def _ratio_word(ratio: float) -> str:
     return f"above {high:g}: it waits for a peer" if ratio > high else f"at most {high:g}: little waiting"
 
 
-def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str]]:
-    """The communication verdict and the lines around it: per rank split, links, uncaptured ranks, notes."""
+def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str], list[tuple[float, str]]]:
+    """The communication verdict, the lines around it (uncaptured ranks, notes) and, per rank in rank order,
+    (its wait ratio, its line: the split of its ops' time and its main links)."""
     verdict = communication.step_verdict(comm.per_rank, comm.source)
     lines = [verdict.text]
     uncaptured = _uncaptured_text(comm)
     if uncaptured:
         lines.append(f"note: {uncaptured}")
+    per_rank = []
     for r, timings in sorted(comm.per_rank.items()):
         split = communication.rank_split(r, timings)
         links = communication.main_links(communication.link_use(timings))
-        lines.append(
+        per_rank.append((split.wait_ratio,
             f"rank {r}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
             f"{split.wait_ms:,.3f} (sync {split.sync_ms:,.3f}) + idle {split.idle_ms:,.3f} ms; wait ratio "
             f"{split.wait_ratio:.2f}, sync ratio {split.sync_ratio:.2f} ({_ratio_word(split.wait_ratio)}); "
             + ("; ".join(communication.bandwidth_text(u) + f", {u.size_mb:,.1f} MB"
-                                              for u in links) or "no link moved data"))
-    return verdict, lines + [f"note: {n}" for n in comm.notes]
+                                              for u in links) or "no link moved data")))
+    return verdict, lines + [f"note: {n}" for n in comm.notes], per_rank
 
 
 @dataclass
@@ -102,13 +105,22 @@ class ClusterReport:
     slow: SlowRank
     arrivals: Arrivals | None
     step_lines: list[str]
-    comm_lines: list[str]
+    comm_lines: list[str]  # the communication verdict and its notes
+    comm_rank_lines: list[tuple[float, str]]  # per rank: (wait ratio, its line)
     op_rows: list[list[object]]
     link_rows: list[list[object]]
     layout: Layout | None = None  # the parallel layout, when the ranks recorded one
     layout_lines: list[str] = field(default_factory=list)
     stage_rows: list[list[object]] = field(default_factory=list)
     group_rows: list[list[object]] = field(default_factory=list)
+    spreads: list[StepSpread] = field(default_factory=list)  # per step, over the ranks
+    slowest: list[Outlier] = field(default_factory=list)
+    fastest: list[Outlier] = field(default_factory=list)
+
+    @property
+    def summarized(self) -> bool:
+        """More ranks than a table of every (step, rank) row can show usefully: the summary is shown instead."""
+        return len(self.view.ranks) > SUMMARY_ABOVE_RANKS
 
 
 PIPELINE_TRY = ("try (Communication(Not Overlapped)): here it is pipeline ranks waiting in P2P for a slower stage, "
@@ -152,10 +164,8 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     per_step = [
         [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us,
          step_bound.step_kind(s)]
-        for step in sorted({s.step for rows in view.steps.values() for s in rows}, key=step_order)
-        for rank, rows in sorted(view.steps.items())
-        for s in rows
-        if s.step == step
+        for s, rank in sorted(((s, rank) for rank, rows in view.steps.items() for s in rows),
+                              key=lambda sr: (step_order(sr[0].step), sr[1]))
     ]
     summaries = rank_summaries(view)
     means = [
@@ -164,9 +174,9 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         for s in summaries
     ]
     comm = view.communication
-    verdict, comm_lines, op_rows, link_rows = None, [], [], []
+    verdict, comm_lines, comm_rank_lines, op_rows, link_rows = None, [], [], [], []
     if comm is not None:
-        verdict, comm_lines = communication_lines(comm)
+        verdict, comm_lines, comm_rank_lines = communication_lines(comm)
         op_rows = communication.op_rows(communication.across_ranks(comm.per_rank))
         link_rows = link_matrix_rows(comm)
     layout = parallel_layout(view)
@@ -178,5 +188,7 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         lines, slow, unbalanced = layout_lines(layout, stages, judge_groups(layout, summaries), comm)
         groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
     step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced)
-    return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines, op_rows,
-                         link_rows, layout, lines, [r.cells() for r in stages], groups)
+    slowest, fastest = outliers(summaries, layout)
+    return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines,
+                         comm_rank_lines, op_rows, link_rows, layout, lines, [r.cells() for r in stages], groups,
+                         step_spreads(view.steps), slowest, fastest)

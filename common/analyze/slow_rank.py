@@ -167,10 +167,15 @@ class Arrivals:
     source: str = "communication.json"
     largest: tuple[str, int, float] | None = None  # (collective, the rank that started it last, by how much µs)
 
-    def text(self) -> str:
-        """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs)."""
-        waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in sorted(self.wait_us))
-        counts = ", ".join(f"rank {r} {n}" for r, n in sorted(self.last.items()))
+    def text(self, top: int | None = None) -> str:
+        """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs); ``top``:
+        only that many ranks of each list, the largest first."""
+        wait_order = sorted(self.wait_us) if top is None else sorted(self.wait_us, key=lambda r: -self.wait_us[r])[:top]
+        last_order = (sorted(self.last) if top is None else
+                      [r for r in sorted(self.last, key=lambda r: -self.last[r]) if self.last[r]][:top])
+        more = f" (the {top} largest of {len(self.wait_us)} ranks)" if top is not None else ""
+        waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in wait_order) + more
+        counts = ", ".join(f"rank {r} {self.last[r]}" for r in last_order)
         head = (f"arrival at the collectives ({self.source}): the largest gap is {self.largest[0]}, which rank "
                 f"{self.largest[1]} started {self.largest[2]:,.1f} us after the first rank; "
                 if self.largest else f"arrival at the collectives ({self.source}): ")

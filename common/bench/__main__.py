@@ -4,7 +4,8 @@ tools; ``loop``: where the card command's time goes (common/bench/loop.py).
 ``run`` prints, in one run, every comparison side by side: a 1,000,000-row op_summary (the lab's
 ``report`` vs polars alone vs pandas), a 0.53 GB trace_view.json (the lab vs a whole msgspec
 decode vs ``msprof-analyze advisor``), a 1,000,000-task ascend_pytorch_profiler.db, and a
-64-rank capture (``python -m common cluster`` vs ``msprof-analyze cluster``). Every tool runs
+64-rank capture (``python -m common cluster`` vs ``msprof-analyze cluster``; ``--ranks 64,256,1024,4096``: one
+table over those sizes, the ms per rank and the ratio to msprof-analyze at each). Every tool runs
 in a child process of its own: wall time of the whole process (start to exit, imports
 included), the wall time of its work measured inside it, its CPU time (user + system, all
 threads: CPU/wall above 1 means more than one core was used), its peak RSS (the child's
@@ -27,13 +28,14 @@ DEFAULT_OUT = ROOT / "bench" / "out"  # gitignored: generated files are never co
 DEFAULT_ROWS = 1_000_000
 DEFAULT_EVENTS = 2_750_000  # about 0.53 GB of trace_view.json
 DEFAULT_TASKS = 1_000_000  # tasks in the generated ascend_pytorch_profiler.db
-DEFAULT_RANKS = 64
-TINY = {"rows": 3_000, "events": 20_000, "tasks": 5_000, "ranks": 4}  # --tiny: the CLI's own check
+DEFAULT_RANKS = (64,)
+TINY = {"rows": 3_000, "events": 20_000, "tasks": 5_000, "ranks": (4,)}  # --tiny: the CLI's own check
 KINDS = ("op_summary", "kernel_details", "trace_view", "db", "cluster")
 
 
 # --- generation (in a child: this process stays small) -----------------------------------------------
-def make(out: Path, rows: int, events: int, tasks: int, ranks: int, what: set[str], seed: int = 0) -> dict[str, str]:
+def make(out: Path, rows: int, events: int, tasks: int, ranks: tuple[int, ...], what: set[str], seed: int = 0
+         ) -> dict[str, str]:
     """Write the asked-for profiles under ``out`` (one folder per kind and size); returns where."""
     from common.bench import generate
 
@@ -59,10 +61,18 @@ def make(out: Path, rows: int, events: int, tasks: int, ranks: int, what: set[st
         written["db"] = str(path)
         print(f"db: {tasks:,} tasks, {path.stat().st_size / 1e6:,.0f} MB: {path}")
     if "cluster" in what:
-        folder = generate.write_cluster(out / f"cluster_{ranks}", ranks, seed=seed)
-        written["cluster"] = str(folder)
-        print(f"cluster: {ranks} ranks under {folder}")
+        for n in ranks:
+            folder = generate.write_cluster(out / f"cluster_{n}", n, seed=seed)
+            written[f"cluster_{n}"] = str(folder)
+            print(f"cluster: {n} ranks under {folder}")
     return written
+
+
+def _rank_counts(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give rank counts, comma-separated (e.g. 64,256)") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="op_summary / kernel_details rows (1,000,000)")
         p.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="trace_view.json events (2,750,000: 0.53 GB)")
         p.add_argument("--tasks", type=int, default=DEFAULT_TASKS, help="tasks in the database (1,000,000)")
-        p.add_argument("--ranks", type=int, default=DEFAULT_RANKS, help="ranks of the cluster capture (64)")
+        p.add_argument("--ranks", type=_rank_counts, default=DEFAULT_RANKS,
+                       help="ranks of the cluster capture; several, comma-separated, give one table (64; e.g. "
+                            "64,256,1024,4096)")
         p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where (default {DEFAULT_OUT.relative_to(ROOT)})")
     mk.add_argument("--what", default="op_summary,trace_view,db,cluster", help=f"comma-separated: {', '.join(KINDS)}")
     mk.add_argument("--seed", type=int, default=0)
@@ -100,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return loop.main(args.device, workload, args.cold)
     sizes = dict(TINY) if getattr(args, "tiny", False) else {
         "rows": args.rows, "events": args.events, "tasks": args.tasks, "ranks": args.ranks}
-    if min(sizes.values()) < 1 or (args.command == "run" and args.repeat < 1):
+    if min(min(v) if isinstance(v, tuple) else v for v in sizes.values()) < 1 or (args.command == "run" and args.repeat < 1):
         raise LabError("bad arguments: sizes and --repeat must be >= 1", f"see python -m common.bench {args.command} --help")
     if args.command == "make":
         what = {w.strip() for w in args.what.split(",") if w.strip()}

@@ -12,6 +12,7 @@ on its own, so memory stays bounded however many rows are asked for.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -428,48 +429,64 @@ def write_cluster(out: Path, ranks: int, steps: int = 20, tasks_per_step: int = 
     Each rank: kernel_details.csv, op_statistic.csv, step_trace_time.csv, trace_view.json and
     communication.json, written by the same layout code as the portable backend's DDP ranks. Every
     step ends with one all-reduce that all ranks leave together: a rank waits in it for the slowest
-    one (the last rank, whose compute is :data:`CLUSTER_SLOW_RANK_FACTOR` longer).
+    one (the last rank, whose compute is :data:`CLUSTER_SLOW_RANK_FACTOR` longer). The ranks are
+    written by a process pool (one process per core); each rank's jitter has a seed of its own, so
+    the output does not depend on which process wrote it.
     """
+    from concurrent.futures import ProcessPoolExecutor
+
+    rng = np.random.default_rng(seed)
+    compute = [k for k in KINDS if k.task_type != "COMMUNICATION"]
+    shares = np.array([k.share for k in compute]) / sum(k.share for k in compute)
+    kinds = rng.choice(len(compute), size=(steps, tasks_per_step), p=shares)
+    base = rng.lognormal(np.log([[compute[k].mean_us for k in row] for row in kinds]), 0.25)
+    # the step's busy time of every rank, to know when the slowest one reaches each all-reduce
+    busy_max = np.max([(_rank_durations(base, r, ranks, seed) + CLUSTER_GAP_US).sum(axis=1) for r in range(ranks)],
+                      axis=0)
+    jobs = [(out, r, ranks, seed, kinds, base, busy_max) for r in range(ranks)]
+    with ProcessPoolExecutor(max_workers=min(os.cpu_count() or 1, ranks)) as pool:
+        list(pool.map(_write_cluster_rank, jobs, chunksize=max(1, ranks // 64)))
+    return out
+
+
+CLUSTER_GAP_US = 15.0  # host gap after each task
+CLUSTER_ALLREDUCE_US = 300.0
+
+
+def _rank_durations(base: np.ndarray, r: int, ranks: int, seed: int) -> np.ndarray:
+    jitter = np.random.default_rng([seed, r]).normal(1.0, 0.01, size=base.shape).clip(0.9, 1.1)
+    return base * jitter * (CLUSTER_SLOW_RANK_FACTOR if r == ranks - 1 else 1.0)
+
+
+def _write_cluster_rank(job: tuple) -> None:
     from common.collect import torch_npu_layout, torch_ops
     from common.formats.records import Task
 
-    rng = np.random.default_rng(seed)
+    out, r, ranks, seed, kinds, base, busy_max = job
+    steps = len(kinds)
     info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
                                          "schedule": {"wait": 0, "warmup": 1, "active": steps, "repeat": 1,
                                                       "skip_first": 0}}},
             "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
             "launch_id": f"bench-{seed}"}
     compute = [k for k in KINDS if k.task_type != "COMMUNICATION"]
-    shares = np.array([k.share for k in compute]) / sum(k.share for k in compute)
-    kinds = rng.choice(len(compute), size=(steps, tasks_per_step), p=shares)
-    base = rng.lognormal(np.log([[compute[k].mean_us for k in row] for row in kinds]), 0.25)
-    gap_us = 15.0
-    per_rank = []
-    for r in range(ranks):
-        factor = CLUSTER_SLOW_RANK_FACTOR if r == ranks - 1 else 1.0
-        jitter = rng.normal(1.0, 0.01, size=base.shape).clip(0.9, 1.1)
-        per_rank.append(base * jitter * factor)
-    busy = np.array([[float((d + gap_us).sum()) for d in durations] for durations in per_rank])  # ranks x steps
-    allreduce_us = 300.0
-    folders = []
-    for r in range(ranks):
-        tasks, ranges, start = [], [], 0.0
-        for s in range(steps):
-            step_start, t = start, start + 20.0
-            for k, d in zip(kinds[s], per_rank[r][s]):
-                kind = compute[k]
-                tasks.append(Task(kind.op_name, kind.op_type, kind.task_type, round(t, 3), round(float(d), 3), 0.0,
-                                  str(r % 8), kind.block_dim, kind.inputs[0], kind.inputs[1], kind.outputs[0],
-                                  kind.outputs[1], step_id=s + 1))
-                t += float(d) + gap_us
-            # every rank leaves the all-reduce together: the slowest rank's arrival plus the transfer
-            leave = step_start + 20.0 + float(busy[:, s].max()) + allreduce_us
-            tasks.append(Task("hcom_allReduce_", "hcom_allReduce_", torch_ops.COMMUNICATION, round(t, 3),
-                              round(leave - t, 3), 0.0, str(r % 8), 0, step_id=s + 1))
-            start = leave + 50.0
-            ranges.append(torch_ops.StepRange(s + 1, step_start, start))
-        step_rows = torch_ops.step_times(tasks, ranges, device_id=str(r % 8))
-        folder = out / f"rank{r:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        folders.append(torch_npu_layout.write_ascend_pt(folder, tasks, ranges, step_rows, [], info, rank=r))
-    return out
+    durations = _rank_durations(base, r, ranks, seed)
+    tasks, ranges, start = [], [], 0.0
+    for s in range(steps):
+        step_start, t = start, start + 20.0
+        for k, d in zip(kinds[s], durations[s]):
+            kind = compute[k]
+            tasks.append(Task(kind.op_name, kind.op_type, kind.task_type, round(t, 3), round(float(d), 3), 0.0,
+                              str(r % 8), kind.block_dim, kind.inputs[0], kind.inputs[1], kind.outputs[0],
+                              kind.outputs[1], step_id=s + 1))
+            t += float(d) + CLUSTER_GAP_US
+        # every rank leaves the all-reduce together: the slowest rank's arrival plus the transfer
+        leave = step_start + 20.0 + float(busy_max[s]) + CLUSTER_ALLREDUCE_US
+        tasks.append(Task("hcom_allReduce_", "hcom_allReduce_", torch_ops.COMMUNICATION, round(t, 3),
+                          round(leave - t, 3), 0.0, str(r % 8), 0, step_id=s + 1))
+        start = leave + 50.0
+        ranges.append(torch_ops.StepRange(s + 1, step_start, start))
+    step_rows = torch_ops.step_times(tasks, ranges, device_id=str(r % 8))
+    folder = out / f"rank{r:0{max(2, len(str(ranks - 1)))}d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    torch_npu_layout.write_ascend_pt(folder, tasks, ranges, step_rows, [], info, rank=r)

@@ -125,7 +125,7 @@ def ensure_profile(out: Path, kind: str, size: int, sizes: dict) -> Path:
              "db": out / f"db_{size}", "cluster": out / f"cluster_{size}"}[kind]
     if not where.is_dir():
         args = ["--rows", str(sizes["rows"]), "--events", str(sizes["events"]), "--tasks", str(sizes["tasks"]),
-                "--ranks", str(sizes["ranks"])]
+                "--ranks", str(size if kind == "cluster" else sizes["ranks"][0])]
         spawn(python_argv("-m", "common.bench", "make", "--what", kind, "--out", str(out), *args))
     if kind == "trace_view":
         return next(where.rglob("trace_view.json"))

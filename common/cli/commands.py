@@ -147,17 +147,23 @@ def _cluster(args: argparse.Namespace) -> int:
     from common.modes.reports import write_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
-    from common.render.cluster import cluster_html, render_cluster
+    from common.render.cluster import STEPS_CSV, cluster_html, render_cluster, steps_csv
 
     out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
     view = load_cluster(args.dir)
     verdicts, notes = view_checks(view, install=args.cross_check)
     report = cluster_report(view)
+    full = not report.summarized  # beyond a handful of ranks: the summary here, every row in --out's files
     text = render_cluster(report, verdicts, notes)
-    print(text)
+    print(text if full else render_cluster(report, verdicts, notes, full=False))
     if out is not None:
         print(write_beside(out, "cluster_report.txt", text + "\n"))
-        print(write_beside(out, "report.html", cluster_html(report, verdicts, notes)))
+        if not full:
+            print(write_beside(out, STEPS_CSV, steps_csv(report)))
+        print(write_beside(out, "report.html", cluster_html(report, verdicts, notes, full=full)))
+    elif not full:
+        print(f"every (step, rank) row and every rank's line: add --out DIR ({STEPS_CSV}, cluster_report.txt, "
+              "report.html)")
     return 0 if all(v.ok for v in verdicts) else 1
 
 

@@ -31,6 +31,7 @@ from xml.etree import ElementTree
 from common.collect import launcher
 from common.environments import ensure_environment, runnable
 from common.errors import LabError
+from common.analyze.export_rounding import STEP_FIELDS, Rounding, text_rounding
 from common.formats.cluster import MSA_OUTPUT, step_order
 from common.formats.datasets import find_datasets
 from common.formats.cluster_analysis_db import CLUSTER_ANALYSIS_DB, read_cluster_step_trace_time
@@ -124,16 +125,14 @@ def run_tool(exe: Path, args: list[str], log_path: Path) -> str:
 
 # --- reading what it reports ------------------------------------------------------------------------
 # ===== The cluster view against msprof-analyze cluster ========================================
-# msprof-analyze re-reads the same step_trace_time.csv (µs with 3 decimals): the numbers must
-# agree to the last printed digit; any larger difference is a rank or step mapped differently.
+# When both read the same export (the text step_trace_time.csv, or every rank's database), msprof-analyze
+# copies the values the lab read: they must agree to the last printed digit (µs with 3 decimals); any
+# larger difference is a rank or step mapped differently. When the lab read the text export and the tool
+# the analysis.db beside it, the text's own resolution is the tolerance (common.analyze.export_rounding).
 CROSS_CHECK_ABS_US = 0.002
 # cluster_step_trace_time.csv's step columns (msprof-analyze copies them from each rank's
 # step_trace_time.csv) and the StepTime field each is compared with.
-MSA_STEP_COLUMNS = {
-    "Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
-    "Overlapped": "overlapped_us", "Communication": "communication_us", "Free": "free_us", "Stage": "stage_us",
-    "Bubble": "bubble_us", "Preparing": "preparing_us",
-}
+MSA_STEP_COLUMNS = STEP_FIELDS
 COMPARED_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")  # required in the tool's table
 
 
@@ -154,15 +153,17 @@ CROSS_CHECK_NAME = "agrees with msprof-analyze cluster (cluster_step_trace_time.
 CROSS_CHECK_DB_NAME = f"agrees with msprof-analyze cluster ({CLUSTER_ANALYSIS_DB} ClusterStepTraceTime)"
 
 
-def compare_with_cluster_db(steps: dict[int, list[StepTime]], db_path: Path,
-                            name: str = CROSS_CHECK_DB_NAME) -> Verdict:
-    """:func:`compare_with_msprof_analyze` against the ClusterStepTraceTime table msprof-analyze writes for db input."""
+def compare_with_cluster_db(steps: dict[int, list[StepTime]], db_path: Path, name: str = CROSS_CHECK_DB_NAME,
+                            rounding: Rounding | None = None) -> Verdict:
+    """:func:`compare_with_msprof_analyze` against the ClusterStepTraceTime table msprof-analyze writes for db input;
+    ``rounding``: the lab read the text export beside each database (:func:`text_rounding`), not the databases."""
     try:
         records = read_cluster_step_trace_time(db_path)
     except LabError as err:
         return Verdict(name, False, str(err))
     header = list(records[0]) if records else ["Step", "Type", "Index"]
-    return compare_step_rows(steps, header, records, f"{db_path.name} ClusterStepTraceTime", name, head_line=1)
+    return compare_step_rows(steps, header, records, f"{db_path.name} ClusterStepTraceTime", name, head_line=1,
+                             rounding=rounding)
 
 
 def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path,
@@ -184,9 +185,11 @@ def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path
 
 
 def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], records: list[dict], source: str,
-                      name: str, head_line: int = 2) -> Verdict:
+                      name: str, head_line: int = 2, rounding: Rounding | None = None) -> Verdict:
     """The comparison itself, over rows under cluster_step_trace_time.csv's column names (``source`` names them;
-    ``head_line``: the line or row number of the first record, for messages)."""
+    ``head_line``: the line or row number of the first record, for messages). Each value within
+    :data:`CROSS_CHECK_ABS_US` (the same export read twice) or, given ``rounding``, within what the text
+    export's resolution allows for its column."""
     missing = [c for c in ("Step", "Type", "Index", *COMPARED_COLUMNS) if c not in header]
     if missing:
         return Verdict(name, False, f"{source} has no column {', '.join(map(repr, missing))} (header {header})")
@@ -212,7 +215,8 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
         return Verdict(name, False, f"(rank, step) pairs differ: only ours {show(set(ours) - set(theirs))}, "
                                     f"only theirs {show(set(theirs) - set(ours))}")
     columns = [c for c in MSA_STEP_COLUMNS if c in header]
-    worst, where, compared = 0.0, "", 0
+    allowed = {c: rounding.tolerance_us(c) if rounding else CROSS_CHECK_ABS_US for c in columns}
+    worst, where, compared, beyond = 0.0, "", 0, []
     for key, mine in ours.items():
         for column in columns:
             cell = (theirs[key][column] or "").strip()
@@ -230,14 +234,20 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
                 return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze wrote {cell!r}, "
                                             f"ours {value}")
             compared += 1
+            at = f"rank {key[0]} step {'(none)' if key[1] is None else key[1]} {column}"
             if diff >= worst:
-                worst, where = diff, f"rank {key[0]} step {'(none)' if key[1] is None else key[1]} {column}"
+                worst, where = diff, at
+            if diff > allowed[column]:
+                beyond.append(f"{at} by {diff:.4f} us")
     extra = f"; rows of other types not compared: {other_types}" if other_types else ""
+    rule = (f"{rounding.text()}" if rounding else f"tolerance {CROSS_CHECK_ABS_US} us (the same export read twice)")
+    over = (f"; beyond it: {', '.join(beyond[:3])}{' ...' if len(beyond) > 3 else ''}"
+            if beyond and rounding else "")
     return Verdict(
         name,
-        worst <= CROSS_CHECK_ABS_US,
+        not beyond,
         f"{len(ours)} rank-steps x {', '.join(columns)} ({compared} values): largest difference {worst:.4f} us "
-        f"({where}); tolerance {CROSS_CHECK_ABS_US} us{extra}",
+        f"({where}); {rule}{over}{extra}",
     )
 
 
@@ -276,7 +286,9 @@ def cross_check(view, install: bool = False) -> Verdict | str:
         if csv_path.is_file():
             verdict = compare_with_msprof_analyze(view.steps, csv_path, name)
         elif db_path.is_file():  # database input: the tool writes its tables into cluster_analysis.db
-            verdict = compare_with_cluster_db(view.steps, db_path)
+            # a rank with a text export beside its analysis.db: the lab read the text, the tool the database
+            mixed = any(not p.dataset.is_db for p in view.ranks)
+            verdict = compare_with_cluster_db(view.steps, db_path, rounding=text_rounding(view.steps) if mixed else None)
         else:
             return Verdict(
                 name,

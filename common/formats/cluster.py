@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,20 @@ class RankProfile:
         """The rank's export: the text files, or the database (torch_npu export_type=db) when there are none."""
         return dataset_of(self.folder / OUTPUT_SUBDIR) or Dataset("torch_npu", self.folder / OUTPUT_SUBDIR)
 
-    @property
+    @functools.cached_property
     def steps(self) -> list[StepTime]:
         return self.dataset.steps
+
+    @functools.cached_property
+    def communication_files(self) -> tuple[list[CommTiming], str, list[MatrixLink]] | str | None:
+        """Its communication analysis (ops, where from, link matrix); None when it has none; the reason, when
+        its files could not be read."""
+        out = self.folder / OUTPUT_SUBDIR
+        try:
+            found = read_rank_communication(out)
+            return None if found is None else (*found, read_rank_matrix(out))
+        except LabError as err:
+            return err.what
 
     @functools.cached_property
     def metadata(self) -> RankMetadata | None:
@@ -55,7 +67,7 @@ class RankProfile:
         """The rank's collectives from its database's COMMUNICATION_OP (empty for a text export: see communication.json)."""
         return self.dataset.profiler_db.communication() if self.dataset.is_db else []
 
-    @property
+    @functools.cached_property
     def collectives_source(self) -> str:
         """Where :attr:`collective_starts` comes from: the database's table or the text export's file."""
         return "COMMUNICATION_OP" if self.dataset.is_db else "communication.json"
@@ -96,12 +108,16 @@ class ClusterView:
 
 
 def _rank_dirs(root: Path) -> dict[int, list[Path]]:
+    """rank -> the folders holding its ``profiler_info_{rank}.json``. A rank's folder is not searched further
+    (its ASCEND_PROFILER_OUTPUT/ and PROF_*/ trees hold its own files, thousands on a real capture), nor is
+    msprof-analyze's output."""
     found: dict[int, list[Path]] = {}
-    for path in sorted(root.rglob("profiler_info_*.json")):
-        if MSA_OUTPUT in path.parts or not (m := PROFILER_INFO.match(path.name)):
-            continue
-        found.setdefault(int(m[1]), []).append(path.parent)
-    return found
+    for folder, dirs, files in os.walk(root):
+        ranks = [int(m[1]) for name in files if (m := PROFILER_INFO.match(name))]
+        for rank in ranks:
+            found.setdefault(rank, []).append(Path(folder))
+        dirs[:] = [] if ranks else sorted(d for d in dirs if d != MSA_OUTPUT)
+    return {rank: sorted(folders) for rank, folders in found.items()}
 
 
 
@@ -174,6 +190,8 @@ def load_cluster(root: Path | str) -> ClusterView:
             f"rank {odd}: launch {launches[odd][:8]})",
             "compare the ranks of one run only",
         )
+    if len(ranks) >= PARALLEL_FROM_RANKS:
+        prefetch_ranks(ranks)
     steps = {p.rank: p.steps for p in ranks}
     reference = _steps_of(steps[ranks[0].rank])
     for p in ranks[1:]:
@@ -215,16 +233,46 @@ def rank_communication(view: ClusterView) -> Communication | None:
     links: dict[int, list[MatrixLink]] = {}
     sources, notes = set(), []
     for p in view.ranks:
-        out = p.folder / OUTPUT_SUBDIR
-        try:
-            found = read_rank_communication(out)
-            if found is None:
-                continue
-            per_rank[p.rank], source = found
+        found = p.communication_files
+        if isinstance(found, str):
+            notes.append(f"rank {p.rank}: communication analysis not read: {found}")
+        elif found is not None:
+            per_rank[p.rank], source, links[p.rank] = found
             sources.add(source)
-            links[p.rank] = read_rank_matrix(out)
-        except LabError as err:
-            notes.append(f"rank {p.rank}: communication analysis not read: {err.what}")
     if not per_rank and not notes:
         return None
     return Communication(per_rank, " and ".join(sorted(sources)) or "none", links, notes)
+
+
+# --- many ranks: each rank's files read by a process pool ---------------------------------------------
+PARALLEL_FROM_RANKS = 128  # fewer ranks: read here (starting a pool, about half a second of imports per process on the
+# 2-core VM, costs more than it saves below that: ~7 ms of reading per rank, half of it saved)
+# what a rank's worker reads (the rank's cached properties)
+PREFETCHED = ("steps", "collective_starts", "collectives_source", "communication_files", "metadata")
+
+
+def _read_rank(job: tuple[int, str, dict]) -> dict:
+    """In a worker: what the cluster view reads of one rank (its step rows, collectives, metadata)."""
+    rank, folder, info = job
+    profile = RankProfile(rank, Path(folder), info)
+    return {name: getattr(profile, name) for name in PREFETCHED}
+
+
+def prefetch_ranks(ranks: list[RankProfile]) -> None:
+    """Read every rank's files in a process pool (one process per core, spawned: the parent's polars threads
+    are not forked), into each profile's cached properties; the parent then holds each rank's rows, never its
+    files. A damaged rank raises its LabError here, as it would read in this process. Where no pool can start
+    (a program read from stdin, which a spawned worker cannot import again), the ranks are read here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    workers = min(os.cpu_count() or 1, len(ranks))
+    jobs = [(p.rank, str(p.folder), p.info) for p in ranks]
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            read = list(pool.map(_read_rank, jobs, chunksize=max(1, len(jobs) // (8 * workers))))
+    except (BrokenProcessPool, OSError):
+        return  # each rank's properties are then read on first use, in this process
+    for profile, found in zip(ranks, read):
+        profile.__dict__.update(found)

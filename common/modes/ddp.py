@@ -34,7 +34,7 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
     """Per rank, every active step records the same ops as its first; every rank records the same ops per
     step (one model, one tool); the same collectives everywhere; the weights equal to one process's reference."""
     files = ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]
-    verdicts = [checks.check_files(file_rows([p.dataset for p in view.ranks], files), f"{plan.nproc} ranks")]
+    verdicts = [checks.check_files(file_rows([p.dataset for p in view.ranks], files), f"{plan.world} ranks")]
     firsts = {}
     for p in view.ranks:
         compute = [t for t in p.dataset.tasks if t.task_type != "COMMUNICATION"]
@@ -78,9 +78,9 @@ def reference_norms(plan, work) -> list[float]:
 
     model = work.build_model().train()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    shards = [(make_input(BATCH * plan.nproc),)] if work.path is None else [
-        local_batch(work, r, plan.nproc, plan.slow_rank, plan.slow_factor) for r in range(plan.nproc)]
-    scale = 1.0 if work.path is None else 1.0 / plan.nproc
+    shards = [(make_input(BATCH * plan.world),)] if work.path is None else [
+        local_batch(work, r, plan.world, plan.slow_rank, plan.slow_factor) for r in range(plan.world)]
+    scale = 1.0 if work.path is None else 1.0 / plan.world
     for _ in range(STEPS):
         optimizer.zero_grad(set_to_none=True)
         for x in shards:

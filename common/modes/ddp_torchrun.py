@@ -37,9 +37,11 @@ from common.formats.rundir import (
     prepare_output_dir,
     start_run,
 )
+from common.modes import ddp_nodes
 from common.modes.ddp_rank import STATUS_DIR
 
 MAX_NPROC = 8  # ranks per node on one Atlas 800 server (8 NPUs); the allow-list for nproc
+MAX_NODES = 4  # torchrun agents started on this machine, each standing for one node
 SLOW_FACTORS = range(2, 17)  # how many times the slow rank's local batch is repeated
 DEFAULT_SLOW_FACTOR = 4
 DEFAULT_TIMEOUT_S = 600
@@ -55,7 +57,12 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
     """The driver's command line (``bash 04_pyTorch/run_ddp.sh ...``)."""
     parser = ArgumentParser(prog=prog, description=(doc or "").strip().splitlines()[0] if doc else None)
     parser.add_argument("nproc", nargs="?", default="2", help=f"ranks on this node, 1..{MAX_NPROC} (default 2)")
-    parser.add_argument("devices", nargs="?", help="NPU ids, one per rank, comma-separated (default 0..nproc-1)")
+    parser.add_argument("devices", nargs="?", help="NPU ids, one per rank of every node, comma-separated (default "
+                                                   "0..nproc x nodes - 1; node i takes the i-th nproc of them)")
+    parser.add_argument("--nodes", default="1", help=f"torchrun agents on this machine, 1..{MAX_NODES}, one per node "
+                                                     "(--nnodes N --node-rank i, c10d rendezvous on 127.0.0.1), each "
+                                                     "with nproc local ranks; their profiles gathered into one folder "
+                                                     "(default 1)")
     parser.add_argument("--slow-rank", help="give this rank extra work (a larger local batch): the slow-rank demo")
     parser.add_argument(
         "--slow-factor",
@@ -89,6 +96,14 @@ def parse_nproc(text: str) -> int:
     return int(text)
 
 
+def parse_nodes(text: str) -> int:
+    """--nodes is an integer in 1..MAX_NODES."""
+    if not re.fullmatch(r"[1-9]", str(text).strip()) or int(text) > MAX_NODES:
+        raise LabError(f"--nodes {text!r} is not an integer in 1..{MAX_NODES}",
+                       "e.g. bash 04_pyTorch/run_ddp.sh 2 --nodes 2")
+    return int(text)
+
+
 def parse_device_list(text: str | None, nproc: int) -> list[int]:
     """``0,1,...``: one distinct logical device id (0..63) per rank, sorted (rank r gets the r-th
     smallest); default 0..nproc-1."""
@@ -105,7 +120,7 @@ def parse_device_list(text: str | None, nproc: int) -> list[int]:
 def parse_fault(text: str | None, nproc: int) -> str | None:
     if text is None:
         return None
-    m = re.fullmatch(r"(crash|kill|hang):([0-9])", text)
+    m = re.fullmatch(r"(crash|kill|hang):([0-9]{1,2})", text)
     if not m or int(m[2]) >= nproc:
         raise LabError(
             f"--fault {text!r} is not crash:<rank>, kill:<rank> or hang:<rank> with a rank below {nproc}",
@@ -118,22 +133,33 @@ def parse_fault(text: str | None, nproc: int) -> str | None:
 class Plan:
     """A validated command line: what the driver will launch."""
 
-    nproc: int
-    devices: list[int]
+    nproc: int  # ranks per node
+    devices: list[int]  # every rank's, node by node
     slow_rank: int | None
     slow_factor: int
     timeout_s: float
     fault: str | None
+    nodes: int = 1
+
+    @property
+    def world(self) -> int:
+        """Ranks in all: nproc on each node."""
+        return self.nproc * self.nodes
+
+    def node_devices(self, node: int) -> list[int]:
+        return self.devices[node * self.nproc:(node + 1) * self.nproc]
 
 
 def validate(args) -> Plan:
     """Every option checked before anything runs (one ``Error:`` line for the first mistake)."""
     nproc = parse_nproc(args.nproc)
-    devices = parse_device_list(args.devices, nproc)
+    nodes = parse_nodes(getattr(args, "nodes", "1"))
+    world = nproc * nodes
+    devices = parse_device_list(args.devices, world)
     slow_rank = None
     if args.slow_rank is not None:
-        if not re.fullmatch(r"[0-9]", args.slow_rank) or int(args.slow_rank) >= nproc:
-            raise LabError(f"--slow-rank {args.slow_rank!r} is not a rank in 0..{nproc - 1}", "e.g. --slow-rank 1")
+        if not re.fullmatch(r"[0-9]{1,2}", args.slow_rank) or int(args.slow_rank) >= world:
+            raise LabError(f"--slow-rank {args.slow_rank!r} is not a rank in 0..{world - 1}", "e.g. --slow-rank 1")
         slow_rank = int(args.slow_rank)
     if not re.fullmatch(r"[0-9]{1,2}", args.slow_factor) or int(args.slow_factor) not in SLOW_FACTORS:
         raise LabError(f"--slow-factor {args.slow_factor!r} is not an integer in 2..16", "e.g. --slow-factor 4")
@@ -142,8 +168,8 @@ def validate(args) -> Plan:
         timeout_s = float(DEFAULT_TIMEOUT_S)  # never without a limit: a hung rank would block every other one
     if not 1 <= timeout_s <= 86400:
         raise LabError(f"--timeout {args.timeout!r} is not a number of seconds in 1..86400", "e.g. --timeout 600")
-    fault = parse_fault(args.fault, nproc)
-    return Plan(nproc, devices, slow_rank, int(args.slow_factor), timeout_s, fault)
+    fault = parse_fault(args.fault, world)
+    return Plan(nproc, devices, slow_rank, int(args.slow_factor), timeout_s, fault, nodes)
 
 
 # ===== The driver: launch torchrun ==============================================================
@@ -156,15 +182,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_argv(nproc: int, port: int, script: Path, script_args: list[str]) -> list[str]:
-    """torchrun (``python -m torch.distributed.run``) on this node only, rendezvous on loopback, starting
-    ``script script_args`` in every rank."""
+def torchrun_argv(nproc: int, port: int, script: Path, script_args: list[str], nodes: int = 1, node: int = 0,
+                  run_id: str = "none") -> list[str]:
+    """torchrun (``python -m torch.distributed.run``), rendezvous on loopback, starting ``script script_args`` in
+    every rank: this node only, or (``nodes`` > 1) the agent of node ``node`` of a job of ``run_id``, node 0
+    hosting the rendezvous store."""
+    several = ["--node-rank", str(node), "--rdzv-id", run_id,
+               "--rdzv-conf", f"is_host={'true' if node == 0 else 'false'}"] if nodes > 1 else []
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--nnodes",
-        "1",
+        str(nodes),
+        *several,
         "--nproc-per-node",
         str(nproc),
         "--rdzv-backend",
@@ -356,6 +387,8 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         if rows < plan.nproc:
             raise LabError(f"{work.where}: make_input() has {rows} rows in its first dimension, fewer than "
                            f"{plan.nproc} ranks", "give each rank at least one row: a larger batch, or fewer ranks")
+    if plan.nodes > 1 and plan.fault:
+        raise LabError("--fault with --nodes: the failure drills run on one node", "drop one of the two")
     if backend.is_npu:
         unknown = [d for d in plan.devices if d not in backend.devices]
         if unknown:
@@ -379,7 +412,8 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         backend=backend.name,
         device=plan.devices,
         command=sys.argv,
-        world_size=plan.nproc,
+        world_size=plan.world,
+        nodes=plan.nodes,
         process_group="hccl" if backend.is_npu else "gloo",
         forwards=forwards,
         slow_rank=plan.slow_rank,
@@ -391,23 +425,35 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
     launch_id = uuid.uuid4().hex
     wait, warmup, _ = schedule
-    traces = out if backend.is_npu else out / TRACES_DIR  # torch_npu writes *_ascend_pt/ itself; else converted
-    # The lesson's own command line, as a user would type it after torchrun. Its process group waits
-    # longer than the driver, so a hang is diagnosed here (which rank, where) before gloo / HCCL give up.
-    lesson_args = ["--out", str(traces), "--devices", ",".join(map(str, plan.devices)) if backend.is_npu else "cpu",
-                   "--timeout", str(2 * plan.timeout_s + 60)]
-    if plan.slow_rank is not None:
-        lesson_args += ["--slow-rank", str(plan.slow_rank), "--slow-factor", str(plan.slow_factor)]
-    lesson_args += ["--model", work.path] if work.path else []
+    # Where each node's ranks write: the output folder itself on one node; with several, a folder per node
+    # (its own disk), gathered into the output folder afterwards as on a real cluster.
+    node_dirs = [out] if plan.nodes == 1 else [out / f"node{i}" for i in range(plan.nodes)]
+    traces = [d if backend.is_npu else d / TRACES_DIR for d in node_dirs]  # torch_npu writes *_ascend_pt/ itself
     rank_args = ["--status-dir", str(out / STATUS_DIR)]
     rank_args += ["--fault", plan.fault, "--fault-step", str(wait + warmup)] if plan.fault else []  # the first active
     env = rank_env(backend, plan.devices, mode_dir.parent)
     env["MSPROF_LAB_RUN_ID"] = record["run_id"]
     if backend.is_npu:  # CANN's logs of every rank into <out>/logs/ (runlogs.py)
         env.update(runlogs.npu_log_env(env, out))
-    argv = torchrun_argv(plan.nproc, free_port(), RANK_PROGRAM, [*rank_args, str(Path(lesson).resolve()), *lesson_args])
-    print(f"launching {plan.nproc} ranks of {Path(lesson).name}: {' '.join(argv[1:7])} ... (rendezvous 127.0.0.1)",
-          flush=True)
+    port, agents = free_port(), []
+    for node, where in enumerate(traces):
+        # The lesson's own command line, as a user would type it after torchrun. Its process group waits
+        # longer than the driver, so a hang is diagnosed here (which rank, where) before gloo / HCCL give up.
+        lesson_args = ["--out", str(where), "--devices", ",".join(map(str, plan.node_devices(node)))
+                       if backend.is_npu else "cpu", "--timeout", str(2 * plan.timeout_s + 60)]
+        if plan.slow_rank is not None:
+            lesson_args += ["--slow-rank", str(plan.slow_rank), "--slow-factor", str(plan.slow_factor)]
+        lesson_args += ["--model", work.path] if work.path else []
+        agents.append(torchrun_argv(plan.nproc, port, RANK_PROGRAM,
+                                    [*rank_args, str(Path(lesson).resolve()), *lesson_args], plan.nodes, node,
+                                    launch_id))
+    argv = agents[0]
+    if plan.nodes > 1:  # one program starts every agent, so the launcher supervises (and stops) them as one group
+        (out / "agents.json").write_text(json.dumps(agents, indent=1))
+        argv = [sys.executable, "-m", "common.modes.ddp_nodes", str(out / "agents.json")]
+    print(f"launching {plan.world} ranks of {Path(lesson).name}"
+          + (f" on {plan.nodes} torchrun agents (nodes)" if plan.nodes > 1 else "")
+          + f": {' '.join(agents[0][1:7])} ... (rendezvous 127.0.0.1)", flush=True)
     stacks: dict[int, str] = {}
     log = out / "torchrun.log"  # torchrun's stderr and the ranks' (warnings, tracebacks)
     app = launcher.run_command(
@@ -416,14 +462,14 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     )
     # run_info's exit_code: -1 when stopped at the timeout, 128+N when the lab got signal N, else torchrun's
     code = -1 if app.timed_out else app.lab_exit_code if app.stopped_by else app.exit_code
-    statuses = read_statuses(out, plan.nproc)
+    statuses = read_statuses(out, plan.world)
     killed = stop_leftovers(statuses, out)
-    done = code == 0 and len(statuses) == plan.nproc and all(s.get("state") == "done" for s in statuses.values())
+    done = code == 0 and len(statuses) == plan.world and all(s.get("state") == "done" for s in statuses.values())
     if not done:
         if app.stopped_by:
             rank, why = None, f"stopped: the lab received {app.stopped_by}"
         else:
-            rank, why = diagnose(plan.nproc, statuses, stacks, app.timed_out, plan.timeout_s,
+            rank, why = diagnose(plan.world, statuses, stacks, app.timed_out, plan.timeout_s,
                                  log.read_text(errors="replace"))
         finish_run(out, record, exit_code=code, completed=False, timed_out=app.timed_out,
                    failure={"rank": rank, "reason": why, "killed_leftover_ranks": killed})
@@ -432,33 +478,14 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         print(f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
               f"(the ranks' output: {log})", file=sys.stderr)
         return RanksRun(out, record, plan, statuses, False, work)
-    if not backend.is_npu:
-        try:
-            convert_traces(traces, out, statuses, schedule, launch_id)
-        except LabError as err:
-            finish_run(out, record, exit_code=1, completed=False, failure={"rank": None, "reason": str(err)})
-            raise
+    try:
+        if not backend.is_npu:
+            ddp_nodes.convert_traces(traces, out, statuses, schedule, launch_id)
+        elif plan.nodes > 1:
+            ddp_nodes.gather_nodes(node_dirs, out)
+    except LabError as err:
+        finish_run(out, record, exit_code=1, completed=False, failure={"rank": None, "reason": str(err)})
+        raise
     ranks = {r: {"local_batch": s["local_batch"], "params": s["params"]} for r, s in statuses.items()}
     finish_run(out, record, exit_code=0, completed=True, ranks=ranks)
     return RanksRun(out, record, plan, statuses, True, work)
-
-
-def convert_traces(traces: Path, out: Path, statuses: dict[int, dict], schedule: tuple[int, int, int],
-                   launch_id: str) -> list[Path]:
-    """Portable backend: each rank's torch.profiler trace (``<host>_rank<r>.<ns>.pt.trace.json``, as the lesson
-    names it) -> that rank's ``*_ascend_pt/`` under ``out``, in torch_npu's multi-rank layout."""
-    from common.collect.torch_npu_layout import portable_profiler_info
-    from common.collect.torch_trace import write_ascend_pt_from_trace
-
-    wait, warmup, active = schedule
-    written = []
-    for rank, status in sorted(statuses.items()):
-        found = sorted(traces.glob(f"*_rank{rank}.*.pt.trace.json"))
-        if len(found) != 1:
-            raise LabError(f"{traces}: {len(found)} torch.profiler traces of rank {rank} "
-                           f"(*_rank{rank}.*.pt.trace.json), expected 1", "run again into a fresh output folder")
-        info = portable_profiler_info(wait, warmup, active)
-        info.update(world_size=len(statuses), local_batch=status["local_batch"], launch_id=launch_id,
-                    process_group="gloo")
-        written.append(write_ascend_pt_from_trace(found[0], out, wait + warmup, info, rank=rank))
-    return written

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
+
 from common.analyze.cluster import ClusterReport
+from common.analyze.cluster_scale import QUANTITIES, Outlier, Spread
 from common.analyze.communication import OP_HEADER
 from common.render import html
 from common.render.text import Section, render_text, render_verdicts, run_info_line
@@ -26,8 +30,62 @@ def _head(report: ClusterReport) -> list[str]:
     ]
 
 
-def cluster_sections(report: ClusterReport) -> list[Section]:
-    """The view's sections, in reading order: steps, the verdict, the collectives, the ranks."""
+SPREAD_HEADER = ["Step", *(f"{q} (min / median / p95 / max)" for q in QUANTITIES)]
+OUTLIER_HEADER = ["Rank", "Computing + Free", "Over the median", "Computing", "Free", "Comm(Not Overlapped)", "Group"]
+COMM_RANK_LINES = 3  # in the summary: the ranks that wait most in their collectives, and the notes shown
+STEPS_CSV = "cluster_steps.csv"
+
+
+def _spread_cell(s: Spread) -> str:
+    return " / ".join(f"{v:,.0f}" for v in (s.low, s.median, s.p95, s.high))
+
+
+def _outlier_rows(rows: list[Outlier]) -> list[list[object]]:
+    return [[o.rank, o.own_us, o.over_median_us, o.computing_us, o.free_us, o.comm_not_overlapped_us, o.group]
+            for o in rows]
+
+
+def _first(lines: list[str], n: int, what: str) -> list[str]:
+    """The first ``n`` lines, and how many more there are (all of them: cluster_report.txt with --out)."""
+    more = len(lines) - n
+    return lines if more <= 0 else lines[:n] + [f"... {more} more {what} (every one: cluster_report.txt with --out)"]
+
+
+def _summary_sections(report: ClusterReport) -> list[Section]:
+    """Beyond a handful of ranks: per step the distribution over the ranks, the outlying ranks, the verdicts."""
+    n = len(report.view.ranks)
+    sections = [
+        Section(f"Per step, over the {n} ranks (us; every (step, rank) row: {STEPS_CSV} with --out)",
+                header=SPREAD_HEADER,
+                rows=[[sp.step, *(_spread_cell(sp.by_quantity[q]) for q in QUANTITIES)]
+                      for sp in report.spreads]),
+        Section("What bounds the step (every rank's steps)", lines=report.step_lines),
+    ]
+    if report.comm_lines:
+        waiting = sorted(report.comm_rank_lines, key=lambda x: -x[0])[:COMM_RANK_LINES]
+        sections.append(Section(
+            "Collectives and point-to-point ops (largest first, mean over the ranks)",
+            lines=_first(report.comm_lines, COMM_RANK_LINES + 1, "notes") + [line for _, line in waiting]
+            + ([f"(the {len(waiting)} ranks with the highest wait ratio of {len(report.comm_rank_lines)}; every "
+                "rank's line: cluster_report.txt with --out)"] if waiting else []),
+            header=OP_HEADER, rows=report.op_rows))
+    if report.layout is not None:
+        sections.append(Section("Parallel layout (profiler_metadata.json: distributed_args, parallel_group_info)",
+                                lines=report.layout_lines))
+    sections.append(Section(
+        "Slowest ranks: mean of the steps (us), the most Computing + Free first",
+        lines=[report.slow.text] + ([report.arrivals.text(top=COMM_RANK_LINES)] if report.arrivals else []),
+        header=OUTLIER_HEADER, rows=_outlier_rows(report.slowest)))
+    sections.append(Section("Fastest ranks: mean of the steps (us)", header=OUTLIER_HEADER,
+                            rows=_outlier_rows(report.fastest)))
+    return sections
+
+
+def cluster_sections(report: ClusterReport, full: bool = True) -> list[Section]:
+    """The view's sections, in reading order: steps, the verdict, the collectives, the ranks. ``full=False``, for a
+    capture of more ranks than :data:`~common.analyze.cluster_scale.SUMMARY_ABOVE_RANKS`: the summary instead."""
+    if not full:
+        return [Section("Cluster", lines=_head(report)), *_summary_sections(report)]
     sections = [
         Section("Cluster", lines=_head(report)),
         Section("Per step and rank (us)", header=STEP_HEADER, rows=report.per_step),
@@ -35,7 +93,8 @@ def cluster_sections(report: ClusterReport) -> list[Section]:
     ]
     if report.comm_lines:
         sections.append(Section("Collectives and point-to-point ops (largest first, mean over the ranks)",
-                                lines=report.comm_lines, header=OP_HEADER, rows=report.op_rows))
+                                lines=report.comm_lines + [line for _, line in report.comm_rank_lines],
+                                header=OP_HEADER, rows=report.op_rows))
     if report.layout is not None:
         sections.append(Section("Parallel layout (profiler_metadata.json: distributed_args, parallel_group_info)",
                                 lines=report.layout_lines, header=GROUP_HEADER, rows=report.group_rows))
@@ -53,9 +112,20 @@ def cluster_sections(report: ClusterReport) -> list[Section]:
     return sections
 
 
-def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
-    """The cluster view as text: per step and rank, the verdicts, the collectives, per rank means, checks."""
-    sections = cluster_sections(report)
+def steps_csv(report: ClusterReport) -> str:
+    """Every (step, rank) row as CSV: the full table that the summary leaves out."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([f"{h}(us)" if h not in ("Step", "Rank", "Bound") else h for h in STEP_HEADER])
+    writer.writerows(report.per_step)
+    return out.getvalue()
+
+
+def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
+                   full: bool = True) -> str:
+    """The cluster view as text: per step and rank (or, ``full=False``, its summary), the verdicts, the collectives,
+    per rank means, checks."""
+    sections = cluster_sections(report, full)
     lines = list(notes or [])
     if verdicts:
         lines += render_verdicts(verdicts).splitlines()
@@ -64,16 +134,34 @@ def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None,
     return render_text(f"msprof lab cluster view: {report.view.root}", sections)
 
 
-def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None) -> str:
-    """The cluster view as one self-contained page: a chart of each rank's mean step, then every section of
-    :func:`cluster_sections` as it comes (its lines as prose, its table as a table); the checks come last unless
-    one failed."""
-    head, *sections = cluster_sections(report)
-    mean = {name: MEAN_HEADER.index(name) for name in ("Rank", "Computing", "Comm(Not Overlapped)", "Free")}
-    bars = [(f"rank {row[mean['Rank']]}", row[mean["Computing"]], row[mean["Free"]], row[mean["Comm(Not Overlapped)"]])
-            for row in report.means]
-    blocks = [html.section("Computing / Communication / Free per rank (mean of the steps, us)",
-                           html.step_bars("rank-steps", bars))] if bars else []
+def _heat_maps(report: ClusterReport) -> list[str]:
+    """Per step, every rank's Computing + Free and its Communication(Not Overlapped): the outliers by colour."""
+    per_step: dict[object, dict[int, tuple[float, float]]] = {}
+    for step, rank, computing, comm, _, free, _, _ in report.per_step:
+        per_step.setdefault(step, {})[rank] = (computing + free, comm)
+    rows = [(f"step {step}", [v for _, v in sorted(by_rank.items())]) for step, by_rank in per_step.items()]
+    own = [(label, [v[0] for v in values]) for label, values in rows]
+    wait = [(label, [v[1] for v in values]) for label, values in rows]
+    return [html.section("Computing + Free per step and rank (each step from its smallest, pale, to its largest, "
+                         "dark)", html.heat_map("rank-own", own, "Computing + Free")),
+            html.section("Communication(Not Overlapped) per step and rank: who waits",
+                         html.heat_map("rank-wait", wait, "Communication(Not Overlapped)"))]
+
+
+def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
+                 full: bool = True) -> str:
+    """The cluster view as one self-contained page: a chart of each rank's mean step (``full=False``: a heat map
+    per step and rank instead), then every section of :func:`cluster_sections` as it comes (its lines as prose, its
+    table as a table); the checks come last unless one failed."""
+    head, *sections = cluster_sections(report, full)
+    if full:
+        mean = {name: MEAN_HEADER.index(name) for name in ("Rank", "Computing", "Comm(Not Overlapped)", "Free")}
+        bars = [(f"rank {row[mean['Rank']]}", row[mean["Computing"]], row[mean["Free"]],
+                 row[mean["Comm(Not Overlapped)"]]) for row in report.means]
+        blocks = [html.section("Computing / Communication / Free per rank (mean of the steps, us)",
+                               html.step_bars("rank-steps", bars))] if bars else []
+    else:
+        blocks = _heat_maps(report)
     for sec in sections:
         prose = "".join(f"<p>{html.esc(line)}</p>" for line in sec.lines)
         rows = html.table(sec.header, sec.rows, wrap=sec.wrap) if sec.header else ""

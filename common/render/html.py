@@ -171,6 +171,38 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
             f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
 
 
+HEAT_COLUMNS = 256  # at most this many columns: more ranks share a column, which shows their largest value
+
+
+def heat_map(chart: str, rows: list[tuple[str, list[float]]], what: str) -> str:
+    """One row per label (a step), one column per rank (ranks 0..n-1, :data:`HEAT_COLUMNS` at most, adjacent
+    ranks then sharing one, which shows their largest value); each row coloured from its own smallest
+    (pale) to its largest value (dark red), so the outlying ranks of every step stand out."""
+    width, label_w, cell_h, gap = 900, 150, 14, 2
+    n = max((len(v) for _, v in rows), default=0)
+    columns = min(n, HEAT_COLUMNS) or 1
+    cell_w = (width - label_w - 10) / columns
+    parts = []
+    for i, (label, values) in enumerate(rows):
+        y = i * (cell_h + gap)
+        parts.append(_row_label(label, y + 11, label_w))
+        binned = [max(values[c * n // columns:max((c + 1) * n // columns, c * n // columns + 1)]) for c in range(columns)]
+        low, high = min(binned), max(binned)
+        for c, value in enumerate(binned):
+            t = (value - low) / (high - low) if high > low else 0.0
+            first, last = c * n // columns, max((c + 1) * n // columns, c * n // columns + 1) - 1
+            ranks = f"rank {first}" if first == last else f"ranks {first}-{last}"
+            parts.append(f"<rect x=\"{label_w + c * cell_w:.2f}\" y=\"{y}\" width=\"{cell_w + 0.05:.2f}\" "
+                         f"height=\"{cell_h}\" fill=\"hsl(8,75%,{92 - 55 * t:.0f}%)\"><title>{esc(label)}, {ranks}: "
+                         f"{esc(what)} {value:,.1f} us</title></rect>")
+    bottom = len(rows) * (cell_h + gap) + 14
+    parts.append(f"<text x=\"{label_w}\" y=\"{bottom}\">rank 0</text><text x=\"{width - 10}\" y=\"{bottom}\" "
+                 f"text-anchor=\"end\">rank {n - 1}</text>")
+    height = bottom + 6
+    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+
+
 def memory_block(summary) -> str:
     """Peak allocated and reserved per allocator (bars, MB), then the top ops by memory allocated."""
     items = []

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -327,3 +328,36 @@ def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     assert not blamed.ok and "the view names rank 0 (computing)" in blamed.detail
     found = check_slow_rank(SlowRank(1, "computing", "rank 1"), types.SimpleNamespace(last={0: 1, 1: 9}), 1, 4)
     assert found.ok and found.applicable
+
+
+def test_nodes_are_torchrun_agents_of_one_rendezvous(tmp_path: Path) -> None:
+    """--nodes N: N agents (--nnodes N --node-rank i) of one c10d rendezvous on loopback, node 0 its host;
+    the ranks, the slow rank and the devices count over every node."""
+    agents = [ranks.torchrun_argv(2, 29555, Path("/w/ddp_rank.py"), [], 2, node, "job") for node in (0, 1)]
+    for node, argv in enumerate(agents):
+        assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--node-rank") + 1] == str(node)
+        assert argv[argv.index("--rdzv-id") + 1] == "job" and argv[argv.index("--rdzv-backend") + 1] == "c10d"
+        assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:29555"
+    assert [a[a.index("--rdzv-conf") + 1] for a in agents] == ["is_host=true", "is_host=false"]
+    assert "--node-rank" not in ranks.torchrun_argv(2, 29555, Path("/w/ddp_rank.py"), [])
+    args = ranks.parse_args(["2", "--nodes", "2", "--slow-rank", "3"], None, "run_ddp.sh", tmp_path)
+    plan = ranks.validate(args)
+    assert (plan.world, plan.slow_rank, plan.devices, plan.node_devices(1)) == (4, 3, [0, 1, 2, 3], [2, 3])
+    for bad, what in ((["2", "--nodes", "5"], "--nodes '5' is not an integer in 1..4"),
+                      (["2", "--nodes", "x"], "--nodes 'x'"),
+                      (["2", "--nodes", "2", "--slow-rank", "4"], "--slow-rank '4' is not a rank in 0..3")):
+        with pytest.raises(LabError, match=what):
+            ranks.validate(ranks.parse_args(bad, None, "run_ddp.sh", tmp_path))
+
+
+def test_the_nodes_program_stops_every_agent_when_one_fails(tmp_path: Path) -> None:
+    from common.modes import ddp_nodes
+
+    agents = tmp_path / "agents.json"
+    agents.write_text(json.dumps([[sys.executable, "-c", "import time; time.sleep(60)"],
+                                  [sys.executable, "-c", "raise SystemExit(3)"]]))
+    start = time.monotonic()
+    assert ddp_nodes.main([str(agents)]) == 3
+    assert time.monotonic() - start < 30  # at once, not after the sleeping agent's minute
+    agents.write_text(json.dumps([[sys.executable, "-c", "pass"]] * 2))
+    assert ddp_nodes.main([str(agents)]) == 0

@@ -1,0 +1,72 @@
+"""The cluster view beyond a handful of ranks: the terminal shows each step's distribution over the ranks,
+the outlying ranks and the verdicts; --out holds every row (CSV), the full text and a page with heat maps.
+Many ranks are read by a process pool, with the same result as one process."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from common.analyze.cluster import cluster_report
+from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, spread
+from common.bench.generate import write_cluster
+from common.cli.commands import main
+from common.formats import cluster as cluster_format
+from common.formats.cluster import load_cluster
+from common.render.cluster import render_cluster
+
+RANKS = SUMMARY_ABOVE_RANKS + 4
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory) -> Path:
+    """A generated capture of more ranks than the summary threshold (its last rank computes longer)."""
+    return write_cluster(tmp_path_factory.mktemp("many") / "cluster", RANKS, steps=STEPS, tasks_per_step=8)
+
+
+def test_spread_of_values() -> None:
+    s = spread([float(v) for v in range(1, 21)])
+    assert (s.low, s.median, s.p95, s.high) == (1.0, 10.5, 19.0, 20.0)
+
+
+def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp_path: Path, capsys,
+                                                               monkeypatch) -> None:
+    monkeypatch.setenv("MSPROF_ANALYZE", str(tmp_path / "none"))  # the view alone
+    out = tmp_path / "out"
+    assert main(["cluster", str(capture), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert f"-- Per step, over the {RANKS} ranks" in text and "Per step and rank (us)" not in text
+    step_rows = [x for x in lines if x.strip().split(" ")[0].isdigit() and " / " in x]
+    assert len(step_rows) == STEPS
+    slowest = text[text.index("-- Slowest ranks"):text.index("-- Fastest ranks")]
+    assert f"slowest rank: {RANKS - 1}" in slowest
+    assert [x.split()[0] for x in slowest.splitlines() if x.strip()[:1].isdigit()][0] == str(RANKS - 1)
+    assert len(lines) < 100
+    assert f"(written to {out / 'cluster_steps.csv'})" in text
+    with (out / "cluster_steps.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == RANKS * STEPS and {int(r["Rank"]) for r in rows} == set(range(RANKS))
+    page = (out / "report.html").read_text()
+    assert 'data-chart="rank-own"' in page and 'data-chart="rank-wait"' in page
+    assert page.count("<tr>") < 40  # no table of every (step, rank)
+    assert "Per step and rank (us)" in (out / "cluster_report.txt").read_text()  # the full text keeps it
+
+
+def test_the_full_text_keeps_every_row(capture: Path) -> None:
+    report = cluster_report(load_cluster(capture))
+    assert report.summarized
+    full = render_cluster(report)
+    assert "Per step and rank (us)" in full and full.count(f"{RANKS - 1}  ") >= STEPS
+
+
+def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch) -> None:
+    alone = load_cluster(capture)
+    monkeypatch.setattr(cluster_format, "PARALLEL_FROM_RANKS", 2)
+    pooled = load_cluster(capture)
+    assert pooled.steps == alone.steps
+    assert [p.collective_starts for p in pooled.ranks] == [p.collective_starts for p in alone.ranks]
+    assert render_cluster(cluster_report(pooled)) == render_cluster(cluster_report(alone))
