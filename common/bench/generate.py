@@ -433,6 +433,7 @@ def write_cluster(out: Path, ranks: int, steps: int = 20, tasks_per_step: int = 
     written by a process pool (one process per core); each rank's jitter has a seed of its own, so
     the output does not depend on which process wrote it.
     """
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     rng = np.random.default_rng(seed)
@@ -444,7 +445,8 @@ def write_cluster(out: Path, ranks: int, steps: int = 20, tasks_per_step: int = 
     busy_max = np.max([(_rank_durations(base, r, ranks, seed) + CLUSTER_GAP_US).sum(axis=1) for r in range(ranks)],
                       axis=0)
     jobs = [(out, r, ranks, seed, kinds, base, busy_max) for r in range(ranks)]
-    with ProcessPoolExecutor(max_workers=min(os.cpu_count() or 1, ranks)) as pool:
+    # spawned, not forked: a fork of a process that runs threads (polars', a test runner's) can hang in a lock
+    with ProcessPoolExecutor(max_workers=min(os.cpu_count() or 1, ranks), mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_write_cluster_rank, jobs, chunksize=max(1, ranks // 64)))
     return out
 
