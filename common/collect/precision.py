@@ -241,6 +241,33 @@ def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray], leaves: dict[str, 
 
 
 # ----- NPU, mode 03: the ACL dump -------------------------------------------------------------------
+PRECISION_FREE_CAST = "InsertedPrecisionFreeCast_"  # how ONNX Runtime names the Casts it puts around an fp32 island
+FLOAT = 1  # onnx.TensorProto.FLOAT: a Cast "to" fp32 starts the island, one back to fp16 ends it
+
+
+def cpu_fp32_ops(graph) -> dict[str, int]:
+    """The op types (with counts) ONNX Runtime computes in fp32 in a graph built for fp16: its CPU provider has no
+    fp16 kernel for them (Gemm, LayerNormalization, ...), so it casts their inputs up and their outputs back down
+    (Casts named ``InsertedPrecisionFreeCast_...``). ``graph``: the built (``.opt.onnx``) model's GraphProto."""
+    upcast = {out for node in graph.node if node.op_type == "Cast" and node.name.startswith(PRECISION_FREE_CAST)
+              and any(a.name == "to" and a.i == FLOAT for a in node.attribute) for out in node.output}
+    counts: dict[str, int] = {}
+    for node in graph.node:
+        if node.op_type != "Cast" and any(name in upcast for name in node.input):
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def cpu_fp32_note(counts: dict[str, int]) -> str:
+    """What a variant's per-op table can and cannot show when ONNX Runtime ran some of its ops in fp32."""
+    if not counts:
+        return ""
+    listed = ", ".join(f"{op} x{n}" for op, n in counts.items())
+    return (f"; ONNX Runtime's CPU provider computes {sum(counts.values())} ops of it in fp32 ({listed}: no fp16 "
+            "kernel, so it casts around them), so those ops show fp16 inputs and weights, not fp16 arithmetic "
+            "(an overflow inside them shows only on the torch fp16 path here; an NPU computes them in fp16)")
+
+
 def acl_dump_config(dump_path: Path | str, model_name: str, layers: list[str] | None = None) -> dict:
     """The ``dump`` block of the JSON given to ``acl.init`` (docs/precision.md, ACL-DUMP): every op's output of the
     model ``model_name`` (the .om file's name without suffix), as tensors, into ``dump_path`` (which must exist)."""

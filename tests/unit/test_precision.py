@@ -370,3 +370,25 @@ def test_the_chart_marks_and_names_each_paths_first_divergent_op_and_nothing_for
     markers = re.findall(r"<g class=\"first-divergent\" data-series=\"([^\"]*)\" data-op=\"([^\"]*)\">(.*?)</g>", chart)
     assert [(series, op) for series, op, _ in markers] == [("torch fp16", "b")]  # b, not the later c; none for fp32
     assert ">first divergent: b</text>" in markers[0][2]
+
+
+def test_a_variant_says_which_ops_onnx_runtimes_cpu_provider_computed_in_fp32() -> None:
+    """ONNX Runtime's CPU provider has no fp16 Gemm: it casts around it (InsertedPrecisionFreeCast_), and the
+    variant's description says so, since an overflow inside such an op cannot show on that path here."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from common.collect.precision import cpu_fp32_note, cpu_fp32_ops
+
+    nodes = [helper.make_node("Cast", ["x"], ["x32"], name="InsertedPrecisionFreeCast_/m/Gemm_input_0", to=1),
+             helper.make_node("Gemm", ["x32", "w", "b"], ["y32"], name="/m/Gemm"),
+             helper.make_node("Cast", ["y32"], ["y"], name="InsertedPrecisionFreeCast_/m/Gemm_output_0", to=10),
+             helper.make_node("Relu", ["y"], ["z"], name="/m/Relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT16, [2, 4])])
+    assert cpu_fp32_ops(graph) == {"Gemm": 1}  # the fp16 Relu after it is not counted, nor the Casts
+    note = cpu_fp32_note(cpu_fp32_ops(graph))
+    assert "computes 1 ops of it in fp32 (Gemm x1" in note and "not fp16 arithmetic" in note
+    plain = helper.make_graph(nodes[1:2], "g", [], [])
+    assert cpu_fp32_ops(plain) == {} and cpu_fp32_note({}) == ""
+    assert onnx  # the graph helpers come from onnx

@@ -11,8 +11,16 @@ import sys
 from pathlib import Path
 
 from common.analyze.precision import OpOutput
-from common.collect.precision import (MSACCUCMP, acl_dump_config, dump_data_dir, dump_op_outputs,
-                                      msaccucmp_convert_argv, onnx_op_outputs)
+from common.collect.precision import (
+    MSACCUCMP,
+    acl_dump_config,
+    cpu_fp32_note,
+    cpu_fp32_ops,
+    dump_data_dir,
+    dump_op_outputs,
+    msaccucmp_convert_argv,
+    onnx_op_outputs,
+)
 from common.errors import LabError
 from common.modes import ROOT
 from common.modes.pyacl.acl_worker import lesson_argv, run_step, save_inputs
@@ -59,13 +67,16 @@ def mode03_files(work: Workload, npu: bool = False) -> ModelFiles:
 
 def mode03_candidates(work: Workload, leaves: dict[str, str]) -> list[tuple[str, str, str, list[OpOutput], list[str]]]:
     """(name, how, precision, per-op outputs, unmatched lines) of each of 03's variants on ONNX Runtime."""
+    import onnx
+
     files = mode03_files(work)
     out = []
     for variant in VARIANTS.values():
         path = files.portable_path(variant)
         feeds = dict(zip(files.input_names, files.feeds(variant)))
         outputs, unmatched = onnx_op_outputs(path, feeds, leaves, files.onnx)
-        out.append((f"03 {variant.name}", f"ONNX Runtime on {path.relative_to(ROOT)}: {variant.summary}",
+        island = cpu_fp32_note(cpu_fp32_ops(onnx.load(str(path), load_external_data=False).graph))
+        out.append((f"03 {variant.name}", f"ONNX Runtime on {path.relative_to(ROOT)}: {variant.summary}{island}",
                     "fp16" if variant.fp16_compute else "fp32", outputs, unmatched))
     return out
 
