@@ -16,6 +16,7 @@ TINY_MLP_MODULES = [f"net.{i}" for i in range(7)]
 
 
 @pytest.mark.network  # installs mindstudio-probe from PyPI on first use
+@pytest.mark.probe  # its 1.4 GB environment: outside `nox -s tests`, run with `-m probe`
 def test_cross_check_prints_the_labs_and_msprobes_cosine_per_module_and_they_agree(tmp_path: Path) -> None:
     out = tmp_path / "precision"
     proc = run([sys.executable, "-m", "common", "precision", "0", "--torch-only", "--cross-check", "--out", str(out)],
