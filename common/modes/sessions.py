@@ -104,7 +104,7 @@ def run_step(argv: list[str]) -> tuple[int, str]:
     return child.returncode, last
 
 
-def record_failure(mode_dir: Path, script: str, code: int, line: str) -> None:
+def record_failure(session: str, mode_dir: Path, script: str, code: int, line: str) -> None:
     """The mode stopped at ``script`` before writing this nox run's run_info.json: its older output is replaced by
     a run_info.json of this run that says so (agree reads it). Nothing is touched while another run of the mode
     holds its lock, or when prof_out/ is a folder the lab did not make."""
@@ -120,7 +120,6 @@ def record_failure(mode_dir: Path, script: str, code: int, line: str) -> None:
                     finish_run(out, info, exit_code=info.get("exit_code") or code, completed=False, failure=failure)
                 return
             out = prepare_output_dir(out)
-            session = next(name for name, steps in MODE_STEPS.items() if steps[0].script.startswith(mode_dir.name))
             info = start_run(out, mode=session, backend=detect().name, device=None, command=[script], failure=failure)
             finish_run(out, info, exit_code=code, completed=False)
     except LabError:
@@ -159,7 +158,7 @@ def run_mode(session: str, argv: Sequence[str]) -> int:
             command = step_argv(step, args)
             code, line = run_step(command)
             if code != 0:
-                record_failure(mode_dir, step.script, code, line)
+                record_failure(session, mode_dir, step.script, code, line)
                 return code
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))

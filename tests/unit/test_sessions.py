@@ -53,7 +53,7 @@ def test_a_script_that_stops_before_its_run_replaces_the_older_output_with_its_r
     rundir.start_run(old, mode="pyacl", backend="portable", device=0, command=["old"])
     (old / "report.md").write_text("an older run's passing report")
     monkeypatch.setenv(rundir.RUN_ID_VAR, "this-run")
-    sessions.record_failure(mode, "03_api_pyAcl/build_model.sh", 2, "Error: torch.onnx.export failed: aten::diff")
+    sessions.record_failure("pyacl", mode, "03_api_pyAcl/build_model.sh", 2, "Error: torch.onnx.export failed: aten::diff")
     info = rundir.read_run_info(mode / "prof_out")
     assert info["run_id"] == "this-run" and info["mode"] == "pyacl" and not info["completed"]
     assert info["failure"] == "build_model.sh exited 2: torch.onnx.export failed: aten::diff"
@@ -69,7 +69,7 @@ def test_a_run_that_began_keeps_its_output_and_gains_the_reason(tmp_path, monkey
     monkeypatch.setenv(rundir.RUN_ID_VAR, "this-run")
     rundir.start_run(out, mode="pytorch", backend="portable", device=0, command=["run.sh"])
     (out / "trace.json").write_text("{}")
-    sessions.record_failure(mode, "04_pyTorch/run.sh", 1, "RuntimeError: boom")
+    sessions.record_failure("pytorch", mode, "04_pyTorch/run.sh", 1, "RuntimeError: boom")
     info = rundir.read_run_info(out)
     assert info["failure"] == "run.sh exited 1: RuntimeError: boom" and (out / "trace.json").is_file()
 
@@ -79,7 +79,7 @@ def test_a_folder_the_lab_did_not_make_is_left_alone(tmp_path, monkeypatch) -> N
     (mode / "prof_out").mkdir(parents=True)
     (mode / "prof_out" / "mine.txt").write_text("a user's file")
     monkeypatch.setenv(rundir.RUN_ID_VAR, "this-run")
-    sessions.record_failure(mode, "01_cmdline/run.sh", 2, "Error: x")
+    sessions.record_failure("cmdline", mode, "01_cmdline/run.sh", 2, "Error: x")
     assert sorted(p.name for p in (mode / "prof_out").iterdir()) == ["mine.txt"]
 
 
