@@ -23,7 +23,7 @@ def check_collectives(found: RankCollectives) -> Verdict:
     return Verdict(
         "same collectives on every rank",
         ok,
-        f"{len(first)} steps x {'/'.join(map(str, counts))} all-reduce(s) per step in {found.source} on rank "
+        f"{len(first)} steps x {'/'.join(map(str, counts))} collective(s) per step in {found.source} on rank "
         f"{found.first_rank}; {'identical' if ok else 'NOT identical'} on all {len(per_rank)} ranks",
     )
 
@@ -43,14 +43,17 @@ def check_params(statuses: dict[int, dict], reference: list[float],
 
 
 def check_slow_rank(slow, arrivals, slow_rank: int, slow_factor: int) -> Verdict:
-    """The rank given ``slow_factor`` x the work is the one the view blames, for its compute, and the last to arrive.
+    """The rank given ``slow_factor`` x the work is the one the view blames, for its compute, and the one the others
+    waited for at the collectives (longest in all: how often a rank is last by a few µs says nothing).
 
-    ``slow``: common.analyze.cluster.find_slow_rank's answer; ``arrivals``: collective_arrivals' (or None).
+    ``slow``: common.analyze.slow_rank.find_slow_rank's answer; ``arrivals``: collective_arrivals' (or None).
     """
-    last = max(arrivals.last, key=arrivals.last.get) if arrivals else None
+    last = arrivals.holder() if arrivals else None
     name = "the cluster view names the slow rank"
     given = f"rank {slow_rank} was given {slow_factor}x its local batch"
-    arrived = f"the rank most often last at the collectives: {last if last is not None else 'unknown'}"
+    arrived = ("the rank the others waited for longest at the collectives: unknown" if last is None else
+               f"the rank the others waited for longest at the collectives: {last} ({arrivals.held_us[last]:,.1f} us "
+               f"in all, last at {arrivals.last[last]} of {arrivals.collectives})")
     if slow.rank is None:  # on a small model the extra batch is too little work to stand out
         return not_applicable(name, f"{given}, too little work on this model to make it stand out ({slow.text}); "
                                     f"{arrived}")

@@ -166,6 +166,14 @@ class Arrivals:
     wait_us: dict[int, float]  # rank -> mean over the collectives of (last rank's start - its own start)
     source: str = "communication.json"
     largest: tuple[str, int, float] | None = None  # (collective, the rank that started it last, by how much µs)
+    # rank -> the time the other ranks spent waiting for it: over the collectives it started last, the sum of
+    # (its start - each other rank's start)
+    held_us: dict[int, float] | None = None
+
+    def holder(self) -> int | None:
+        """The rank that kept the others waiting longest in all: a rank last by a few µs at many small
+        collectives (a buffer broadcast at each forward) is not the one a large all_reduce waited for."""
+        return max(self.held_us, key=self.held_us.get) if self.held_us else None
 
     def text(self, top: int | None = None) -> str:
         """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs); ``top``:
@@ -179,8 +187,11 @@ class Arrivals:
         head = (f"arrival at the collectives ({self.source}): the largest gap is {self.largest[0]}, which rank "
                 f"{self.largest[1]} started {self.largest[2]:,.1f} us after the first rank; "
                 if self.largest else f"arrival at the collectives ({self.source}): ")
+        holder = self.holder()
+        held = (f"; the others waited longest for rank {holder}: {self.held_us[holder]:,.1f} us in all"
+                if holder is not None else "")
         return (f"{head}mean wait for the last rank per collective: {waits}; started last (of {self.collectives}): "
-                f"{counts}")
+                f"{counts}{held}")
 
 
 
@@ -206,6 +217,7 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
         return None
     last = dict.fromkeys(ranks, 0)
     waited = dict.fromkeys(ranks, 0.0)
+    held = dict.fromkeys(ranks, 0.0)
     largest = None
     for name, per_rank in matched.items():
         latest = max(per_rank.values())
@@ -216,5 +228,6 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
             largest = (name.partition("/")[2].partition("@")[0], late, gap)
         for rank, start in per_rank.items():
             waited[rank] += latest - start
+            held[late] += latest - start
     return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)),
-                    largest)
+                    largest, held)

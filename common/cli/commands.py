@@ -192,7 +192,8 @@ def _precision(args: argparse.Namespace) -> int:
     return run_precision(args.device, args.workload, args.out, torch_only=args.torch_only, cross_check=args.cross_check)
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_parser() -> ArgumentParser:
+    """The command line of ``python -m common``, every command and its options."""
     parser = ArgumentParser(prog="python -m common", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     report = sub.add_parser("report", help="report on a profile directory")
@@ -236,5 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                                   "into .nox/probe on first use)")
     precision_p.set_defaults(func=_precision)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = command_parser().parse_args(argv)
     return args.func(args)

@@ -181,14 +181,9 @@ def run_agree(argv: Sequence[str]) -> int:
     """``nox -s agree``: ``python -m common agree``, under the environment of the workload's REQUIRES when the runs
     it compares profiled a file that declares them (agree imports the file for its reference and op counts)."""
     from common.cli.agree import default_dirs
-    from common.cli.commands import main
+    from common.cli.commands import command_parser, main
 
-    parser = ArgumentParser(prog="nox -s agree --", add_help=False)
-    parser.add_argument("dirs", nargs="*")
-    parser.add_argument("--out")
-    parser.add_argument("--run-id")
-    parser.add_argument("--allow-mixed-runs", action="store_true")
-    known, _ = parser.parse_known_args(list(argv))
+    known = command_parser().parse_args(["agree", *argv])  # agree's own options, its own one-line errors
     files = []
     for folder in known.dirs or default_dirs():
         try:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import MODES, ROOT, copy_lab, error_lines, lab_env
+from helpers import MODES, ROOT, assert_workload_checks, copy_lab, error_lines, lab_env
 
 from common.analyze.flops import count_flops
 from common.workload import load_workload, tiny_mlp
@@ -90,6 +90,9 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
     for key in ("01", "03 build", "03", "04"):
         proc = steps[key]
         assert proc.returncode == 0, f"{name} {key}: {proc.stdout[-3000:]}{proc.stderr[-2000:]}"
+    if name == "cnn":  # what each mode's own run says of the shipped CNN (the transformer: test_mode_*.py)
+        for key in ("01", "04"):
+            assert_workload_checks(steps[key].stdout, key, name, {"conv", "pool", "norm"})
     agree = steps["agree"]
     file = workload_file(repo, name)
     work = load_workload(file)

@@ -98,7 +98,7 @@ def test_total_op_info_is_not_counted_as_a_collective(tmp_path) -> None:
         (folder / "communication.json").write_text(json.dumps(communication_json(tasks)))
         profiles.append(RankProfile(rank, folder.parent, {}))
     verdict = check_collectives(rank_collectives(profiles))
-    assert verdict.ok and "2 steps x 1 all-reduce(s) per step" in verdict.detail
+    assert verdict.ok and "2 steps x 1 collective(s) per step" in verdict.detail
     arrivals = collective_arrivals(ClusterView(tmp_path, profiles, None, {}))
     assert arrivals.collectives == 2 and arrivals.last == {0: 0, 1: 2}
 
@@ -277,6 +277,8 @@ def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> No
     assert arrivals.wait_us == {0: 40.0, 1: 0.0}  # (60 + 20) / 2 collectives
     assert "which rank 1 started 60.0 us after the first rank" in arrivals.text()
     assert "started last (of 2): rank 0 0, rank 1 2" in arrivals.text()
+    assert arrivals.held_us == {0: 0.0, 1: 80.0} and arrivals.holder() == 1
+    assert arrivals.text().endswith("; the others waited longest for rank 1: 80.0 us in all")
 
 
 def test_the_ddp_lesson_profiles_with_mode_04s_schedule() -> None:
@@ -316,18 +318,25 @@ def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     """The demo's extra batch may stay under the view's threshold on a small model: [N/A], not a failure
     (which rank arrives last is then noise); another rank blamed fails."""
     from common.analyze.ddp_checks import check_slow_rank
-    from common.analyze.slow_rank import SlowRank
+    from common.analyze.slow_rank import Arrivals, SlowRank
 
     quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us mean step")
-    small = check_slow_rank(quiet, types.SimpleNamespace(last={0: 1, 1: 9}), 1, 4)
+    rank1_held = Arrivals(10, {0: 1, 1: 9}, {0: 900.0, 1: 1.0}, held_us={0: 10.0, 1: 9000.0})
+    rank0_held = Arrivals(10, {0: 9, 1: 1}, {0: 1.0, 1: 900.0}, held_us={0: 9000.0, 1: 10.0})
+    small = check_slow_rank(quiet, rank1_held, 1, 4)
     assert small.ok and not small.applicable and "too little work on this model" in small.detail
     assert "None" not in small.detail
-    noise = check_slow_rank(quiet, types.SimpleNamespace(last={0: 9, 1: 1}), 1, 4)
-    assert noise.ok and not noise.applicable and "most often last at the collectives: 0" in noise.detail
-    blamed = check_slow_rank(SlowRank(0, "computing", "rank 0"), types.SimpleNamespace(last={0: 9, 1: 1}), 1, 4)
+    noise = check_slow_rank(quiet, rank0_held, 1, 4)
+    assert noise.ok and not noise.applicable and "waited for longest at the collectives: 0 (9,000.0 us in all, last " \
+        "at 9 of 10)" in noise.detail
+    blamed = check_slow_rank(SlowRank(0, "computing", "rank 0"), rank0_held, 1, 4)
     assert not blamed.ok and "the view names rank 0 (computing)" in blamed.detail
-    found = check_slow_rank(SlowRank(1, "computing", "rank 1"), types.SimpleNamespace(last={0: 1, 1: 9}), 1, 4)
+    found = check_slow_rank(SlowRank(1, "computing", "rank 1"), rank1_held, 1, 4)
     assert found.ok and found.applicable
+    # A model with buffers: DDP broadcasts them at each forward, where the fast rank may start last by a few µs;
+    # the slow rank is last at the all_reduce, where the others wait for it. Waiting time decides, not counts.
+    buffers = Arrivals(10, {0: 6, 1: 4}, {0: 2000.0, 1: 3.0}, held_us={0: 30.0, 1: 20000.0})
+    assert check_slow_rank(SlowRank(1, "computing", "rank 1"), buffers, 1, 4).ok
 
 
 def test_nodes_are_torchrun_agents_of_one_rendezvous(tmp_path: Path) -> None:
