@@ -78,66 +78,6 @@ def test_the_environment_is_keyed_by_the_set_however_it_is_written(tmp_path: Pat
     assert environment_dir(("timm",)).parent == ROOT / ".nox"  # beside the lab's own environments
 
 
-def test_the_requirements_join_the_stamp_and_the_install(tmp_path: Path, monkeypatch) -> None:
-    plain = environments.stamp_of(["portable"])
-    assert environments.stamp_of(["portable"], requirements=()) == plain  # older stamps still hold
-    assert environments.stamp_of(["portable"], requirements=("timm",)) != plain
-    assert environments.stamp_of(["portable"], requirements=("timm", "torch===2.13.0")) != \
-        environments.stamp_of(["portable"], requirements=("timm", "torch===2.13.0+cpu"))
-    venv, ran, verified = tmp_path / "env", [], []
-
-    def fake_run(argv, **kw):
-        ran.append(argv)
-        (venv / "bin").mkdir(parents=True, exist_ok=True)
-        (venv / "bin" / "python").write_text("")
-        return subprocess.CompletedProcess(argv, 0, "", "")
-
-    monkeypatch.setattr(environments.subprocess, "run", fake_run)
-    environments.ensure_environment(venv, ["ecosystem"], requirements=("timm", "torch===2.13.0+cpu"),
-                                    verify=verified.append, log=lambda *_: None)
-    install = next(a for a in ran if "--group" in a)
-    assert install[-4:] == ["--group", "ecosystem", "timm", "torch===2.13.0+cpu"]
-    assert verified == [venv.resolve() / "bin" / "python"]
-    assert environments.is_built(venv, ["ecosystem"], requirements=("timm", "torch===2.13.0+cpu"))
-    assert not environments.is_built(venv, ["ecosystem"], requirements=("timm",))
-
-
-def test_a_kept_environment_is_installed_into_not_cleared(tmp_path: Path, monkeypatch) -> None:
-    venv, ran = tmp_path / "env", []
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").write_text("")
-    (venv / environments.STAMP).write_text("an older build")
-    monkeypatch.setattr(environments.subprocess, "run", lambda argv, **kw: ran.append(argv) or
-                        subprocess.CompletedProcess(argv, 0, "", ""))
-    environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), keep=True, log=lambda *_: None)
-    assert [a for a in ran if "venv" in a] == [] and any("--group" in a for a in ran)
-    ran.clear()
-    environments.ensure_environment(venv, ["ecosystem"], requirements=("six",), log=lambda *_: None)
-    assert any("--clear" in a for a in ran)
-
-
-def test_a_failed_verify_leaves_the_environment_unstamped(tmp_path: Path, monkeypatch) -> None:
-    venv = tmp_path / "env"
-
-    def fake_run(argv, **kw):
-        (venv / "bin").mkdir(parents=True, exist_ok=True)
-        (venv / "bin" / "python").write_text("")
-        return subprocess.CompletedProcess(argv, 0, "", "")
-
-    def refuse(python):
-        raise LabError("no import")
-
-    monkeypatch.setattr(environments.subprocess, "run", fake_run)
-    with pytest.raises(LabError, match="no import"):
-        environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), verify=refuse, log=lambda *_: None)
-    assert not (venv / environments.STAMP).exists()
-    (venv / environments.STAMP).write_text(environments.stamp_of(["ecosystem"], requirements=("six",)))
-    with pytest.raises(LabError, match="no import"):  # kept on top of a built one: that one's stamp goes first
-        environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), verify=refuse, keep=True,
-                                        log=lambda *_: None)
-    assert not environments.is_built(venv, ["ecosystem"], requirements=("six",))
-
-
 def test_pips_conflict_line_is_the_one_reported() -> None:
     pip_says = ("Collecting torchvision==0.20.0\n"
                 "ERROR: Cannot install torch===2.13.0+cpu and torchvision==0.20.0 because these package versions have "
