@@ -37,7 +37,7 @@ KINDS = ("op_summary", "kernel_details", "trace_view", "db", "cluster")
 def make(out: Path, rows: int, events: int, tasks: int, ranks: tuple[int, ...], what: set[str], seed: int = 0
          ) -> dict[str, str]:
     """Write the asked-for profiles under ``out`` (one folder per kind and size); returns where."""
-    from common.bench import generate
+    from common.bench import cluster_capture, generate
 
     written: dict[str, str] = {}
     if "op_summary" in what:
@@ -62,7 +62,7 @@ def make(out: Path, rows: int, events: int, tasks: int, ranks: tuple[int, ...], 
         print(f"db: {tasks:,} tasks, {path.stat().st_size / 1e6:,.0f} MB: {path}")
     if "cluster" in what:
         for n in ranks:
-            folder = generate.write_cluster(out / f"cluster_{n}", n, seed=seed)
+            folder = cluster_capture.write_cluster(out / f"cluster_{n}", n, seed=seed)
             written[f"cluster_{n}"] = str(folder)
             print(f"cluster: {n} ranks under {folder}")
     return written

@@ -11,7 +11,7 @@ import pytest
 
 from common.analyze.cluster import cluster_report
 from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, spread
-from common.bench.generate import write_cluster
+from common.bench.cluster_capture import write_cluster
 from common.cli.commands import main
 from common.formats import cluster as cluster_format
 from common.formats.cluster import load_cluster
