@@ -205,7 +205,9 @@ def step_verdict(per_rank: dict[int, list[CommTiming]], source: str) -> CommVerd
     """Whether the ranks' communication time is waiting for a peer, moving data, or idle; with the evidence."""
     splits = [rank_split(r, t) for r, t in sorted(per_rank.items()) if t]
     if not splits:
-        return CommVerdict("none", f"no collective or point-to-point op in {source}")
+        unread = source == "none"  # every rank's files failed to read: rank_communication's notes say why
+        return CommVerdict("none", "no rank's communication analysis could be read (the notes say why)" if unread
+                           else f"no collective or point-to-point op in {source}")
     ops = across_ranks(per_rank)
     elapse = statistics.fmean(s.elapse_ms for s in splits)
     parts = {"moving data": statistics.fmean(s.transit_ms for s in splits),

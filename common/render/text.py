@@ -148,7 +148,7 @@ def render_text(title: str, sections: list[Section]) -> str:
     parts = [title, "=" * len(title)]
     for s in sections:
         parts += ["", f"-- {s.title} --", *s.lines]
-        if s.header:
+        if s.header and s.rows:  # a table without rows says nothing its lines do not
             parts.append(render_table(s.header, s.rows, wrap=s.wrap))
     return "\n".join(parts)
 
@@ -158,7 +158,7 @@ def render_markdown(title: str, sections: list[Section]) -> str:
     for s in sections:
         parts += ["", f"## {s.title}", ""]
         parts += [f"{line}  " for line in s.lines]
-        if s.header:
+        if s.header and s.rows:
             parts += ["", render_markdown_table(s.header, s.rows)]
     return "\n".join(parts) + "\n"
 

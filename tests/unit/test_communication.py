@@ -159,3 +159,24 @@ def test_every_link_but_sio_is_judged_against_its_cited_nominal_figure() -> None
         "RDMA 5.00 GB/s (40% of 12.5 GB/s)", "PCIE 19.00 GB/s (95% of 20 GB/s)", "HCCS 15.00 GB/s (83% of 18 GB/s)"]
     assert [k for k, u in uses.items() if u.nominal_gbs and u.bandwidth_gbs < low * u.nominal_gbs] == ["RDMA"]
     assert bandwidth_text(uses["SIO"]) == "SIO 1.00 GB/s (no nominal figure cited for SIO)"
+
+
+def test_files_without_the_analysis_fields_are_named_not_shown_as_an_empty_table(text_copy: Path) -> None:
+    """communication.json with only the start and elapsed time of each op (what the portable backend measures): no
+    rank's analysis can be read; the view says so once, names each rank's file, and prints no empty op table."""
+    for rank in (0, 1):
+        path = text_copy / f"rank{rank}_ascend_pt" / OUT / "communication.json"
+        data = json.loads(path.read_text())
+        for step in data.values():
+            for kind in step.values():
+                for op in kind.values():
+                    times = op["Communication Time Info"]
+                    op["Communication Time Info"] = {k: v for k, v in times.items()
+                                                     if k in ("Start Timestamp(us)", "Elapse Time(ms)")}
+        path.write_text(json.dumps(data))
+    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
+    section = text.split("-- Collectives and point-to-point ops")[1].split("\n-- ")[0]
+    assert "no rank's communication analysis could be read (the notes say why)" in section
+    assert [line.split(": communication")[0] for line in section.splitlines() if line.startswith("note: rank")] == [
+        "note: rank 0", "note: rank 1"]
+    assert "no Transit Time(ms)" in section and "Elapse(ms)" not in section  # no header of a table without rows
