@@ -46,6 +46,9 @@ def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp
     assert f"slowest rank: {RANKS - 1}" in slowest
     assert [x.split()[0] for x in slowest.splitlines() if x.strip()[:1].isdigit()][0] == str(RANKS - 1)
     assert len(lines) < 100
+    # the generator's communication.json is a real capture's: every rank's analysis is read, and waits for the last
+    assert "communication analysis not read" not in text and "communication is waiting for a peer" in text
+    assert f"The late peer: rank {RANKS - 1} started" in text
     assert f"(written to {out / 'cluster_steps.csv'})" in text
     with (out / "cluster_steps.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
