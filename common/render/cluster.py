@@ -164,7 +164,7 @@ def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, n
         blocks = _heat_maps(report)
     for sec in sections:
         prose = "".join(f"<p>{html.esc(line)}</p>" for line in sec.lines)
-        rows = html.table(sec.header, sec.rows, wrap=sec.wrap) if sec.header else ""
+        rows = html.table(sec.header, sec.rows, wrap=sec.wrap) if sec.header and sec.rows else ""  # as render_text
         blocks.append(html.section(sec.title, prose, rows))
     if verdicts or notes:
         checks = html.section("Checks", html.verdict_list(verdicts or []),

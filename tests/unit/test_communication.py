@@ -174,9 +174,12 @@ def test_files_without_the_analysis_fields_are_named_not_shown_as_an_empty_table
                     op["Communication Time Info"] = {k: v for k, v in times.items()
                                                      if k in ("Start Timestamp(us)", "Elapse Time(ms)")}
         path.write_text(json.dumps(data))
-    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
+    report = cluster.cluster_report(load_cluster(text_copy))
+    text = render_cluster(report)
     section = text.split("-- Collectives and point-to-point ops")[1].split("\n-- ")[0]
     assert "no rank's communication analysis could be read (the notes say why)" in section
     assert [line.split(": communication")[0] for line in section.splitlines() if line.startswith("note: rank")] == [
         "note: rank 0", "note: rank 1"]
     assert "no Transit Time(ms)" in section and "Elapse(ms)" not in section  # no header of a table without rows
+    page = cluster_html(report)
+    assert "no rank&#x27;s communication analysis could be read" in page and "Elapse(ms)" not in page
