@@ -182,16 +182,17 @@ def heat_map(chart: str, rows: list[tuple[str, list[float]]], what: str) -> str:
     n = max((len(v) for _, v in rows), default=0)
     columns = min(n, HEAT_COLUMNS) or 1
     cell_w = (width - label_w - 10) / columns
+    # each column's ranks [first, end): the same for every row
+    bins = [(c * n // columns, max((c + 1) * n // columns, c * n // columns + 1)) for c in range(columns)]
+    labels = [f"rank {first}" if end - first == 1 else f"ranks {first}-{end - 1}" for first, end in bins]
     parts = []
     for i, (label, values) in enumerate(rows):
         y = i * (cell_h + gap)
         parts.append(_row_label(label, y + 11, label_w))
-        binned = [max(values[c * n // columns:max((c + 1) * n // columns, c * n // columns + 1)]) for c in range(columns)]
+        binned = [max(values[first:end]) for first, end in bins]
         low, high = min(binned), max(binned)
-        for c, value in enumerate(binned):
+        for c, (value, ranks) in enumerate(zip(binned, labels)):
             t = (value - low) / (high - low) if high > low else 0.0
-            first, last = c * n // columns, max((c + 1) * n // columns, c * n // columns + 1) - 1
-            ranks = f"rank {first}" if first == last else f"ranks {first}-{last}"
             parts.append(f"<rect x=\"{label_w + c * cell_w:.2f}\" y=\"{y}\" width=\"{cell_w + 0.05:.2f}\" "
                          f"height=\"{cell_h}\" fill=\"hsl(8,75%,{92 - 55 * t:.0f}%)\"><title>{esc(label)}, {ranks}: "
                          f"{esc(what)} {value:,.1f} us</title></rect>")
