@@ -12,6 +12,7 @@ from common.render.text import render_table
 
 HEADER = ["#", "op (module path)", "computes", "cosine", "max abs err", "max rel err", "non-finite", "max|ref|",
           "abs err / max|ref|", "verdict"]
+WRAPPED = ("op (module path)", "computes", "verdict")  # long cells (a fused op's modules, a reason) wrap, text and page
 
 
 def _g(value: float) -> str:
@@ -31,7 +32,7 @@ def precision_text(results: list[CandidateResult], head: list[str]) -> str:
         parts.append(f"== {result.name}: {result.how}")
         parts.append(f"   tolerance {result.tolerance.describe()} ({result.tolerance.why})")
         if result.rows:
-            parts.append(render_table(HEADER, rows_of(result), wrap=("op (module path)", "computes", "verdict")))
+            parts.append(render_table(HEADER, rows_of(result), wrap=WRAPPED))
         parts += [f"   no match: {line}" for line in result.unmatched]
         parts.append(f"-> {first_divergence_line(result)}")
         parts.append("")
@@ -114,7 +115,7 @@ def precision_html(results: list[CandidateResult], head: list[str], extra: list[
                             "non-finite errors are drawn at the top edge")]
     for result in results:
         unmatched = "".join(f"<p class=\"note\">no match: {esc(line)}</p>" for line in result.unmatched)
-        blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=("op (module path)", "computes", "verdict")),
+        blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=WRAPPED),
                               unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
                                               f"({result.tolerance.why}). {result.note}".strip()))
     blocks += extra
