@@ -200,3 +200,9 @@ def bench(session: nox.Session) -> None:
         session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
     args = session.posargs if loop else ["run", *session.posargs]
     lab(session, python, "-m", "common.bench", *args)
+
+
+@nox.session
+def noise(session: nox.Session) -> None:
+    """The card command N times with a hog on one core: -- N [--hog cpu|memory|none] [--workload FILE] [--workloads]."""
+    lab(session, lab_python(session), "-m", "common.bench.noise", *session.posargs)

@@ -61,7 +61,7 @@ def step_spreads(steps: dict[int, list[StepTime]]) -> list[StepSpread]:
 @dataclass(frozen=True)
 class Outlier:
     rank: int
-    own_us: float  # mean Computing + Free
+    own_us: float  # median Computing + Free
     over_median_us: float  # own_us minus the median of every rank's
     computing_us: float
     free_us: float

@@ -11,12 +11,14 @@ declared expectations (``EXPECT``), "not applicable" where it declares none.
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.analyze import checks, families
 from common.analyze.bounds import step as step_bound
+from common.analyze.robust import Estimate
 from common.errors import LabError
 from common.formats.datasets import Dataset
 from common.formats.outputs import SavedOutput
@@ -43,6 +45,7 @@ PYACL_DEFAULT = "default"  # the variant that follows ATC's default precision po
 # (common/modes/pyacl/run.py: relative to the output's scale) and the scale it used; agree checks that
 # scale against the workload's reference and applies the recorded tolerance.
 WORKLOAD_MODES = ("01", "03", "04")  # the modes that profile the workload; 02 profiles a kernel of its own
+FORWARD_UNIT = {"01": "forward", "03": "execute", "04": "step"}  # what one measured forward is called in each
 
 
 @dataclass
@@ -61,6 +64,12 @@ class ModeRun:
     variants: dict[str, tuple[list[Task], list[OpStat]]] = field(default_factory=dict)
     records: list[Counter[str]] = field(default_factory=list)  # 01 / 04: the ops of each forward / step
     output: SavedOutput | None = None  # 01 / 04: the output the mode saved (output.npy), read by the loader
+    # the tasks of each measured forward (01: inside its ranges; 04: per step; 03: per execute): medians per forward
+    groups: list[list[Task]] = field(default_factory=list)
+
+    def share_estimates(self) -> dict[str, Estimate]:
+        """Each family's median share of forward time over the measured forwards (families.forward_share_estimates)."""
+        return families.forward_share_estimates(self.groups)
 
     @property
     def per_forward(self) -> dict[str, float]:
@@ -213,14 +222,17 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
     cast_on_03_default: whether ATC's default precision policy puts Casts into 03's default model.
     """
     expect = workload.expectations
-    out = [checks.check_declared_top_family(runs[k].stats, workload, k) for k in WORKLOAD_MODES]
+    out = [checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
+           for k in WORKLOAD_MODES]
     family = expect.get("share_agreement_01_04")
     if family is None:
         out.append(checks.not_applicable("share of forward time agrees (01 vs 04)",
                                          workload.not_applicable("share_agreement_01_04")))
     else:
-        out.append(checks.check_share_agreement({k: families.forward_shares(runs[k].stats) for k in ("01", "04")},
-                                                family, checks.SHARE_AGREEMENT_PP))
+        portable = all(runs[k].info.get("backend") == "portable" for k in ("01", "04"))
+        out.append(checks.check_share_agreement(
+            {k: runs[k].share_estimates().get(family) for k in ("01", "04")}, family,
+            {k: checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None))
     cast = expect.get("cast_on_03_default")
     if cast is None:
         out.append(checks.not_applicable(f"cast on ATC's default path (03 {PYACL_DEFAULT})",
@@ -293,8 +305,8 @@ class ModeColumn:
     key: str
     label: str
     forwards: int | None
-    op_us_per_forward: float | None
-    shares: dict[str, float]  # forward-time shares, init excluded
+    op_us_per_forward: float | None  # the median over the measured forwards where the mode records each one
+    shares: dict[str, float]  # forward-time shares, init excluded: medians per forward where recorded
     init_us: float
     per_forward: dict[str, float]
     computing_ratio: float | None
@@ -309,10 +321,15 @@ def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[
         forward_tasks = [t for t in run.tasks if families.op_family(t.op_type) != "init"]
         init_us = sum(t.duration_us for t in run.tasks if families.op_family(t.op_type) == "init")
         per_fwd_us = sum(t.duration_us for t in forward_tasks) / run.forwards if run.forwards else None
+        # the medians over the measured forwards where the mode records each one: one slow forward moves no figure
+        medians = {f: e.median for f, e in run.share_estimates().items()} if run.groups else {}
+        if run.groups:
+            per_fwd_us = statistics.median(sum(t.duration_us for t in g if families.op_family(t.op_type) != "init")
+                                           for g in run.groups)
         summary = step_bound.summarize_steps(run.steps)
         label = run.spec.folder + (f" ({PYACL_DEFAULT})" if k == "03" else "")
         cols.append(ModeColumn(
-            k, label, run.forwards, per_fwd_us, families.forward_shares(run.stats), init_us, run.per_forward,
+            k, label, run.forwards, per_fwd_us, medians or families.forward_shares(run.stats), init_us, run.per_forward,
             summary.computing_ratio if summary else None, _accuracy(run, workload),
             len(run.tasks) if k == "02" else None,
             "add_custom kernel" if k not in WORKLOAD_MODES else _cell(run.info.get("workload")),

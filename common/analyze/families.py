@@ -9,6 +9,7 @@ import functools
 import re
 from collections import Counter, defaultdict
 
+from common.analyze.robust import Estimate, estimate
 from common.formats.records import OpStat, Task
 from common.workload.expect import FAMILY_ORDER  # noqa: F401 (the family names, imported from here by the layers above)
 
@@ -264,3 +265,21 @@ def top_ops(stats: list[OpStat], n: int = 10) -> list[OpStat]:
 def forward_shares(stats: list[OpStat]) -> dict[str, float]:
     """Family shares of forward-pass time: one-off init ops (weight init, random input) left out."""
     return family_share(stats, exclude=("init",))
+
+
+def forward_share_estimates(groups: list[list[Task]], exclude: tuple[str, ...] = ("init",)) -> dict[str, Estimate]:
+    """Each family's share of forward time, forward by forward (``groups``: the tasks of each measured forward,
+    step or execute), as a median with its quartiles: one slow forward moves a sum, not the median. A family
+    absent from a forward has share 0 there. Forwards with no op time are left out."""
+    per_forward = []
+    for tasks in groups:
+        totals: dict[str, float] = defaultdict(float)
+        for t in tasks:
+            family = op_family(t.op_type)
+            if family not in exclude:
+                totals[family] += t.duration_us
+        grand = sum(totals.values())
+        if grand > 0:
+            per_forward.append({f: v / grand for f, v in totals.items()})
+    found = {f for shares in per_forward for f in shares}
+    return {f: estimate([shares.get(f, 0.0) for shares in per_forward]) for f in found}

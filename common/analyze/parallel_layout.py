@@ -157,7 +157,7 @@ def stage_rows(view: ClusterView, layout: Layout, comm: Communication | None) ->
 
 @dataclass(frozen=True)
 class GroupJudgement:
-    """A same-work group's ranks against each other (mean Computing + Free, µs)."""
+    """A same-work group's ranks against each other (median Computing + Free, µs)."""
 
     group: ParallelGroup
     own_us: dict[int, float]

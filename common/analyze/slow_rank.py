@@ -20,13 +20,14 @@ from common.formats.cluster import ClusterView, step_order
 from common.formats.records import StepTime
 
 # A rank is called slow when its own time (Computing + Free) exceeds the other ranks' median by
-# more than this share of the mean step: below it, run-to-run noise on a shared host is as large.
+# more than this share of the median step: below it, run-to-run noise on a shared host is as large.
 SLOW_RANK_MIN_SHARE = 0.20
 
 
 @dataclass(frozen=True)
 class RankSummary:
-    """One rank's mean step (µs)."""
+    """One rank's median step (µs): each column's median over the rank's steps, so one stalled step (a host
+    pause, a page fault storm) does not decide which rank is slow."""
 
     rank: int
     computing_us: float
@@ -53,11 +54,11 @@ def rank_summaries(view: ClusterView) -> list[RankSummary]:
         out.append(
             RankSummary(
                 rank=rank,
-                computing_us=statistics.fmean(s.computing_us for s in rows),
-                comm_not_overlapped_us=statistics.fmean(s.communication_not_overlapped_us for s in rows),
-                communication_us=statistics.fmean(s.communication_us for s in rows),
-                free_us=statistics.fmean(s.free_us for s in rows),
-                step_us=statistics.fmean(s.total_us for s in rows),
+                computing_us=statistics.median(s.computing_us for s in rows),
+                comm_not_overlapped_us=statistics.median(s.communication_not_overlapped_us for s in rows),
+                communication_us=statistics.median(s.communication_us for s in rows),
+                free_us=statistics.median(s.free_us for s in rows),
+                step_us=statistics.median(s.total_us for s in rows),
             )
         )
     return out
@@ -70,11 +71,11 @@ class Gap:
     us: float
     high: int  # the rank with more
     low: int
-    step: int | None = None  # None: of the mean step (or the one whole-trace row)
+    step: int | None = None  # None: of the median step (or the one whole-trace row)
 
 
-def mean_gap(summaries: list[RankSummary]) -> Gap:
-    """Largest minus smallest mean Computing + Free over the ranks."""
+def median_gap(summaries: list[RankSummary]) -> Gap:
+    """Largest minus smallest median Computing + Free over the ranks."""
     high = max(summaries, key=lambda s: s.own_us)
     low = min(summaries, key=lambda s: s.own_us)
     return Gap(high.own_us - low.own_us, high.rank, low.rank)
@@ -105,11 +106,11 @@ def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]
     slowest = max(summaries, key=lambda s: s.own_us)
     others = [s for s in summaries if s.rank != slowest.rank]
     own_median = statistics.median(s.own_us for s in others)
-    step = statistics.fmean(s.step_us for s in summaries)
+    step = statistics.median(s.step_us for s in summaries)
     excess = slowest.own_us - own_median
     wait_median = statistics.median(s.comm_not_overlapped_us for s in others)
     if excess < SLOW_RANK_MIN_SHARE * step:
-        spread = mean_gap(summaries)
+        spread = median_gap(summaries)
         single = step_gap(steps) if steps else None
         median = (f"; rank {slowest.rank} exceeds the other ranks' median by {excess:,.1f} us"
                   if len(summaries) > 2 else "")
@@ -121,9 +122,9 @@ def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]
             None,
             None,
             (
-                f"no slow rank: mean Computing + Free differ by at most {spread.us:,.1f} us between ranks "
+                f"no slow rank: median Computing + Free differ by at most {spread.us:,.1f} us between ranks "
                 f"(rank {spread.high} vs rank {spread.low}){median}, under {100 * SLOW_RANK_MIN_SHARE:.0f}% of "
-                f"the {step:,.1f} us mean step{where}"
+                f"the {step:,.1f} us median step{where}"
             ),
         )
     d_compute = slowest.computing_us - statistics.median(s.computing_us for s in others)

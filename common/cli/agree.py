@@ -71,14 +71,16 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
             raise LabError(f"{folder}: no {PYACL_DEFAULT!r} variant in this run",
                            "run all variants: bash 03_api_pyAcl/run.sh 0 (or nox -s pyacl)")
         tasks, stats = variants[PYACL_DEFAULT]
-        return ModeRun(spec, folder, info, info.get("measured_executes"), tasks, stats, variants=variants)
+        return ModeRun(spec, folder, info, info.get("measured_executes"), tasks, stats, variants=variants,
+                       groups=checks.tasks_by_execute(tasks, info.get("measured_executes")) or [])
     datasets = find_datasets(folder)
     if spec.key == "04":
         datasets = [ds for ds in datasets if ds.kind == "torch_npu"]
         tasks = [t for ds in datasets for t in ds.tasks if t.step_id is not None]
         steps = [s for ds in datasets for s in ds.steps]
         return ModeRun(spec, folder, info, info.get("forwards"), tasks, [s for ds in datasets for s in ds.op_statistic],
-                       steps, datasets, records=checks.records_by_step(tasks), output=read_output(folder / "output.npy"))
+                       steps, datasets, records=checks.records_by_step(tasks), output=read_output(folder / "output.npy"),
+                       groups=checks.tasks_by_step(tasks))
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
     windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
@@ -89,7 +91,8 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         stats = checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats
     return ModeRun(spec, folder, info, forwards, tasks, stats,
                    datasets=datasets, records=checks.records_in(tasks, windows) if spec.key == "01" else [],
-                   output=read_output(folder / "output.npy") if spec.key == "01" else None)
+                   output=read_output(folder / "output.npy") if spec.key == "01" else None,
+                   groups=checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [])
 
 
 def _shown(path: Path) -> str:

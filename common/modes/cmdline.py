@@ -72,7 +72,8 @@ def check_run(run, own_model: bool) -> list:
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
             checks.check_declared_top_family(checks.measured_forward_stats(checks.tasks_of(datasets), windows,
                                                                            WARMUP_FORWARDS) or checks.stats_of(datasets),
-                                             work, "01"),
+                                             work, "01", checks.measured_forward_groups(checks.tasks_of(datasets),
+                                                                                        windows, WARMUP_FORWARDS)),
             checks.check_output_file(read_output(run.out / "output.npy"), "01", work, run.npu),
         ]
     return verdicts

@@ -73,10 +73,10 @@ def _summary_sections(report: ClusterReport) -> list[Section]:
         sections.append(Section("Parallel layout (profiler_metadata.json: distributed_args, parallel_group_info)",
                                 lines=report.layout_lines))
     sections.append(Section(
-        "Slowest ranks: mean of the steps (us), the most Computing + Free first",
+        "Slowest ranks: median of the steps (us), the most Computing + Free first",
         lines=[report.slow.text] + ([report.arrivals.text(top=COMM_RANK_LINES)] if report.arrivals else []),
         header=OUTLIER_HEADER, rows=_outlier_rows(report.slowest)))
-    sections.append(Section("Fastest ranks: mean of the steps (us)", header=OUTLIER_HEADER,
+    sections.append(Section("Fastest ranks: median of the steps (us)", header=OUTLIER_HEADER,
                             rows=_outlier_rows(report.fastest)))
     return sections
 
@@ -103,7 +103,7 @@ def cluster_sections(report: ClusterReport, full: bool = True) -> list[Section]:
                                 "msprof-analyze's stage rows; P2P: mean over the stage's ranks)",
                                 header=STAGE_HEADER, rows=report.stage_rows))
     sections.append(Section(
-        "Per rank, mean of the steps (us)",
+        "Per rank, median of the steps (us)",
         lines=[report.slow.text] + ([report.arrivals.text()] if report.arrivals else []),
         header=MEAN_HEADER, rows=report.means))
     if report.link_rows:
@@ -124,7 +124,7 @@ def steps_csv(report: ClusterReport) -> str:
 def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
                    full: bool = True) -> str:
     """The cluster view as text: per step and rank (or, ``full=False``, its summary), the verdicts, the collectives,
-    per rank means, checks."""
+    per rank medians, checks."""
     sections = cluster_sections(report, full)
     lines = list(notes or [])
     if verdicts:
@@ -150,7 +150,7 @@ def _heat_maps(report: ClusterReport) -> list[str]:
 
 def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
                  full: bool = True) -> str:
-    """The cluster view as one self-contained page: a chart of each rank's mean step (``full=False``: a heat map
+    """The cluster view as one self-contained page: a chart of each rank's median step (``full=False``: a heat map
     per step and rank instead), then every section of :func:`cluster_sections` as it comes (its lines as prose, its
     table as a table); the checks come last unless one failed."""
     head, *sections = cluster_sections(report, full)
@@ -158,7 +158,7 @@ def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, n
         mean = {name: MEAN_HEADER.index(name) for name in ("Rank", "Computing", "Comm(Not Overlapped)", "Free")}
         bars = [(f"rank {row[mean['Rank']]}", row[mean["Computing"]], row[mean["Free"]],
                  row[mean["Comm(Not Overlapped)"]]) for row in report.means]
-        blocks = [html.section("Computing / Communication / Free per rank (mean of the steps, us)",
+        blocks = [html.section("Computing / Communication / Free per rank (median of the steps, us)",
                                html.step_bars("rank-steps", bars))] if bars else []
     else:
         blocks = _heat_maps(report)

@@ -192,7 +192,7 @@ def side_by_side(cols: list, info_line: str) -> Section:
     def row(name: str, values: list[object]) -> list[object]:
         return [name, *values]
 
-    share_rows = [row(f"{family} share of forward time", [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A"
+    share_rows = [row(f"{family} share of forward time (median)", [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A"
                                                           for c in cols])
                   for family in FAMILY_ORDER if family != "init" and any(family in c.shares for c in cols)]
     # the families the model runs (in any mode): a CNN gets conv and pool rows, an MLP none
@@ -202,7 +202,7 @@ def side_by_side(cols: list, info_line: str) -> Section:
     rows = [
         row("workload, sha256", [getattr(c, "workload", "") or "not recorded" for c in cols]),
         row("profiled forwards (02: kernel launches)", [c.forwards or c.launches or "N/A" for c in cols]),
-        row("op time per forward (us, init excluded)",
+        row("op time per forward (us, median, init excluded)",
             [f"{c.op_us_per_forward:,.1f}" if c.op_us_per_forward is not None else "N/A" for c in cols]),
         *share_rows,
         row("init ops, one-off (us, shown apart)", [f"{c.init_us:,.1f}" for c in cols]),

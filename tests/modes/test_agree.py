@@ -69,8 +69,10 @@ def edit_info(folder: Path, **changes: object) -> None:
 
 
 # --- agree ------------------------------------------------------------------------------------------
-SHARE_VERDICT = re.compile(r"^\[(PASS|FAIL)\] matmul share of forward time agrees \(01 vs 04\): 01 ([\d.]+)%, "
-                           r"04 ([\d.]+)%: spread ([\d.]+) points \(tolerance 15 points; init ops excluded\)$")
+SHARE_VERDICT = re.compile(r"^\[(PASS|FAIL|N/A)\] matmul share of forward time agrees \(01 vs 04\): (?:inconclusive: .*)?"
+                           r"01 median ([\d.]+)% \(IQR [\d.]+-[\d.]+, n 20\); 04 median ([\d.]+)% \(IQR [\d.]+-[\d.]+, n 5\): "
+                           r"difference ([\d.]+) points, tolerance ([\d.]+) points = 10 points allowed \+ [\d.]+ points "
+                           r"measured noise \(init ops excluded\)")
 
 
 def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> None:
@@ -87,11 +89,12 @@ def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> Non
     # of one mode many times over), so that one verdict is checked for consistency with its
     # numbers; every other check is exact and must pass.
     (share,) = [m for line in verdicts if (m := SHARE_VERDICT.match(line))]
-    assert share[1] == ("PASS" if float(share[4]) <= 15 else "FAIL")
+    within = float(share[4]) <= float(share[5])
+    assert share[1] == "PASS" if within else share[1] in ("FAIL", "N/A")  # N/A: too noisy to decide, said so
     assert abs(abs(float(share[2]) - float(share[3])) - float(share[4])) < 0.11
     others = [line for line in verdicts if not SHARE_VERDICT.match(line)]
     assert others and all(line.startswith("[PASS]") for line in others), others  # TinyMLP declares every EXPECT
-    assert agreed.returncode == (0 if share[1] == "PASS" else 1), agreed.stderr
+    assert agreed.returncode == (1 if share[1] == "FAIL" else 0), agreed.stderr
     for name in ("matmul dominates (01)", "matmul dominates (03)", "matmul dominates (04)",
                  "cast present (03 default)", "every forward records the same ops (01, 23 forwards)",
                  "every step records the same ops (04, 5 steps)", "01 and 04 record the same ops per forward",

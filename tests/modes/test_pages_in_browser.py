@@ -119,8 +119,8 @@ def test_cluster_page(capture: Path, tmp_path: Path) -> None:
                               f"cluster_{capture.parent.name}_{capture.name}", tmp_path)
     assert_readable_at_a_glance(found)
     titles = found["sections"]
-    assert titles[0] == "Computing / Communication / Free per rank (mean of the steps, us)"
-    assert {"Per step and rank (us)", "Per rank, mean of the steps (us)"} <= set(titles)
+    assert titles[0] == "Computing / Communication / Free per rank (median of the steps, us)"
+    assert {"Per step and rank (us)", "Per rank, median of the steps (us)"} <= set(titles)
     assert [start for start in CLUSTER_SECTIONS[capture] if not any(t.startswith(start) for t in titles)] == []
     assert titles[-1] == "Checks" and found["legend_keys"] == 3  # Computing, Communication (not overlapped), Free
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze.cluster import cluster_report
-from common.analyze.slow_rank import RankSummary, find_slow_rank, mean_gap, step_gap
+from common.analyze.slow_rank import RankSummary, find_slow_rank, median_gap, step_gap
 from common.collect.msprof_analyze import compare_with_msprof_analyze
 from common.errors import LabError
 from common.formats.cluster import load_cluster
@@ -95,11 +95,11 @@ def test_cross_check_with_steps_and_what_makes_it_fail(tmp_path: Path) -> None:
 # --- "differ by at most" --------------------------------------------------------------------------
 def test_the_spread_is_largest_minus_smallest_not_the_excess_over_the_median() -> None:
     summaries = [_summary(0, 60, 40, 900), _summary(1, 100, 50, 850), _summary(2, 110, 50, 840)]
-    gap = mean_gap(summaries)
+    gap = median_gap(summaries)
     assert (gap.us, gap.high, gap.low) == (60.0, 2, 0)  # 160 - 100, where 160 - median(100, 150) is only 35
     slow = find_slow_rank(summaries)
     assert slow.rank is None
-    assert slow.text.startswith("no slow rank: mean Computing + Free differ by at most 60.0 us between ranks "
+    assert slow.text.startswith("no slow rank: median Computing + Free differ by at most 60.0 us between ranks "
                                 "(rank 2 vs rank 0); rank 2 exceeds the other ranks' median by 35.0 us")
 
 
@@ -109,7 +109,7 @@ def test_the_largest_gap_within_one_step_is_named() -> None:
     assert (gap.us, gap.high, gap.low, gap.step) == (60.0, 1, 0, 1)  # step 1: 170 - 110
     summaries = [_summary(0, 100, 10, 0, 110), _summary(1, 105, 15, 0, 120)]
     text = find_slow_rank(summaries, steps).text
-    assert "differ by at most 10.0 us between ranks (rank 1 vs rank 0)" in text  # the mean steps: 120 - 110
+    assert "differ by at most 10.0 us between ranks (rank 1 vs rank 0)" in text  # the median steps: 120 - 110
     assert text.endswith("within one step they differ by at most 60.0 us (step 1: rank 1 vs rank 0)")
 
 

@@ -149,7 +149,7 @@ def test_the_layout_is_read_from_a_databases_meta_data(tmp_path: Path) -> None:
 def test_without_metadata_the_view_is_as_before() -> None:
     report = cluster.cluster_report(load_cluster(NO_LAYOUT))  # profiler_metadata.json: ENV_VARIABLES only
     assert report.layout is None and report.stage_rows == [] and report.layout_lines == []
-    assert report.slow.text.startswith("no slow rank: mean Computing + Free differ by at most")
+    assert report.slow.text.startswith("no slow rank: median Computing + Free differ by at most")
     assert "-- Parallel layout" not in render_cluster(report)
 
 

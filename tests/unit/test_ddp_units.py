@@ -320,7 +320,7 @@ def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     from common.analyze.ddp_checks import check_slow_rank
     from common.analyze.slow_rank import Arrivals, SlowRank
 
-    quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us mean step")
+    quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us median step")
     rank1_held = Arrivals(10, {0: 1, 1: 9}, {0: 900.0, 1: 1.0}, held_us={0: 10.0, 1: 9000.0})
     rank0_held = Arrivals(10, {0: 9, 1: 1}, {0: 1.0, 1: 900.0}, held_us={0: 9000.0, 1: 10.0})
     small = check_slow_rank(quiet, rank1_held, 1, 4)

@@ -90,7 +90,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
                                   "a training step adds backward and optimizer ops"),
             checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
     return verdicts + [
-        checks.check_declared_top_family(checks.stats_of(datasets), work, "04"),
+        checks.check_declared_top_family(checks.stats_of(datasets), work, "04", checks.tasks_by_step(tasks), "step"),
         checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(read_output(run.out / "output.npy"), "04", work, run.npu)]
 
 

@@ -1,0 +1,111 @@
+"""Robust figures of noisy timings: medians with their spread, and a decision that can say "too noisy".
+
+Profile data fluctuates: another program takes the core for a moment, an allocation faults in new
+pages, a step waits for the disk. A mean or a sum over forwards is moved by one such outlier; the
+median is not. So every check that reads a duration decides on the median over the forwards, steps
+or launches a run holds, and takes its tolerance from the spread it measured (the interquartile
+range), printed in the check's line. When the spread alone is larger than what the check could
+tell apart, the check says "inconclusive" with the numbers ([N/A]) instead of failing.
+
+Pure functions over numbers; nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from math import sqrt
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by linear interpolation between the sorted values (numpy's default rule)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("quantile of no values")
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The median of n measurements with their quartiles."""
+
+    median: float
+    q1: float
+    q3: float
+    n: int
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    def text(self, fmt: str = ",.1f", unit: str = "") -> str:
+        """``median 3,295.5 us (IQR 3,105.0-3,358.0, n 5)``."""
+        if self.n == 1:
+            return f"{self.median:{fmt}}{unit} (one value)"
+        return f"median {self.median:{fmt}}{unit} (IQR {self.q1:{fmt}}-{self.q3:{fmt}}, n {self.n})"
+
+
+def estimate(values: list[float]) -> Estimate | None:
+    """Median and quartiles of ``values``; None when there are none."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return None
+    return Estimate(statistics.median(vals), quantile(vals, 0.25), quantile(vals, 0.75), len(vals))
+
+
+def outliers(values: list[float], k: float = 3.0) -> list[int]:
+    """Indices of the values further than ``k`` interquartile ranges beyond the quartiles (Tukey's far
+    outliers), floored at 10% of the median so that identical values do not make every wobble an outlier."""
+    est = estimate(values)
+    if est is None or est.n < 4:
+        return []
+    reach = max(k * est.iqr, 0.10 * abs(est.median))
+    return [i for i, v in enumerate(values) if v > est.q3 + reach or v < est.q1 - reach]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Two medians compared: their difference, the tolerance (a fixed allowance plus the measured noise)
+    and the outcome: ``ok`` (within), ``failed`` (beyond, with little noise) or ``inconclusive`` (beyond,
+    but the noise alone is larger than ``noise_cap``)."""
+
+    difference: float
+    allowance: float
+    noise: float
+    tolerance: float
+    outcome: str  # "ok" | "failed" | "inconclusive"
+
+    def text(self, unit: str = "") -> str:
+        return (f"difference {self.difference:.1f}{unit}, tolerance {self.tolerance:.1f}{unit} "
+                f"= {self.allowance:g}{unit} allowed + {self.noise:.1f}{unit} measured noise")
+
+
+def agreement(a: Estimate, b: Estimate, allowance: float, noise_cap: float, k: float = 1.0) -> Agreement:
+    """Do two medians agree? The measured noise is ``k`` x the two interquartile ranges added in quadrature:
+    how far apart two honest runs of this spread can land. The tolerance is ``allowance`` (what the two
+    measurements may differ by on a quiet machine: the check's own constant) plus that noise. Beyond it,
+    the medians differ (``failed``), unless the noise exceeds ``noise_cap``: then a run this disturbed
+    cannot decide (``inconclusive``)."""
+    difference = abs(a.median - b.median)
+    noise = k * sqrt(a.iqr ** 2 + b.iqr ** 2)
+    tolerance = allowance + noise
+    if difference <= tolerance:
+        outcome = "ok"
+    elif noise > noise_cap:
+        outcome = "inconclusive"
+    else:
+        outcome = "failed"
+    return Agreement(difference, allowance, noise, tolerance, outcome)
+
+
+def disturbed(values: list[float], limit: float = 0.5) -> float | None:
+    """The robust spread (IQR / median) when it exceeds ``limit``, else None: a run whose forwards or steps
+    vary this much was interrupted, and its figures say less."""
+    est = estimate(values)
+    if est is None or est.n < 3 or est.median <= 0:
+        return None
+    spread = est.iqr / est.median
+    return spread if spread > limit else None

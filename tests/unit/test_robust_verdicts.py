@@ -1,0 +1,137 @@
+"""Verdicts that hold under noise: medians with their spread decide, one slow forward or step decides nothing,
+a run too noisy to decide says so, and a real difference still fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.analyze import checks, families, robust
+from common.analyze.slow_rank import find_slow_rank, rank_summaries
+from common.formats.cluster import ClusterView
+from common.formats.records import StepTime, Task
+
+
+def _forward(start: float, ops: list[tuple[str, float]], step: int | None = None) -> list[Task]:
+    out, t = [], start
+    for op, dur in ops:
+        out.append(Task(op, op, "CPU", t, dur, input_shapes="32,1024", step_id=step))
+        t += dur + 1
+    return out
+
+
+def _mlp(gelu_us: float, addmm_us: float = 700.0, step: int | None = None, start: float = 0.0) -> list[Task]:
+    return _forward(start, [("aten::addmm", addmm_us), ("aten::gelu", gelu_us)] * 3 + [("aten::addmm", addmm_us)], step)
+
+
+# --- the statistics ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0], list(np.random.default_rng(0).random(37))])
+def test_quantiles_follow_numpys_default_rule(values: list[float]) -> None:
+    for q in (0.0, 0.25, 0.5, 0.75, 1.0):
+        assert robust.quantile(values, q) == pytest.approx(float(np.quantile(values, q)))
+    est = robust.estimate(values)
+    assert est.median == pytest.approx(float(np.median(values))) and est.n == len(values)
+
+
+def test_an_agreement_is_ok_failed_or_inconclusive() -> None:
+    tight_a, tight_b = robust.Estimate(95, 94.5, 95.5, 20), robust.Estimate(80, 79.5, 80.5, 5)
+    assert robust.agreement(tight_a, robust.Estimate(90, 89, 91, 5), 10, 10).outcome == "ok"
+    failed = robust.agreement(tight_a, tight_b, 10, 10)
+    assert failed.outcome == "failed" and failed.tolerance == pytest.approx(10 + np.hypot(1, 1))
+    wide = robust.agreement(tight_a, robust.Estimate(40, 30, 55, 5), 10, 10)
+    assert wide.outcome == "inconclusive" and wide.noise > 10
+
+
+def test_far_outliers_are_named_not_every_wobble() -> None:
+    assert robust.outliers([1100, 1080, 1120, 5436, 1095]) == [3]
+    assert robust.outliers([100.0] * 6 + [104.0]) == []
+
+
+# --- family shares: one slow forward does not decide --------------------------------------------------------
+def test_one_slow_forward_moves_the_sum_not_the_median() -> None:
+    groups = [_mlp(40, start=10_000 * i) for i in range(1, 5)]
+    groups.insert(0, _forward(0, [("aten::addmm", 700.0), ("aten::gelu", 6000.0)] * 3 + [("aten::addmm", 700.0)]))
+    stats = checks.aggregate_op_statistic([t for g in groups for t in g])
+    summed = families.forward_shares(stats)
+    assert summed["activation"] > summed["matmul"]  # the sum is decided by one forward
+    assert not checks.check_top_family(stats, "matmul", "t").ok
+    verdict = checks.check_top_family(stats, "matmul", "t", groups=groups)
+    assert verdict.ok and verdict.detail.startswith("median share over 5 forwards: matmul 95.9% (IQR 95.9-95.9)")
+
+
+def test_a_family_that_leads_in_every_forward_still_fails() -> None:
+    groups = [_mlp(gelu, addmm_us=100, start=10_000 * i) for i, gelu in enumerate([900, 950, 1000, 920, 980])]
+    verdict = checks.check_top_family([], "matmul", "t", groups=groups)
+    assert verdict.applicable and not verdict.ok and "activation leads by" in verdict.detail
+
+
+def test_two_families_within_their_spread_are_inconclusive() -> None:
+    groups = [_mlp(gelu, addmm_us=100, start=10_000 * i) for i, gelu in enumerate([120, 180, 140, 160, 130, 170])]
+    verdict = checks.check_top_family([], "matmul", "t", groups=groups, unit="step")
+    assert not verdict.applicable and verdict.detail.startswith("inconclusive: ") and "over 6 steps" in verdict.detail
+
+
+# --- 01 vs 04: the share agreement ------------------------------------------------------------------------
+def _shares(gelus: list[float], addmm: float = 700.0, step: bool = False) -> tuple[dict, dict]:
+    groups = [_mlp(g, addmm, i + 1 if step else None, 10_000 * i) for i, g in enumerate(gelus)]
+    return families.forward_share_estimates(groups)["matmul"], checks.per_call_medians(groups)
+
+
+def test_the_share_agreement_passes_within_its_tolerance_and_prints_it() -> None:
+    (a, pa), (b, pb) = _shares([40, 42, 41, 45, 40, 43]), _shares([48, 50, 47, 52, 49], step=True)
+    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
+    assert verdict.ok and verdict.applicable
+    assert "points allowed + " in verdict.detail and "measured noise" in verdict.detail and "01 median" in verdict.detail
+
+
+def test_a_share_difference_with_the_same_op_speeds_fails() -> None:
+    """A collector that counts the GELU's time three times over: the same per-call time would not give this."""
+    (a, pa) = _shares([40] * 20)
+    b = robust.Estimate(0.70, 0.69, 0.71, 5)
+    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
+    assert verdict.applicable and not verdict.ok
+
+
+def test_one_process_running_an_op_slower_is_inconclusive_on_the_cpu_and_fails_on_an_npu() -> None:
+    (a, pa), (b, pb) = _shares([40] * 20), _shares([400, 410, 395, 405, 400], step=True)
+    portable = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
+    assert not portable.applicable and "the same op (aten::gelu [32,1024]) took a median 40.0 us" in portable.detail
+    npu = checks.check_share_agreement({"01": a, "04": b}, "matmul", None)
+    assert npu.applicable and not npu.ok
+
+
+def test_a_run_too_disturbed_is_inconclusive_with_its_numbers() -> None:
+    (a, pa) = _shares([40] * 20)
+    b = robust.Estimate(0.40, 0.25, 0.55, 5)
+    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
+    assert not verdict.applicable and verdict.detail.startswith("inconclusive: the runs' own spread")
+
+
+# --- op time vs Computing, per step -----------------------------------------------------------------------
+def _step(step: int, computing: float) -> StepTime:
+    return StepTime(step, computing, 0.0, 0.0, 0.0, 10.0, computing + 10.0, 0.0, None)
+
+
+def test_op_time_vs_computing_is_judged_per_step_on_the_median() -> None:
+    tasks = [t for i in range(5) for t in _mlp(40, step=i + 1, start=10_000 * i)]
+    per_step = sum(t.duration_us for t in tasks) / 5
+    steps = [_step(i + 1, per_step) for i in range(5)]
+    steps[2] = _step(3, per_step * 3)  # one step's table row damaged
+    verdict = checks.check_sum_vs_computing(tasks, steps, "t")
+    assert verdict.ok and "off by median 0.0% (largest 66.7%" in verdict.detail
+    assert not checks.check_sum_vs_computing(tasks, [_step(i + 1, per_step * 1.5) for i in range(5)], "t").ok
+
+
+# --- the slow rank: one stalled step does not decide -------------------------------------------------------
+def _rank_rows(computing: list[float], free: list[float], comm: float) -> list[StepTime]:
+    return [StepTime(i + 1, c, comm, 0.0, comm, f, c + comm + f, 0.0, None) for i, (c, f) in enumerate(zip(computing, free))]
+
+
+def test_a_host_stall_in_one_step_does_not_turn_a_compute_slow_rank_into_a_free_one() -> None:
+    """The transformer demo's case: rank 1 has 8x the work; one 0.2 s stall in its last step (Free)."""
+    steps = {0: _rank_rows([1000] * 5, [100] * 5, 7000), 1: _rank_rows([8000] * 5, [100] * 4 + [200_000], 100)}
+    view = ClusterView(Path("."), [], None, steps)
+    slow = find_slow_rank(rank_summaries(view))
+    assert (slow.rank, slow.reason) == (1, "computing"), slow.text
