@@ -8,7 +8,10 @@ by where they ran (the 03 variant, if any), OP Type and Input Shapes; when those
 by op family (``common.analyze.families``), refusing only when the families differ too. The runs are read
 by :mod:`common.formats.run_ops`. Times are
 per profiled forward when run_info.json says how many there were. A regression is an op, or the total, slower
-than the baseline by more than the threshold; it makes the exit status 1, so CI can keep a baseline.
+than the baseline by more than the threshold and by more than the spread the runs measured (the two sides'
+interquartile ranges over their runs, in quadrature); it makes the exit status 1, so CI can keep a baseline.
+Slower beyond the threshold but within that spread is said, not flagged: too noisy to decide. With one run a
+side no spread is measured, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import statistics
 from dataclasses import dataclass
 
 from common.analyze.families import op_family
+from common.analyze.robust import estimate
 from common.errors import LabError
 from common.formats.run_ops import Key, RunOps
 
@@ -61,6 +65,7 @@ class OpDelta:
     base_us: float | None
     cand_us: float | None
     flagged: bool
+    within_noise: bool = False  # slower beyond the threshold, but by less than the runs' own spread: not flagged
 
     @property
     def delta_us(self) -> float:
@@ -82,15 +87,35 @@ class Comparison:
     threshold_pct: float
     total_flagged: bool
     matched_by: str = "op"  # "op": (where, OP Type, Input Shapes); "family": (where, op family)
+    total_noise_us: float = 0.0  # the spread of the totals over the runs (IQRs in quadrature); 0 with one run a side
+    total_within_noise: bool = False
 
     @property
     def regressions(self) -> list[OpDelta]:
         return [d for d in self.ops if d.flagged]
 
+    @property
+    def undecided(self) -> list[OpDelta]:
+        """Ops slower beyond the threshold by less than the spread the runs measured: too noisy to decide."""
+        return [d for d in self.ops if d.within_noise]
+
 
 def _medians(runs: list[RunOps]) -> dict[Key, float]:
     keys = {k for r in runs for k in r.ops}
     return {k: statistics.median(r.ops.get(k, 0.0) for r in runs) for k in keys}
+
+
+def _iqrs(runs: list[RunOps]) -> dict[Key, float]:
+    """Each op's interquartile range over the runs (µs); 0 with one run: no spread was measured."""
+    keys = {k for r in runs for k in r.ops}
+    if len(runs) < 2:
+        return dict.fromkeys(keys, 0.0)
+    return {k: estimate([r.ops.get(k, 0.0) for r in runs]).iqr for k in keys}
+
+
+def noise_us(base_iqr: float, cand_iqr: float) -> float:
+    """How far apart two medians of runs this spread can land by chance: the IQRs in quadrature."""
+    return (base_iqr ** 2 + cand_iqr ** 2) ** 0.5
 
 
 def _largest_only(ops: dict[Key, float], other: dict[Key, float], n: int = 4) -> str:
@@ -132,14 +157,24 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float) -> Com
         matched_by, b, c = "family", fb, fc
     b_total, c_total = sum(forward(b).values()), sum(forward(c).values())
     limit = 1 + threshold_pct / 100
+    # the runs' own spread: an op flagged must be slower by more than the threshold and by more than the noise
+    if matched_by == "op":
+        bi, ci = _iqrs(base), _iqrs(cand)
+    else:
+        bi = ci = {}
     deltas = []
     for key in sorted(set(b) | set(c), key=lambda k: -max(b.get(k, 0.0), c.get(k, 0.0))):
         base_us, cand_us = b.get(key), c.get(key)
         big = max(base_us or 0.0, cand_us or 0.0) >= MIN_FLAG_SHARE * b_total
-        slower = (cand_us or 0.0) > (base_us or 0.0) * limit
-        deltas.append(OpDelta(key, base_us, cand_us, big and slower and op_family(key[1]) != "init"))
+        slower = big and (cand_us or 0.0) > (base_us or 0.0) * limit and op_family(key[1]) != "init"
+        noisy = slower and (cand_us or 0.0) - (base_us or 0.0) <= noise_us(bi.get(key, 0.0), ci.get(key, 0.0))
+        deltas.append(OpDelta(key, base_us, cand_us, slower and not noisy, noisy))
+    totals = [[sum(v for k, v in r.ops.items() if op_family(k[1]) != "init") for r in side] for side in (base, cand)]
+    total_noise = noise_us(*(estimate(t).iqr if len(t) > 1 else 0.0 for t in totals))
+    slower_total = c_total > b_total * limit
+    total_noisy = slower_total and c_total - b_total <= total_noise
     return Comparison(len(base), len(cand), base[0].per, deltas, b_total, c_total, threshold_pct,
-                      c_total > b_total * limit, matched_by)
+                      slower_total and not total_noisy, matched_by, total_noise, total_noisy)
 
 
 FAMILY_SHAPES = "(family)"  # the shapes column of a family row: a family has no one shape

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.analyze import checks, families
+from common.analyze import checks, families, timing_checks
 from common.analyze.bounds import step as step_bound
 from common.analyze.robust import Estimate
 from common.errors import LabError
@@ -159,7 +159,7 @@ def verdicts(runs: dict[str, ModeRun], workload: Workload, failed: dict[str, str
     if "02" in ok:
         out.append(checks.check_kernel_per_launch(ok["02"].tasks, ok["02"].forwards, "add_custom", "elementwise", "02"))
     if "04" in ok:
-        out.append(checks.check_sum_vs_computing(ok["04"].tasks, ok["04"].steps, "04"))
+        out.append(timing_checks.check_sum_vs_computing(ok["04"].tasks, ok["04"].steps, "04"))
     out += output_verdicts(ok, workload)
     out += integrity_verdicts(ok)
     return out
@@ -222,7 +222,7 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
     cast_on_03_default: whether ATC's default precision policy puts Casts into 03's default model.
     """
     expect = workload.expectations
-    out = [checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
+    out = [timing_checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
            for k in WORKLOAD_MODES]
     family = expect.get("share_agreement_01_04")
     if family is None:
@@ -230,9 +230,9 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
                                          workload.not_applicable("share_agreement_01_04")))
     else:
         portable = all(runs[k].info.get("backend") == "portable" for k in ("01", "04"))
-        out.append(checks.check_share_agreement(
+        out.append(timing_checks.check_share_agreement(
             {k: runs[k].share_estimates().get(family) for k in ("01", "04")}, family,
-            {k: checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None))
+            {k: timing_checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None))
     cast = expect.get("cast_on_03_default")
     if cast is None:
         out.append(checks.not_applicable(f"cast on ATC's default path (03 {PYACL_DEFAULT})",

@@ -8,8 +8,8 @@ failed, and, for the checks that print a difference and a tolerance, the distrib
 (tolerance minus difference: below zero is a FAIL). A FAIL on a correct model is a false FAIL; the
 command exits 1 when there was any, so this is also a test of the lab's verdicts under noise.
 
-Workloads: ``--workload FILE`` (repeatable; default TinyMLP); ``--workloads`` adds every file of
-``workloads/``. Each run's full output is kept under ``--out`` (default ``bench/noise``), with
+Workloads: TinyMLP, then every file of ``workloads/`` with ``--workloads``, then each ``--workload FILE``
+(repeatable). Each run's full output is kept under ``--out`` (default ``bench/noise``), with
 ``noise.json``: every run's exit code and verdicts.
 """
 
@@ -49,7 +49,8 @@ def margin(detail: str) -> float | None:
 
 HOGS = {  # each a Python loop in a process of its own, until it is stopped
     "cpu": "while True: pass",
-    "memory": f"b = bytearray({HOG_MB} << 20)\nwhile True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255",
+    "memory": f"b = bytearray({HOG_MB} << 20)\n"
+              "while True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255",
 }
 
 
@@ -83,7 +84,8 @@ def run_once(device: str, workload: str | None, output: Path) -> tuple[int, floa
     command = [*nox_command(), *CARD, device, *(["--workload", workload] if workload else [])]
     start = time.perf_counter()
     with open(output, "w", encoding="utf-8") as out:
-        code = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        code = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL).returncode
     return code, time.perf_counter() - start, verdicts_of(output.read_text(encoding="utf-8", errors="replace"))
 
 
@@ -105,19 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", choices=("cpu", "memory", "none"), default="cpu",
                         help="what holds one core meanwhile (default cpu: a busy loop)")
     parser.add_argument("--workload", action="append", default=[], metavar="FILE",
-                        help="a workload file (repeatable; default TinyMLP)")
+                        help="a workload file to run too, after TinyMLP (repeatable)")
     parser.add_argument("--workloads", action="store_true", help="also every file of workloads/ besides TinyMLP")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where each run's output is kept (bench/noise)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.runs < 1:
         raise LabError(f"bad arguments: {args.runs} runs", "give at least 1 (e.g. nox -s noise -- 10)")
-    workloads: list[str | None] = [str(Path(w).resolve()) for w in args.workload]
-    for w in workloads:
+    given = [str(Path(w).resolve()) for w in args.workload]
+    for w in given:
         if not Path(w).is_file():
             raise LabError(f"no workload file {w}", "give a Python file that defines build_model and make_input")
-    if args.workloads:
-        workloads += [str(p) for p in sorted((ROOT / "workloads").glob("*.py")) if p.name != "tiny_mlp.py"]
-    workloads = workloads or [None]
+    shipped = [str(p) for p in sorted((ROOT / "workloads").glob("*.py")) if p.name != "tiny_mlp.py"]
+    workloads: list[str | None] = [None, *(shipped if args.workloads else []), *given]  # TinyMLP first
     args.out.mkdir(parents=True, exist_ok=True)
     stats: dict[str, CheckStats] = {}
     runs = []

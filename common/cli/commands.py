@@ -117,7 +117,7 @@ def _agree(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from common.analyze.checks import check_regressions
+    from common.analyze.timing_checks import check_regressions
     from common.analyze.compare import compare
     from common.formats.run_ops import load_side
     from common.errors import LabError

@@ -52,7 +52,7 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
 # --- 2. check · 3. read -------------------------------------------------------------------------
 def check_run(run, own_model: bool) -> list:
     """Every file msprof exports is there and parses; for the workload: op counts, declared top family, output."""
-    from common.analyze import checks
+    from common.analyze import checks, timing_checks
     from common.formats.datasets import file_rows
     from common.formats.outputs import read_output
 
@@ -70,10 +70,10 @@ def check_run(run, own_model: bool) -> list:
                                       f"01, {forwards} forwards", warmup=WARMUP_FORWARDS),
             # Which family dominates is a statement about the model: only the workload can declare it. Judged on
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
-            checks.check_declared_top_family(checks.measured_forward_stats(checks.tasks_of(datasets), windows,
-                                                                           WARMUP_FORWARDS) or checks.stats_of(datasets),
-                                             work, "01", checks.measured_forward_groups(checks.tasks_of(datasets),
-                                                                                        windows, WARMUP_FORWARDS)),
+            timing_checks.check_declared_top_family(
+                checks.measured_forward_stats(checks.tasks_of(datasets), windows, WARMUP_FORWARDS)
+                or checks.stats_of(datasets), work, "01",
+                checks.measured_forward_groups(checks.tasks_of(datasets), windows, WARMUP_FORWARDS)),
             checks.check_output_file(read_output(run.out / "output.npy"), "01", work, run.npu),
         ]
     return verdicts

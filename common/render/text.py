@@ -234,7 +234,7 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
             where or ".", op_type, shapes, d.base_us if d.base_us is not None else "absent",
             d.cand_us if d.cand_us is not None else "absent", d.delta_us,
             f"{d.delta_pct:+.1f}%" if d.delta_pct is not None else "new",
-            "REGRESSION" if d.flagged else "",
+            "REGRESSION" if d.flagged else "within noise" if d.within_noise else "",
         ])
     lines = [
         f"baseline: {base} ({cmp.base_runs} run{'s' if cmp.base_runs > 1 else ''}); candidate: {cand} "
@@ -242,8 +242,8 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
         ("matched by (where, OP Type, Input Shapes)" if cmp.matched_by == "op" else
          "matched by (where, op family): OP Type and Input Shapes cover too little of the time, as between a "
          "Level0 export (kernel names, no OP Type) and a Level1/2 one")
-        + f"; flagged when slower by more than {cmp.threshold_pct:g}% "
-        f"and at least 1% of the baseline total; init ops listed, never flagged",
+        + f"; flagged when slower by more than {cmp.threshold_pct:g}%, by more than the runs' own spread (IQRs "
+        f"over the runs), and at least 1% of the baseline total; init ops listed, never flagged",
     ]
     table = render_table(["where", "OP Type", "Input Shapes", "baseline", "candidate", "delta(us)", "delta", ""], rows)
     return "\n".join([*lines, table, render_verdicts([verdict])])

@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import ROOT, load_lesson
 
-from common.analyze import checks
+from common.analyze import checks, timing_checks
 from common.collect import calibrate
 from common.modes.pytorch.steps import run_steps
 from common.errors import LabError
@@ -108,8 +108,8 @@ def test_a_failure_in_the_harness_own_work_is_kept_in_the_runs_logs_and_named(tm
 def test_top_family_is_declared_or_not_applicable() -> None:
     stats = [OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
              OpStat("aten::gelu", "CPU", 3, 10.0, 3.0, 3.3, 3.6, 10.0)]
-    assert checks.check_declared_top_family(stats, tiny_mlp(), "t").ok
-    na = checks.check_declared_top_family(stats, load_workload(CNN), "t")
+    assert timing_checks.check_declared_top_family(stats, tiny_mlp(), "t").ok
+    na = timing_checks.check_declared_top_family(stats, load_workload(CNN), "t")
     assert na.ok and not na.applicable and na.detail == "not applicable: cnn declares no EXPECT['top_family']"
     line = render_verdicts([na, checks.Verdict("x", False, "y")])
     assert line.splitlines() == ["[N/A] top family (t): not applicable: cnn declares no EXPECT['top_family']",

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.analyze import checks, families, robust
+from common.analyze import checks, families, robust, timing_checks
+from common.analyze.compare import compare
 from common.analyze.slow_rank import find_slow_rank, rank_summaries
 from common.formats.cluster import ClusterView
 from common.formats.records import StepTime, Task
+from common.formats.run_ops import RunOps
 
 
 def _forward(start: float, ops: list[tuple[str, float]], step: int | None = None) -> list[Task]:
@@ -27,7 +29,8 @@ def _mlp(gelu_us: float, addmm_us: float = 700.0, step: int | None = None, start
 
 
 # --- the statistics ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0], list(np.random.default_rng(0).random(37))])
+@pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0],
+                                    list(np.random.default_rng(0).random(37))])
 def test_quantiles_follow_numpys_default_rule(values: list[float]) -> None:
     for q in (0.0, 0.25, 0.5, 0.75, 1.0):
         assert robust.quantile(values, q) == pytest.approx(float(np.quantile(values, q)))
@@ -56,56 +59,57 @@ def test_one_slow_forward_moves_the_sum_not_the_median() -> None:
     stats = checks.aggregate_op_statistic([t for g in groups for t in g])
     summed = families.forward_shares(stats)
     assert summed["activation"] > summed["matmul"]  # the sum is decided by one forward
-    assert not checks.check_top_family(stats, "matmul", "t").ok
-    verdict = checks.check_top_family(stats, "matmul", "t", groups=groups)
+    assert not timing_checks.check_top_family(stats, "matmul", "t").ok
+    verdict = timing_checks.check_top_family(stats, "matmul", "t", groups=groups)
     assert verdict.ok and verdict.detail.startswith("median share over 5 forwards: matmul 95.9% (IQR 95.9-95.9)")
 
 
 def test_a_family_that_leads_in_every_forward_still_fails() -> None:
     groups = [_mlp(gelu, addmm_us=100, start=10_000 * i) for i, gelu in enumerate([900, 950, 1000, 920, 980])]
-    verdict = checks.check_top_family([], "matmul", "t", groups=groups)
+    verdict = timing_checks.check_top_family([], "matmul", "t", groups=groups)
     assert verdict.applicable and not verdict.ok and "activation leads by" in verdict.detail
 
 
 def test_two_families_within_their_spread_are_inconclusive() -> None:
     groups = [_mlp(gelu, addmm_us=100, start=10_000 * i) for i, gelu in enumerate([120, 180, 140, 160, 130, 170])]
-    verdict = checks.check_top_family([], "matmul", "t", groups=groups, unit="step")
+    verdict = timing_checks.check_top_family([], "matmul", "t", groups=groups, unit="step")
     assert not verdict.applicable and verdict.detail.startswith("inconclusive: ") and "over 6 steps" in verdict.detail
 
 
 # --- 01 vs 04: the share agreement ------------------------------------------------------------------------
 def _shares(gelus: list[float], addmm: float = 700.0, step: bool = False) -> tuple[dict, dict]:
     groups = [_mlp(g, addmm, i + 1 if step else None, 10_000 * i) for i, g in enumerate(gelus)]
-    return families.forward_share_estimates(groups)["matmul"], checks.per_call_medians(groups)
+    return families.forward_share_estimates(groups)["matmul"], timing_checks.per_call_medians(groups)
 
 
 def test_the_share_agreement_passes_within_its_tolerance_and_prints_it() -> None:
     (a, pa), (b, pb) = _shares([40, 42, 41, 45, 40, 43]), _shares([48, 50, 47, 52, 49], step=True)
-    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
+    verdict = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
     assert verdict.ok and verdict.applicable
-    assert "points allowed + " in verdict.detail and "measured noise" in verdict.detail and "01 median" in verdict.detail
+    assert "points allowed + " in verdict.detail and "measured noise" in verdict.detail
+    assert "01 median" in verdict.detail
 
 
 def test_a_share_difference_with_the_same_op_speeds_fails() -> None:
     """A collector that counts the GELU's time three times over: the same per-call time would not give this."""
     (a, pa) = _shares([40] * 20)
     b = robust.Estimate(0.70, 0.69, 0.71, 5)
-    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
+    verdict = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
     assert verdict.applicable and not verdict.ok
 
 
 def test_one_process_running_an_op_slower_is_inconclusive_on_the_cpu_and_fails_on_an_npu() -> None:
     (a, pa), (b, pb) = _shares([40] * 20), _shares([400, 410, 395, 405, 400], step=True)
-    portable = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
+    portable = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
     assert not portable.applicable and "the same op (aten::gelu [32,1024]) took a median 40.0 us" in portable.detail
-    npu = checks.check_share_agreement({"01": a, "04": b}, "matmul", None)
+    npu = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", None)
     assert npu.applicable and not npu.ok
 
 
 def test_a_run_too_disturbed_is_inconclusive_with_its_numbers() -> None:
     (a, pa) = _shares([40] * 20)
     b = robust.Estimate(0.40, 0.25, 0.55, 5)
-    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
+    verdict = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
     assert not verdict.applicable and verdict.detail.startswith("inconclusive: the runs' own spread")
 
 
@@ -119,14 +123,15 @@ def test_op_time_vs_computing_is_judged_per_step_on_the_median() -> None:
     per_step = sum(t.duration_us for t in tasks) / 5
     steps = [_step(i + 1, per_step) for i in range(5)]
     steps[2] = _step(3, per_step * 3)  # one step's table row damaged
-    verdict = checks.check_sum_vs_computing(tasks, steps, "t")
+    verdict = timing_checks.check_sum_vs_computing(tasks, steps, "t")
     assert verdict.ok and "off by median 0.0% (largest 66.7%" in verdict.detail
-    assert not checks.check_sum_vs_computing(tasks, [_step(i + 1, per_step * 1.5) for i in range(5)], "t").ok
+    assert not timing_checks.check_sum_vs_computing(tasks, [_step(i + 1, per_step * 1.5) for i in range(5)], "t").ok
 
 
 # --- the slow rank: one stalled step does not decide -------------------------------------------------------
 def _rank_rows(computing: list[float], free: list[float], comm: float) -> list[StepTime]:
-    return [StepTime(i + 1, c, comm, 0.0, comm, f, c + comm + f, 0.0, None) for i, (c, f) in enumerate(zip(computing, free))]
+    return [StepTime(i + 1, c, comm, 0.0, comm, f, c + comm + f, 0.0, None)
+            for i, (c, f) in enumerate(zip(computing, free))]
 
 
 def test_a_host_stall_in_one_step_does_not_turn_a_compute_slow_rank_into_a_free_one() -> None:
@@ -135,3 +140,23 @@ def test_a_host_stall_in_one_step_does_not_turn_a_compute_slow_rank_into_a_free_
     view = ClusterView(Path("."), [], None, steps)
     slow = find_slow_rank(rank_summaries(view))
     assert (slow.rank, slow.reason) == (1, "computing"), slow.text
+
+
+# --- compare: a regression beyond the threshold and beyond the runs' own spread -----------------------------
+def _runs(addmm: list[float], gelu: list[float]) -> list[RunOps]:
+    return [RunOps(Path(f"r{i}"), {"mode": "pytorch", "backend": "portable"}, "forward",
+                   {("", "aten::addmm", "32,1024"): a, ("", "aten::gelu", "32,1024"): g})
+            for i, (a, g) in enumerate(zip(addmm, gelu))]
+
+
+def test_compare_flags_a_slowdown_beyond_the_spread_and_says_when_the_spread_decides() -> None:
+    base = _runs([2800, 2810, 2790], [150, 152, 149])
+    slower = compare(base, _runs([3400, 3410, 3390], [150, 151, 150]), 10)
+    assert [d.key[1] for d in slower.regressions] == ["aten::addmm"] and slower.total_flagged
+    assert not timing_checks.check_regressions(slower).ok
+    noisy = compare(base, _runs([2000, 3400, 4200], [150, 151, 150]), 10)  # median +21%, but the runs spread 2,200 us
+    assert not noisy.regressions and [d.key[1] for d in noisy.undecided] == ["aten::addmm"]
+    verdict = timing_checks.check_regressions(noisy)
+    assert verdict.ok and "too noisy to decide: the total, aten::addmm" in verdict.detail
+    one = timing_checks.check_regressions(compare(base[:1], _runs([3400], [150]), 10))
+    assert not one.ok and "one run on a side: no spread measured" in one.detail

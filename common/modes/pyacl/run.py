@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 
-from common.analyze import checks
+from common.analyze import checks, timing_checks
 from common.analyze.flops import count_flops
 from common.modes.reports import write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
@@ -137,8 +137,8 @@ def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
     measured = f"measured: {family} on top ({100 * share:.1f}%), {casts:g} Cast per execute"
     top, cast = work.expectations.get("top_family"), work.expectations.get("cast_on_03_default")
     not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
-    verdicts = [checks.check_top_family(result.stats, top, name, groups=checks.tasks_by_execute(result.tasks, MEASURED),
-                                        unit="execute") if top else
+    per_execute = checks.tasks_by_execute(result.tasks, MEASURED)
+    verdicts = [timing_checks.check_top_family(result.stats, top, name, groups=per_execute, unit="execute") if top else
                 not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")]
     if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
         verdicts.append(not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; "

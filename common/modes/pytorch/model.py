@@ -72,7 +72,7 @@ def plain_steps(run, train: bool):
 # --- 2. check · 3. read -----------------------------------------------------------------------------
 def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) -> list:
     """Every active step records the same ops as the first, Σ op time ≈ Computing, output = fp32 reference."""
-    from common.analyze import checks
+    from common.analyze import checks, timing_checks
     from common.formats.datasets import file_rows
     from common.formats.outputs import read_output
 
@@ -88,10 +88,11 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
         return verdicts + [
             checks.not_applicable("top family (04)", "not applicable: EXPECT['top_family'] is about the forward; "
                                   "a training step adds backward and optimizer ops"),
-            checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
+            timing_checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
     return verdicts + [
-        checks.check_declared_top_family(checks.stats_of(datasets), work, "04", checks.tasks_by_step(tasks), "step"),
-        checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(read_output(run.out / "output.npy"), "04", work, run.npu)]
+        timing_checks.check_declared_top_family(checks.stats_of(datasets), work, "04", checks.tasks_by_step(tasks),
+                                                "step"),
+        timing_checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(read_output(run.out / "output.npy"), "04", work, run.npu)]
 
 
 # --- 4. interpret: the report and the profiling overhead ----------------------------------------------
