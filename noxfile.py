@@ -13,6 +13,7 @@
     nox -s npu_dryrun -- 3                       # every mode's NPU path against recording stand-ins (no NPU)
     nox -s corpus                                # 20+ models of the kinds people bring, every mode and agree
     nox -s zoo                                   # torchvision, timm and transformers models, every mode and agree
+    nox -s noise -- 10                           # the card command 10 times with one core busy: each check's margin
 
 Every session hands its arguments unchanged to the lab's own command for it (mode sessions:
 ``python -m common.modes.sessions``, which knows which scripts take which option; the scripts

@@ -56,16 +56,6 @@ def estimate(values: list[float]) -> Estimate | None:
     return Estimate(statistics.median(vals), quantile(vals, 0.25), quantile(vals, 0.75), len(vals))
 
 
-def outliers(values: list[float], k: float = 3.0) -> list[int]:
-    """Indices of the values further than ``k`` interquartile ranges beyond the quartiles (Tukey's far
-    outliers), floored at 10% of the median so that identical values do not make every wobble an outlier."""
-    est = estimate(values)
-    if est is None or est.n < 4:
-        return []
-    reach = max(k * est.iqr, 0.10 * abs(est.median))
-    return [i for i, v in enumerate(values) if v > est.q3 + reach or v < est.q1 - reach]
-
-
 @dataclass(frozen=True)
 class Agreement:
     """Two medians compared: their difference, the tolerance (a fixed allowance plus the measured noise)
@@ -100,12 +90,3 @@ def agreement(a: Estimate, b: Estimate, allowance: float, noise_cap: float, k: f
         outcome = "failed"
     return Agreement(difference, allowance, noise, tolerance, outcome)
 
-
-def disturbed(values: list[float], limit: float = 0.5) -> float | None:
-    """The robust spread (IQR / median) when it exceeds ``limit``, else None: a run whose forwards or steps
-    vary this much was interrupted, and its figures say less."""
-    est = estimate(values)
-    if est is None or est.n < 3 or est.median <= 0:
-        return None
-    spread = est.iqr / est.median
-    return spread if spread > limit else None
