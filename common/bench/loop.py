@@ -52,6 +52,14 @@ def nox_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "nox"]
 
 
+def card_env(**extra: str) -> dict[str, str]:
+    """The environment of a card command started from inside a nox session: without that session's run id, so the
+    command's nox gives its own modes a new one (agree tells a run's outputs from older ones by it)."""
+    env = {k: v for k, v in os.environ.items() if k != "MSPROF_LAB_RUN_ID"}
+    env.update(extra)
+    return env
+
+
 def describe(argv: list[str]) -> str:
     """A short name for a process: its script relative to the repository, and its first arguments."""
     if not argv:
@@ -88,8 +96,8 @@ def measure(device: str, extra: list[str], cold: bool) -> tuple[float, int, list
     """Run the card command once with every process logged: (wall s, exit code, processes, nox's output)."""
     work = Path(tempfile.mkdtemp(prefix="msprof_lab_loop_"))
     log, output = work / "processes.jsonl", work / "nox_output.txt"
-    env = {**os.environ, "MSPROF_LAB_PROCLOG": str(log),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(PROCLOG_DIR), os.environ.get("PYTHONPATH")]))}
+    env = card_env(MSPROF_LAB_PROCLOG=str(log),
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(PROCLOG_DIR), os.environ.get("PYTHONPATH")])))
     if cold:
         env["MSPROF_LAB_CACHE"] = str(work / "empty_cache")
     command = [*nox_command(), *CARD, device, *extra]

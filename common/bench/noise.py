@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.bench.loop import CARD, nox_command
+from common.bench.loop import CARD, card_env, nox_command
 from common.bench.measure import ROOT
 from common.errors import ArgumentParser, LabError, run_cli
 
@@ -84,7 +84,7 @@ def run_once(device: str, workload: str | None, output: Path) -> tuple[int, floa
     command = [*nox_command(), *CARD, device, *(["--workload", workload] if workload else [])]
     start = time.perf_counter()
     with open(output, "w", encoding="utf-8") as out:
-        code = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        code = subprocess.run(command, cwd=ROOT, env=card_env(), stdout=out, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL).returncode
     return code, time.perf_counter() - start, verdicts_of(output.read_text(encoding="utf-8", errors="replace"))
 
