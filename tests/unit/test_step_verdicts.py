@@ -47,7 +47,7 @@ def test_one_device_keeps_its_computing_vs_free_verdict() -> None:
     host = step_bound.step_verdict(step_bound.summarize_steps([_step(10, 0, 90)]))
     assert host.kind == "host-bound"
     assert host.text == ("host-bound: Computing 10.0 us vs Free 90.0 us per step (Computing = 10.0% of the step; "
-                         "host-bound below 50%)")
+                         "host-bound below 50%; median of 1 step)")
     busy = step_bound.step_verdict(step_bound.summarize_steps([_step(90, 0, 10)]))
     assert busy.kind == "compute-bound" and busy.text.startswith("compute-bound: Computing 90.0 us vs Free 10.0 us")
     tie = step_bound.step_verdict(step_bound.summarize_steps([_step(50, 0, 50)]))
@@ -135,3 +135,13 @@ def test_one_device_bars_have_no_communication_part() -> None:
     svg = step_bars("steps", [("step 1", 80.0, 20.0), ("step 2", 70.0, 30.0)])  # the cross-mode view's tuples
     assert svg.count('data-part="computing"') == 2 and 'data-part="communication"' not in svg
     assert "Communication" not in svg
+
+
+def test_the_verdict_is_over_the_median_step_and_an_outlier_step_is_named() -> None:
+    """One first step at 5x the others (a host stall) neither decides the verdict nor hides: it is named."""
+    steps = [StepTime(i, 900, 0, 0, 0, 100, 1000, 0, None) for i in range(2, 6)]
+    steps.insert(0, StepTime(1, 900, 0, 0, 0, 4100, 5000, 0, None))
+    verdict = step_bound.step_verdict(step_bound.summarize_steps(steps))
+    assert verdict.kind == "compute-bound"  # the mean step would be 900 vs 900: a coin toss
+    assert verdict.text.endswith("; step 1 (5,000.0 us) over 1.5x the 1,000.0 us median step: named here, "
+                                 "not averaged in")

@@ -294,8 +294,8 @@ def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
 def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us: float | None) -> list[str]:
     """The Computing:Free verdict as a hypothesis: what it suggests trying, and the evidence."""
     ratio = summary.computing_ratio
-    free_per_task = summary.mean_free_us / per_step_tasks if per_step_tasks else None
-    evidence = (f"evidence: Computing {summary.mean_computing_us:.1f} us : Free {summary.mean_free_us:.1f} us "
+    free_per_task = summary.median_free_us / per_step_tasks if per_step_tasks else None
+    evidence = (f"evidence: Computing {summary.median_computing_us:.1f} us : Free {summary.median_free_us:.1f} us "
                 f"per step ({100 * ratio:.1f}% computing, threshold {100 * HOST_BOUND_BELOW:.0f}%)")
     if per_step_tasks:
         evidence += f"; {per_step_tasks:g} tasks per step"

@@ -27,6 +27,9 @@ LOW_OVERLAP_SHARE = 0.5
 # Preparing (step start to the step's first device task, outside the step) above this share of
 # the step is host work worth naming: data loading, input copies, the previous step's tail.
 PREPARING_NOTE_SHARE = 0.10
+# A step longer than this many times the median step is an outlier (a host stall, a first call's one-off
+# work): named beside the verdict, which is over the median step.
+SLOW_STEP = 1.5
 
 PARTS = ("computing", "communication", "free")
 PART_NAMES = {"computing": "Computing", "communication": "Communication(Not Overlapped)", "free": "Free"}
@@ -35,22 +38,36 @@ KIND_OF_PART = {"computing": "compute-bound", "communication": "communication-bo
 
 @dataclass(frozen=True)
 class StepSummary:
+    """The median step: each part's median over the steps, so one interrupted step does not decide the verdict."""
+
     steps: int
-    mean_step_us: float
-    mean_computing_us: float
-    mean_free_us: float
-    mean_comm_not_overlapped_us: float = 0.0
-    mean_overlapped_us: float = 0.0
-    mean_communication_us: float = 0.0
-    mean_preparing_us: float | None = None
+    median_step_us: float
+    median_computing_us: float
+    median_free_us: float
+    median_comm_not_overlapped_us: float = 0.0
+    median_overlapped_us: float = 0.0
+    median_communication_us: float = 0.0
+    median_preparing_us: float | None = None
+    slow_steps: tuple[tuple[int | None, float], ...] = ()  # (step, its length µs) above SLOW_STEP x the median
 
     @property
     def computing_ratio(self) -> float:
-        return self.mean_computing_us / self.mean_step_us if self.mean_step_us else 0.0
+        """Computing's share of the median step's parts (each a median over the steps)."""
+        parts = self.median_computing_us + self.median_comm_not_overlapped_us + self.median_free_us
+        return self.median_computing_us / parts if parts else 0.0
 
     @property
     def has_communication(self) -> bool:
-        return bool(self.mean_comm_not_overlapped_us or self.mean_communication_us)
+        return bool(self.median_comm_not_overlapped_us or self.median_communication_us)
+
+    def slow_note(self) -> str:
+        """The steps far longer than the median, named: they are outliers, not the step the verdict is about."""
+        if not self.slow_steps:
+            return ""
+        named = ", ".join(f"step {'(none)' if step is None else step} ({us:,.1f} us)" for step, us in self.slow_steps[:3])
+        more = f" and {len(self.slow_steps) - 3} more" if len(self.slow_steps) > 3 else ""
+        return (f"; {named}{more} over {SLOW_STEP:g}x the {self.median_step_us:,.1f} us median step: named here, "
+                f"not averaged in")
 
 
 @dataclass(frozen=True)
@@ -68,15 +85,18 @@ def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
     if not steps:
         return None
     preparing = [s.preparing_us for s in steps if s.preparing_us is not None]
+    median_step = statistics.median(s.total_us for s in steps)
+    slow = tuple((s.step, s.total_us) for s in steps if len(steps) >= 3 and s.total_us > SLOW_STEP * median_step)
     return StepSummary(
         steps=len(steps),
-        mean_step_us=statistics.fmean(s.total_us for s in steps),
-        mean_computing_us=statistics.fmean(s.computing_us for s in steps),
-        mean_free_us=statistics.fmean(s.free_us for s in steps),
-        mean_comm_not_overlapped_us=statistics.fmean(s.communication_not_overlapped_us for s in steps),
-        mean_overlapped_us=statistics.fmean(s.overlapped_us for s in steps),
-        mean_communication_us=statistics.fmean(s.communication_us for s in steps),
-        mean_preparing_us=statistics.fmean(preparing) if preparing else None,
+        median_step_us=median_step,
+        median_computing_us=statistics.median(s.computing_us for s in steps),
+        median_free_us=statistics.median(s.free_us for s in steps),
+        median_comm_not_overlapped_us=statistics.median(s.communication_not_overlapped_us for s in steps),
+        median_overlapped_us=statistics.median(s.overlapped_us for s in steps),
+        median_communication_us=statistics.median(s.communication_us for s in steps),
+        median_preparing_us=statistics.median(preparing) if preparing else None,
+        slow_steps=slow,
     )
 
 
@@ -101,36 +121,37 @@ def step_kind(step: StepTime) -> str:
 
 
 def step_verdict(summary: StepSummary) -> StepVerdict:
-    """The verdict over the mean step, with the numbers and the thresholds that decide it."""
-    c, n, f = summary.mean_computing_us, summary.mean_comm_not_overlapped_us, summary.mean_free_us
+    """The verdict over the median step, with the numbers and the thresholds that decide it."""
+    c, n, f = summary.median_computing_us, summary.median_comm_not_overlapped_us, summary.median_free_us
     kind, parts, shares = classify(c, n, f)
     if not summary.has_communication:  # one device: the Computing-vs-Free line it always had
         label = "compute-bound" if kind == "compute-bound" else "host-bound"
         text = (f"{label}: Computing {c:.1f} us vs Free {f:.1f} us per step "
                 f"(Computing = {100 * summary.computing_ratio:.1f}% of the step; host-bound below "
-                f"{100 * HOST_BOUND_BELOW:.0f}%)")
+                f"{100 * HOST_BOUND_BELOW:.0f}%; median of {summary.steps} step{'s' if summary.steps != 1 else ''})"
+                + summary.slow_note())
         return StepVerdict(label, ("computing",) if label == "compute-bound" else ("free",), shares, text)
     split = (f"Computing {c:.1f} us ({100 * shares['computing']:.1f}%), Communication(Not Overlapped) {n:.1f} us "
              f"({100 * shares['communication']:.1f}%), Free {f:.1f} us ({100 * shares['free']:.1f}%) "
-             f"of the {summary.mean_step_us:.1f} us step")
+             f"of the {summary.median_step_us:.1f} us step")
     if kind == "mixed":
         named = " + ".join(PART_NAMES[p] for p in parts)
         text = (f"mixed ({named}): {split}; no part reaches {100 * DOMINANT_SHARE:.0f}%, parts at or above "
-                f"{100 * MIXED_PART_SHARE:.0f}% are named")
+                f"{100 * MIXED_PART_SHARE:.0f}% are named" + summary.slow_note())
     else:
         text = (f"{kind}: {split}; {PART_NAMES[parts[0]]} holds at least {100 * DOMINANT_SHARE:.0f}% of the "
-                f"step (mean of {summary.steps} step{'s' if summary.steps != 1 else ''})")
+                f"step (median of {summary.steps} step{'s' if summary.steps != 1 else ''})" + summary.slow_note())
     return StepVerdict(kind, parts, shares, text)
 
 
 def bound_verdict(summary: StepSummary) -> str:
-    """The verdict line over the mean step."""
+    """The verdict line over the median step."""
     return step_verdict(summary).text
 
 
 def overlap_share(summary: StepSummary) -> float | None:
     """The share of communication hidden under computing (Overlapped / Communication); None without any."""
-    return summary.mean_overlapped_us / summary.mean_communication_us if summary.mean_communication_us else None
+    return summary.median_overlapped_us / summary.median_communication_us if summary.median_communication_us else None
 
 
 ADVICE = {
@@ -160,9 +181,9 @@ def advice(summary: StepSummary, verdict: StepVerdict | None = None) -> list[str
     """
     verdict = verdict or step_verdict(summary)
     overlap = overlap_share(summary)
-    evidence = (f"evidence: per step Computing {summary.mean_computing_us:.1f} us, Communication(Not Overlapped) "
-                f"{summary.mean_comm_not_overlapped_us:.1f} us, Free {summary.mean_free_us:.1f} us; Overlapped "
-                f"{summary.mean_overlapped_us:.1f} us of {summary.mean_communication_us:.1f} us communication")
+    evidence = (f"evidence: per step Computing {summary.median_computing_us:.1f} us, Communication(Not Overlapped) "
+                f"{summary.median_comm_not_overlapped_us:.1f} us, Free {summary.median_free_us:.1f} us; Overlapped "
+                f"{summary.median_overlapped_us:.1f} us of {summary.median_communication_us:.1f} us communication")
     if overlap is not None:
         low = "low" if overlap < LOW_OVERLAP_SHARE else "not low"
         evidence += (f" ({100 * overlap:.1f}% hidden under computing; {low}, "
@@ -184,9 +205,9 @@ def advice(summary: StepSummary, verdict: StepVerdict | None = None) -> list[str
 
 def preparing_note(summary: StepSummary) -> list[str]:
     """A line when Preparing (before the step's first device task) is large beside the step."""
-    p = summary.mean_preparing_us
-    if p is None or not summary.mean_step_us or p < PREPARING_NOTE_SHARE * summary.mean_step_us:
+    p = summary.median_preparing_us
+    if p is None or not summary.median_step_us or p < PREPARING_NOTE_SHARE * summary.median_step_us:
         return []
-    return [f"note: Preparing {p:.1f} us per step before the first device task ({100 * p / summary.mean_step_us:.1f}% "
+    return [f"note: Preparing {p:.1f} us per step before the first device task ({100 * p / summary.median_step_us:.1f}% "
             f"of the step, outside it; named above {100 * PREPARING_NOTE_SHARE:.0f}%): host work before the step's "
             "first launch — data loading, input copies, the previous step's tail"]
