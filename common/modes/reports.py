@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.analyze import advisories, families, memory
+from common.analyze import advisories, checks, families, memory
 from common.analyze.bounds import op as bounds
 from common.analyze.bounds import step as step_bound
 from common.analyze.bounds.op import Peaks
@@ -28,6 +28,7 @@ from common.render.text import (
     run_info_line,
 )
 from common.verdict import Verdict
+from common.workload import FORWARD_RANGE, WARMUP_FORWARDS
 
 BOUND_ROWS = 8
 
@@ -96,6 +97,8 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     shares = families.family_share(stats)
     has_tasks = ds.task_count > 0
     counts = families.family_counts_of_types(ds.type_counts) if has_tasks else {}
+    groups, unit = forward_groups(ds)
+    medians = families.forward_share_estimates(groups) if len(groups) >= 2 else {}
     fam_rows, labels = [], families.family_labels(stats)
     for family in families.FAMILY_ORDER:
         if family in shares:
@@ -103,14 +106,19 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
                 per_fwd = "one-off"  # weight init and input generation happen once, not per forward
             else:
                 per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and has_tasks else "N/A"
-            fam_rows.append([family, 100 * shares[family], counts.get(family, 0) if has_tasks else "N/A", per_fwd,
-                             ", ".join(labels.get(family, []))])
+            e = medians.get(family)
+            median = f"{100 * e.median:.1f} ({100 * e.q1:.1f}-{100 * e.q3:.1f})" if e else "N/A"
+            fam_rows.append([family, 100 * shares[family], median, counts.get(family, 0) if has_tasks else "N/A",
+                             per_fwd, ", ".join(labels.get(family, []))])
     note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
+    per = (f"median share per {unit} over {len(groups)} {unit}s with its IQR (init excluded: what the checks judge)"
+           if medians else "median per forward N/A: the capture marks no forwards or steps")
     sections.append(
         Section(
             f"Op families: {label}",
-            lines=[f"share of summed op time; counts from {'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"],
-            header=["family", "share(%)", "tasks", "per forward", "largest ops"],
+            lines=[f"share of summed op time; {per}; counts from "
+                   f"{'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"],
+            header=["family", "share(%)", "median(%) (IQR)", "tasks", "per forward", "largest ops"],
             rows=fam_rows,
         )
     )
@@ -118,6 +126,18 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
         sections.append(step_section(ds, label))
     sections += memory_sections(ds, label)
     return sections
+
+
+def forward_groups(ds: Dataset) -> tuple[list[list], str]:
+    """The tasks of each measured forward of a dataset, and what one is called: its steps (tasks with a Step Id),
+    else the lab's forward ranges (msprof_tx, the warm-up ones left out); none for a capture that marks neither."""
+    if not ds.small:
+        return [], "forward"
+    stepped = checks.tasks_by_step(ds.tasks)
+    if stepped:
+        return stepped, "step"
+    windows = [r.window_us for r in ds.tx_ranges if r.message == FORWARD_RANGE]
+    return checks.measured_forward_groups(ds.tasks, windows, WARMUP_FORWARDS), "forward"
 
 
 STEP_HEADER = ["Step", "Computing(us)", "Comm Not Overlapped(us)", "Overlapped(us)", "Free(us)", "Preparing(us)",
