@@ -60,3 +60,13 @@ def test_no_zero_gflops_point_is_printed_without_a_reason() -> None:
     text = sweep.render([shaped, missing], "m, portable", "batch", None, "no peak")
     assert "92.0 (s)" in text and "(s): includes the FLOPs of aten::mkldnn_rnn_layer" in text
     assert ">= 10.0" in text and "not counted: aten::lstm (recurrent weights not in the shapes)" in text
+
+
+def test_a_point_whose_steps_straddle_the_threshold_is_undecided_and_said_so() -> None:
+    from common.modes.pytorch.sweep import turning_points
+
+    points = [{"series": "m", "batch": b, "bound": bound} for b, bound in
+              ((1, "host-bound"), (4, "undecided"), (16, "compute-bound"))]
+    (line,) = turning_points(points, "batch")
+    assert line == ("m: host-bound up to batch 1, compute-bound from batch 16; undecided at batch 4 (its steps' "
+                    "Computing shares straddle 50%: too noisy to call)")

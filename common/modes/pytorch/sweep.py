@@ -26,6 +26,7 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # before torch loads
 import torch  # noqa: E402
 
 from common.analyze.bounds import step as step_bound  # noqa: E402
+from common.analyze.robust import estimate  # noqa: E402
 from common.backend import soc_version  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
@@ -167,9 +168,13 @@ def measure(run, model, x: tuple, out: Path, model_file: Path) -> dict:
     # process would otherwise move a whole grid point.
     step = sorted(steps, key=lambda s: s.total_us)[len(steps) // 2]
     ratio = step.computing_us / step.total_us if step.total_us else 0.0
+    # the verdict changes at HOST_BOUND_BELOW: a point whose steps' Computing shares straddle it is undecided
+    spread = estimate([s.computing_us / s.total_us for s in steps if s.total_us]) or estimate([ratio])
+    bound = ("undecided" if spread.q1 < step_bound.HOST_BOUND_BELOW <= spread.q3 else
+             "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound")
     return {
         "steps": len(steps), "step_us": step.total_us, "computing_us": step.computing_us, "free_us": step.free_us,
-        "computing_ratio": ratio, "bound": "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound",
+        "computing_ratio": ratio, "computing_ratio_iqr": [spread.q1, spread.q3], "bound": bound,
         "flops": flops, "gflops_per_s": flops / step.computing_us / 1e3 if flops and step.computing_us else None,
         "flops_from_shapes": from_shapes, "flops_missing": unmodelled,
     }
@@ -193,11 +198,16 @@ def turning_points(points: list[dict], x: str) -> list[str]:
         row = sorted((p for p in points if p["series"] == series), key=lambda p: p[x])
         host = [p[x] for p in row if p["bound"] == "host-bound"]
         compute = [p[x] for p in row if p["bound"] == "compute-bound"]
+        undecided = [p[x] for p in row if p["bound"] == "undecided"]
+        near = (f"; undecided at {x} {', '.join(map(str, undecided))} (its steps' Computing shares straddle "
+                f"{100 * step_bound.HOST_BOUND_BELOW:.0f}%: too noisy to call)" if undecided else "")
         if host and compute:
-            lines.append(f"{series}: host-bound up to {x} {max(host)}, compute-bound from {x} {min(compute)}")
-        else:
+            lines.append(f"{series}: host-bound up to {x} {max(host)}, compute-bound from {x} {min(compute)}{near}")
+        elif host or compute:
             kind = "host-bound" if host else "compute-bound"
-            lines.append(f"{series}: {kind} at every {x} tried ({row[0][x]}..{row[-1][x]})")
+            lines.append(f"{series}: {kind} at every {x} decided ({row[0][x]}..{row[-1][x]}){near}")
+        else:
+            lines.append(f"{series}: no {x} decided{near}")
     return lines
 
 
