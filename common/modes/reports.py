@@ -311,20 +311,24 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     return text, written, warnings, integrity
 
 
-def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict]) -> tuple[str, list[str], list[Verdict]]:
-    """For a mode that renders its own report text (03's variant table): the integrity checks of its
-    datasets, then report.md (``body``, its checks, the integrity checks) and report.html beside the
-    data. Returns (the integrity section's text, the 'written to' lines, the integrity checks)."""
+def own_integrity(root: Path) -> list[Verdict]:
+    """The integrity checks of every dataset under ``root`` (for a mode that renders its own report text)."""
+    return integrity_verdicts(find_datasets(Path(root)), Path(root))
+
+
+def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict],
+                     integrity: list[Verdict]) -> tuple[str, list[str]]:
+    """For a mode that renders its own report text (03's variant table): report.md (``body``, its checks, the
+    integrity checks, own_integrity's) and report.html beside the data, written once its run_info.json says how
+    the run ended (the page shows that status). Returns (the integrity section's text, the 'written to' lines)."""
     root = Path(root)
-    datasets = find_datasets(root)
-    integrity = integrity_verdicts(datasets, root)
     section = Section("Integrity (the files of each export agree with each other)",
                       lines=render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK])
     markdown = render_markdown(title, [Section("Report", lines=["```", *body.splitlines(), "```"]),
                                        Section("Checks", lines=render_verdicts(verdicts).splitlines()), section])
-    page = directory_html(root, verdicts, integrity=integrity, datasets=datasets)
+    page = directory_html(root, verdicts, integrity=integrity)
     written = [write_report_md(root, markdown), write_report_html(root, page)]
-    return render_text("", [section]).strip(), written, integrity
+    return render_text("", [section]).strip(), written
 
 
 # --- HTML ----------------------------------------------------------------------------------------

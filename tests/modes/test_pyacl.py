@@ -79,6 +79,8 @@ def test_run_passes_and_reports_every_variant(ran):
     info = json.loads((repo / MODE.name / "prof_out" / "run_info.json").read_text())
     assert info["completed"] is True and info["backend"] == "portable" and info["exit_code"] == 0
     assert set(info["results"]) == set(VARIANT_NAMES)
+    page = (repo / MODE.name / "prof_out" / "report.html").read_text()  # written once run_info.json says so
+    assert "| complete" in page and "INCOMPLETE" not in page
 
 
 @pytest.mark.parametrize("variant", VARIANT_NAMES)

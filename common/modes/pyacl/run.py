@@ -24,7 +24,7 @@ import numpy as np
 
 from common.analyze import checks, timing_checks
 from common.analyze.flops import count_flops
-from common.modes.reports import write_own_report
+from common.modes.reports import own_integrity, write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
 from common.errors import LabError
@@ -259,9 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
         print(body)
         print(text.render_verdicts(verdicts))
-        integrity_text, written, integrity = write_own_report(run.out, f"msprof lab report: {run.out}", body,
-                                                              verdicts)
-        print(integrity_text, *written, sep="\n")
+        integrity = own_integrity(run.out)
         code = 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
     finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
         models = {v.name: files.model_path(v, run.npu) for v in variants}
@@ -271,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
                    failed_checks=[v.name for v in verdicts if not v.ok],
                    compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
                                    "detail": verdicts[0].detail} if verdicts else None))
+    # written once run_info.json says how the run ended: the page shows that status, not "INCOMPLETE"
+    integrity_text, written = write_own_report(run.out, f"msprof lab report: {run.out}", body, verdicts, integrity)
+    print(integrity_text, *written, sep="\n")
     print(f"Output: {run.out}")
     return code
 
