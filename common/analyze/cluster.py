@@ -127,11 +127,32 @@ PIPELINE_TRY = ("try (Communication(Not Overlapped)): here it is pipeline ranks 
                 "not gradient buckets: balance the stages (see Parallel layout)")
 
 
+PORTABLE_COMMUNICATION = (
+    "communication analysis: none on the portable backend (gloo's trace gives each collective's start and length "
+    "only, no Transit / Wait / Idle split as HCCL's does); who reached each collective last is read from the "
+    "starts, in the arrival line of the ranks below")
+
+
+def slow_rank_try(slow: SlowRank) -> str | None:
+    """What to try when one rank is the one the others wait for: its remedy, not the overlap advice."""
+    if slow.rank is None:
+        return None
+    if slow.reason == "computing":
+        return (f"try (slow rank {slow.rank}): it computes longest and the others wait for it in the collective: "
+                f"give it less work (rebalance the data or batch split, the layers of its stage, its experts' load) "
+                f"or find why its device is slower (another job on it, a lower clock, a different SoC); overlap "
+                f"tuning does not help while one rank holds the rest")
+    return (f"try (slow rank {slow.rank}): its own host keeps it longest (Free): its data loading, Python or "
+            f"dispatch — prefetch and pin its data loader, bind its CPU cores, look for host syncs in its step; "
+            f"the others wait for it in the collective")
+
+
 def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | None,
-                 unbalanced_pipeline: bool = False) -> list[str]:
+                 unbalanced_pipeline: bool = False, slow: SlowRank | None = None) -> list[str]:
     """The step verdict's lines; a communication verdict that is not "moving data" replaces the generic
-    overlap advice (a faster link or bigger buckets do not help a rank that waits or idles), and an
-    unbalanced pipeline the communication advice (its ranks wait in P2P: DDP buckets do not fit)."""
+    overlap advice (a faster link or bigger buckets do not help a rank that waits or idles), an unbalanced
+    pipeline the communication advice (its ranks wait in P2P: DDP buckets do not fit), and a slow rank the
+    communication advice (the others wait for that rank: rebalance it)."""
     fit = None
     if verdict is not None and verdict.kind not in ("moving data", "none"):
         fit = ("try: find why the late rank starts the collective late (its compute or host time before it) — "
@@ -144,6 +165,8 @@ def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | Non
             line = fit
         elif unbalanced_pipeline and line.startswith("try (Communication"):
             line = PIPELINE_TRY
+        elif slow is not None and slow.rank is not None and line.startswith("try (Communication"):
+            line = slow_rank_try(slow)
         out.append(line)
     return out
 
@@ -175,7 +198,9 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     ]
     comm = view.communication
     verdict, comm_lines, comm_rank_lines, op_rows, link_rows = None, [], [], [], []
-    if comm is not None:
+    if comm is not None and not comm.per_rank and (view.run_info or {}).get("backend") == "portable":
+        comm_lines = [PORTABLE_COMMUNICATION]  # the lab's own portable capture: nothing is missing, said once
+    elif comm is not None:
         verdict, comm_lines, comm_rank_lines = communication_lines(comm)
         op_rows = communication.op_rows(communication.across_ranks(comm.per_rank))
         link_rows = link_matrix_rows(comm)
@@ -187,7 +212,7 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         stages = stage_rows(view, layout, comm)
         lines, slow, unbalanced = layout_lines(layout, stages, judge_groups(layout, summaries), comm)
         groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
-    step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced)
+    step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced, slow)
     slowest, fastest = outliers(summaries, layout)
     return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines,
                          comm_rank_lines, op_rows, link_rows, layout, lines, [r.cells() for r in stages], groups,
