@@ -1,7 +1,8 @@
 """``python -m common <command>``: the lab's tools for any output directory.
 
   report <dir>     top ops, op families, per-forward counts, step table, bottlenecks, integrity checks;
-                   writes <dir>/report.md; exit 1 when an integrity check fails (the files of an export disagree)
+                   writes <dir>/report.md and report.html (a lab run's: rebuilt with the checks it recorded);
+                   exit 1 when an integrity check fails (the files of an export disagree)
   agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
   compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs);
                    exit 1 on a regression beyond --threshold
@@ -41,21 +42,38 @@ def _damaged_file(err, datasets) -> object:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from common.modes.reports import directory_html, directory_report, write_beside
     from common.errors import LabError
     from common.formats.datasets import find_datasets
-    from common.formats.rundir import RUN_INFO
+    from common.formats.rundir import RUN_INFO, read_run_info
+    from common.modes.reports import directory_html, directory_report, own_integrity, write_beside, write_own_report
+    from common.render.text import render_verdicts
+    from common.verdict import from_records
 
     out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
-    # A mode's output folder holds the mode's own report.md / report.html, with its checks: never replaced.
-    name = "capture_report" if not args.out and (Path(args.dir) / RUN_INFO).is_file() else "report"
+    # A lab run records its checks in run_info.json: its report.md / report.html are rebuilt with them. A folder
+    # whose run recorded none (an older run, a run of several ranks) keeps its own report: this one goes beside it.
+    info = read_run_info(Path(args.dir)) if (Path(args.dir) / RUN_INFO).is_file() else None
+    recorded = from_records(info.get("checks")) if info else []
+    rebuilt = bool(info and "checks" in info)
+    name = "capture_report" if info and not rebuilt and not args.out else "report"
+    if rebuilt and info.get("report_body"):  # a mode that renders its own report text (03's variant table)
+        integrity = own_integrity(Path(args.dir))
+        body = str(info["report_body"])
+        print(body, render_verdicts(recorded), sep="\n")
+        text_lines, written = write_own_report(Path(out), f"msprof lab report: {args.dir}", body, recorded, integrity)
+        print(text_lines, *written, sep="\n")
+        return 1 if any(not v.ok for v in integrity) else 0
+    notes = [str(n) for n in info.get("report_notes", [])] if rebuilt else []
+    warnings = [str(w) for w in info.get("disturbed", [])] if rebuilt else []
     damaged: dict = {}  # a damaged text file is left out and the report made again from the others
     while True:
         datasets = [ds.without(damaged) for ds in find_datasets(args.dir)]
-        lines = [f"DAMAGED, left out: {why}" for why in damaged.values()]
+        lines = [*warnings, *(f"DAMAGED, left out: {why}" for why in damaged.values())]
         try:
-            text, markdown, integrity = directory_report(args.dir, soc=args.soc, datasets=datasets, warnings=lines)
-            page = directory_html(args.dir, soc=args.soc, integrity=integrity, datasets=datasets, damaged=lines)
+            text, markdown, integrity = directory_report(args.dir, recorded, soc=args.soc, datasets=datasets,
+                                                         warnings=lines)
+            page = directory_html(args.dir, recorded, soc=args.soc, integrity=integrity, datasets=datasets,
+                                  damaged=lines, notes=notes)
             break
         except LabError as err:
             path = _damaged_file(err, datasets)
@@ -63,7 +81,12 @@ def _report(args: argparse.Namespace) -> int:
                 raise
             damaged[path] = str(err)
     print(text)
-    print(write_beside(out, f"{name}.md", markdown))
+    if rebuilt:
+        print(f"checks: as the run recorded them in run_info.json ({info.get('start')}); the figures read again now")
+    elif info:
+        print("note: this run recorded no checks in run_info.json (an older run, or one of several ranks), so its "
+              f"own report.md stays as it is; this report is {name}.md beside it")
+    print(write_beside(out, f"{name}.md", markdown + "".join(f"\n{note}\n" for note in notes)))
     print(write_beside(out, f"{name}.html", page))
     failed = [v for v in integrity if not v.ok]
     if failed:

@@ -61,10 +61,10 @@ def _best(fn, repeats: int = REPEATS, spreads: dict | None = None, label: str = 
 
 
 @functools.cache
-def _measure() -> tuple[Peaks, dict[str, float]]:
-    """(peaks, median/best time of each kernel's repeats): measured once per process, or the kept
-    calibration of this machine and a short probe of how quiet it is now."""
-    key = json.dumps(_machine(), sort_keys=True)
+def _measure(threads: int | None = None) -> tuple[Peaks, dict[str, float]]:
+    """(peaks, median/best time of each kernel's repeats) at ``threads`` (None: this process's count): measured
+    once per process, or the kept calibration of this machine and a short probe of how quiet it is now."""
+    key = json.dumps(_machine(threads), sort_keys=True)
     found = cache.load("calibration", key)
     if found is not None:
         kept = found["result"]
@@ -72,15 +72,34 @@ def _measure() -> tuple[Peaks, dict[str, float]]:
                       f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured {kept['when']}, "
                       f"kept while this machine, its thread count and "
                       f"torch are unchanged"), _probe_spread())
-    peaks, spreads = _calibrate_now()
-    if max(spreads.values(), default=1.0) <= CALIBRATION_SPREAD_MAX:  # keep only a quiet machine's peaks
+    load = _load()
+    peaks, spreads = _calibrate_now(threads)
+    if load is not None:
+        _BUSY[threads] = load
+    # keep only a quiet machine's peaks: repeats that agree, and no other program running (a machine busy the
+    # whole time slows every repeat alike, which their spread cannot show)
+    if max(spreads.values(), default=1.0) <= CALIBRATION_SPREAD_MAX and load is None:
         cache.save("calibration", key, cache.inputs_of((), {}), {
             "name": peaks.name, "flops_per_s": peaks.flops_per_s, "bytes_per_s": peaks.bytes_per_s,
             "source": peaks.source, "when": time.strftime("%Y-%m-%d %H:%M %Z")})
     return peaks, spreads
 
 
-def _machine() -> dict[str, object]:
+_BUSY: dict[int | None, str] = {}  # the load seen while this process calibrated (per thread count), if busy
+
+
+def _load() -> str | None:
+    """A line when other programs keep the cores busy now (the 1-minute load average above the cores less half
+    a core: this process's own work is one), else None."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not on this platform
+        return None
+    cores = os.cpu_count() or 1
+    return f"load average {load:.2f} on {cores} cores" if load > cores - 0.5 else None
+
+
+def _machine(threads: int | None = None) -> dict[str, object]:
     """What a calibration depends on besides the toolchain: the host, its CPU, and torch's thread count."""
     model = ""
     try:
@@ -88,12 +107,14 @@ def _machine() -> dict[str, object]:
             model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     except OSError:
         pass
-    if "torch" in sys.modules:
-        threads = str(sys.modules["torch"].get_num_threads())
+    if threads is not None:
+        count = str(threads)
+    elif "torch" in sys.modules:
+        count = str(sys.modules["torch"].get_num_threads())
     else:  # what torch will read when it is imported
-        threads = os.environ.get("OMP_NUM_THREADS") or "torch's default"
+        count = os.environ.get("OMP_NUM_THREADS") or "torch's default"
     return {"host": socket.gethostname(), "machine": platform.machine(), "cpu": model, "cores": os.cpu_count(),
-            "threads": threads}
+            "threads": count}
 
 
 def _probe_spread() -> dict[str, float]:
@@ -107,9 +128,19 @@ def _probe_spread() -> dict[str, float]:
     return spreads
 
 
-def _calibrate_now() -> tuple[Peaks, dict[str, float]]:
+def _calibrate_now(threads: int | None = None) -> tuple[Peaks, dict[str, float]]:
     import torch
 
+    before = torch.get_num_threads()
+    if threads is not None:  # the run's own thread count: the peaks its ops could reach
+        torch.set_num_threads(threads)
+    try:
+        return _calibrate_torch(torch)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _calibrate_torch(torch) -> tuple[Peaks, dict[str, float]]:
     bandwidth, spreads = {}, {}
     for mb in COPY_MB:
         src = torch.ones(mb * 2**20 // 4, dtype=torch.float32)
@@ -125,15 +156,19 @@ def _calibrate_now() -> tuple[Peaks, dict[str, float]]:
     return _peaks(torch, bandwidth, bytes_per_s, flops_per_s), spreads
 
 
-def calibrate() -> Peaks:
-    """Measured peaks of this machine (cached for the process)."""
-    return _measure()[0]
+def calibrate(threads: int | None = None) -> Peaks:
+    """Measured peaks of this machine at ``threads`` torch threads (None: this process's count; cached)."""
+    return _measure(threads)[0]
 
 
-def calibration_disturbance() -> str | None:
+def calibration_disturbance(threads: int | None = None) -> str | None:
     """A 'disturbed' line when this process's calibration repeats spread beyond CALIBRATION_SPREAD_MAX."""
-    spreads = _measure()[1]
+    spreads = _measure(threads)[1]
     wide = {k: v for k, v in spreads.items() if v > CALIBRATION_SPREAD_MAX}
+    if threads in _BUSY:
+        return (f"disturbed: other programs kept the cores busy while the lab calibrated this machine "
+                f"({_BUSY[threads]}): its peaks may be low, so ops may look closer to them than they are; the "
+                f"calibration is not kept, and a quieter run measures it again")
     if not wide:
         return None
     listed = ", ".join(f"{k} median {v:.2f}x its best" for k, v in wide.items())
@@ -169,6 +204,12 @@ def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops_per_s: 
     )
 
 
+def recorded_threads(info: dict | None) -> int | None:
+    """The torch thread count a run recorded (run_info.json ``threads``), None when it recorded none."""
+    threads = (info or {}).get("threads")
+    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else None
+
+
 def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
     """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
     portable = (info or {}).get("backend") == "portable" or cpu_only(
@@ -180,7 +221,7 @@ def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tu
             return peaks, f"table entry for {peaks.name}"
         return None, f"{soc} is not in the peak table ({', '.join(DEVICE_PEAKS)})"
     if portable:
-        peaks = calibrate()
+        peaks = calibrate(recorded_threads(info))  # at the run's own thread count, where it recorded one
         host = (info or {}).get("host")
         note = "" if not host or host == socket.gethostname() else f" (the data was measured on {host})"
         return Peaks(peaks.name, peaks.flops_per_s, peaks.bytes_per_s, peaks.source + note), "calibrated"

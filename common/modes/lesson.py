@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.verdict import Verdict
+from common.verdict import Verdict, as_record
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import runlogs
 from common.errors import ArgumentParser, LabError, run_cli
@@ -103,7 +103,8 @@ class Run:
         text, written, warnings, integrity = write_reports(root, verdicts, notes, warnings)
         failed = [v.name for v in [*verdicts, *integrity] if not v.ok]
         # what agree reads: whether this mode's own checks held, and which did not
-        self.record(verdicts_passed=not failed, failed_checks=failed, **({"disturbed": warnings} if warnings else {}))
+        self.record(verdicts_passed=not failed, failed_checks=failed, checks=[as_record(v) for v in verdicts],
+                    report_notes=list(notes), **({"disturbed": warnings} if warnings else {}))
         print(text)
         for note in notes:
             print(note)

@@ -297,12 +297,12 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     The peaks are found once (a calibration on the portable backend) and serve both files; a
     calibration whose repeats spread widely adds its own 'disturbed' warning.
     """
-    from common.collect.calibrate import calibration_disturbance
+    from common.collect.calibrate import calibration_disturbance, recorded_threads
 
     root = Path(root)
     info, datasets = find_run_info(root), find_datasets(root)
     found = peaks_for(info, datasets, None)
-    warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance()) else [])]
+    warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance(recorded_threads(info))) else [])]
     text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets)
     page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity,
                           datasets=datasets)

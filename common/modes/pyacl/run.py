@@ -39,7 +39,7 @@ from common.modes.pyacl.ort_profile import collect_portable, validate_portable
 from common.modes.pyacl.variant_report import (VariantResult, explain, file_verdict, graph_count_verdict, render,
                                                summary)
 from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants
-from common.verdict import Verdict
+from common.verdict import Verdict, as_record
 from common.workload import Workload, compare_outputs, load_workload
 
 
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
             "this input only (03 profiles the path this input takes)"))
     results: dict[str, VariantResult] = {}
-    code = 1
+    code, body = 1, ""
     try:
         for variant in variants:
             (run.out / variant.name).mkdir()
@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                    results=summary(results, run.out, run.npu, models),
                    verdicts_passed=bool(verdicts) and code == 0,
                    failed_checks=[v.name for v in verdicts if not v.ok],
+                   checks=[as_record(v) for v in verdicts], report_body=body,
                    compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
                                    "detail": verdicts[0].detail} if verdicts else None))
     # written once run_info.json says how the run ended: the page shows that status, not "INCOMPLETE"
