@@ -177,15 +177,17 @@ def calibration_disturbance(threads: int | None = None) -> str | None:
 
 
 def step_disturbance(step_us: list[float], what: str) -> str | None:
-    """A 'disturbed' line when the steps' wall times vary beyond STEP_CV_MAX (coefficient of variation)."""
+    """A 'disturbed' line when repeats of the same work (steps, forwards, launches) vary beyond STEP_CV_MAX
+    (coefficient of variation)."""
     if len(step_us) < 2 or statistics.fmean(step_us) <= 0:
         return None
     cv = statistics.stdev(step_us) / statistics.fmean(step_us)
     if cv <= STEP_CV_MAX:
         return None
     return (f"disturbed: {what} vary (coefficient of variation {cv:.2f}, above {STEP_CV_MAX:g}; "
-            f"min {min(step_us):.1f} us, max {max(step_us):.1f} us): the steps were interrupted, "
-            f"so per-step figures are less reliable; re-run on a quieter machine")
+            f"min {min(step_us):.1f} us, max {max(step_us):.1f} us): the same work took that differently, so "
+            f"something interrupted it (another program, a stall) and this run's figures are less reliable; re-run "
+            f"on a quieter machine")
 
 
 def _threads(n: int) -> str:

@@ -93,7 +93,7 @@ def stop_for_app(app_run: launcher.AppRun, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from common.modes.lesson import Lesson
-    from common.workload import MEASURED_FORWARDS, WARMUP_FORWARDS
+    from common.workload import MEASURED_FORWARDS
 
     lesson = Lesson("cmdline", MODE_DIR, __doc__, timeout=True)
     lesson.parser.epilog = "Anything after -- is the program to profile and its arguments (default: src/model.py)."
@@ -119,7 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     run.finish(completed=app_run.ok, exit_code=app_run.exit_code, app_status=app_run.status())
     if not app_run.ok:
         stop_for_app(app_run, run.out)
-    return run.report(check_run(run, own_model))
+    disturbed = forward_disturbance(run) if own_model else None
+    return run.report(check_run(run, own_model), warnings=[disturbed] if disturbed else [])
+
+
+def forward_disturbance(run) -> str | None:
+    """A 'disturbed' line when the measured forwards' op times vary widely: they run the same ops on the same
+    input, so the spread is the machine's (another program, a stall), and the figures of this run say less."""
+    from common.analyze import checks
+    from common.collect.calibrate import step_disturbance
+    from common.workload import MEASURED_FORWARDS
+
+    datasets = run.datasets()
+    windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
+    groups = checks.measured_forward_groups(checks.tasks_of(datasets), windows, WARMUP_FORWARDS)
+    return step_disturbance([sum(t.duration_us for t in g) for g in groups],
+                            f"the {MEASURED_FORWARDS} measured forwards' op times")
 
 
 if __name__ == "__main__":

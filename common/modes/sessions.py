@@ -55,6 +55,8 @@ MODE_STEPS: dict[str, tuple[Step, ...]] = {
               Step("03_api_pyAcl/run.sh", ("device", "--workload", "--threads"))),
     "pytorch": (Step("04_pyTorch/run.sh", ("device", "--workload", "--threads", "--train")),),
 }
+DISTURBED_OFF = 0.25  # --repeat: a run whose op time per forward is this far from the runs' median is named
+
 MODE_USAGE = "[device] [--repeat N] [--workload FILE] [--threads N] [--train] [--kernel cpp|pyasc]"
 
 
@@ -162,7 +164,31 @@ def run_mode(session: str, argv: Sequence[str]) -> int:
                 return code
             if runs:
                 shutil.copytree(mode_dir / "prof_out", runs / str(i))
+        if runs:
+            print(repeat_summary(runs, repeat), flush=True)
     return 0
+
+
+def repeat_summary(runs: Path, repeat: int) -> str:
+    """After ``--repeat N``: each run's folder and its op time per forward (init excluded, as compare sums it),
+    then their median and spread; a run far off the median is named as disturbed."""
+    from common.analyze.families import op_family
+    from common.analyze.robust import estimate
+    from common.formats.run_ops import load_run
+
+    lines, totals = [], []
+    for i in range(1, repeat + 1):
+        run = load_run(runs / str(i))
+        total = sum(v for k, v in run.ops.items() if op_family(k[1]) != "init")
+        totals.append(total)
+        lines.append(f"run {i}: {runs / str(i)}: op time {total:,.1f} us per {run.per} (init excluded)")
+    est = estimate(totals)
+    off = [i + 1 for i, t in enumerate(totals) if est.median and abs(t - est.median) > DISTURBED_OFF * est.median]
+    lines.append(f"{repeat} runs: op time per forward {est.text(unit=' us')}, min {min(totals):,.1f}, max "
+                 f"{max(totals):,.1f} us" + (f"; disturbed: run {', '.join(map(str, off))} more than "
+                                              f"{100 * DISTURBED_OFF:.0f}% off the median" if off else ""))
+    lines.append(f"compare them with another set: python -m common compare {runs} <other prof_runs/>")
+    return "\n".join(lines)
 
 
 def check_workload(argv: Sequence[str]) -> int:

@@ -150,3 +150,16 @@ def test_agree_runs_under_the_environment_of_the_workload_the_modes_profiled(tmp
                         subprocess.CompletedProcess(argv, 0))
     assert sessions.run_agree(["--run-id", "r1", str(out)]) == 0
     assert ran == [[str(venv / "bin" / "python"), "-m", "common", "agree", "--run-id", "r1", str(out)]]
+
+
+def test_repeat_names_each_runs_folder_and_the_spread_and_a_disturbed_run(tmp_path, monkeypatch) -> None:
+    from common.formats import run_ops
+
+    totals = {"1": 3000.0, "2": 3100.0, "3": 6200.0}
+    monkeypatch.setattr(run_ops, "load_run", lambda folder: run_ops.RunOps(
+        folder, {}, "forward", {("", "aten::addmm", "32,1024"): totals[folder.name], ("", "aten::randn", ""): 9e9}))
+    text = sessions.repeat_summary(tmp_path / "prof_runs", 3)
+    lines = text.splitlines()
+    assert lines[0] == f"run 1: {tmp_path / 'prof_runs' / '1'}: op time 3,000.0 us per forward (init excluded)"
+    assert lines[3] == ("3 runs: op time per forward median 3,100.0 us (IQR 3,050.0-4,650.0, n 3), min 3,000.0, max "
+                        "6,200.0 us; disturbed: run 3 more than 25% off the median")

@@ -30,6 +30,7 @@ from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_
                                                 mean_ratios, read_msprof_op_pipes, read_simulator_cores, read_sizes,
                                                 render_report, render_simulator)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
+from common.collect.calibrate import step_disturbance
 from common.collect.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
 from common.verdict import Verdict, not_applicable
@@ -382,4 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         finished = True
     finally:  # Ctrl-C, a timeout or a missing export: what was collected stays, marked incomplete
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
-    return run.report(verdicts)
+    # the launches run the same kernel on the same data: a wide spread of their times says the run was interrupted
+    disturbed = step_disturbance([t.duration_us for t in tasks or []],
+                                 f"the {MEASURED_LAUNCHES} launches' kernel times")
+    return run.report(verdicts, warnings=[disturbed] if disturbed else [])
