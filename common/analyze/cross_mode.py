@@ -121,6 +121,12 @@ def _cell(identity: dict | None) -> str:
 def check_same_workload(infos: dict[str, dict]) -> None:
     """01, 03 and 04 (those given) ran one workload (by the sha256 in run_info.json), or a LabError naming them."""
     ids = {k: infos[k].get("workload") for k in WORKLOAD_MODES if k in infos}
+    programs = [k for k in ids if infos[k].get("program")]
+    if programs:
+        raise LabError(f"mode {', '.join(programs)} profiled a program of yours "
+                       f"({' '.join(map(str, infos[programs[0]]['program']))}), not a workload the other modes ran",
+                       "agree compares one model across the modes: re-run 01 without a program after -- "
+                       "(nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE])")
     missing = [k for k, w in ids.items() if not (isinstance(w, dict) and w.get("sha256"))]
     if missing:
         raise LabError(f"run_info.json of mode {', '.join(missing)} records no workload, so it cannot be checked "

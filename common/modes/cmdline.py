@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                            "drop --workload (your program runs as it is), or drop the program after --")
         app = launcher.resolve_app(program)
 
-    run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None)
+    run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None,
+                       program=None if own_model else program)
     if own_model:  # the lesson model.py, told the model, its logical device (it selects it itself), where to save
         app = [sys.executable, str(MODEL), "--device", f"npu:{run.device}" if run.npu else "cpu",
                *(["--model", run.workload.path] if run.workload.path else []),

@@ -143,8 +143,12 @@ class Lesson:
         return self.parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     def start(self, argv: list[str] | None = None, *, args: object = None, command: list[str] | None = None,
-              out: Path | None = None, check: Callable[[Backend], dict | None] | None = None, **info: object) -> Run:
+              out: Path | None = None, check: Callable[[Backend], dict | None] | None = None,
+              program: list[str] | None = None, **info: object) -> Run:
         """Banner, device, lock, a fresh output folder and run_info.json (extra keys from ``info``).
+
+        ``program``: a program of the user's that the run profiles whole, recorded as such, with no workload (the
+        lab's model is neither loaded nor named).
 
         ``check(backend)``, if given, runs under the lock and before the output folder is touched:
         what a user can get wrong for this backend (a missing model, a bad input) stops there,
@@ -160,8 +164,9 @@ class Lesson:
         threads = parse_threads(getattr(args, "threads", None))
         target = out or output_path(self.mode_dir, getattr(args, "output", None))
         # The workload is imported and run once here, before anything is deleted: a bad file stops the run.
-        workload = load_workload(getattr(args, "workload", None)) if self.uses_workload else None
-        identity = workload.info() if workload else workload_identity(getattr(args, "workload", None))
+        workload = load_workload(getattr(args, "workload", None)) if self.uses_workload and not program else None
+        identity = (None if program else
+                    workload.info() if workload else workload_identity(getattr(args, "workload", None)))
         if threads is not None and not backend.is_npu:
             threads = set_threads(threads, child_env)
         else:
@@ -172,7 +177,7 @@ class Lesson:
         target = prepare_output_dir(target)
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
                            command=command or sys.argv, workload=identity, threads=threads,
-                           **{**(found or {}), **info})
+                           **{**(found or {}), **info, **({"program": list(program)} if program else {})})
         run = Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
         STARTED.append(run)
         return run

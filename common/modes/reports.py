@@ -280,13 +280,15 @@ def write_report_md(root: Path, markdown: str) -> str:
 
 def workload_lines(info: dict | None) -> list[str]:
     """What run_info.json says was profiled: the workload's name and hash, the thread count."""
-    work = (info or {}).get("workload")
+    work, program = (info or {}).get("workload"), (info or {}).get("program")
+    threads = (info or {}).get("threads")
+    suffix = f" | threads: {threads}" if threads is not None else ""
+    if isinstance(program, list) and program:  # a program of the user's, profiled whole (01 with -- ...)
+        return [f"program: {' '.join(map(str, program))} (profiled whole: no workload of the lab's)" + suffix]
     if not work:
         return []
     where = work.get("path") or "built in"
-    threads = (info or {}).get("threads")
-    return [f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})"
-            + (f" | threads: {threads}" if threads is not None else "")]
+    return [f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})" + suffix]
 
 
 def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),

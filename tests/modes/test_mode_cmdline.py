@@ -66,6 +66,11 @@ def test_unchanged_foreign_program_and_its_child_are_profiled(out_dir: Path) -> 
         ops = {t.op_type for t in readers.read_op_summary(next(output.glob("op_summary_*.csv")))}
         assert {"aten::addmm", "aten::relu"} <= ops and any("conv" in op for op in ops)
     assert "records the same ops" not in result.stdout  # forwards are marked only by the lab's model.py
+    # the run names what it ran: the program, not the lab's default workload
+    assert f"program: python3 {app} --child (profiled whole: no workload of the lab's)" in result.stdout
+    assert "workload: TinyMLP" not in result.stdout
+    info = json.loads((out_dir / "run_info.json").read_text())
+    assert info["workload"] is None and info["program"] == ["python3", str(app), "--child"]
 
 
 def test_crashing_program_status_propagates_and_data_is_kept(out_dir: Path) -> None:
