@@ -6,6 +6,7 @@ report touches files (reading the data, writing report.md / report.html beside i
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from common.analyze import advisories, checks, families, memory
@@ -124,8 +125,28 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
     )
     if ds.steps:
         sections.append(step_section(ds, label))
+    elif unit == "forward" and len(groups) >= 2:
+        sections.append(forward_section(groups, label))
     sections += memory_sections(ds, label)
     return sections
+
+
+def forward_section(groups: list[list], label: str) -> Section:
+    """A capture that marks its forwards but has no step table (01): per forward, the op time against the
+    Task Wait Time between its tasks (op_summary's gap before each task; the first task's, before the forward
+    began, left out), as the median forward, with the hypothesis and what to try."""
+    busy = [sum(t.duration_us for t in g) for g in groups]
+    wait = [sum(t.wait_us or 0.0 for t in g[1:]) for g in groups]
+    b, w = statistics.median(busy), statistics.median(wait)
+    durations = sorted(t.duration_us for g in groups for t in g)
+    hint = bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None)[:2]
+    share = 100 * w / (b + w) if b + w else 0.0
+    evidence = (f"evidence: per forward (median of {len(groups)}): op time {b:,.1f} us, Task Wait Time between its "
+                f"tasks {w:,.1f} us ({share:.1f}% of the forward waiting; host-bound above "
+                f"{100 * (1 - step_bound.HOST_BOUND_BELOW):.0f}%), {statistics.median(len(g) for g in groups):g} tasks "
+                f"per forward, median task {durations[len(durations) // 2]:,.1f} us")
+    return Section(f"Forwards: {label}", lines=[*hint, evidence,
+                                                "Task Wait Time: the gap before each task, in op_summary"])
 
 
 def forward_groups(ds: Dataset) -> tuple[list[list], str]:

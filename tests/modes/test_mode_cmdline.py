@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -45,6 +46,11 @@ def test_default_program_profiles_and_checks(out_dir: Path) -> None:
     ranges = [r for r in readers.read_msprof_tx(tx) if r.message == "msprof_lab.forward"]
     assert len(ranges) == 23 and all(r.device_start_us is None for r in ranges)  # a CPU has no device stream
     assert (out_dir / "report.md").read_text().startswith("# msprof lab report")
+    # what the README says to read: the Task Wait Time between a forward's tasks, the hypothesis, what to try
+    forwards = result.stdout.split("-- Forwards: ")[1].split("\n-- ")[0]
+    assert re.search(r"^hypothesis: (host|device)-bound", forwards, re.MULTILINE) and "\ntry: " in forwards
+    assert re.search(r"evidence: per forward \(median of 20\): op time [\d,.]+ us, Task Wait Time between its tasks",
+                     forwards)
 
 
 def test_second_run_replaces_only_its_own_output(out_dir: Path) -> None:
