@@ -45,7 +45,8 @@ def _report(args: argparse.Namespace) -> int:
     from common.errors import LabError
     from common.formats.datasets import find_datasets
     from common.formats.rundir import RUN_INFO, read_run_info
-    from common.modes.reports import directory_html, directory_report, own_integrity, write_beside, write_own_report
+    from common.modes.reports import (directory_html, directory_report, note_markdown, own_integrity, write_beside,
+                                      write_own_report)
     from common.render.text import render_verdicts
     from common.verdict import from_records
 
@@ -86,7 +87,7 @@ def _report(args: argparse.Namespace) -> int:
     elif info:
         print("note: this run recorded no checks in run_info.json (an older run, or one of several ranks), so its "
               f"own report.md stays as it is; this report is {name}.md beside it")
-    print(write_beside(out, f"{name}.md", markdown + "".join(f"\n{note}\n" for note in notes)))
+    print(write_beside(out, f"{name}.md", markdown + "".join(note_markdown(note) for note in notes)))
     print(write_beside(out, f"{name}.html", page))
     failed = [v for v in integrity if not v.ok]
     if failed:

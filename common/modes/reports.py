@@ -329,9 +329,14 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets)
     page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity,
                           datasets=datasets)
-    written = [write_report_md(root, markdown + "".join(f"\n{note}\n" for note in notes)),
+    written = [write_report_md(root, markdown + "".join(note_markdown(note) for note in notes)),
                write_report_html(root, page)]
     return text, written, warnings, integrity
+
+
+def note_markdown(note: str) -> str:
+    """A note below report.md: a line as it is, a block of several (a table) kept as printed."""
+    return f"\n```\n{note}\n```\n" if "\n" in note else f"\n{note}\n"
 
 
 def own_integrity(root: Path) -> list[Verdict]:

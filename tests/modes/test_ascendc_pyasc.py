@@ -203,6 +203,11 @@ def test_kernel_verdict_classes(changes, expected):
     assert len(verdict.rules) == 5 and all(rule.source for rule in verdict.rules)
 
 
+def test_a_kernel_body_longer_than_its_task_is_said_never_a_share_above_100_percent():
+    rule = classify_kernel(facts(busy_us=50.0, concurrent_blocks=8), PEAKS).rules[0]
+    assert "longer than the 10.0 us task" in rule.evidence and "%" not in rule.evidence.split("longer")[0]
+
+
 def test_kernel_verdict_waves_and_missing_data():
     # 8 blocks one at a time: 8 x 1.2 us of body fill 96% of a 10 us task, so not launch-bound
     assert classify_kernel(facts(busy_us=1.2, concurrent_blocks=1), PEAKS).rules[0].holds is False
@@ -221,3 +226,10 @@ def test_run_sh_kernel_pyasc_prints_median_and_class():
     assert re.search(r"^Bottleneck class: (launch|memory|compute|stall|access pattern) — ", proc.stdout, re.M)
     assert "[PASS] all 8192 elements verified" in proc.stdout
     assert "[PASS] 20 measured launches" in proc.stdout and "[FAIL]" not in proc.stdout
+    # one answer, the same in the terminal and in the saved report; never a share above 100%
+    (written,) = re.findall(r"^\(written to (.*report\.md)\)$", proc.stdout, re.M)
+    report = Path(written).read_text()
+    (answer,) = re.findall(r"^Bottleneck class: .*$", proc.stdout, re.M)
+    assert answer in report and "This is the answer for this kernel" in answer
+    assert "Busiest pipe: " in report and "Bound pipe" not in report
+    assert all(float(p) <= 100 for p in re.findall(r"= ([\d.]+)% of the [\d.]+ us task", report))

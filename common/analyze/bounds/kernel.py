@@ -80,7 +80,9 @@ class KernelVerdict:
 
     def lines(self) -> list[str]:
         """The verdict, its lower bound and every rule with its evidence, threshold and source."""
-        head = (f"Bottleneck class: {self.bottleneck} — {FIX[self.bottleneck]}" if self.bottleneck
+        head = (f"Bottleneck class: {self.bottleneck} — {FIX[self.bottleneck]}. This is the answer for this kernel: "
+                f"the first of the five rules below that holds; the busiest pipe above and the roofline side of the "
+                f"per-op table are evidence for it, not other answers" if self.bottleneck
                 else "Bottleneck class: none of the five rules holds (the pipes overlap or the data cannot tell)")
         out = [f"Median kernel time: {self.median_us:.3f} us (common.collect.profiling.task_time_median)", head]
         if self.lower_bound_us is not None and self.peaks is not None:
@@ -106,9 +108,13 @@ def classify_kernel(facts: KernelFacts, peaks: Peaks | None) -> KernelVerdict:
     if facts.busy_us is not None and facts.median_us > 0:
         waves = math.ceil(facts.block_dim / max(1, facts.concurrent_blocks))
         share = facts.busy_us * waves / facts.median_us
+        body = facts.busy_us * waves
+        said = (f"= {100 * share:.1f}% of the {facts.median_us:.1f} us task" if share <= 1 else
+                f"= {body:.1f} us, longer than the {facts.median_us:.1f} us task (the blocks were timed apart from "
+                f"the task: taken as 100%)")
         rules.append(Rule("launch", share < LAUNCH_BODY_SHARE_BELOW,
                           f"kernel body {facts.busy_us:.2f} us x {waves} wave(s) of {facts.concurrent_blocks} block(s) "
-                          f"= {100 * share:.1f}% of the {facts.median_us:.1f} us task",
+                          f"{said}",
                           f"body share < {LAUNCH_BODY_SHARE_BELOW}", LAB_CHOICE))
     else:
         rules.append(Rule("launch", None, "no per-core busy time (aiv_time)", f"body share < {LAUNCH_BODY_SHARE_BELOW}",

@@ -184,17 +184,25 @@ def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str
 
 
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
+def kernel_answer(tasks: list[Task], sizes: dict[str, int], where: str, kernel: str, median_us: float,
+                  concurrent_blocks: int, backend_name: str) -> tuple[Verdict, str]:
+    """The kernel's one answer: its pipe table (the evidence) and its bottleneck class (common.analyze.bounds.kernel)
+    as one text, kept in report.md and report.html as in the terminal, and the check that a class was decided."""
+    text = render_report(tasks, backend_name, where, sizes, kernel=kernel)
+    verdict = report_verdict(tasks, sizes, kernel, median_us, concurrent_blocks, backend_name)
+    return verdict[0], "\n".join([text, *verdict[1]])
+
+
 def report_verdict(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
-                   concurrent_blocks: int, backend_name: str) -> Verdict:
-    """Print the kernel's bottleneck class (common.analyze.bounds.kernel) and check that one was decided."""
+                   concurrent_blocks: int, backend_name: str) -> tuple[Verdict, list[str]]:
+    """The kernel's bottleneck class (common.analyze.bounds.kernel), its lines, and the check that one was decided."""
     peaks = kernel_peaks(backend_name)
     verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
-    print("\n".join(verdict.lines()))
     decided = verdict.bottleneck is not None
     return Verdict("bottleneck class stated", decided,
                    f"{verdict.bottleneck}; median {median_us:.1f} us, lower bound "
                    + (f"{verdict.lower_bound_us:.3f} us" if verdict.lower_bound_us is not None else "N/A")
-                   if decided else "no rule holds: see the rules printed above")
+                   if decided else "no rule holds: see the rules printed above"), verdict.lines()
 
 
 def kernel_peaks(backend_name: str):
@@ -308,7 +316,7 @@ def run_pyasc(lesson, args) -> int:
 
     run = lesson.start(args=args, check=check, warmup_launches=WARMUP_LAUNCHES,
                        measured_launches=MEASURED_LAUNCHES, kernel="pyasc")
-    verdicts, finished, body = [workload_not_applicable(run)], False, None
+    verdicts, finished, body, answer = [workload_not_applicable(run)], False, None, None
     data_backend = "npu" if run.backend.is_npu else "portable"
     try:
         if run.backend.is_npu:
@@ -321,12 +329,14 @@ def run_pyasc(lesson, args) -> int:
                          check_launch_count(tasks, where or "no op_summary", PYASC_KERNEL),
                          check_ratio_sums(tasks, "portable"), check_bound(mean_ratios(tasks))]
             if tasks and sizes:
-                print(render_report(tasks, "portable", where, sizes, kernel=PYASC_KERNEL))
-                verdicts.append(report_verdict(tasks, sizes, PYASC_KERNEL, median, 1, "portable"))  # one by one
+                verdict, answer = kernel_answer(tasks, sizes, where, PYASC_KERNEL, median, 1, "portable")  # one by one
+                verdicts.append(verdict)
         finished = True
     finally:
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
-    return report_msprof_op_only(run, verdicts, body) if body is not None else run.report(verdicts)
+    if body is not None:
+        return report_msprof_op_only(run, verdicts, body)
+    return run.report(verdicts, notes=[answer] if answer else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     data_backend = "npu" if run_mode == "npu" else "portable"  # what the numbers come from, not the machine
     verdicts = [Verdict("build succeeds", True, f"{binary.name} built {read_build_info()['built_at']} "
                         f"(RUN_MODE={run_mode})"), workload_not_applicable(run)]
-    finished = False
+    finished, answer = False, None
     try:
         if run_mode == "npu":
             more, tasks, where, sizes = profile_npu(run, binary)
@@ -377,13 +387,13 @@ def main(argv: list[str] | None = None) -> int:
         verdicts += [check_launch_count(tasks, where or "no op_summary"), check_ratio_sums(tasks, data_backend),
                      check_bound(mean_ratios(tasks))]
         if tasks and sizes:
-            print(render_report(tasks, data_backend, where, sizes))
             concurrent = sizes["block_dim"] if data_backend == "npu" else min(sizes["block_dim"], os.cpu_count() or 1)
-            verdicts.append(report_verdict(tasks, sizes, KERNEL, median, concurrent, data_backend))
+            verdict, answer = kernel_answer(tasks, sizes, where, KERNEL, median, concurrent, data_backend)
+            verdicts.append(verdict)
         finished = True
     finally:  # Ctrl-C, a timeout or a missing export: what was collected stays, marked incomplete
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
     # the launches run the same kernel on the same data: a wide spread of their times says the run was interrupted
     disturbed = step_disturbance([t.duration_us for t in tasks or []],
                                  f"the {MEASURED_LAUNCHES} launches' kernel times")
-    return run.report(verdicts, warnings=[disturbed] if disturbed else [])
+    return run.report(verdicts, notes=[answer] if answer else [], warnings=[disturbed] if disturbed else [])

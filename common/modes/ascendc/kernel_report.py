@@ -175,8 +175,8 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
     if found:
         pipe, value = found
         lines.append(
-            f"Bound pipe: {pipe} ({value:.3f} of the block's time: {PIPE_ROLE[pipe]}). "
-            f"The 910B3 estimate is bound by {ref_pipe} (~{ESTIMATE_910B3[ref_pipe]:.2f})."
+            f"Busiest pipe: {pipe} ({value:.3f} of the block's time: {PIPE_ROLE[pipe]}, measured on "
+            f"{label}); in the 910B3 estimate (not measured) it would be {ref_pipe} (~{ESTIMATE_910B3[ref_pipe]:.2f})."
         )
     if backend_name == "portable" and kernel != KERNEL:
         lines.append(
