@@ -17,8 +17,10 @@ side no spread is measured, and the verdict says so.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from common.analyze.compare_steps import StepComparison, compare_steps, step_side
+from common.analyze.compare_steps import as_json as compare_steps_json
 from common.analyze.families import op_family
 from common.analyze.robust import estimate
 from common.errors import LabError
@@ -89,6 +91,9 @@ class Comparison:
     matched_by: str = "op"  # "op": (where, OP Type, Input Shapes); "family": (where, op family)
     total_noise_us: float = 0.0  # the spread of the totals over the runs (IQRs in quadrature); 0 with one run a side
     total_within_noise: bool = False
+    steps: StepComparison | None = None  # the step view, when both sides have a step table
+    added: list[Key] = field(default_factory=list)  # matched by family: the ops only the candidate ran, largest first
+    removed: list[Key] = field(default_factory=list)  # ... and only the baseline
 
     @property
     def regressions(self) -> list[OpDelta]:
@@ -125,11 +130,22 @@ def _largest_only(ops: dict[Key, float], other: dict[Key, float], n: int = 4) ->
     return shown + (f" (+{len(only) - n} more)" if len(only) > n else "")
 
 
-def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float) -> Comparison:
-    """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged."""
+def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
+            samples: tuple[int, int] | None = None) -> Comparison:
+    """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged; the step view when
+    both sides have step tables (per sample when their samples per step are known: run_info.json, or
+    ``samples``, the baseline's and the candidate's)."""
     _check_task_files(base, cand)
     _check_same_workload(base, cand)
     b, c = _medians(base), _medians(cand)
+    per, scale = base[0].per, (1, 1)
+    counts = samples or (_samples(base), _samples(cand))
+    if all(counts) and counts[0] != counts[1]:  # two batches: every op time per sample, as the steps
+        scale = counts
+        b = {k: v / scale[0] for k, v in b.items()}
+        c = {k: v / scale[1] for k, v in c.items()}
+        per = f"sample ({counts[0]} vs {counts[1]} per {per})"
+    original_b, original_c = b, c
     def forward(ops: dict[Key, float]) -> dict[Key, float]:
         return {k: v for k, v in ops.items() if op_family(k[1]) != "init"}
 
@@ -140,12 +156,17 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float) -> Com
         return sum(v for k, v in compute.items() if k in c) / total if total else 0.0
 
     matched_by, share = "op", covered(b, c)
+    names = {r.workload for r in base + cand}
+    # both sides' run_info.json name the same workload, or the user said how many samples each step held (two
+    # batches of one model, e.g. captures made outside the lab: compare A B --samples 1 64)
+    one_workload = (len(names) == 1 and None not in names) or samples is not None
     if share < MIN_MATCHED_SHARE:
-        # a side without shapes (a Level0 export: kernel names, no OP Type) can still be matched by family;
+        # a side without shapes (a Level0 export: kernel names, no OP Type) can still be matched by family, and so
+        # can one workload whose op set changed (a larger batch changes every shape; a fusion, the ops);
         # two sides with shapes that differ ran different work
         fb, fc = _by_family(b), _by_family(c)
         family_share = _family_overlap(fb, fc) if _unshaped(b) or _unshaped(c) else 0.0
-        if family_share < MIN_MATCHED_SHARE:
+        if family_share < MIN_MATCHED_SHARE and not one_workload:
             families = (f"; the compute families' shares overlap {100 * family_share:.0f}%"
                         if _unshaped(b) or _unshaped(c) else "")
             raise LabError(
@@ -169,12 +190,24 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float) -> Com
         slower = big and (cand_us or 0.0) > (base_us or 0.0) * limit and op_family(key[1]) != "init"
         noisy = slower and (cand_us or 0.0) - (base_us or 0.0) <= noise_us(bi.get(key, 0.0), ci.get(key, 0.0))
         deltas.append(OpDelta(key, base_us, cand_us, slower and not noisy, noisy))
-    totals = [[sum(v for k, v in r.ops.items() if op_family(k[1]) != "init") for r in side] for side in (base, cand)]
+    totals = [[sum(v for k, v in r.ops.items() if op_family(k[1]) != "init") / n for r in side]
+              for side, n in zip((base, cand), scale)]
     total_noise = noise_us(*(estimate(t).iqr if len(t) > 1 else 0.0 for t in totals))
     slower_total = c_total > b_total * limit
     total_noisy = slower_total and c_total - b_total <= total_noise
-    return Comparison(len(base), len(cand), base[0].per, deltas, b_total, c_total, threshold_pct,
-                      slower_total and not total_noisy, matched_by, total_noise, total_noisy)
+    sides = [step_side([r.steps for r in runs], given or _samples(runs))
+             for runs, given in zip((base, cand), samples or (None, None))]
+    steps = compare_steps(*sides, threshold_pct) if all(sides) else None
+    only = [sorted((k for k in x if k not in y and op_family(k[1]) != "init"), key=lambda k: -x[k])
+            for x, y in ((original_c, original_b), (original_b, original_c))] if matched_by == "family" else [[], []]
+    return Comparison(len(base), len(cand), per, deltas, b_total, c_total, threshold_pct,
+                      slower_total and not total_noisy, matched_by, total_noise, total_noisy, steps, *only)
+
+
+def _samples(runs: list[RunOps]) -> int | None:
+    """The samples per step all of a side's runs recorded (None when they do not say, or disagree)."""
+    found = {r.samples for r in runs}
+    return found.pop() if len(found) == 1 else None
 
 
 FAMILY_SHAPES = "(family)"  # the shapes column of a family row: a family has no one shape
@@ -205,3 +238,21 @@ def _by_family(ops: dict[Key, float]) -> dict[Key, float]:
         key = (where, op_family(op_type), FAMILY_SHAPES)
         out[key] = out.get(key, 0.0) + us
     return out
+
+
+def comparison_json(cmp: Comparison, verdict) -> dict:
+    """``compare --json``: the per-op rows, the totals, the step view (key ``steps``) and the verdict."""
+    def key(k: Key) -> dict:
+        return {"where": k[0], "op_type": k[1], "input_shapes": k[2]}
+
+    return {
+        "per": cmp.per, "runs": {"baseline": cmp.base_runs, "candidate": cmp.cand_runs}, "matched_by": cmp.matched_by,
+        "threshold_pct": cmp.threshold_pct,
+        "total": {"baseline_us": cmp.base_total_us, "candidate_us": cmp.cand_total_us, "noise_us": cmp.total_noise_us,
+                  "flagged": cmp.total_flagged, "within_noise": cmp.total_within_noise},
+        "ops": [{**key(d.key), "baseline_us": d.base_us, "candidate_us": d.cand_us, "delta_pct": d.delta_pct,
+                 "flagged": d.flagged, "within_noise": d.within_noise} for d in cmp.ops],
+        "added": [key(k) for k in cmp.added], "removed": [key(k) for k in cmp.removed],
+        "steps": compare_steps_json(cmp.steps) if cmp.steps else None,
+        "verdict": {"name": verdict.name, "ok": verdict.ok, "detail": verdict.detail},
+    }

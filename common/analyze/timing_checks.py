@@ -183,8 +183,13 @@ def check_regressions(cmp) -> Verdict:
         what = (["the total"] if cmp.total_within_noise else []) + [d.key[1] for d in undecided[:3]]
         noisy = (f"; slower beyond the threshold but within the runs' own spread, too noisy to decide: "
                  f"{', '.join(what)}" + (f" and {len(undecided) - 3} more" if len(undecided) > 3 else ""))
+    steps = ""
+    if cmp.steps is not None:
+        n += cmp.steps.verdict == "regression"
+        steps = (f"; steps: {cmp.steps.metric} x{cmp.steps.ratio:.3f} ({cmp.steps.verdict}, noise "
+                 f"{cmp.steps.noise_us:,.2f} us)")
     return Verdict(
         "no regression beyond the threshold", n == 0,
         f"total (init excluded) {cmp.base_total_us:,.1f} -> {cmp.cand_total_us:,.1f} {unit} ({total_pct:+.1f}%, "
-        f"threshold {cmp.threshold_pct:g}%{spread}); {len(cmp.regressions)} op(s) flagged{noisy}",
+        f"threshold {cmp.threshold_pct:g}%{spread}); {len(cmp.regressions)} op(s) flagged{noisy}{steps}",
     )

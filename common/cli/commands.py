@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
 from pathlib import Path
 
 from common.errors import ArgumentParser
@@ -138,19 +140,49 @@ def _agree(args: argparse.Namespace) -> int:
     return 0 if all(v.ok for v in verdicts) else 1
 
 
+@contextlib.contextmanager
+def readable(path: str):
+    """``path`` as the lab's readers take it: a torch.profiler trace made outside the lab (a copied 04 lesson's,
+    any PyTorch user's) is converted, as the harness converts its own, into a temporary folder for the time of
+    the command; the trace itself is only read."""
+    from common.collect.torch_trace import convert_raw_trace, raw_trace
+
+    trace = raw_trace(Path(path))
+    if trace is None:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="msprof_lab_trace_") as tmp:
+        convert_raw_trace(trace, Path(tmp))
+        print(f"note: {trace} is a torch.profiler trace: read through the lab's conversion to torch_npu's layout",
+              file=sys.stderr)
+        yield tmp
+
+
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    import json
+
+    from common.analyze.compare import compare, comparison_json
     from common.analyze.timing_checks import check_regressions
-    from common.analyze.compare import compare
     from common.formats.run_ops import load_side
     from common.errors import LabError
     from common.render.text import comparison_report
 
     if not 0 < args.threshold < 1000:
         raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
-    result = compare(load_side(args.baseline), load_side(args.candidate), args.threshold)
+    samples = None
+    if args.samples is not None:
+        if not all(n > 0 for n in args.samples):
+            raise LabError(f"--samples {args.samples[0]} {args.samples[1]}: samples per step must be >= 1",
+                           "e.g. --samples 1 64 (the baseline's batch, then the candidate's)")
+        samples = tuple(args.samples)
+    with readable(args.baseline) as base, readable(args.candidate) as cand:
+        result = compare(load_side(base), load_side(cand), args.threshold, samples)
     verdict = check_regressions(result)
+    if args.json:
+        print(json.dumps(comparison_json(result, verdict), indent=1))
+        return 0 if verdict.ok else 1
     print(comparison_report(result, args.baseline, args.candidate, verdict))
     if Path(args.baseline).resolve() == Path(args.candidate).resolve():
         print("note: the baseline and the candidate are the same folder, so nothing could differ")
@@ -240,6 +272,11 @@ def command_parser() -> ArgumentParser:
     compare_p.add_argument("candidate", help="the same, for the run to judge")
     compare_p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
                            help=f"percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
+    compare_p.add_argument("--samples", nargs=2, type=int, metavar=("BASE", "CAND"),
+                           help="samples per step (the batch) of the baseline and the candidate, for captures whose "
+                                "run_info.json does not record it: the step time is then compared per sample")
+    compare_p.add_argument("--json", action="store_true", help="print the comparison as JSON (key steps: the step "
+                                                               "view, with per_sample_ratio)")
     compare_p.set_defaults(func=_compare)
     cluster_p = sub.add_parser("cluster", help="the per-rank view of a multi-rank (torch.distributed) profile")
     cluster_p.add_argument("dir", help="a folder holding one *_ascend_pt/ per rank, e.g. 04_pyTorch/prof_out_ddp")

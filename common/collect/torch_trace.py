@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import bisect
 import json
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -139,3 +140,32 @@ def write_ascend_pt_from_trace(trace: Path, parent: Path, first_step: int, profi
     ``rank`` is given); returns it. ``first_step``: the first active step (wait + warmup of the schedule)."""
     roots, trace_start_us, allocations = read_trace(trace)
     return write_op_tree(roots, trace_start_us, allocations, parent, first_step, profiler_info, rank)
+
+
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def raw_trace(folder: Path) -> Path | None:
+    """The one torch.profiler trace of a folder a profiler wrote outside the lab (a copied 04 lesson, any PyTorch
+    user's ``tensorboard_trace_handler``): ``*.pt.trace.json`` in it or one level down, and no export of torch_npu's
+    or msprof's layout beside it. None otherwise; several traces are a LabError (one run, one trace)."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(folder.glob("*_ascend_pt")) or any(folder.glob("PROF_*")) or \
+            (folder / "ASCEND_PROFILER_OUTPUT").is_dir():
+        return None
+    found = sorted(folder.glob("*.pt.trace.json")) or sorted(folder.glob("*/*.pt.trace.json"))
+    if len(found) > 1:
+        raise LabError(f"{folder} holds {len(found)} torch.profiler traces (*.pt.trace.json): "
+                       f"{', '.join(p.name for p in found[:3])}", "give the folder of one run (one trace)")
+    return found[0] if found else None
+
+
+def convert_raw_trace(trace: Path, into: Path) -> Path:
+    """A torch.profiler trace made outside the lab -> a portable ``*_ascend_pt`` folder under ``into`` (the lab's
+    readers then read it as any capture); its steps are numbered as the trace's ``ProfilerStep#N`` are."""
+    found = read_trace(trace)
+    numbers = [int(m[1]) for n in found.roots if (m := PROFILER_STEP.match(n.name))]
+    info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": None}},
+            "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
+            "backend": f"portable (a torch.profiler trace made outside the lab: {trace.name})"}
+    return write_op_tree(found.roots, found.trace_start_us, found.allocations, into, min(numbers, default=0), info)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
+from common.formats.records import StepTime
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
 
 Key = tuple[str, str, str]  # (where, OP Type, Input Shapes)
@@ -27,6 +28,14 @@ class RunOps:
     per: str  # "forward" or "run"
     ops: dict[Key, float]
     missing: list[str] = field(default_factory=list)  # datasets without per-op times, and what they hold instead
+    steps: list[StepTime] = field(default_factory=list)  # the step table's rows (torch_npu), none for msprof
+    samples: int | None = None  # samples per step (the batch), as run_info.json's workload records it
+
+    @property
+    def workload(self) -> str | None:
+        """The name of the workload the run profiled, when its run_info.json says."""
+        work = (self.info or {}).get("workload")
+        return work.get("name") if isinstance(work, dict) else None
 
 
 def _where(folder: Path, root: Path) -> str:
@@ -43,8 +52,9 @@ def load_run(folder: Path) -> RunOps:
     info = read_run_info(folder)
     forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
     ops: dict[Key, float] = {}
-    missing = []
+    missing, steps = [], []
     for ds in find_datasets(folder):
+        steps += ds.steps
         where = _where(ds.folder, folder)
         if not ds.is_db and not ds.has(ds.task_file):
             names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
@@ -55,7 +65,10 @@ def load_run(folder: Path) -> RunOps:
             ops[key] = ops.get(key, 0.0) + total_us
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
-    return RunOps(folder, info, "forward" if forwards else "run", ops, missing)
+    work = (info or {}).get("workload")
+    samples = work.get("samples") if isinstance(work, dict) else None
+    return RunOps(folder, info, "forward" if forwards else "run", ops, missing, steps,
+                  samples if isinstance(samples, int) and samples > 0 else None)
 
 
 def load_side(path: Path | str) -> list[RunOps]:

@@ -6,6 +6,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from common.analyze import compare_steps
 from common.analyze.families import FAMILY_ORDER
 from common.verdict import Verdict
 
@@ -241,11 +242,19 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
         f"({cmp.cand_runs} run{'s' if cmp.cand_runs > 1 else ''}); medians over runs, {unit}",
         ("matched by (where, OP Type, Input Shapes)" if cmp.matched_by == "op" else
          "matched by (where, op family): OP Type and Input Shapes cover too little of the time, as between a "
-         "Level0 export (kernel names, no OP Type) and a Level1/2 one")
+         "Level0 export (kernel names, no OP Type) and a Level1/2 one, or one workload whose ops changed (another "
+         "batch, a fusion)")
         + f"; flagged when slower by more than {cmp.threshold_pct:g}%, by more than the runs' own spread (IQRs "
         f"over the runs), and at least 1% of the baseline total; init ops listed, never flagged",
     ]
     table = render_table(["where", "OP Type", "Input Shapes", "baseline", "candidate", "delta(us)", "delta", ""], rows)
-    return "\n".join([*lines, table, render_verdicts([verdict])])
+    changed = []
+    for label, keys in (("only in the candidate (added)", cmp.added), ("only in the baseline (removed)", cmp.removed)):
+        if keys:
+            shown = ", ".join(f"{k[1]} [{k[2]}]" for k in keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6
+                                                                        else "")
+            changed.append(f"ops {label}: {shown}")
+    steps = compare_steps.lines(cmp.steps) if cmp.steps else []
+    return "\n".join([*lines, table, *changed, *steps, render_verdicts([verdict])])
 
 

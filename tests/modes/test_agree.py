@@ -306,6 +306,12 @@ def test_compare_refuses_another_mode_or_another_workload(repo: Path, tmp_path: 
     shutil.copytree(repo / "04_pyTorch" / "prof_out", other)
     (path,) = other.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
     path.write_text(path.read_text().replace("32,1024", "64,1024"))
+    # the same workload with other shapes (another batch): compared by family, the changed ops listed, no refusal
+    proc = lab(repo, "compare", str(repo / "04_pyTorch" / "prof_out"), str(other))
+    assert proc.returncode in (0, 1) and "matched by (where, op family)" in proc.stdout, proc.stderr
+    assert "ops only in the candidate (added): aten::addmm [1024;64,1024;1024,1024]" in proc.stdout
+    # another workload's run (its run_info.json names another model): refused, in one line
+    edit_info(other, workload={"name": "another_model", "path": "/x/another_model.py", "sha256": "0" * 64})
     proc = lab(repo, "compare", str(repo / "04_pyTorch" / "prof_out"), str(other))
     assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1
     assert "Error: not the same workload: ops matching by type and shape cover 0%" in proc.stderr

@@ -122,3 +122,54 @@ def test_dynamic_profile_runs_from_a_copy_and_collects_on_request(tmp_path: Path
     (trace,) = (folder / "prof_out").glob("*.pt.trace.json")
     events = json.loads(trace.read_text())["traceEvents"]
     assert len({e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")}) == 3  # active 3
+
+
+BATCHED_MODEL = '''import os
+
+import torch
+from torch import nn
+
+
+def build_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64), nn.LayerNorm(64))
+
+
+def make_input():
+    return torch.randn(int(os.environ["BATCH"]), 64, generator=torch.Generator().manual_seed(2))
+'''
+
+
+def _tiled_median_us(trace: Path) -> float:
+    """A plain parse of a torch.profiler trace: each ProfilerStep from its start to the next one's (the last: its
+    own length), the median."""
+    import statistics
+
+    steps = sorted((e for e in json.loads(trace.read_text())["traceEvents"]
+                    if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    return statistics.median([b["ts"] - a["ts"] for a, b in zip(steps, steps[1:])] + [steps[-1]["dur"]])
+
+
+def test_compare_judges_two_batches_of_a_copied_lessons_traces_per_sample(tmp_path: Path) -> None:
+    """The copied lesson writes a torch.profiler trace, nothing else: compare reads it as it is, with the batch
+    of each side given (--samples), and compares the step time per sample, never refusing the changed shapes."""
+    folder = _copy(tmp_path, "model_with_profiler.py")
+    (folder / "batched.py").write_text(BATCHED_MODEL)
+    for batch in ("1", "32"):
+        proc = subprocess.run([sys.executable, "model_with_profiler.py", "--model", "batched.py", "--out",
+                               f"b{batch}"], cwd=folder, env=_env(BATCH=batch), capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "common", "compare", str(folder / "b1"), str(folder / "b32"),
+                           "--samples", "1", "32", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode in (0, 1), proc.stderr  # a verdict, never a refusal
+    doc = json.loads(proc.stdout)
+    b1, b32 = (_tiled_median_us(next((folder / f"b{n}").glob("*.pt.trace.json"))) for n in (1, 32))
+    steps = doc["steps"]
+    assert steps["metric"] == "step time per sample" and doc["matched_by"] == "family"
+    # the same spans; the lab works in absolute µs (~1.8e15 since the epoch), whose float64 spacing is 0.25 µs
+    assert steps["baseline"]["Step"]["median"] == pytest.approx(b1, abs=0.5)
+    assert steps["candidate"]["Step"]["median"] == pytest.approx(b32, abs=0.5)
+    assert steps["per_sample_ratio"] == pytest.approx((b32 / 32) / b1, rel=1e-4)
+    assert {k["op_type"] for k in doc["added"]} == {"aten::addmm", "aten::gelu", "aten::native_layer_norm"}

@@ -155,3 +155,23 @@ def test_compare_flags_a_slowdown_beyond_the_spread_and_says_when_the_spread_dec
     assert verdict.ok and "too noisy to decide: the total, aten::addmm" in verdict.detail
     one = timing_checks.check_regressions(compare(base[:1], _runs([3400], [150]), 10))
     assert not one.ok and "one run on a side: no spread measured" in one.detail
+
+
+# --- compare's step view: a fix judged per sample, on the noise ----------------------------------------------
+def _steps(totals: list[float], free: float = 100.0) -> list[StepTime]:
+    return [StepTime(i, t - free, 0.0, 0.0, 0.0, free, t, 0.0, None) for i, t in enumerate(totals, 1)]
+
+
+def test_the_step_view_calls_a_gain_a_regression_or_within_noise_and_divides_by_the_samples() -> None:
+    from common.analyze.compare_steps import compare_steps, step_side
+
+    base = step_side([_steps([1000, 1010, 990, 1005, 995])], 1)
+    batch = compare_steps(base, step_side([_steps([4000, 4040, 3960, 4020, 3980])], 32), 10)
+    assert batch.metric == "step time per sample" and batch.verdict == "gain"
+    assert batch.per_sample_ratio == pytest.approx((4000 / 32) / 1000)
+    slower = compare_steps(base, step_side([_steps([1300, 1310, 1290, 1305, 1295])], 1), 10)
+    assert slower.verdict == "regression" and slower.per_sample_ratio == pytest.approx(1.3)
+    noisy = compare_steps(base, step_side([_steps([700, 1500, 1100, 900, 1400])], 1), 10)
+    assert noisy.verdict == "within noise"  # +10% by the median, the spread is ten times that
+    unknown = compare_steps(step_side([_steps([1000] * 3)], None), step_side([_steps([900] * 3)], None), 10)
+    assert unknown.metric == "step time" and unknown.per_sample_ratio is None and unknown.verdict == "gain"
