@@ -4,8 +4,10 @@
                    writes <dir>/report.md and report.html (a lab run's: rebuilt with the checks it recorded);
                    exit 1 when an integrity check fails (the files of an export disagree)
   agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
-  compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs);
-                   exit 1 on a regression beyond --threshold
+  compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs), and the step view
+                   (per sample when the batches differ: --samples A B); exit 1 on a regression beyond --threshold
+                   and the runs' noise; --json
+  (report and compare also read a torch.profiler trace folder made outside the lab, e.g. a copied 04 lesson's)
   cluster <dir>    per-rank Computing / Communication / Free of a multi-rank run, the slow rank and why
   workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
   precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
@@ -44,6 +46,12 @@ def _damaged_file(err, datasets) -> object:
 
 
 def _report(args: argparse.Namespace) -> int:
+    out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
+    with readable(args.dir) as source:  # a torch.profiler trace made outside the lab: read through the conversion
+        return _report_of(argparse.Namespace(**{**vars(args), "dir": source}), out)
+
+
+def _report_of(args: argparse.Namespace, out: str) -> int:
     from common.errors import LabError
     from common.formats.datasets import find_datasets
     from common.formats.rundir import RUN_INFO, read_run_info
@@ -52,7 +60,6 @@ def _report(args: argparse.Namespace) -> int:
     from common.render.text import render_verdicts
     from common.verdict import from_records
 
-    out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
     # A lab run records its checks in run_info.json: its report.md / report.html are rebuilt with them. A folder
     # whose run recorded none (an older run, a run of several ranks) keeps its own report: this one goes beside it.
     info = read_run_info(Path(args.dir)) if (Path(args.dir) / RUN_INFO).is_file() else None
