@@ -170,11 +170,17 @@ class Arrivals:
     # rank -> the time the other ranks spent waiting for it: over the collectives it started last, the sum of
     # (its start - each other rank's start)
     held_us: dict[int, float] | None = None
+    # rank -> the median over the steps of the time the others waited for it in that step: one stalled step
+    # does not decide (None: the collectives' names carry no step)
+    held_per_step_us: dict[int, float] | None = None
 
     def holder(self) -> int | None:
-        """The rank that kept the others waiting longest in all: a rank last by a few µs at many small
-        collectives (a buffer broadcast at each forward) is not the one a large all_reduce waited for."""
-        return max(self.held_us, key=self.held_us.get) if self.held_us else None
+        """The rank that kept the others waiting longest: a rank last by a few µs at many small collectives (a
+        buffer broadcast at each forward) is not the one a large all_reduce waited for, and a rank that stalled
+        in one step is not the one that held every step (the median over the steps decides, where known)."""
+        held = self.held_per_step_us if self.held_per_step_us and any(self.held_per_step_us.values()) else \
+            self.held_us
+        return max(held, key=held.get) if held else None
 
     def text(self, top: int | None = None) -> str:
         """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs); ``top``:
@@ -219,6 +225,7 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     last = dict.fromkeys(ranks, 0)
     waited = dict.fromkeys(ranks, 0.0)
     held = dict.fromkeys(ranks, 0.0)
+    by_step: dict[str, dict[int, float]] = {}  # step -> rank -> the time the others waited for it in that step
     largest = None
     for name, per_rank in matched.items():
         latest = max(per_rank.values())
@@ -227,8 +234,12 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
         gap = latest - min(per_rank.values())
         if largest is None or gap > largest[2]:
             largest = (name.partition("/")[2].partition("@")[0], late, gap)
+        step = by_step.setdefault(name.partition("/")[0], dict.fromkeys(ranks, 0.0)) if "/" in name else None
         for rank, start in per_rank.items():
             waited[rank] += latest - start
             held[late] += latest - start
+            if step is not None:
+                step[late] += latest - start
+    per_step = ({r: statistics.median(s[r] for s in by_step.values()) for r in ranks} if len(by_step) > 1 else None)
     return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)),
-                    largest, held)
+                    largest, held, per_step)

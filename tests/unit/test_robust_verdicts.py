@@ -175,3 +175,21 @@ def test_the_step_view_calls_a_gain_a_regression_or_within_noise_and_divides_by_
     assert noisy.verdict == "within noise"  # +10% by the median, the spread is ten times that
     unknown = compare_steps(step_side([_steps([1000] * 3)], None), step_side([_steps([900] * 3)], None), 10)
     assert unknown.metric == "step time" and unknown.per_sample_ratio is None and unknown.verdict == "gain"
+
+
+def test_the_rank_that_held_every_step_not_the_one_that_stalled_once_is_the_one_waited_for() -> None:
+    """Rank 1 reaches every step's all-reduce 8 ms late (it has more work); rank 0 stalls 200 ms once."""
+    from common.analyze.slow_rank import collective_arrivals
+    from common.formats.cluster import RankProfile
+
+    class Profile(RankProfile):
+        def __init__(self, rank: int, starts: dict[str, float]) -> None:
+            super().__init__(rank, Path("."), {})
+            self.__dict__.update(collective_starts=starts, collectives_source="communication.json")
+
+    base = {f"{s}/gloo_all_reduce_{s}_0@world": 100_000.0 * s for s in range(1, 6)}
+    rank0 = {k: v + (200_000.0 if k.startswith("3/") else 0.0) for k, v in base.items()}
+    rank1 = {k: v + 8_000.0 for k, v in base.items()}
+    arrivals = collective_arrivals(ClusterView(Path("."), [Profile(0, rank0), Profile(1, rank1)], None, {}))
+    assert arrivals.held_us[0] > arrivals.held_us[1]  # the sum is decided by the one stall ...
+    assert arrivals.holder() == 1  # ... the median over the steps is not
