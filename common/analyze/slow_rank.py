@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from common.analyze.bounds.step import summarize_steps
 from common.formats.cluster import ClusterView, step_order
 from common.formats.records import StepTime
 
@@ -49,18 +50,12 @@ class SlowRank:
 
 
 def rank_summaries(view: ClusterView) -> list[RankSummary]:
+    """Each rank's median step (common.analyze.bounds.step.summarize_steps over its rows)."""
     out = []
     for rank, rows in sorted(view.steps.items()):
-        out.append(
-            RankSummary(
-                rank=rank,
-                computing_us=statistics.median(s.computing_us for s in rows),
-                comm_not_overlapped_us=statistics.median(s.communication_not_overlapped_us for s in rows),
-                communication_us=statistics.median(s.communication_us for s in rows),
-                free_us=statistics.median(s.free_us for s in rows),
-                step_us=statistics.median(s.total_us for s in rows),
-            )
-        )
+        s = summarize_steps(rows)
+        out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us, s.median_communication_us,
+                               s.median_free_us, s.median_step_us))
     return out
 
 
