@@ -130,6 +130,20 @@ def output_verdicts(result: VariantResult) -> list[Verdict]:
     return verdicts
 
 
+def execute_disturbance(results: dict[str, VariantResult]) -> list[str]:
+    """A 'disturbed' line per variant whose measured executes' op times vary widely: each runs the same graph on
+    the same input, so the spread is the machine's, and that variant's figures say less."""
+    from common.collect.calibrate import step_disturbance
+
+    out = []
+    for name, result in results.items():
+        groups = checks.tasks_by_execute(result.tasks, MEASURED) or []
+        line = step_disturbance([sum(t.duration_us for t in g) for g in groups],
+                                f"{name}: the {MEASURED} measured executes' op times")
+        out += [line] if line else []
+    return out
+
+
 def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
     """The Cast lesson, as the workload declares it (TinyMLP: matmul on top, Casts only from the policy)."""
     name, casts = result.variant.name, result.per_execute("Cast")
@@ -257,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      reference, variant_facts(facts, variant))
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
         body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
+        disturbed = execute_disturbance(results)
+        body = "\n".join([body, *disturbed])
         print(body)
         print(text.render_verdicts(verdicts))
         integrity = own_integrity(run.out)
