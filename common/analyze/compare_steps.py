@@ -5,7 +5,7 @@ not per-op sums; a larger batch changes every input shape. So beside the per-op 
 each side's step table (torch_npu's step_trace_time, every run of a side pooled) and puts Step,
 Computing, Communication(Not Overlapped), Overlapped and Free side by side, each as a median with its
 spread. When the two sides ran different numbers of samples per step (the batch: run_info.json's
-workload ``samples``, or ``--samples A B``), the step time is compared per sample. The verdict is on
+``samples``, or ``--samples A B``), the step time is compared per sample. The verdict is on
 the noise: a gain or a regression only beyond the two sides' spread (their IQRs in quadrature), a
 regression only beyond the threshold too; otherwise "within noise".
 

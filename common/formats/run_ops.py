@@ -29,7 +29,7 @@ class RunOps:
     ops: dict[Key, float]
     missing: list[str] = field(default_factory=list)  # datasets without per-op times, and what they hold instead
     steps: list[StepTime] = field(default_factory=list)  # the step table's rows (torch_npu), none for msprof
-    samples: int | None = None  # samples per step (the batch), as run_info.json's workload records it
+    samples: int | None = None  # samples per step (the batch), as run_info.json records it
 
     @property
     def workload(self) -> str | None:
@@ -65,8 +65,7 @@ def load_run(folder: Path) -> RunOps:
             ops[key] = ops.get(key, 0.0) + total_us
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
-    work = (info or {}).get("workload")
-    samples = work.get("samples") if isinstance(work, dict) else None
+    samples = (info or {}).get("samples")
     return RunOps(folder, info, "forward" if forwards else "run", ops, missing, steps,
                   samples if isinstance(samples, int) and samples > 0 else None)
 

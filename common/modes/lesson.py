@@ -177,6 +177,7 @@ class Lesson:
         target = prepare_output_dir(target)
         record = start_run(target, mode=self.mode, backend=backend.name, device=device,
                            command=command or sys.argv, workload=identity, threads=threads,
+                           **({"samples": workload.samples} if workload else {}),
                            **{**(found or {}), **info, **({"program": list(program)} if program else {})})
         run = Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
         STARTED.append(run)

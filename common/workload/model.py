@@ -54,11 +54,15 @@ class Workload:
         return f"workload file {self.path}" if self.path else f"the built-in {self.name}"
 
     def info(self) -> dict[str, Any]:
-        """What run_info.json records about the workload; ``samples``: the first dimension of its first input (the
-        batch of a batch-first model), what compare divides a step by when two runs' batches differ."""
+        """What run_info.json records about the workload."""
+        return {"name": self.name, "path": self.path, "sha256": self.sha256}
+
+    @property
+    def samples(self) -> int | None:
+        """Samples per forward: the first dimension of the first input (the batch of a batch-first model), what
+        compare divides a step by when two runs' batches differ; None for a 0-d input."""
         first = self.inputs()[0]
-        samples = int(first.shape[0]) if first.dim() >= 1 else None
-        return {"name": self.name, "path": self.path, "sha256": self.sha256, "samples": samples}
+        return int(first.shape[0]) if first.dim() >= 1 else None
 
     def build_model(self):
         """The model with its random initialisation fixed by ``SEED``, in eval mode."""

@@ -97,8 +97,8 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
     file = workload_file(repo, name)
     work = load_workload(file)
     sha = hashlib.sha256(file.read_bytes()).hexdigest()
-    samples = int(work.inputs()[0].shape[0])  # the batch: what compare divides a step by
-    assert steps["info"]["workload"] == {"name": name, "path": str(file.resolve()), "sha256": sha, "samples": samples}
+    assert steps["info"]["workload"] == {"name": name, "path": str(file.resolve()), "sha256": sha}
+    assert steps["info"]["samples"] == int(work.inputs()[0].shape[0])  # the batch: what compare divides a step by
     assert f"workload: {name} | sha256 {sha[:12]} |" in agree.stdout, agree.stdout[:3000]
 
     verdicts = [line for line in agree.stdout.splitlines() if line.startswith("[")]

@@ -68,8 +68,8 @@ def write(tmp_path: Path, text: str, name: str = "mine.py") -> Path:
 def test_default_is_tiny_mlp_with_4_matmul_and_3_gelu_per_forward() -> None:
     tiny = wl.load_workload(None)
     assert tiny is wl.tiny_mlp() and tiny.name == "TinyMLP" and tiny.path is None and tiny.loss is None
-    assert len(tiny.sha256) == 64
-    assert tiny.info() == {"name": "TinyMLP", "path": None, "sha256": tiny.sha256, "samples": 32}
+    assert len(tiny.sha256) == 64 and tiny.info() == {"name": "TinyMLP", "path": None, "sha256": tiny.sha256}
+    assert tiny.samples == 32  # the batch: what compare divides a step by
     # 4 Linear(1024, 1024) on 32 rows: 2 x 32 x 1024 x 1024 FLOPs each (GELU does no multiply-add)
     assert tiny.forward_flops(count_flops) == wl.FlopCount({"matmul": 4 * 2 * 32 * 1024 * 1024})
     assert tiny.precision == "fp32"
