@@ -176,15 +176,16 @@ def repeat_summary(runs: Path, repeat: int) -> str:
     from common.analyze.robust import estimate
     from common.formats.run_ops import load_run
 
-    lines, totals = [], []
+    lines, totals, per = [], [], "forward"
     for i in range(1, repeat + 1):
         run = load_run(runs / str(i))
+        per = run.per
         total = sum(v for k, v in run.ops.items() if op_family(k[1]) != "init")
         totals.append(total)
         lines.append(f"run {i}: {runs / str(i)}: op time {total:,.1f} us per {run.per} (init excluded)")
     est = estimate(totals)
     off = [i + 1 for i, t in enumerate(totals) if est.median and abs(t - est.median) > DISTURBED_OFF * est.median]
-    lines.append(f"{repeat} runs: op time per forward {est.text(unit=' us')}, min {min(totals):,.1f}, max "
+    lines.append(f"{repeat} runs: op time per {per} {est.text(unit=' us')}, min {min(totals):,.1f}, max "
                  f"{max(totals):,.1f} us" + (f"; disturbed: run {', '.join(map(str, off))} more than "
                                               f"{100 * DISTURBED_OFF:.0f}% off the median" if off else ""))
     lines.append(f"compare them with another set: python -m common compare {runs} <other prof_runs/>")
