@@ -179,8 +179,8 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
     b_total, c_total = sum(forward(b).values()), sum(forward(c).values())
     limit = 1 + threshold_pct / 100
     # the runs' own spread: an op flagged must be slower by more than the threshold and by more than the noise
-    if matched_by == "op":
-        bi, ci = _iqrs(base), _iqrs(cand)
+    if matched_by == "op":  # in the table's unit (per sample when the batches differ)
+        bi, ci = ({k: v / n for k, v in _iqrs(runs).items()} for runs, n in zip((base, cand), scale))
     else:
         bi = ci = {}
     deltas = []
