@@ -168,6 +168,10 @@ def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | Non
         elif slow is not None and slow.rank is not None and line.startswith("try (Communication"):
             line = slow_rank_try(slow)
         out.append(line)
+    remedy = slow_rank_try(slow) if slow is not None and not unbalanced_pipeline else None
+    if remedy and remedy not in out:  # a step verdict without a communication line: the slow rank's remedy still said
+        tried = [i for i, line in enumerate(out) if line.startswith("try")]
+        out.insert(tried[-1] + 1 if tried else len(out), remedy)
     return out
 
 

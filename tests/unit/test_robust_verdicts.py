@@ -193,3 +193,16 @@ def test_the_rank_that_held_every_step_not_the_one_that_stalled_once_is_the_one_
     arrivals = collective_arrivals(ClusterView(Path("."), [Profile(0, rank0), Profile(1, rank1)], None, {}))
     assert arrivals.held_us[0] > arrivals.held_us[1]  # the sum is decided by the one stall ...
     assert arrivals.holder() == 1  # ... the median over the steps is not
+
+
+def test_a_named_slow_rank_gets_its_remedy_whatever_the_step_verdict() -> None:
+    from common.analyze.cluster import _step_advice
+    from common.analyze.slow_rank import SlowRank
+
+    slow = SlowRank(1, "computing", "slowest rank: 1")
+    compute_bound = ["compute-bound: ...", "hypothesis: ...", "try: the per-op bounds", "evidence: ..."]
+    advice = _step_advice(compute_bound, None, False, slow)
+    assert advice[3].startswith("try (slow rank 1): it computes longest") and advice[-1] == "evidence: ..."
+    with_comm = ["mixed: ...", "try (Computing): ...", "try (Communication(Not Overlapped)): overlap ..."]
+    assert _step_advice(with_comm, None, False, slow)[2].startswith("try (slow rank 1)")
+    assert not any("slow rank" in line for line in _step_advice(compute_bound, None, False, SlowRank(None, None, "")))
