@@ -139,7 +139,8 @@ def forward_section(groups: list[list], label: str) -> Section:
     wait = [sum(t.wait_us or 0.0 for t in g[1:]) for g in groups]
     b, w = statistics.median(busy), statistics.median(wait)
     durations = sorted(t.duration_us for g in groups for t in g)
-    hint = bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None)[:2]
+    hint = bounds.knowing_precision(bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None)[:2],
+                                    bounds.compute_precision([t for g in groups for t in g]))
     share = 100 * w / (b + w) if b + w else 0.0
     evidence = (f"evidence: per forward (median of {len(groups)}): op time {b:,.1f} us, Task Wait Time between its "
                 f"tasks {w:,.1f} us ({share:.1f}% of the forward waiting; host-bound above "
@@ -188,7 +189,7 @@ def step_lines(ds: Dataset) -> list[str]:
         hint = bounds.run_hint(summary, *_step_task_stats(ds)) + step_bound.preparing_note(summary)
     else:
         hint = step_bound.advice(summary, verdict)
-    return [verdict.text, *hint]
+    return [verdict.text, *bounds.knowing_precision(hint, bounds.compute_precision(ds.tasks) if ds.small else None)]
 
 
 def step_section(ds: Dataset, label: str) -> Section:

@@ -206,3 +206,32 @@ def test_a_named_slow_rank_gets_its_remedy_whatever_the_step_verdict() -> None:
     with_comm = ["mixed: ...", "try (Computing): ...", "try (Communication(Not Overlapped)): overlap ..."]
     assert _step_advice(with_comm, None, False, slow)[2].startswith("try (slow rank 1)")
     assert not any("slow rank" in line for line in _step_advice(compute_bound, None, False, SlowRank(None, None, "")))
+
+
+# --- advice and bounds that know the precision the capture ran in -------------------------------------------
+def test_a_bf16_op_is_not_judged_against_an_fp32_peak_and_lower_precision_is_not_suggested_again() -> None:
+    from common.analyze.bounds import op as bounds
+
+    peaks = bounds.Peaks("cpu", 1e11, 2e10, "calibrated", "fp32")
+
+    def mm(dtypes: str) -> Task:
+        return Task("aten::addmm", "aten::addmm", "CPU", 0.0, 50.0, input_shapes="256;8,1024;1024,256",
+                    input_dtypes=dtypes)
+
+    (bf16,) = bounds.op_bounds([mm("BFloat16;BFloat16;BFloat16")], peaks)  # as torch.profiler names them
+    (fp32,) = bounds.op_bounds([mm("float;float;float")], peaks)
+    assert fp32.bound in ("compute", "memory") and fp32.compute_us is not None
+    assert bf16.compute_us is None and bf16.lower_bound_us == bf16.memory_us  # the bytes still bound it
+    assert bf16.bound == "memory at least (bf16 op, fp32 peak: no compute bound)" and bf16.achieved <= 1
+    assert bounds.op_precision("BF16;BF16") == "bf16" and bounds.op_precision("FLOAT16") == "fp16"
+    hint = bounds.run_hint(StepSummaryFor(900, 100), None, None)
+    assert "lower precision (fp16/bf16) for the families" in " ".join(hint)
+    done = " ".join(bounds.knowing_precision(hint, "bf16"))
+    assert "lower precision (fp16/bf16)" not in done and "already runs in bf16" in done
+    assert "python -m common precision" in done
+
+
+def StepSummaryFor(computing: float, free: float):
+    from common.analyze.bounds.step import StepSummary
+
+    return StepSummary(1, computing + free, computing, free)

@@ -34,6 +34,7 @@ class Peaks:
     flops_per_s: float
     bytes_per_s: float
     source: str  # where the figures come from, in words
+    dtype: str = "fp32"  # the precision of flops_per_s: an fp32 GEMM (a CPU's calibration), fp16 (an NPU's cube)
 
 
 # ESTIMATES: cube cores x 16*16*16 fp16 MACs x 2 FLOP x cube clock, and a memory bandwidth, per SoC.
@@ -46,7 +47,7 @@ _CUBE_FLOP_PER_CYCLE = 16 * 16 * 16 * 2
 DEVICE_PEAKS: dict[str, Peaks] = {
     name: Peaks(name, cores * _CUBE_FLOP_PER_CYCLE * ghz * 1e9, gbps * 1e9,
                 f"estimate (no published source): {cores} cube cores x 8192 FLOP/cycle x {ghz} GHz, "
-                f"{gbps:g} GB/s memory")
+                f"{gbps:g} GB/s memory", dtype="fp16")
     for name, cores, ghz, gbps in [
         ("Ascend910B1", 24, 1.85, 1600),
         ("Ascend910B2", 24, 1.8, 1600),
@@ -186,8 +187,10 @@ class OpBound:
 
     @property
     def lower_bound_us(self) -> float | None:
-        if self.compute_us is None or self.memory_us is None:
+        if self.memory_us is None:
             return None
+        if self.compute_us is None:  # no peak of the op's precision: the bytes alone still bound it
+            return self.memory_us
         return max(self.compute_us, self.memory_us)
 
     @property
@@ -200,6 +203,8 @@ class OpBound:
     def bound(self) -> str | None:
         if self.lower_bound_us is None:
             return None
+        if self.compute_us is None:
+            return f"memory at least ({self.reason})"
         return "compute" if self.compute_us >= self.memory_us else "memory"
 
     @property
@@ -213,8 +218,48 @@ class OpBound:
         return self.bound
 
 
+# Bits of each precision the lab recognises in an op's Input Data Types: a compute lower bound from a peak of a
+# wider precision than the op's (a bf16 MatMul against a CPU's fp32 GEMM peak) is no lower bound at all.
+PRECISION_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
+_PRECISIONS = {"float": "fp32", "float32": "fp32", "dt_float": "fp32", "fp32": "fp32", "float16": "fp16",
+               "dt_float16": "fp16", "half": "fp16", "fp16": "fp16", "bfloat16": "bf16", "dt_bf16": "bf16",
+               "bf16": "bf16"}
+
+
+def op_precision(input_dtypes: str | None) -> str | None:
+    """The floating-point precision of an op's first input (``FLOAT16;FLOAT16`` -> fp16); None when not one."""
+    first = (input_dtypes or "").strip().strip('"').split(";")[0].strip().lower().removeprefix("torch.")
+    return _PRECISIONS.get(first)
+
+
+LOWER_PRECISION = "lower precision (fp16/bf16)"
+COMPUTE_FAMILIES = ("matmul", "conv", "attention", "recurrent")
+
+
+def compute_precision(tasks: list[Task]) -> str | None:
+    """The precision most of the compute ops' time ran in (matmul, conv, attention, recurrent); None if unknown."""
+    from common.analyze.families import op_family
+
+    time: dict[str, float] = {}
+    for t in tasks:
+        if op_family(t.op_type) in COMPUTE_FAMILIES and (p := op_precision(t.input_dtypes)):
+            time[p] = time.get(p, 0.0) + t.duration_us
+    return max(time, key=time.get) if time else None
+
+
+def knowing_precision(lines: list[str], precision: str | None) -> list[str]:
+    """Advice that reads the capture: where the compute already runs in fp16 or bf16, lower precision is not
+    suggested again; what it cost in accuracy is what to check (python -m common precision)."""
+    if precision not in ("fp16", "bf16"):
+        return lines
+    done = (f"(the compute already runs in {precision}: lower precision is done, and what it cost in accuracy "
+            f"is for python -m common precision to show)")
+    return [line.replace(f"{LOWER_PRECISION} for the families that take most of the time", done) for line in lines]
+
+
 def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
-    """One row per (OP Type, Input Shapes), slowest total first; no bound without shapes or peaks."""
+    """One row per (OP Type, Input Shapes), slowest total first; no bound without shapes or peaks, and no compute
+    bound for an op of a narrower precision than the peak's (its own peak may be higher: judged by nothing)."""
     groups: dict[tuple[str, str], list[Task]] = {}
     for t in tasks:
         groups.setdefault((t.op_type, t.input_shapes or "N/A"), []).append(t)
@@ -226,6 +271,11 @@ def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
             rows.append(OpBound(op_type, shapes, len(group), mean, None, work))
         elif peaks is None:
             rows.append(OpBound(op_type, shapes, len(group), mean, work, "no device peaks for this data"))
+        elif work.flops and (own := op_precision(group[0].input_dtypes)) and \
+                PRECISION_BITS[own] < PRECISION_BITS.get(peaks.dtype, 32):
+            rows.append(OpBound(op_type, shapes, len(group), mean, work,
+                                f"{own} op, {peaks.dtype} peak: no compute bound", None,
+                                1e6 * work.bytes / peaks.bytes_per_s))
         else:
             rows.append(OpBound(op_type, shapes, len(group), mean, work, None,
                                 1e6 * work.flops / peaks.flops_per_s, 1e6 * work.bytes / peaks.bytes_per_s))
@@ -313,8 +363,8 @@ def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us:
         lines = [
             "hypothesis: device-bound — the device is busy most of the step, so the kernels themselves are the "
             "cost.",
-            "try: the ops with the lowest achieved fraction of their lower bound first; lower precision "
-            "(fp16/bf16) for the families that take most of the time; fusing element-wise ops into their "
+            "try: the ops with the lowest achieved fraction of their lower bound first; "
+            f"{LOWER_PRECISION} for the families that take most of the time; fusing element-wise ops into their "
             "neighbours to save memory traffic.",
         ]
     return lines + [evidence]
