@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from common.analyze import work_models
 from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
-from common.analyze.bounds.step import HOST_BOUND_BELOW, StepSummary
+from common.analyze.bounds.step import HOST_BOUND_BELOW, LOWER_PRECISION_TRY, StepSummary
 from common.analyze.work_models import Work
 from common.formats.records import Task
 
@@ -232,7 +232,6 @@ def op_precision(input_dtypes: str | None) -> str | None:
     return _PRECISIONS.get(first)
 
 
-LOWER_PRECISION = "lower precision (fp16/bf16)"
 COMPUTE_FAMILIES = ("matmul", "conv", "attention", "recurrent")
 
 
@@ -254,7 +253,7 @@ def knowing_precision(lines: list[str], precision: str | None) -> list[str]:
         return lines
     done = (f"(the compute already runs in {precision}: lower precision is done, and what it cost in accuracy "
             f"is for python -m common precision to show)")
-    return [line.replace(f"{LOWER_PRECISION} for the families that take most of the time", done) for line in lines]
+    return [line.replace(LOWER_PRECISION_TRY, done) for line in lines]
 
 
 def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
@@ -363,8 +362,7 @@ def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us:
         lines = [
             "hypothesis: device-bound — the device is busy most of the step, so the kernels themselves are the "
             "cost.",
-            "try: the ops with the lowest achieved fraction of their lower bound first; "
-            f"{LOWER_PRECISION} for the families that take most of the time; fusing element-wise ops into their "
-            "neighbours to save memory traffic.",
+            f"try: the ops with the lowest achieved fraction of their lower bound first; {LOWER_PRECISION_TRY}; "
+            "fusing element-wise ops into their neighbours to save memory traffic.",
         ]
     return lines + [evidence]

@@ -31,6 +31,11 @@ PREPARING_NOTE_SHARE = 0.10
 # work): named beside the verdict, which is over the median step.
 SLOW_STEP = 1.5
 
+# What to try for device-bound work, in one wording everywhere (common.analyze.bounds.op.knowing_precision swaps it
+# for what a capture already in fp16 / bf16 should read instead).
+LOWER_PRECISION_TRY = ("lower precision (fp16/bf16) for the families that take most of the time (the families table; "
+                       "it trades accuracy: python -m common precision shows how much)")
+
 PARTS = ("computing", "communication", "free")
 PART_NAMES = {"computing": "Computing", "communication": "Communication(Not Overlapped)", "free": "Free"}
 KIND_OF_PART = {"computing": "compute-bound", "communication": "communication-bound", "free": "host-bound"}
@@ -64,7 +69,8 @@ class StepSummary:
         """The steps far longer than the median, named: they are outliers, not the step the verdict is about."""
         if not self.slow_steps:
             return ""
-        named = ", ".join(f"step {'(none)' if step is None else step} ({us:,.1f} us)" for step, us in self.slow_steps[:3])
+        named = ", ".join(f"step {'(none)' if step is None else step} ({us:,.1f} us)"
+                          for step, us in self.slow_steps[:3])
         more = f" and {len(self.slow_steps) - 3} more" if len(self.slow_steps) > 3 else ""
         return (f"; {named}{more} over {SLOW_STEP:g}x the {self.median_step_us:,.1f} us median step: named here, "
                 f"not averaged in")
@@ -167,8 +173,8 @@ ADVICE = {
         "Python dispatch off the critical path; remove host syncs (.item(), .cpu(), prints) inside the step"
     ),
     "computing": (
-        "the per-op bounds: the ops furthest from their lower bound first; lower precision (fp16/bf16) for the "
-        "families that take most of the time (the families table); fuse element-wise ops into their neighbours"
+        f"the per-op bounds: the ops furthest from their lower bound first; {LOWER_PRECISION_TRY}; fuse "
+        "element-wise ops into their neighbours"
     ),
 }
 
