@@ -139,8 +139,8 @@ def forward_section(groups: list[list], label: str) -> Section:
     wait = [sum(t.wait_us or 0.0 for t in g[1:]) for g in groups]
     b, w = statistics.median(busy), statistics.median(wait)
     durations = sorted(t.duration_us for g in groups for t in g)
-    hint = bounds.knowing_precision(bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None)[:2],
-                                    bounds.compute_precision([t for g in groups for t in g]))
+    hint = bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None,
+                           bounds.compute_precision([t for g in groups for t in g]))[:2]
     share = 100 * w / (b + w) if b + w else 0.0
     evidence = (f"evidence: per forward (median of {len(groups)}): op time {b:,.1f} us, Task Wait Time between its "
                 f"tasks {w:,.1f} us ({share:.1f}% of the forward waiting; host-bound above "
@@ -185,11 +185,12 @@ def step_lines(ds: Dataset) -> list[str]:
     """The verdict over the mean step, then its hypothesis, what to try and the evidence."""
     summary = step_bound.summarize_steps(ds.steps)
     verdict = step_bound.step_verdict(summary)
+    precision = bounds.compute_precision(ds.tasks) if ds.small else None
     if verdict.kind in ("host-bound", "compute-bound"):
-        hint = bounds.run_hint(summary, *_step_task_stats(ds)) + step_bound.preparing_note(summary)
+        hint = bounds.run_hint(summary, *_step_task_stats(ds), precision) + step_bound.preparing_note(summary)
     else:
-        hint = step_bound.advice(summary, verdict)
-    return [verdict.text, *bounds.knowing_precision(hint, bounds.compute_precision(ds.tasks) if ds.small else None)]
+        hint = step_bound.advice(summary, verdict, precision)
+    return [verdict.text, *hint]
 
 
 def step_section(ds: Dataset, label: str) -> Section:

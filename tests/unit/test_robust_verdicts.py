@@ -226,7 +226,7 @@ def test_a_bf16_op_is_not_judged_against_an_fp32_peak_and_lower_precision_is_not
     assert bounds.op_precision("BF16;BF16") == "bf16" and bounds.op_precision("FLOAT16") == "fp16"
     hint = bounds.run_hint(StepSummaryFor(900, 100), None, None)
     assert "lower precision (fp16/bf16) for the families" in " ".join(hint)
-    done = " ".join(bounds.knowing_precision(hint, "bf16"))
+    done = " ".join(bounds.run_hint(StepSummaryFor(900, 100), None, None, "bf16"))
     assert "lower precision (fp16/bf16)" not in done and "already runs in bf16" in done
     assert "python -m common precision" in done
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from common.analyze import work_models
 from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
-from common.analyze.bounds.step import HOST_BOUND_BELOW, LOWER_PRECISION_TRY, StepSummary
+from common.analyze.bounds.step import HOST_BOUND_BELOW, StepSummary, precision_try
 from common.analyze.work_models import Work
 from common.formats.records import Task
 
@@ -246,16 +246,6 @@ def compute_precision(tasks: list[Task]) -> str | None:
     return max(time, key=time.get) if time else None
 
 
-def knowing_precision(lines: list[str], precision: str | None) -> list[str]:
-    """Advice that reads the capture: where the compute already runs in fp16 or bf16, lower precision is not
-    suggested again; what it cost in accuracy is what to check (python -m common precision)."""
-    if precision not in ("fp16", "bf16"):
-        return lines
-    done = (f"(the compute already runs in {precision}: lower precision is done, and what it cost in accuracy "
-            f"is for python -m common precision to show)")
-    return [line.replace(LOWER_PRECISION_TRY, done) for line in lines]
-
-
 def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
     """One row per (OP Type, Input Shapes), slowest total first; no bound without shapes or peaks, and no compute
     bound for an op of a narrower precision than the peak's (its own peak may be higher: judged by nothing)."""
@@ -340,8 +330,10 @@ def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
 
 
 # --- per run: host-bound or device-bound, and what to try ----------------------------------------
-def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us: float | None) -> list[str]:
-    """The Computing:Free verdict as a hypothesis: what it suggests trying, and the evidence."""
+def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us: float | None,
+             precision: str | None = None) -> list[str]:
+    """The Computing:Free verdict as a hypothesis: what it suggests trying (knowing the compute's ``precision``,
+    compute_precision), and the evidence."""
     ratio = summary.computing_ratio
     free_per_task = summary.median_free_us / per_step_tasks if per_step_tasks else None
     evidence = (f"evidence: Computing {summary.median_computing_us:.1f} us : Free {summary.median_free_us:.1f} us "
@@ -362,7 +354,7 @@ def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us:
         lines = [
             "hypothesis: device-bound — the device is busy most of the step, so the kernels themselves are the "
             "cost.",
-            f"try: the ops with the lowest achieved fraction of their lower bound first; {LOWER_PRECISION_TRY}; "
+            f"try: the ops with the lowest achieved fraction of their lower bound first; {precision_try(precision)}; "
             "fusing element-wise ops into their neighbours to save memory traffic.",
         ]
     return lines + [evidence]

@@ -31,10 +31,20 @@ PREPARING_NOTE_SHARE = 0.10
 # work): named beside the verdict, which is over the median step.
 SLOW_STEP = 1.5
 
-# What to try for device-bound work, in one wording everywhere (common.analyze.bounds.op.knowing_precision swaps it
-# for what a capture already in fp16 / bf16 should read instead).
+# What to try about precision for device-bound work, in one wording everywhere.
 LOWER_PRECISION_TRY = ("lower precision (fp16/bf16) for the families that take most of the time (the families table; "
                        "it trades accuracy: python -m common precision shows how much)")
+
+
+def precision_try(precision: str | None = None) -> str:
+    """What to try about precision, knowing the one the compute ran in (common.analyze.bounds.op.compute_precision):
+    lower it, saying that it trades accuracy; where it already runs in fp16 or bf16, that is done, and what it cost
+    is what to look at."""
+    if precision in ("fp16", "bf16"):
+        return (f"(the compute already runs in {precision}: lower precision is done, and what it cost in accuracy "
+                f"is for python -m common precision to show)")
+    return LOWER_PRECISION_TRY
+
 
 PARTS = ("computing", "communication", "free")
 PART_NAMES = {"computing": "Computing", "communication": "Communication(Not Overlapped)", "free": "Free"}
@@ -172,14 +182,18 @@ ADVICE = {
         "batch more work per launch; fuse small ops (fewer launches); graph mode / an offline model to take "
         "Python dispatch off the critical path; remove host syncs (.item(), .cpu(), prints) inside the step"
     ),
-    "computing": (
-        f"the per-op bounds: the ops furthest from their lower bound first; {LOWER_PRECISION_TRY}; fuse "
-        "element-wise ops into their neighbours"
-    ),
 }
 
 
-def advice(summary: StepSummary, verdict: StepVerdict | None = None) -> list[str]:
+def part_try(part: str, precision: str | None = None) -> str:
+    """What to try for the part of the step that bounds it (ADVICE; Computing's knows the compute's precision)."""
+    if part == "computing":
+        return (f"the per-op bounds: the ops furthest from their lower bound first; {precision_try(precision)}; fuse "
+                "element-wise ops into their neighbours")
+    return ADVICE[part]
+
+
+def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: str | None = None) -> list[str]:
     """Hypothesis, what to try and the evidence, for communication-bound and mixed steps.
 
     (Host- and compute-bound steps get :func:`common.analyze.bounds.op.run_hint`, which adds
@@ -203,7 +217,7 @@ def advice(summary: StepSummary, verdict: StepVerdict | None = None) -> list[str
     elif verdict.kind == "mixed":
         lines = [f"hypothesis: mixed — no single part holds {100 * DOMINANT_SHARE:.0f}% of the step; work on the "
                  f"named parts, largest first."]
-        lines += [f"try ({PART_NAMES[p]}): {ADVICE[p]}." for p in verdict.parts]
+        lines += [f"try ({PART_NAMES[p]}): {part_try(p, precision)}." for p in verdict.parts]
     else:
         lines = []
     return lines + [evidence] + preparing_note(summary)
@@ -214,6 +228,7 @@ def preparing_note(summary: StepSummary) -> list[str]:
     p = summary.median_preparing_us
     if p is None or not summary.median_step_us or p < PREPARING_NOTE_SHARE * summary.median_step_us:
         return []
-    return [f"note: Preparing {p:.1f} us per step before the first device task ({100 * p / summary.median_step_us:.1f}% "
+    share = 100 * p / summary.median_step_us
+    return [f"note: Preparing {p:.1f} us per step before the first device task ({share:.1f}% "
             f"of the step, outside it; named above {100 * PREPARING_NOTE_SHARE:.0f}%): host work before the step's "
             "first launch — data loading, input copies, the previous step's tail"]
