@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from common.analyze.compare_steps import StepComparison, compare_steps, step_side
 from common.analyze.compare_steps import as_json as compare_steps_json
 from common.analyze.families import op_family
-from common.analyze.robust import estimate
+from common.analyze.robust import estimate, quadrature
 from common.errors import LabError
 from common.formats.run_ops import Key, RunOps
 
@@ -118,11 +118,6 @@ def _iqrs(runs: list[RunOps]) -> dict[Key, float]:
     return {k: estimate([r.ops.get(k, 0.0) for r in runs]).iqr for k in keys}
 
 
-def noise_us(base_iqr: float, cand_iqr: float) -> float:
-    """How far apart two medians of runs this spread can land by chance: the IQRs in quadrature."""
-    return (base_iqr ** 2 + cand_iqr ** 2) ** 0.5
-
-
 def _largest_only(ops: dict[Key, float], other: dict[Key, float], n: int = 4) -> str:
     """The ``n`` op keys of ``ops`` that ``other`` lacks, the largest in time first, and how many more."""
     only = sorted(((v, k) for k, v in ops.items() if k not in other), key=lambda vk: -vk[0])
@@ -188,11 +183,11 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
         base_us, cand_us = b.get(key), c.get(key)
         big = max(base_us or 0.0, cand_us or 0.0) >= MIN_FLAG_SHARE * b_total
         slower = big and (cand_us or 0.0) > (base_us or 0.0) * limit and op_family(key[1]) != "init"
-        noisy = slower and (cand_us or 0.0) - (base_us or 0.0) <= noise_us(bi.get(key, 0.0), ci.get(key, 0.0))
+        noisy = slower and (cand_us or 0.0) - (base_us or 0.0) <= quadrature(bi.get(key, 0.0), ci.get(key, 0.0))
         deltas.append(OpDelta(key, base_us, cand_us, slower and not noisy, noisy))
     totals = [[sum(v for k, v in r.ops.items() if op_family(k[1]) != "init") / n for r in side]
               for side, n in zip((base, cand), scale)]
-    total_noise = noise_us(*(estimate(t).iqr if len(t) > 1 else 0.0 for t in totals))
+    total_noise = quadrature(*(estimate(t).iqr if len(t) > 1 else 0.0 for t in totals))
     slower_total = c_total > b_total * limit
     total_noisy = slower_total and c_total - b_total <= total_noise
     sides = [step_side([r.steps for r in runs], given or _samples(runs))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.analyze.robust import Estimate, estimate
+from common.analyze.robust import Estimate, estimate, quadrature
 from common.formats.records import StepTime
 
 FIELDS = {"Step": "total_us", "Computing": "computing_us",
@@ -35,8 +35,7 @@ class StepSide:
         """The step time per sample, when the samples per step are known."""
         if not self.samples:
             return None
-        s = self.fields["Step"]
-        return Estimate(s.median / self.samples, s.q1 / self.samples, s.q3 / self.samples, s.n)
+        return self.fields["Step"].scaled(1 / self.samples)
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def compare_steps(base: StepSide, cand: StepSide, threshold_pct: float) -> StepC
     before = base.per_sample() if per_sample else base.fields["Step"]
     after = cand.per_sample() if per_sample else cand.fields["Step"]
     ratio = after.median / before.median if before.median else float("inf")
-    noise = (before.iqr ** 2 + after.iqr ** 2) ** 0.5
+    noise = quadrature(before.iqr, after.iqr)
     delta = after.median - before.median
     if delta < -noise:
         verdict = "gain"

@@ -41,11 +41,21 @@ class Estimate:
     def iqr(self) -> float:
         return self.q3 - self.q1
 
+    def scaled(self, factor: float) -> Estimate:
+        """The same figures in another unit (x100: a share in percent; / samples: per sample)."""
+        return Estimate(self.median * factor, self.q1 * factor, self.q3 * factor, self.n)
+
     def text(self, fmt: str = ",.1f", unit: str = "") -> str:
         """``median 3,295.5 us (IQR 3,105.0-3,358.0, n 5)``."""
         if self.n == 1:
             return f"{self.median:{fmt}}{unit} (one value)"
         return f"median {self.median:{fmt}}{unit} (IQR {self.q1:{fmt}}-{self.q3:{fmt}}, n {self.n})"
+
+
+def quadrature(*spreads: float) -> float:
+    """How far apart two medians of runs with these spreads (IQRs) can land by chance: the spreads added in
+    quadrature. The one noise figure every timing check adds to its tolerance."""
+    return sqrt(sum(s * s for s in spreads))
 
 
 def estimate(values: list[float]) -> Estimate | None:
@@ -80,7 +90,7 @@ def agreement(a: Estimate, b: Estimate, allowance: float, noise_cap: float, k: f
     the medians differ (``failed``), unless the noise exceeds ``noise_cap``: then a run this disturbed
     cannot decide (``inconclusive``)."""
     difference = abs(a.median - b.median)
-    noise = k * sqrt(a.iqr ** 2 + b.iqr ** 2)
+    noise = k * quadrature(a.iqr, b.iqr)
     tolerance = allowance + noise
     if difference <= tolerance:
         outcome = "ok"

@@ -7,11 +7,9 @@ numbers disagree beyond their noise, still fails.
 from __future__ import annotations
 
 import statistics
-from math import sqrt
-
 from common.analyze.bounds.step import summarize_steps
 from common.analyze.families import family_share, forward_share_estimates
-from common.analyze.robust import Estimate, agreement, estimate
+from common.analyze.robust import Estimate, agreement, estimate, quadrature
 from common.formats.records import OpStat, StepTime, Task
 from common.verdict import Verdict, not_applicable
 from common.workload import Workload
@@ -48,7 +46,7 @@ def _top_family_of_medians(estimates: dict[str, Estimate], family: str, name: st
     mine = estimates.get(family)
     if mine is None:
         return Verdict(name, False, f"{detail}; no {family} op recorded")
-    gap, noise = lead.median - mine.median, sqrt(lead.iqr ** 2 + mine.iqr ** 2)
+    gap, noise = lead.median - mine.median, quadrature(lead.iqr, mine.iqr)
     if gap <= noise:
         return not_applicable(name, f"inconclusive: {top} leads {family} by {100 * gap:.1f} points, within the "
                                     f"measured spread ({100 * noise:.1f} points): too noisy to decide; {detail}")
@@ -77,13 +75,14 @@ def check_sum_vs_computing(tasks: list[Task], steps: list[StepTime], where: str)
     computing = {s.step: s.computing_us for s in steps if s.step is not None}
     paired = [(per_step[k], computing[k]) for k in sorted(per_step) if k in computing]
     if len(paired) == len(steps) and len(paired) >= 2:
-        rel = estimate([abs(a - c) / c if c else 1.0 for a, c in paired])
+        offs = [abs(a - c) / c if c else 1.0 for a, c in paired]
+        rel = estimate(offs)
         ops = estimate([a for a, _ in paired])
         comp = estimate([c for _, c in paired])
         return Verdict(name, rel.median <= SUM_VS_COMPUTING_TOLERANCE,
                        f"per step over {len(paired)} steps: sum of op time {ops.text(unit=' us')}, Computing "
                        f"{comp.text(unit=' us')}; off by median {100 * rel.median:.1f}% "
-                       f"(largest {100 * max(abs(a - c) / c if c else 1.0 for a, c in paired):.1f}%; {tolerance})")
+                       f"(largest {100 * max(offs):.1f}%; {tolerance})")
     mean_op = sum(t.duration_us for t in tasks) / summary.steps
     comp = estimate([s.computing_us for s in steps])
     rel = abs(mean_op - comp.median) / comp.median if comp.median else 1.0
@@ -155,7 +154,7 @@ def check_share_agreement(estimates: dict[str, Estimate | None], family: str,
     if missing or len(modes) != 2:
         return Verdict(name, False, f"no per-forward {family} time in {', '.join(missing) or 'the runs'}")
     a, b = (estimates[m] for m in modes)
-    pp = Estimate(100 * a.median, 100 * a.q1, 100 * a.q3, a.n), Estimate(100 * b.median, 100 * b.q1, 100 * b.q3, b.n)
+    pp = a.scaled(100), b.scaled(100)
     agreed = agreement(pp[0], pp[1], allowance_pp, noise_cap_pp)
     listed = "; ".join(f"{m} {e.text('.1f', '%')}" for m, e in zip(modes, pp))
     detail = f"{listed}: {agreed.text(' points')} (init ops excluded)"
