@@ -19,7 +19,7 @@ from common.formats.outputs import SavedOutput
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.writers import aggregate_op_statistic
 from common.verdict import Verdict, not_applicable
-from common.workload import Workload, tiny_mlp
+from common.workload import FORWARD_RANGE, Workload, tiny_mlp
 
 
 def tasks_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[list[Task]]:
@@ -27,6 +27,12 @@ def tasks_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[list
     ordered = sorted(tasks, key=lambda t: t.start_us)
     starts = [t.start_us for t in ordered]
     return [ordered[bisect_left(starts, lo):bisect_left(starts, hi)] for lo, hi in windows]
+
+
+def forward_windows(datasets: list[Dataset]) -> list[tuple[float, float]]:
+    """The windows (start, end µs) of the forwards a program named with the lab's range (msprof_tx ``FORWARD_RANGE``:
+    01's model.py marks each one), in the order recorded."""
+    return [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
 
 
 def measured_forward_groups(tasks: list[Task], windows: list[tuple[float, float]], warmup: int) -> list[list[Task]]:

@@ -26,7 +26,7 @@ from common.errors import LabError
 from common.formats.datasets import find_datasets
 from common.formats.outputs import read_output
 from common.formats.rundir import REPO_ROOT, read_run_info
-from common.workload import FORWARD_RANGE, WARMUP_FORWARDS, Workload, load_workload, tiny_mlp
+from common.workload import WARMUP_FORWARDS, Workload, load_workload, tiny_mlp
 
 
 def default_dirs(root: Path = REPO_ROOT) -> list[Path]:
@@ -83,7 +83,7 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
                        groups=checks.tasks_by_step(tasks))
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
-    windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
+    windows = checks.forward_windows(datasets)
     stats = [s for ds in datasets for s in ds.op_statistic]
     if spec.key == "01":
         # Forward time is the time inside the measured forwards' ranges, as 04's is its active steps: what the

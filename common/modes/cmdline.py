@@ -18,7 +18,7 @@ from common.collect import launcher, runlogs
 from common.collect.npu_commands import msprof_argv
 from common.errors import LabError
 from common.modes import lesson_file, mode_dir
-from common.workload import FORWARD_RANGE, WARMUP_FORWARDS
+from common.workload import WARMUP_FORWARDS
 
 MODE_DIR = mode_dir("01_cmdline")
 MODEL = lesson_file("01_cmdline", "model.py")  # the lesson: the program msprof wraps
@@ -50,30 +50,28 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
 
 
 # --- 2. check · 3. read -------------------------------------------------------------------------
-def check_run(run, own_model: bool) -> list:
+def check_run(run, own_model: bool, datasets: list) -> list:
     """Every file msprof exports is there and parses; for the workload: op counts, declared top family, output."""
     from common.analyze import checks, timing_checks
     from common.formats.datasets import file_rows
     from common.formats.outputs import read_output
 
-    datasets = run.datasets()
     verdicts = [checks.check_files(file_rows(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"]),
                                    "01")]
     if own_model:  # the lesson model.py (a program of yours: the lab cannot know what it should contain)
         forwards, work = run.info["forwards"], run.workload
         # model.py names each forward with a range (msprof_tx): the tasks inside one range are one forward.
-        windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
+        windows, tasks = checks.forward_windows(datasets), checks.tasks_of(datasets)
         verdicts += [
             # msprof saw every forward the program ran (warm-up too): each holds what the first one holds.
             # Set-up (build_model, make_input) runs outside the ranges and is not compared.
-            checks.check_same_records(checks.records_in(checks.tasks_of(datasets), windows), forwards,
+            checks.check_same_records(checks.records_in(tasks, windows), forwards,
                                       f"01, {forwards} forwards", warmup=WARMUP_FORWARDS),
             # Which family dominates is a statement about the model: only the workload can declare it. Judged on
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
             timing_checks.check_declared_top_family(
-                checks.measured_forward_stats(checks.tasks_of(datasets), windows, WARMUP_FORWARDS)
-                or checks.stats_of(datasets), work, "01",
-                checks.measured_forward_groups(checks.tasks_of(datasets), windows, WARMUP_FORWARDS)),
+                checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or checks.stats_of(datasets), work,
+                "01", checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS)),
             checks.check_output_file(read_output(run.out / "output.npy"), "01", work, run.npu),
         ]
     return verdicts
@@ -120,20 +118,20 @@ def main(argv: list[str] | None = None) -> int:
     run.finish(completed=app_run.ok, exit_code=app_run.exit_code, app_status=app_run.status())
     if not app_run.ok:
         stop_for_app(app_run, run.out)
-    disturbed = forward_disturbance(run) if own_model else None
-    return run.report(check_run(run, own_model), warnings=[disturbed] if disturbed else [])
+    datasets = run.datasets()  # read once, for the checks and the disturbance line
+    disturbed = forward_disturbance(datasets) if own_model else None
+    return run.report(check_run(run, own_model, datasets), warnings=[disturbed] if disturbed else [])
 
 
-def forward_disturbance(run) -> str | None:
+def forward_disturbance(datasets: list) -> str | None:
     """A 'disturbed' line when the measured forwards' op times vary widely: they run the same ops on the same
     input, so the spread is the machine's (another program, a stall), and the figures of this run say less."""
     from common.analyze import checks
     from common.collect.calibrate import step_disturbance
     from common.workload import MEASURED_FORWARDS
 
-    datasets = run.datasets()
-    windows = [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
-    groups = checks.measured_forward_groups(checks.tasks_of(datasets), windows, WARMUP_FORWARDS)
+    groups = checks.measured_forward_groups(checks.tasks_of(datasets), checks.forward_windows(datasets),
+                                            WARMUP_FORWARDS)
     return step_disturbance([sum(t.duration_us for t in g) for g in groups],
                             f"the {MEASURED_FORWARDS} measured forwards' op times")
 

@@ -29,7 +29,7 @@ from common.render.text import (
     run_info_line,
 )
 from common.verdict import Verdict
-from common.workload import FORWARD_RANGE, WARMUP_FORWARDS
+from common.workload import WARMUP_FORWARDS
 
 BOUND_ROWS = 8
 
@@ -158,8 +158,7 @@ def forward_groups(ds: Dataset) -> tuple[list[list], str]:
     stepped = checks.tasks_by_step(ds.tasks)
     if stepped:
         return stepped, "step"
-    windows = [r.window_us for r in ds.tx_ranges if r.message == FORWARD_RANGE]
-    return checks.measured_forward_groups(ds.tasks, windows, WARMUP_FORWARDS), "forward"
+    return checks.measured_forward_groups(ds.tasks, checks.forward_windows([ds]), WARMUP_FORWARDS), "forward"
 
 
 STEP_HEADER = ["Step", "Computing(us)", "Comm Not Overlapped(us)", "Overlapped(us)", "Free(us)", "Preparing(us)",
