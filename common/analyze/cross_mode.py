@@ -324,18 +324,22 @@ class ModeColumn:
 def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[ModeColumn]:
     cols = []
     for k, run in runs.items():
-        forward_tasks = [t for t in run.tasks if families.op_family(t.op_type) != "init"]
+        def op_us(tasks: list[Task]) -> float:
+            return sum(t.duration_us for t in tasks if families.op_family(t.op_type) != "init")
+
         init_us = sum(t.duration_us for t in run.tasks if families.op_family(t.op_type) == "init")
-        per_fwd_us = sum(t.duration_us for t in forward_tasks) / run.forwards if run.forwards else None
-        # the medians over the measured forwards where the mode records each one: one slow forward moves no figure
-        medians = {f: e.median for f, e in run.share_estimates().items()} if run.groups else {}
+        # the medians over the measured forwards where the mode records each one: one slow forward moves no figure;
+        # else all forward time over the forwards (02: its launches)
         if run.groups:
-            per_fwd_us = statistics.median(sum(t.duration_us for t in g if families.op_family(t.op_type) != "init")
-                                           for g in run.groups)
+            per_fwd_us = statistics.median(op_us(g) for g in run.groups)
+            shares = {f: e.median for f, e in run.share_estimates().items()} or families.forward_shares(run.stats)
+        else:
+            per_fwd_us = op_us(run.tasks) / run.forwards if run.forwards else None
+            shares = families.forward_shares(run.stats)
         summary = step_bound.summarize_steps(run.steps)
         label = run.spec.folder + (f" ({PYACL_DEFAULT})" if k == "03" else "")
         cols.append(ModeColumn(
-            k, label, run.forwards, per_fwd_us, medians or families.forward_shares(run.stats), init_us, run.per_forward,
+            k, label, run.forwards, per_fwd_us, shares, init_us, run.per_forward,
             summary.computing_ratio if summary else None, _accuracy(run, workload),
             len(run.tasks) if k == "02" else None,
             "add_custom kernel" if k not in WORKLOAD_MODES else _cell(run.info.get("workload")),
