@@ -19,7 +19,7 @@ import socket
 import statistics
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from common import cache
 from common.analyze.bounds.op import DEVICE_PEAKS, Peaks, device_peaks
@@ -60,32 +60,36 @@ def _best(fn, repeats: int = REPEATS, spreads: dict | None = None, label: str = 
     return best
 
 
+class Measured(NamedTuple):
+    """One calibration: the peaks, the median/best time of each kernel's repeats, and the load line when other
+    programs kept the cores busy while it was measured (None: quiet, or a kept calibration)."""
+
+    peaks: Peaks
+    spreads: dict[str, float]
+    busy: str | None = None
+
+
 @functools.cache
-def _measure(threads: int | None = None) -> tuple[Peaks, dict[str, float]]:
-    """(peaks, median/best time of each kernel's repeats) at ``threads`` (None: this process's count): measured
-    once per process, or the kept calibration of this machine and a short probe of how quiet it is now."""
+def _measure(threads: int | None = None) -> Measured:
+    """The peaks at ``threads`` (None: this process's count): measured once per process, or the kept calibration
+    of this machine and a short probe of how quiet it is now."""
     key = json.dumps(_machine(threads), sort_keys=True)
     found = cache.load("calibration", key)
     if found is not None:
         kept = found["result"]
-        return (Peaks(kept["name"], kept["flops_per_s"], kept["bytes_per_s"],
-                      f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured {kept['when']}, "
-                      f"kept while this machine, its thread count and "
-                      f"torch are unchanged"), _probe_spread())
+        return Measured(Peaks(kept["name"], kept["flops_per_s"], kept["bytes_per_s"],
+                              f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured "
+                              f"{kept['when']}, kept while this machine, its thread count and torch are unchanged"),
+                        _probe_spread())
     load = _load()
     peaks, spreads = _calibrate_now(threads)
-    if load is not None:
-        _BUSY[threads] = load
     # keep only a quiet machine's peaks: repeats that agree, and no other program running (a machine busy the
     # whole time slows every repeat alike, which their spread cannot show)
     if max(spreads.values(), default=1.0) <= CALIBRATION_SPREAD_MAX and load is None:
         cache.save("calibration", key, cache.inputs_of((), {}), {
             "name": peaks.name, "flops_per_s": peaks.flops_per_s, "bytes_per_s": peaks.bytes_per_s,
             "source": peaks.source, "when": time.strftime("%Y-%m-%d %H:%M %Z")})
-    return peaks, spreads
-
-
-_BUSY: dict[int | None, str] = {}  # the load seen while this process calibrated (per thread count), if busy
+    return Measured(peaks, spreads, load)
 
 
 def _load() -> str | None:
@@ -158,16 +162,16 @@ def _calibrate_torch(torch) -> tuple[Peaks, dict[str, float]]:
 
 def calibrate(threads: int | None = None) -> Peaks:
     """Measured peaks of this machine at ``threads`` torch threads (None: this process's count; cached)."""
-    return _measure(threads)[0]
+    return _measure(threads).peaks
 
 
 def calibration_disturbance(threads: int | None = None) -> str | None:
     """A 'disturbed' line when this process's calibration repeats spread beyond CALIBRATION_SPREAD_MAX."""
-    spreads = _measure(threads)[1]
-    wide = {k: v for k, v in spreads.items() if v > CALIBRATION_SPREAD_MAX}
-    if threads in _BUSY:
+    measured = _measure(threads)
+    wide = {k: v for k, v in measured.spreads.items() if v > CALIBRATION_SPREAD_MAX}
+    if measured.busy:
         return (f"disturbed: other programs kept the cores busy while the lab calibrated this machine "
-                f"({_BUSY[threads]}): its peaks may be low, so ops may look closer to them than they are; the "
+                f"({measured.busy}): its peaks may be low, so ops may look closer to them than they are; the "
                 f"calibration is not kept, and a quieter run measures it again")
     if not wide:
         return None

@@ -163,11 +163,11 @@ def test_the_profilers_slow_step_switch_is_not_a_disturbance(tmp_path: Path) -> 
 
 def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatch) -> None:
     peaks = calibrate.calibrate()
-    monkeypatch.setattr(calibrate, "_BUSY", {})  # this machine's load now is not what this test is about
-    monkeypatch.setattr(calibrate, "_measure", lambda threads=None: (peaks, {"copy 64 MB": 1.1, "GEMM 1024^3": 3.0}))
+    monkeypatch.setattr(calibrate, "_measure", lambda threads=None: calibrate.Measured(
+        peaks, {"copy 64 MB": 1.1, "GEMM 1024^3": 3.0}))
     line = calibrate.calibration_disturbance()
     assert "GEMM 1024^3 median 3.00x its best" in line and "copy" not in line
-    monkeypatch.setattr(calibrate, "_measure", lambda threads=None: (peaks, {"copy 64 MB": 1.1}))
+    monkeypatch.setattr(calibrate, "_measure", lambda threads=None: calibrate.Measured(peaks, {"copy 64 MB": 1.1}))
     assert calibrate.calibration_disturbance() is None
 
 
@@ -177,7 +177,7 @@ def test_a_kept_calibration_says_when_it_was_measured_not_now(monkeypatch: pytes
             "when": "2026-12-02 08:49 UTC"}
     monkeypatch.setattr(calibrate.cache, "load", lambda kind, key: {"result": kept})
     monkeypatch.setattr(calibrate, "_probe_spread", lambda: {})
-    peaks, _ = calibrate._measure.__wrapped__()
+    peaks = calibrate._measure.__wrapped__().peaks
     assert peaks.source.startswith("calibrated on this machine: copy 64 MB 20.0 GB/s") and " now" not in peaks.source
     assert peaks.source.endswith("measured 2026-12-02 08:49 UTC, kept while this machine, its thread count and torch "
                                  "are unchanged")
@@ -190,7 +190,6 @@ def test_a_calibration_made_while_the_machine_is_busy_is_said_and_not_kept(monke
     monkeypatch.setattr(calibrate.cache, "load", lambda kind, key: None)
     monkeypatch.setattr(calibrate.cache, "save", lambda *a, **k: saved.append(a))
     monkeypatch.setattr(calibrate, "_calibrate_now", lambda threads=None: (fake, {"GEMM 1024^3": 1.05}))
-    monkeypatch.setattr(calibrate, "_BUSY", {})
     monkeypatch.setattr(calibrate, "_load", lambda: "load average 3.02 on 2 cores")
     monkeypatch.setattr(calibrate, "_measure", functools.cache(calibrate._measure.__wrapped__))
     assert calibrate.calibrate(1) is fake and not saved
@@ -198,7 +197,6 @@ def test_a_calibration_made_while_the_machine_is_busy_is_said_and_not_kept(monke
     assert line.startswith("disturbed: other programs kept the cores busy") and "load average 3.02" in line
     monkeypatch.setattr(calibrate, "_load", lambda: None)
     calibrate._measure.cache_clear()
-    calibrate._BUSY.clear()
     calibrate.calibrate(1)
     assert len(saved) == 1 and calibrate.calibration_disturbance(1) is None  # quiet: kept
 
