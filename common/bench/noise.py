@@ -66,7 +66,6 @@ class CheckStats:
     na: int = 0
     failed: int = 0
     margins: list[float] = field(default_factory=list)
-    fails: list[str] = field(default_factory=list)
 
 
 def normalise(name: str) -> str:
@@ -141,7 +140,6 @@ def main(argv: list[str] | None = None) -> int:
                         s.na += 1
                     else:
                         s.failed += 1
-                        s.fails.append(f"{label} run {i}: {detail}")
                     if (m := margin(detail)) is not None:
                         s.margins.append(m)
                 print(f"run {i} {label}: exit {code}, {wall:.0f} s, {len(found)} verdicts, {len(fails)} FAIL"

@@ -1,4 +1,5 @@
-"""``python -m common.bench loop``: its process log (common/bench/proclog) and its table."""
+"""``python -m common.bench loop``: its process log (common/bench/proclog) and its table; the noise harness's reading
+of the card command's verdict lines."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from helpers import ROOT
 
 from common.bench import loop
@@ -39,3 +41,23 @@ def test_the_table_names_each_process_and_its_imports(tmp_path):
     text = loop.table(processes, 100.0, 2.0)
     assert "04_pyTorch/src/model_with_profiler.py 0" in text and "4.50" in text and "2.50" in text
     assert text.splitlines()[-1].startswith("2 Python processes; 1 imported torch (2.5 s in all;")
+
+
+def test_the_noise_harness_reads_each_checks_line_and_its_margin() -> None:
+    """nox -s noise: a verdict line's name without what changes between runs, and tolerance minus difference."""
+    from common.bench import noise
+
+    text = ("[PASS] matmul share of forward time agrees (01 vs 04): 01 median 95.7% (IQR 95.6-95.8, n 20); 04 median "
+            "93.5% (IQR 93.4-93.7, n 5): difference 2.2 points, tolerance 10.3 points = 10 points allowed + 0.3 "
+            "points measured noise (init ops excluded)\n"
+            "[FAIL] op time vs Computing (04): per step over 5 steps: ...; off by median 12.5% (largest 13.0%; "
+            "tolerance 10%)\n"
+            "[PASS] op_statistic agrees with op_summary (PROF_000001_20261205002118_X/mindstudio_profiler_output) [01]: "
+            "4 OP Types\nnot a verdict line\n")
+    found = noise.verdicts_of(text)
+    assert [(status, name) for status, name, _ in found] == [
+        ("PASS", "matmul share of forward time agrees (01 vs 04)"), ("FAIL", "op time vs Computing (04)"),
+        ("PASS", "op_statistic agrees with op_summary (PROF_*) [01]")]
+    assert noise.margin(found[0][2]) == pytest.approx(8.1)
+    assert noise.margin(found[1][2]) == pytest.approx(-2.5)  # below zero: the FAIL
+    assert noise.margin(found[2][2]) is None
