@@ -67,12 +67,13 @@ def _report_of(args: argparse.Namespace, out: str) -> int:
     rebuilt = bool(info and "checks" in info)
     name = "capture_report" if info and not rebuilt and not args.out else "report"
     if rebuilt and info.get("report_body"):  # a mode that renders its own report text (03's variant table)
-        integrity = own_integrity(Path(args.dir))
+        checked = own_integrity(Path(args.dir))
         body = str(info["report_body"])
         print(body, render_verdicts(recorded), sep="\n")
-        text_lines, written = write_own_report(Path(out), f"msprof lab report: {args.dir}", body, recorded, integrity)
+        text_lines, written = write_own_report(Path(args.dir), f"msprof lab report: {args.dir}", body, recorded,
+                                               checked, Path(out))
         print(text_lines, *written, sep="\n")
-        return 1 if any(not v.ok for v in integrity) else 0
+        return 1 if any(not v.ok for v in checked.integrity) else 0
     notes = [str(n) for n in info.get("report_notes", [])] if rebuilt else []
     warnings = [str(w) for w in info.get("disturbed", [])] if rebuilt else []
     damaged: dict = {}  # a damaged text file is left out and the report made again from the others

@@ -7,6 +7,7 @@ report touches files (reading the data, writing report.md / report.html beside i
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.analyze import advisories, checks, families, memory
@@ -340,23 +341,34 @@ def note_markdown(note: str) -> str:
     return f"\n```\n{note}\n```\n" if "\n" in note else f"\n{note}\n"
 
 
-def own_integrity(root: Path) -> list[Verdict]:
-    """The integrity checks of every dataset under ``root`` (for a mode that renders its own report text)."""
-    return integrity_verdicts(find_datasets(Path(root)), Path(root))
+@dataclass(frozen=True)
+class Checked:
+    """The datasets of a folder, read once, and their integrity checks (for a mode that renders its own report)."""
+
+    datasets: list[Dataset]
+    integrity: list[Verdict]
 
 
-def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict],
-                     integrity: list[Verdict]) -> tuple[str, list[str]]:
+def own_integrity(root: Path) -> Checked:
+    """Every dataset under ``root`` and its integrity checks: what write_own_report writes beside them."""
+    datasets = find_datasets(Path(root))
+    return Checked(datasets, integrity_verdicts(datasets, Path(root)))
+
+
+def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict], checked: Checked,
+                     out: Path | None = None) -> tuple[str, list[str]]:
     """For a mode that renders its own report text (03's variant table): report.md (``body``, its checks, the
-    integrity checks, own_integrity's) and report.html beside the data, written once its run_info.json says how
-    the run ended (the page shows that status). Returns (the integrity section's text, the 'written to' lines)."""
-    root = Path(root)
+    integrity checks of ``checked``, own_integrity's) and report.html of the data under ``root``, into ``out``
+    (default: beside the data), written once its run_info.json says how the run ended (the page shows that
+    status). Returns (the integrity section's text, the 'written to' lines)."""
+    root, integrity = Path(root), checked.integrity
     section = Section("Integrity (the files of each export agree with each other)",
                       lines=render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK])
     markdown = render_markdown(title, [Section("Report", lines=["```", *body.splitlines(), "```"]),
                                        Section("Checks", lines=render_verdicts(verdicts).splitlines()), section])
-    page = directory_html(root, verdicts, integrity=integrity)
-    written = [write_report_md(root, markdown), write_report_html(root, page)]
+    page = directory_html(root, verdicts, integrity=integrity, datasets=checked.datasets)
+    target = Path(out) if out is not None else root
+    written = [write_report_md(target, markdown), write_report_html(target, page)]
     return render_text("", [section]).strip(), written
 
 

@@ -83,6 +83,23 @@ def test_run_passes_and_reports_every_variant(ran):
     assert "| complete" in page and "INCOMPLETE" not in page
 
 
+def test_report_rebuilds_03s_own_report_beside_the_data_or_into_out(ran, tmp_path):
+    """03 renders its own report text (the variant table): report keeps it, with the checks 03 recorded, and a
+    page drawn from the data, also when --out puts the files elsewhere."""
+    repo, _ = ran
+    folder = repo / MODE.name / "prof_out"
+    own = (folder / "report.md").read_text()
+    out = tmp_path / "elsewhere"
+    proc = subprocess.run([sys.executable, "-m", "common", "report", str(folder), "--out", str(out)], cwd=repo,
+                          env=lab_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rebuilt = (out / "report.md").read_text()
+    assert [li for li in rebuilt.splitlines() if li.startswith("[")] == [li for li in own.splitlines()
+                                                                        if li.startswith("[")]
+    assert "default" in rebuilt and "fp16-io" in rebuilt  # the variant table 03 recorded
+    assert 'data-chart="op-share"' in (out / "report.html").read_text()  # drawn from the data, not from --out
+
+
 @pytest.mark.parametrize("variant", VARIANT_NAMES)
 def test_files_have_msprof_columns_and_portable_values(ran, variant):
     repo, _ = ran

@@ -275,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         body = "\n".join([body, *disturbed])
         print(body)
         print(text.render_verdicts(verdicts))
-        integrity = own_integrity(run.out)
-        code = 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
+        checked = own_integrity(run.out)
+        code = 0 if all(v.ok for v in [*verdicts, *checked.integrity]) else 1
     finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
         models = {v.name: files.model_path(v, run.npu) for v in variants}
         run.finish(completed=len(results) == len(variants), exit_code=code,
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                    compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
                                    "detail": verdicts[0].detail} if verdicts else None))
     # written once run_info.json says how the run ended: the page shows that status, not "INCOMPLETE"
-    integrity_text, written = write_own_report(run.out, f"msprof lab report: {run.out}", body, verdicts, integrity)
+    integrity_text, written = write_own_report(run.out, f"msprof lab report: {run.out}", body, verdicts, checked)
     print(integrity_text, *written, sep="\n")
     print(f"Output: {run.out}")
     return code
