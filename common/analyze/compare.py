@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from common.analyze.compare_steps import StepComparison, compare_steps, step_side
 from common.analyze.compare_steps import as_json as compare_steps_json
+from common.analyze.bounds.op import precision_of
 from common.analyze.families import op_family
 from common.analyze.robust import estimate, quadrature
 from common.errors import LabError
@@ -94,6 +95,13 @@ class Comparison:
     steps: StepComparison | None = None  # the step view, when both sides have a step table
     added: list[Key] = field(default_factory=list)  # matched by family: the ops only the candidate ran, largest first
     removed: list[Key] = field(default_factory=list)  # ... and only the baseline
+    precision: tuple[str | None, str | None] = (None, None)  # the compute's precision, baseline and candidate
+    samples: tuple[int | None, int | None] = (None, None)  # samples per step (the batch), baseline and candidate
+
+    @property
+    def precision_changed(self) -> bool:
+        """Both sides' compute precision known and different: the candidate trades accuracy (or buys it back)."""
+        return None not in self.precision and self.precision[0] != self.precision[1]
 
     @property
     def regressions(self) -> list[OpDelta]:
@@ -196,7 +204,17 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
     only = [sorted((k for k in x if k not in y and op_family(k[1]) != "init"), key=lambda k: -x[k])
             for x, y in ((original_c, original_b), (original_b, original_c))] if matched_by == "family" else [[], []]
     return Comparison(len(base), len(cand), per, deltas, b_total, c_total, threshold_pct,
-                      slower_total and not total_noisy, matched_by, total_noise, total_noisy, steps, *only)
+                      slower_total and not total_noisy, matched_by, total_noise, total_noisy, steps, *only,
+                      precision=(_precision(base), _precision(cand)), samples=counts)
+
+
+def _precision(runs: list[RunOps]) -> str | None:
+    """The precision most of a side's compute time ran in, over all its runs (None when its tasks do not say)."""
+    dtype_us: dict[tuple[str, str], float] = {}
+    for r in runs:
+        for key, us in r.dtype_us.items():
+            dtype_us[key] = dtype_us.get(key, 0.0) + us
+    return precision_of(dtype_us)
 
 
 def _samples(runs: list[RunOps]) -> int | None:
@@ -249,5 +267,7 @@ def comparison_json(cmp: Comparison, verdict) -> dict:
                  "flagged": d.flagged, "within_noise": d.within_noise} for d in cmp.ops],
         "added": [key(k) for k in cmp.added], "removed": [key(k) for k in cmp.removed],
         "steps": compare_steps_json(cmp.steps) if cmp.steps else None,
+        "precision": {"baseline": cmp.precision[0], "candidate": cmp.precision[1]},
+        "samples": {"baseline": cmp.samples[0], "candidate": cmp.samples[1]},
         "verdict": {"name": verdict.name, "ok": verdict.ok, "detail": verdict.detail},
     }

@@ -11,6 +11,7 @@ and checks that the machine is quiet now with a 0.1 s copy probe instead.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 # bound from DRAM bandwidth alone would not be a lower bound for them.
 COPY_MB = (64, 4)
 GEMM_N = 1024
+GEMM_PRECISIONS = (("bf16", "bfloat16"), ("fp16", "float16"))  # measured besides fp32, when torch runs them
 REPEATS = 5  # at least; short kernels repeat until BUDGET_S has passed
 BUDGET_S = 0.15  # per kernel: on a machine shared with other jobs more tries find a quiet moment
 
@@ -79,7 +81,8 @@ def _measure(threads: int | None = None) -> Measured:
         kept = found["result"]
         return Measured(Peaks(kept["name"], kept["flops_per_s"], kept["bytes_per_s"],
                               f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured "
-                              f"{kept['when']}, kept while this machine, its thread count and torch are unchanged"),
+                              f"{kept['when']}, kept while this machine, its thread count and torch are unchanged",
+                              more_flops=tuple((p, f) for p, f in kept.get("more_flops", ()))),
                         _probe_spread())
     load = _load()
     peaks, spreads = _calibrate_now(threads)
@@ -88,7 +91,7 @@ def _measure(threads: int | None = None) -> Measured:
     if max(spreads.values(), default=1.0) <= CALIBRATION_SPREAD_MAX and load is None:
         cache.save("calibration", key, cache.inputs_of((), {}), {
             "name": peaks.name, "flops_per_s": peaks.flops_per_s, "bytes_per_s": peaks.bytes_per_s,
-            "source": peaks.source, "when": time.strftime("%Y-%m-%d %H:%M %Z")})
+            "more_flops": list(peaks.more_flops), "source": peaks.source, "when": time.strftime("%Y-%m-%d %H:%M %Z")})
     return Measured(peaks, spreads, load)
 
 
@@ -118,7 +121,7 @@ def _machine(threads: int | None = None) -> dict[str, object]:
     else:  # what torch will read when it is imported
         count = os.environ.get("OMP_NUM_THREADS") or "torch's default"
     return {"host": socket.gethostname(), "machine": platform.machine(), "cpu": model, "cores": os.cpu_count(),
-            "threads": count}
+            "threads": count, "gemm": ["fp32"] + [p for p, _ in GEMM_PRECISIONS]}
 
 
 def _probe_spread() -> dict[str, float]:
@@ -152,12 +155,18 @@ def _calibrate_torch(torch) -> tuple[Peaks, dict[str, float]]:
         bandwidth[mb] = 2 * src.numel() * 4 / _best(lambda d=dst, s=src: d.copy_(s), spreads=spreads,
                                                     label=f"copy {mb} MB")  # read + write
     bytes_per_s = max(bandwidth.values())
-    a = torch.rand(GEMM_N, GEMM_N)
-    b = torch.rand(GEMM_N, GEMM_N)
-    out = torch.empty(GEMM_N, GEMM_N)
-    gemm_s = _best(lambda: torch.mm(a, b, out=out), spreads=spreads, label=f"GEMM {GEMM_N}^3")
-    flops_per_s = 2 * GEMM_N**3 / gemm_s
-    return _peaks(torch, bandwidth, bytes_per_s, flops_per_s), spreads
+    flops = {}
+    for precision, name in (("fp32", "float32"), *GEMM_PRECISIONS):
+        a = torch.rand(GEMM_N, GEMM_N).to(getattr(torch, name))
+        b = torch.rand(GEMM_N, GEMM_N).to(a.dtype)
+        out = torch.empty(GEMM_N, GEMM_N, dtype=a.dtype)
+        try:
+            torch.mm(a, b, out=out)
+        except RuntimeError:  # this build of torch has no such GEMM on the CPU: no peak for that precision
+            continue
+        flops[precision] = 2 * GEMM_N**3 / _best(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), spreads=spreads,
+                                                  label=f"{precision} GEMM {GEMM_N}^3")
+    return _peaks(torch, bandwidth, bytes_per_s, flops), spreads
 
 
 def calibrate(threads: int | None = None) -> Peaks:
@@ -198,15 +207,16 @@ def _threads(n: int) -> str:
     return f"{n} thread{'' if n == 1 else 's'}"
 
 
-def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops_per_s: float) -> Peaks:
+def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops: dict[str, float]) -> Peaks:
     return Peaks(
         f"{socket.gethostname()} ({platform.machine()}, {_threads(torch.get_num_threads())})",
-        flops_per_s,
+        flops["fp32"],
         bytes_per_s,
         f"{NOW} copy "
         + ", ".join(f"{mb} MB {bw / 1e9:.1f} GB/s" for mb, bw in bandwidth.items())
-        + f" (peak = the faster), "
-        f"fp32 GEMM {GEMM_N}^3 {flops_per_s / 1e9:.1f} GFLOP/s (best of >= {REPEATS} tries each)",
+        + " (peak = the faster), GEMM " + ", ".join(f"{p} {f / 1e9:.1f}" for p, f in flops.items())
+        + f" GFLOP/s ({GEMM_N}^3, best of >= {REPEATS} tries each)",
+        more_flops=tuple((p, f) for p, f in flops.items() if p != "fp32"),
     )
 
 
@@ -230,5 +240,5 @@ def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tu
         peaks = calibrate(recorded_threads(info))  # at the run's own thread count, where it recorded one
         host = (info or {}).get("host")
         note = "" if not host or host == socket.gethostname() else f" (the data was measured on {host})"
-        return Peaks(peaks.name, peaks.flops_per_s, peaks.bytes_per_s, peaks.source + note), "calibrated"
+        return dataclasses.replace(peaks, source=peaks.source + note), "calibrated"
     return None, "NPU data without a SoC name: pass --soc Ascend910B3 (or set SOC_VERSION) for lower bounds"

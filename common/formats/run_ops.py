@@ -30,6 +30,7 @@ class RunOps:
     missing: list[str] = field(default_factory=list)  # datasets without per-op times, and what they hold instead
     steps: list[StepTime] = field(default_factory=list)  # the step table's rows (torch_npu), none for msprof
     samples: int | None = None  # samples per step (the batch), as run_info.json records it
+    dtype_us: dict[tuple[str, str], float] = field(default_factory=dict)  # task µs per (OP Type, Input Data Types)
 
     @property
     def workload(self) -> str | None:
@@ -52,9 +53,12 @@ def load_run(folder: Path) -> RunOps:
     info = read_run_info(folder)
     forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
     ops: dict[Key, float] = {}
-    missing, steps = [], []
+    missing, steps, dtype_us = [], [], {}
     for ds in find_datasets(folder):
         steps += ds.steps
+        for t in ds.tasks if ds.small else ():  # what precision the ops ran in (a large capture: not read per task)
+            key = (t.op_type, t.input_dtypes or "")
+            dtype_us[key] = dtype_us.get(key, 0.0) + t.duration_us
         where = _where(ds.folder, folder)
         if not ds.is_db and not ds.has(ds.task_file):
             names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
@@ -67,7 +71,7 @@ def load_run(folder: Path) -> RunOps:
         ops = {k: v / forwards for k, v in ops.items()}
     samples = (info or {}).get("samples")
     return RunOps(folder, info, "forward" if forwards else "run", ops, missing, steps,
-                  samples if isinstance(samples, int) and samples > 0 else None)
+                  samples if isinstance(samples, int) and samples > 0 else None, dtype_us)
 
 
 def load_side(path: Path | str) -> list[RunOps]:

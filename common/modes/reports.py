@@ -76,8 +76,9 @@ def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note
     return sections
 
 
-def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Section]:
-    """Top ops, families, per-forward counts and (when present) the step table of one dataset."""
+def dataset_sections(ds: Dataset, root: Path, forwards: int | None, samples: int | None = None) -> list[Section]:
+    """Top ops, families, per-forward counts and (when present) the step table of one dataset (``samples``: the
+    run's batch, which the advice names)."""
     label = ds.label(root)
     stats = ds.op_statistic
     if not stats:  # a timeline or a step table alone: nothing per op to show
@@ -86,7 +87,7 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
             "no op statistics and no task file (op_summary / kernel_details) in this export: top ops and op "
             "families N/A"])]
         if ds.steps:
-            sections.append(step_section(ds, label))
+            sections.append(step_section(ds, label, samples))
         return sections + memory_sections(ds, label)
     sections = [
         Section(
@@ -125,14 +126,14 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None) -> list[Sect
         )
     )
     if ds.steps:
-        sections.append(step_section(ds, label))
+        sections.append(step_section(ds, label, samples))
     elif unit == "forward" and len(groups) >= 2:
-        sections.append(forward_section(groups, label))
+        sections.append(forward_section(groups, label, samples))
     sections += memory_sections(ds, label)
     return sections
 
 
-def forward_section(groups: list[list], label: str) -> Section:
+def forward_section(groups: list[list], label: str, samples: int | None = None) -> Section:
     """A capture that marks its forwards but has no step table (01): per forward, the op time against the
     Task Wait Time between its tasks (op_summary's gap before each task; the first task's, before the forward
     began, left out), as the median forward, with the hypothesis and what to try."""
@@ -141,7 +142,7 @@ def forward_section(groups: list[list], label: str) -> Section:
     b, w = statistics.median(busy), statistics.median(wait)
     durations = sorted(t.duration_us for g in groups for t in g)
     hint = bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None,
-                           bounds.compute_precision([t for g in groups for t in g]))[:2]
+                           bounds.compute_precision([t for g in groups for t in g]), samples)[:2]
     share = 100 * w / (b + w) if b + w else 0.0
     evidence = (f"evidence: per forward (median of {len(groups)}): op time {b:,.1f} us, Task Wait Time between its "
                 f"tasks {w:,.1f} us ({share:.1f}% of the forward waiting; host-bound above "
@@ -181,23 +182,24 @@ def step_rows(steps: list[StepTime]) -> list[list[object]]:
     return rows
 
 
-def step_lines(ds: Dataset) -> list[str]:
-    """The verdict over the mean step, then its hypothesis, what to try and the evidence."""
+def step_lines(ds: Dataset, samples: int | None = None) -> list[str]:
+    """The verdict over the median step, then its hypothesis, what to try (knowing the run's batch, ``samples``) and
+    the evidence."""
     summary = step_bound.summarize_steps(ds.steps)
     verdict = step_bound.step_verdict(summary)
     precision = bounds.compute_precision(ds.tasks) if ds.small else None
     if verdict.kind in ("host-bound", "compute-bound"):
-        hint = bounds.run_hint(summary, *_step_task_stats(ds), precision) + step_bound.preparing_note(summary)
+        hint = bounds.run_hint(summary, *_step_task_stats(ds), precision, samples) + step_bound.preparing_note(summary)
     else:
-        hint = step_bound.advice(summary, verdict, precision)
+        hint = step_bound.advice(summary, verdict, precision, samples)
     return [verdict.text, *hint]
 
 
-def step_section(ds: Dataset, label: str) -> Section:
+def step_section(ds: Dataset, label: str, samples: int | None = None) -> Section:
     shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
     return Section(
         f"Steps: {label}",
-        lines=[*step_lines(ds), f"steps from {ds.steps_source}",
+        lines=[*step_lines(ds, samples), f"steps from {ds.steps_source}",
                *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else [])],
         header=STEP_HEADER,
         rows=step_rows(shown),
@@ -273,7 +275,7 @@ def directory_report(
                                       *warnings])]
     peaks, note = (peaks or peaks_for(info, datasets, soc)) if bottlenecks else (None, "")
     for ds in datasets:
-        sections += dataset_sections(ds, root, forwards)
+        sections += dataset_sections(ds, root, forwards, recorded_samples(info))
         if bottlenecks:
             sections += bottleneck_sections(ds, ds.label(root), peaks, note)
         sections += advisory_sections(ds, ds.label(root))
@@ -299,6 +301,12 @@ def write_beside(root: Path, name: str, text: str) -> str:
 
 def write_report_md(root: Path, markdown: str) -> str:
     return write_beside(root, "report.md", markdown)
+
+
+def recorded_samples(info: dict | None) -> int | None:
+    """The samples per step (the batch) a run recorded in run_info.json, None when it recorded none."""
+    samples = (info or {}).get("samples")
+    return samples if isinstance(samples, int) and not isinstance(samples, bool) and samples > 0 else None
 
 
 def workload_lines(info: dict | None) -> list[str]:
@@ -420,7 +428,7 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
                      s.communication_not_overlapped_us) for s in shown]
             blocks.append(html.section(
                 f"Computing / Communication / Free per step: {label}", html.step_bars("steps", bars),
-                html.table(STEP_HEADER, step_rows(shown)), note=" ".join(step_lines(ds))))
+                html.table(STEP_HEADER, step_rows(shown)), note=" ".join(step_lines(ds, recorded_samples(info)))))
         mem = memory_summary(ds)
         if mem is not None:
             blocks.append(html.section(f"Memory: {label}", html.memory_block(mem),

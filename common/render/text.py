@@ -255,6 +255,23 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
                                                                         else "")
             changed.append(f"ops {label}: {shown}")
     steps = compare_steps.lines(cmp.steps) if cmp.steps else []
-    return "\n".join([*lines, table, *changed, *steps, render_verdicts([verdict])])
+    return "\n".join([*lines, *sides_line(cmp), table, *changed, *steps, render_verdicts([verdict])])
+
+
+def sides_line(cmp) -> list[str]:
+    """What each side ran in: the compute's precision and the batch, where the captures say; a precision change
+    named with what it trades."""
+    def pair(name: str, values: tuple, unknown: str) -> str:
+        shown = [str(v) if v is not None else unknown for v in values]
+        return f"{name} {shown[0]} -> {shown[1]}" if shown[0] != shown[1] else f"{name} {shown[0]} (both)"
+
+    if cmp.precision == (None, None) and cmp.samples == (None, None):
+        return []
+    line = (f"sides: {pair('compute precision', cmp.precision, 'unknown')}; "
+            f"{pair('samples per step', cmp.samples, 'unknown')}")
+    if cmp.precision_changed:
+        line += ("; a change of precision trades accuracy, which op times cannot show: python -m common precision "
+                 "measures it per op against fp32")
+    return [line]
 
 

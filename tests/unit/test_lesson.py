@@ -174,13 +174,26 @@ def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatc
 def test_a_kept_calibration_says_when_it_was_measured_not_now(monkeypatch: pytest.MonkeyPatch) -> None:
     made_now = f"{calibrate.NOW} copy 64 MB 20.0 GB/s (peak = the faster), fp32 GEMM 1024^3 90.0 GFLOP/s"
     kept = {"name": "vm (x86_64, 2 threads)", "flops_per_s": 9e10, "bytes_per_s": 2e10, "source": made_now,
-            "when": "2026-12-02 08:49 UTC"}
+            "when": "2026-12-02 08:49 UTC", "more_flops": [["bf16", 4.5e11]]}
     monkeypatch.setattr(calibrate.cache, "load", lambda kind, key: {"result": kept})
     monkeypatch.setattr(calibrate, "_probe_spread", lambda: {})
     peaks = calibrate._measure.__wrapped__().peaks
     assert peaks.source.startswith("calibrated on this machine: copy 64 MB 20.0 GB/s") and " now" not in peaks.source
     assert peaks.source.endswith("measured 2026-12-02 08:49 UTC, kept while this machine, its thread count and torch "
                                  "are unchanged")
+    assert peaks.flops_at("bf16") == 4.5e11 and peaks.flops_at("fp32") == 9e10  # each precision's own peak kept
+
+
+def test_the_calibration_measures_a_gemm_peak_per_precision_torch_runs() -> None:
+    """The peaks of a real calibration: fp32, and bf16/fp16 where torch runs them on this CPU (each measured)."""
+    import torch
+
+    peaks, spreads = calibrate._calibrate_torch(torch)
+    assert peaks.dtype == "fp32" and peaks.flops_per_s > 0
+    measured = {p for p, _ in peaks.more_flops}
+    assert measured <= {"bf16", "fp16"} and all(f > 0 for _, f in peaks.more_flops)
+    assert {f"{p} GEMM {calibrate.GEMM_N}^3" for p in measured | {"fp32"}} <= set(spreads)
+    assert all(f"{p} " in peaks.source for p in measured | {"fp32"})
 
 
 def test_a_calibration_made_while_the_machine_is_busy_is_said_and_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -222,7 +222,15 @@ def test_a_bf16_op_is_not_judged_against_an_fp32_peak_and_lower_precision_is_not
     (fp32,) = bounds.op_bounds([mm("float;float;float")], peaks)
     assert fp32.bound in ("compute", "memory") and fp32.compute_us is not None
     assert bf16.compute_us is None and bf16.lower_bound_us == bf16.memory_us  # the bytes still bound it
-    assert bf16.bound == "memory at least (bf16 op, fp32 peak: no compute bound)" and bf16.achieved <= 1
+    assert bf16.bound == "memory at least (bf16 op, no bf16 peak (fp32 measured): no compute bound)"
+    assert bf16.achieved <= 1
+    # with a bf16 peak of its own (a CPU with bf16 matrix units: calibrated at 5x the fp32 one) it is judged by it
+    both = bounds.Peaks("cpu", 1e11, 2e10, "calibrated", "fp32", (("bf16", 5e11),))
+    (own,) = bounds.op_bounds([mm("BFloat16;BFloat16;BFloat16")], both)
+    assert own.compute_us == pytest.approx(1e6 * 2 * 8 * 256 * 1024 / 5e11) and own.reason is None
+    (wide,) = bounds.op_bounds([mm("float;float;float")], both)
+    assert wide.compute_us == pytest.approx(5 * own.compute_us)  # an fp32 op keeps the fp32 peak
+    assert both.flops_at("fp16") is None and bounds.DEVICE_PEAKS["Ascend910B3"].flops_at("fp32") is not None
     assert bounds.op_precision("BF16;BF16") == "bf16" and bounds.op_precision("FLOAT16") == "fp16"
     hint = bounds.run_hint(StepSummaryFor(900, 100), None, None)
     assert "lower precision (fp16/bf16) for the families" in " ".join(hint)

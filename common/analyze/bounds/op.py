@@ -21,20 +21,33 @@ from dataclasses import dataclass
 
 from common.analyze import work_models
 from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
-from common.analyze.bounds.step import HOST_BOUND_BELOW, StepSummary, precision_try
+from common.analyze.bounds.step import HOST_BOUND_BELOW, StepSummary, batch_try, precision_try
 from common.analyze.work_models import Work
 from common.formats.records import Task
 
 
 @dataclass(frozen=True)
 class Peaks:
-    """What one device can do at most: FLOP/s (fp16 or fp32 matmul) and memory bytes/s."""
+    """What one device can do at most: FLOP/s (fp16 or fp32 matmul; other precisions where measured) and memory
+    bytes/s."""
 
     name: str
     flops_per_s: float
     bytes_per_s: float
     source: str  # where the figures come from, in words
     dtype: str = "fp32"  # the precision of flops_per_s: an fp32 GEMM (a CPU's calibration), fp16 (an NPU's cube)
+    more_flops: tuple[tuple[str, float], ...] = ()  # (precision, FLOP/s) measured besides ``dtype``'s
+
+    def flops_at(self, precision: str | None) -> float | None:
+        """The FLOP/s peak for an op of ``precision``: its own when known; ``flops_per_s`` for an op as wide as
+        ``dtype`` or wider (it cannot run faster than the narrower peak); None for a narrower one with no peak
+        of its own (its hardware path may be faster: no lower bound)."""
+        own = dict(self.more_flops)
+        if precision in own:
+            return own[precision]
+        if precision is None or PRECISION_BITS.get(precision, 32) >= PRECISION_BITS.get(self.dtype, 32):
+            return self.flops_per_s
+        return None
 
 
 # ESTIMATES: cube cores x 16*16*16 fp16 MACs x 2 FLOP x cube clock, and a memory bandwidth, per SoC.
@@ -228,7 +241,8 @@ _PRECISIONS = {"float": "fp32", "float32": "fp32", "dt_float": "fp32", "fp32": "
 
 def op_precision(input_dtypes: str | None) -> str | None:
     """The floating-point precision of an op's first input (``FLOAT16;FLOAT16`` -> fp16); None when not one."""
-    first = (input_dtypes or "").strip().strip('"').split(";")[0].strip().lower().removeprefix("torch.")
+    first = (input_dtypes or "").strip().strip('"').split(";")[0].strip().lower()
+    first = first.removeprefix("torch.").removeprefix("c10::")  # torch.bfloat16, c10::BFloat16 (a raw trace)
     return _PRECISIONS.get(first)
 
 
@@ -237,12 +251,19 @@ COMPUTE_FAMILIES = ("matmul", "conv", "attention", "recurrent")
 
 def compute_precision(tasks: list[Task]) -> str | None:
     """The precision most of the compute ops' time ran in (matmul, conv, attention, recurrent); None if unknown."""
-    from common.analyze.families import op_family
-
-    time: dict[str, float] = {}
+    dtype_us: dict[tuple[str, str], float] = {}
     for t in tasks:
-        if op_family(t.op_type) in COMPUTE_FAMILIES and (p := op_precision(t.input_dtypes)):
-            time[p] = time.get(p, 0.0) + t.duration_us
+        key = (t.op_type, t.input_dtypes or "")
+        dtype_us[key] = dtype_us.get(key, 0.0) + t.duration_us
+    return precision_of(dtype_us)
+
+
+def precision_of(dtype_us: dict[tuple[str, str], float]) -> str | None:
+    """compute_precision over time summed per (OP Type, Input Data Types) (common.formats.run_ops.RunOps.dtype_us)."""
+    time: dict[str, float] = {}
+    for (op_type, dtypes), us in dtype_us.items():
+        if op_family(op_type) in COMPUTE_FAMILIES and (p := op_precision(dtypes)):
+            time[p] = time.get(p, 0.0) + us
     return max(time, key=time.get) if time else None
 
 
@@ -260,14 +281,17 @@ def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
             rows.append(OpBound(op_type, shapes, len(group), mean, None, work))
         elif peaks is None:
             rows.append(OpBound(op_type, shapes, len(group), mean, work, "no device peaks for this data"))
-        elif work.flops and (own := op_precision(group[0].input_dtypes)) and \
-                PRECISION_BITS[own] < PRECISION_BITS.get(peaks.dtype, 32):
-            rows.append(OpBound(op_type, shapes, len(group), mean, work,
-                                f"{own} op, {peaks.dtype} peak: no compute bound", None,
-                                1e6 * work.bytes / peaks.bytes_per_s))
         else:
-            rows.append(OpBound(op_type, shapes, len(group), mean, work, None,
-                                1e6 * work.flops / peaks.flops_per_s, 1e6 * work.bytes / peaks.bytes_per_s))
+            own = op_precision(group[0].input_dtypes)
+            flops_per_s = peaks.flops_at(own)
+            memory_us = 1e6 * work.bytes / peaks.bytes_per_s
+            if work.flops and flops_per_s is None:
+                rows.append(OpBound(op_type, shapes, len(group), mean, work,
+                                    f"{own} op, no {own} peak ({peaks.dtype} measured): no compute bound", None,
+                                    memory_us))
+            else:
+                rows.append(OpBound(op_type, shapes, len(group), mean, work, None,
+                                    1e6 * work.flops / (flops_per_s or peaks.flops_per_s), memory_us))
     return sorted(rows, key=lambda r: -r.mean_us * r.count)
 
 
@@ -331,9 +355,9 @@ def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
 
 # --- per run: host-bound or device-bound, and what to try ----------------------------------------
 def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us: float | None,
-             precision: str | None = None) -> list[str]:
+             precision: str | None = None, samples: int | None = None) -> list[str]:
     """The Computing:Free verdict as a hypothesis: what it suggests trying (knowing the compute's ``precision``,
-    compute_precision), and the evidence."""
+    compute_precision, and the run's ``samples`` per step), and the evidence."""
     ratio = summary.computing_ratio
     free_per_task = summary.median_free_us / per_step_tasks if per_step_tasks else None
     evidence = (f"evidence: Computing {summary.median_computing_us:.1f} us : Free {summary.median_free_us:.1f} us "
@@ -346,7 +370,7 @@ def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us:
         lines = [
             "hypothesis: host-bound — the device waits for the host between tasks, so faster kernels would "
             "not shorten the step.",
-            "try: batch more work per launch (a larger batch amortizes the fixed per-op host cost); fuse small "
+            f"try: {batch_try(samples)}; fuse small "
             "ops (fewer launches); graph mode / an offline model (mode 03) to take Python dispatch off the "
             "critical path; remove host syncs (.item(), .cpu(), prints) inside the step.",
         ]

@@ -179,21 +179,34 @@ ADVICE = {
         "<dir>` names the rank the others wait for"
     ),
     "free": (
-        "batch more work per launch; fuse small ops (fewer launches); graph mode / an offline model to take "
+        "fuse small ops (fewer launches); graph mode / an offline model to take "
         "Python dispatch off the critical path; remove host syncs (.item(), .cpu(), prints) inside the step"
     ),
 }
 
 
-def part_try(part: str, precision: str | None = None) -> str:
-    """What to try for the part of the step that bounds it (ADVICE; Computing's knows the compute's precision)."""
+def batch_try(samples: int | None = None) -> str:
+    """What to try about the batch for host-bound work, knowing the run's ``samples`` per step (run_info.json)."""
+    if not samples:
+        return "batch more work per launch (a larger batch amortizes the fixed per-op host cost)"
+    return (f"batch more work per launch: this run's batch is {samples} sample{'' if samples == 1 else 's'}; "
+            f"{2 * samples} or more amortizes the fixed per-op host cost over more samples (compare step time per "
+            f"sample: python -m common compare <before> <after> --samples {samples} {2 * samples})")
+
+
+def part_try(part: str, precision: str | None = None, samples: int | None = None) -> str:
+    """What to try for the part of the step that bounds it (ADVICE; Computing's knows the compute's precision, Free's
+    the batch)."""
     if part == "computing":
         return (f"the per-op bounds: the ops furthest from their lower bound first; {precision_try(precision)}; fuse "
                 "element-wise ops into their neighbours")
+    if part == "free":
+        return f"{batch_try(samples)}; {ADVICE['free']}"
     return ADVICE[part]
 
 
-def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: str | None = None) -> list[str]:
+def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: str | None = None,
+           samples: int | None = None) -> list[str]:
     """Hypothesis, what to try and the evidence, for communication-bound and mixed steps.
 
     (Host- and compute-bound steps get :func:`common.analyze.bounds.op.run_hint`, which adds
@@ -217,7 +230,7 @@ def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: 
     elif verdict.kind == "mixed":
         lines = [f"hypothesis: mixed — no single part holds {100 * DOMINANT_SHARE:.0f}% of the step; work on the "
                  f"named parts, largest first."]
-        lines += [f"try ({PART_NAMES[p]}): {part_try(p, precision)}." for p in verdict.parts]
+        lines += [f"try ({PART_NAMES[p]}): {part_try(p, precision, samples)}." for p in verdict.parts]
     else:
         lines = []
     return lines + [evidence] + preparing_note(summary)
