@@ -207,3 +207,9 @@ def bench(session: nox.Session) -> None:
 def noise(session: nox.Session) -> None:
     """The card command N times with a hog on one core: -- N [--hog cpu|memory|none] [--workload FILE] [--workloads]."""
     lab(session, lab_python(session), "-m", "common.bench.noise", *session.posargs)
+
+
+@nox.session
+def fix(session: nox.Session) -> None:
+    """Finding -> fix: baseline and fix interleaved, N runs each: -- [dev] [--repeat N] [--workload FILE] [--pairs ...]."""
+    lab(session, lab_python(session), "-m", "common.modes.fix", *session.posargs)

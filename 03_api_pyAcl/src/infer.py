@@ -20,6 +20,10 @@ ACL_DTYPES = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8
               8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_}  # aclDataType -> numpy
 HUGE_FIRST, HOST_TO_DEVICE, DEVICE_TO_HOST = 0, 1, 2  # aclrtMemMallocPolicy, aclrtMemcpyKind
 PIPE_UTILIZATION, PROF_FLAGS = 1, 0x1 | 0x2 | 0x4 | 0x8  # aclprof: PipeUtilization, ACL_API|TASK_TIME|AICORE|AICPU
+# The fix for an unfused graph (MatMul then Add as two nodes, the GELU formula as five): let ONNX Runtime fuse
+# them (Gemm, FusedMatMul, Gelu) with "all" (--graph-optimization all). "disabled" runs the file's nodes as
+# built, as an .om runs what ATC built: keep it to profile what a converter made. (On an NPU ATC fuses at build.)
+GRAPH_OPTIMIZATION = "disabled"
 
 def check(call, ret):  # every pyACL call returns 0 (ACL_SUCCESS) or an aclError code: name the call and the code
     if ret != 0:
@@ -100,12 +104,13 @@ def run_om(acl, om, device, feeds, warmup, measured, prof_dir=None, acl_config=N
         return arrays
 
 # --- 2. ONNX Runtime with its profiler (any machine) -----------------------------------------------
-def run_onnx(path, feeds, warmup, measured, out, threads=0):
+def run_onnx(path, feeds, warmup, measured, out, threads=0, optimization=GRAPH_OPTIMIZATION):
     """Its profile starts with the session, warm-up included: one ``model_run`` event spans each run."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.enable_profiling, options.profile_file_prefix = True, str(Path(out) / "onnxruntime_profile")
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as built: the file's nodes run
+    levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+    options.graph_optimization_level = levels[optimization]
     options.intra_op_num_threads = threads  # 0: ONNX Runtime's default
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     inputs, types = session.get_inputs(), {"tensor(float)": np.float32, "tensor(float16)": np.float16}
@@ -129,6 +134,8 @@ def main(argv=None):
     parser.add_argument("--no-acl-prof", action="store_true", help="no acl.prof: msprof wraps this program")
     parser.add_argument("--acl-config", type=Path, help="a JSON file for acl.init (e.g. a dump block)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime's intra-op threads (0: its default)")
+    parser.add_argument("--graph-optimization", default=GRAPH_OPTIMIZATION, choices=["disabled", "all"],
+                        help="ONNX Runtime: run the file's nodes as built, or fuse them first (the fix)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
@@ -138,7 +145,8 @@ def main(argv=None):
             outputs = run_om(acl, args.om, args.device, feeds, args.warmup, args.measured,
                              None if args.no_acl_prof else args.out.resolve(), args.acl_config)
         else:
-            outputs = run_onnx(args.onnx, feeds, args.warmup, args.measured, args.out, args.threads)
+            outputs = run_onnx(args.onnx, feeds, args.warmup, args.measured, args.out, args.threads,
+                               args.graph_optimization)
     except Exception as err:  # noqa: BLE001 (a failed call, a file the runtime refuses: one line, no traceback)
         sys.exit(f"Error: {err}")
     for i, out in enumerate(outputs if args.save_output else []):

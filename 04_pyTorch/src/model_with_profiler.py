@@ -7,7 +7,8 @@ after every step. The profiler writes into ``--out DIR``: ``*_ascend_pt/`` on an
 What you will learn:
 - why a schedule: the first steps pay one-off costs (allocator, caches), so only 5 are recorded;
 - where ``prof.step()`` goes: once per step, after the step's work, and why the NPU is synchronized first;
-- how to profile training too (``--train``): forward, loss, backward and the optimizer, step by step.
+- how to profile training too (``--train``): forward, loss, backward and the optimizer, step by step;
+- how to make it faster: each fix below answers one finding of the report; change one, profile again, compare.
 
 Run: ``python model_with_profiler.py --model my_model.py --out prof_out [--device npu:0|cpu] [--train]``; the model
 file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)`` for --train).
@@ -26,6 +27,15 @@ from torch.utils._pytree import tree_leaves  # how torch.export and transformers
 WAIT, WARMUP, ACTIVE = 1, 3, 5  # skip 1 step, warm up 3 (recorded, thrown away), record 5
 STEPS = WAIT + WARMUP + ACTIVE
 LEARNING_RATE = 0.01
+
+# --- the fixes: each answers one finding; change one at a time, profile again the same way, compare -------------
+# host-bound (Free holds most of the step): more samples per step amortize the host's fixed cost per op.
+BATCH = None  # e.g. 64 (--batch 64): the input's first dimension, its rows repeated; None: make_input()'s own
+# compute-bound in fp32: a narrower type does more per cycle and moves half the bytes; it trades accuracy, so
+# check the output against the fp32 run's (python -m common precision shows the cost op by op).
+PRECISION = "fp32"  # "bf16" or "fp16" (--precision bf16): the model and its floating-point inputs in that type
+# training, an optimizer step of one small update op per parameter: one fused op updates them all.
+FUSED_OPTIMIZER = False  # True (--fused-optimizer): torch.optim.SGD(fused=True); torch_npu.optim.NpuFusedSGD on an NPU
 
 
 # --- 1. the model ------------------------------------------------------------------------------------
@@ -47,12 +57,26 @@ def load_model(path):
     return model, tuple(x) if isinstance(x, (tuple, list)) else (x,), getattr(module, "loss", None)
 
 
-def make_step(model, inputs, loss, train: bool):
+def apply_fixes(model, inputs, batch, precision):
+    """BATCH and PRECISION: the inputs' rows repeated to ``batch``; the model and its float inputs in ``precision``."""
+    if batch:
+        inputs = tuple(t.repeat(-(-batch // len(t)), *[1] * (t.dim() - 1))[:batch] for t in inputs)
+    if precision != "fp32":
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        model, inputs = model.to(dtype), tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
+    return model, inputs
+
+
+def make_step(model, inputs, loss, train: bool, fused: bool = False, npu: bool = False):
     """One step: an inference forward, or a training step (forward, loss, backward, SGD step)."""
     if not train:
         return torch.no_grad()(lambda: model(*inputs))  # a forward without autograd, as deployed
     model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)  # plain SGD, fixed rate: runs repeat exactly
+    if fused and npu:
+        import torch_npu
+        optimizer = torch_npu.optim.NpuFusedSGD(model.parameters(), lr=LEARNING_RATE)
+    else:  # plain SGD, fixed rate: runs repeat exactly; fused=None is torch's default (a loop over the parameters)
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, fused=True if fused else None)
     x = inputs if len(inputs) > 1 else inputs[0]  # loss() gets the input as make_input() shaped it
     def train_step():
         optimizer.zero_grad(set_to_none=True)
@@ -121,12 +145,18 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="npu:0" if npu_here else "cpu", help="npu:<logical id> or cpu")
     parser.add_argument("--train", action="store_true", help="profile training steps (needs loss() in --model)")
     parser.add_argument("--save-output", metavar="PATH", help=".npy: the last output (--train: the step losses)")
+    parser.add_argument("--batch", type=int, default=BATCH, help="fix for host-bound: samples per step")
+    parser.add_argument("--precision", default=PRECISION, choices=["fp32", "bf16", "fp16"], help="fix for fp32 compute")
+    parser.add_argument("--fused-optimizer", action="store_true", default=FUSED_OPTIMIZER, help="fix for training")
     args = parser.parse_args(argv)
+    if args.batch is not None and args.batch < 1:
+        parser.error(f"--batch {args.batch}: give at least 1 sample per step")
     if args.model and not Path(args.model).is_file():
         parser.error(f"--model {args.model}: no such file")
     if not re.fullmatch(r"cpu|npu(:[0-9]{1,2})?", args.device):
         parser.error(f"--device {args.device!r} is not cpu, npu or npu:<logical device id>")
     model, inputs, loss = load_model(args.model)
+    model, inputs = apply_fixes(model, inputs, args.batch, args.precision)
     if args.train and loss is None:
         parser.error("--train needs loss(output, input) in the --model file")
     npu = args.device.startswith("npu")
@@ -134,7 +164,7 @@ def main(argv=None) -> int:
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
         torch.npu.set_device(args.device)  # the program selects its own device; the profiler records that one
     model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)
-    results = profile(make_step(model, inputs, loss, args.train), args.out, npu)
+    results = profile(make_step(model, inputs, loss, args.train, args.fused_optimizer, npu), args.out, npu)
     if args.save_output:  # one output: .npy; several: one .npz beside the path
         saved = [torch.stack(results)] if args.train else tensors(results[-1])
         arrays = [t.detach().float().cpu().numpy() for t in saved]

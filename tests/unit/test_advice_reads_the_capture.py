@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import ROOT
+
 from common.analyze import checks
 from common.analyze.bounds import op as bounds
 from common.analyze.bounds.step import StepSummary, advice, step_verdict
@@ -14,7 +16,7 @@ from common.formats.run_ops import RunOps
 from common.render.text import sides_line
 from common.workload import load_workload
 
-ROOT = Path(__file__).resolve().parents[2]
+
 
 
 def test_host_bound_advice_names_the_runs_batch_and_the_compare_that_judges_a_larger_one() -> None:

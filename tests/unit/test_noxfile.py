@@ -79,7 +79,7 @@ def test_the_other_sessions_pass_their_arguments_through(noxfile, monkeypatch) -
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
     want = {"agree": ("-m", "common.modes.sessions", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
             "precision": ("-m", "common", "precision"), "corpus": ("-m", "tests.corpus"), "zoo": ("-m", "tests.zoo"),
-            "npu_dryrun": ("-m", "tests.npu_dryrun")}
+            "npu_dryrun": ("-m", "tests.npu_dryrun"), "fix": ("-m", "common.modes.fix")}
     for name, command in want.items():
         session = _Session(["3", "--workload", "x.py"], name)
         getattr(noxfile, name)(session)

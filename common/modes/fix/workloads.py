@@ -1,0 +1,163 @@
+"""Which model each pair runs on, and when its finding fires: TinyMLP's own set-up by default, the user's model
+with ``--workload FILE``.
+
+By default the host-bound pair runs TinyMLP at hidden 64 and batch 1 (the sweep's host-bound corner), the
+training pair TinyMLP with a mean-square loss (its file defines none), and the graph pair the transformer block
+(TinyMLP's export gives ONNX Runtime nothing to fuse). With ``--workload`` every pair runs the
+user's model as its file defines it, and a pair whose finding does not fire there is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common.errors import LabError
+from common.modes import ROOT
+from common.modes.fix.sides import Sample, ddp_side, onnx_side, pytorch_side
+from common.workload import load_workload
+
+TINY_MLP = ROOT / "workloads" / "tiny_mlp.py"
+# TinyMLP's export has nothing for ONNX Runtime to fuse (its Linear layers export as Gemm already): the graph pair's
+# default model is the transformer block, whose 3-D Linear layers export as MatMul + Add
+GRAPH_DEFAULT = ROOT / "workloads" / "transformer.py"
+HOST_BOUND_TINY = """\"\"\"TinyMLP at hidden 64, batch 1: the host-bound corner of mode 04's sweep (nox -s fix).\"\"\"
+import importlib.util
+
+_spec = importlib.util.spec_from_file_location("tiny_mlp", {path!r})
+_tiny = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tiny)
+
+
+def build_model():
+    return _tiny.build_model(64)
+
+
+def make_input():
+    return _tiny.make_input(1, 64)
+"""
+TRAINABLE_TINY = """\"\"\"TinyMLP with a mean-square loss, so its training step can be profiled (nox -s fix).\"\"\"
+import importlib.util
+
+_spec = importlib.util.spec_from_file_location("tiny_mlp", {path!r})
+_tiny = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tiny)
+build_model, make_input = _tiny.build_model, _tiny.make_input
+
+
+def loss(output, x):
+    return (output - x).pow(2).mean()
+"""
+BATCH_FACTOR = 4  # the batch pair's fix on a user's model: this many times its own batch
+SLOW_FACTOR = 3  # the slow rank's batch, in batches of the others: 3 and 1 rebalance evenly to 2 and 2
+FUSED_OP = "_fused_sgd"  # what a fused SGD step records (aten::_fused_sgd_)
+
+
+def _write(folder: Path, name: str, template: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(template.format(path=str(TINY_MLP)))
+    return path
+
+
+def _write_batch(folder: Path, name: str, model: Path, batch: int) -> Path:
+    """A model file that is ``model`` with its input's first dimension (the batch) scaled to ``batch``."""
+    from common.modes.pytorch.sweep import WORKLOAD_POINT
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(WORKLOAD_POINT.format(path=str(model), b=batch))
+    return path
+
+
+def _fires_kind(kind: str):
+    return lambda s: s.facts.get("kind") == kind
+
+
+def plan(workload: str | None, models: Path, ddp_runs: Path) -> tuple[dict, dict[str, str]]:
+    """{pair name: (side, fires)} for the pairs that can run on this workload, and {pair name: why not} for the
+    others. ``side(folder, fixed)`` runs one side once; ``fires(baseline sample)`` says whether the finding fired."""
+    work = load_workload(workload) if workload else load_workload(TINY_MLP)
+    info = {"name": work.name, "path": str(Path(work.path).resolve()) if work.path else None, "sha256": work.sha256}
+    model = Path(work.path).resolve() if workload else TINY_MLP
+    samples = work.samples or 1
+    sides: dict = {}
+    skipped: dict[str, str] = {}
+
+    def step_side(file: Path, flags: list[str], n: int, n_fixed: int, train: bool = False):
+        def run(folder: Path, fixed: bool) -> Sample:
+            return pytorch_side(folder, file, flags if fixed else [], train=train, samples=n_fixed if fixed else n,
+                                workload=info)
+        return run
+
+    if workload:
+        fixed_batch = samples * BATCH_FACTOR
+        sides["batch"] = (step_side(model, ["--batch", str(fixed_batch)], samples, fixed_batch),
+                          _fires_kind("host-bound"))
+    else:
+        sides["batch"] = (step_side(_write(models, "tiny_mlp_h64_b1.py", HOST_BOUND_TINY), ["--batch", "32"], 1, 32),
+                          _fires_kind("host-bound"))
+    for precision in ("bf16", "fp16"):
+        if work.precision != "fp32":
+            skipped[precision] = (f"the model already runs in {work.precision}: python -m common precision shows "
+                                  "its cost")
+        else:
+            sides[precision] = (step_side(model, ["--precision", precision], samples, samples),
+                                _fires_kind("compute-bound"))
+    trainable = _write(models, "tiny_mlp_train.py", TRAINABLE_TINY) if not workload else model
+    if workload and work.loss is None:
+        skipped["fused-optimizer"] = f"{work.where} defines no loss(): no training step to profile"
+    else:
+        sides["fused-optimizer"] = (step_side(trainable, ["--fused-optimizer"], samples, samples, train=True),
+                                    lambda s: not any(FUSED_OP in op for op in s.facts.get("ops", [])))
+    graph_work = work if workload else load_workload(GRAPH_DEFAULT)
+    try:
+        onnx, inputs, fused = _export(graph_work, models)
+    except LabError as err:
+        skipped["graph-optimization"] = f"the model could not be exported to ONNX: {err}"
+    else:
+        graph_info = {"name": graph_work.name, "path": str(Path(graph_work.path).resolve()),
+                      "sha256": graph_work.sha256}
+        sides["graph-optimization"] = (
+            lambda folder, fixed: onnx_side(folder, onnx, inputs, ["--graph-optimization", "all"] if fixed else [],
+                                            samples=graph_work.samples or 1, workload=graph_info),
+            lambda s: bool(fused))
+        if not fused:
+            skipped["graph-optimization"] = (f"ONNX Runtime's optimizer finds nothing to fuse in {onnx.name}: the "
+                                             "graph runs as exported at every level")
+    # the same global batch both ways: rank 1 with SLOW_FACTOR x the batch, then every rank with the average
+    even = _write_batch(models, "even_batch.py", model, samples * (1 + SLOW_FACTOR) // 2)
+
+    def ranks(folder: Path, fixed: bool) -> Sample:
+        target = ddp_runs / folder.parent.name / folder.name
+        flags = ["--workload", even] if fixed else ["--slow-rank", "1", "--slow-factor", str(SLOW_FACTOR),
+                                                       *(["--workload", model] if workload else [])]
+        return ddp_side(target, flags, samples=samples * (1 + SLOW_FACTOR))
+    sides["rebalance"] = (ranks, lambda s: s.facts.get("slow_rank") is not None)
+    return sides, skipped
+
+
+def _export(work, models: Path) -> tuple[Path, Path, dict[str, int]]:
+    """The workload's fp32 ONNX export (mode 03's, with its lesson), its inputs as the lesson feeds them, and what
+    ONNX Runtime's optimizer would change in it: {op type: count removed (> 0) or added (< 0)}."""
+    from collections import Counter
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from common.modes.pyacl.export import export
+    from common.modes.pyacl.variants import ModelFiles
+
+    files = ModelFiles(work)
+    path = export(files)  # again each time: the file in 03's model folder may be another version's
+    models.mkdir(parents=True, exist_ok=True)
+    inputs = models / "onnx_inputs.npz"
+    np.savez(inputs, *files.arrays)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(models / f"{path.stem}.ort_all.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    before = Counter(n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node)
+    after = Counter(n.op_type for n in onnx.load(options.optimized_model_filepath, load_external_data=False).graph.node)
+    return path, inputs, {k: before[k] - after[k] for k in before | after if before[k] != after[k]}
