@@ -8,6 +8,9 @@
                    (per sample when the batches differ: --samples A B); exit 1 on a regression beyond --threshold
                    and the runs' noise; --json
   (report and compare also read a torch.profiler trace folder made outside the lab, e.g. a copied 04 lesson's)
+  baseline save|check NAME <dir>
+                   keep a run's step and per-op summary under a name (baselines/NAME.json), then judge a later
+                   run against it as compare does: exit 1 on a regression beyond the threshold and the noise
   cluster <dir>    per-rank Computing / Communication / Free of a multi-rank run, the slow rank and why
   workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
   precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
@@ -197,6 +200,52 @@ def _compare(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
+BASELINE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}"
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    import json
+    import re
+
+    from common.analyze.compare import compare
+    from common.analyze.timing_checks import check_regressions
+    from common.errors import LabError
+    from common.formats.run_ops import load_side, side_from_json, side_to_json
+    from common.render.text import comparison_report
+
+    if not re.fullmatch(BASELINE_NAME, args.name):
+        raise LabError(f"baseline name {args.name!r} is not letters, digits, '.', '_' or '-' (up to 100)",
+                       "e.g. python -m common baseline save main-tinymlp 04_pyTorch/prof_out")
+    if not 0 < args.threshold < 1000:
+        raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
+    path = Path(args.store) / f"{args.name}.json"
+    if args.action == "save":
+        if path.exists() and not args.replace:
+            raise LabError(f"{path} exists: a baseline of that name is kept already",
+                           "choose another name, or add --replace to overwrite it")
+        with readable(args.dir) as source:
+            side = load_side(source)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(side_to_json(side), indent=1) + "\n")
+        steps = sum(len(r.steps) for r in side)
+        print(f"baseline {args.name}: {len(side)} run(s), {len(side[0].ops)} op keys, {steps} steps from {args.dir} "
+              f"-> {path}")
+        return 0
+    if not path.is_file():
+        raise LabError(f"no baseline {args.name!r} in {args.store}/",
+                       f"save one first: python -m common baseline save {args.name} <dir>")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise LabError(f"{path}: not readable as JSON ({err})", "save the baseline again") from None
+    base = side_from_json(data, str(path))
+    with readable(args.dir) as source:
+        result = compare(base, load_side(source), args.threshold)
+    verdict = check_regressions(result)
+    print(comparison_report(result, f"baseline {args.name} ({path})", args.dir, verdict))
+    return 0 if verdict.ok else 1
+
+
 def _out_dir(path: str):
     """``--out``: a folder for the report files; a new one is created (and marked as the lab's), one the lab made
     before is written into, any other is refused (the lab writes only into folders it owns)."""
@@ -306,6 +355,15 @@ def command_parser() -> ArgumentParser:
                              help="check the torch fp16 table against msprobe's compare (installs mindstudio-probe "
                                   "into .nox/probe on first use)")
     precision_p.set_defaults(func=_precision)
+    base_p = sub.add_parser("baseline", help="save a run's summary under a name; check a later run against it")
+    base_p.add_argument("action", choices=["save", "check"])
+    base_p.add_argument("name", help="the baseline's name (letters, digits, '.', '_', '-')")
+    base_p.add_argument("dir", help="the run: an output folder, a prof_runs/ folder, or a torch.profiler trace folder")
+    base_p.add_argument("--store", default="baselines", help="where baselines are kept (default baselines/)")
+    base_p.add_argument("--replace", action="store_true", help="save: overwrite a baseline of the same name")
+    base_p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
+                        help=f"check: percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
+    base_p.set_defaults(func=_baseline)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     return parser
 

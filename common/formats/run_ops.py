@@ -8,9 +8,11 @@ says how many there were.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.errors import LabError
 from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
 from common.formats.records import StepTime
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
@@ -83,3 +85,29 @@ def load_side(path: Path | str) -> list[RunOps]:
         if repeats:
             return [load_run(p) for p in repeats]
     return [load_run(path)]
+
+
+BASELINE_FORMAT = 1  # the layout of a saved baseline (python -m common baseline save); a newer one is refused
+
+
+def side_to_json(runs: list[RunOps]) -> dict:
+    """A side (one run, or repeated runs) as a baseline file keeps it: per run, the op times, the step table, the
+    samples per step and the precision facts: what compare needs, without the capture."""
+    return {"format": BASELINE_FORMAT, "runs": [{
+        "folder": str(r.folder), "info": r.info, "per": r.per, "samples": r.samples,
+        "ops": [[*k, v] for k, v in r.ops.items()], "missing": r.missing,
+        "steps": [dataclasses.asdict(s) for s in r.steps],
+        "dtype_us": [[*k, v] for k, v in r.dtype_us.items()]} for r in runs]}
+
+
+def side_from_json(data: dict, where: str) -> list[RunOps]:
+    """:func:`side_to_json`'s value read back; a LabError naming ``where`` when it is not one."""
+    try:
+        if data.get("format") != BASELINE_FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, this lab reads {BASELINE_FORMAT}")
+        return [RunOps(Path(r["folder"]), r["info"], r["per"], {(w, o, sh): v for w, o, sh, v in r["ops"]},
+                       list(r["missing"]), [StepTime(**s) for s in r["steps"]], r["samples"],
+                       {(o, d): v for o, d, v in r["dtype_us"]}) for r in data["runs"]]
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        raise LabError(f"{where} is not a baseline this lab wrote ({err})",
+                       "save it again: python -m common baseline save NAME DIR") from None

@@ -23,7 +23,9 @@ def _kind(verdict: str | None) -> str:
     return verdict.split(":", 1)[0] if verdict else "N/A"
 
 
-def _precision(p: dict | None) -> str:
+def _precision(p: dict | None, npu_only: bool = False) -> str:
+    if npu_only:
+        return "N/A (needs an NPU)"
     if p is None:
         return "unchanged numerics"
     if p.get("max_abs_diff") is None:
@@ -35,7 +37,7 @@ def _precision(p: dict | None) -> str:
 def sections(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> list[Section]:
     rows = [[p["name"], p["mode"], _side(p["before"], p["unit"]), _side(p["after"], p["unit"]),
              f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A", p["answer"],
-             _kind(p["verdict_after"]), _precision(p["precision"])] for p in pairs]
+             _kind(p["verdict_after"]), _precision(p["precision"], p["npu_only"])] for p in pairs]
     out = [Section("Pairs", lines=[*header_lines, "gain: (before - after) / before of the medians; beyond the noise: "
                                    "every run after the fix beat every run before it (the ranges do not overlap)"],
                    header=HEADER, rows=rows, wrap=("verdict after", "precision"))]
@@ -72,7 +74,7 @@ def fix_html(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]
     blocks = [html.section("Pairs", html.table(HEADER, [
         [p["name"], p["mode"], _side(p["before"], p["unit"]), _side(p["after"], p["unit"]),
          f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A", p["answer"], _kind(p["verdict_after"]),
-         _precision(p["precision"])] for p in pairs], wrap=("verdict after", "precision")),
+         _precision(p["precision"], p["npu_only"])] for p in pairs], wrap=("verdict after", "precision")),
         note=" ".join(header_lines))]
     for p, sec in zip(pairs, sections(pairs, {}, [])[1:]):
         bars = [] if p["npu_only"] else [

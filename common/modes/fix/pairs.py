@@ -38,14 +38,18 @@ PAIRS = [
          'PRECISION = "fp16" in 04_pyTorch/src/model_with_profiler.py (--precision fp16)', "04", *STEP_PER_SAMPLE,
          numerics="fp16", source="docs/bottlenecks.md (compute-bound: lower precision); an NPU's cube is fp16 "
          "(docs/npu_reference.md)",
-         note="a CPU without fp16 matrix units converts fp16 to fp32 around each op: no gain, or a loss, where the "
-              "NPU's cube gains (the calibration's fp16 GEMM peak against its fp32 one says which this CPU is)"),
+         note="on a CPU the gain depends on its fp16 arithmetic: one without it converts fp16 to fp32 around each "
+              "op and gains nothing or loses, where an NPU's cube gains (the calibration's fp16 GEMM peak against "
+              "its fp32 one, in any report's peaks line, says which this CPU is)"),
     Pair("fused-optimizer", "training step whose optimizer updates each parameter with its own op "
          "(torch.optim.SGD's loop: one aten::add_ per parameter)",
          "FUSED_OPTIMIZER = True in 04_pyTorch/src/model_with_profiler.py (--fused-optimizer): "
          "torch.optim.SGD(fused=True); torch_npu.optim.NpuFusedSGD on an NPU", "04 --train", *STEP_PER_SAMPLE,
          numerics="fp32", source="torch.optim.SGD's fused implementation; msprof-analyze advisor's affinity API "
-         "rule (NpuFusedSGD)"),
+         "rule (NpuFusedSGD)",
+         note="on a CPU an op costs a few µs to dispatch, so one fused update for TinyMLP's 8 parameters saves "
+              "little beside its 4 MB weight updates; on an NPU every launch also pays the host's dispatch and the "
+              "kernel launch, which is what the fused op saves"),
     Pair("graph-optimization", "an unfused graph: MatMul then Add, and GELU's formula, run as separate nodes",
          'GRAPH_OPTIMIZATION = "all" in 03_api_pyAcl/src/infer.py (--graph-optimization all)', "03",
          "median execute time per sample", "us/sample", numerics="fp32",
