@@ -256,9 +256,10 @@ def nox_problems(args: list[str], shown: str) -> list[str]:
 PATH_SUFFIXES = (".py", ".sh", ".md", ".txt", ".json", ".toml", ".cmake", ".cpp", ".h")
 # Produced, not shipped: a run writes these, so a fresh clone holds none of them. A path through one of these
 # folders is output the page describes, not a file to find: the modes' outputs, the environments and records, 02's
-# build, and the top-level bench/ (the benchmark's and the noise harness's output only).
+# build, the top-level bench/ (the benchmark's and the noise harness's output only), nox -s fix's fix_out/ and
+# its DDP runs, and the baselines python -m common baseline keeps.
 PRODUCED_DIRS = {"prof_out", "prof_out_ddp", "prof_out_dynamic", "prof_runs", "prof_sweep", "agree_out",
-                 "precision_out", ".nox", ".lab_cache", "build", "bench"}
+                 "precision_out", ".nox", ".lab_cache", "build", "bench", "fix_out", "prof_out_fix", "baselines"}
 PRODUCED_UNDER = ("03_api_pyAcl/model/",)  # 03's exported and built models, from the root or from 03's folder
 # Pages cited from other projects' repositories (mstt's msprobe guide): named by path, not files of this lab.
 FOREIGN = {"docs/10.accuracy_compare_PyTorch.md"}
