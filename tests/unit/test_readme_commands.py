@@ -404,3 +404,9 @@ def test_fences_and_anchors_are_read_as_github_shows_them() -> None:
     assert page.blocks == [("bash", "bash 01_cmdline/run.sh 0\n"), ("text", "# not a heading\n")]
     assert anchors(page) == {"01--cmdline--msprof-wraps", "timing-a-kernel-from-python-commoncollectprofiling",
                              "figures", "figures-1"}
+
+
+@pytest.mark.parametrize("mode", ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"])
+def test_a_mode_readme_leads_with_what_to_run_within_its_budget(mode: str) -> None:
+    """A mode README is what to run and what to read: 200 lines at most, the reference in docs/."""
+    assert len((ROOT / mode / "README.md").read_text().splitlines()) <= 200
