@@ -17,6 +17,7 @@ side no spread is measured, and the verdict says so.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 
 from common.analyze.compare_steps import StepComparison, compare_steps, step_side
@@ -210,11 +211,10 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
 
 def _precision(runs: list[RunOps]) -> str | None:
     """The precision most of a side's compute time ran in, over all its runs (None when its tasks do not say)."""
-    dtype_us: dict[tuple[str, str], float] = {}
+    total: Counter = Counter()
     for r in runs:
-        for key, us in r.dtype_us.items():
-            dtype_us[key] = dtype_us.get(key, 0.0) + us
-    return precision_of(dtype_us)
+        total.update(r.dtype_us)  # adds each run's times (zeros kept, as a sum would)
+    return precision_of(total)
 
 
 def _samples(runs: list[RunOps]) -> int | None:

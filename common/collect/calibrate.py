@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from common import cache
 from common.analyze.bounds.op import DEVICE_PEAKS, Peaks, device_peaks
 from common.formats.readers import cpu_only
+from common.formats.rundir import recorded_count
 
 if TYPE_CHECKING:
     from common.formats.datasets import Dataset
@@ -220,12 +221,6 @@ def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops: dict[s
     )
 
 
-def recorded_threads(info: dict | None) -> int | None:
-    """The torch thread count a run recorded (run_info.json ``threads``), None when it recorded none."""
-    threads = (info or {}).get("threads")
-    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else None
-
-
 def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
     """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
     portable = (info or {}).get("backend") == "portable" or cpu_only(
@@ -237,7 +232,7 @@ def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tu
             return peaks, f"table entry for {peaks.name}"
         return None, f"{soc} is not in the peak table ({', '.join(DEVICE_PEAKS)})"
     if portable:
-        peaks = calibrate(recorded_threads(info))  # at the run's own thread count, where it recorded one
+        peaks = calibrate(recorded_count(info, "threads"))  # at the run's own thread count, where it recorded one
         host = (info or {}).get("host")
         note = "" if not host or host == socket.gethostname() else f" (the data was measured on {host})"
         return dataclasses.replace(peaks, source=peaks.source + note), "calibrated"

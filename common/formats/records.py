@@ -116,6 +116,15 @@ class StepTime:
         return self.computing_us + self.communication_not_overlapped_us + self.free_us
 
 
+def time_by_op_and_dtypes(tasks: list[Task]) -> dict[tuple[str, str], float]:
+    """Summed task µs per (OP Type, Input Data Types): which precision the time ran in."""
+    out: dict[tuple[str, str], float] = {}
+    for t in tasks:
+        key = (t.op_type, t.input_dtypes or "")
+        out[key] = out.get(key, 0.0) + t.duration_us
+    return out
+
+
 @dataclass
 class TraceEvent:
     """One Chrome-trace event of msprof_*.json or trace_view.json (µs)."""

@@ -9,13 +9,14 @@ says how many there were.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import LabError
 from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
-from common.formats.records import StepTime
-from common.formats.rundir import RUN_INFO, read_run_info, require_directory
+from common.formats.records import StepTime, time_by_op_and_dtypes
+from common.formats.rundir import RUN_INFO, read_run_info, recorded_count, require_directory
 
 Key = tuple[str, str, str]  # (where, OP Type, Input Shapes)
 _LAYOUT_PARTS = ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
@@ -55,12 +56,11 @@ def load_run(folder: Path) -> RunOps:
     info = read_run_info(folder)
     forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
     ops: dict[Key, float] = {}
-    missing, steps, dtype_us = [], [], {}
+    missing, steps, dtype_us = [], [], Counter()
     for ds in find_datasets(folder):
         steps += ds.steps
-        for t in ds.tasks if ds.small else ():  # what precision the ops ran in (a large capture: not read per task)
-            key = (t.op_type, t.input_dtypes or "")
-            dtype_us[key] = dtype_us.get(key, 0.0) + t.duration_us
+        if ds.small:  # what precision the ops ran in (a large capture: not read per task)
+            dtype_us.update(time_by_op_and_dtypes(ds.tasks))
         where = _where(ds.folder, folder)
         if not ds.is_db and not ds.has(ds.task_file):
             names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
@@ -71,9 +71,8 @@ def load_run(folder: Path) -> RunOps:
             ops[key] = ops.get(key, 0.0) + total_us
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
-    samples = (info or {}).get("samples")
     return RunOps(folder, info, "forward" if forwards else "run", ops, missing, steps,
-                  samples if isinstance(samples, int) and samples > 0 else None, dtype_us)
+                  recorded_count(info, "samples"), dict(dtype_us))
 
 
 def load_side(path: Path | str) -> list[RunOps]:

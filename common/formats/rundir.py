@@ -244,6 +244,12 @@ def write_run_info(out_dir: Path, info: dict) -> None:
     tmp.replace(out_dir / RUN_INFO)
 
 
+def recorded_count(info: dict | None, key: str) -> int | None:
+    """A count a run recorded in run_info.json (``threads``, ``samples``): a positive integer, else None."""
+    value = (info or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def read_run_info(out_dir: Path | str) -> dict | None:
     """The run_info.json of a lab output directory, or None for data collected elsewhere."""
     file = Path(out_dir) / RUN_INFO

@@ -18,7 +18,7 @@ from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 from common.formats.records import StepTime
-from common.formats.rundir import prepare_output_dir
+from common.formats.rundir import prepare_output_dir, recorded_count
 from common.render import html
 from common.render.text import (
     STEP_ROWS,
@@ -275,7 +275,7 @@ def directory_report(
                                       *warnings])]
     peaks, note = (peaks or peaks_for(info, datasets, soc)) if bottlenecks else (None, "")
     for ds in datasets:
-        sections += dataset_sections(ds, root, forwards, recorded_samples(info))
+        sections += dataset_sections(ds, root, forwards, recorded_count(info, "samples"))
         if bottlenecks:
             sections += bottleneck_sections(ds, ds.label(root), peaks, note)
         sections += advisory_sections(ds, ds.label(root))
@@ -303,12 +303,6 @@ def write_report_md(root: Path, markdown: str) -> str:
     return write_beside(root, "report.md", markdown)
 
 
-def recorded_samples(info: dict | None) -> int | None:
-    """The samples per step (the batch) a run recorded in run_info.json, None when it recorded none."""
-    samples = (info or {}).get("samples")
-    return samples if isinstance(samples, int) and not isinstance(samples, bool) and samples > 0 else None
-
-
 def workload_lines(info: dict | None) -> list[str]:
     """What run_info.json says was profiled: the workload's name and hash, the thread count."""
     work, program = (info or {}).get("workload"), (info or {}).get("program")
@@ -330,12 +324,12 @@ def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
     The peaks are found once (a calibration on the portable backend) and serve both files; a
     calibration whose repeats spread widely adds its own 'disturbed' warning.
     """
-    from common.collect.calibrate import calibration_disturbance, recorded_threads
+    from common.collect.calibrate import calibration_disturbance
 
     root = Path(root)
     info, datasets = find_run_info(root), find_datasets(root)
     found = peaks_for(info, datasets, None)
-    warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance(recorded_threads(info))) else [])]
+    warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance(recorded_count(info, "threads"))) else [])]
     text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets)
     page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity,
                           datasets=datasets)
@@ -428,7 +422,8 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
                      s.communication_not_overlapped_us) for s in shown]
             blocks.append(html.section(
                 f"Computing / Communication / Free per step: {label}", html.step_bars("steps", bars),
-                html.table(STEP_HEADER, step_rows(shown)), note=" ".join(step_lines(ds, recorded_samples(info)))))
+                html.table(STEP_HEADER, step_rows(shown)),
+                note=" ".join(step_lines(ds, recorded_count(info, "samples")))))
         mem = memory_summary(ds)
         if mem is not None:
             blocks.append(html.section(f"Memory: {label}", html.memory_block(mem),

@@ -23,7 +23,7 @@ from common.analyze import work_models
 from common.analyze.families import ELEMENTWISE_FAMILIES, NO_ARITHMETIC_FAMILIES, op_family
 from common.analyze.bounds.step import HOST_BOUND_BELOW, StepSummary, batch_try, precision_try
 from common.analyze.work_models import Work
-from common.formats.records import Task
+from common.formats.records import Task, time_by_op_and_dtypes
 
 
 @dataclass(frozen=True)
@@ -251,11 +251,7 @@ COMPUTE_FAMILIES = ("matmul", "conv", "attention", "recurrent")
 
 def compute_precision(tasks: list[Task]) -> str | None:
     """The precision most of the compute ops' time ran in (matmul, conv, attention, recurrent); None if unknown."""
-    dtype_us: dict[tuple[str, str], float] = {}
-    for t in tasks:
-        key = (t.op_type, t.input_dtypes or "")
-        dtype_us[key] = dtype_us.get(key, 0.0) + t.duration_us
-    return precision_of(dtype_us)
+    return precision_of(time_by_op_and_dtypes(tasks))
 
 
 def precision_of(dtype_us: dict[tuple[str, str], float]) -> str | None:
@@ -291,7 +287,7 @@ def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
                                     memory_us))
             else:
                 rows.append(OpBound(op_type, shapes, len(group), mean, work, None,
-                                    1e6 * work.flops / (flops_per_s or peaks.flops_per_s), memory_us))
+                                    1e6 * work.flops / flops_per_s if work.flops else 0.0, memory_us))
     return sorted(rows, key=lambda r: -r.mean_us * r.count)
 
 
