@@ -140,10 +140,6 @@ def check_repeat(text: str) -> int:
     return int(text)
 
 
-def out_dir() -> Path:
-    return check_output_dir(OUT)
-
-
 def main(argv: list[str] | None = None) -> int:
     from common.modes.fix.report import write_outputs
     from common.modes.fix.workloads import plan
@@ -163,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [n.strip() for n in args.pairs.split(",")] if args.pairs else names
     if unknown := [n for n in chosen if n not in names]:
         raise LabError(f"--pairs: no pair named {', '.join(unknown)}", f"choose from {', '.join(names)}")
-    out = prepare_output_dir(out_dir())
-    sides, skipped = plan(args.workload, out / "models", DDP_RUNS)
+    out = prepare_output_dir(check_output_dir(OUT))
+    sides, skipped = plan(args.workload, set(chosen), out / "models", DDP_RUNS)
     outcomes, failed = [], []
     for pair in (p for p in PAIRS if p.name in chosen and p.name not in skipped):
         side, fires = sides[pair.name]
@@ -181,7 +177,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  [{pair.name}] skipped: {result}", flush=True)
         else:
             outcomes.append(result)
-    skipped = {name: why for name, why in skipped.items() if name in chosen}
     print(write_outputs(out, [pair_json(o) for o in outcomes], skipped, args.workload, repeat))
     return 1 if failed else 0  # a finding that did not fire, or a fix within noise, is an answer, not a failure
 

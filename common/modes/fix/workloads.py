@@ -14,27 +14,13 @@ from pathlib import Path
 from common.errors import LabError
 from common.modes import ROOT
 from common.modes.fix.sides import Sample, ddp_side, onnx_side, pytorch_side
+from common.modes.pytorch.sweep import TINY_MLP_POINT, WORKLOAD_POINT
 from common.workload import load_workload
 
 TINY_MLP = ROOT / "workloads" / "tiny_mlp.py"
 # TinyMLP's export has nothing for ONNX Runtime to fuse (its Linear layers export as Gemm already): the graph pair's
 # default model is the transformer block, whose 3-D Linear layers export as MatMul + Add
 GRAPH_DEFAULT = ROOT / "workloads" / "transformer.py"
-HOST_BOUND_TINY = """\"\"\"TinyMLP at hidden 64, batch 1: the host-bound corner of mode 04's sweep (nox -s fix).\"\"\"
-import importlib.util
-
-_spec = importlib.util.spec_from_file_location("tiny_mlp", {path!r})
-_tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_tiny)
-
-
-def build_model():
-    return _tiny.build_model(64)
-
-
-def make_input():
-    return _tiny.make_input(1, 64)
-"""
 TRAINABLE_TINY = """\"\"\"TinyMLP with a mean-square loss, so its training step can be profiled (nox -s fix).\"\"\"
 import importlib.util
 
@@ -52,20 +38,11 @@ SLOW_FACTOR = 3  # the slow rank's batch, in batches of the others: 3 and 1 reba
 FUSED_OP = "_fused_sgd"  # what a fused SGD step records (aten::_fused_sgd_)
 
 
-def _write(folder: Path, name: str, template: str) -> Path:
+def _write(folder: Path, name: str, text: str) -> Path:
+    """A model file the lesson loads with --model, written into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text(template.format(path=str(TINY_MLP)))
-    return path
-
-
-def _write_batch(folder: Path, name: str, model: Path, batch: int) -> Path:
-    """A model file that is ``model`` with its input's first dimension (the batch) scaled to ``batch``."""
-    from common.modes.pytorch.sweep import WORKLOAD_POINT
-
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(WORKLOAD_POINT.format(path=str(model), b=batch))
+    path.write_text(text)
     return path
 
 
@@ -73,11 +50,11 @@ def _fires_kind(kind: str):
     return lambda s: s.facts.get("kind") == kind
 
 
-def plan(workload: str | None, models: Path, ddp_runs: Path) -> tuple[dict, dict[str, str]]:
-    """{pair name: (side, fires)} for the pairs that can run on this workload, and {pair name: why not} for the
-    others. ``side(folder, fixed)`` runs one side once; ``fires(baseline sample)`` says whether the finding fired."""
+def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -> tuple[dict, dict[str, str]]:
+    """{pair name: (side, fires)} for the ``chosen`` pairs that can run on this workload, and {pair name: why not}
+    for the others. ``side(folder, fixed)`` runs one side once; ``fires(baseline sample)`` says whether the finding
+    fired."""
     work = load_workload(workload) if workload else load_workload(TINY_MLP)
-    info = {"name": work.name, "path": str(Path(work.path).resolve()) if work.path else None, "sha256": work.sha256}
     model = Path(work.path).resolve() if workload else TINY_MLP
     samples = work.samples or 1
     sides: dict = {}
@@ -86,16 +63,16 @@ def plan(workload: str | None, models: Path, ddp_runs: Path) -> tuple[dict, dict
     def step_side(file: Path, flags: list[str], n: int, n_fixed: int, train: bool = False):
         def run(folder: Path, fixed: bool) -> Sample:
             return pytorch_side(folder, file, flags if fixed else [], train=train, samples=n_fixed if fixed else n,
-                                workload=info)
+                                workload=work.info())
         return run
 
     if workload:
         fixed_batch = samples * BATCH_FACTOR
         sides["batch"] = (step_side(model, ["--batch", str(fixed_batch)], samples, fixed_batch),
                           _fires_kind("host-bound"))
-    else:
-        sides["batch"] = (step_side(_write(models, "tiny_mlp_h64_b1.py", HOST_BOUND_TINY), ["--batch", "32"], 1, 32),
-                          _fires_kind("host-bound"))
+    else:  # the sweep's host-bound corner, as the sweep writes its grid points
+        corner = _write(models, "tiny_mlp_h64_b1.py", TINY_MLP_POINT.format(h=64, b=1))
+        sides["batch"] = (step_side(corner, ["--batch", "32"], 1, 32), _fires_kind("host-bound"))
     for precision in ("bf16", "fp16"):
         if work.precision != "fp32":
             skipped[precision] = (f"the model already runs in {work.precision}: python -m common precision shows "
@@ -103,29 +80,21 @@ def plan(workload: str | None, models: Path, ddp_runs: Path) -> tuple[dict, dict
         else:
             sides[precision] = (step_side(model, ["--precision", precision], samples, samples),
                                 _fires_kind("compute-bound"))
-    trainable = _write(models, "tiny_mlp_train.py", TRAINABLE_TINY) if not workload else model
     if workload and work.loss is None:
         skipped["fused-optimizer"] = f"{work.where} defines no loss(): no training step to profile"
     else:
+        trainable = model if workload else _write(models, "tiny_mlp_train.py",
+                                                  TRAINABLE_TINY.format(path=str(TINY_MLP)))
         sides["fused-optimizer"] = (step_side(trainable, ["--fused-optimizer"], samples, samples, train=True),
                                     lambda s: not any(FUSED_OP in op for op in s.facts.get("ops", [])))
-    graph_work = work if workload else load_workload(GRAPH_DEFAULT)
-    try:
-        onnx, inputs, fused = _export(graph_work, models)
-    except LabError as err:
-        skipped["graph-optimization"] = f"the model could not be exported to ONNX: {err}"
-    else:
-        graph_info = {"name": graph_work.name, "path": str(Path(graph_work.path).resolve()),
-                      "sha256": graph_work.sha256}
-        sides["graph-optimization"] = (
-            lambda folder, fixed: onnx_side(folder, onnx, inputs, ["--graph-optimization", "all"] if fixed else [],
-                                            samples=graph_work.samples or 1, workload=graph_info),
-            lambda s: bool(fused))
-        if not fused:
-            skipped["graph-optimization"] = (f"ONNX Runtime's optimizer finds nothing to fuse in {onnx.name}: the "
-                                             "graph runs as exported at every level")
+    if "graph-optimization" in chosen:  # the export takes seconds: only for a run that asks for the pair
+        graph = _graph_pair(work if workload else load_workload(GRAPH_DEFAULT), models)
+        if isinstance(graph, str):
+            skipped["graph-optimization"] = graph
+        else:
+            sides["graph-optimization"] = graph
     # the same global batch both ways: rank 1 with SLOW_FACTOR x the batch, then every rank with the average
-    even = _write_batch(models, "even_batch.py", model, samples * (1 + SLOW_FACTOR) // 2)
+    even = _write(models, "even_batch.py", WORKLOAD_POINT.format(path=str(model), b=samples * (1 + SLOW_FACTOR) // 2))
 
     def ranks(folder: Path, fixed: bool) -> Sample:
         target = ddp_runs / folder.parent.name / folder.name
@@ -133,7 +102,23 @@ def plan(workload: str | None, models: Path, ddp_runs: Path) -> tuple[dict, dict
                                                        *(["--workload", model] if workload else [])]
         return ddp_side(target, flags, samples=samples * (1 + SLOW_FACTOR))
     sides["rebalance"] = (ranks, lambda s: s.facts.get("slow_rank") is not None)
-    return sides, skipped
+    return sides, {name: why for name, why in skipped.items() if name in chosen}
+
+
+def _graph_pair(work, models: Path):
+    """The graph pair's (side, fires) on ``work``'s export, or why it cannot run there."""
+    try:
+        onnx, inputs, fused = _export(work, models)
+    except LabError as err:
+        return f"the model could not be exported to ONNX: {err}"
+    if not fused:
+        return (f"ONNX Runtime's optimizer finds nothing to fuse in {onnx.name}: the graph runs as exported at every "
+                "level")
+
+    def side(folder: Path, fixed: bool) -> Sample:
+        return onnx_side(folder, onnx, inputs, ["--graph-optimization", "all"] if fixed else [],
+                         samples=work.samples or 1, workload=work.info())
+    return side, lambda s: True  # fires: the optimizer changes the graph (found above, before any run)
 
 
 def _export(work, models: Path) -> tuple[Path, Path, dict[str, int]]:
