@@ -202,7 +202,9 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     ]
     comm = view.communication
     verdict, comm_lines, comm_rank_lines, op_rows, link_rows = None, [], [], [], []
-    if comm is not None and not comm.per_rank and (view.run_info or {}).get("backend") == "portable":
+    portable = (view.run_info or {}).get("backend") == "portable" or all(
+        str(p.info.get("backend", "")).startswith("portable") for p in view.ranks)  # converted torch.profiler traces
+    if comm is not None and not comm.per_rank and portable:
         comm_lines = [PORTABLE_COMMUNICATION]  # the lab's own portable capture: nothing is missing, said once
     elif comm is not None:
         verdict, comm_lines, comm_rank_lines = communication_lines(comm)

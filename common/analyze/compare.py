@@ -98,6 +98,7 @@ class Comparison:
     removed: list[Key] = field(default_factory=list)  # ... and only the baseline
     precision: tuple[str | None, str | None] = (None, None)  # the compute's precision, baseline and candidate
     samples: tuple[int | None, int | None] = (None, None)  # samples per step (the batch), baseline and candidate
+    per_rank: dict[int, StepComparison] = field(default_factory=dict)  # multi-rank captures: each rank's step view
 
     @property
     def precision_changed(self) -> bool:
@@ -177,7 +178,8 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
                 f"not the same workload: ops matching by type and shape cover {100 * share:.0f}% of the "
                 f"baseline's time{families} (need {100 * MIN_MATCHED_SHARE:.0f}%); "
                 f"only in baseline: {_largest_only(b, c)}; only in candidate: {_largest_only(c, b)}",
-                "compare runs of the same model, input shape and mode",
+                "compare runs of the same model and mode (the same model at another batch or batch split: "
+                "add --samples BASE CAND, the samples per step of each)",
             )
         matched_by, b, c = "family", fb, fc
     b_total, c_total = sum(forward(b).values()), sum(forward(c).values())
@@ -202,11 +204,26 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
     sides = [step_side([r.steps for r in runs], given or _samples(runs))
              for runs, given in zip((base, cand), samples or (None, None))]
     steps = compare_steps(*sides, threshold_pct) if all(sides) else None
+    per_rank = _per_rank(base, cand, threshold_pct, samples) if steps else {}
     only = [sorted((k for k in x if k not in y and op_family(k[1]) != "init"), key=lambda k: -x[k])
             for x, y in ((original_c, original_b), (original_b, original_c))] if matched_by == "family" else [[], []]
     return Comparison(len(base), len(cand), per, deltas, b_total, c_total, threshold_pct,
                       slower_total and not total_noisy, matched_by, total_noise, total_noisy, steps, *only,
-                      precision=(_precision(base), _precision(cand)), samples=counts)
+                      precision=(_precision(base), _precision(cand)), samples=counts, per_rank=per_rank)
+
+
+def _per_rank(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
+              samples: tuple[int, int] | None) -> dict[int, StepComparison]:
+    """Each rank's step view, for the ranks every run of both sides recorded (two or more): which rank a fix sped
+    up, which it slowed (a rebalanced slow rank: its own steps shorter, the others' waits too)."""
+    ranks = set.intersection(*(set(r.rank_steps) for r in [*base, *cand]))
+    out = {}
+    for rank in sorted(ranks) if len(ranks) > 1 else []:
+        sides = [step_side([r.rank_steps[rank] for r in runs], given or _samples(runs))
+                 for runs, given in zip((base, cand), samples or (None, None))]
+        if all(sides):
+            out[rank] = compare_steps(*sides, threshold_pct)
+    return out
 
 
 def _precision(runs: list[RunOps]) -> str | None:
@@ -266,7 +283,9 @@ def comparison_json(cmp: Comparison, verdict) -> dict:
         "ops": [{**key(d.key), "baseline_us": d.base_us, "candidate_us": d.cand_us, "delta_pct": d.delta_pct,
                  "flagged": d.flagged, "within_noise": d.within_noise} for d in cmp.ops],
         "added": [key(k) for k in cmp.added], "removed": [key(k) for k in cmp.removed],
-        "steps": compare_steps_json(cmp.steps) if cmp.steps else None,
+        "steps": {**compare_steps_json(cmp.steps), "per_rank": [
+            {"rank": rank, **{k: v for k, v in compare_steps_json(c).items() if k not in ("baseline", "candidate")}}
+            for rank, c in cmp.per_rank.items()]} if cmp.steps else None,
         "precision": {"baseline": cmp.precision[0], "candidate": cmp.precision[1]},
         "samples": {"baseline": cmp.samples[0], "candidate": cmp.samples[1]},
         "verdict": {"name": verdict.name, "ok": verdict.ok, "detail": verdict.detail},

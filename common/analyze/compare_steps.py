@@ -98,6 +98,25 @@ def lines(cmp: StepComparison) -> list[str]:
     return out
 
 
+RANK_ROWS = 16  # more ranks than this: the ranks whose step time changed most, and a count of each verdict
+
+
+def rank_lines(per_rank: dict[int, StepComparison]) -> list[str]:
+    """Each rank's step view in one line (beyond RANK_ROWS ranks: those that changed most, both ways)."""
+    if not per_rank:
+        return []
+    unit = "us per sample" if next(iter(per_rank.values())).per_sample_ratio is not None else "us per step"
+    shown = sorted(per_rank, key=lambda r: -abs(per_rank[r].ratio - 1))[:RANK_ROWS] if len(per_rank) > RANK_ROWS \
+        else sorted(per_rank)
+    counts = ", ".join(f"{sum(c.verdict == v for c in per_rank.values())} {v}"
+                       for v in ("gain", "within noise", "regression"))
+    head = (f"per rank ({len(per_rank)} ranks: {counts}" +
+            (f"; the {RANK_ROWS} whose step changed most" if len(shown) < len(per_rank) else "") + f"), {unit}:")
+    return [head, *(f"  rank {r:>5}: {per_rank[r].before.median:>12,.1f} -> {per_rank[r].after.median:>12,.1f} "
+                    f"(x{per_rank[r].ratio:.3f}; noise {per_rank[r].noise_us:,.1f}): {per_rank[r].verdict}"
+                    for r in shown)]
+
+
 def _cell(e: Estimate) -> str:
     return f"{e.median:>12,.1f} us (IQR {e.q1:,.1f}-{e.q3:,.1f})".ljust(44)
 

@@ -7,7 +7,8 @@
   compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs), and the step view
                    (per sample when the batches differ: --samples A B); exit 1 on a regression beyond --threshold
                    and the runs' noise; --json
-  (report and compare also read a torch.profiler trace folder made outside the lab, e.g. a copied 04 lesson's)
+  (report, compare, baseline and cluster also read what a copied lesson writes off the NPU: torch.profiler traces,
+   one or one per rank, ONNX Runtime's onnxruntime_profile_*.json, the kernel twin's timings CSV)
   baseline save|check NAME <dir>
                    keep a run's step and per-op summary under a name (baselines/NAME.json), then judge a later
                    run against it as compare does: exit 1 on a regression beyond the threshold and the noise
@@ -16,17 +17,19 @@
   precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
                    the first op out of tolerance; writes precision_out/report.html; exit 1 when a path names one
                    (--cross-check: the torch fp16 table against msprobe's compare of the same paths)
+  profile --out DIR -- program [args]
+                   profile any program as a black box: msprof on an NPU, else the portable launcher (torch's ops
+                   of every Python process that imports torch), msprof's layout in DIR; then report DIR
   backend          print which backend this machine gets and why
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-import tempfile
 from pathlib import Path
 
+from common.cli import profile as profile_p
 from common.errors import ArgumentParser
 
 
@@ -49,12 +52,15 @@ def _damaged_file(err, datasets) -> object:
 
 
 def _report(args: argparse.Namespace) -> int:
-    out = _out_dir(args.out) if args.out else args.dir  # before the work: a bad --out stops here
-    with readable(args.dir) as source:  # a torch.profiler trace made outside the lab: read through the conversion
-        return _report_of(argparse.Namespace(**{**vars(args), "dir": source}), out)
+    from common.cli.captures import readable, report_folder
+
+    out = _out_dir(args.out) if args.out else report_folder(args.dir)  # before the work: a bad --out stops here
+    with readable(args.dir) as source:  # a copied lesson's profile: read through the harness's conversion
+        return _report_of(argparse.Namespace(**{**vars(args), "dir": source}), out,
+                          None if source == args.dir else args.dir)
 
 
-def _report_of(args: argparse.Namespace, out: str) -> int:
+def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
     from common.errors import LabError
     from common.formats.datasets import find_datasets
     from common.formats.rundir import RUN_INFO, read_run_info
@@ -85,9 +91,9 @@ def _report_of(args: argparse.Namespace, out: str) -> int:
         lines = [*warnings, *(f"DAMAGED, left out: {why}" for why in damaged.values())]
         try:
             text, markdown, integrity = directory_report(args.dir, recorded, soc=args.soc, datasets=datasets,
-                                                         warnings=lines)
+                                                         warnings=lines, name=shown)
             page = directory_html(args.dir, recorded, soc=args.soc, integrity=integrity, datasets=datasets,
-                                  damaged=lines, notes=notes)
+                                  damaged=lines, notes=notes, name=shown)
             break
         except LabError as err:
             path = _damaged_file(err, datasets)
@@ -151,24 +157,6 @@ def _agree(args: argparse.Namespace) -> int:
     return 0 if all(v.ok for v in verdicts) else 1
 
 
-@contextlib.contextmanager
-def readable(path: str):
-    """``path`` as the lab's readers take it: a torch.profiler trace made outside the lab (a copied 04 lesson's,
-    any PyTorch user's) is converted, as the harness converts its own, into a temporary folder for the time of
-    the command; the trace itself is only read."""
-    from common.collect.torch_trace import convert_raw_trace, raw_trace
-
-    trace = raw_trace(Path(path))
-    if trace is None:
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="msprof_lab_trace_") as tmp:
-        convert_raw_trace(trace, Path(tmp))
-        print(f"note: {trace} is a torch.profiler trace: read through the lab's conversion to torch_npu's layout",
-              file=sys.stderr)
-        yield tmp
-
-
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -176,6 +164,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     from common.analyze.compare import compare, comparison_json
     from common.analyze.timing_checks import check_regressions
+    from common.cli.captures import readable
     from common.formats.run_ops import load_side
     from common.errors import LabError
     from common.render.text import comparison_report
@@ -209,6 +198,7 @@ def _baseline(args: argparse.Namespace) -> int:
 
     from common.analyze.compare import compare
     from common.analyze.timing_checks import check_regressions
+    from common.cli.captures import readable
     from common.errors import LabError
     from common.formats.run_ops import load_side, side_from_json, side_to_json
     from common.render.text import comparison_report
@@ -256,15 +246,23 @@ def _out_dir(path: str):
 
 
 def _cluster(args: argparse.Namespace) -> int:
+    from common.cli.captures import readable
+
+    out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
+    with readable(args.dir) as source:  # the copied DDP lesson's per-rank traces: read through the conversion
+        return _cluster_of(source, out, args.cross_check, args.dir)
+
+
+def _cluster_of(folder: str, out, cross_check: bool, shown: str) -> int:
     from common.analyze.cluster import cluster_report
     from common.modes.reports import write_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
     from common.render.cluster import STEPS_CSV, cluster_html, render_cluster, steps_csv
 
-    out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
-    view = load_cluster(args.dir)
-    verdicts, notes = view_checks(view, install=args.cross_check)
+    view = load_cluster(folder)
+    view.label = shown
+    verdicts, notes = view_checks(view, install=cross_check)
     report = cluster_report(view)
     full = not report.summarized  # beyond a handful of ranks: the summary here, every row in --out's files
     # the full text (every (step, rank) row: 90,000 lines and ~2 s at 4,096 ranks) only where it is shown or kept
@@ -365,6 +363,7 @@ def command_parser() -> ArgumentParser:
                         help=f"check: percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
     base_p.set_defaults(func=_baseline)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
+    profile_p.add_parser(sub)
     return parser
 
 

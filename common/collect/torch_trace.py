@@ -39,6 +39,7 @@ class TorchTrace(NamedTuple):
     roots: list[OpNode]
     trace_start_us: float
     allocations: list[Allocation]
+    distributed: dict | None = None  # the trace's distributedInfo (rank, world_size ...) under torch.distributed
 
 
 def concrete_value(text):
@@ -122,7 +123,9 @@ def read_trace(path: Path) -> TorchTrace:
         _allocation(args, trace_start_us + ts, _innermost(*threads.get(thread, ([], [])), ts))
         for ts, _, thread, args in sorted(memory, key=lambda m: (m[0], m[1]))
     ]
-    return TorchTrace(sorted(roots, key=lambda n: n.start_us), trace_start_us, allocations)
+    distributed = document.get("distributedInfo")
+    return TorchTrace(sorted(roots, key=lambda n: n.start_us), trace_start_us, allocations,
+                      distributed if isinstance(distributed, dict) else None)
 
 
 def find_trace(folder: Path) -> Path:
@@ -138,34 +141,89 @@ def write_ascend_pt_from_trace(trace: Path, parent: Path, first_step: int, profi
                                rank: int | None = None) -> Path:
     """torch.profiler's trace -> a portable ``*_ascend_pt`` folder under ``parent`` (one rank's, when
     ``rank`` is given); returns it. ``first_step``: the first active step (wait + warmup of the schedule)."""
-    roots, trace_start_us, allocations = read_trace(trace)
-    return write_op_tree(roots, trace_start_us, allocations, parent, first_step, profiler_info, rank)
+    found = read_trace(trace)
+    return write_op_tree(found.roots, found.trace_start_us, found.allocations, parent, first_step, profiler_info, rank)
 
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def raw_trace(folder: Path) -> Path | None:
-    """The one torch.profiler trace of a folder a profiler wrote outside the lab (a copied 04 lesson, any PyTorch
-    user's ``tensorboard_trace_handler``): ``*.pt.trace.json`` in it or one level down, and no export of torch_npu's
-    or msprof's layout beside it. None otherwise; several traces are a LabError (one run, one trace)."""
+def raw_traces(folder: Path) -> list[Path]:
+    """The torch.profiler traces of a folder a profiler wrote outside the lab (a copied 04 lesson, the copied DDP
+    lesson's ranks, any PyTorch user's ``tensorboard_trace_handler``): ``*.pt.trace.json`` in it or one level down,
+    and no export of torch_npu's or msprof's layout beside it. Empty otherwise."""
     folder = Path(folder)
     if not folder.is_dir() or any(folder.glob("*_ascend_pt")) or any(folder.glob("PROF_*")) or \
             (folder / "ASCEND_PROFILER_OUTPUT").is_dir():
-        return None
-    found = sorted(folder.glob("*.pt.trace.json")) or sorted(folder.glob("*/*.pt.trace.json"))
+        return []
+    return sorted(folder.glob("*.pt.trace.json")) or sorted(folder.glob("*/*.pt.trace.json"))
+
+
+def raw_trace(folder: Path) -> Path | None:
+    """The one trace of :func:`raw_traces`; None when there is none; several are a LabError (one run, one trace)."""
+    found = raw_traces(folder)
     if len(found) > 1:
         raise LabError(f"{folder} holds {len(found)} torch.profiler traces (*.pt.trace.json): "
                        f"{', '.join(p.name for p in found[:3])}", "give the folder of one run (one trace)")
     return found[0] if found else None
 
 
+_RANK_IN_NAME = re.compile(r"_rank(\d+)\.")  # the DDP lesson's worker name: <host>_rank<r>.<ns>.pt.trace.json
+
+
+def distributed_rank(trace: Path, distributed: dict | None) -> tuple[int, int | None] | None:
+    """(rank, world size) of a trace written under torch.distributed: its ``distributedInfo`` (torch.profiler
+    writes it whenever a process group is up), else a ``_rank<r>.`` in its name; None when neither says."""
+    if distributed and isinstance(distributed.get("rank"), int):
+        world = distributed.get("world_size")
+        return distributed["rank"], world if isinstance(world, int) else None
+    found = _RANK_IN_NAME.search(Path(trace).name)
+    return (int(found[1]), None) if found else None
+
+
+def _profiler_info(trace: Path) -> dict:
+    return {"config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": None}},
+            "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
+            "backend": f"portable (a torch.profiler trace made outside the lab: {trace.name})"}
+
+
+def _first_step(found: TorchTrace) -> int:
+    return min((int(m[1]) for n in found.roots if (m := PROFILER_STEP.match(n.name))), default=0)
+
+
 def convert_raw_trace(trace: Path, into: Path) -> Path:
     """A torch.profiler trace made outside the lab -> a portable ``*_ascend_pt`` folder under ``into`` (the lab's
     readers then read it as any capture); its steps are numbered as the trace's ``ProfilerStep#N`` are."""
     found = read_trace(trace)
-    numbers = [int(m[1]) for n in found.roots if (m := PROFILER_STEP.match(n.name))]
-    info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": None}},
-            "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
-            "backend": f"portable (a torch.profiler trace made outside the lab: {trace.name})"}
-    return write_op_tree(found.roots, found.trace_start_us, found.allocations, into, min(numbers, default=0), info)
+    return write_op_tree(found.roots, found.trace_start_us, found.allocations, into, _first_step(found),
+                         _profiler_info(trace))
+
+
+def convert_rank_traces(traces: list[Path], into: Path) -> list[Path]:
+    """Every rank's torch.profiler trace of one multi-rank job (the copied DDP lesson's, any torch.distributed
+    user's) -> one ``*_ascend_pt`` per rank under ``into``, named by ``profiler_info_<rank>.json`` as torch_npu's
+    are, so ``cluster``, ``report`` and ``compare`` read them as a multi-rank capture. A trace that names no rank,
+    or two traces of one rank, is a LabError: they are not the ranks of one run."""
+    seen: dict[int, Path] = {}
+    worlds: set[int] = set()
+    written = []
+    for trace in traces:
+        found = read_trace(trace)
+        rank = distributed_rank(trace, found.distributed)
+        if rank is None:
+            raise LabError(f"{trace.parent} holds {len(traces)} torch.profiler traces and {trace.name} names no rank "
+                           "(no distributedInfo, no _rank<r> in its name)",
+                           "give the folder of one run: one trace, or one trace per rank of one torch.distributed job")
+        if rank[0] in seen:
+            raise LabError(f"{trace.parent}: rank {rank[0]} has two traces ({seen[rank[0]].name}, {trace.name}): "
+                           "outputs of different runs are mixed", "keep exactly one trace per rank, all from one run")
+        seen[rank[0]] = trace
+        worlds |= {rank[1]} - {None}
+        written.append(write_op_tree(found.roots, found.trace_start_us, found.allocations, into, _first_step(found),
+                                     _profiler_info(trace), rank[0]))
+    missing = sorted(set(range(max(worlds, default=0))) - set(seen))
+    if len(worlds) > 1 or missing:
+        what = (f"the traces name world sizes {sorted(worlds)}" if len(worlds) > 1 else
+                f"rank(s) {', '.join(map(str, missing))} of {max(worlds)} have no trace")
+        raise LabError(f"{traces[0].parent}: {what}", "every rank of one run must be present, and only those")
+    return written

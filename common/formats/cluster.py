@@ -100,6 +100,7 @@ class ClusterView:
     ranks: list[RankProfile]
     run_info: dict | None
     steps: dict[int, list[StepTime]]  # rank -> its step rows
+    label: str | None = None  # how the capture is named on the page, when not by root (a converted copy's input)
 
     @functools.cached_property
     def communication(self) -> Communication | None:

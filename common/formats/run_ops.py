@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import LabError
+from common.formats.cluster import PROFILER_INFO
 from common.formats.datasets import MSPROF_NAMES, TORCH_NPU_FILES, find_datasets
 from common.formats.records import StepTime, time_by_op_and_dtypes
 from common.formats.rundir import RUN_INFO, read_run_info, recorded_count, require_directory
@@ -34,6 +35,7 @@ class RunOps:
     steps: list[StepTime] = field(default_factory=list)  # the step table's rows (torch_npu), none for msprof
     samples: int | None = None  # samples per step (the batch), as run_info.json records it
     dtype_us: dict[tuple[str, str], float] = field(default_factory=dict)  # task µs per (OP Type, Input Data Types)
+    rank_steps: dict[int, list[StepTime]] = field(default_factory=dict)  # a multi-rank capture: each rank's steps
 
     @property
     def workload(self) -> str | None:
@@ -51,14 +53,27 @@ def _where(folder: Path, root: Path) -> str:
     return "/".join(keep)
 
 
+def _rank_of(folder: Path) -> int | None:
+    """The rank a dataset belongs to: its ``*_ascend_pt``'s ``profiler_info_<rank>.json`` (torch_npu's name for a
+    rank's export); None for a single-process capture."""
+    for place in (folder, folder.parent):
+        for info in place.glob("profiler_info_*.json"):
+            if found := PROFILER_INFO.match(info.name):
+                return int(found[1])
+    return None
+
+
 def load_run(folder: Path) -> RunOps:
     """Sum each op's task time in one output folder, divided by its profiled forwards when known."""
     info = read_run_info(folder)
     forwards = (info or {}).get("forwards") or (info or {}).get("measured_executes")
     ops: dict[Key, float] = {}
-    missing, steps, dtype_us = [], [], Counter()
+    missing, steps, dtype_us, rank_steps = [], [], Counter(), {}
     for ds in find_datasets(folder):
-        steps += ds.steps
+        found = ds.steps
+        steps += found
+        if (rank := _rank_of(ds.folder)) is not None:
+            rank_steps.setdefault(rank, []).extend(found)
         if ds.small:  # what precision the ops ran in (a large capture: not read per task)
             dtype_us.update(time_by_op_and_dtypes(ds.tasks))
         where = _where(ds.folder, folder)
@@ -72,7 +87,7 @@ def load_run(folder: Path) -> RunOps:
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
     return RunOps(folder, info, "forward" if forwards else "run", ops, missing, steps,
-                  recorded_count(info, "samples"), dict(dtype_us))
+                  recorded_count(info, "samples"), dict(dtype_us), rank_steps)
 
 
 def load_side(path: Path | str) -> list[RunOps]:
@@ -96,7 +111,8 @@ def side_to_json(runs: list[RunOps]) -> dict:
         "folder": str(r.folder), "info": r.info, "per": r.per, "samples": r.samples,
         "ops": [[*k, v] for k, v in r.ops.items()], "missing": r.missing,
         "steps": [dataclasses.asdict(s) for s in r.steps],
-        "dtype_us": [[*k, v] for k, v in r.dtype_us.items()]} for r in runs]}
+        "dtype_us": [[*k, v] for k, v in r.dtype_us.items()],
+        "rank_steps": {str(k): [dataclasses.asdict(s) for s in v] for k, v in r.rank_steps.items()}} for r in runs]}
 
 
 def side_from_json(data: dict, where: str) -> list[RunOps]:
@@ -106,7 +122,9 @@ def side_from_json(data: dict, where: str) -> list[RunOps]:
             raise ValueError(f"format {data.get('format')!r}, this lab reads {BASELINE_FORMAT}")
         return [RunOps(Path(r["folder"]), r["info"], r["per"], {(w, o, sh): v for w, o, sh, v in r["ops"]},
                        list(r["missing"]), [StepTime(**s) for s in r["steps"]], r["samples"],
-                       {(o, d): v for o, d, v in r["dtype_us"]}) for r in data["runs"]]
+                       {(o, d): v for o, d, v in r["dtype_us"]},
+                       {int(k): [StepTime(**s) for s in v] for k, v in r.get("rank_steps", {}).items()})
+                for r in data["runs"]]
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise LabError(f"{where} is not a baseline this lab wrote ({err})",
                        "save it again: python -m common baseline save NAME DIR") from None

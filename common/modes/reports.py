@@ -259,6 +259,7 @@ def advisory_sections(ds: Dataset, label: str) -> list[Section]:
 def directory_report(
     root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
     peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (), datasets: list[Dataset] | None = None,
+    name: str | None = None,
 ) -> tuple[str, str, list[Verdict]]:
     """The report of everything under ``root``, with a mode's checks if given: (text, Markdown, integrity).
 
@@ -285,7 +286,7 @@ def directory_report(
     sections.append(Section("Integrity (the files of each export agree with each other)", lines=(
         render_verdicts(integrity).splitlines() if integrity else
         [NOTHING_TO_CROSS_CHECK])))
-    title = f"msprof lab report: {root}"
+    title = f"msprof lab report: {name or root}"  # name: the input, when root is its converted copy
     return render_text(title, sections), render_markdown(title, sections), integrity
 
 
@@ -386,7 +387,7 @@ def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
 def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None,
                    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
                    notes: list[str] = (), integrity: list[Verdict] | None = None,
-                   datasets: list[Dataset] | None = None, damaged: list[str] = ()) -> str:
+                   datasets: list[Dataset] | None = None, damaged: list[str] = (), name: str | None = None) -> str:
     """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG.
 
     ``integrity``: the checks :func:`directory_report` returned (computed here when not given);
@@ -449,7 +450,7 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
             [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top])))
     if integrity_block and all(v.ok for v in integrity):  # all held: last, after what people came to read
         blocks.append(integrity_block)
-    return html.page(f"msprof lab report: {root.name}", " | ".join([run_info_line(info), *workload_lines(info)]),
+    return html.page(f"msprof lab report: {name or root.name}", " | ".join([run_info_line(info), *workload_lines(info)]),
                      blocks)
 
 

@@ -131,7 +131,7 @@ def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None,
         lines += render_verdicts(verdicts).splitlines()
     if lines:
         sections.append(Section("Checks", lines=lines))
-    return render_text(f"msprof lab cluster view: {report.view.root}", sections)
+    return render_text(f"msprof lab cluster view: {report.view.label or report.view.root}", sections)
 
 
 def _heat_maps(report: ClusterReport) -> list[str]:
@@ -171,4 +171,4 @@ def cluster_html(report: ClusterReport, verdicts: list[Verdict] | None = None, n
                               "".join(f"<p class=\"note\">{html.esc(n)}</p>" for n in notes or []))
         failed = any(not v.ok for v in verdicts or [])
         blocks = [checks, *blocks] if failed else [*blocks, checks]
-    return html.page(f"msprof lab cluster view: {report.view.root}", " | ".join(head.lines), blocks)
+    return html.page(f"msprof lab cluster view: {report.view.label or report.view.root}", " | ".join(head.lines), blocks)

@@ -254,7 +254,7 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
             shown = ", ".join(f"{k[1]} [{k[2]}]" for k in keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6
                                                                         else "")
             changed.append(f"ops {label}: {shown}")
-    steps = compare_steps.lines(cmp.steps) if cmp.steps else []
+    steps = [*compare_steps.lines(cmp.steps), *compare_steps.rank_lines(cmp.per_rank)] if cmp.steps else []
     return "\n".join([*lines, *sides_line(cmp), table, *changed, *steps, render_verdicts([verdict])])
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.collect.msprof_layout import new_prof_dir
+from common.errors import LabError
 from common.formats import writers
 from common.formats.records import Task
 from common.modes.ascendc.kernel_report import KERNEL, PIPES
@@ -30,6 +31,7 @@ class LaunchPipes:
     duration_us: float
     aiv_time_us: float
     pipe_us: dict[str, float]  # vec, scalar, mte2, mte3
+    blocks: int = 1  # the blocks that ran it (Block Dim)
 
 
 def parse_twin_timings(path: Path) -> list[LaunchPipes]:
@@ -58,6 +60,7 @@ def launch_pipes(rows) -> list[LaunchPipes]:
                 duration_us=int(rows[0]["wall_ns"]) / 1000.0,
                 aiv_time_us=aiv,
                 pipe_us={"vec": vec, "scalar": aiv - vec - mte2 - mte3, "mte2": mte2, "mte3": mte3},
+                blocks=len(rows),
             )
         )
     return launches
@@ -66,9 +69,10 @@ def launch_pipes(rows) -> list[LaunchPipes]:
 def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int], kernel: str = KERNEL) -> list[Task]:
     """op_summary rows of ``kernel``: measured aiv_* columns, every other PMU column N/A, Task Type CPU.
 
-    ``sizes`` is what the host program printed (kernel_report.read_sizes): Block Dim and shapes.
+    ``sizes`` is what the host program printed (kernel_report.read_sizes): Block Dim and shapes; without it (the
+    timings alone) Block Dim is the blocks each launch recorded and the shapes are N/A.
     """
-    total = sizes["total_length"]
+    total = sizes.get("total_length")
     tasks = []
     for launch in launches:
         pmu: dict[str, float | None] = {"aiv_time(us)": launch.aiv_time_us}
@@ -79,12 +83,40 @@ def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int], kernel: str =
         tasks.append(
             Task(
                 op_name=kernel, op_type=kernel, task_type="CPU", start_us=launch.start_us,
-                duration_us=launch.duration_us, device_id="host", block_dim=sizes["block_dim"],
-                input_shapes=f"{total};{total}", input_dtypes="DT_FLOAT16;DT_FLOAT16",
-                output_shapes=f"{total}", output_dtypes="DT_FLOAT16", pmu=pmu,
+                duration_us=launch.duration_us, device_id="host", block_dim=sizes.get("block_dim", launch.blocks),
+                input_shapes=f"{total};{total}" if total else None, input_dtypes="DT_FLOAT16;DT_FLOAT16",
+                output_shapes=f"{total}" if total else None, output_dtypes="DT_FLOAT16", pmu=pmu,
             )
         )
     return writers.with_wait_times(tasks)
+
+
+TIMINGS_HEADER = "launch,block,start_unix_ns,wall_ns,"  # how a twin's timings CSV starts (either twin's)
+
+
+def is_timings_file(path: Path) -> bool:
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace") as f:
+            return f.readline().startswith(TIMINGS_HEADER)
+    except OSError:
+        return False
+
+
+def convert_timings(path: Path, into: Path) -> str:
+    """A twin's timings CSV made outside the lab (the copied 02 lesson run with ``$ASCENDC_TWIN_TIMINGS``) ->
+    msprof's files under ``into``, as the mode writes its own. The file does not mark warm-up launches: the first
+    launch (it pays the one-off costs) is left out, every later one is read. Returns a line saying so."""
+    try:
+        launches = parse_twin_timings(path)
+    except (KeyError, ValueError, csv.Error) as err:
+        raise LabError(f"{path}: not a twin timings CSV ({err!r})",
+                       "give the file $ASCENDC_TWIN_TIMINGS named when the kernel ran") from None
+    if not launches:
+        raise LabError(f"{path}: a twin timings CSV with no launch", "run the kernel with at least two launches")
+    skip = 1 if len(launches) > 1 else 0
+    write_portable_profile(into, twin_tasks(launches[skip:], {}))
+    return (f"{len(launches)} launches recorded, " + ("the first left out as a warm-up, " if skip else "") +
+            f"{len(launches) - skip} read (the twin's pipe timers; input shapes are N/A: the CSV does not hold them)")
 
 
 def write_portable_profile(out_dir: Path, tasks: list[Task]) -> tuple[Path, Path]:

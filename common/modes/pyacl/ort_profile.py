@@ -177,15 +177,36 @@ def collect_portable(variant: Variant, files: ModelFiles, variant_dir: Path,
     outputs = read_outputs(variant, path, output_npy, len(files.output_names))
     profile = load_profile(raw)
     events = measured_events(profile, WARMUP, MEASURED)  # warm-up runs are filtered out here, by run
-    tasks = writers.with_wait_times(to_tasks(events, int(found["start_ns"])))
+    files_written = write_msprof_files(variant_dir, to_tasks(events, int(found["start_ns"])))
+    window = f"{len(profile.runs)} runs recorded, the first {WARMUP} excluded by run, {MEASURED} measured"
+    return files_written, outputs, raw, window, len(profile.runs) == WARMUP + MEASURED
 
-    prof = msprof_layout.new_prof_dir(variant_dir)
-    files_written = {
+
+def write_msprof_files(parent: Path, tasks: list[Task]) -> dict[str, Path]:
+    """The kernel events' tasks as msprof writes them: a fresh ``PROF_*`` under ``parent`` with op_summary,
+    op_statistic and the timeline."""
+    tasks = writers.with_wait_times(tasks)
+    prof = msprof_layout.new_prof_dir(parent)
+    return {
         "op_summary": writers.write_op_summary(prof.file("op_summary"), tasks),
         "op_statistic": writers.write_op_statistic(prof.file("op_statistic"), writers.aggregate_op_statistic(tasks)),
         "timeline": writers.write_trace(
             prof.file("msprof", "json"), writers.timeline_events(tasks, os.getpid(), "CPU (ONNX Runtime)")
         ),
     }
-    window = f"{len(profile.runs)} runs recorded, the first {WARMUP} excluded by run, {MEASURED} measured"
-    return files_written, outputs, raw, window, len(profile.runs) == WARMUP + MEASURED
+
+
+def convert_profile(path: Path, into: Path) -> str:
+    """An ONNX Runtime profile made outside the lab (the copied 03 lesson's ``onnxruntime_profile_*.json``, any
+    session with ``enable_profiling``) -> msprof's files under ``into``, as the mode writes its own. The file does
+    not mark its warm-up runs: the first run (it pays the one-off costs) is left out, every later one is read.
+    Returns a line saying so."""
+    profile = load_profile(path)
+    if not profile.runs:
+        raise LabError(f"{path}: an ONNX Runtime profile with no model_run event (no InferenceSession.run)",
+                       "profile a session that ran the model at least twice")
+    skip = 1 if len(profile.runs) > 1 else 0
+    events = [e for e in profile.node_events if (run := run_of(e, profile.runs)) is not None and run >= skip]
+    write_msprof_files(into, to_tasks(events, 0))
+    return (f"{len(profile.runs)} runs recorded, " + ("the first left out as a warm-up, " if skip else "") +
+            f"{len(profile.runs) - skip} read (per-op times are summed over them)")
