@@ -10,6 +10,7 @@ stand-ins' profiler files are written where $ASCENDC_TWIN_TIMINGS says. Nothing 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, run
 
 SRC = ROOT / "02_api_AscendC" / "src"
 TWIN = ROOT / "common" / "modes" / "ascendc" / "twin"
@@ -72,6 +73,16 @@ def test_the_cpp_project_copied_alone_builds_runs_and_verifies(outside: Path):
     assert "verified: 8192 of 8192 elements equal 0x4000 in each of 3 launches (1 warm-up + 2 measured)" in proc.stdout
     rows = timer_rows(outside / "twin_timings.csv")  # the stand-in's profiler output: 3 launches x 8 blocks
     assert len(rows) == 3 * 8 and all(int(r["vec_ns"]) > 0 and int(r["mte2_ns"]) > 0 for r in rows)
+    # the lab reads that file as it is, through the mode's own conversion: launches 1 and 2 (the first: warm-up)
+    compared = run([sys.executable, "-m", "common", "compare", str(outside / "twin_timings.csv"),
+                    str(outside / "twin_timings.csv"), "--json"])
+    assert compared.returncode == 0, compared.stderr
+    assert "3 launches recorded, the first left out as a warm-up, 2 read" in compared.stderr
+    walls = {r["launch"]: int(r["wall_ns"]) / 1000 for r in rows}
+    assert json.loads(compared.stdout)["total"]["baseline_us"] == pytest.approx(walls["1"] + walls["2"], abs=0.01)
+    report = run([sys.executable, "-m", "common", "report", str(outside / "twin_timings.csv")])
+    assert report.returncode == 0, report.stderr
+    assert re.search(r"^add_custom +2 +aiv_vec", report.stdout, re.M), report.stdout  # the pipes, per launch
 
 
 @needs_cxx

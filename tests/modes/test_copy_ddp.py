@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, run
 
 LESSON = ROOT / "04_pyTorch" / "src" / "ddp_with_profiler.py"
 
@@ -95,6 +95,17 @@ def test_the_copied_lesson_trains_on_two_ranks_and_writes_each_ranks_trace(proje
         names = {e.get("name") for e in json.loads(found[0].read_text())["traceEvents"]}
         assert {f"ProfilerStep#{n}" for n in range(4, 9)} <= names  # the 5 active steps of the schedule
         assert "gloo:all_reduce" in names  # DDP's gradient all-reduce, between the two processes
+    # the lab reads the ranks' traces as they are: the cluster view of both ranks, and compare per rank
+    cluster = run([sys.executable, "-m", "common", "cluster", str(project / "prof")])
+    assert cluster.returncode == 0, cluster.stdout[-2000:] + cluster.stderr
+    assert "2 ranks' torch.profiler traces, read through the lab's conversion" in cluster.stderr
+    table = cluster.stdout.split("-- Per rank, median of the steps (us) --", 1)[1]
+    assert [line.split()[0] for line in table.splitlines() if line[:4].strip().isdigit()] == ["0", "1"]
+    compared = run([sys.executable, "-m", "common", "compare", str(project / "prof"), str(project / "prof"), "--json"])
+    assert compared.returncode == 0, compared.stderr
+    per_rank = json.loads(compared.stdout)["steps"]["per_rank"]
+    assert [r["rank"] for r in per_rank] == [0, 1] and all(r["ratio"] == 1 for r in per_rank)
+    assert sorted(p.name for p in (project / "prof").iterdir()) == sorted(p.name for t in traces.values() for p in t)
 
 
 def test_a_missing_model_file_is_one_error_line(project: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, run as run_lab
 
 LESSONS = ROOT / "03_api_pyAcl" / "src"
 # A model of the test's own: Conv1d + LayerNorm + SiLU with a residual, and a GRU head; two outputs, as a dict.
@@ -74,6 +74,29 @@ def test_export_then_infer_with_onnx_runtime(alone: Path) -> None:
     assert len([e for e in events if e.get("name") == "model_run"]) == 3 + 20  # warm-up and measured runs
     assert any(e.get("cat") == "Node" for e in events)
     assert np.load(alone / "out.npy").shape == (2, 16, 12) and np.load(alone / "out_1.npy").shape == (2, 12)
+    # what the copy wrote, read by the lab as it is: the measured runs' node events, op by op, as msprof's files
+    kept = profile.read_bytes()
+    report = run_lab([sys.executable, "-m", "common", "report", str(alone / "prof_out")])
+    assert report.returncode == 0, report.stderr
+    assert "is an ONNX Runtime profile, read as msprof's files: 23 runs recorded, the first left out" in report.stderr
+    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    op_types = {e["args"]["op_name"] for e in nodes}
+    table = report.stdout.split("-- Top ops", 1)[1].split("-- ", 1)[0]
+    assert {line.split()[0] for line in table.splitlines()[3:] if line.strip()} <= op_types
+    compared = run_lab([sys.executable, "-m", "common", "compare", str(profile), str(alone / "prof_out"), "--json"])
+    assert compared.returncode == 0, compared.stderr
+    doc = json.loads(compared.stdout)
+    first = min(e["ts"] for e in events if e.get("name") == "model_run")
+    measured = sum(e["dur"] for e in nodes if e["ts"] > first + 1e-9 and not _in_first_run(e, events))
+    assert doc["total"]["baseline_us"] == pytest.approx(measured, rel=1e-9) and doc["total"]["candidate_us"] == \
+        doc["total"]["baseline_us"]
+    assert profile.read_bytes() == kept and sorted(p.name for p in (alone / "prof_out").iterdir()) == sorted(
+        [profile.name, "report.md", "report.html"])  # read only: the report beside it, nothing else
+
+
+def _in_first_run(event: dict, events: list[dict]) -> bool:
+    runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
+    return runs[0]["ts"] <= event["ts"] <= runs[0]["ts"] + runs[0]["dur"]
 
 
 def test_the_lessons_own_tinymlp_without_a_model_file(alone: Path, tmp_path: Path) -> None:
