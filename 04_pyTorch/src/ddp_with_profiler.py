@@ -12,12 +12,15 @@ What you will learn:
 - what a data-parallel step is made of: compute, the gradient all-reduce DDP starts during
   backward (partly hidden behind it), and the host's own time;
 - which rank is slow: give one more work (``--slow-rank 1 --slow-factor 4``) and the others
-  wait for it in the all-reduce, so *their* communication time grows, not its own.
+  wait for it in the all-reduce, so *their* communication time grows, not its own;
+- what to do when the all-reduce holds the step: accumulate gradients over several micro-batches
+  under ``ddp.no_sync()`` and all-reduce once per step (``ACCUMULATE`` / ``--accumulate``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.util
 import os
@@ -33,6 +36,10 @@ from torch.utils._pytree import tree_leaves  # how torch.export and transformers
 # The schedule: skip 1 step, warm up 3 (recorded, thrown away: caches settle), record 5: those reach the files.
 WAIT, WARMUP, ACTIVE = 1, 3, 5
 STEPS = WAIT + WARMUP + ACTIVE
+# The fix for "Communication(Not Overlapped) holds much of the step": gradient accumulation. Each step runs
+# ACCUMULATE micro-batches, the first ACCUMULATE-1 under ddp.no_sync() (no all-reduce), the last one with it:
+# one all-reduce per ACCUMULATE x the samples. 1: an all-reduce every micro-batch, as plain DDP.
+ACCUMULATE = 1
 
 
 # --- 1. the model: yours with --model FILE, else TinyMLP --------------------------------------------
@@ -116,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     with profiler(Path(args.out), rank, args.devices is not None) as prof:
         for _ in range(STEPS):
             optimizer.zero_grad(set_to_none=True)
-            loss(ddp(*x), x if len(x) > 1 else x[0]).backward()  # DDP all-reduces each gradient bucket now
+            for micro in range(args.accumulate):  # <- your data loader's next micro-batch here; this one repeats
+                with ddp.no_sync() if micro < args.accumulate - 1 else contextlib.nullcontext():
+                    # DDP all-reduces each gradient bucket in the last micro-batch's backward only
+                    loss(ddp(*x), x if len(x) > 1 else x[0]).backward()
             optimizer.step()
             sync()  # the device runs behind the host: the step ends when its work has
             prof.step()  # the schedule advances: skip, warm up, record
@@ -132,6 +142,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-rank", type=int, help="give this rank more work: the slow-rank demo")
     parser.add_argument("--slow-factor", type=int, default=4, choices=range(1, 65), metavar="K",
                         help="the slow rank's batch is K times larger (default 4)")
+    parser.add_argument("--accumulate", type=int, default=ACCUMULATE, choices=range(1, 65), metavar="K",
+                        help=f"micro-batches per step, one all-reduce per step (default {ACCUMULATE})")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective waits for a peer")
     args = parser.parse_args(argv)
     if args.model is not None and not (Path(args.model).is_file() and os.access(args.model, os.R_OK)):

@@ -114,3 +114,25 @@ def test_a_missing_model_file_is_one_error_line(project: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert [line for line in proc.stderr.splitlines() if "error:" in line] == [
         "ddp_with_profiler.py: error: --model nope.py: no such readable file"]
+
+
+def _per_step(trace: Path, name: str) -> int:
+    """How many events called ``name`` the trace's last ProfilerStep holds."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    step = max((e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    return sum(1 for e in events if e.get("name") == name and step["ts"] <= e["ts"] <= step["ts"] + step["dur"])
+
+
+def test_accumulate_runs_k_micro_batches_and_one_all_reduce_per_step(project: Path) -> None:
+    """The lesson's gradient accumulation fix: --accumulate 3 runs three forwards per step, the first two under
+    no_sync(): the step holds 3x the matmuls and as many all-reduces as plain DDP's (one per gradient bucket)."""
+    proc = launch(project, "--accumulate", "3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    accumulated = next((project / "prof").glob("*_rank0.*.pt.trace.json"))
+    shutil.move(project / "prof", project / "k3")
+    proc = launch(project)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plain = next((project / "prof").glob("*_rank0.*.pt.trace.json"))
+    accumulated = project / "k3" / accumulated.name
+    assert _per_step(accumulated, "aten::addmm") == 3 * _per_step(plain, "aten::addmm") > 0
+    assert _per_step(accumulated, "gloo:all_reduce") == _per_step(plain, "gloo:all_reduce") > 0

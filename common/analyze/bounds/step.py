@@ -174,8 +174,8 @@ ADVICE = {
     "communication": (
         "overlap computation and communication (DDP all-reduces a gradient bucket as soon as backward has filled "
         "it: tune bucket_cap_mb, smaller starts the first all-reduce sooner, larger sends fewer collectives); fewer, "
-        "larger collectives (gradient accumulation: all-reduce once per N micro-batches; no per-tensor all-reduce "
-        "in a loop); a slow link or a slow rank makes every rank wait in the collective: `python -m common cluster "
+        "larger collectives (gradient accumulation: all-reduce once per N micro-batches under ddp.no_sync(), "
+        "ACCUMULATE in 04_pyTorch/src/ddp_with_profiler.py; no per-tensor all-reduce in a loop); a slow link or a slow rank makes every rank wait in the collective: `python -m common cluster "
         "<dir>` names the rank the others wait for"
     ),
     "free": (

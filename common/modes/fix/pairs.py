@@ -57,6 +57,16 @@ PAIRS = [
          "Gelu fusion); on an NPU ATC fuses when it builds the .om",
          note="the export as written, before any converter; the lab's own 03 runs feed the graph already optimized, "
               "as ATC would have built it"),
+    Pair("accumulate", "communication-bound data parallelism: Communication(Not Overlapped), DDP's gradient "
+         "all-reduce, holds a large part of the step",
+         "ACCUMULATE = 4 in 04_pyTorch/src/ddp_with_profiler.py (--accumulate 4): 4 micro-batches per step, the "
+         "first 3 under ddp.no_sync(), one all-reduce per step", "04 DDP",
+         "slowest rank's median step time per sample", "us/sample",
+         source="torch.nn.parallel.DistributedDataParallel.no_sync (PyTorch docs: gradients accumulate locally, "
+                "the all-reduce runs in the first backward outside it); docs/bottlenecks.md (communication-bound)",
+         note="each step now holds 4x the samples, so the model sees fewer optimizer steps per sample (a larger "
+              "effective batch: the learning rate may need retuning); the lesson repeats one micro-batch where "
+              "a data loader would give the next"),
     Pair("rebalance", "a slow rank: the others wait for it in every collective",
          "give every rank the same share of the same global batch (rank 1 at 3x the batch and rank 0 at 1x, "
          "both at 2x after: bash 04_pyTorch/run_ddp.sh 2 --slow-rank 1 --slow-factor 3, then --workload with the "

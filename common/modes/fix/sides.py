@@ -39,8 +39,10 @@ class Sample:
 
 
 def _env() -> dict[str, str]:
-    """The lessons' environment: one intra-op thread (as the modes' default), the profiler's logging quiet."""
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "KINETO_LOG_LEVEL": "5"}
+    """The lessons' environment: one intra-op thread (as the modes' default), the profiler's logging quiet, gloo on
+    the loopback interface (two ranks on this machine: nothing leaves it)."""
+    return {"GLOO_SOCKET_IFNAME": "lo", **os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "KINETO_LOG_LEVEL": "5"}
 
 
 def _launch(argv: list[object], folder: Path) -> str:
@@ -49,7 +51,8 @@ def _launch(argv: list[object], folder: Path) -> str:
     run.raise_if_stopped()
     if not run.ok:
         said = (folder / "lesson_stderr.txt").read_text(errors="replace").strip().splitlines()
-        raise LabError(f"{Path(str(argv[1])).name} {run.describe} in {folder}: {said[-1] if said else 'no message'}",
+        program = next((Path(str(a)).name for a in argv if str(a).endswith(".py")), Path(str(argv[0])).name)
+        raise LabError(f"{program} {run.describe} in {folder}: {said[-1] if said else 'no message'}",
                        "run the same lesson command by hand to see its whole output (the argv is in run_info.json)")
     return run.output
 
@@ -117,6 +120,30 @@ def onnx_side(folder: Path, onnx: Path, inputs: Path, flags: list[str], *, sampl
     outputs = sorted(folder.glob("output*.npy"))
     return Sample(execute_us / samples, verdict, folder, [np.load(p).astype(np.float64) for p in outputs] or None,
                   {"nodes": len(first), "node_kinds": kinds})
+
+
+def ddp_lesson_side(folder: Path, model_file: Path | None, flags: list[str], *, samples: int,
+                    workload: dict | None = None) -> Sample:
+    """The DDP lesson as a user starts it (torchrun, two CPU ranks, gloo) with ``flags``: each rank's trace read
+    through the lab's conversion, the slowest rank's median step per sample as the metric, the median step's
+    verdict over every rank's steps (how much of it is Communication(Not Overlapped)) as the finding."""
+    from common.analyze.slow_rank import rank_summaries
+    from common.collect.torch_trace import convert_rank_traces, raw_traces
+    from common.formats.cluster import load_cluster
+
+    raw = folder / "torch_traces"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            lesson_file("04_pyTorch", "ddp_with_profiler.py"), "--out", raw, "--devices", "cpu",
+            *(["--model", model_file] if model_file else []), *flags]
+    info = _record(folder, argv, samples, workload)
+    _launch(argv, folder)
+    convert_rank_traces(raw_traces(raw), folder)
+    finish_run(folder, info, exit_code=0, completed=True)
+    view = load_cluster(folder)
+    summary = step_bound.summarize_steps([s for rows in view.steps.values() for s in rows])
+    verdict = step_bound.step_verdict(summary)
+    slowest = max(r.step_us for r in rank_summaries(view))
+    return Sample(slowest / samples, verdict.text, folder, None, {"kind": verdict.kind, "shares": verdict.shares})
 
 
 def ddp_side(folder: Path, flags: list[object], *, samples: int) -> Sample:

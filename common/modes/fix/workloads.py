@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.analyze.bounds.step import MIXED_PART_SHARE
 from common.errors import LabError
 from common.modes import ROOT
-from common.modes.fix.sides import Sample, ddp_side, onnx_side, pytorch_side
+from common.modes.fix.sides import Sample, ddp_lesson_side, ddp_side, onnx_side, pytorch_side
 from common.modes.pytorch.sweep import TINY_MLP_POINT, WORKLOAD_POINT
 from common.workload import load_workload
 
@@ -34,6 +35,7 @@ def loss(output, x):
     return (output - x).pow(2).mean()
 """
 BATCH_FACTOR = 4  # the batch pair's fix on a user's model: this many times its own batch
+ACCUMULATE = 4  # the accumulation pair's fix: micro-batches per step, one all-reduce per step
 SLOW_FACTOR = 3  # the slow rank's batch, in batches of the others: 3 and 1 rebalance evenly to 2 and 2
 FUSED_OP = "_fused_sgd"  # what a fused SGD step records (aten::_fused_sgd_)
 
@@ -93,6 +95,17 @@ def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -
             skipped["graph-optimization"] = graph
         else:
             sides["graph-optimization"] = graph
+    if workload and work.loss is None:
+        skipped["accumulate"] = f"{work.where} defines no loss(): no training step to profile"
+    else:
+        per_rank = max(1, samples // 2) if workload else 32  # the lesson splits the batch over its 2 ranks
+
+        def accumulate(folder: Path, fixed: bool) -> Sample:
+            return ddp_lesson_side(folder, model if workload else None,
+                                   ["--accumulate", str(ACCUMULATE)] if fixed else [],
+                                   samples=per_rank * (ACCUMULATE if fixed else 1), workload=work.info())
+        # fires when the all-reduce's exposed part is one the step verdict names (a quarter of the step or more)
+        sides["accumulate"] = (accumulate, lambda s: s.facts["shares"].get("communication", 0.0) >= MIXED_PART_SHARE)
     # the same global batch both ways: rank 1 with SLOW_FACTOR x the batch, then every rank with the average
     even = _write(models, "even_batch.py", WORKLOAD_POINT.format(path=str(model), b=samples * (1 + SLOW_FACTOR) // 2))
 
