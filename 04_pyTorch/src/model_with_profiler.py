@@ -16,6 +16,7 @@ file defines ``build_model()`` and ``make_input()`` (and ``loss(output, input)``
 
 import argparse
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -36,6 +37,12 @@ BATCH = None  # e.g. 64 (--batch 64): the input's first dimension, its rows repe
 PRECISION = "fp32"  # "bf16" or "fp16" (--precision bf16): the model and its floating-point inputs in that type
 # training, an optimizer step of one small update op per parameter: one fused op updates them all.
 FUSED_OPTIMIZER = False  # True (--fused-optimizer): torch.optim.SGD(fused=True); torch_npu.optim.NpuFusedSGD on an NPU
+# On an NPU only (torch_npu): "task-queue" (TASK_QUEUE_ENABLE=2) and "cpu-affinity" (CPU_AFFINITY_CONF=2) for a
+# host-bound step; "binary-operators" when the host timeline shows operator compiles (AclopCompile) in the step;
+# "hf32" for a compute-bound fp32 MatMul (it trades precision); "aoe" for a long op with no bound pipe (dumps the
+# graph for `aoe --job_type=2`). What each does and its source: docs/make_it_faster.md, "NPU-only remedies".
+NPU_TUNING = ()  # e.g. ("task-queue", "hf32") (--npu-tuning task-queue hf32)
+TUNINGS = ("task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe")
 
 
 # --- 1. the model ------------------------------------------------------------------------------------
@@ -65,6 +72,21 @@ def apply_fixes(model, inputs, batch, precision):
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         model, inputs = model.to(dtype), tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
     return model, inputs
+
+
+def tune_npu(settings, out: str) -> None:
+    """The NPU-only settings: the two variables before torch_npu is imported (it reads them as it starts)."""
+    for name, variable in (("task-queue", "TASK_QUEUE_ENABLE"), ("cpu-affinity", "CPU_AFFINITY_CONF")):
+        if name in settings:
+            os.environ[variable] = "2"
+    import torch_npu
+    if "binary-operators" in settings:  # precompiled operators, no online compile; no private formats
+        torch_npu.npu.set_compile_mode(jit_compile=False)
+        torch.npu.config.allow_internal_format = False
+    if "hf32" in settings:
+        torch.npu.matmul.allow_hf32 = True
+    if "aoe" in settings:  # the graphs to tune go here; then: aoe --job_type=2 --model_path=<out>/aoe_dump
+        torch_npu.npu.set_aoe(str(Path(out) / "aoe_dump"))
 
 
 def make_step(model, inputs, loss, train: bool, fused: bool = False, npu: bool = False):
@@ -148,6 +170,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=BATCH, help="fix for host-bound: samples per step")
     parser.add_argument("--precision", default=PRECISION, choices=["fp32", "bf16", "fp16"], help="fix for fp32 compute")
     parser.add_argument("--fused-optimizer", action="store_true", default=FUSED_OPTIMIZER, help="fix for training")
+    parser.add_argument("--npu-tuning", nargs="+", default=list(NPU_TUNING), choices=TUNINGS, help="NPU-only fixes")
     args = parser.parse_args(argv)
     if args.batch is not None and args.batch < 1:
         parser.error(f"--batch {args.batch}: give at least 1 sample per step")
@@ -160,7 +183,10 @@ def main(argv=None) -> int:
     if args.train and loss is None:
         parser.error("--train needs loss(output, input) in the --model file")
     npu = args.device.startswith("npu")
+    if args.npu_tuning and not npu:
+        parser.error("--npu-tuning: these settings exist on an NPU only (--device npu:<id>, torch_npu installed)")
     if npu:
+        tune_npu(args.npu_tuning, args.out)
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
         torch.npu.set_device(args.device)  # the program selects its own device; the profiler records that one
     model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)

@@ -15,7 +15,7 @@
    profiling as torch_npu 7.1.0 (``04.dynamic_pta71``; ``04.dynamic`` poses as 7.2.0), and the per-op dump
    with its folder named by the model's internal name and converted names carrying a shape
    (``precision.other_names``).
-4. Then every Python lesson file is copied **alone** into ``<out>/alone/<mode>/`` (nothing of the lab
+4. Then every Python lesson file is copied **alone** into ``<out>/alone/<step>/`` (nothing of the lab
    beside it) and run there as a user on an NPU machine runs it: ``python <lesson> <NPU arguments>``,
    with CANN's set_env.sh and torch_npu's stand-in on PYTHONPATH but not the lab, and none of the lab's
    variables (steps ``alone.01``, ``alone.02``, ``alone.03``, ``alone.04``; 03 loads the .om ``03.build`` made).
@@ -93,6 +93,9 @@ LESSON_OM = "03_api_pyAcl/model/npu/tiny_mlp_default.om"  # an offline model the
 FIND_COMMON = "import importlib.util; spec = importlib.util.find_spec('common'); print(spec and spec.origin)"
 
 
+TUNINGS = ("task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe")  # the 04 lesson's NPU-only fixes
+
+
 def lessons(device: int, lab: Path) -> list[tuple[str, str, list[str]]]:
     """(step, lesson file, its NPU arguments) for every Python lesson a user copies (issue 31), in mode order."""
     d = str(device)
@@ -101,6 +104,8 @@ def lessons(device: int, lab: Path) -> list[tuple[str, str, list[str]]]:
         ("alone.02", "02_api_AscendC/src/add_pyasc.py", ["-r", "NPU", "--device", d]),
         ("alone.03", "03_api_pyAcl/src/infer.py", ["--om", str(lab / LESSON_OM), "--device", d, "--out", "prof_out"]),
         ("alone.04", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out"]),
+        ("alone.04.tuning", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out",
+                                                                      "--npu-tuning", *TUNINGS]),
     ]
 
 
@@ -110,9 +115,9 @@ def user_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def run_lesson(name: str, lesson: str, args: list[str], out: Path, env: dict[str, str]) -> dict:
-    """Copy ``lesson`` alone into ``<out>/alone/<mode>/`` and run it there; the step's result says what the
+    """Copy ``lesson`` alone into ``<out>/alone/<step>/`` and run it there; the step's result says what the
     folder held, the PYTHONPATH it ran with and where ``import common`` would have found the lab (None: nowhere)."""
-    folder = out / "alone" / Path(lesson).parts[0]
+    folder = out / "alone" / name
     folder.mkdir(parents=True)
     shutil.copy2(ROOT / lesson, folder)
     copied = sorted(p.name for p in folder.iterdir())

@@ -621,6 +621,38 @@ def lessons_alone(out: Path, device: int) -> Result:
                   "schedule", ok, " | ".join(parts))
 
 
+# The 04 lesson's NPU-only fixes (--npu-tuning, every one): the settings its sources give (docs/make_it_faster.md)
+TUNING_ENV = {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}  # read by torch_npu as it starts: set before import
+TUNING_CALLS = {"npu.config.allow_internal_format": [False], "npu.matmul.allow_hf32": [True]}
+
+
+def npu_tuning(out: Path, device: int, step: str = "alone.04.tuning") -> Result:
+    """The 04 lesson copied alone with every NPU-only fix: the two variables set before torch_npu starts, the
+    compile mode, the format and HF32 switches and the AOE dump made before the profiler starts, and the lesson's
+    own profiler calls unchanged."""
+    problems = ran_alone(out, step)
+    if problems == ["not run"]:
+        return Result("04's NPU-only fixes run on the device", False, "not run")
+    calls = by_step(load(out)).get(step, [])
+    taught, _ = taught_calls(out, device, step)
+    imports = [c.get("tuning_env") for c in ok_calls(calls, "torch_npu", "import")]
+    first_profile = next((i for i, c in enumerate(calls) if c["call"] == "profiler.profile"), len(calls))
+    early = calls[:first_profile]
+    modes = [c.get("jit_compile") for c in ok_calls(early, "torch_npu", "npu.set_compile_mode")]
+    switches = {name: [c["args"][0] for c in ok_calls(early, "torch_npu", name)] for name in TUNING_CALLS}
+    folder = Path(step_result(out, step)["folder"])
+    aoe = [c["args"][0] for c in ok_calls(early, "torch_npu", "npu.set_aoe")]
+    problems += taught + _failed([
+        (not imports or any(e != TUNING_ENV for e in imports), f"torch_npu imported with {imports}"),
+        (modes != [False], f"set_compile_mode(jit_compile=...) {modes}"),
+        (switches != TUNING_CALLS, f"switches {switches}"),
+        (len(aoe) != 1 or not (folder / aoe[0]).resolve().is_relative_to((folder / "prof_out").resolve()),
+         f"set_aoe {aoe}")])
+    return Result("04's NPU-only fixes (--npu-tuning task-queue cpu-affinity binary-operators hf32 aoe) are set as "
+                  "their sources say, before the profiler starts, in the lesson copied alone", not problems,
+                  "; ".join(problems) or f"import env {imports[0]}, jit_compile {modes}, {switches}, set_aoe {aoe}")
+
+
 def reference_rows(out: Path | None = None, device: int | None = None) -> Result:
     if not REFERENCE.is_file():
         return Result("docs/npu_reference.md lists the facts checked here", False, f"{REFERENCE.name} not written yet")
@@ -658,6 +690,7 @@ CHECKS = {
     "dynamic_04": dynamic_04,
     "dynamic_04_pta71": lambda o, d: dynamic_04(o, d, "04.dynamic_pta71"),
     "lessons_alone": lessons_alone,
+    "npu_tuning": npu_tuning,
     "reference_rows": reference_rows,
 }
 

@@ -10,6 +10,10 @@
 - ``torch_npu.npu.mstx.range_start(message, stream=None, domain="default") -> int`` / ``range_end(id)``
   and ``torch.npu.current_stream()``: recorded, as the torch_npu API reference states them
   (op-plugin docs ``torch_npu-npu-mstx-range_start.md``); ending an id never started raises.
+- the tuning settings (torch_npu API reference): ``npu.set_compile_mode(jit_compile=...)``,
+  ``npu.set_aoe(dump_path)``, ``npu.config.allow_internal_format`` and ``npu.matmul.allow_hf32``
+  (attributes: each assignment recorded with its value); ``TASK_QUEUE_ENABLE`` and
+  ``CPU_AFFINITY_CONF`` as the process had them when torch_npu was imported (the import's record).
 - ``torch_npu.profiler``: see torch_npu/profiler/__init__.py.
 """
 
@@ -97,7 +101,43 @@ def _range_end(range_id: int, domain: str = "default") -> None:
     rec.record("torch_npu", "mstx.range_end", [range_id], rc=0)
 
 
+def set_compile_mode(jit_compile: bool = True) -> None:
+    if not isinstance(jit_compile, bool):
+        rec.record("torch_npu", "npu.set_compile_mode", [jit_compile], rc=1, refused="jit_compile is a bool")
+        raise TypeError("set_compile_mode(jit_compile=...) takes a bool")
+    rec.record("torch_npu", "npu.set_compile_mode", [], rc=0, jit_compile=jit_compile)
+
+
+def set_aoe(dump_path) -> None:
+    rec.record("torch_npu", "npu.set_aoe", [str(dump_path)], rc=0)
+
+
+class _Settings:
+    """``torch.npu.config`` / ``torch.npu.matmul``: known boolean switches; each assignment recorded, others refused."""
+
+    def __init__(self, prefix: str, **defaults: bool) -> None:
+        object.__setattr__(self, "_prefix", prefix)
+        object.__setattr__(self, "_values", dict(defaults))
+
+    def __getattr__(self, name: str):
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"{object.__getattribute__(self, '_prefix')}.{name}")
+        return values[name]
+
+    def __setattr__(self, name: str, value) -> None:
+        call = f"{self._prefix}.{name}"
+        if name not in self._values or not isinstance(value, bool):
+            rec.record("torch_npu", call, [value], rc=1, refused="no such switch, or not a bool")
+            raise AttributeError(f"{call} is not a boolean switch of torch_npu")
+        self._values[name] = value
+        rec.record("torch_npu", call, [value], rc=0)
+
+
 npu = types.ModuleType("torch_npu.npu")
+npu.set_compile_mode, npu.set_aoe = set_compile_mode, set_aoe
+npu.config = _Settings("npu.config", allow_internal_format=True)
+npu.matmul = _Settings("npu.matmul", allow_hf32=False)
 npu.set_device, npu.current_device, npu.device_count = set_device, current_device, device_count
 npu.synchronize, npu.is_available, npu.current_stream = synchronize, is_available, current_stream
 npu.mstx = types.SimpleNamespace(range_start=_range_start, range_end=_range_end)
@@ -133,7 +173,10 @@ def _register() -> None:
     torch.Tensor.to = _patched_to
     torch._npu_dryrun = True
     _register_hccl()
-    rec.record("torch_npu", "import", [], rc=0)
+    import os
+
+    rec.record("torch_npu", "import", [], rc=0, tuning_env={k: os.environ.get(k) for k in ("TASK_QUEUE_ENABLE",
+                                                                                          "CPU_AFFINITY_CONF")})
 
 
 def _register_hccl() -> None:
