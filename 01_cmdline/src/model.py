@@ -99,6 +99,10 @@ def main() -> int:
         device_id = int(npu.group(1) or 0)
         torch.npu.set_device(device_id)  # the program selects its device itself; msprof profiles the one in use
         device, sync, marked = torch.device(f"npu:{device_id}"), torch.npu.synchronize, npu_range
+        if not hasattr(getattr(torch_npu.npu, "mstx", None), "range_start"):  # documented from torch_npu 6.0.RC3
+            print(f"note: torch_npu {torch_npu.__version__} has no npu.mstx.range_start (6.0.RC3 or later): the "
+                  "forwards are marked with record_function, which msprof does not record", file=sys.stderr)
+            marked = torch.profiler.record_function
     else:
         device, sync, marked = torch.device("cpu"), (lambda: None), torch.profiler.record_function
     # On the CPU each forward is a record_function range: recorded by whatever torch profiler watches.

@@ -16,7 +16,8 @@ What you will learn:
   - that the profile of this kernel is read exactly like the C++ one's (``run.sh 0 --kernel pyasc``).
 
 Run it alone: ``python add_pyasc.py -r NPU --device 0`` (pyasc, CANN, an NPU), ``-r Model -v Ascend910B1``
-(CANN's simulator); profile it with ``msprof op --output=prof_out --kernel-name=add_kernel
+(CANN's simulator: its libraries on the loader's path first, ``export LD_LIBRARY_PATH=$ASCEND_HOME_PATH/tools/
+simulator/Ascend910B1/lib:$LD_LIBRARY_PATH``); profile it with ``msprof op --output=prof_out --kernel-name=add_kernel
 --aic-metrics=KernelScale,PipeUtilization python add_pyasc.py -r NPU --device 0``. Without pyasc, the lab's
 CPU twin of it stands in: ``PYTHONPATH=<lab>/common/modes/ascendc/pyasc_twin/site python add_pyasc.py``.
 """

@@ -4,7 +4,7 @@ What you will do: trace your model (``--model FILE``, else TinyMLP) on its input
     python export_onnx.py --model my_model.py --out model.onnx
 then, on an NPU, convert it offline with ATC into the ``model.om`` that infer.py runs with pyACL:
     atc --model=model.onnx --framework=5 --output=model --soc_version=<npu-smi info's Name, e.g. Ascend910B3> \\
-        --input_shape=x:32,1024      # every input, name:dims, ';' between inputs (a:8,16;b:8,4)
+        --input_shape="x:32,1024"    # every input, name:dims, quoted, ";" between inputs ("a:8,16;b:8,4")
     # + --precision_mode=must_keep_origin_dtype to keep fp32 (ATC's default computes in fp16 and adds Casts)
 
 What you will learn:
@@ -133,7 +133,7 @@ def main(argv=None):
     onnx.checker.check_model(str(args.out), full_check=True)
     shapes = ";".join(f"{n}:{','.join(map(str, t.shape))}" for n, t in zip(names, inputs))
     print(f"exported {args.out} ({exporter} exporter, opset {OPSET[exporter]}): inputs {', '.join(names)}, outputs "
-          f"{', '.join(outs)} (ATC: --input_shape={shapes})")
+          f"{', '.join(outs)} (ATC: --input_shape=\"{shapes}\")")  # quoted: bash splits at ';'
     return 0
 
 

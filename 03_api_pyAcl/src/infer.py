@@ -149,6 +149,9 @@ def main(argv=None):
                                args.graph_optimization)
     except Exception as err:  # noqa: BLE001 (a failed call, a file the runtime refuses: one line, no traceback)
         sys.exit(f"Error: {err}")
+    if args.om and not args.no_acl_prof:  # acl.prof writes raw data only: msprof (CANN's) exports the CSVs
+        for prof in sorted(args.out.glob("PROF_*")):
+            print(f"raw profile in {prof}: its CSVs with  msprof --export=on --output={prof}")
     for i, out in enumerate(outputs if args.save_output else []):
         np.save(args.save_output.with_name(f"{args.save_output.stem}_{i}.npy") if i else args.save_output, out)
     return 0

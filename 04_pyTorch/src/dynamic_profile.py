@@ -2,7 +2,9 @@
 
 What you will do: run a training loop (TinyMLP, or your model with ``--model FILE``) with ``PROF_CONFIG_PATH=<folder>``
 in its environment and no profiler call in the loop. The folder gets a template ``profiler_config.json``; edit it
-while it runs (``"start_step"``: a step ahead of the one it printed last, ``"warmup"``, ``"active"``, ``"prof_dir"``).
+while it runs (``"start_step"``: a step ahead of the one it printed last, ``"warmup"``, ``"active"``, ``"prof_dir"``;
+on an NPU also ``"analyse": true``, or the capture stays raw, without ``ASCEND_PROFILER_OUTPUT/``, and
+``"profiler_level": "Level1"``, ``"aic_metrics": "PipeUtilization"`` to match mode 04's capture).
 
 What you will learn:
 - how to profile a long job on demand: set one variable at start-up, edit one file when you want a capture;
@@ -12,8 +14,9 @@ What you will learn:
 On an NPU the watcher is torch_npu's own (``import torch_npu`` reads the variable); torch.profiler has
 none, so elsewhere section 3 does the same by hand: the same file, read once per step. Run:
 ``PROF_CONFIG_PATH=$PWD/prof_cfg python dynamic_profile.py [--model my_model.py] [--device cpu]`` (stops after
-``--steps`` steps or at a file ``stop_job`` in that folder). Save an edit a second or more after the job started:
-torch_npu sees a change by the file's whole-second modification time.
+``--steps`` steps or at a file ``stop_job`` in that folder). Save an edit two seconds or more after the template
+appeared: torch_npu's watcher starts at ``import torch_npu`` and sees a change by the file's whole-second
+modification time. ``PROF_CONFIG_PATH`` needs torch_npu 6.0.RC3 or later.
 """
 
 import argparse

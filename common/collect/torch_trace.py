@@ -151,10 +151,11 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 def raw_traces(folder: Path) -> list[Path]:
     """The torch.profiler traces of a folder a profiler wrote outside the lab (a copied 04 lesson, the copied DDP
     lesson's ranks, any PyTorch user's ``tensorboard_trace_handler``): ``*.pt.trace.json`` in it or one level down,
-    and no export of torch_npu's or msprof's layout beside it. Empty otherwise."""
+    and no export of torch_npu's or msprof's layout beside it, nor a lab run's run_info.json (a lab run is read as
+    it is, an incomplete one refused as such). Empty otherwise."""
     folder = Path(folder)
     if not folder.is_dir() or any(folder.glob("*_ascend_pt")) or any(folder.glob("PROF_*")) or \
-            (folder / "ASCEND_PROFILER_OUTPUT").is_dir():
+            (folder / "ASCEND_PROFILER_OUTPUT").is_dir() or (folder / "run_info.json").is_file():
         return []
     return sorted(folder.glob("*.pt.trace.json")) or sorted(folder.glob("*/*.pt.trace.json"))
 

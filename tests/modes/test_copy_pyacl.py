@@ -101,7 +101,7 @@ def _in_first_run(event: dict, events: list[dict]) -> bool:
 
 def test_the_lessons_own_tinymlp_without_a_model_file(alone: Path, tmp_path: Path) -> None:
     exported = run(alone, "export_onnx.py", "--out", str(tmp_path / "tiny.onnx"))
-    assert exported.returncode == 0 and "--input_shape=x:32,1024" in exported.stdout, exported.stderr
+    assert exported.returncode == 0 and "--input_shape=\"x:32,1024\"" in exported.stdout, exported.stderr
     inputs = tmp_path / "x.npz"
     np.savez(inputs, np.ones((32, 1024), np.float32))
     ran = run(alone, "infer.py", "--onnx", str(tmp_path / "tiny.onnx"), "--inputs", str(inputs), "--out",

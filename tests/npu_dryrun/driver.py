@@ -88,6 +88,7 @@ POSES = {
     "04.dynamic_pta71": {"NPU_DRYRUN_PTA_VERSION": "7.1.0"},  # before 7.2.0: start_step -1 becomes 0, never reached
     # the ACL dump's folder named by the model's name inside the .om, converted names with a ".<shape>" suffix
     "precision.other_names": {"NPU_DRYRUN_DUMP_FOLDER": "internal", "NPU_DRYRUN_CONVERT_SHAPE": "1"},
+    "alone.01.pta60rc2": {"NPU_DRYRUN_PTA_VERSION": "6.0.rc2"},  # before 6.0.RC3: no npu.mstx.range_start
 }
 LESSON_OM = "03_api_pyAcl/model/npu/tiny_mlp_default.om"  # an offline model the 03.build step makes
 FIND_COMMON = "import importlib.util; spec = importlib.util.find_spec('common'); print(spec and spec.origin)"
@@ -101,6 +102,7 @@ def lessons(device: int, lab: Path) -> list[tuple[str, str, list[str]]]:
     d = str(device)
     return [
         ("alone.01", "01_cmdline/src/model.py", ["--device", f"npu:{d}"]),
+        ("alone.01.pta60rc2", "01_cmdline/src/model.py", ["--device", f"npu:{d}"]),
         ("alone.02", "02_api_AscendC/src/add_pyasc.py", ["-r", "NPU", "--device", d]),
         ("alone.03", "03_api_pyAcl/src/infer.py", ["--om", str(lab / LESSON_OM), "--device", d, "--out", "prof_out"]),
         ("alone.04", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out"]),
@@ -200,7 +202,7 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     for name, lesson, args in lessons(device, lab):
         if only is not None and name not in only:
             continue
-        summary["steps"].append(shown(run_lesson(name, lesson, args, out, user_env(env))))
+        summary["steps"].append(shown(run_lesson(name, lesson, args, out, user_env({**env, **POSES.get(name, {})}))))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

@@ -653,6 +653,23 @@ def npu_tuning(out: Path, device: int, step: str = "alone.04.tuning") -> Result:
                   "; ".join(problems) or f"import env {imports[0]}, jit_compile {modes}, {switches}, set_aoe {aoe}")
 
 
+def older_torch_npu(out: Path, device: int, step: str = "alone.01.pta60rc2") -> Result:
+    """01's lesson copied alone, on a torch_npu before 6.0.RC3 (no ``npu.mstx.range_start``): it still runs every
+    forward on device <dev>, marks them with record_function instead, and says so in one line."""
+    problems = ran_alone(out, step)
+    if problems == ["not run"]:
+        return Result("01's copied lesson on torch_npu 6.0.RC2", False, "not run")
+    calls = by_step(load(out)).get(step, [])
+    chosen, used = devices_in(calls, {("torch_npu", "npu.set_device")}), devices_in(calls)
+    notes = [line for line in step_result(out, step)["stderr_tail"].splitlines() if "mstx.range_start" in line]
+    problems += _failed([
+        (chosen != [device] or used != [device], f"set_device {chosen}, devices used {used}"),
+        (bool(ok_calls(calls, "torch_npu", "mstx.range_start")), "mstx ranges recorded on a release without them"),
+        (len(notes) != 1 or "record_function" not in notes[0], f"notes {notes}")])
+    return Result("01's lesson copied alone runs on torch_npu 6.0.RC2 (no npu.mstx.range_start): record_function "
+                  "ranges instead, said in one line", not problems, "; ".join(problems) or f"{notes[0]}")
+
+
 def reference_rows(out: Path | None = None, device: int | None = None) -> Result:
     if not REFERENCE.is_file():
         return Result("docs/npu_reference.md lists the facts checked here", False, f"{REFERENCE.name} not written yet")
@@ -691,6 +708,7 @@ CHECKS = {
     "dynamic_04_pta71": lambda o, d: dynamic_04(o, d, "04.dynamic_pta71"),
     "lessons_alone": lessons_alone,
     "npu_tuning": npu_tuning,
+    "older_torch_npu": older_torch_npu,
     "reference_rows": reference_rows,
 }
 

@@ -19,12 +19,13 @@
 
 from __future__ import annotations
 
+import os
 import types
 
 import npu_dryrun_record as rec
 import torch
 
-__version__ = "2.1.0.dryrun"
+__version__ = f"{os.environ.get('NPU_DRYRUN_PTA_VERSION', '7.2.0')}.dryrun"  # the release it poses as
 _state = {"device": None, "to_seen": set()}
 
 
@@ -134,13 +135,22 @@ class _Settings:
         rec.record("torch_npu", call, [value], rc=0)
 
 
+def _has_mstx(version: str) -> bool:
+    """Whether the release the stand-in poses as documents ``npu.mstx.range_start``: 6.0.RC3 and later."""
+    major, minor, *rest = (version.lower().split(".") + ["0"])[:3]
+    if (int(major), int(minor)) != (6, 0):
+        return (int(major), int(minor)) > (6, 0)
+    return not rest[0].startswith("rc") or int(rest[0][2:] or 0) >= 3
+
+
 npu = types.ModuleType("torch_npu.npu")
 npu.set_compile_mode, npu.set_aoe = set_compile_mode, set_aoe
 npu.config = _Settings("npu.config", allow_internal_format=True)
 npu.matmul = _Settings("npu.matmul", allow_hf32=False)
 npu.set_device, npu.current_device, npu.device_count = set_device, current_device, device_count
 npu.synchronize, npu.is_available, npu.current_stream = synchronize, is_available, current_stream
-npu.mstx = types.SimpleNamespace(range_start=_range_start, range_end=_range_end)
+if _has_mstx(os.environ.get("NPU_DRYRUN_PTA_VERSION", "7.2.0")):  # an older release poses without it
+    npu.mstx = types.SimpleNamespace(range_start=_range_start, range_end=_range_end)
 
 
 def _to_cpu(device):
@@ -173,8 +183,6 @@ def _register() -> None:
     torch.Tensor.to = _patched_to
     torch._npu_dryrun = True
     _register_hccl()
-    import os
-
     rec.record("torch_npu", "import", [], rc=0, tuning_env={k: os.environ.get(k) for k in ("TASK_QUEUE_ENABLE",
                                                                                           "CPU_AFFINITY_CONF")})
 
