@@ -36,7 +36,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.helpers import MODES, copy_lab
+from tests.helpers import copy_lab
 from tests.npu_dryrun import expectations, fake_cann
 
 HERE = Path(__file__).resolve().parent

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 import time
 import warnings
 from collections import Counter
