@@ -201,9 +201,7 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
     total_noise = quadrature(*(estimate(t).iqr if len(t) > 1 else 0.0 for t in totals))
     slower_total = c_total > b_total * limit
     total_noisy = slower_total and c_total - b_total <= total_noise
-    sides = [step_side([r.steps for r in runs], given or _samples(runs))
-             for runs, given in zip((base, cand), samples or (None, None))]
-    steps = compare_steps(*sides, threshold_pct) if all(sides) else None
+    steps = _step_view(base, cand, lambda r: r.steps, threshold_pct, samples)
     per_rank = _per_rank(base, cand, threshold_pct, samples) if steps else {}
     only = [sorted((k for k in x if k not in y and op_family(k[1]) != "init"), key=lambda k: -x[k])
             for x, y in ((original_c, original_b), (original_b, original_c))] if matched_by == "family" else [[], []]
@@ -217,13 +215,18 @@ def _per_rank(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
     """Each rank's step view, for the ranks every run of both sides recorded (two or more): which rank a fix sped
     up, which it slowed (a rebalanced slow rank: its own steps shorter, the others' waits too)."""
     ranks = set.intersection(*(set(r.rank_steps) for r in [*base, *cand]))
-    out = {}
-    for rank in sorted(ranks) if len(ranks) > 1 else []:
-        sides = [step_side([r.rank_steps[rank] for r in runs], given or _samples(runs))
-                 for runs, given in zip((base, cand), samples or (None, None))]
-        if all(sides):
-            out[rank] = compare_steps(*sides, threshold_pct)
-    return out
+    views = {rank: _step_view(base, cand, lambda r, rank=rank: r.rank_steps[rank], threshold_pct, samples)
+             for rank in (sorted(ranks) if len(ranks) > 1 else [])}
+    return {rank: view for rank, view in views.items() if view is not None}
+
+
+def _step_view(base: list[RunOps], cand: list[RunOps], steps_of, threshold_pct: float,
+               samples: tuple[int, int] | None) -> StepComparison | None:
+    """The step view of ``steps_of(run)`` (a run's step rows: all of them, or one rank's), every run of a side
+    pooled, per sample when the samples per step are known; None when a side has no steps."""
+    sides = [step_side([steps_of(r) for r in runs], given or _samples(runs))
+             for runs, given in zip((base, cand), samples or (None, None))]
+    return compare_steps(*sides, threshold_pct) if all(sides) else None
 
 
 def _precision(runs: list[RunOps]) -> str | None:
