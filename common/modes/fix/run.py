@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from common.analyze.precision import TOLERANCES
+from common.analyze.precision import TOLERANCES, judge, op_metrics
 from common.errors import LabError, run_cli
 from common.formats.rundir import check_output_dir, prepare_output_dir
 from common.modes import ROOT
@@ -78,15 +78,14 @@ def precision_check(outcome: Outcome) -> dict | None:
         return {"max_abs_diff": None, "tolerance": None, "ok": False,
                 "detail": "no output to compare (or another shape) in the runs' output.npy"}
     tol = TOLERANCES[pair.numerics]
-    scale = max(float(np.abs(a).max()) for a in ref if a.size)
-    diff = max(float(np.abs(a - b).max()) for a, b in zip(ref, got) if a.size)
-    flat_r, flat_g = np.concatenate([a.ravel() for a in ref]), np.concatenate([a.ravel() for a in got])
-    norms = float(np.linalg.norm(flat_r) * np.linalg.norm(flat_g))
-    cosine = float(flat_r @ flat_g) / norms if norms else 1.0
-    limit = tol.abs_limit(scale)
-    return {"max_abs_diff": diff, "tolerance": limit, "ok": diff <= limit and cosine >= tol.cosine_min,
+    flat_r, flat_g = (np.concatenate([a.ravel() for a in side]) for side in (ref, got))
+    metrics = op_metrics(flat_g, flat_r)  # the per-op precision check's metrics and judgement, on the output
+    beyond = judge(metrics, tol, float((~np.isfinite(flat_r)).mean()))  # what the reference has is not blamed
+    diff, scale, limit = metrics["max_abs_err"], metrics["scale"], tol.abs_limit(metrics["scale"])
+    return {"max_abs_diff": diff, "tolerance": limit, "ok": not beyond,
             "detail": f"against the baseline's fp32 output: max abs diff {diff:.3g} (tolerance {tol.describe()}: "
-                      f"{limit:.3g} at max|ref| {scale:.3g}), cosine {cosine:.6f}"}
+                      f"{limit:.3g} at max|ref| {scale:.3g}), cosine {metrics['cosine']:.6f}"
+                      + (f"; beyond: {beyond}" if beyond else "")}
 
 
 def pair_json(o: Outcome) -> dict:
