@@ -141,8 +141,15 @@ def write_ascend_pt_from_trace(trace: Path, parent: Path, first_step: int, profi
                                rank: int | None = None) -> Path:
     """torch.profiler's trace -> a portable ``*_ascend_pt`` folder under ``parent`` (one rank's, when
     ``rank`` is given); returns it. ``first_step``: the first active step (wait + warmup of the schedule)."""
-    found = read_trace(trace)
-    return write_op_tree(found.roots, found.trace_start_us, found.allocations, parent, first_step, profiler_info, rank)
+    return _write(read_trace(trace), parent, first_step, profiler_info, rank)
+
+
+def _write(found: TorchTrace, parent: Path, first_step: int | None, profiler_info: dict,
+           rank: int | None = None) -> Path:
+    """A read trace -> its ``*_ascend_pt`` under ``parent``; ``first_step`` None: the trace's own first
+    ``ProfilerStep#N``."""
+    first = _first_step(found) if first_step is None else first_step
+    return write_op_tree(found.roots, found.trace_start_us, found.allocations, parent, first, profiler_info, rank)
 
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -195,9 +202,7 @@ def _first_step(found: TorchTrace) -> int:
 def convert_raw_trace(trace: Path, into: Path) -> Path:
     """A torch.profiler trace made outside the lab -> a portable ``*_ascend_pt`` folder under ``into`` (the lab's
     readers then read it as any capture); its steps are numbered as the trace's ``ProfilerStep#N`` are."""
-    found = read_trace(trace)
-    return write_op_tree(found.roots, found.trace_start_us, found.allocations, into, _first_step(found),
-                         _profiler_info(trace))
+    return _write(read_trace(trace), into, None, _profiler_info(trace))
 
 
 def convert_rank_traces(traces: list[Path], into: Path) -> list[Path]:
@@ -220,8 +225,7 @@ def convert_rank_traces(traces: list[Path], into: Path) -> list[Path]:
                            "outputs of different runs are mixed", "keep exactly one trace per rank, all from one run")
         seen[rank[0]] = trace
         worlds |= {rank[1]} - {None}
-        written.append(write_op_tree(found.roots, found.trace_start_us, found.allocations, into, _first_step(found),
-                                     _profiler_info(trace), rank[0]))
+        written.append(_write(found, into, None, _profiler_info(trace), rank[0]))
     missing = sorted(set(range(max(worlds, default=0))) - set(seen))
     if len(worlds) > 1 or missing:
         what = (f"the traces name world sizes {sorted(worlds)}" if len(worlds) > 1 else
