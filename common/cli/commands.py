@@ -38,6 +38,14 @@ MAX_DAMAGED = 16  # files left out before the report gives up (a capture this br
 DEFAULT_THRESHOLD_PCT = 10.0  # compare: percent slower that counts as a regression
 
 
+def check_threshold(pct: float) -> None:
+    """compare's and baseline's --threshold: a percentage in (0, 1000)."""
+    from common.errors import LabError
+
+    if not 0 < pct < 1000:
+        raise LabError(f"--threshold {pct:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
+
+
 def _damaged_file(err, datasets) -> object:
     """The file of ``datasets`` that ``err`` (a reader's LabError, which starts with the path) is about, when
     the report can go on without it: not a database, and not the task file of a capture without a step table."""
@@ -169,8 +177,7 @@ def _compare(args: argparse.Namespace) -> int:
     from common.errors import LabError
     from common.render.text import comparison_report
 
-    if not 0 < args.threshold < 1000:
-        raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
+    check_threshold(args.threshold)
     samples = None
     if args.samples is not None:
         if not all(n > 0 for n in args.samples):
@@ -206,8 +213,7 @@ def _baseline(args: argparse.Namespace) -> int:
     if not re.fullmatch(BASELINE_NAME, args.name):
         raise LabError(f"baseline name {args.name!r} is not letters, digits, '.', '_' or '-' (up to 100)",
                        "e.g. python -m common baseline save main-tinymlp 04_pyTorch/prof_out")
-    if not 0 < args.threshold < 1000:
-        raise LabError(f"--threshold {args.threshold:g} is not a percentage in (0, 1000)", "e.g. --threshold 10")
+    check_threshold(args.threshold)
     path = Path(args.store) / f"{args.name}.json"
     if args.action == "save":
         if path.exists() and not args.replace:
