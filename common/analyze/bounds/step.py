@@ -175,8 +175,9 @@ ADVICE = {
         "overlap computation and communication (DDP all-reduces a gradient bucket as soon as backward has filled "
         "it: tune bucket_cap_mb, smaller starts the first all-reduce sooner, larger sends fewer collectives); fewer, "
         "larger collectives (gradient accumulation: all-reduce once per N micro-batches under ddp.no_sync(), "
-        "ACCUMULATE in 04_pyTorch/src/ddp_with_profiler.py; no per-tensor all-reduce in a loop); a slow link or a slow rank makes every rank wait in the collective: `python -m common cluster "
-        "<dir>` names the rank the others wait for"
+        "ACCUMULATE in 04_pyTorch/src/ddp_with_profiler.py; no per-tensor all-reduce in a loop); a slow link or a "
+        "slow rank makes every rank wait in the collective: `python -m common cluster <dir>` names the rank the "
+        "others wait for"
     ),
     "free": (
         "fuse small ops (fewer launches); graph mode / an offline model to take "
