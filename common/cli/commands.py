@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from common.cli import profile as profile_p
+from common.cli import advise as advise_p
 from common.errors import ArgumentParser
 
 
@@ -370,6 +371,7 @@ def command_parser() -> ArgumentParser:
     base_p.set_defaults(func=_baseline)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     profile_p.add_parser(sub)
+    advise_p.add_parser(sub)
     return parser
 
 

@@ -34,13 +34,14 @@ def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple
     for p in profiles:
         folder = out / f"advisor_{p.label}"
         folder.mkdir()
-        text = run_tool(exe, ["advisor", "all", "-d", str(p.tool_dir), "-o", str(folder), "-l", "en"],
+        text = run_tool(exe, ["advisor", "all", "-d", str(p.tool_dir.resolve()), "-o", str(folder.resolve()), "-l", "en"],
                         folder / "advisor.log")
         tool_totals[p.label].append((f"advisor all -d {p.label}", advisor_totals(text, folder / "advisor.log")))
     folder = out / "compare"
     folder.mkdir()
     cand, base = profiles
-    run_tool(exe, ["compare", "-d", str(cand.tool_dir), "-bp", str(base.tool_dir), "-o", str(folder)],
+    run_tool(exe, ["compare", "-d", str(cand.tool_dir.resolve()), "-bp", str(base.tool_dir.resolve()),
+                   "-o", str(folder.resolve())],
              folder / "compare.log")
     comparison, benchmark = compare_totals(folder)
     tool_totals[cand.label].append(("compare -d (comparison)", comparison))

@@ -163,7 +163,7 @@ def run_app(
 def run_command(
     argv: Sequence[object], env: dict[str, str] | None = None, timeout_s: float | None = None, *,
     capture: bool = False, grace_s: float = TERMINATE_GRACE_S, stderr: Path | None = None,
-    on_timeout: Callable[[], object] | None = None, stderr_log: Path | None = None,
+    on_timeout: Callable[[], object] | None = None, stderr_log: Path | None = None, cwd: Path | None = None,
 ) -> AppRun:
     """Run ``argv`` (no shell) in its own session and wait; stop its whole group on timeout, SIGINT or SIGTERM.
 
@@ -177,7 +177,7 @@ def run_command(
           stderr.open("w") if stderr else _nothing() as err, _sigterm_raises()):
         # A session of its own: the terminal's Ctrl-C reaches only the lab, which passes it on
         # to the whole group; and the group can be stopped without touching the lab.
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.PIPE if stderr_log else err,
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.PIPE if stderr_log else err,
                                 start_new_session=True)
         copier = runlogs.tee(proc.stderr, stderr_log) if stderr_log else None
         run = AppRun(0, timeout_s=timeout_s)

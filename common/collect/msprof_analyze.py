@@ -68,11 +68,12 @@ def _last_line(text: str) -> str:
 def _run(argv: list[str], what: str, timeout: float, log_path: Path) -> tuple[int, str]:
     """Run under the lab's launcher (own session, group stopped on timeout, SIGINT, SIGTERM); (exit code, output).
 
-    stdout and stderr both land in ``log_path`` (stderr first, then stdout) and are returned together.
+    stdout and stderr both land in ``log_path`` (stderr first, then stdout) and are returned together. The tool
+    runs in the log's folder: the advisor writes an operator_tuning_file_*.cfg into its working directory.
     """
     try:
         run = launcher.run_command(argv, {**os.environ, "PYTHONUNBUFFERED": "1"}, timeout, capture=True,
-                                   stderr=log_path)
+                                   stderr=log_path, cwd=log_path.parent)
     except FileNotFoundError:
         raise LabError(f"{what}: {argv[0]} not found", f"install msprof-analyze, or unset {EXE_VAR}") from None
     run.raise_if_stopped()  # Ctrl-C or SIGTERM: the tool was stopped with the lab
