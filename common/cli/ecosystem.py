@@ -3,7 +3,10 @@
 Runs ``msprof-analyze advisor all`` on the candidate (default: mode 04's output) and on the
 baseline (default: a real torch_npu capture in tests/fixtures/npu), ``msprof-analyze compare``
 on the pair, and checks the Computing and Free totals each reports against the lab's own report
-of the same folder (common.collect.msprof_analyze runs the tool and reads what it wrote).
+of the same folder (common.collect.msprof_analyze runs the tool and reads what it wrote). Then the
+advisor's problems on the candidate and on every real capture of tests/fixtures/npu, each held
+against ``python -m common advise`` on the same folder: every category it reports must be there,
+with the same key figure (common.analyze.advisor.parity).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 from common.collect.msprof_analyze import (Totals, advisor_totals, check_agreement, compare_totals, ensure_tool,
                                            lab_profile, run_tool, tool_version)
+from common.collect.advisor_record import CAPTURES, FIXTURES
 from common.errors import ArgumentParser, run_cli
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
 from common.render.text import render_table, render_verdicts
@@ -60,6 +64,29 @@ def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple
     return "\n".join([title, *sources, table]), verdicts
 
 
+def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[str, list[Verdict]]:
+    """msprof-analyze advisor's problems on each capture against the lab's advise: one row per problem."""
+    from common.analyze.advisor.parity import parity
+    from common.analyze.advisor.rules import advise
+    from common.collect.advisor_record import record_advisor
+    from common.formats.advice_input import read_capture_inputs
+
+    exe = ensure_tool(log)
+    rows, verdicts = [], []
+    for name, capture in captures.items():
+        work = out / f"advise_{name}"
+        work.mkdir()
+        matches = parity(record_advisor(exe, capture, work), advise(read_capture_inputs(capture)))
+        rows += [[name, m.category, m.figure, m.advisor, m.lab, "same" if m.ok else "DIFFERENT"] for m in matches]
+        bad = [m.category for m in matches if not m.ok]
+        verdicts.append(Verdict(f"advise vs msprof-analyze advisor: {name}", not bad,
+                                f"{len(matches)} problem(s) reported, each in advise with the same key figure" if not bad
+                                else f"differs or missing: {', '.join(bad)}"))
+    table = render_table(["capture", "advisor category", "figure", "msprof-analyze", "lab advise", ""], rows,
+                         wrap=("msprof-analyze", "lab advise"))
+    return "msprof-analyze advisor's problems, found by python -m common advise\n" + table, verdicts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m common.cli.ecosystem", description=__doc__.splitlines()[0])
     parser.add_argument("--candidate", default=str(DEFAULT_CANDIDATE),
@@ -72,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     output = Path(args.output) if args.output else candidate / "msprof_analyze"
     table, verdicts = run_check(candidate, Path(args.baseline), output)
     print(table)
+    captures = {"candidate": candidate, **{name: FIXTURES / folder for name, folder in CAPTURES.items()}}
+    text, parity_verdicts = advisor_parity(captures, Path(output))
+    print(text)
+    verdicts += parity_verdicts
     print(render_verdicts(verdicts))
     return 0 if all(v.ok for v in verdicts) else 1
 

@@ -203,6 +203,12 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+# The environment torch_npu records in profiler_metadata.json (ENV_VARIABLES), recorded for every lab run too:
+# the advisor's environment rule reads it (common.analyze.advisor.environment).
+RECORDED_ENV = ("ASCEND_GLOBAL_LOG_LEVEL", "HCCL_RDMA_TC", "HCCL_RDMA_SL", "ACLNN_CACHE_LIMIT", "HOST_CACHE_CAPACITY",
+                "ASCEND_ENHANCE_ENABLE", "PYTORCH_NPU_ALLOC_CONF", "ASCEND_LAUNCH_BLOCKING", "HCCL_ALGO")
+
+
 def start_run(out_dir: Path, *, mode: str, backend: str, device: int, command: list[str], **extra: object) -> dict:
     """Write run_info.json with ``completed: false``; :func:`finish_run` flips it at the end."""
     info = {
@@ -226,6 +232,7 @@ def start_run(out_dir: Path, *, mode: str, backend: str, device: int, command: l
             "onnx": _version("onnx"),
             "cann": _cann_version(),
         },
+        "environment": {name: os.environ.get(name, "") for name in RECORDED_ENV},
         **extra,
     }
     write_run_info(out_dir, info)
