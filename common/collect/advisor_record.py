@@ -32,7 +32,7 @@ CAPTURES = {
     "megatron_pp2_dp2_level2": "megatron_pp2_dp2/level2",
     "kernel_details_pipe_utilization": "torch_npu_kernel_details",
     "kernel_details_aicpu": "torch_npu_aicpu_kernel_details",
-    "trace_view": "torch_npu_trace_view",
+    "trace_only": "torch_npu_trace_view",
 }
 
 

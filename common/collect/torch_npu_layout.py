@@ -26,7 +26,7 @@ from common.collect import torch_ops
 from common.collect.torch_ops import COMMUNICATION, StepRange
 from common.formats import writers
 from common.formats.intervals import gaps, merge
-from common.formats.records import ApiStat, StepTime, Task
+from common.formats.records import ApiStat, StepTime, Task, TxRange
 
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 # Thread ids torch_npu gives the Overlap Analysis tracks.
@@ -42,8 +42,9 @@ def new_ascend_pt_dir(parent: Path, when: dt.datetime | None = None) -> Path:
     return run
 
 
-def trace_view(tasks: list[Task], ranges: list[StepRange], host_pid: int) -> list[dict]:
-    """trace_view.json events: host steps, the measured tasks, and Overlap Analysis tracks."""
+def trace_view(tasks: list[Task], ranges: list[StepRange], host_pid: int, user: list[TxRange] = ()) -> list[dict]:
+    """trace_view.json events: host steps and the program's own ranges (``record_function``, the optimizer's
+    ``Optimizer.step#<name>.step``), the measured tasks, and Overlap Analysis tracks."""
     task_pid, overlap_pid, comm_pid = host_pid * 100 + 1, host_pid * 100 + 2, host_pid * 100 + 3
     compute_tasks = [t for t in tasks if t.task_type != COMMUNICATION]
     comm_tasks = [t for t in tasks if t.task_type == COMMUNICATION]
@@ -57,6 +58,8 @@ def trace_view(tasks: list[Task], ranges: list[StepRange], host_pid: int) -> lis
         {"name": "thread_name", "pid": overlap_pid, "tid": tid, "ph": "M", "args": {"name": name}}
         for name, tid in OVERLAP_TIDS.items()
     ]
+    events += [{"ph": "X", "name": r.message, "pid": host_pid, "tid": host_pid, "ts": writers.trace_ts(r.start_us),
+                "dur": round(r.end_us - r.start_us, 3), "cat": "user_annotation", "args": {}} for r in user]
     for r in ranges:
         events.append({
             "ph": "X", "name": f"ProfilerStep#{r.step}", "pid": host_pid, "tid": host_pid, "ts": writers.trace_ts(r.start_us),
@@ -135,6 +138,7 @@ def write_ascend_pt(
     api: list[ApiStat],
     profiler_info: dict,
     rank: int | None = None,
+    user: list[TxRange] = (),
 ) -> Path:
     """Write one portable ``*_ascend_pt`` folder (one rank's, when ``rank`` is given); returns it."""
     run = new_ascend_pt_dir(parent)
@@ -143,7 +147,7 @@ def write_ascend_pt(
     writers.write_op_statistic(out / "op_statistic.csv", writers.aggregate_op_statistic(tasks))
     writers.write_api_statistic(out / "api_statistic.csv", api)
     writers.write_step_trace_time(out / "step_trace_time.csv", steps)
-    writers.write_trace(out / "trace_view.json", trace_view(tasks, ranges, os.getpid()))
+    writers.write_trace(out / "trace_view.json", trace_view(tasks, ranges, os.getpid(), user))
     if rank is None:
         (run / "profiler_info.json").write_text(json.dumps(profiler_info, indent=4) + "\n")
     else:
@@ -188,7 +192,8 @@ def write_op_tree(roots: list[torch_ops.OpNode], trace_start_us: float, allocati
         (t for t in tasks if t.task_type == COMMUNICATION), key=lambda t: t.start_us)
     steps = torch_ops.step_times(tasks, ranges)
     api = torch_ops.api_statistic(torch_ops.api_calls(roots))
-    run = write_ascend_pt(parent, sorted(tasks, key=lambda t: t.start_us), ranges, steps, api, profiler_info, rank)
+    run = write_ascend_pt(parent, sorted(tasks, key=lambda t: t.start_us), ranges, steps, api, profiler_info, rank,
+                          torch_ops.user_ranges(roots, trace_start_us))
     write_memory_files(run / OUTPUT_SUBDIR, allocations)
     return run
 

@@ -81,6 +81,7 @@ class RankInput:
     steps: list[StepTime]
     env: dict[str, str] | None
     env_source: str | None
+    backend: str | None  # a lab run's backend (run_info.json); None for a capture made outside the lab
     communication: list[CommTiming] | None
     timeline: Timeline | None
     device_info: dict | None  # info.json's DeviceInfo[0]: ai_core_num, aiv_num, aic_frequency
@@ -103,20 +104,21 @@ def _json(path: Path) -> object:
         raise LabError(f"{path}: unreadable ({err})", "the file is damaged or cut short; copy the capture again") from None
 
 
-def _environment(ds: Dataset, rank_folder: Path) -> tuple[dict[str, str] | None, str | None]:
+def _environment(ds: Dataset, rank_folder: Path) -> tuple[dict[str, str] | None, str | None, str | None]:
+    """(the recorded environment, where it was recorded, the lab run's backend when a run_info.json recorded it)."""
     for folder in (rank_folder, ds.folder, *ds.folder.parents[:3]):
         meta = folder / PROFILER_METADATA_JSON
         if meta.is_file():
             values = _json(meta)
             env = values.get(ENV_KEY) if isinstance(values, dict) else None
             if isinstance(env, dict):
-                return {str(k): "" if v is None else str(v) for k, v in env.items()}, str(meta)
+                return {str(k): "" if v is None else str(v) for k, v in env.items()}, str(meta), None
         info = folder / RUN_INFO
         if info.is_file():
             values = _json(info)
             env = values.get("environment") if isinstance(values, dict) else None
             if isinstance(env, dict):
-                return {str(k): str(v) for k, v in env.items()}, str(info)
+                return {str(k): str(v) for k, v in env.items()}, str(info), str(values.get("backend"))
     if ds.is_db:
         db = SqliteFile(ds.db, "torch_npu (profiler database)")
         if db.has("META_DATA", "name", "value"):
@@ -127,8 +129,8 @@ def _environment(ds: Dataset, rank_folder: Path) -> tuple[dict[str, str] | None,
                 except json.JSONDecodeError:
                     env = None
                 if isinstance(env, dict):
-                    return {str(k): str(v) for k, v in env.items()}, f"{ds.db} META_DATA"
-    return None, None
+                    return {str(k): str(v) for k, v in env.items()}, f"{ds.db} META_DATA", None
+    return None, None, None
 
 
 def _device_info(ds: Dataset) -> dict | None:
@@ -239,11 +241,12 @@ def _communication(ds: Dataset) -> list[CommTiming] | None:
     return None if found is None else found[0]
 
 
-def read_rank_input(ds: Dataset) -> RankInput:
+def read_rank_input(ds: Dataset, timeline: bool = True) -> RankInput:
+    """One export's records; ``timeline`` False leaves the timeline unread (its rules then do not run)."""
     rank, folder = _rank_of(ds)
-    env, env_source = _environment(ds, folder)
-    return RankInput(rank, str(ds.folder), ds.tasks, ds.steps, env, env_source, _communication(ds), _timeline(ds),
-                     _device_info(ds))
+    env, env_source, backend = _environment(ds, folder)
+    return RankInput(rank, str(ds.folder), ds.tasks, ds.steps, env, env_source, backend, _communication(ds),
+                     _timeline(ds) if timeline else None, _device_info(ds))
 
 
 def read_capture_inputs(root: Path | str) -> list[RankInput]:

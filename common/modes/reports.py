@@ -10,12 +10,15 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.analyze import advisories, checks, families, memory
+from common.analyze import checks, families, memory
+from common.analyze.advisor import FOUND
+from common.analyze.advisor.rules import RANK_RULES
 from common.analyze.bounds import op as bounds
 from common.analyze.bounds import step as step_bound
 from common.analyze.bounds.op import Peaks
 from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
+from common.formats.advice_input import read_rank_input
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 from common.formats.records import StepTime
 from common.formats.rundir import prepare_output_dir, recorded_count
@@ -248,12 +251,19 @@ NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two file
 
 
 def advisory_sections(ds: Dataset, label: str) -> list[Section]:
-    """One section per operator advisory that fires (common.analyze.advisories), with its rule and rows."""
+    """One section per advisor rule of one export that fires (common.analyze.advisor), with its figures and rows.
+
+    The timeline's rules (replaceable APIs, syncs, compiles, GC ...) and those across ranks are left to
+    ``python -m common advise``, which reads the whole timeline."""
     if not ds.small:
         return []
-    return [Section(f"Advisory: {a.name}: {label}", lines=[a.text, f"rule: {a.rule}"], header=a.header,
-                    rows=a.rows, wrap=("Dtypes (in -> out)",))
-            for a in advisories.advisories(ds.tasks)]
+    rank = read_rank_input(ds, timeline=False)
+    found = [f for f in (rule(rank) for rule in RANK_RULES) if f.status == FOUND]
+    return [Section(f"Advisor: {f.rule}: {label}", lines=[f.text, f"rule: {f.threshold}",
+                                                          *([f"remedy: {f.remedy}"] if f.remedy else []),
+                                                          *([f"fix: nox -s fix -- 0 --pairs {f.fix}"] if f.fix else [])],
+                    header=f.header, rows=f.rows, wrap=("Dtypes (in -> out)", "Why", "Set"))
+            for f in found]
 
 
 def directory_report(

@@ -46,6 +46,9 @@ def environment(rank) -> Finding:
     if rank.env is None:
         return not_run(RULE, "the capture recorded no environment (torch_npu writes ENV_VARIABLES into "
                              "profiler_metadata.json; the lab's run_info.json records it as environment)", THRESHOLD)
+    if rank.backend == "portable":
+        return not_run(RULE, f"a portable run: these variables act on CANN and torch_npu only (recorded in "
+                             f"{rank.env_source}; a run on an NPU is judged)", THRESHOLD)
     flagged = [[name, rank.env[name] or "(unset)", what, fix]
                for name, (fires, what, fix) in CONDITIONS.items() if name in rank.env and fires(rank.env[name])]
     if not flagged:
