@@ -16,18 +16,25 @@ from pathlib import Path
 def advise(args: argparse.Namespace) -> int:
     from common.analyze.advisor.rules import advise as run_rules
     from common.cli.captures import readable
-    from common.formats.advice_input import read_capture_inputs
+    from common.formats.advice_input import iter_capture_inputs
     from common.formats.rundir import check_output_dir, prepare_output_dir
     from common.render.advice import advice_json, advice_markdown, advice_text
 
     if args.out:
         check_output_dir(args.out)  # before the work: a bad --out stops here
+    names: list = []
+
+    def counted(ranks):
+        for rank in ranks:
+            names.append(rank.rank)
+            yield rank
+
     with readable(args.dir) as source:
-        ranks = read_capture_inputs(source)
-    findings = run_rules(ranks)
-    names = [r.rank for r in ranks]
+        findings = run_rules(counted(iter_capture_inputs(source)))
+    ranks = names
     title = f"msprof lab advise: {args.dir}"
-    lines = [f"{len(ranks)} export(s)" + (f", ranks {', '.join(map(str, names))}" if None not in names else ""),
+    shown = ", ".join(map(str, names[:16])) + (f" ... {names[-1]}" if len(names) > 16 else "")
+    lines = [f"{len(ranks)} export(s)" + (f", ranks {shown}" if None not in names else ""),
              "rules: msprof-analyze advisor 26.2.0's, each with its threshold and source (docs/reading_captures.md)"]
     if args.json:
         print(advice_json(str(args.dir), names, findings))

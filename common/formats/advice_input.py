@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -249,7 +250,17 @@ def read_rank_input(ds: Dataset, timeline: bool = True) -> RankInput:
                      _timeline(ds) if timeline else None, _device_info(ds))
 
 
+def iter_capture_inputs(root: Path | str) -> Iterator[RankInput]:
+    """One record per export under ``root``, by rank where ranks are recorded, read one at a time: a capture of
+    a thousand ranks is never in memory at once (each export is let go once its record is handed on)."""
+    datasets: list[Dataset | None] = list(find_datasets(root))
+    order = sorted(range(len(datasets)), key=lambda i: (_rank_of(datasets[i])[0] is None,
+                                                         _rank_of(datasets[i])[0] or 0, str(datasets[i].folder)))
+    for i in order:
+        ds, datasets[i] = datasets[i], None
+        yield read_rank_input(ds)
+
+
 def read_capture_inputs(root: Path | str) -> list[RankInput]:
-    """One record per export under ``root``, by rank where ranks are recorded."""
-    ranks = [read_rank_input(ds) for ds in find_datasets(root)]
-    return sorted(ranks, key=lambda r: (r.rank is None, r.rank or 0, r.where))
+    """Every record of :func:`iter_capture_inputs` (small captures, tests)."""
+    return list(iter_capture_inputs(root))

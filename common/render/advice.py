@@ -22,7 +22,8 @@ def _fix_line(f: Finding) -> str | None:
 def _sections(findings: list[Finding]) -> list[Section]:
     sections = []
     for f in (f for f in findings if f.status == FOUND):
-        where = f" (ranks {', '.join(map(str, f.ranks))})" if len(f.ranks) > 1 else f" (rank {f.ranks[0]})" if f.ranks else ""
+        listed = ", ".join(map(str, f.ranks[:8])) + (f" ... {f.ranks[-1]}: {len(f.ranks)} ranks" if len(f.ranks) > 8 else "")
+        where = f" (ranks {listed})" if len(f.ranks) > 1 else f" (rank {f.ranks[0]})" if f.ranks else ""
         lines = [f.text, f"rule: {f.threshold}"]
         lines += [f"remedy: {f.remedy}"] if f.remedy else []
         lines += [line for line in [_fix_line(f)] if line]
