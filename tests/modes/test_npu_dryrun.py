@@ -286,3 +286,25 @@ def test_ascendcl_stand_in_refuses_a_device_id_past_the_last(tmp_path: Path) -> 
     assert proc.returncode == 1 and "107001" in proc.stderr
     calls = [(c["call"], c["args"], c["rc"]) for c in expectations.load(tmp_path)]
     assert ("aclrtSetDevice", [8], 107001) in calls
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="needs a C++ compiler")
+@pytest.mark.parametrize("default, given, rc", [(True, [], 0), (False, [], 2), (False, ["-DCMAKE_BUILD_TYPE=Release"], 0)])
+def test_cmake_stand_in_fails_like_canns_kernel_scripts_without_a_build_type(tmp_path: Path, default: bool,
+                                                                            given: list[str], rc: int) -> None:
+    """The copied project builds only when a build type reaches CANN's kernel scripts: its CMakeLists.txt's default
+    (the lab's sets Release) or one on the command line; with neither the stand-in's build stops as they do."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "02_api_AscendC" / "src", project, ignore=shutil.ignore_patterns("*.py"))
+    if not default:
+        text = (project / "CMakeLists.txt").read_text()
+        (project / "CMakeLists.txt").write_text(text.replace("if(NOT CMAKE_BUILD_TYPE)", "if(FALSE)"))
+    cann = tmp_path / "cann" / "compiler" / "tikcpp" / "ascendc_kernel_cmake"
+    cann.mkdir(parents=True)
+    (cann / "ascendc.cmake").write_text("")
+    configure = tool(tmp_path, "cmake", "-S", str(project), "-B", str(project / "build"), "-DRUN_MODE=npu",
+                     "-DSOC_VERSION=Ascend910B3", f"-DASCEND_CANN_PACKAGE_PATH={tmp_path / 'cann'}", *given)
+    assert configure.returncode == 0, configure.stderr
+    build = tool(tmp_path, "cmake", "--build", str(project / "build"))
+    assert build.returncode == rc, build.stderr
+    assert ("no build type" in build.stderr) == (rc != 0)

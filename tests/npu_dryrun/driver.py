@@ -19,6 +19,9 @@
    beside it) and run there as a user on an NPU machine runs it: ``python <lesson> <NPU arguments>``,
    with CANN's set_env.sh and torch_npu's stand-in on PYTHONPATH but not the lab, and none of the lab's
    variables (steps ``alone.01``, ``alone.02``, ``alone.03``, ``alone.04``; 03 loads the .om ``03.build`` made).
+   02's C++ project (its three files) is copied alone the same way and built with the command its README
+   documents (``alone.02.cmake``), against a cmake stand-in that stops, as CANN's kernel scripts do, when no
+   build type reaches them.
 5. The documented NPU behaviour is checked (expectations.py) and printed; the exit code is 0 only when
    every expectation holds.
 """
@@ -109,6 +112,37 @@ def lessons(device: int, lab: Path) -> list[tuple[str, str, list[str]]]:
         ("alone.04.tuning", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out",
                                                                       "--npu-tuning", *TUNINGS]),
     ]
+
+
+PROJECT_02 = ("02_api_AscendC/src", ("CMakeLists.txt", "add_kernel.cpp", "main.cpp"))  # the copied C++ project
+PROJECT_STEP = "alone.02.cmake"
+
+
+def documented_npu_build(readme: Path = ROOT / "02_api_AscendC" / "README.md") -> str:
+    """The NPU build command 02's README gives for the copied project (its cmake lines, continuations joined)."""
+    text = readme.read_text(encoding="utf-8").split("**On an NPU**", 1)[1]
+    block = text.split("```", 2)[1]
+    lines = [line.strip() for line in block.splitlines() if line.strip()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("cmake "))
+    command = []
+    for line in lines[start:]:
+        command.append(line.rstrip("\\").strip())
+        if not line.endswith("\\"):
+            break
+    return " ".join(command)
+
+
+def run_project(name: str, out: Path, env: dict[str, str]) -> dict:
+    """02's three C++ files copied alone into ``<out>/alone/<step>/`` and built there with the command the README
+    documents for a copied project (run by bash, as a user pastes it)."""
+    folder = out / "alone" / name
+    folder.mkdir(parents=True)
+    source, files = PROJECT_02
+    for file in files:
+        shutil.copy2(ROOT / source / file, folder)
+    command = documented_npu_build()
+    result = run_step(name, ["bash", "-c", command], None, folder, out, env)
+    return {**result, "folder": str(folder), "copied": sorted(files), "command": command}
 
 
 def user_env(env: dict[str, str]) -> dict[str, str]:
@@ -203,6 +237,8 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
         if only is not None and name not in only:
             continue
         summary["steps"].append(shown(run_lesson(name, lesson, args, out, user_env({**env, **POSES.get(name, {})}))))
+    if only is None or PROJECT_STEP in only:
+        summary["steps"].append(shown(run_project(PROJECT_STEP, out, user_env(env))))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -217,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", help="run only these steps, comma-separated (e.g. detect,02.build,02,03.build); "
                         "the checks of steps left out fail")
     args = parser.parse_args(argv)
-    names = [name for name, _, _ in steps(0, True) + lessons(0, ROOT)]
+    names = [name for name, _, _ in steps(0, True) + lessons(0, ROOT)] + [PROJECT_STEP]
     only = set(args.steps.split(",")) if args.steps else None
     if only is not None and not only <= set(names):
         print(f"Error: --steps {args.steps!r} names a step the dry run does not have — pick from {', '.join(names)}",

@@ -670,6 +670,27 @@ def older_torch_npu(out: Path, device: int, step: str = "alone.01.pta60rc2") -> 
                   "ranges instead, said in one line", not problems, "; ".join(problems) or f"{notes[0]}")
 
 
+def copied_cmake_project(out: Path, device: int, step: str = "alone.02.cmake") -> Result:
+    """02's C++ project copied alone (CMakeLists.txt, add_kernel.cpp, main.cpp) configures and builds with the command
+    its README documents, against a cmake stand-in whose build fails, as CANN's kernel scripts do, when
+    CMAKE_BUILD_TYPE is empty: the CMakeLists' own default (Release) must reach the kernel build."""
+    found = step_result(out, step)
+    if not found:
+        return Result("02's copied C++ project builds with its documented command", False, "not run")
+    calls = by_step(load(out)).get(step, [])
+    configure = [c for c in calls if c["tool"] == "cmake" and c["call"] == "configure"]
+    build = [c for c in calls if c["tool"] == "cmake" and c["call"] == "build"]
+    problems = _failed([
+        (found["rc"] != 0, f"exit {found['rc']}: {found['stderr_tail'][-300:]}"),
+        (len(configure) != 1 or configure[0].get("build_type") != "Release",
+         f"configured with build type {[c.get('build_type') for c in configure]}"),
+        (len(build) != 1 or build[0].get("rc") != 0 or build[0].get("refused"), f"build {build}"),
+        ("CMAKE_BUILD_TYPE" in found.get("command", ""), "the documented command passes the build type itself")])
+    return Result("02's copied C++ project (3 files) configures and builds with the README's command; the build "
+                  "type CANN's kernel scripts need comes from CMakeLists.txt's default", not problems,
+                  "; ".join(problems) or f"$ {found.get('command')}: build type {configure[0].get('build_type')}")
+
+
 def reference_rows(out: Path | None = None, device: int | None = None) -> Result:
     if not REFERENCE.is_file():
         return Result("docs/npu_reference.md lists the facts checked here", False, f"{REFERENCE.name} not written yet")
@@ -709,6 +730,7 @@ CHECKS = {
     "lessons_alone": lessons_alone,
     "npu_tuning": npu_tuning,
     "older_torch_npu": older_torch_npu,
+    "copied_cmake_project": copied_cmake_project,
     "reference_rows": reference_rows,
 }
 

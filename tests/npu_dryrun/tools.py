@@ -416,11 +416,22 @@ def cmake(argv: list[str]) -> int:
     if not defs.get("SOC_VERSION") or not defs.get("ASCEND_CANN_PACKAGE_PATH") or not has_ascendc:
         return refuse("cmake", "configure", argv, "RUN_MODE=npu needs SOC_VERSION and CANN's ascendc.cmake under "
                       "ASCEND_CANN_PACKAGE_PATH")
+    build_type = defs.get("CMAKE_BUILD_TYPE") or default_build_type(source / "CMakeLists.txt")
     build.mkdir(parents=True, exist_ok=True)
-    (build / CONFIGURE).write_text(json.dumps({"source": str(source.resolve()), "defs": defs}, indent=2))
-    rec.record("cmake", "configure", argv, rc=0)
-    print(f"-- add_custom: RUN_MODE=npu (dry run stand-in), SOC_VERSION={defs['SOC_VERSION']}")
+    (build / CONFIGURE).write_text(json.dumps({"source": str(source.resolve()), "defs": defs,
+                                               "build_type": build_type}, indent=2))
+    rec.record("cmake", "configure", argv, rc=0, build_type=build_type)
+    print(f"-- add_custom: RUN_MODE=npu (dry run stand-in), SOC_VERSION={defs['SOC_VERSION']}, "
+          f"CMAKE_BUILD_TYPE={build_type or '(empty)'}")
     return 0
+
+
+def default_build_type(cmakelists: Path) -> str:
+    """The build type a CMakeLists.txt sets when none is given (``if(NOT CMAKE_BUILD_TYPE) set(... X ...)``): what
+    CMake would hand CANN's ascendc_library; empty when the file sets none."""
+    found = re.search(r"if\s*\(\s*NOT\s+CMAKE_BUILD_TYPE\s*\)\s*set\s*\(\s*CMAKE_BUILD_TYPE\s+(\w+)",
+                      cmakelists.read_text())
+    return found[1] if found else ""
 
 
 def cmake_build(argv: list[str]) -> int:
@@ -430,7 +441,13 @@ def cmake_build(argv: list[str]) -> int:
         found = real_cmake()
         return subprocess.run([found, *argv], check=False).returncode if found else refuse(
             "cmake", "build", argv, f"{build} was not configured")
-    source = Path(json.loads(conf.read_text())["source"])
+    configured = json.loads(conf.read_text())
+    source = Path(configured["source"])
+    if not configured.get("build_type"):
+        # CANN 8.5's ascendc_library hands CMAKE_BUILD_TYPE to merge_mix_obj.sh as --build-type; with no value the
+        # script's argument loop fails under set -e and the kernel never links (npu_reference.md CANN-KERNEL-CMAKE)
+        return refuse("cmake", "build", argv, "CANN's kernel merge script got no build type (CMAKE_BUILD_TYPE is "
+                      "empty: pass -DCMAKE_BUILD_TYPE=Release or set a default in CMakeLists.txt)", code=2)
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
     if not cxx:
         return refuse("cmake", "build", argv, "no C++ compiler for the stand-in host program")

@@ -30,23 +30,35 @@ def _advisory(rule: str, advisory, threshold: str, figures: dict, fix: str | Non
                  fix=fix)
 
 
-def ai_cpu(rank) -> Finding:
-    rule, threshold = "AICPU Issues", advisories.AI_CPU_SOURCE
-    if not rank.tasks:
-        return not_run(rule, "no task table (kernel_details.csv, op_summary or a profiler database)", threshold)
-    a = advisories.ai_cpu_ops(rank.tasks)
-    if a is None:
-        return clear(rule, "no AI CPU task of 20 us or more", threshold)
-    tasks = [t for t in rank.tasks if t.task_type == "AI_CPU"]
-    spent = sum(t.duration_us for t in tasks)
-    figures = {"count": len(tasks), "op_types": sorted({t.op_type for t in tasks}), "total_us": round(spent, 3)}
-    return _advisory(rule, a, threshold, figures)
+NO_TASKS = "no task table (kernel_details.csv, op_summary or a profiler database)"
+
+
+def _wrapped(rule: str, threshold: str, check, nothing: str, figures, fix: str | None = None):
+    """A rule of :mod:`common.analyze.advisories` under the advisor's name: ``figures(advisory, tasks)`` its key figures."""
+
+    def run(rank) -> Finding:
+        if not rank.tasks:
+            return not_run(rule, NO_TASKS, threshold)
+        a = check(rank.tasks)
+        return clear(rule, nothing, threshold) if a is None else _advisory(rule, a, threshold, figures(a, rank.tasks), fix)
+
+    return run
+
+
+def _ai_cpu_figures(a, tasks) -> dict:
+    chosen = [t for t in tasks if t.task_type == "AI_CPU"]
+    return {"count": len(chosen), "op_types": sorted({t.op_type for t in chosen}),
+            "total_us": round(sum(t.duration_us for t in chosen), 3)}
+
+
+ai_cpu = _wrapped("AICPU Issues", advisories.AI_CPU_SOURCE, advisories.ai_cpu_ops, "no AI CPU task of 20 us or more",
+                  _ai_cpu_figures)
 
 
 def dynamic_shape(rank) -> Finding:
     rule, threshold = "Operator Dynamic Shape Issues", advisories.DYNAMIC_SOURCE
     if not rank.tasks:
-        return not_run(rule, "no task table", threshold)
+        return not_run(rule, NO_TASKS, threshold)
     states = {t.op_state for t in rank.tasks if t.op_state not in (None, "N/A")}
     if not states:
         return not_run(rule, "the task table records no OP State (Level0, an older export or a database without "
@@ -105,25 +117,13 @@ def no_bound(rank) -> Finding:
                  header=["Op", "OP Type", "Core", "Duration(us)", *PIPES, "Block Dim"], rows=rows)
 
 
-def launch_bound(rank) -> Finding:
-    rule, threshold = "Timeline Op Schedule (small ops)", advisories.LAUNCH_SOURCE
-    if not rank.tasks:
-        return not_run(rule, "no task table", threshold)
-    a = advisories.launch_bound(rank.tasks)
-    if a is None:
-        return clear(rule, "the device is not waiting on many short launches", threshold)
-    return _advisory(rule, a, threshold, {"blocks": sum(r[2] for r in a.rows)}, fix="batch")
-
-
-def conversions(rank) -> Finding:
-    rule = "Cast / TransData overhead (lab rule)"
-    threshold = f"Cast + TransData >= {advisories.CONVERSION_SHARE:.0%} of the compute task time (the lab's estimate)"
-    if not rank.tasks:
-        return not_run(rule, "no task table", threshold)
-    a = advisories.conversions(rank.tasks)
-    if a is None:
-        return clear(rule, "dtype and layout conversions take little of the compute time", threshold)
-    return _advisory(rule, a, threshold, {"tasks": sum(r[2] for r in a.rows)})
+launch_bound = _wrapped("Timeline Op Schedule (small ops)", advisories.LAUNCH_SOURCE, advisories.launch_bound,
+                        "the device is not waiting on many short launches",
+                        lambda a, _: {"blocks": sum(r[2] for r in a.rows)}, fix="batch")
+conversions = _wrapped("Cast / TransData overhead (lab rule)",
+                       f"Cast + TransData >= {advisories.CONVERSION_SHARE:.0%} of the compute task time (the lab's estimate)",
+                       advisories.conversions, "dtype and layout conversions take little of the compute time",
+                       lambda a, _: {"tasks": sum(r[2] for r in a.rows)})
 
 
 RULES = (ai_cpu, dynamic_shape, block_dim, no_bound, launch_bound, conversions)
