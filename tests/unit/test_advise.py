@@ -126,3 +126,28 @@ def test_a_portable_run_is_not_judged_on_npu_variables_and_report_shows_what_fir
     proc = lab("report", capture, "--out", tmp_path / "report")
     assert "-- Advisor: AICPU Issues: ASCEND_PROFILER_OUTPUT --" in proc.stdout
     assert "Advisor: Environment" not in proc.stdout
+
+
+def _tasks(gap_us: float, mte_us: float, repeats: int = 8) -> list:
+    from common.formats.records import Task
+
+    pmu = {"aic_mte2_time(us)": mte_us, "aiv_mte2_time(us)": 0.0, "aic_fixpipe_time(us)": 0.0,
+           "aiv_mte3_time(us)": 0.0, "aicore_time(us)": 10.0}
+    tasks, start = [], 0.0
+    for _ in range(repeats):
+        for name in ("Mul", "Add", "Relu"):
+            tasks.append(Task(name, name, "AI_CORE", start, 10.0, input_shapes="8,8", output_shapes="8,8", pmu=pmu))
+            start += 10.0 + gap_us
+    return tasks
+
+
+@pytest.mark.parametrize("gap_us, mte_us, status", [(100.0, 0.0, FOUND), (0.0, 9.0, FOUND), (0.0, 1.0, CLEAR)])
+def test_a_repeated_run_of_ops_is_fusible_when_host_or_mte_bound(gap_us: float, mte_us: float, status: str) -> None:
+    from types import SimpleNamespace
+
+    from common.analyze.advisor.operators import fusible_operators
+
+    f = fusible_operators(SimpleNamespace(tasks=_tasks(gap_us, mte_us)))
+    assert f.status == status, f.text
+    if status == FOUND:  # the longest repeated run is named once, not each of its prefixes
+        assert all(row[2] > 5 for row in f.rows) and len({row[3] for row in f.rows}) == len(f.rows)

@@ -126,4 +126,72 @@ conversions = _wrapped("Cast / TransData overhead (lab rule)",
                        lambda a, _: {"tasks": sum(r[2] for r in a.rows)})
 
 
-RULES = (ai_cpu, dynamic_shape, block_dim, no_bound, launch_bound, conversions)
+# rules/en/fusible_operator.yaml: run lengths, the host and MTE thresholds, how often and how long a run must be
+FUSIBLE_LENGTHS, HOST_BUSY, MTE_SHARE, FUSIBLE_MIN_COUNT, FUSIBLE_MIN_SHARE = (3, 10), 0.4, 0.8, 5, 0.01
+FUSIBLE_COLUMNS = ("aic_mte2_time(us)", "aiv_mte2_time(us)", "aic_fixpipe_time(us)", "aiv_mte3_time(us)",
+                   "aicore_time(us)")
+
+
+def _breaks_run(t: Task) -> bool:
+    return t.task_type in ("COMMUNICATION", "HCCL", "AI_CPU") or t.op_name.lower().startswith(("hcom", "lccl", "lcoc"))
+
+
+def _pmu(t: Task, column: str) -> float:
+    return float(t.pmu.get(column) or 0.0)
+
+
+def fusible_operators(rank) -> Finding:
+    """Runs of 3 to 10 consecutive ops (no communication or AI CPU op inside) that repeat more than 5 times and are
+    host-bound (their tasks busy < 0.4 of the run's span) or MTE-bound (MTE > 0.8 of their AI Core time)."""
+    rule = "Fusible Operator Analysis"
+    threshold = (f"runs of {FUSIBLE_LENGTHS[0]} to {FUSIBLE_LENGTHS[1]} ops seen more than {FUSIBLE_MIN_COUNT} times, "
+                 f"host-bound (busy < {HOST_BUSY:g} of their span) or MTE-bound (MTE > {MTE_SHARE:g} of AI Core time), "
+                 f"over {FUSIBLE_MIN_SHARE:.0%} of the capture or MTE-bound (msprof-analyze advisor schedule/fusible_ops, "
+                 "rules/en/fusible_operator.yaml)")
+    tasks = rank.tasks or []
+    if not tasks or any(c not in tasks[0].pmu for c in FUSIBLE_COLUMNS):
+        return not_run(rule, "the task table has no MTE / fixpipe / AI Core time columns (PipeUtilization)", threshold)
+    span = tasks[-1].end_us - tasks[0].start_us
+    runs: dict[str, list] = {}
+    for i, first in enumerate(tasks):
+        if _breaks_run(first):
+            continue
+        busy = mte = core = 0.0
+        key = []
+        for j in range(i, min(i + FUSIBLE_LENGTHS[1], len(tasks))):
+            t = tasks[j]
+            if j > i and _breaks_run(t):
+                break
+            busy += t.duration_us
+            mte += max(_pmu(t, "aic_mte2_time(us)"), _pmu(t, "aiv_mte2_time(us)")) + max(
+                _pmu(t, "aic_fixpipe_time(us)"), _pmu(t, "aiv_mte3_time(us)"))
+            core += _pmu(t, "aicore_time(us)")
+            key.append(f"{t.op_name}-{t.input_shapes}-{t.output_shapes}")
+            if j - i + 1 < FUSIBLE_LENGTHS[0]:
+                continue
+            total = t.end_us - first.start_us
+            host, bound = total > 0 and busy / total < HOST_BUSY, core > 0 and mte / core > MTE_SHARE
+            if host or bound:
+                types = " ".join(x.op_type for x in tasks[i:j + 1])
+                seen = runs.setdefault("|".join(key), [0, 0.0, 0.0, 0.0, False, False, j - i + 1, types])
+                seen[:6] = [seen[0] + 1, seen[1] + total, seen[2] + busy, seen[3] + mte, host, bound]
+    chosen = {k: v for k, v in runs.items() if v[0] > FUSIBLE_MIN_COUNT and (span and v[1] / span > FUSIBLE_MIN_SHARE or v[5])}
+    # a run that is the start of a longer chosen run taking at least as long is that run, counted once
+    chosen = {k: v for k, v in chosen.items()
+              if not any(o != k and o.startswith(k + "|") and w[1] >= v[1] for o, w in chosen.items())}
+    if not chosen:
+        return clear(rule, "no repeated run of ops is host- or MTE-bound", threshold)
+    rows = sorted(([v[6], v[7], v[0], round(v[1], 3), round(v[2], 3), round(v[3], 3), v[5], v[4]]
+                   for v in chosen.values()), key=lambda r: -r[3])
+    top = rows[0]
+    share = f"{(top[3] - top[4]) / top[3]:.1%} of its span between its tasks" if top[3] else "no span"
+    return found(rule, f"{len(rows)} repeated run(s) of ops worth fusing (runs may overlap); the longest-running: "
+                       f"{top[0]} ops ({top[1]}), {top[2]} times, {top[3]:,.1f} us spanned, {top[4]:,.1f} us busy "
+                       f"({share}; MTE {top[5]:,.1f} us)", threshold,
+                 remedy="a fused operator for the run (or a graph mode that fuses it); fewer host launches",
+                 figures={"sequences": len(rows), "longest_running": top[1], "occurrences": top[2]},
+                 header=["Ops", "OP Types", "Occurrences", "Span(us)", "Busy(us)", "MTE(us)", "MTE-bound",
+                         "Host-bound"], rows=rows[:TOP])
+
+
+RULES = (ai_cpu, dynamic_shape, block_dim, no_bound, fusible_operators, launch_bound, conversions)

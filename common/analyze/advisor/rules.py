@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from common.analyze.advisor import Finding, aicore, cluster, communication, environment, merge_ranks, operators, schedule
 
 RANK_RULES = (environment.environment, cluster.overall, *communication.RULES, *aicore.RULES, operators.ai_cpu,
-              operators.dynamic_shape, operators.block_dim, operators.no_bound, *schedule.RULES,
+              operators.dynamic_shape, operators.block_dim, operators.no_bound, operators.fusible_operators,
+              *schedule.RULES,
               operators.launch_bound, operators.conversions)
 CLUSTER_RULES = (cluster.slow_rank, cluster.slow_link, cluster.retransmission)
 

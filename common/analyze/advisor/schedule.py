@@ -241,13 +241,5 @@ def ai_core_frequency(rank) -> Finding:
                  header=["Op", "Tasks", "Drop ratio"], rows=rows[:10])
 
 
-def fusible_operators(rank) -> Finding:
-    rule = "Fusible Operator Analysis"
-    threshold = (f"runs of 3 to 10 ops seen more than 5 times that are host-bound (busy < 0.4 of their span) or MTE-bound "
-                 f"(MTE > 0.8 of AI Core time) ({ADVISOR} schedule/fusible_ops, rules/en/fusible_operator.yaml)")
-    return not_run(rule, "not checked by the lab yet: the Timeline Op Schedule rule below names the host-bound small "
-                         "ops, the Vector perf rule the MTE-bound ones", threshold)
-
-
-RULES = (fusible_operators, affinity_api, synchronize_stream, operator_dispatch, memory_operators, gc, conjectured_gc, dataloader,
+RULES = (affinity_api, synchronize_stream, operator_dispatch, memory_operators, gc, conjectured_gc, dataloader,
          sync_batchnorm, ai_core_frequency)
