@@ -242,12 +242,12 @@ def _communication(ds: Dataset) -> list[CommTiming] | None:
     return None if found is None else found[0]
 
 
-def read_rank_input(ds: Dataset, timeline: bool = True) -> RankInput:
-    """One export's records; ``timeline`` False leaves the timeline unread (its rules then do not run)."""
+def read_rank_input(ds: Dataset) -> RankInput:
+    """One export's records."""
     rank, folder = _rank_of(ds)
     env, env_source, backend = _environment(ds, folder)
     return RankInput(rank, str(ds.folder), ds.tasks, ds.steps, env, env_source, backend, _communication(ds),
-                     _timeline(ds) if timeline else None, _device_info(ds))
+                     _timeline(ds), _device_info(ds))
 
 
 def iter_capture_inputs(root: Path | str) -> Iterator[RankInput]:

@@ -251,13 +251,11 @@ NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two file
 
 
 def advisory_sections(ds: Dataset, label: str) -> list[Section]:
-    """One section per advisor rule of one export that fires (common.analyze.advisor), with its figures and rows.
-
-    The timeline's rules (replaceable APIs, syncs, compiles, GC ...) and those across ranks are left to
-    ``python -m common advise``, which reads the whole timeline."""
+    """One section per advisor rule of one export that fires (common.analyze.advisor), with its figures and rows:
+    what ``python -m common advise`` finds on this export (the rules across ranks are ``advise``'s and ``cluster``'s)."""
     if not ds.small:
         return []
-    rank = read_rank_input(ds, timeline=False)
+    rank = read_rank_input(ds)
     found = [f for f in (rule(rank) for rule in RANK_RULES) if f.status == FOUND]
     return [Section(f"Advisor: {f.rule}: {label}", lines=[f.text, f"rule: {f.threshold}",
                                                           *([f"remedy: {f.remedy}"] if f.remedy else []),
