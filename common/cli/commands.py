@@ -20,6 +20,8 @@
   profile --out DIR -- program [args]
                    profile any program as a black box: msprof on an NPU, else the portable launcher (torch's ops
                    of every Python process that imports torch), msprof's layout in DIR; then report DIR
+  advise <dir>     every msprof-analyze advisor rule on a capture: what fired (the ops, sizes, counts), what ran
+                   clean, what could not run and why; the fix pair of each finding (--json, --out DIR)
   backend          print which backend this machine gets and why
 """
 
@@ -29,8 +31,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from common.cli import profile as profile_p
 from common.cli import advise as advise_p
+from common.cli import profile as profile_p
 from common.errors import ArgumentParser
 
 
