@@ -110,3 +110,15 @@ def overall(rank) -> Finding:
     text = f"{e2e:,.3f} ms in {len(rank.steps)} step(s): " + ", ".join(
         f"{name} {ms:,.3f} ms ({ms / e2e:.1%})" if e2e else f"{name} {ms:,.3f} ms" for name, ms in parts.items())
     return clear(rule, text, threshold, {name: round(ms, 3) for name, ms in parts.items()})
+
+
+def graph_fusion(ranks) -> Finding:
+    return not_run("Fusion Issues", "needs a GE graph dump (a file ending Build.txt, $ATT_ADVISOR_GRAPH_FILE): PyTorch "
+                                    "profiling writes none; 03's ONNX graph is read by its own mode",
+                   f"graph fusion passes that did not apply ({ADVISOR} graph_fusion/, rules/op_fusion_pass.yaml)")
+
+
+def comparison(ranks) -> Finding:
+    return not_run("Kernel / API compare", "needs a second capture: python -m common compare BASELINE THIS (per op, "
+                                           "family and step, each rank's too; --json)",
+                   f"op types and torch APIs against a baseline or between ranks ({ADVISOR} comparison/)")

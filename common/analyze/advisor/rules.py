@@ -12,6 +12,7 @@ RANK_RULES = (environment.environment, cluster.overall, *communication.RULES, *a
               *schedule.RULES,
               operators.launch_bound, operators.conversions)
 CLUSTER_RULES = (cluster.slow_rank, cluster.slow_link, cluster.retransmission)
+CAPTURE_RULES = (cluster.graph_fusion, cluster.comparison)  # what needs more than the capture holds
 
 
 def advise(ranks: Iterable) -> list[Finding]:
@@ -26,4 +27,4 @@ def advise(ranks: Iterable) -> list[Finding]:
             found.append((rank.rank, rule(rank)))
         kept.append(dataclasses.replace(rank, tasks=[], timeline=None))
     findings = [merge_ranks(found) for found in per_rule]
-    return findings[:2] + [rule(kept) for rule in CLUSTER_RULES] + findings[2:]
+    return findings[:2] + [rule(kept) for rule in CLUSTER_RULES] + findings[2:] + [rule(kept) for rule in CAPTURE_RULES]
