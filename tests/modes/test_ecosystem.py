@@ -45,12 +45,14 @@ def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
 @pytest.mark.network  # installs msprof-analyze from PyPI on first use
 def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_path: Path) -> None:
     proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(portable_04),
-                "--output", str(tmp_path / "msa")], timeout=1500)
+                "--output", str(tmp_path / "msa"), "--advise-on", "candidate"], timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("msprof-analyze 26.2.0 ") for line in lines)
     passed = [line for line in lines if line.startswith("[PASS]")]
-    assert len(passed) == 8 and not [line for line in lines if line.startswith("[FAIL]")]
+    assert len(passed) == 9 and not [line for line in lines if line.startswith("[FAIL]")]
+    # the advisor's problems on the lab's own capture (Overall Summary, fast_gelu for TinyMLP's GELU), all in advise
+    assert any("advise vs msprof-analyze advisor: candidate: 2 problem(s) reported" in line for line in passed)
     for where in ("candidate, advisor all", "candidate, compare", "baseline, advisor all", "baseline, compare"):
         assert any(f"Computing agrees ({where})" in line for line in passed)
         assert any(f"Free agrees ({where})" in line for line in passed)
