@@ -151,3 +151,17 @@ def test_a_repeated_run_of_ops_is_fusible_when_host_or_mte_bound(gap_us: float, 
     assert f.status == status, f.text
     if status == FOUND:  # the longest repeated run is named once, not each of its prefixes
         assert all(row[2] > 5 for row in f.rows) and len({row[3] for row in f.rows}) == len(f.rows)
+
+
+def test_the_cpu_twins_pipe_timers_are_not_judged_as_an_ai_cores() -> None:
+    from types import SimpleNamespace
+
+    from common.analyze.advisor.operators import fusible_operators, no_bound
+
+    tasks = _tasks(100.0, 0.0)
+    for t in tasks:
+        t.task_type = "CPU"
+        t.pmu = {**t.pmu, "aiv_vec_ratio": 0.4}
+    rank = SimpleNamespace(tasks=tasks)
+    assert no_bound(rank).status == NOT_RUN and "CPU twin" in no_bound(rank).text
+    assert fusible_operators(rank).status == NOT_RUN

@@ -95,8 +95,11 @@ def pipe_ratios(task: Task) -> dict[str, float] | None:
 def no_bound(rank) -> Finding:
     rule = "Operator No Bound Issues"
     threshold = f"no pipe ratio above {BOUND_RATIO:g} and one above zero, a task >= {NO_BOUND_MIN_US:g} us ({NO_BOUND_SOURCE})"
-    ratios = [(t, pipe_ratios(t)) for t in rank.tasks or []]
+    ratios = [(t, pipe_ratios(t)) for t in rank.tasks or [] if t.task_type != "CPU"]
     if not any(r for _, r in ratios):
+        if any(t.pmu for t in rank.tasks or []):
+            return not_run(rule, "the pipe ratios here are the CPU twin's timers (the portable backend), not an AI "
+                                 "Core's: no tiling is judged on them", threshold)
         return not_run(rule, "the task table has no pipe ratios (profile with aic-metrics PipeUtilization, torch_npu "
                              "Level1 or above)", threshold)
     chosen = [(t, r) for t, r in ratios if r and any(r.values()) and max(r.values()) <= BOUND_RATIO]
@@ -148,7 +151,10 @@ def fusible_operators(rank) -> Finding:
                  f"host-bound (busy < {HOST_BUSY:g} of their span) or MTE-bound (MTE > {MTE_SHARE:g} of AI Core time), "
                  f"over {FUSIBLE_MIN_SHARE:.0%} of the capture or MTE-bound (msprof-analyze advisor schedule/fusible_ops, "
                  "rules/en/fusible_operator.yaml)")
-    tasks = rank.tasks or []
+    tasks = [t for t in rank.tasks or [] if t.task_type != "CPU"]
+    if not tasks and rank.tasks:
+        return not_run(rule, "the tasks ran on the CPU (the portable backend): no AI Core MTE or launch pattern to "
+                             "judge; the Timeline Op Schedule rule covers the host gaps", threshold)
     if not tasks or any(c not in tasks[0].pmu for c in FUSIBLE_COLUMNS):
         return not_run(rule, "the task table has no MTE / fixpipe / AI Core time columns (PipeUtilization)", threshold)
     span = tasks[-1].end_us - tasks[0].start_us
