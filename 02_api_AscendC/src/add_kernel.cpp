@@ -30,8 +30,17 @@
 constexpr int32_t TOTAL_LENGTH = 8 * 1024;                             // elements in x, y and z
 constexpr int32_t USE_CORE_NUM = 8;                                    // blockDim at launch
 constexpr int32_t BLOCK_LENGTH = TOTAL_LENGTH / USE_CORE_NUM;          // elements per core: 1024
-constexpr int32_t TILE_NUM = 8;                                        // tiles per core
-constexpr int32_t BUFFER_NUM = 2;                                      // double buffer: 2 buffers per queue
+// Tiles per core and buffers per queue are build-time variants (cmake -DTILE_NUM=2 -DBUFFER_NUM=1): the fix
+// for a kernel whose scalar part (the per-tile loop, addresses, queue handshakes) holds much of its time is
+// fewer, larger tiles; double buffering (2) lets MTE2, V and MTE3 overlap on an NPU, where the pipes run at once.
+#ifndef ADD_TILE_NUM
+#define ADD_TILE_NUM 8
+#endif
+#ifndef ADD_BUFFER_NUM
+#define ADD_BUFFER_NUM 2
+#endif
+constexpr int32_t TILE_NUM = ADD_TILE_NUM;                             // tiles per core
+constexpr int32_t BUFFER_NUM = ADD_BUFFER_NUM;                         // double buffer: 2 buffers per queue
 constexpr int32_t TILE_LENGTH = BLOCK_LENGTH / TILE_NUM / BUFFER_NUM;  // elements per buffer: 64
 
 // A change above must still split evenly (every core a whole number of whole tiles), and DataCopy

@@ -1,5 +1,6 @@
-"""nox -s fix, a representative slice: the host-bound pair (its verdict must change) and the graph pair (03's
-lesson under ONNX Runtime), each measured twice a side, interleaved, read back through the lab's conversions."""
+"""nox -s fix, a representative slice: the host-bound pair (its verdict must change), the graph pair (03's
+lesson under ONNX Runtime) and the kernel's tiling pair (02's CMake project built twice for the twin), each
+measured twice a side, interleaved, read back through the lab's conversions."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ SCHEMA = {"finding", "fix", "mode", "metric", "unit", "before", "after", "gain_p
 
 @pytest.fixture(scope="module")
 def fixed():
-    proc = run([sys.executable, "-m", "common.modes.fix", "--pairs", "batch,graph-optimization", "--repeat", "2"],
+    proc = run([sys.executable, "-m", "common.modes.fix", "--pairs", "batch,graph-optimization,tiles",
+                "--repeat", "2"],
                timeout=600)
     yield proc, json.loads((ROOT / "fix_out" / "fix.json").read_text()) if proc.returncode == 0 else None
     remove_lab_output(ROOT / "fix_out")
@@ -27,7 +29,7 @@ def test_the_run_writes_every_pair_with_the_schema_and_the_npu_only_ones_listed(
     pairs = {p["name"]: p for p in result["pairs"]}
     assert all(SCHEMA <= set(p) for p in pairs.values())
     run_here = [p for p in pairs.values() if not p["npu_only"]]
-    assert {p["name"] for p in run_here} == {"batch", "graph-optimization"}
+    assert {p["name"] for p in run_here} == {"batch", "graph-optimization", "tiles"}
     for p in run_here:
         for side in ("before", "after"):
             s = p[side]
@@ -35,7 +37,7 @@ def test_the_run_writes_every_pair_with_the_schema_and_the_npu_only_ones_listed(
         assert p["gain_pct"] == pytest.approx(100 * (p["before"]["median"] - p["after"]["median"]) /
                                              p["before"]["median"])
     npu = [p for p in pairs.values() if p["npu_only"]]
-    assert {"task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe"} <= {p["name"] for p in npu}
+    assert {"double-buffer", "task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe"} <= {p["name"] for p in npu}
     assert all(p["answer"] == "needs an NPU" and p["before"] is None and "http" in p["source"] for p in npu)
     for name in ("fix.md", "report.html"):
         assert (ROOT / "fix_out" / name).is_file()
@@ -51,6 +53,19 @@ def test_the_host_bound_finding_is_the_baselines_own_verdict_and_a_larger_batch_
     graph = next(p for p in result["pairs"] if p["name"] == "graph-optimization")
     assert graph["precision"]["ok"] and graph["precision"]["max_abs_diff"] <= graph["precision"]["tolerance"]
     assert "nodes per execute" in graph["verdict_before"]
+
+
+def test_fewer_larger_tiles_shrink_the_kernels_scalar_part(fixed) -> None:
+    """The twin's own timers: the share outside vec / mte2 / mte3 (the per-tile loop and queues) falls with the tile
+    count; each side's binary said which tiling it was built with."""
+    import re
+
+    _, result = fixed
+    tiles = next(p for p in result["pairs"] if p["name"] == "tiles")
+    share = [float(re.match(r"scalar (\d+)%", tiles[k])[1]) for k in ("verdict_before", "verdict_after")]
+    assert share[1] < share[0], (tiles["verdict_before"], tiles["verdict_after"])
+    assert "8 x 2 tiles of 64" in tiles["verdict_before"] and "2 x 2 tiles of 256" in tiles["verdict_after"]
+    assert tiles["precision"] is None and "modelled" in tiles["note"]
 
 
 def test_bad_options_are_one_line_each() -> None:

@@ -75,8 +75,31 @@ PAIRS = [
          source="the cluster view's slow-rank verdict (04_pyTorch/README.md); msprof-analyze cluster's slow rank "
                 "analysis"),
 ]
+PAIRS.append(
+    Pair("tiles", "a scalar-heavy kernel: the scalar part (the per-tile loop, addresses and queue handshakes) holds a "
+         "quarter or more of the kernel's time per block",
+         "TILE_NUM = 2 in 02_api_AscendC/src/add_kernel.cpp (cmake -DTILE_NUM=2): 4 tiles of 256 elements per core "
+         "instead of 16 of 64", "02 (twin)", "median kernel time per block", "us",
+         source="docs/mode02_kernel.md (the scalar unit runs the loop, computes addresses, issues every instruction "
+                "and synchronises the queues: per tile); CANN's Ascend C best practices (tiling: fewer, larger "
+                "DataCopy and vector calls)",
+         note="modelled: the twin times its own loop and queue code as the scalar part, and runs MTE2, V and MTE3 "
+              "one after another; on an NPU a larger tile must still fit the Unified Buffer, and the pipes overlap "
+              "(see the double-buffer pair)"))
 # Settings that exist only on an Ascend machine with torch_npu: listed with their sources, never run here.
 NPU_ONLY = [
+    Pair("double-buffer", "a vector kernel whose copy-in, compute and copy-out take turns (one buffer per queue: "
+         "MTE2 idle while V adds, V idle while MTE2 fetches)",
+         "BUFFER_NUM = 2 in 02_api_AscendC/src/add_kernel.cpp (cmake -DBUFFER_NUM=2, the lesson's default): while V "
+         "adds one tile, MTE2 fetches the next", "02 (NPU)", "the kernel's median duration", "us", npu_only=True,
+         expect="the kernel's time tends to its longest pipe's rather than their sum (three equal stages: the vector "
+                "unit busy 1/3 of the time without it); small gains where copying is short beside the compute, or "
+                "the data fits one pass. Not on the twin: it runs the pipes one after another, so a second buffer "
+                "only adds tiles there",
+         source="https://www.hiascend.com/document/detail/en/canncommercial/850/opdevg/Ascendcopdevg/"
+                "atlas_ascendc_best_practices_10_0033.html (Enabling DoubleBuffer); MindStudio msprof op simulator's "
+                "pipeline chart, BUFFER_NUM 1 -> 2 (https://www.hiascend.com/document/detail/en/mindstudio/700/"
+                "optools/Operatordevelopmenttools/atlasopdev_16_0091.html)"),
     Pair("task-queue", "host-bound on an NPU: Free holds most of the step", "export TASK_QUEUE_ENABLE=2 before "
          "the program starts (default 1)", "04 (NPU)", *STEP_PER_SAMPLE, npu_only=True,
          expect="less host time per launch: level 2 also moves workspace tasks to the second dispatch pipeline; "

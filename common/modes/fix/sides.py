@@ -45,8 +45,8 @@ def _env() -> dict[str, str]:
             "KINETO_LOG_LEVEL": "5"}
 
 
-def _launch(argv: list[object], folder: Path) -> str:
-    run = launcher.run_command([str(a) for a in argv], _env(), TIMEOUT_S, capture=True,
+def _launch(argv: list[object], folder: Path, extra: dict[str, str] | None = None) -> str:
+    run = launcher.run_command([str(a) for a in argv], {**_env(), **(extra or {})}, TIMEOUT_S, capture=True,
                                stderr=folder / "lesson_stderr.txt")
     run.raise_if_stopped()
     if not run.ok:
@@ -159,3 +159,55 @@ def ddp_side(folder: Path, flags: list[object], *, samples: int) -> Sample:
     slow = find_slow_rank(ranks)
     return Sample(max(r.step_us for r in ranks) / samples, slow.text, folder, None,
                   {"slow_rank": slow.rank, "ranks": len(ranks)})
+
+
+# 02's kernel on the twin: the launches the mode runs (warm-up first, not measured), built once per tiling variant
+KERNEL_WARMUP, KERNEL_LAUNCHES = 3, 20
+
+
+def build_kernel_variant(build: Path, tiling: dict[str, int]) -> Path:
+    """02's CMake project built for the twin with ``tiling`` (``{"TILE_NUM": 2}`` ...) as a user builds a variant:
+    ``cmake -S src -B build -DRUN_MODE=portable ... -DTILE_NUM=2``; the binary, built once per folder."""
+    from common.modes.ascendc import SRC_DIR
+    from common.modes.ascendc.build_kernel import (BINARY_NAME, cmake_build_argv, cmake_configure_argv, find_cmake,
+                                                   find_cxx)
+
+    binary = build / BINARY_NAME
+    if binary.is_file():
+        return binary
+    cmake = find_cmake()
+    configure = cmake_configure_argv(cmake, SRC_DIR, build, "portable", cxx=find_cxx())
+    configure += [f"-D{name}={value}" for name, value in tiling.items()]
+    build.parent.mkdir(parents=True, exist_ok=True)
+    for step, argv in (("configure", configure), ("build", cmake_build_argv(cmake, build, os.cpu_count() or 1))):
+        log = build.parent / f"{build.name}.{step}.log"
+        run = launcher.run_command(argv, _env(), TIMEOUT_S, capture=True, stderr=log)
+        run.raise_if_stopped()
+        if not run.ok:
+            raise LabError(f"cmake's {step} of 02's kernel with {tiling} {run.describe}", f"see {log}")
+    return binary
+
+
+def kernel_side(folder: Path, binary: Path) -> Sample:
+    """02's kernel built for the twin, launched as the mode launches it with its timers on: the median per-block
+    kernel time of the measured launches as the metric, the scalar part's share of it (the per-tile loop,
+    addresses and queue handshakes) as the finding. The program checks every output element itself."""
+    from common.modes.ascendc.kernel_report import read_sizes
+    from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings
+
+    timings = folder / "twin_timings.csv"
+    argv = [binary, "--warmup", KERNEL_WARMUP, "--launches", KERNEL_LAUNCHES]
+    info = _record(folder, argv, 1, None)
+    said = _launch(argv, folder, {TIMINGS_VAR: str(timings)})
+    launches = parse_twin_timings(timings)[KERNEL_WARMUP:]
+    if not launches:
+        raise LabError(f"{timings}: the twin timed no measured launch", "see lesson_stderr.txt beside it")
+    sizes = read_sizes(said) or {}
+    block_us = statistics.median(x.aiv_time_us for x in launches)
+    parts = {p: statistics.median(x.pipe_us[p] / x.aiv_time_us for x in launches if x.aiv_time_us)
+             for p in ("scalar", "vec", "mte2", "mte3")}
+    tiles = f"{sizes.get('tile_num', '?')} x {sizes.get('buffer_num', '?')} tiles of {sizes.get('tile_length', '?')}"
+    verdict = (f"scalar {parts['scalar']:.0%} of the kernel's {block_us:.2f} us per block (vec {parts['vec']:.0%}, "
+               f"mte2 {parts['mte2']:.0%}, mte3 {parts['mte3']:.0%}); {tiles} elements per core")
+    finish_run(folder, info, exit_code=0, completed=True)
+    return Sample(block_us, verdict, folder, None, {"shares": parts, "sizes": sizes})

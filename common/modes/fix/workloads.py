@@ -14,7 +14,8 @@ from pathlib import Path
 from common.analyze.bounds.step import MIXED_PART_SHARE
 from common.errors import LabError
 from common.modes import ROOT
-from common.modes.fix.sides import Sample, ddp_lesson_side, ddp_side, onnx_side, pytorch_side
+from common.modes.fix.sides import (Sample, build_kernel_variant, ddp_lesson_side, ddp_side, kernel_side, onnx_side,
+                                    pytorch_side)
 from common.modes.pytorch.sweep import TINY_MLP_POINT, WORKLOAD_POINT
 from common.workload import load_workload
 
@@ -38,6 +39,8 @@ BATCH_FACTOR = 4  # the batch pair's fix on a user's model: this many times its 
 ACCUMULATE = 4  # the accumulation pair's fix: micro-batches per step, one all-reduce per step
 SLOW_FACTOR = 3  # the slow rank's batch, in batches of the others: 3 and 1 rebalance evenly to 2 and 2
 FUSED_OP = "_fused_sgd"  # what a fused SGD step records (aten::_fused_sgd_)
+TILES_LESSON, TILES_FIXED = 8, 2  # 02's TILE_NUM as the lesson sets it, and the fix
+SCALAR_SHARE = 0.25  # the lab's estimate: a part of a quarter is one the kernel's verdict names (as the step's)
 
 
 def _write(folder: Path, name: str, text: str) -> Path:
@@ -115,7 +118,18 @@ def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -
                                                        *(["--workload", model] if workload else [])]
         return ddp_side(target, flags, samples=samples * (1 + SLOW_FACTOR))
     sides["rebalance"] = (ranks, lambda s: s.facts.get("slow_rank") is not None)
+    sides["tiles"] = (_kernel_pair(models.parent / "builds"), lambda s: s.facts["shares"]["scalar"] >= SCALAR_SHARE)
     return sides, {name: why for name, why in skipped.items() if name in chosen}
+
+
+def _kernel_pair(builds: Path):
+    """02's kernel on the twin, as the lesson sets it (TILE_NUM 8) and with the fix (TILE_NUM 2): each variant built
+    once, in its own folder, the first time a run needs it. The kernel is the lab's own whatever the workload."""
+    def side(folder: Path, fixed: bool) -> Sample:
+        tiling = {"TILE_NUM": TILES_FIXED if fixed else TILES_LESSON}
+        binary = build_kernel_variant(builds / f"tile_num_{tiling['TILE_NUM']}", tiling)
+        return kernel_side(folder, binary)
+    return side
 
 
 def _graph_pair(work, models: Path):
