@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 from common.modes.fix.pairs import NPU_ONLY, PAIRS
 from common.modes.fix.run import Outcome, pair_json, precision_check
@@ -56,3 +57,16 @@ def test_every_pair_names_its_finding_fix_and_source_and_the_pages_show_them() -
                  fix_html(rows, {}, ["head"])):
         assert "batch" in page and "+39.0%" in page
     assert "fp16: why" in fix_text(rows, {"fp16": "why"}, ["head"])
+
+
+def test_a_users_model_picks_its_pairs_and_the_kernel_pair_stays_the_labs(tmp_path) -> None:
+    """--workload: each pair runs the user's model, or says why not; 02's tiling pair measures the lab's own kernel,
+    so it is skipped there, saying how to run it."""
+    from common.modes.fix.workloads import plan
+
+    sides, skipped = plan(str(ROOT / "workloads" / "transformer.py"), {"batch", "tiles"}, tmp_path / "models",
+                          tmp_path / "ddp")
+    assert "batch" in sides and "tiles" not in sides
+    assert "without --workload" in skipped["tiles"]
+    default, _ = plan(None, {"tiles"}, tmp_path / "models", tmp_path / "ddp")
+    assert "tiles" in default

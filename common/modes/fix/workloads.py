@@ -118,13 +118,18 @@ def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -
                                                        *(["--workload", model] if workload else [])]
         return ddp_side(target, flags, samples=samples * (1 + SLOW_FACTOR))
     sides["rebalance"] = (ranks, lambda s: s.facts.get("slow_rank") is not None)
-    sides["tiles"] = (_kernel_pair(models.parent / "builds"), lambda s: s.facts["shares"]["scalar"] >= SCALAR_SHARE)
+    if workload:
+        skipped["tiles"] = ("it measures 02's own Add kernel, not a model: run nox -s fix -- 0 --pairs tiles without "
+                            "--workload")
+    else:
+        sides["tiles"] = (_kernel_pair(models.parent / "builds"),
+                          lambda s: s.facts["shares"]["scalar"] >= SCALAR_SHARE)
     return sides, {name: why for name, why in skipped.items() if name in chosen}
 
 
 def _kernel_pair(builds: Path):
     """02's kernel on the twin, as the lesson sets it (TILE_NUM 8) and with the fix (TILE_NUM 2): each variant built
-    once, in its own folder, the first time a run needs it. The kernel is the lab's own whatever the workload."""
+    once, in its own folder, the first time a run needs it."""
     def side(folder: Path, fixed: bool) -> Sample:
         tiling = {"TILE_NUM": TILES_FIXED if fixed else TILES_LESSON}
         binary = build_kernel_variant(builds / f"tile_num_{tiling['TILE_NUM']}", tiling)
