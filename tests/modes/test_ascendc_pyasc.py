@@ -114,8 +114,9 @@ def test_lesson_sizes_are_the_cpp_kernels(twin, tmp_path):
     lesson = load_copy(tmp_path, "lesson_copy_sizes")
     cpp: dict[str, int] = {}  # constexpr int32_t NAME = <integers and earlier names with * and />;
     source = (SRC / "add_kernel.cpp").read_text()
+    defaults = {name: int(value) for name, value in re.findall(r"#define (ADD_[A-Z_]+) (\d+)", source)}  # variants
     for name, expression in re.findall(r"constexpr int32_t ([A-Z_]+) = ([^;]+);", source):
-        cpp[name] = eval(expression.replace("/", "//"), {"__builtins__": {}}, dict(cpp))
+        cpp[name] = eval(expression.replace("/", "//"), {"__builtins__": {}}, {**defaults, **cpp})
     assert len(cpp) == 6 and {name: getattr(lesson, name) for name in cpp} == cpp
 
 

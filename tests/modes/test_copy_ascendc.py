@@ -91,7 +91,8 @@ def test_the_cpp_project_with_sizes_of_your_own(outside: Path):
     kernel = outside / "add_kernel.cpp"
     text = kernel.read_text()
     for old, new in [("TOTAL_LENGTH = 8 * 1024;", "TOTAL_LENGTH = 3 * 4096;"),
-                     ("USE_CORE_NUM = 8;", "USE_CORE_NUM = 6;"), ("TILE_NUM = 8;", "TILE_NUM = 4;")]:
+                     ("USE_CORE_NUM = 8;", "USE_CORE_NUM = 6;"),
+                     ("#define ADD_TILE_NUM 8", "#define ADD_TILE_NUM 4")]:  # the default of the tiling variant
         assert old in text
         text = text.replace(old, new)
     kernel.write_text(text)
