@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import textwrap
 
 from common.analyze.advisor import CLEAR, FOUND, NOT_RUN, Finding
 from common.render.text import Section, render_markdown, render_text
@@ -54,13 +53,3 @@ def advice_markdown(title: str, lines: list[str], findings: list[Finding]) -> st
 def advice_json(capture: str, ranks: list, findings: list[Finding]) -> str:
     return json.dumps({"capture": capture, "ranks": ranks, "findings": [dataclasses.asdict(f) for f in findings]},
                       indent=1, default=str)
-
-
-def found_lines(findings: list[Finding], width: int = 110) -> list[str]:
-    """One wrapped paragraph per finding that fired, for another report's section."""
-    out = []
-    for f in (f for f in findings if f.status == FOUND):
-        out += textwrap.wrap(f"{f.rule}: {f.text}" + (f" [fix: {f.fix}]" if f.fix else ""), width,
-                             subsequent_indent="  ")
-    return out or ["no advisor rule fired"]
-
