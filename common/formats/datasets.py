@@ -161,6 +161,13 @@ class Dataset:
         return [task for path in self.files(self.task_file) for task in reader(path)]
 
     @functools.cached_property
+    def rank_input(self):
+        """What the advisor's rules read of this export (common.formats.advice_input.RankInput), read once."""
+        from common.formats.advice_input import read_rank_input  # it reads through this module: imported late
+
+        return read_rank_input(self)
+
+    @functools.cached_property
     def tx_ranges(self) -> list[TxRange]:
         """The application's own ranges (msprof_tx, written with ``--msproftx=on``), oldest first."""
         ranges = [r for path in self.files("msprof_tx") for r in readers.read_msprof_tx(path)]
