@@ -22,19 +22,18 @@ def advise(args: argparse.Namespace) -> int:
 
     if args.out:
         check_output_dir(args.out)  # before the work: a bad --out stops here
-    names: list = []
+    names: list = []  # each export's rank, as the rules take them (one at a time)
 
-    def counted(ranks):
+    def noted(ranks):
         for rank in ranks:
             names.append(rank.rank)
             yield rank
 
     with readable(args.dir) as source:
-        findings = run_rules(counted(iter_capture_inputs(source)))
-    ranks = names
+        findings = run_rules(noted(iter_capture_inputs(source)))
     title = f"msprof lab advise: {args.dir}"
     shown = ", ".join(map(str, names[:16])) + (f" ... {names[-1]}" if len(names) > 16 else "")
-    lines = [f"{len(ranks)} export(s)" + (f", ranks {shown}" if None not in names else ""),
+    lines = [f"{len(names)} export(s)" + (f", ranks {shown}" if None not in names else ""),
              "rules: msprof-analyze advisor 26.2.0's, each with its threshold and source (docs/reading_captures.md)"]
     if args.json:
         print(advice_json(str(args.dir), names, findings))

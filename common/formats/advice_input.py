@@ -254,8 +254,8 @@ def iter_capture_inputs(root: Path | str) -> Iterator[RankInput]:
     """One record per export under ``root``, by rank where ranks are recorded, read one at a time: a capture of
     a thousand ranks is never in memory at once (each export is let go once its record is handed on)."""
     datasets: list[Dataset | None] = list(find_datasets(root))
-    order = sorted(range(len(datasets)), key=lambda i: (_rank_of(datasets[i])[0] is None,
-                                                         _rank_of(datasets[i])[0] or 0, str(datasets[i].folder)))
+    ranks = [_rank_of(ds)[0] for ds in datasets]
+    order = sorted(range(len(datasets)), key=lambda i: (ranks[i] is None, ranks[i] or 0, str(datasets[i].folder)))
     for i in order:
         ds, datasets[i] = datasets[i], None
         yield read_rank_input(ds)
