@@ -165,3 +165,23 @@ def test_the_cpu_twins_pipe_timers_are_not_judged_as_an_ai_cores() -> None:
     rank = SimpleNamespace(tasks=tasks)
     assert no_bound(rank).status == NOT_RUN and "CPU twin" in no_bound(rank).text
     assert fusible_operators(rank).status == NOT_RUN
+
+
+def test_an_sdma_op_under_a_long_matmul_is_contended_however_many_matmuls_started_since() -> None:
+    from types import SimpleNamespace
+
+    from common.analyze.advisor.communication import bandwidth_contention
+    from common.formats.communication import CommTiming, LinkTransfer
+    from common.formats.records import Task
+
+    long = Task("MatMul_long", "MatMul", "AI_CORE", 0.0, 10_000.0)
+    short = [Task(f"MatMul_{i}", "MatMul", "AI_CORE", 10.0 + i, 0.5) for i in range(100)]
+
+    def op(start_us: float, gbs: float) -> CommTiming:
+        return CommTiming("step1", "collective", f"hcom_allReduce_{start_us:g}", "g", start_us, 0.1, 0.1, 0, 0, 0,
+                          (LinkTransfer("SDMA", 1.0, 0.1, gbs),))
+
+    rank = SimpleNamespace(tasks=[long, *short], communication=[op(5_000.0, 10.0), op(5_000.0, 20.0),
+                                                                 op(20_000.0, 10.0)])
+    f = bandwidth_contention(rank)
+    assert f.status == FOUND and [r[0] for r in f.rows] == ["hcom_allReduce_5000"]  # slow and under a MatMul only

@@ -12,6 +12,7 @@ import bisect
 from collections import defaultdict
 
 from common.analyze.advisor import Finding, clear, found, not_run
+from common.formats.intervals import merge
 
 ADVISOR = "msprof-analyze advisor communication/"
 ALIGN_BYTES = 512  # byte_alignment.yaml min_size; checker _BASE_SIZE
@@ -100,7 +101,9 @@ def bandwidth_contention(rank) -> Finding:
         return not_run(rule, NO_COMMUNICATION, threshold)
     if not rank.tasks:
         return not_run(rule, "no task table (kernel_details.csv or a profiler database) to find MatMuls in", threshold)
-    matmuls = sorted((t.start_us, t.end_us) for t in rank.tasks if "matmul" in t.op_name.lower())
+    # the MatMuls' busy spans, merged: disjoint and in order, so the last span starting before an op ends is the
+    # only one that can overlap it
+    matmuls = merge([(t.start_us, t.end_us) for t in rank.tasks if "matmul" in t.op_name.lower()])
     if not matmuls:
         return not_run(rule, "no MatMul kernel in the task table to overlap with", threshold)
     starts = [s for s, _ in matmuls]
@@ -109,9 +112,8 @@ def bandwidth_contention(rank) -> Finding:
         sdma = next((x for x in op.links if x.link == "SDMA"), None)
         if sdma is None or op.start_us is None:
             continue
-        end = op.start_us + op.elapse_ms * 1e3
-        i = bisect.bisect_left(starts, end)
-        if any(e > op.start_us for _, e in matmuls[max(0, i - 64):i]) and sdma.bandwidth_gbs < CONTENTION_GBS:
+        i = bisect.bisect_left(starts, op.start_us + op.elapse_ms * 1e3)
+        if i and matmuls[i - 1][1] > op.start_us and sdma.bandwidth_gbs < CONTENTION_GBS:
             slow.append([op.op_name, round(op.elapse_ms, 4), round(sdma.bandwidth_gbs, 2)])
     if not slow:
         return clear(rule, "no SDMA op slowed while MatMuls ran", threshold)
