@@ -14,12 +14,9 @@ import json
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
-from xml.etree import ElementTree
 
-from common.collect.msprof_analyze import _NS, ensure_tool, run_tool, tool_version, xlsx_rows
-from common.errors import LabError
+from common.collect.msprof_analyze import ensure_tool, run_tool, tool_version, xlsx_rows, xlsx_sheets
 from common.formats.rundir import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "npu"
@@ -34,15 +31,6 @@ CAPTURES = {
     "kernel_details_aicpu": "torch_npu_aicpu_kernel_details",
     "trace_only": "torch_npu_trace_view",
 }
-
-
-def xlsx_sheets(path: Path) -> list[str]:
-    try:
-        with zipfile.ZipFile(path) as z:
-            book = ElementTree.fromstring(z.read("xl/workbook.xml"))
-    except (zipfile.BadZipFile, KeyError, ElementTree.ParseError) as err:
-        raise LabError(f"{path}: not a readable xlsx ({err})", "run msprof-analyze advisor again") from None
-    return [s.get("name") for s in book.iter(f"{{{_NS['m']}}}sheet")]
 
 
 def _table(rows: list[dict[str, str]]) -> list[dict[str, str]]:

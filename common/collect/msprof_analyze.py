@@ -373,6 +373,16 @@ def xlsx_rows(path: Path, sheet: str) -> list[dict[str, str]]:
     return rows
 
 
+def xlsx_sheets(path: Path) -> list[str]:
+    """The worksheet names of a workbook, in order (standard library only)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            book = ElementTree.fromstring(z.read("xl/workbook.xml"))
+    except (zipfile.BadZipFile, KeyError, ElementTree.ParseError) as err:
+        raise LabError(f"{path}: not a readable xlsx ({err})", "run msprof-analyze advisor again") from None
+    return [s.get("name") for s in book.iter(f"{{{_NS['m']}}}sheet")]
+
+
 def compare_totals(out_dir: Path) -> tuple[Totals, Totals]:
     """(comparison, base) Computing/Free from the OverallMetrics sheet ``compare`` writes.
 

@@ -30,8 +30,8 @@ def _category(text: str) -> str:
 
 
 def _sheet(record: dict, category: str) -> list[dict]:
-    for name, rows in record.get("sheets", {}).items():
-        if category.startswith(name) or re.sub(r"^Rank \d+ ", "", name) and category.startswith(re.sub(r"^Rank \d+ ", "", name)):
+    for name, rows in record.get("sheets", {}).items():  # the sheet's name: the category, cut to 31 characters,
+        if category.startswith(re.sub(r"^Rank \d+ ", "", name)):  # after "Rank <r> " in cluster mode
             return rows
     return []
 
