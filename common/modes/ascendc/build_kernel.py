@@ -96,10 +96,14 @@ def find_cxx() -> str:
     )
 
 
-def cmake_step(argv: list[str]) -> bool:
-    """One CMake command; Ctrl-C stops it and its compilers, not just cmake."""
-    run = launcher.run_command(argv)
+def cmake_step(argv: list[str], log: Path | None = None) -> bool:
+    """One CMake command; Ctrl-C stops it and its compilers, not just cmake. Its output goes to the terminal, or
+    into ``log`` (stderr, then stdout: the compilers' errors reach make's stdout) when one is given."""
+    run = launcher.run_command(argv, capture=log is not None, stderr=log)
     run.raise_if_stopped()
+    if log is not None:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(run.output)
     return run.ok
 
 

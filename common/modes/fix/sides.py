@@ -169,8 +169,8 @@ def build_kernel_variant(build: Path, tiling: dict[str, int]) -> Path:
     """02's CMake project built for the twin with ``tiling`` (``{"TILE_NUM": 2}`` ...) as a user builds a variant:
     ``cmake -S src -B build -DRUN_MODE=portable ... -DTILE_NUM=2``; the binary, built once per folder."""
     from common.modes.ascendc import SRC_DIR
-    from common.modes.ascendc.build_kernel import (BINARY_NAME, cmake_build_argv, cmake_configure_argv, find_cmake,
-                                                   find_cxx)
+    from common.modes.ascendc.build_kernel import (BINARY_NAME, cmake_build_argv, cmake_configure_argv, cmake_step,
+                                                   find_cmake, find_cxx)
 
     binary = build / BINARY_NAME
     if binary.is_file():
@@ -181,10 +181,8 @@ def build_kernel_variant(build: Path, tiling: dict[str, int]) -> Path:
     build.parent.mkdir(parents=True, exist_ok=True)
     for step, argv in (("configure", configure), ("build", cmake_build_argv(cmake, build, os.cpu_count() or 1))):
         log = build.parent / f"{build.name}.{step}.log"
-        run = launcher.run_command(argv, _env(), TIMEOUT_S, capture=True, stderr=log)
-        run.raise_if_stopped()
-        if not run.ok:
-            raise LabError(f"cmake's {step} of 02's kernel with {tiling} {run.describe}", f"see {log}")
+        if not cmake_step(argv, log):
+            raise LabError(f"cmake's {step} of 02's kernel with {tiling} failed", f"see {log}")
     return binary
 
 
