@@ -48,12 +48,15 @@ def read_workbook(path: Path) -> dict:
 
 
 def record_advisor(exe: Path, capture: Path, work: Path) -> dict:
-    """Run ``advisor all`` on a copy of ``capture`` inside ``work``; the problems and sheets it wrote."""
-    copy = work / "capture"
-    shutil.copytree(capture, copy)
+    """Run ``advisor all`` on a copy of ``capture`` (SQLite writes beside a database while it reads it: the input
+    stays untouched), its output into ``work``; the problems and sheets it wrote. The copy is a temporary folder
+    of its own: ``work`` may lie inside ``capture`` (``nox -s ecosystem`` writes into the candidate's folder)."""
     out = work / "advisor"
     out.mkdir()
-    run_tool(exe, ["advisor", "all", "-d", str(copy), "-o", str(out), "-l", "en"], work / "advisor.log")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "capture"
+        shutil.copytree(capture, copy)
+        run_tool(exe, ["advisor", "all", "-d", str(copy), "-o", str(out.resolve()), "-l", "en"], work / "advisor.log")
     books = sorted((out / "log").glob("mstt_advisor_*.xlsx"))
     if not books:
         return {"problems": [], "sheets": {}}

@@ -8,6 +8,7 @@ totals are checked in tests/unit/test_msprof_analyze.py.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -44,8 +45,10 @@ def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
 
 @pytest.mark.network  # installs msprof-analyze from PyPI on first use
 def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(portable_04),
-                "--output", str(tmp_path / "msa"), "--advise-on", "candidate"], timeout=1500)
+    candidate = tmp_path / "candidate"  # a copy: the tool's output goes inside it, as without --output
+    shutil.copytree(portable_04, candidate)
+    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(candidate),
+                "--output", str(candidate / "msa"), "--advise-on", "candidate"], timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("msprof-analyze 26.2.0 ") for line in lines)
@@ -58,8 +61,8 @@ def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_p
         assert any(f"Free agrees ({where})" in line for line in passed)
     assert "lab report" in proc.stdout and "msprof-analyze compare -bp (base)" in proc.stdout
     # The tool really ran: its own reports are there.
-    assert list((tmp_path / "msa" / "advisor_candidate").glob("mstt_advisor_*.html"))
-    assert list((tmp_path / "msa" / "compare").glob("performance_comparison_result_*.xlsx"))
+    assert list((candidate / "msa" / "advisor_candidate").glob("mstt_advisor_*.html"))
+    assert list((candidate / "msa" / "compare").glob("performance_comparison_result_*.xlsx"))
 
 
 def test_missing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
