@@ -250,6 +250,13 @@ def read_rank_input(ds: Dataset) -> RankInput:
                      _timeline(ds), _device_info(ds))
 
 
+def rank_input(ds: Dataset) -> RankInput:
+    """:func:`read_rank_input`, kept with the dataset: a report reads each export once for its text and its page."""
+    if "rank_input" not in ds.memo:
+        ds.memo["rank_input"] = read_rank_input(ds)
+    return ds.memo["rank_input"]
+
+
 def iter_capture_inputs(root: Path | str) -> Iterator[RankInput]:
     """One record per export under ``root``, by rank where ranks are recorded, read one at a time: a capture of
     a thousand ranks is never in memory at once (each export is let go once its record is handed on)."""

@@ -47,6 +47,8 @@ class Dataset:
     skipped: list[Path] = field(default_factory=list)  # the same capture's other export(s), not read
     reason: str | None = None  # why this export was read rather than the skipped one
     damaged: dict[Path, str] = field(default_factory=dict)  # files left out as unreadable, and why
+    # what readers in other modules keep of this export (common.formats.advice_input); fresh in a copy
+    memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def without(self, damaged: dict[Path, str]) -> Dataset:
         """This dataset read as if the ``damaged`` files of its folder were absent (a fresh one: nothing cached)."""
@@ -159,13 +161,6 @@ class Dataset:
             return self.profiler_db.tasks()
         reader = readers.read_op_summary if self.kind == "msprof" else readers.read_kernel_details
         return [task for path in self.files(self.task_file) for task in reader(path)]
-
-    @functools.cached_property
-    def rank_input(self):
-        """What the advisor's rules read of this export (common.formats.advice_input.RankInput), read once."""
-        from common.formats.advice_input import read_rank_input  # it reads through this module: imported late
-
-        return read_rank_input(self)
 
     @functools.cached_property
     def tx_ranges(self) -> list[TxRange]:

@@ -18,6 +18,7 @@ from common.analyze.bounds import step as step_bound
 from common.analyze.bounds.op import Peaks
 from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
+from common.formats.advice_input import rank_input
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 from common.formats.records import StepTime
 from common.formats.rundir import prepare_output_dir, recorded_count
@@ -254,7 +255,7 @@ def advisory_sections(ds: Dataset, label: str) -> list[Section]:
     what ``python -m common advise`` finds on this export (the rules across ranks are ``advise``'s and ``cluster``'s)."""
     if not ds.small:
         return []
-    found = [f for f in (rule(ds.rank_input) for rule in RANK_RULES) if f.status == FOUND]
+    found = [f for f in (rule(rank_input(ds)) for rule in RANK_RULES) if f.status == FOUND]
     return [Section(f"Advisor: {f.rule}: {label}", lines=[f.text, f"rule: {f.threshold}",
                                                           *([f"remedy: {f.remedy}"] if f.remedy else []),
                                                           *([f"fix: nox -s fix -- 0 --pairs {f.fix}"] if f.fix else [])],
