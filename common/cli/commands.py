@@ -271,7 +271,7 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str) -> int:
 
     view = load_cluster(folder)
     view.label = shown
-    verdicts, notes = view_checks(view, install=cross_check)
+    verdicts, notes = view_checks(view, cross=cross_check)
     report = cluster_report(view)
     full = not report.summarized  # beyond a handful of ranks: the summary here, every row in --out's files
     # the full text (every (step, rank) row: 90,000 lines and ~2 s at 4,096 ranks) only where it is shown or kept
@@ -345,8 +345,9 @@ def command_parser() -> ArgumentParser:
     cluster_p = sub.add_parser("cluster", help="the per-rank view of a multi-rank (torch.distributed) profile")
     cluster_p.add_argument("dir", help="a folder holding one *_ascend_pt/ per rank, e.g. 04_pyTorch/prof_out_ddp")
     cluster_p.add_argument("--cross-check", action="store_true",
-                           help="install msprof-analyze if needed and compare with its cluster_step_trace_time.csv "
-                                "(cluster_analysis.db for database exports)")
+                           help="also run msprof-analyze cluster on the folder (installed on first use) and compare "
+                                "with its cluster_step_trace_time.csv (cluster_analysis.db for database exports); "
+                                "off by default: it takes several times the view's own time")
     cluster_p.add_argument("--out", help="also write cluster_report.txt and report.html into this folder")
     cluster_p.set_defaults(func=_cluster)
     workload_p = sub.add_parser("workload", help="check a workload file: load it and run its model once")

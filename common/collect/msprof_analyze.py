@@ -29,7 +29,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from common.collect import launcher
-from common.environments import ensure_environment, runnable
+from common.environments import ensure_environment
 from common.errors import LabError
 from common.analyze.export_rounding import STEP_FIELDS, Rounding, text_rounding
 from common.formats.cluster import MSA_OUTPUT, step_order
@@ -252,31 +252,22 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
     )
 
 
-def installed_msprof_analyze() -> Path | None:
-    """msprof-analyze as :func:`ensure_tool` installs it ($MSPROF_ANALYZE, or its environment), if present."""
-    given = os.environ.get(EXE_VAR)
-    exe = Path(given) if given else ENV_DIR / "bin" / "msprof-analyze"
-    return exe if exe.is_file() and os.access(exe, os.X_OK) and runnable(exe) else None
+NOT_ASKED = ("cross-check with msprof-analyze: not run (add --cross-check: it runs msprof-analyze cluster on the "
+             f"same folder, installing it on first use or taking ${EXE_VAR}, and compares every step row)")
 
 
-def cross_check(view, install: bool = False) -> Verdict | str:
+def cross_check(view) -> Verdict:
     """``msprof-analyze cluster -d <root> -m all``: its cluster_step_trace_time.csv (for database input, the
     ClusterStepTraceTime table of its cluster_analysis.db) vs this view.
 
-    ``view``: a :class:`common.formats.cluster.ClusterView`. The tool is found (or, with ``install``,
-    installed) by :func:`ensure_tool`. Without it, returns the line saying the cross-check was skipped
-    and how to get it.
+    ``view``: a :class:`common.formats.cluster.ClusterView`. The tool is found (or installed) by
+    :func:`ensure_tool`. Run only when asked: it takes several times the view's own time.
     """
     import shutil
 
     from common.formats.rundir import MARKER
 
-    exe = ensure_tool() if install else installed_msprof_analyze()
-    if exe is None:
-        return (
-            "cross-check with msprof-analyze skipped: not installed (`nox -s ddp` installs it, or "
-            f"`python -m common cluster <dir> --cross-check`; or set {EXE_VAR}=/path/to/msprof-analyze)"
-        )
+    exe = ensure_tool()
     name = CROSS_CHECK_NAME
     keep = view.root / MSA_OUTPUT
     with tempfile.TemporaryDirectory(prefix="msprof_lab_cluster_") as tmp:
@@ -304,16 +295,13 @@ def cross_check(view, install: bool = False) -> Verdict | str:
     return verdict
 
 
-def view_checks(view, install: bool = False) -> tuple[list[Verdict], list[str]]:
-    """The checks every cluster view gets: the step tables add up, and msprof-analyze agrees
-    (when it is installed; otherwise a note says it was skipped). Returns (verdicts, notes)."""
+def view_checks(view, cross: bool = False) -> tuple[list[Verdict], list[str]]:
+    """The checks every cluster view gets: the step tables add up, and, with ``cross``, msprof-analyze agrees
+    (without it, a note says how to ask). Returns (verdicts, notes)."""
     from common.analyze.cluster import check_step_sums
 
     verdicts = [check_step_sums(view)]
-    crossed = cross_check(view, install)
-    if isinstance(crossed, str):
-        return verdicts, [crossed]
-    return verdicts + [crossed], []
+    return (verdicts + [cross_check(view)], []) if cross else (verdicts, [NOT_ASKED])
 
 
 def _first_error(log_path: Path) -> str:

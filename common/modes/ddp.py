@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     view = load_cluster(run.out)  # every rank's step table; refuses ranks that do not belong together
     verdicts = check_run(view, run.statuses, run.plan, run.workload) + interpret(view, run.plan)
-    return run.report(view, verdicts, cross_check=args.cross_check)  # + msprof-analyze's, when installed
+    return run.report(view, verdicts, cross_check=args.cross_check)  # + msprof-analyze's, with --cross-check
 
 
 if __name__ == "__main__":

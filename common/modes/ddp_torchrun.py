@@ -354,12 +354,12 @@ class RanksRun:
     workload: object = None  # the common.workload.Workload the ranks trained
 
     def report(self, view, verdicts: list, cross_check: bool = False) -> int:
-        """The cluster view with the run's checks (and msprof-analyze's, when installed); 0 when all held."""
+        """The cluster view with the run's checks (and msprof-analyze's, with ``cross_check``); 0 when all held."""
         from common.analyze.cluster import cluster_report
         from common.collect.msprof_analyze import view_checks
         from common.render.cluster import cluster_html, render_cluster
 
-        more, notes = view_checks(view, install=cross_check)
+        more, notes = view_checks(view, cross=cross_check)
         verdicts = verdicts + more
         report = cluster_report(view)
         text = render_cluster(report, verdicts, notes)

@@ -106,7 +106,8 @@ def test_cluster_cross_check_on_db_export_reads_cluster_analysis_db(db_capture: 
         from common.collect import msprof_analyze
 
         msprof_analyze.ensure_tool()
-    proc = run([sys.executable, "-m", "common", "cluster", str(db_capture)], MSPROF_ANALYZE=str(MSPROF_ANALYZE))
+    proc = run([sys.executable, "-m", "common", "cluster", str(db_capture), "--cross-check"],
+               MSPROF_ANALYZE=str(MSPROF_ANALYZE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [li for li in proc.stdout.splitlines() if "msprof-analyze cluster" in li]
     assert line.startswith("[PASS] agrees with msprof-analyze cluster (cluster_analysis.db ClusterStepTraceTime): "

@@ -5,6 +5,7 @@ Many ranks are read by a process pool, with the same result as one process."""
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,6 @@ def test_spread_of_values() -> None:
 
 def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp_path: Path, capsys,
                                                                monkeypatch) -> None:
-    monkeypatch.setenv("MSPROF_ANALYZE", str(tmp_path / "none"))  # the view alone
     out = tmp_path / "out"
     assert main(["cluster", str(capture), "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -73,3 +73,18 @@ def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch
     assert pooled.steps == alone.steps
     assert [p.collective_starts for p in pooled.ranks] == [p.collective_starts for p in alone.ranks]
     assert render_cluster(cluster_report(pooled)) == render_cluster(cluster_report(alone))
+
+
+def test_msprof_analyze_runs_only_when_asked(capture: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """An installed msprof-analyze is not run by a plain ``cluster``: it takes several times the view's time."""
+    ran = tmp_path / "ran"
+    tool = tmp_path / "msprof-analyze"
+    tool.write_text(f"#!{sys.executable}\nimport pathlib\npathlib.Path({str(ran)!r}).touch()\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("MSPROF_ANALYZE", str(tool))
+    assert main(["cluster", str(capture)]) == 0
+    assert not ran.exists()
+    assert "cross-check with msprof-analyze: not run (add --cross-check" in capsys.readouterr().out
+    assert main(["cluster", str(capture), "--cross-check"]) == 1  # the stand-in writes no table: a FAIL
+    assert ran.exists()
+    assert "msprof-analyze wrote neither" in capsys.readouterr().out

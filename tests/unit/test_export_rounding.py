@@ -98,7 +98,7 @@ def test_the_cluster_command_on_text_beside_analysis_db_exits_0(tmp_path: Path, 
                     f"shutil.copy({str(made)!r}, out / 'cluster_analysis.db')\n")
     tool.chmod(0o755)
     monkeypatch.setenv("MSPROF_ANALYZE", str(tool))
-    code = main(["cluster", str(MEGATRON)])
+    code = main(["cluster", str(MEGATRON), "--cross-check"])
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "agrees with msprof-analyze cluster" in x)
     assert code == 0 and line.strip().startswith("[PASS]"), line
