@@ -176,8 +176,9 @@ def zoo(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (portable backend; pytest options after --, e.g. -m "not e2e" for the fast part)."""
     python = lab_python(session)
-    # pandas too, as nox -s bench adds it: the benchmark's pandas baseline is tested like the others.
-    session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
+    # pandas too, as nox -s bench adds it: the benchmark's pandas baseline is tested like the others; and Dask, for
+    # the cluster view's --scheduler path (tests/unit/test_cluster_dask.py).
+    session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", "--group", "dask", external=True)
     # One pytest on two workers (the 2-core VM), each running the lab from a private copy (tests/conftest.py).
     # `-- -n 0` runs it in one process.
     session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadscope", *session.posargs, external=True,

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from common.bench import children, sections
-from common.bench.measure import ROOT
+from common.bench.measure import DEFAULT_RANK_TASKS, ROOT, cluster_folder
 from common.errors import ArgumentParser, LabError, run_cli
 
 DEFAULT_OUT = ROOT / "bench" / "out"  # gitignored: generated files are never committed
@@ -34,8 +34,8 @@ KINDS = ("op_summary", "kernel_details", "trace_view", "db", "cluster")
 
 
 # --- generation (in a child: this process stays small) -----------------------------------------------
-def make(out: Path, rows: int, events: int, tasks: int, ranks: tuple[int, ...], what: set[str], seed: int = 0
-         ) -> dict[str, str]:
+def make(out: Path, rows: int, events: int, tasks: int, ranks: tuple[int, ...], what: set[str], seed: int = 0,
+         rank_tasks: int = DEFAULT_RANK_TASKS) -> dict[str, str]:
     """Write the asked-for profiles under ``out`` (one folder per kind and size); returns where."""
     from common.bench import cluster_capture, generate
 
@@ -62,7 +62,8 @@ def make(out: Path, rows: int, events: int, tasks: int, ranks: tuple[int, ...], 
         print(f"db: {tasks:,} tasks, {path.stat().st_size / 1e6:,.0f} MB: {path}")
     if "cluster" in what:
         for n in ranks:
-            folder = cluster_capture.write_cluster(out / f"cluster_{n}", n, seed=seed)
+            folder = cluster_capture.write_cluster(cluster_folder(out, n, rank_tasks), n, tasks_per_step=rank_tasks,
+                                                   seed=seed)
             written[f"cluster_{n}"] = str(folder)
             print(f"cluster: {n} ranks under {folder}")
     return written
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--ranks", type=_rank_counts, default=DEFAULT_RANKS,
                        help="ranks of the cluster capture; several, comma-separated, give one table (64; e.g. "
                             "64,256,1024,4096)")
+        p.add_argument("--rank-tasks", type=int, default=DEFAULT_RANK_TASKS,
+                       help=f"tasks per step in each generated rank ({DEFAULT_RANK_TASKS}; fewer keep a 16,384-rank "
+                            "capture's files small: the cluster views read step and communication files only)")
         p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where (default {DEFAULT_OUT.relative_to(ROOT)})")
     mk.add_argument("--what", default="op_summary,trace_view,db,cluster", help=f"comma-separated: {', '.join(KINDS)}")
     mk.add_argument("--seed", type=int, default=0)
@@ -111,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         workload = ["--workload", str(Path(args.workload).resolve())] if args.workload else []
         return loop.main(args.device, workload, args.cold)
     sizes = dict(TINY) if getattr(args, "tiny", False) else {
-        "rows": args.rows, "events": args.events, "tasks": args.tasks, "ranks": args.ranks}
+        "rows": args.rows, "events": args.events, "tasks": args.tasks, "ranks": args.ranks,
+        "rank_tasks": args.rank_tasks}
     if min(min(v) if isinstance(v, tuple) else v for v in sizes.values()) < 1 or (args.command == "run" and args.repeat < 1):
         raise LabError("bad arguments: sizes and --repeat must be >= 1", f"see python -m common.bench {args.command} --help")
     if args.command == "make":
@@ -120,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise LabError(f"bad arguments: unknown kind(s) {', '.join(sorted(unknown))}",
                            "see python -m common.bench make --help")
-        make(args.out, sizes["rows"], sizes["events"], sizes["tasks"], sizes["ranks"], what, args.seed)
+        make(args.out, sizes["rows"], sizes["events"], sizes["tasks"], sizes["ranks"], what, args.seed,
+             sizes.get("rank_tasks", DEFAULT_RANK_TASKS))
         return 0
     skip = {w.strip() for w in args.skip.split(",") if w.strip()}
     if args.tiny:

@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from common.bench.generate import KINDS
+from common.bench.measure import DEFAULT_RANK_TASKS
 
 CLUSTER_SLOW_RANK_FACTOR = 1.4  # the last rank's compute takes this much longer: the rank the others wait for
 
 
-def write_cluster(out: Path, ranks: int, steps: int = 20, tasks_per_step: int = 200, seed: int = 0) -> Path:
+def write_cluster(out: Path, ranks: int, steps: int = 20, tasks_per_step: int = DEFAULT_RANK_TASKS, seed: int = 0
+                  ) -> Path:
     """``ranks`` torch_npu rank folders (``*_ascend_pt/`` with ``profiler_info_{rank}.json``) under ``out``.
 
     Each rank: kernel_details.csv, op_statistic.csv, step_trace_time.csv, trace_view.json and

@@ -15,6 +15,13 @@ from pathlib import Path
 
 from common.errors import LabError
 
+DEFAULT_RANK_TASKS = 200  # tasks per step in each generated rank's kernel_details.csv and trace_view.json
+
+
+def cluster_folder(out: Path, ranks: int, rank_tasks: int = DEFAULT_RANK_TASKS) -> Path:
+    """Where ``python -m common.bench make`` writes a capture of ``ranks`` ranks."""
+    return out / (f"cluster_{ranks}" if rank_tasks == DEFAULT_RANK_TASKS else f"cluster_{ranks}_t{rank_tasks}")
+
 ROOT = Path(__file__).resolve().parents[2]
 AGREE_REL = 1e-3  # totals of two tools agree when within 0.1%
 MSA_EXE_VAR = "MSPROF_ANALYZE"  # common.collect.msprof_analyze's override; set to nothing to skip the lab's cross-check
@@ -122,10 +129,11 @@ def ensure_tool(install: bool) -> Path | None:
 def ensure_profile(out: Path, kind: str, size: int, sizes: dict) -> Path:
     """The generated profile of ``kind`` (made by a child when missing): its folder or file."""
     where = {"op_summary": out / f"op_summary_{size}", "trace_view": out / f"trace_view_{size}",
-             "db": out / f"db_{size}", "cluster": out / f"cluster_{size}"}[kind]
+             "db": out / f"db_{size}", "cluster": cluster_folder(out, size, sizes.get("rank_tasks", DEFAULT_RANK_TASKS))}[kind]
     if not where.is_dir():
         args = ["--rows", str(sizes["rows"]), "--events", str(sizes["events"]), "--tasks", str(sizes["tasks"]),
-                "--ranks", str(size if kind == "cluster" else sizes["ranks"][0])]
+                "--ranks", str(size if kind == "cluster" else sizes["ranks"][0]),
+                "--rank-tasks", str(sizes.get("rank_tasks", DEFAULT_RANK_TASKS))]
         spawn(python_argv("-m", "common.bench", "make", "--what", kind, "--out", str(out), *args))
     if kind == "trace_view":
         return next(where.rglob("trace_view.json"))

@@ -256,20 +256,22 @@ def _out_dir(path: str):
 
 def _cluster(args: argparse.Namespace) -> int:
     from common.cli.captures import readable
+    from common.cli.scheduler import dask_executor, scheduler_address
 
     out = _out_dir(args.out) if args.out else None  # before the work: a bad --out stops here
-    with readable(args.dir) as source:  # the copied DDP lesson's per-rank traces: read through the conversion
-        return _cluster_of(source, out, args.cross_check, args.dir)
+    # the copied DDP lesson's per-rank traces: read through the conversion
+    with readable(args.dir) as source, dask_executor(scheduler_address(args.scheduler)) as executor:
+        return _cluster_of(source, out, args.cross_check, args.dir, executor)
 
 
-def _cluster_of(folder: str, out, cross_check: bool, shown: str) -> int:
+def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) -> int:
     from common.analyze.cluster import cluster_report
     from common.modes.reports import write_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
     from common.render.cluster import STEPS_CSV, cluster_html, render_cluster, steps_csv
 
-    view = load_cluster(folder)
+    view = load_cluster(folder, executor)
     view.label = shown
     verdicts, notes = view_checks(view, cross=cross_check)
     report = cluster_report(view)
@@ -349,6 +351,10 @@ def command_parser() -> ArgumentParser:
                                 "with its cluster_step_trace_time.csv (cluster_analysis.db for database exports); "
                                 "off by default: it takes several times the view's own time")
     cluster_p.add_argument("--out", help="also write cluster_report.txt and report.html into this folder")
+    cluster_p.add_argument("--scheduler", metavar="ADDRESS",
+                           help="read the ranks on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786; "
+                                "default $MSPROF_LAB_DASK_SCHEDULER, else a local process pool); needs "
+                                "`pip install --group dask`")
     cluster_p.set_defaults(func=_cluster)
     workload_p = sub.add_parser("workload", help="check a workload file: load it and run its model once")
     workload_p.add_argument("file", nargs="?", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")

@@ -137,8 +137,11 @@ def _ranges(steps: list[int | None]) -> str:
     return f"{steps[0]}..{steps[-1]}" if steps and steps == list(range(steps[0], steps[-1] + 1)) else str(steps)
 
 
-def load_cluster(root: Path | str) -> ClusterView:
-    """Every rank's profile under ``root``; refuses mixed, incomplete or missing ranks with one line."""
+def load_cluster(root: Path | str, executor=None) -> ClusterView:
+    """Every rank's profile under ``root``; refuses mixed, incomplete or missing ranks with one line.
+
+    ``executor``: a :class:`concurrent.futures.Executor` that reads the ranks (a Dask cluster's, see
+    :mod:`common.cli.scheduler`); without it, many ranks are read by a local process pool, a few here."""
     root = Path(root)
     require_directory(root, "give the prof_out_ddp/ of run_ddp.sh or a folder of rank outputs")
     run_info = read_run_info(root)
@@ -191,8 +194,8 @@ def load_cluster(root: Path | str) -> ClusterView:
             f"rank {odd}: launch {launches[odd][:8]})",
             "compare the ranks of one run only",
         )
-    if len(ranks) >= PARALLEL_FROM_RANKS:
-        prefetch_ranks(ranks)
+    if executor is not None or len(ranks) >= PARALLEL_FROM_RANKS:
+        prefetch_ranks(ranks, executor)
     steps = {p.rank: p.steps for p in ranks}
     reference = _steps_of(steps[ranks[0].rank])
     for p in ranks[1:]:
@@ -252,28 +255,38 @@ PARALLEL_FROM_RANKS = 128  # fewer ranks: read here (starting a pool, about half
 PREFETCHED = ("steps", "collective_starts", "collectives_source", "communication_files", "metadata")
 
 
-def _read_rank(job: tuple[int, str, dict]) -> dict:
-    """In a worker: what the cluster view reads of one rank (its step rows, collectives, metadata)."""
-    rank, folder, info = job
-    profile = RankProfile(rank, Path(folder), info)
-    return {name: getattr(profile, name) for name in PREFETCHED}
+CHUNK_RANKS = 64  # ranks per task: a Dask task costs about a millisecond of scheduling, a pool task less
 
 
-def prefetch_ranks(ranks: list[RankProfile]) -> None:
-    """Read every rank's files in a process pool (one process per core, spawned: the parent's polars threads
-    are not forked), into each profile's cached properties; the parent then holds each rank's rows, never its
-    files. A damaged rank raises its LabError here, as it would read in this process. Where no pool can start
-    (a program read from stdin, which a spawned worker cannot import again), the ranks are read here."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+def _read_ranks(jobs: list[tuple[int, str, dict]]) -> list[dict]:
+    """In a worker: what the cluster view reads of each rank (its step rows, collectives, metadata)."""
+    out = []
+    for rank, folder, info in jobs:
+        profile = RankProfile(rank, Path(folder), info)
+        out.append({name: getattr(profile, name) for name in PREFETCHED})
+    return out
 
-    workers = min(os.cpu_count() or 1, len(ranks))
+
+def prefetch_ranks(ranks: list[RankProfile], executor=None) -> None:
+    """Read every rank's files in ``executor`` (a Dask cluster's) or in a local process pool (one process per
+    core, spawned: the parent's polars threads are not forked), :data:`CHUNK_RANKS` ranks a task, into each
+    profile's cached properties; the parent then holds each rank's rows, never its files. A damaged rank raises
+    its LabError here, as it would read in this process. Where no local pool can start (a program read from
+    stdin, which a spawned worker cannot import again), the ranks are read here."""
     jobs = [(p.rank, str(p.folder), p.info) for p in ranks]
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            read = list(pool.map(_read_rank, jobs, chunksize=max(1, len(jobs) // (8 * workers))))
-    except (BrokenProcessPool, OSError):
-        return  # each rank's properties are then read on first use, in this process
+    chunks = [jobs[i:i + CHUNK_RANKS] for i in range(0, len(jobs), CHUNK_RANKS)]
+    if executor is not None:
+        read = [found for part in executor.map(_read_ranks, chunks) for found in part]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        workers = min(os.cpu_count() or 1, len(chunks))
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                read = [found for part in pool.map(_read_ranks, chunks) for found in part]
+        except (BrokenProcessPool, OSError):
+            return  # each rank's properties are then read on first use, in this process
     for profile, found in zip(ranks, read):
         profile.__dict__.update(found)
