@@ -9,7 +9,10 @@ comparison with ``msprof-analyze cluster`` is :mod:`common.collect.msprof_analyz
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from common.analyze import communication
 from common.analyze.bounds import step as step_bound
@@ -17,17 +20,19 @@ from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, Outlier, StepSprea
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
 from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, find_slow_rank,
                                       rank_summaries)
-from common.formats.cluster import ClusterView, Communication, step_order
+from common.formats.cluster import ClusterView, Communication
+from common.formats.records import StepTime
 from common.verdict import Verdict
 
 
 def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
     """Computing + Communication(Not Overlapped) + Free = the step (Stage) on every rank and step."""
-    worst = 0.0
-    for rows in view.steps.values():
-        for s in rows:
-            if s.stage_us:
-                worst = max(worst, abs(s.total_us + s.bubble_us - s.stage_us) / s.stage_us)
+    store = view.steps
+    stage = store.column("stage_us")
+    total = store.column("computing_us") + store.column("communication_not_overlapped_us") + store.column("free_us")
+    kept = stage != 0
+    off = np.abs(total[kept] + store.column("bubble_us")[kept] - stage[kept]) / stage[kept]
+    worst = max(0.0, float(off.max())) if off.size else 0.0
     return Verdict(
         "step table adds up (every rank)",
         worst <= tolerance,
@@ -45,7 +50,7 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
     """The step verdict over every rank's steps, with its hypothesis, what to try and the evidence."""
     from common.analyze.bounds import op as bounds
 
-    summary = step_bound.summarize_steps([s for rows in view.steps.values() for s in rows])
+    summary = step_bound.summarize_columns(**view.steps.arrays())
     if summary is None:
         return []
     verdict = step_bound.step_verdict(summary)
@@ -57,7 +62,7 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
 
 def _uncaptured_text(comm: Communication) -> str:
     """The ranks of a group that the link matrix names but the capture does not hold."""
-    captured = set(comm.per_rank)
+    captured = set(comm.splits)
     parts = []
     for group, members in sorted(comm.groups.items()):
         missing = sorted(members - captured)
@@ -77,15 +82,14 @@ def _ratio_word(ratio: float) -> str:
 def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str], list[tuple[float, str]]]:
     """The communication verdict, the lines around it (uncaptured ranks, notes) and, per rank in rank order,
     (its wait ratio, its line: the split of its ops' time and its main links)."""
-    verdict = communication.step_verdict(comm.per_rank, comm.source)
+    verdict = communication.step_verdict(comm)
     lines = [verdict.text]
     uncaptured = _uncaptured_text(comm)
     if uncaptured:
         lines.append(f"note: {uncaptured}")
     per_rank = []
-    for r, timings in sorted(comm.per_rank.items()):
-        split = communication.rank_split(r, timings)
-        links = communication.main_links(communication.link_use(timings))
+    for r, split in sorted(comm.splits.items()):
+        links = communication.main_links(communication.rank_links(split))
         per_rank.append((split.wait_ratio,
             f"rank {r}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
             f"{split.wait_ms:,.3f} (sync {split.sync_ms:,.3f}) + idle {split.idle_ms:,.3f} ms; wait ratio "
@@ -186,14 +190,32 @@ def link_matrix_rows(comm: Communication) -> list[list[object]]:
     return rows
 
 
+def iter_step_rows(view: ClusterView) -> Iterator[list[object]]:
+    """Every (step, rank) row of the view's table, by step then rank: Step, Rank, Computing,
+    Communication(Not Overlapped), Overlapped, Free, the step (their sum) and its bound. Made from the columns
+    as they are asked for (16,384 ranks of 20 steps: 330,000 rows, never all in memory at once)."""
+    store = view.steps
+    step = store.column("step")
+    ranks = store.rank_column()
+    order = np.lexsort((ranks, np.where(np.isnan(step), -np.inf, step)))  # an empty Step first, as step_order
+    columns = [store.column(f) for f in ("computing_us", "communication_not_overlapped_us", "overlapped_us",
+                                         "free_us")]
+    for start in range(0, len(order), 4096):
+        part = order[start:start + 4096]
+        for st, rank, c, n, o, f in zip(step[part].tolist(), ranks[part].tolist(),
+                                        *(col[part].tolist() for col in columns)):
+            row = StepTime(None if st != st else int(st), c, n, o, 0.0, f, 0.0, 0.0, None)
+            yield [row.step, int(rank), c, n, o, f, row.total_us, step_bound.step_kind(row)]
+
+
+def per_step_rows(view: ClusterView) -> list[list[object]]:
+    """:func:`iter_step_rows`, as a list (a view of a few ranks shows every row)."""
+    return list(iter_step_rows(view))
+
+
 def cluster_report(view: ClusterView) -> ClusterReport:
     """Everything the cluster view shows: steps per rank, the step verdict, the slow rank, the collectives."""
-    per_step = [
-        [s.step, rank, s.computing_us, s.communication_not_overlapped_us, s.overlapped_us, s.free_us, s.total_us,
-         step_bound.step_kind(s)]
-        for s, rank in sorted(((s, rank) for rank, rows in view.steps.items() for s in rows),
-                              key=lambda sr: (step_order(sr[0].step), sr[1]))
-    ]
+    per_step = [] if len(view.ranks) > SUMMARY_ABOVE_RANKS else per_step_rows(view)  # the summary's rows: --out's CSV
     summaries = rank_summaries(view)
     means = [
         [s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
@@ -204,11 +226,11 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     verdict, comm_lines, comm_rank_lines, op_rows, link_rows = None, [], [], [], []
     portable = (view.run_info or {}).get("backend") == "portable" or all(
         str(p.info.get("backend", "")).startswith("portable") for p in view.ranks)  # converted torch.profiler traces
-    if comm is not None and not comm.per_rank and portable:
+    if comm is not None and not comm.splits and portable:
         comm_lines = [PORTABLE_COMMUNICATION]  # the lab's own portable capture: nothing is missing, said once
     elif comm is not None:
         verdict, comm_lines, comm_rank_lines = communication_lines(comm)
-        op_rows = communication.op_rows(communication.across_ranks(comm.per_rank))
+        op_rows = communication.op_rows(comm.ops_in_order())
         link_rows = link_matrix_rows(comm)
     layout = parallel_layout(view)
     lines, stages, groups, unbalanced = [], [], [], False

@@ -12,12 +12,14 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from common.analyze.parallel_layout import Layout
-from common.analyze.slow_rank import RankSummary
-from common.formats.cluster import step_order
-from common.formats.records import StepTime
+import numpy as np
 
-SUMMARY_ABOVE_RANKS = 8  # up to this many ranks, every (step, rank) row is shown; above, the summary
+from common.analyze.parallel_layout import Layout
+from common.analyze.slow_rank import RankSummary, distinct_steps
+from common.formats.cluster import FULL_VIEW_RANKS
+from common.formats.step_store import StepStore
+
+SUMMARY_ABOVE_RANKS = FULL_VIEW_RANKS  # up to this many ranks, every (step, rank) row is shown; above, the summary
 OUTLIERS = 5  # slowest ranks listed; FASTEST of the other end
 FASTEST = 3
 QUANTITIES = {"Computing": "computing_us", "Comm(Not Overlapped)": "communication_not_overlapped_us",
@@ -47,15 +49,16 @@ class StepSpread:
     by_quantity: dict[str, Spread]  # QUANTITIES' names
 
 
-def step_spreads(steps: dict[int, list[StepTime]]) -> list[StepSpread]:
+def step_spreads(steps: StepStore) -> list[StepSpread]:
     """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks."""
-    per_step: dict[int | None, list[StepTime]] = {}
-    for rows in steps.values():
-        for s in rows:
-            per_step.setdefault(s.step, []).append(s)
-    return [StepSpread(step, len(rows), {name: spread([getattr(s, field) for s in rows])
-                                         for name, field in QUANTITIES.items()})
-            for step, rows in sorted(per_step.items(), key=lambda kv: step_order(kv[0]))]
+    step_of = steps.column("step")
+    columns = {name: steps.column(field) for name, field in QUANTITIES.items()}
+    out = []
+    for step in distinct_steps(steps):
+        mask = np.isnan(step_of) if step is None else step_of == step
+        out.append(StepSpread(step, int(mask.sum()), {name: spread(values[mask].tolist())
+                                                      for name, values in columns.items()}))
+    return out
 
 
 @dataclass(frozen=True)

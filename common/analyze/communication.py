@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from common.formats.communication import CommTiming
+from common.formats.cluster_communication import Communication, OpTotals, Split
 
 # MindStudio Insight's Communication Duration Analysis guidance checks "whether a rank's wait
 # ratio is above the threshold (0.2)" (MindStudio user guide, Communication Analysis page).
@@ -41,58 +41,6 @@ BANDWIDTH_LOW = 0.8  # of the nominal figure: msprof-analyze's bandwidth_content
 # Links reported per op: SDMA is the copy engine that carries HCCS and PCIE transfers (its numbers
 # repeat theirs), LOCAL a copy within the device: shown only when no other link moved data.
 LINK_ORDER = ("HCCS", "RDMA", "PCIE", "SIO", "SDMA", "LOCAL")
-
-
-@dataclass(frozen=True)
-class OpAcrossRanks:
-    """One op (step, name, group) on every rank that ran it."""
-
-    step: str
-    kind: str
-    op_name: str
-    group: str
-    per_rank: dict[int, CommTiming]
-
-    @property
-    def late_rank(self) -> int | None:
-        """The rank that started the op last (None without start times or with one rank)."""
-        starts = {r: t.start_us for r, t in self.per_rank.items() if t.start_us is not None}
-        return max(starts, key=starts.get) if len(starts) > 1 else None
-
-    @property
-    def lateness_us(self) -> float:
-        """Last start minus first start (µs): how long the first rank waited for the last one to arrive."""
-        starts = [t.start_us for t in self.per_rank.values() if t.start_us is not None]
-        return max(starts) - min(starts) if len(starts) > 1 else 0.0
-
-    @property
-    def first_rank(self) -> int | None:
-        starts = {r: t.start_us for r, t in self.per_rank.items() if t.start_us is not None}
-        return min(starts, key=starts.get) if len(starts) > 1 else None
-
-    def mean(self, field: str) -> float:
-        return statistics.fmean(getattr(t, field) for t in self.per_rank.values())
-
-
-@dataclass(frozen=True)
-class Split:
-    """One rank's communication time added over its ops (ms)."""
-
-    rank: int
-    ops: int
-    elapse_ms: float
-    transit_ms: float
-    wait_ms: float
-    sync_ms: float
-    idle_ms: float
-
-    @property
-    def wait_ratio(self) -> float:
-        return self.wait_ms / (self.wait_ms + self.transit_ms) if self.wait_ms + self.transit_ms else 0.0
-
-    @property
-    def sync_ratio(self) -> float:
-        return self.sync_ms / (self.sync_ms + self.transit_ms) if self.sync_ms + self.transit_ms else 0.0
 
 
 @dataclass(frozen=True)
@@ -120,35 +68,15 @@ class CommVerdict:
     late_by_us: float = 0.0
 
 
-def across_ranks(per_rank: dict[int, list[CommTiming]]) -> list[OpAcrossRanks]:
-    """The ops by (step, name, group), in the order of their first start."""
-    ops: dict[tuple, dict[int, CommTiming]] = {}
-    kinds: dict[tuple, str] = {}
-    for rank, timings in sorted(per_rank.items()):
-        for t in timings:
-            ops.setdefault(t.key, {})[rank] = t
-            kinds[t.key] = t.kind
-    def first_start(key: tuple) -> float:
-        starts = [t.start_us for t in ops[key].values() if t.start_us is not None]
-        return min(starts) if starts else float("inf")
-    return [OpAcrossRanks(k[0], kinds[k], k[1], k[2], ops[k]) for k in sorted(ops, key=first_start)]
-
-
-def rank_split(rank: int, timings: list[CommTiming]) -> Split:
-    return Split(rank, len(timings), sum(t.elapse_ms for t in timings), sum(t.transit_ms for t in timings),
-                 sum(t.wait_ms for t in timings), sum(t.sync_ms for t in timings), sum(t.idle_ms for t in timings))
-
-
-def link_use(timings: list[CommTiming]) -> list[LinkUse]:
-    """Per link type, the size and link time added over the ops (the links that moved data)."""
-    size: dict[str, float] = {}
-    time_ms: dict[str, float] = {}
-    for t in timings:
-        for link in t.links:
-            size[link.link] = size.get(link.link, 0.0) + link.size_mb
-            time_ms[link.link] = time_ms.get(link.link, 0.0) + link.time_ms
+def link_uses(sums: dict[str, list[float]]) -> list[LinkUse]:
+    """Per link type, the size and link time added over some ops (link -> [size MB, time ms]), in LINK_ORDER."""
     order = {name: i for i, name in enumerate(LINK_ORDER)}
-    return [LinkUse(k, size[k], time_ms[k]) for k in sorted(size, key=lambda k: (order.get(k, 99), k))]
+    return [LinkUse(k, *sums[k]) for k in sorted(sums, key=lambda k: (order.get(k, 99), k))]
+
+
+def rank_links(split: Split) -> list[LinkUse]:
+    """What each link carried over one rank's ops."""
+    return link_uses({link: [size, time_ms] for link, size, time_ms in split.links})
 
 
 def main_links(links: list[LinkUse]) -> list[LinkUse]:
@@ -164,19 +92,19 @@ def bandwidth_text(use: LinkUse) -> str:
     return f"{use.link} {use.bandwidth_gbs:.2f} GB/s ({100 * use.bandwidth_gbs / nominal:.0f}% of {nominal:g} GB/s)"
 
 
-def op_rows(ops: list[OpAcrossRanks], limit: int = 8) -> list[list[object]]:
+def op_rows(ops: list[OpTotals], limit: int = 8) -> list[list[object]]:
     """The largest ops by mean elapse: name, kind, mean elapse / transit / wait / sync / idle (ms), wait ratio,
     size moved and bandwidth of its main link, the rank that started last and by how much (µs)."""
     rows = []
     for op in sorted(ops, key=lambda o: -o.mean("elapse_ms"))[:limit]:
         transit, wait = op.mean("transit_ms"), op.mean("wait_ms")
-        links = main_links(link_use(list(op.per_rank.values())))
+        links = main_links(link_uses(op.link_totals))
         link = links[0] if links else None
         late = op.late_rank
         rows.append([
             op.op_name, op.kind, op.mean("elapse_ms"), transit, wait, op.mean("sync_ms"), op.mean("idle_ms"),
             round(wait / (wait + transit), 4) if wait + transit else 0.0,
-            link.size_mb / len(op.per_rank) if link else 0.0,
+            link.size_mb / op.ranks if link else 0.0,
             f"{link.link} {link.bandwidth_gbs:.2f}" if link else "-",
             "-" if late is None else f"rank {late} +{op.lateness_us:,.1f}",
         ])
@@ -187,7 +115,7 @@ OP_HEADER = ["Op", "Kind", "Elapse(ms)", "Transit(ms)", "Wait(ms)", "Sync(ms)", 
              "Size(MB)", "Link GB/s", "Started last (us)"]
 
 
-def late_peer(ops: list[OpAcrossRanks]) -> tuple[OpAcrossRanks | None, dict[int, float]]:
+def late_peer(ops: list[OpTotals]) -> tuple[OpTotals | None, dict[int, float]]:
     """The op with the largest arrival gap, and per rank the time the others waited for it (µs, summed)."""
     caused: dict[int, float] = {}
     worst = None
@@ -201,14 +129,15 @@ def late_peer(ops: list[OpAcrossRanks]) -> tuple[OpAcrossRanks | None, dict[int,
     return worst, caused
 
 
-def step_verdict(per_rank: dict[int, list[CommTiming]], source: str) -> CommVerdict:
+def step_verdict(comm: Communication) -> CommVerdict:
     """Whether the ranks' communication time is waiting for a peer, moving data, or idle; with the evidence."""
-    splits = [rank_split(r, t) for r, t in sorted(per_rank.items()) if t]
+    source = comm.source
+    splits = [split for _, split in sorted(comm.splits.items()) if split.ops]
     if not splits:
         unread = source == "none"  # every rank's files failed to read: rank_communication's notes say why
         return CommVerdict("none", "no rank's communication analysis could be read (the notes say why)" if unread
                            else f"no collective or point-to-point op in {source}")
-    ops = across_ranks(per_rank)
+    ops = comm.ops_in_order()
     elapse = statistics.fmean(s.elapse_ms for s in splits)
     parts = {"moving data": statistics.fmean(s.transit_ms for s in splits),
              "waiting": statistics.fmean(s.wait_ms for s in splits),
@@ -221,16 +150,16 @@ def step_verdict(per_rank: dict[int, list[CommTiming]], source: str) -> CommVerd
     worst, caused = late_peer(ops)
     late_text = ""
     if worst is not None and worst.lateness_us > 0:
-        waited = worst.per_rank[worst.first_rank]
+        _, _, sync_ms, transit_ms = worst.first  # the first rank's op: it waited for the last one
         late_text = (f"rank {worst.late_rank} started {worst.op_name} {worst.lateness_us:,.1f} us after rank "
-                     f"{worst.first_rank}, which spent {1000 * waited.sync_ms:,.1f} us of it synchronising "
-                     f"(sync ratio {waited.sync_ms / (waited.sync_ms + waited.transit_ms):.2f})"
-                     if waited.sync_ms + waited.transit_ms else "")
+                     f"{worst.first_rank}, which spent {1000 * sync_ms:,.1f} us of it synchronising "
+                     f"(sync ratio {sync_ms / (sync_ms + transit_ms):.2f})"
+                     if sync_ms + transit_ms else "")
     longest = max(ops, key=lambda o: o.mean("elapse_ms"))
     where = (f"the longest op is {longest.op_name} ({longest.mean('elapse_ms'):,.2f} ms: transit "
              f"{longest.mean('transit_ms'):,.2f}, wait {longest.mean('wait_ms'):,.2f}, idle "
              f"{longest.mean('idle_ms'):,.2f} ms)")
-    links = main_links(link_use([t for ts in per_rank.values() for t in ts]))
+    links = main_links(link_uses(comm.link_totals))
     bw = "; ".join(bandwidth_text(u) for u in links) if links else "no link moved data"
     if kind == "waiting":
         late = worst.late_rank if worst else None

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from common.analyze.slow_rank import RankSummary, SlowRank
 from common.formats.cluster import ClusterView, Communication, step_order
-from common.formats.communication import CommTiming
 
 # Megatron names its process groups; these are the ones that say how the ranks split the work.
 # A rank's DP group is "dp" (torch_npu records "dp_cp" only, on some ranks, when context parallel
@@ -103,11 +102,6 @@ def parallel_layout(view: ClusterView) -> Layout | None:
     return Layout(sizes, sorted(groups.values(), key=lambda g: (list(LAYOUT_KINDS).index(g.kind), g.ranks)), source)
 
 
-def _step_number(step: str) -> int | None:
-    digits = "".join(ch for ch in step if ch.isdigit())
-    return int(digits) if digits else None
-
-
 @dataclass(frozen=True)
 class StageRow:
     """One pipeline stage in one step (µs): msprof-analyze's stage row (the maximum over the stage's ranks)
@@ -134,11 +128,7 @@ class StageRow:
 
 def stage_rows(view: ClusterView, layout: Layout, comm: Communication | None) -> list[StageRow]:
     """Per step and pipeline stage: the stage's Computing, Free and Bubble, and its ranks' P2P time."""
-    p2p: dict[tuple[int | None, int], list[CommTiming]] = {}
-    for rank, timings in (comm.per_rank.items() if comm else []):
-        for t in timings:
-            if t.kind == "p2p":
-                p2p.setdefault((_step_number(t.step), rank), []).append(t)
+    p2p = comm.p2p if comm else {}  # (step, rank) -> the rank's P2P ops in that step
     out = []
     for step in sorted({s.step for rows in view.steps.values() for s in rows}, key=step_order):
         for stage, ranks in enumerate(layout.stages):

@@ -14,11 +14,15 @@ parallel layout is judged within each group instead (:mod:`common.analyze.parall
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.analyze.bounds.step import summarize_steps
-from common.formats.cluster import ClusterView, step_order
+import numpy as np
+
+from common.analyze.bounds.step import summarize_columns
+from common.formats.cluster import ClusterView
 from common.formats.records import StepTime
+from common.formats.step_store import StepStore
 
 # A rank is called slow when its own time (Computing + Free) exceeds the other ranks' median by
 # more than this share of the median step: below it, run-to-run noise on a shared host is as large.
@@ -50,13 +54,21 @@ class SlowRank:
 
 
 def rank_summaries(view: ClusterView) -> list[RankSummary]:
-    """Each rank's median step (common.analyze.bounds.step.summarize_steps over its rows)."""
-    out = []
-    for rank, rows in sorted(view.steps.items()):
-        s = summarize_steps(rows)
-        out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us, s.median_communication_us,
-                               s.median_free_us, s.median_step_us))
-    return out
+    """Each rank's median step (common.analyze.bounds.step.summarize_steps' medians over its rows), in rank order."""
+    store = view.steps
+    fields = ("computing_us", "communication_not_overlapped_us", "communication_us", "free_us")
+    tables = {f: store.by_rank(f) for f in fields}
+    if any(t is None for t in tables.values()) or not len(store):  # ranks of different step counts: one by one
+        out = []
+        for rank in sorted(store):
+            s = summarize_columns(**store.arrays(rank))
+            out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us,
+                                   s.median_communication_us, s.median_free_us, s.median_step_us))
+        return out
+    total = tables["computing_us"] + tables["communication_not_overlapped_us"] + tables["free_us"]
+    medians = [np.median(tables[f], axis=1).tolist() for f in fields] + [np.median(total, axis=1).tolist()]
+    rows = sorted(zip(store, *medians))
+    return [RankSummary(rank, *values) for rank, *values in rows]
 
 
 @dataclass(frozen=True)
@@ -76,22 +88,29 @@ def median_gap(summaries: list[RankSummary]) -> Gap:
     return Gap(high.own_us - low.own_us, high.rank, low.rank)
 
 
-def step_gap(steps: dict[int, list[StepTime]]) -> Gap | None:
+def step_gap(steps: Mapping[int, list[StepTime]]) -> Gap | None:
     """The largest Computing + Free difference between two ranks within one step, over every step."""
-    own: dict[int | None, dict[int, float]] = {}
-    for rank, rows in steps.items():
-        for s in rows:
-            own.setdefault(s.step, {})[rank] = s.computing_us + s.free_us
+    store = StepStore.of(steps)
+    own = store.column("computing_us") + store.column("free_us")
+    step_of, rank_of = store.column("step"), store.rank_column()
     best = None
-    for step in sorted(own, key=step_order):
-        per_rank = own[step]
+    for step in distinct_steps(store):
+        mask = np.isnan(step_of) if step is None else step_of == step
+        per_rank, ranks = own[mask], rank_of[mask]
         if len(per_rank) < 2:
             continue
-        high, low = max(per_rank, key=per_rank.get), min(per_rank, key=per_rank.get)
-        gap = Gap(per_rank[high] - per_rank[low], high, low, step)
+        high, low = int(np.argmax(per_rank)), int(np.argmin(per_rank))  # the first of equals, in rank order
+        gap = Gap(float(per_rank[high] - per_rank[low]), int(ranks[high]), int(ranks[low]), step)
         if best is None or gap.us > best.us:
             best = gap
     return best
+
+
+def distinct_steps(steps: Mapping[int, list[StepTime]]) -> list[int | None]:
+    """The steps any rank recorded, in step order (an empty Step first)."""
+    column = StepStore.of(steps).column("step")
+    found = [None] if np.isnan(column).any() else []
+    return found + [int(v) for v in np.unique(column[~np.isnan(column)])]
 
 
 def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]] | None = None) -> SlowRank:
@@ -110,7 +129,7 @@ def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]
         median = (f"; rank {slowest.rank} exceeds the other ranks' median by {excess:,.1f} us"
                   if len(summaries) > 2 else "")
         where = ""
-        if single is not None and len({s.step for rows in steps.values() for s in rows}) > 1:
+        if single is not None and len(distinct_steps(steps)) > 1:
             where = (f"; within one step they differ by at most {single.us:,.1f} us "
                      f"(step {single.step}: rank {single.high} vs rank {single.low})")
         return SlowRank(
@@ -204,37 +223,36 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     times are comparable when the ranks share a clock: one host, or NPUs whose timestamps
     torch_npu aligns. None when a rank has no communication.json.
     """
-    starts: dict[str, dict[int, float]] = {}
-    sources = set()
-    for p in view.ranks:
-        sources.add(p.collectives_source)
-        mine = p.collective_starts
-        if mine is None:
-            return None
-        for name, start in mine.items():
-            starts.setdefault(name, {})[p.rank] = start
+    found = view.starts
     ranks = [p.rank for p in view.ranks]
-    matched = {k: v for k, v in starts.items() if len(v) == len(ranks)}
-    if not matched or len(ranks) < 2:
+    if found.missing or not found.blocks or len(ranks) < 2:
+        return None
+    table = found.table()  # one row per rank, in rank order; a column per collective
+    on_all = ~np.isnan(table).any(axis=0)
+    if not on_all.any():
         return None
     last = dict.fromkeys(ranks, 0)
     waited = dict.fromkeys(ranks, 0.0)
     held = dict.fromkeys(ranks, 0.0)
     by_step: dict[str, dict[int, float]] = {}  # step -> rank -> the time the others waited for it in that step
     largest = None
-    for name, per_rank in matched.items():
-        latest = max(per_rank.values())
-        late = max(per_rank, key=per_rank.get)
+    matched = 0
+    for name, column, complete in zip(found.names, table.T, on_all):
+        if not complete:  # a rank did not run it
+            continue
+        starts = column.tolist()
+        matched += 1
+        latest = max(starts)
+        late = found.ranks[starts.index(latest)]  # the first rank of equals
         last[late] += 1
-        gap = latest - min(per_rank.values())
+        gap = latest - min(starts)
         if largest is None or gap > largest[2]:
             largest = (name.partition("/")[2].partition("@")[0], late, gap)
         step = by_step.setdefault(name.partition("/")[0], dict.fromkeys(ranks, 0.0)) if "/" in name else None
-        for rank, start in per_rank.items():
+        for rank, start in zip(found.ranks, starts):
             waited[rank] += latest - start
             held[late] += latest - start
             if step is not None:
                 step[late] += latest - start
     per_step = ({r: statistics.median(s[r] for s in by_step.values()) for r in ranks} if len(by_step) > 1 else None)
-    return Arrivals(len(matched), last, {r: w / len(matched) for r, w in waited.items()}, " and ".join(sorted(sources)),
-                    largest, held, per_step)
+    return Arrivals(matched, last, {r: w / matched for r, w in waited.items()}, found.source, largest, held, per_step)

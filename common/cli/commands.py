@@ -269,20 +269,20 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) 
     from common.modes.reports import write_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
-    from common.render.cluster import STEPS_CSV, cluster_html, render_cluster, steps_csv
+    from common.render.cluster import STEPS_CSV, cluster_html, render_cluster, write_steps_csv
 
     view = load_cluster(folder, executor)
     view.label = shown
     verdicts, notes = view_checks(view, cross=cross_check)
     report = cluster_report(view)
     full = not report.summarized  # beyond a handful of ranks: the summary here, every row in --out's files
-    # the full text (every (step, rank) row: 90,000 lines and ~2 s at 4,096 ranks) only where it is shown or kept
+    # the full text (every rank's lines) only where it is shown or kept
     text = render_cluster(report, verdicts, notes) if full or out is not None else None
     print(text if full else render_cluster(report, verdicts, notes, full=False))
     if out is not None:
         print(write_beside(out, "cluster_report.txt", text + "\n"))
         if not full:
-            print(write_beside(out, STEPS_CSV, steps_csv(report)))
+            print(write_steps_csv(report, out / STEPS_CSV))
         print(write_beside(out, "report.html", cluster_html(report, verdicts, notes, full=full)))
     elif not full:
         print(f"every (step, rank) row and every rank's line: add --out DIR ({STEPS_CSV}, cluster_report.txt, "

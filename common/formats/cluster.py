@@ -20,23 +20,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import LabError
-from common.formats.communication import (CommTiming, MatrixLink, collectives_of, group_members,
-                                          read_rank_communication, read_rank_matrix)
+from common.formats.cluster_communication import CollectiveStarts, Communication
+from common.formats.communication import CommTiming, MatrixLink, collectives_of, read_rank_communication, read_rank_matrix
 from common.formats.datasets import Dataset, dataset_of
-from common.formats.metadata import RankMetadata, read_rank_metadata
+from common.formats.metadata import GroupInfo, RankMetadata, read_rank_metadata
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import read_run_info, require_directory
+from common.formats.step_store import StepStore
 
 PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 MSA_OUTPUT = "cluster_analysis_output"
+PROFILER_INFO_KEPT = ("launch_id", "backend")
+FULL_VIEW_RANKS = 8  # up to this many ranks the view shows every (step, rank) row and the link matrix; above, a summary
+
+
+def read_profiler_info(folder: Path, rank: int) -> dict:
+    """Of a rank's profiler_info_{rank}.json, what the view uses (a real one holds the profiler's whole
+    configuration): the lab's launch id and backend, when written."""
+    try:
+        info = json.loads((folder / f"profiler_info_{rank}.json").read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise LabError(f"{folder}/profiler_info_{rank}.json: unreadable ({err})", "the rank's output is damaged") from None
+    return {k: info[k] for k in PROFILER_INFO_KEPT if k in info} if isinstance(info, dict) else {}
 
 
 @dataclass
 class RankProfile:
     rank: int
     folder: Path  # the rank's *_ascend_pt
-    info: dict  # its profiler_info_{rank}.json
+    info: dict | None  # what the view uses of its profiler_info_{rank}.json (read_profiler_info)
 
     @functools.cached_property
     def dataset(self) -> Dataset:
@@ -99,13 +112,28 @@ class ClusterView:
     root: Path
     ranks: list[RankProfile]
     run_info: dict | None
-    steps: dict[int, list[StepTime]]  # rank -> its step rows
+    steps: StepStore  # rank -> its step rows, kept in columns
     label: str | None = None  # how the capture is named on the page, when not by root (a converted copy's input)
+
+    def __post_init__(self) -> None:
+        self.steps = StepStore.of(self.steps)  # rank -> rows given as a mapping: kept in columns too
 
     @functools.cached_property
     def communication(self) -> Communication | None:
-        """Every rank's communication analysis (:func:`rank_communication`), read once."""
-        return rank_communication(self)
+        """Every rank's communication analysis, added up (:class:`Communication`); None when no rank has one.
+        Filled as the ranks are read by :func:`load_cluster` when it reads many; else read here on first use."""
+        comm = Communication(keep_links=len(self.ranks) <= FULL_VIEW_RANKS)
+        for p in self.ranks:
+            comm.add_rank(p.rank, p.communication_files)
+        return comm if comm.read else None
+
+    @functools.cached_property
+    def starts(self) -> CollectiveStarts:
+        """When each rank started each collective (:class:`CollectiveStarts`); filled as :attr:`communication`."""
+        starts = CollectiveStarts()
+        for p in self.ranks:
+            starts.add(p.rank, p.collective_starts, p.collectives_source)
+        return starts
 
 
 def _rank_dirs(root: Path) -> dict[int, list[Path]]:
@@ -175,16 +203,15 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             f"{root}: {what} (found {', '.join(map(str, sorted(found)))}; world size {world})",
             "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
         )
-    ranks = []
-    for r in sorted(found):
-        folder = found[r][0]
-        try:
-            info = json.loads((folder / f"profiler_info_{r}.json").read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise LabError(
-                f"{folder}/profiler_info_{r}.json: unreadable ({err})", "the rank's output is damaged"
-            ) from None
-        ranks.append(RankProfile(r, folder, info if isinstance(info, dict) else {}))
+    ranks = [RankProfile(r, found[r][0], None) for r in sorted(found)]
+    kept = _Kept(len(ranks))
+    if executor is not None or len(ranks) >= PARALLEL_FROM_RANKS:
+        prefetch_ranks(ranks, kept, executor)
+    else:
+        for p in ranks:  # a few ranks: their profiler_info and step rows now, the rest when first asked for
+            p.info = read_profiler_info(p.folder, p.rank)
+            kept.steps.add(p.rank, p.steps)
+            p.__dict__.pop("steps")
     launches = {p.rank: str(p.info.get("launch_id")) for p in ranks}  # written by the lab's portable ranks
     first = ranks[0].rank
     odd = next((r for r, v in launches.items() if v != launches[first]), None)
@@ -194,9 +221,7 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             f"rank {odd}: launch {launches[odd][:8]})",
             "compare the ranks of one run only",
         )
-    if executor is not None or len(ranks) >= PARALLEL_FROM_RANKS:
-        prefetch_ranks(ranks, executor)
-    steps = {p.rank: p.steps for p in ranks}
+    steps = kept.steps
     reference = _steps_of(steps[ranks[0].rank])
     for p in ranks[1:]:
         mine = _steps_of(steps[p.rank])
@@ -211,41 +236,11 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             f"{ranks[0].folder}: no steps ({ranks[0].dataset.steps_source})",
             "profile with a schedule so steps are recorded"
         )
-    return ClusterView(root, ranks, run_info, steps)
-
-
-@dataclass
-class Communication:
-    """Every rank's ops as its communication analysis splits them, and the groups its link matrix names."""
-
-    per_rank: dict[int, list[CommTiming]]
-    source: str
-    links: dict[int, list[MatrixLink]]
-    notes: list[str] = field(default_factory=list)  # a rank whose files could not be read, and what was lost
-
-    @property
-    def groups(self) -> dict[str, set[int]]:
-        return group_members([link for rows in self.links.values() for link in rows])
-
-
-def rank_communication(view: ClusterView) -> Communication | None:
-    """communication.json / communication_matrix.json (text) or analysis.db (database) of every rank.
-
-    A rank whose files are damaged is left out with a note; None when no rank has them.
-    """
-    per_rank: dict[int, list[CommTiming]] = {}
-    links: dict[int, list[MatrixLink]] = {}
-    sources, notes = set(), []
-    for p in view.ranks:
-        found = p.communication_files
-        if isinstance(found, str):
-            notes.append(f"rank {p.rank}: communication analysis not read: {found}")
-        elif found is not None:
-            per_rank[p.rank], source, links[p.rank] = found
-            sources.add(source)
-    if not per_rank and not notes:
-        return None
-    return Communication(per_rank, " and ".join(sorted(sources)) or "none", links, notes)
+    view = ClusterView(root, ranks, run_info, steps)
+    if kept.complete:
+        view.__dict__.update(communication=kept.communication if kept.communication.read else None,
+                             starts=kept.starts)
+    return view
 
 
 # --- many ranks: each rank's files read by a process pool ---------------------------------------------
@@ -255,38 +250,92 @@ PARALLEL_FROM_RANKS = 128  # fewer ranks: read here (starting a pool, about half
 PREFETCHED = ("steps", "collective_starts", "collectives_source", "communication_files", "metadata")
 
 
-CHUNK_RANKS = 64  # ranks per task: a Dask task costs about a millisecond of scheduling, a pool task less
+CHUNK_RANKS = 64  # ranks a task, added up in the worker: a Dask task costs about a millisecond of scheduling
 
 
-def _read_ranks(jobs: list[tuple[int, str, dict]]) -> list[dict]:
-    """In a worker: what the cluster view reads of each rank (its step rows, collectives, metadata)."""
-    out = []
-    for rank, folder, info in jobs:
-        profile = RankProfile(rank, Path(folder), info)
-        out.append({name: getattr(profile, name) for name in PREFETCHED})
-    return out
+def _read_ranks(jobs: list[tuple[int, str]], ranks: int) -> _Kept:
+    """In a worker: ``jobs``' ranks read and added up, as :class:`_Kept` keeps them (one chunk of a capture of
+    ``ranks`` ranks)."""
+    kept = _Kept(ranks)
+    for rank, folder in jobs:
+        profile = RankProfile(rank, Path(folder), read_profiler_info(Path(folder), rank))
+        kept.keep(profile, {name: getattr(profile, name) for name in PREFETCHED})
+    return kept
 
 
-def prefetch_ranks(ranks: list[RankProfile], executor=None) -> None:
-    """Read every rank's files in ``executor`` (a Dask cluster's) or in a local process pool (one process per
-    core, spawned: the parent's polars threads are not forked), :data:`CHUNK_RANKS` ranks a task, into each
-    profile's cached properties; the parent then holds each rank's rows, never its files. A damaged rank raises
-    its LabError here, as it would read in this process. Where no local pool can start (a program read from
-    stdin, which a spawned worker cannot import again), the ranks are read here."""
-    jobs = [(p.rank, str(p.folder), p.info) for p in ranks]
+@dataclass
+class _Kept:
+    """What the view keeps of ranks as they are read, in rank order: their step rows in columns, their
+    collectives' starts and communication analysis added up, their layout, profiler_info and collectives' source.
+    A worker keeps one chunk of ranks; the parent merges the chunks in order (:meth:`merge`) and never holds a
+    rank's files or its rows as objects."""
+
+    ranks: int  # how many ranks the view has (a view of a few keeps the link matrix's rows)
+    steps: StepStore = field(default_factory=StepStore)
+    starts: CollectiveStarts = field(default_factory=CollectiveStarts)
+    communication: Communication | None = None
+    per_rank: dict[int, tuple] = field(default_factory=dict)  # rank -> (info, collectives source, metadata)
+    complete: bool = False  # every rank was read (not only its steps)
+
+    def __post_init__(self) -> None:
+        if self.communication is None:
+            self.communication = Communication(keep_links=self.ranks <= FULL_VIEW_RANKS)
+
+    def keep(self, profile: RankProfile, found: dict) -> None:
+        self.steps.add(profile.rank, found["steps"])
+        self.starts.add(profile.rank, found["collective_starts"], found["collectives_source"])
+        self.communication.add_rank(profile.rank, found["communication_files"])
+        self.per_rank[profile.rank] = (profile.info, found["collectives_source"], found["metadata"])
+
+    def merge(self, other: _Kept) -> None:
+        """Add a later chunk's ranks."""
+        self.steps.merge(other.steps)
+        self.starts.merge(other.starts)
+        self.communication.merge(other.communication)
+        self.per_rank.update(other.per_rank)
+
+
+def _shared(meta: RankMetadata | None, once) -> RankMetadata | None:
+    """``meta`` with its strings, rank lists and arguments the same objects as an earlier rank's equal ones."""
+    if meta is None:
+        return None
+    args = meta.distributed_args
+    if args is not None:
+        args = once(("args", json.dumps(args, sort_keys=True, default=str)), args)
+    groups = tuple(GroupInfo(once(g.group_id, g.group_id), once(g.name, g.name), g.group_rank,
+                             once(g.global_ranks, g.global_ranks)) for g in meta.groups)
+    return RankMetadata(meta.source, args, groups)
+
+
+def prefetch_ranks(ranks: list[RankProfile], kept: _Kept, executor=None) -> None:
+    """Read every rank in ``executor`` (a Dask cluster's) or in a local process pool (one process per core,
+    spawned: the parent's polars threads are not forked), :data:`CHUNK_RANKS` ranks a task, each chunk added up
+    in its worker and merged here in rank order: the parent holds what the view keeps, never a rank's files or
+    rows. A damaged rank raises its LabError here, as it would read in this process. Where no local pool can start
+    (a program read from stdin, which a spawned worker cannot import again), the chunks are read here."""
+    jobs = [(p.rank, str(p.folder)) for p in ranks]
     chunks = [jobs[i:i + CHUNK_RANKS] for i in range(0, len(jobs), CHUNK_RANKS)]
     if executor is not None:
-        read = [found for part in executor.map(_read_ranks, chunks) for found in part]
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
+        _merge_all(ranks, kept, executor.map(_read_ranks, chunks, [len(ranks)] * len(chunks)))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-        workers = min(os.cpu_count() or 1, len(chunks))
-        try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                read = [found for part in pool.map(_read_ranks, chunks) for found in part]
-        except (BrokenProcessPool, OSError):
-            return  # each rank's properties are then read on first use, in this process
-    for profile, found in zip(ranks, read):
-        profile.__dict__.update(found)
+    workers = min(os.cpu_count() or 1, len(chunks))
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            _merge_all(ranks, kept, pool.map(_read_ranks, chunks, [len(ranks)] * len(chunks)))
+    except (BrokenProcessPool, OSError):  # no pool: the same chunks, read here
+        kept.__init__(kept.ranks)
+        _merge_all(ranks, kept, map(_read_ranks, chunks, [len(ranks)] * len(chunks)))
+
+
+def _merge_all(ranks: list[RankProfile], kept: _Kept, chunks) -> None:
+    for chunk in chunks:
+        kept.merge(chunk)
+    shared: dict = {}
+    for p in ranks:
+        p.info, p.__dict__["collectives_source"], metadata = kept.per_rank.pop(p.rank)
+        p.__dict__["metadata"] = _shared(metadata, shared.setdefault)
+    kept.complete = True

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-import io
+from pathlib import Path
 
-from common.analyze.cluster import ClusterReport
+from common.analyze.cluster import ClusterReport, iter_step_rows
 from common.analyze.cluster_scale import QUANTITIES, Outlier, Spread
 from common.analyze.communication import OP_HEADER
 from common.render import html
@@ -81,11 +81,27 @@ def _summary_sections(report: ClusterReport) -> list[Section]:
     return sections
 
 
+def _means_section(report: ClusterReport) -> Section:
+    return Section("Per rank, median of the steps (us)",
+                   lines=[report.slow.text] + ([report.arrivals.text()] if report.arrivals else []),
+                   header=MEAN_HEADER, rows=report.means)
+
+
+def _rank_sections(report: ClusterReport) -> list[Section]:
+    """Every rank's line: its median step, and its collectives' split (the summary shows the outliers)."""
+    sections = [_means_section(report)]
+    if report.comm_rank_lines:
+        sections.append(Section("Collectives per rank", lines=[line for _, line in report.comm_rank_lines]))
+    return sections
+
+
 def cluster_sections(report: ClusterReport, full: bool = True) -> list[Section]:
     """The view's sections, in reading order: steps, the verdict, the collectives, the ranks. ``full=False``, for a
     capture of more ranks than :data:`~common.analyze.cluster_scale.SUMMARY_ABOVE_RANKS`: the summary instead."""
     if not full:
         return [Section("Cluster", lines=_head(report)), *_summary_sections(report)]
+    if report.summarized:  # --out's text: the summary, then every rank's lines (every row: the CSV)
+        return [Section("Cluster", lines=_head(report)), *_summary_sections(report), *_rank_sections(report)]
     sections = [
         Section("Cluster", lines=_head(report)),
         Section("Per step and rank (us)", header=STEP_HEADER, rows=report.per_step),
@@ -102,23 +118,24 @@ def cluster_sections(report: ClusterReport, full: bool = True) -> list[Section]:
         sections.append(Section("Pipeline stages (us; Computing, Free, Bubble: the stage's largest rank, as "
                                 "msprof-analyze's stage rows; P2P: mean over the stage's ranks)",
                                 header=STAGE_HEADER, rows=report.stage_rows))
-    sections.append(Section(
-        "Per rank, median of the steps (us)",
-        lines=[report.slow.text] + ([report.arrivals.text()] if report.arrivals else []),
-        header=MEAN_HEADER, rows=report.means))
+    sections.append(_means_section(report))
     if report.link_rows:
         sections.append(Section("Link matrix (each captured rank to its peers, all ops of the step)",
                                 header=LINK_HEADER, rows=report.link_rows))
     return sections
 
 
-def steps_csv(report: ClusterReport) -> str:
-    """Every (step, rank) row as CSV: the full table that the summary leaves out."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([f"{h}(us)" if h not in ("Step", "Rank", "Bound") else h for h in STEP_HEADER])
-    writer.writerows(report.per_step)
-    return out.getvalue()
+def write_steps_csv(report: ClusterReport, path: Path) -> str:
+    """Every (step, rank) row into ``path`` as CSV (the full table that the summary leaves out), row by row; says
+    where, or why not."""
+    try:
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow([f"{h}(us)" if h not in ("Step", "Rank", "Bound") else h for h in STEP_HEADER])
+            writer.writerows(iter_step_rows(report.view))
+    except OSError as err:
+        return f"({path.name} not written: {err.strerror} for {path})"
+    return f"(written to {path})"
 
 
 def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
@@ -136,12 +153,13 @@ def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None,
 
 def _heat_maps(report: ClusterReport) -> list[str]:
     """Per step, every rank's Computing + Free and its Communication(Not Overlapped): the outliers by colour."""
-    per_step: dict[object, dict[int, tuple[float, float]]] = {}
-    for step, rank, computing, comm, _, free, _, _ in report.per_step:
-        per_step.setdefault(step, {})[rank] = (computing + free, comm)
-    rows = [(f"step {step}", [v for _, v in sorted(by_rank.items())]) for step, by_rank in per_step.items()]
-    own = [(label, [v[0] for v in values]) for label, values in rows]
-    wait = [(label, [v[1] for v in values]) for label, values in rows]
+    own: dict[object, list[float]] = {}
+    wait: dict[object, list[float]] = {}
+    for step, _, computing, comm, _, free, _, _ in iter_step_rows(report.view):  # by step, then rank
+        own.setdefault(step, []).append(computing + free)
+        wait.setdefault(step, []).append(comm)
+    own = [(f"step {step}", values) for step, values in own.items()]
+    wait = [(f"step {step}", values) for step, values in wait.items()]
     return [html.section("Computing + Free per step and rank (each step from its smallest, pale, to its largest, "
                          "dark)", html.heat_map("rank-own", own, "Computing + Free")),
             html.section("Communication(Not Overlapped) per step and rank: who waits",

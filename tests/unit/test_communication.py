@@ -18,7 +18,7 @@ from helpers import FIXTURES
 from helpers import ROOT as REPO  # the lab these tests run (a private copy)
 
 from common.analyze import cluster, communication
-from common.formats.cluster import load_cluster, rank_communication
+from common.formats.cluster import load_cluster
 from common.formats.communication import group_members, read_comm_analyzer, read_communication_json, read_rank_matrix
 from common.render.cluster import cluster_html, render_cluster
 
@@ -71,15 +71,14 @@ def test_analysis_db_gives_the_same_fields(db_copy: Path) -> None:
 
 def test_the_ops_add_up_to_the_step_tables_communication(text_copy: Path) -> None:
     """Elapse summed over the ops is step_trace_time.csv's Communication column (rank 0: 105,991.878 us)."""
-    comm = rank_communication(load_cluster(text_copy))
-    for rank, step in load_cluster(text_copy).steps.items():
-        split = communication.rank_split(rank, comm.per_rank[rank])
+    view = load_cluster(text_copy)
+    for rank, step in view.steps.items():
+        split = view.communication.splits[rank]
         assert 1000 * split.elapse_ms == pytest.approx(step[0].communication_us, abs=0.01)
 
 
 def test_the_verdict_says_idle_not_the_link_and_names_the_late_peer(text_copy: Path) -> None:
-    comm = rank_communication(load_cluster(text_copy))
-    verdict = communication.step_verdict(comm.per_rank, comm.source)
+    verdict = communication.step_verdict(load_cluster(text_copy).communication)
     late = _json(1)["step50"]["collective"]["hcom_allReduce__586_0_1@17522688603477080586"]
     early = _json(0)["step50"]["collective"]["hcom_allReduce__586_0_1@17522688603477080586"]
     gap = late["Communication Time Info"]["Start Timestamp(us)"] - early["Communication Time Info"]["Start Timestamp(us)"]

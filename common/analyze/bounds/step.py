@@ -8,8 +8,9 @@ Pure functions over parsed rows; nothing here reads files or prints.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
+
+import numpy as np
 
 from common.formats.records import StepTime
 
@@ -100,18 +101,40 @@ class StepVerdict:
 def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
     if not steps:
         return None
-    preparing = [s.preparing_us for s in steps if s.preparing_us is not None]
-    median_step = statistics.median(s.total_us for s in steps)
-    slow = tuple((s.step, s.total_us) for s in steps if len(steps) >= 3 and s.total_us > SLOW_STEP * median_step)
+    nan = float("nan")
+    return summarize_columns(
+        *(np.array([getattr(s, f) for s in steps], dtype=np.float64) for f in (
+            "computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us")),
+        preparing=np.array([nan if s.preparing_us is None else s.preparing_us for s in steps], dtype=np.float64),
+        step=[s.step for s in steps])
+
+
+def _median(values: np.ndarray) -> float:
+    return float(np.median(values))  # statistics.median's value: the middle one, or the mean of the two
+
+
+def summarize_columns(computing: np.ndarray, comm_not_overlapped: np.ndarray, overlapped: np.ndarray,
+                      communication: np.ndarray, free: np.ndarray, preparing: np.ndarray, step) -> StepSummary | None:
+    """:func:`summarize_steps` over the step table's columns (float64 arrays; a missing Preparing is NaN; ``step``
+    the steps, for naming the slow ones): a cluster's rows are kept in columns."""
+    if not len(computing):
+        return None
+    total = computing + comm_not_overlapped + free  # StepTime.total_us
+    known = preparing[~np.isnan(preparing)]
+    median_step = _median(total)
+    slow = ()
+    if len(total) >= 3:
+        slow = tuple((None if step[i] is None or step[i] != step[i] else int(step[i]), float(total[i]))
+                     for i in np.flatnonzero(total > SLOW_STEP * median_step))
     return StepSummary(
-        steps=len(steps),
+        steps=len(total),
         median_step_us=median_step,
-        median_computing_us=statistics.median(s.computing_us for s in steps),
-        median_free_us=statistics.median(s.free_us for s in steps),
-        median_comm_not_overlapped_us=statistics.median(s.communication_not_overlapped_us for s in steps),
-        median_overlapped_us=statistics.median(s.overlapped_us for s in steps),
-        median_communication_us=statistics.median(s.communication_us for s in steps),
-        median_preparing_us=statistics.median(preparing) if preparing else None,
+        median_computing_us=_median(computing),
+        median_free_us=_median(free),
+        median_comm_not_overlapped_us=_median(comm_not_overlapped),
+        median_overlapped_us=_median(overlapped),
+        median_communication_us=_median(communication),
+        median_preparing_us=_median(known) if len(known) else None,
         slow_steps=slow,
     )
 

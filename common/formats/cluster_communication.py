@@ -1,0 +1,305 @@
+"""Every rank's communication analysis, added up as the ranks arrive: what the cluster view keeps of it.
+
+A rank's ``communication.json`` holds one record per op and step (20,000 ranks x a few hundred ops
+would not fit in one process as Python objects). :class:`Communication` takes each rank's ops once
+(:meth:`Communication.add_rank`, in rank order) and keeps only what the view shows:
+
+- per op (step, name, group): the sum of each time over the ranks that ran it (rounded once, as
+  ``math.fsum`` rounds a list, so a mean is ``statistics.fmean``'s to the last bit), what each link moved,
+  and the first and last start with their ranks;
+- per rank: its ops' times and links added up (:class:`Split`);
+- per (step, rank): its point-to-point ops (pipeline stages), and the groups its link matrix names.
+
+The link matrix's rows themselves are kept only for a view of a few ranks, which shows them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from common.formats.communication import CommTiming, MatrixLink
+
+TIMES = ("elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms")
+
+
+class ExactSum:
+    """A running sum rounded once at the end (Shewchuk's non-overlapping partials, which ``math.fsum`` takes)."""
+
+    __slots__ = ("partials",)
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+
+    def add(self, x: float) -> None:
+        kept = 0
+        for y in self.partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            high = x + y
+            low = y - (high - x)
+            if low:
+                self.partials[kept] = low
+                kept += 1
+            x = high
+        self.partials[kept:] = [x]
+
+    def merge(self, other: ExactSum) -> None:
+        for x in other.partials:
+            self.add(x)
+
+    @property
+    def value(self) -> float:
+        return math.fsum(self.partials)
+
+
+def add_links(sums: dict[str, tuple[ExactSum, ExactSum]], timing: CommTiming) -> None:
+    """Add what each link of ``timing`` moved into ``sums`` (link -> exact sums of size MB and time ms)."""
+    for link in timing.links:
+        size, time_ms = sums.get(link.link) or sums.setdefault(link.link, (ExactSum(), ExactSum()))
+        size.add(link.size_mb)
+        time_ms.add(link.time_ms)
+
+
+def merge_links(sums: dict[str, tuple[ExactSum, ExactSum]], other: dict[str, tuple[ExactSum, ExactSum]]) -> None:
+    for link, (size, time_ms) in other.items():
+        mine = sums.get(link) or sums.setdefault(link, (ExactSum(), ExactSum()))
+        mine[0].merge(size)
+        mine[1].merge(time_ms)
+
+
+def link_values(sums: dict[str, tuple[ExactSum, ExactSum]]) -> dict[str, list[float]]:
+    """link -> [size MB, time ms], in the order the links were first seen."""
+    return {link: [size.value, time_ms.value] for link, (size, time_ms) in sums.items()}
+
+
+@dataclass
+class OpTotals:
+    """One op (step, name, group) over every rank that ran it."""
+
+    step: str
+    kind: str
+    op_name: str
+    group: str
+    ranks: int = 0
+    sums: dict[str, ExactSum] = field(default_factory=lambda: {name: ExactSum() for name in TIMES})
+    links: dict[str, tuple[ExactSum, ExactSum]] = field(default_factory=dict)  # link -> size MB, time ms
+    starts: int = 0  # ranks that recorded its start
+    last: tuple[float, int] | None = None  # the latest start and its rank (the first rank of equals)
+    first: tuple[float, int, float, float] | None = None  # the earliest start, its rank, its sync and transit ms
+
+    def add(self, rank: int, t: CommTiming) -> None:
+        self.ranks += 1
+        for name in TIMES:
+            self.sums[name].add(getattr(t, name))
+        add_links(self.links, t)
+        if t.start_us is not None:
+            self.starts += 1
+            if self.last is None or t.start_us > self.last[0]:
+                self.last = (t.start_us, rank)
+            if self.first is None or t.start_us < self.first[0]:
+                self.first = (t.start_us, rank, t.sync_ms, t.transit_ms)
+
+    def merge(self, other: OpTotals) -> None:
+        """Add the same op of later ranks (a later chunk)."""
+        self.ranks += other.ranks
+        for name in TIMES:
+            self.sums[name].merge(other.sums[name])
+        merge_links(self.links, other.links)
+        self.starts += other.starts
+        if other.last is not None and (self.last is None or other.last[0] > self.last[0]):
+            self.last = other.last
+        if other.first is not None and (self.first is None or other.first[0] < self.first[0]):
+            self.first = other.first
+
+    def mean(self, name: str) -> float:
+        return self.sums[name].value / self.ranks
+
+    @property
+    def link_totals(self) -> dict[str, list[float]]:
+        return link_values(self.links)
+
+    @property
+    def first_start(self) -> float:
+        return self.first[0] if self.first else math.inf
+
+    @property
+    def late_rank(self) -> int | None:
+        """The rank that started the op last (None without start times or with one rank)."""
+        return self.last[1] if self.starts > 1 else None
+
+    @property
+    def first_rank(self) -> int | None:
+        return self.first[1] if self.starts > 1 else None
+
+    @property
+    def lateness_us(self) -> float:
+        """Last start minus first start (µs): how long the first rank waited for the last one to arrive."""
+        return self.last[0] - self.first[0] if self.starts > 1 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """One rank's communication time added over its ops (ms), and what each link moved (link -> size, time)."""
+
+    rank: int
+    ops: int
+    elapse_ms: float
+    transit_ms: float
+    wait_ms: float
+    sync_ms: float
+    idle_ms: float
+    links: tuple[tuple[str, float, float], ...] = ()
+
+    @property
+    def wait_ratio(self) -> float:
+        return self.wait_ms / (self.wait_ms + self.transit_ms) if self.wait_ms + self.transit_ms else 0.0
+
+    @property
+    def sync_ratio(self) -> float:
+        return self.sync_ms / (self.sync_ms + self.transit_ms) if self.sync_ms + self.transit_ms else 0.0
+
+
+def rank_split(rank: int, timings: list[CommTiming]) -> Split:
+    sums: dict[str, tuple[ExactSum, ExactSum]] = {}
+    for t in timings:
+        add_links(sums, t)
+    return Split(rank, len(timings), *(sum(getattr(t, name) for t in timings) for name in TIMES),
+                 tuple((link, size, time_ms) for link, (size, time_ms) in link_values(sums).items()))
+
+
+def _step_number(step: str) -> int | None:
+    digits = "".join(ch for ch in step if ch.isdigit())
+    return int(digits) if digits else None
+
+
+@dataclass
+class Communication:
+    """Every rank's communication analysis, added up rank by rank (see the module docstring)."""
+
+    keep_links: bool = True  # keep each rank's link matrix rows (a view of a few ranks shows them)
+    splits: dict[int, Split] = field(default_factory=dict)  # the ranks whose analysis was read, even empty
+    ops: dict[tuple[str, str, str], OpTotals] = field(default_factory=dict)
+    links_moved: dict[str, tuple[ExactSum, ExactSum]] = field(default_factory=dict)  # every rank's ops
+    p2p: dict[tuple[int | None, int], list[CommTiming]] = field(default_factory=dict)  # (step, rank) -> its P2P ops
+    links: dict[int, list[MatrixLink]] = field(default_factory=dict)  # with keep_links
+    groups: dict[str, set[int]] = field(default_factory=dict)  # group -> every rank its links name
+    sources: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)  # a rank whose files could not be read, and what was lost
+
+    def add_rank(self, rank: int, found: tuple[list[CommTiming], str, list[MatrixLink]] | str | None) -> None:
+        """One rank's analysis as :attr:`common.formats.cluster.RankProfile.communication_files` reads it."""
+        if isinstance(found, str):
+            self.notes.append(f"rank {rank}: communication analysis not read: {found}")
+            return
+        if found is None:
+            return
+        timings, source, matrix = found
+        self.sources.add(source)
+        self.splits[rank] = rank_split(rank, timings)
+        for t in timings:
+            op = self.ops.get(t.key)
+            if op is None:
+                op = self.ops[t.key] = OpTotals(t.step, t.kind, t.op_name, t.group)
+            op.add(rank, t)
+            add_links(self.links_moved, t)
+            if t.kind == "p2p":
+                self.p2p.setdefault((_step_number(t.step), rank), []).append(t)
+        for link in matrix:
+            self.groups.setdefault(link.group, set()).update((link.src, link.dst))
+        if self.keep_links:
+            self.links[rank] = matrix
+
+    def merge(self, other: Communication) -> None:
+        """Add a later chunk's ranks."""
+        self.splits.update(other.splits)
+        for key, op in other.ops.items():
+            mine = self.ops.get(key)
+            if mine is None:
+                self.ops[key] = op
+            else:
+                mine.merge(op)
+        merge_links(self.links_moved, other.links_moved)
+        self.p2p.update(other.p2p)
+        self.links.update(other.links)
+        for group, members in other.groups.items():
+            self.groups.setdefault(group, set()).update(members)
+        self.sources |= other.sources
+        self.notes += other.notes
+
+    @property
+    def link_totals(self) -> dict[str, list[float]]:
+        """What each link moved over every rank's ops: link -> [size MB, time ms]."""
+        return link_values(self.links_moved)
+
+    @property
+    def source(self) -> str:
+        return " and ".join(sorted(self.sources)) or "none"
+
+    @property
+    def read(self) -> bool:
+        """Whether any rank had an analysis, or a note says why not."""
+        return bool(self.splits or self.notes)
+
+    def ops_in_order(self) -> list[OpTotals]:
+        """The ops in the order of their first start (those without a start last)."""
+        return sorted(self.ops.values(), key=lambda op: op.first_start)
+
+
+class CollectiveStarts:
+    """When each rank started each collective the first rank ran (µs): one float64 row per rank, NaN where the rank
+    did not run it (a collective the first rank did not run cannot be on every rank, so it is not kept); 8 bytes a
+    rank and collective. Added in rank order by :meth:`add` and :meth:`merge`."""
+
+    def __init__(self) -> None:
+        self.names: list[str] | None = None  # the first rank's collectives: "<step>/<op name>@<group>"
+        self._index: dict[str, int] = {}
+        self.blocks: list[np.ndarray] = []  # rows of consecutive ranks, a column per name
+        self.ranks: list[int] = []
+        self.sources: set[str] = set()
+        self.missing = False  # a rank had no record of its collectives
+
+    def _name(self, names: list[str]) -> None:
+        if self.names is None:
+            self.names = list(names)
+            self._index = {name: i for i, name in enumerate(self.names)}
+
+    def add(self, rank: int, starts: dict[str, float] | None, source: str) -> None:
+        self.sources.add(source)
+        if starts is None:
+            self.missing = True
+            return
+        self._name(list(starts))
+        row = np.full((1, len(self.names)), np.nan)
+        for name, start in starts.items():
+            i = self._index.get(name)
+            if i is not None:
+                row[0, i] = start
+        self.blocks.append(row)
+        self.ranks.append(rank)
+
+    def merge(self, other: CollectiveStarts) -> None:
+        """Add a later chunk's ranks, its columns matched to these by name."""
+        self.sources |= other.sources
+        self.missing |= other.missing
+        if not other.blocks:
+            return
+        self._name(other.names)
+        theirs = np.concatenate(other.blocks)
+        block = np.full((len(theirs), len(self.names)), np.nan)
+        for j, name in enumerate(other.names):
+            i = self._index.get(name)
+            if i is not None:
+                block[:, i] = theirs[:, j]
+        self.blocks.append(block)
+        self.ranks += other.ranks
+
+    def table(self) -> np.ndarray:
+        """Every rank's row (in :attr:`ranks` order), a column per name in :attr:`names`."""
+        return np.concatenate(self.blocks)
+
+    @property
+    def source(self) -> str:
+        return " and ".join(sorted(self.sources))
