@@ -50,7 +50,7 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
     """The step verdict over every rank's steps, with its hypothesis, what to try and the evidence."""
     from common.analyze.bounds import op as bounds
 
-    summary = step_bound.summarize_columns(**view.steps.arrays())
+    summary = step_bound.summarize_columns(view.steps.arrays())
     if summary is None:
         return []
     verdict = step_bound.step_verdict(summary)
@@ -79,24 +79,27 @@ def _ratio_word(ratio: float) -> str:
     return f"above {high:g}: it waits for a peer" if ratio > high else f"at most {high:g}: little waiting"
 
 
-def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str], list[tuple[float, str]]]:
+def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str], list[tuple[float, int]]]:
     """The communication verdict, the lines around it (uncaptured ranks, notes) and, per rank in rank order,
-    (its wait ratio, its line: the split of its ops' time and its main links)."""
+    (its wait ratio, the rank): :func:`rank_line` makes its line when it is shown."""
     verdict = communication.step_verdict(comm)
     lines = [verdict.text]
     uncaptured = _uncaptured_text(comm)
     if uncaptured:
         lines.append(f"note: {uncaptured}")
-    per_rank = []
-    for r, split in sorted(comm.splits.items()):
-        links = communication.main_links(communication.rank_links(split))
-        per_rank.append((split.wait_ratio,
-            f"rank {r}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
+    ratios = [(comm.splits[r].wait_ratio, r) for r in sorted(comm.splits)]
+    return verdict, lines + [f"note: {n}" for n in comm.notes], ratios
+
+
+def rank_line(comm: Communication, rank: int) -> str:
+    """One rank's line: the split of its ops' time and its main links."""
+    split = comm.splits[rank]
+    links = communication.main_links(communication.rank_links(split))
+    return (f"rank {rank}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
             f"{split.wait_ms:,.3f} (sync {split.sync_ms:,.3f}) + idle {split.idle_ms:,.3f} ms; wait ratio "
             f"{split.wait_ratio:.2f}, sync ratio {split.sync_ratio:.2f} ({_ratio_word(split.wait_ratio)}); "
-            + ("; ".join(communication.bandwidth_text(u) + f", {u.size_mb:,.1f} MB"
-                                              for u in links) or "no link moved data")))
-    return verdict, lines + [f"note: {n}" for n in comm.notes], per_rank
+            + ("; ".join(communication.bandwidth_text(u) + f", {u.size_mb:,.1f} MB" for u in links)
+               or "no link moved data"))
 
 
 @dataclass
@@ -110,7 +113,7 @@ class ClusterReport:
     arrivals: Arrivals | None
     step_lines: list[str]
     comm_lines: list[str]  # the communication verdict and its notes
-    comm_rank_lines: list[tuple[float, str]]  # per rank: (wait ratio, its line)
+    comm_ratios: list[tuple[float, int]]  # per rank, in rank order: (its wait ratio, the rank)
     op_rows: list[list[object]]
     link_rows: list[list[object]]
     layout: Layout | None = None  # the parallel layout, when the ranks recorded one
@@ -120,6 +123,11 @@ class ClusterReport:
     spreads: list[StepSpread] = field(default_factory=list)  # per step, over the ranks
     slowest: list[Outlier] = field(default_factory=list)
     fastest: list[Outlier] = field(default_factory=list)
+
+    def rank_lines(self, ranks: list[int] | None = None) -> list[str]:
+        """The communication line of each of ``ranks`` (default: every rank's, in rank order)."""
+        comm = self.view.communication
+        return [rank_line(comm, r) for r in ([r for _, r in self.comm_ratios] if ranks is None else ranks)]
 
     @property
     def summarized(self) -> bool:
@@ -223,13 +231,13 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         for s in summaries
     ]
     comm = view.communication
-    verdict, comm_lines, comm_rank_lines, op_rows, link_rows = None, [], [], [], []
+    verdict, comm_lines, comm_ratios, op_rows, link_rows = None, [], [], [], []
     portable = (view.run_info or {}).get("backend") == "portable" or all(
         str(p.info.get("backend", "")).startswith("portable") for p in view.ranks)  # converted torch.profiler traces
     if comm is not None and not comm.splits and portable:
         comm_lines = [PORTABLE_COMMUNICATION]  # the lab's own portable capture: nothing is missing, said once
     elif comm is not None:
-        verdict, comm_lines, comm_rank_lines = communication_lines(comm)
+        verdict, comm_lines, comm_ratios = communication_lines(comm)
         op_rows = communication.op_rows(comm.ops_in_order())
         link_rows = link_matrix_rows(comm)
     layout = parallel_layout(view)
@@ -243,5 +251,5 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced, slow)
     slowest, fastest = outliers(summaries, layout)
     return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines,
-                         comm_rank_lines, op_rows, link_rows, layout, lines, [r.cells() for r in stages], groups,
+                         comm_ratios, op_rows, link_rows, layout, lines, [r.cells() for r in stages], groups,
                          step_spreads(view.steps), slowest, fastest)

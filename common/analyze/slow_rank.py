@@ -61,7 +61,7 @@ def rank_summaries(view: ClusterView) -> list[RankSummary]:
     if any(t is None for t in tables.values()) or not len(store):  # ranks of different step counts: one by one
         out = []
         for rank in sorted(store):
-            s = summarize_columns(**store.arrays(rank))
+            s = summarize_columns(store.arrays(rank))
             out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us,
                                    s.median_communication_us, s.median_free_us, s.median_step_us))
         return out

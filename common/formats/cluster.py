@@ -334,8 +334,10 @@ def prefetch_ranks(ranks: list[RankProfile], kept: _Kept, executor=None) -> None
 def _merge_all(ranks: list[RankProfile], kept: _Kept, chunks) -> None:
     for chunk in chunks:
         kept.merge(chunk)
-    shared: dict = {}
+    once = {}.setdefault  # equal values of different ranks kept once
     for p in ranks:
-        p.info, p.__dict__["collectives_source"], metadata = kept.per_rank.pop(p.rank)
-        p.__dict__["metadata"] = _shared(metadata, shared.setdefault)
+        info, source, metadata = kept.per_rank.pop(p.rank)
+        p.info = once(("info", json.dumps(info, sort_keys=True, default=str)), info)
+        p.__dict__["collectives_source"] = once(source, source)
+        p.__dict__["metadata"] = _shared(metadata, once)
     kept.complete = True

@@ -16,6 +16,7 @@ The link matrix's rows themselves are kept only for a view of a few ranks, which
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,7 +152,7 @@ class Split:
     wait_ms: float
     sync_ms: float
     idle_ms: float
-    links: tuple[tuple[str, float, float], ...] = ()
+    links: tuple[tuple[str, float, float], ...] = ()  # (link, size MB, time ms), by link name
 
     @property
     def wait_ratio(self) -> float:
@@ -167,7 +168,55 @@ def rank_split(rank: int, timings: list[CommTiming]) -> Split:
     for t in timings:
         add_links(sums, t)
     return Split(rank, len(timings), *(sum(getattr(t, name) for t in timings) for name in TIMES),
-                 tuple((link, size, time_ms) for link, (size, time_ms) in link_values(sums).items()))
+                 tuple(sorted((link, size, time_ms) for link, (size, time_ms) in link_values(sums).items())))
+
+
+class SplitTable(Mapping):
+    """rank -> its :class:`Split`, kept as float64 rows (the op count and five times, then each link's size and
+    time; about 100 bytes a rank), in the order ranks were added."""
+
+    def __init__(self) -> None:
+        self._blocks: list[np.ndarray] = []
+        self._links: list[tuple[str, ...]] = []  # per block, the links of its columns after the times
+        self._where: dict[int, tuple[int, int]] = {}  # rank -> (block, row)
+
+    def add(self, split: Split) -> None:
+        links = tuple(link for link, _, _ in split.links)
+        row = [split.ops, split.elapse_ms, split.transit_ms, split.wait_ms, split.sync_ms, split.idle_ms]
+        for _, size, time_ms in split.links:
+            row += [size, time_ms]
+        self._where[split.rank] = (len(self._blocks), 0)
+        self._blocks.append(np.array([row], dtype=np.float64))
+        self._links.append(links)
+
+    def merge(self, other: SplitTable) -> None:
+        """Add a later chunk's ranks, as one block with a column pair for every link any of them used."""
+        if not other._where:
+            return
+        links = tuple(dict.fromkeys(link for names in other._links for link in names))
+        block = np.full((len(other._where), 6 + 2 * len(links)), np.nan)
+        for row, (rank, (b, r)) in enumerate(other._where.items()):
+            values, names = other._blocks[b][r], other._links[b]
+            block[row, :6] = values[:6]
+            for k, link in enumerate(names):
+                j = 6 + 2 * links.index(link)
+                block[row, j:j + 2] = values[6 + 2 * k:8 + 2 * k]
+            self._where[rank] = (len(self._blocks), row)
+        self._blocks.append(block)
+        self._links.append(links)
+
+    def __getitem__(self, rank: int) -> Split:
+        b, r = self._where[rank]
+        values, names = self._blocks[b][r].tolist(), self._links[b]
+        links = tuple(sorted((link, values[6 + 2 * k], values[7 + 2 * k]) for k, link in enumerate(names)
+                             if values[6 + 2 * k] == values[6 + 2 * k]))  # NaN: the rank did not use that link
+        return Split(rank, int(values[0]), *values[1:6], links)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
 
 
 def _step_number(step: str) -> int | None:
@@ -180,7 +229,7 @@ class Communication:
     """Every rank's communication analysis, added up rank by rank (see the module docstring)."""
 
     keep_links: bool = True  # keep each rank's link matrix rows (a view of a few ranks shows them)
-    splits: dict[int, Split] = field(default_factory=dict)  # the ranks whose analysis was read, even empty
+    splits: SplitTable = field(default_factory=SplitTable)  # the ranks whose analysis was read, even empty
     ops: dict[tuple[str, str, str], OpTotals] = field(default_factory=dict)
     links_moved: dict[str, tuple[ExactSum, ExactSum]] = field(default_factory=dict)  # every rank's ops
     p2p: dict[tuple[int | None, int], list[CommTiming]] = field(default_factory=dict)  # (step, rank) -> its P2P ops
@@ -198,7 +247,7 @@ class Communication:
             return
         timings, source, matrix = found
         self.sources.add(source)
-        self.splits[rank] = rank_split(rank, timings)
+        self.splits.add(rank_split(rank, timings))
         for t in timings:
             op = self.ops.get(t.key)
             if op is None:
@@ -214,7 +263,7 @@ class Communication:
 
     def merge(self, other: Communication) -> None:
         """Add a later chunk's ranks."""
-        self.splits.update(other.splits)
+        self.splits.merge(other.splits)
         for key, op in other.ops.items():
             mine = self.ops.get(key)
             if mine is None:

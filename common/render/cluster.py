@@ -62,11 +62,11 @@ def _summary_sections(report: ClusterReport) -> list[Section]:
         Section("What bounds the step (every rank's steps)", lines=report.step_lines),
     ]
     if report.comm_lines:
-        waiting = sorted(report.comm_rank_lines, key=lambda x: -x[0])[:COMM_RANK_LINES]
+        waiting = [r for _, r in sorted(report.comm_ratios, key=lambda x: -x[0])[:COMM_RANK_LINES]]
         sections.append(Section(
             "Collectives and point-to-point ops (largest first, mean over the ranks)",
-            lines=_first(report.comm_lines, COMM_RANK_LINES + 1, "notes") + [line for _, line in waiting]
-            + ([f"(the {len(waiting)} ranks with the highest wait ratio of {len(report.comm_rank_lines)}; every "
+            lines=_first(report.comm_lines, COMM_RANK_LINES + 1, "notes") + report.rank_lines(waiting)
+            + ([f"(the {len(waiting)} ranks with the highest wait ratio of {len(report.comm_ratios)}; every "
                 "rank's line: cluster_report.txt with --out)"] if waiting else []),
             header=OP_HEADER, rows=report.op_rows))
     if report.layout is not None:
@@ -90,8 +90,8 @@ def _means_section(report: ClusterReport) -> Section:
 def _rank_sections(report: ClusterReport) -> list[Section]:
     """Every rank's line: its median step, and its collectives' split (the summary shows the outliers)."""
     sections = [_means_section(report)]
-    if report.comm_rank_lines:
-        sections.append(Section("Collectives per rank", lines=[line for _, line in report.comm_rank_lines]))
+    if report.comm_ratios:
+        sections.append(Section("Collectives per rank", lines=report.rank_lines()))
     return sections
 
 
@@ -109,7 +109,7 @@ def cluster_sections(report: ClusterReport, full: bool = True) -> list[Section]:
     ]
     if report.comm_lines:
         sections.append(Section("Collectives and point-to-point ops (largest first, mean over the ranks)",
-                                lines=report.comm_lines + [line for _, line in report.comm_rank_lines],
+                                lines=report.comm_lines + report.rank_lines(),
                                 header=OP_HEADER, rows=report.op_rows))
     if report.layout is not None:
         sections.append(Section("Parallel layout (profiler_metadata.json: distributed_args, parallel_group_info)",

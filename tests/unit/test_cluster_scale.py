@@ -15,6 +15,7 @@ from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, spread
 from common.bench.cluster_capture import write_cluster
 from common.cli.commands import main
 from common.formats import cluster as cluster_format
+from common.formats import step_store
 from common.formats.cluster import load_cluster
 from common.render.cluster import render_cluster
 
@@ -73,7 +74,10 @@ def test_the_full_text_has_every_ranks_lines(capture: Path) -> None:
 def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch) -> None:
     alone = load_cluster(capture)
     monkeypatch.setattr(cluster_format, "PARALLEL_FROM_RANKS", 2)
+    monkeypatch.setattr(cluster_format, "CHUNK_RANKS", 5)  # chunks merged in order, one of them short
+    monkeypatch.setattr(step_store, "SPILL_ROWS", 7)  # the step columns on disk after the first chunk
     pooled = load_cluster(capture)
+    assert pooled.steps.spilled and not alone.steps.spilled
     assert pooled.steps == alone.steps
     assert pooled.starts.names == alone.starts.names and pooled.starts.ranks == alone.starts.ranks
     assert (pooled.starts.table() == alone.starts.table()).all()

@@ -8,6 +8,7 @@ Pure functions over parsed rows; nothing here reads files or prints.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,38 +103,49 @@ def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
     if not steps:
         return None
     nan = float("nan")
-    return summarize_columns(
-        *(np.array([getattr(s, f) for s in steps], dtype=np.float64) for f in (
-            "computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us")),
-        preparing=np.array([nan if s.preparing_us is None else s.preparing_us for s in steps], dtype=np.float64),
-        step=[s.step for s in steps])
+    columns = {name: np.array([getattr(s, f) for s in steps], dtype=np.float64) for name, f in (
+        ("computing", "computing_us"), ("comm_not_overlapped", "communication_not_overlapped_us"),
+        ("overlapped", "overlapped_us"), ("communication", "communication_us"), ("free", "free_us"))}
+    columns["preparing"] = np.array([nan if s.preparing_us is None else s.preparing_us for s in steps])
+    columns["step"] = np.array([nan if s.step is None else s.step for s in steps], dtype=np.float64)
+    return summarize_columns(columns)
 
 
 def _median(values: np.ndarray) -> float:
     return float(np.median(values))  # statistics.median's value: the middle one, or the mean of the two
 
 
-def summarize_columns(computing: np.ndarray, comm_not_overlapped: np.ndarray, overlapped: np.ndarray,
-                      communication: np.ndarray, free: np.ndarray, preparing: np.ndarray, step) -> StepSummary | None:
-    """:func:`summarize_steps` over the step table's columns (float64 arrays; a missing Preparing is NaN; ``step``
-    the steps, for naming the slow ones): a cluster's rows are kept in columns."""
-    if not len(computing):
+def summarize_columns(columns: Mapping[str, np.ndarray]) -> StepSummary | None:
+    """:func:`summarize_steps` over the step table's columns (float64 arrays named as
+    :data:`common.formats.step_store.SUMMARY_COLUMNS` and "step"; a missing Preparing or Step is NaN). Each
+    column is asked for when needed and let go after, so a cluster's rows are never all in memory at once."""
+    total = columns["computing"]  # StepTime.total_us = Computing + Communication(Not Overlapped) + Free
+    if not len(total):
         return None
-    total = computing + comm_not_overlapped + free  # StepTime.total_us
+    medians = {"computing": _median(total)}
+    for name in ("comm_not_overlapped", "free"):
+        column = columns[name]
+        medians[name] = _median(column)
+        total = total + column
+    for name in ("overlapped", "communication"):
+        medians[name] = _median(columns[name])
+    preparing = columns["preparing"]
     known = preparing[~np.isnan(preparing)]
+    del preparing
     median_step = _median(total)
     slow = ()
     if len(total) >= 3:
-        slow = tuple((None if step[i] is None or step[i] != step[i] else int(step[i]), float(total[i]))
+        step = columns["step"]
+        slow = tuple((None if step[i] != step[i] else int(step[i]), float(total[i]))
                      for i in np.flatnonzero(total > SLOW_STEP * median_step))
     return StepSummary(
         steps=len(total),
         median_step_us=median_step,
-        median_computing_us=_median(computing),
-        median_free_us=_median(free),
-        median_comm_not_overlapped_us=_median(comm_not_overlapped),
-        median_overlapped_us=_median(overlapped),
-        median_communication_us=_median(communication),
+        median_computing_us=medians["computing"],
+        median_free_us=medians["free"],
+        median_comm_not_overlapped_us=medians["comm_not_overlapped"],
+        median_overlapped_us=medians["overlapped"],
+        median_communication_us=medians["communication"],
         median_preparing_us=_median(known) if len(known) else None,
         slow_steps=slow,
     )
