@@ -29,6 +29,8 @@ DEFAULT_ROWS = 1_000_000
 DEFAULT_EVENTS = 2_750_000  # about 0.53 GB of trace_view.json
 DEFAULT_TASKS = 1_000_000  # tasks in the generated ascend_pytorch_profiler.db
 DEFAULT_RANKS = (64,)
+SCALE_RANKS = (64, 256, 1024, 4096, 16384)  # python -m common.bench cluster
+SCALE_RANK_TASKS = 20
 TINY = {"rows": 3_000, "events": 20_000, "tasks": 5_000, "ranks": (4,)}  # --tiny: the CLI's own check
 KINDS = ("op_summary", "kernel_details", "trace_view", "db", "cluster")
 
@@ -86,6 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     mk = sub.add_parser("make", help="write large profiles in msprof's / torch_npu's exact schema")
     rn = sub.add_parser("run", help="every comparison side by side: CSV, trace, database, cluster")
     lp = sub.add_parser("loop", help="the card command, process by process (whole-process wall time, imports)")
+    cl = sub.add_parser("cluster", help="python -m common cluster vs msprof-analyze cluster, 64 to 16,384 ranks, "
+                                        "warm and cold page cache")
+    cl.add_argument("--ranks", type=_rank_counts, default=SCALE_RANKS,
+                    help=f"rank counts, comma-separated ({','.join(map(str, SCALE_RANKS))})")
+    cl.add_argument("--rank-tasks", type=int, default=SCALE_RANK_TASKS,
+                    help=f"tasks per step in each generated rank ({SCALE_RANK_TASKS}: the views read only the step and "
+                         "communication files; a 16,384-rank capture is then 6 GB)")
+    cl.add_argument("--repeat", type=int, default=3, help="rounds per cache state, the two tools in turns (3)")
+    cl.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where (default {DEFAULT_OUT.relative_to(ROOT)})")
+    cl.add_argument("--no-install", action="store_true",
+                    help="do not install msprof-analyze into .nox/ecosystem when it is missing (its rows become N/A)")
     lp.add_argument("device", nargs="?", default="0", help="device id passed to the modes (default 0)")
     lp.add_argument("--cold", action="store_true", help="with an empty record folder, as after an edit of the model")
     lp.add_argument("--workload", metavar="FILE", help="the modes' --workload (default: TinyMLP)")
@@ -109,6 +122,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not install msprof-analyze into .nox/ecosystem when it is missing (its rows become N/A)")
     rn.add_argument("--tiny", action="store_true", help="tiny sizes: checks that the benchmark runs, measures nothing")
     args = parser.parse_args(argv)
+    if args.command == "cluster":
+        from common.bench import cluster_sizes
+        from common.bench.measure import ensure_tool
+
+        if args.repeat < 1 or args.rank_tasks < 1 or min(args.ranks) < 1:
+            raise LabError("bad arguments: --ranks, --rank-tasks and --repeat must be >= 1",
+                           "see python -m common.bench cluster --help")
+        cluster_sizes.run(args.out, args.ranks, args.repeat, {"rank_tasks": args.rank_tasks, "rows": 1, "events": 1,
+                                                               "tasks": 1, "ranks": args.ranks},
+                          ensure_tool(not args.no_install))
+        return 0
     if args.command == "loop":
         from common.bench import loop
 

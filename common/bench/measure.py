@@ -24,7 +24,7 @@ def cluster_folder(out: Path, ranks: int, rank_tasks: int = DEFAULT_RANK_TASKS) 
 
 ROOT = Path(__file__).resolve().parents[2]
 AGREE_REL = 1e-3  # totals of two tools agree when within 0.1%
-MSA_EXE_VAR = "MSPROF_ANALYZE"  # common.collect.msprof_analyze's override; set to nothing to skip the lab's cross-check
+MSA_EXE_VAR = "MSPROF_ANALYZE"  # common.collect.msprof_analyze's override: the tool the bench runs
 MSA_DEFAULT = ROOT / ".nox" / "ecosystem" / "bin" / "msprof-analyze"
 
 
@@ -35,19 +35,57 @@ class Run:
     peak_mib: float  # the largest resident set among the process and its children
     result: dict = field(default_factory=dict)  # what it printed as its last JSON line, if any
     output: str = ""
+    own_peak_mib: float | None = None  # the process's own high-water mark (VmHWM, sampled while it ran)
+    child_peak_mib: float | None = None  # the largest of its child processes' (workers), sampled likewise
 
     @property
     def inside_s(self) -> float | None:
         return self.result.get("seconds")
 
 
+def _hwm_kib(pid: int) -> int | None:
+    """A process's high-water resident set (VmHWM, KiB), None when it is gone or has no memory of its own."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*/children") if Path(f"/proc/{parent}").exists() else []:
+            try:
+                kids = [int(x) for x in task.read_text().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _sample_peaks(pid: int, peaks: dict[int, int]) -> None:
+    """Each process's VmHWM in the tree under ``pid`` (it only grows, so the last sample is the closest)."""
+    for p in [pid, *_descendants(pid)]:
+        hwm = _hwm_kib(p)
+        if hwm is not None:
+            peaks[p] = max(peaks.get(p, 0), hwm)
+
+
 def spawn(argv: list[str], env: dict | None = None, cwd: Path | None = None, timeout: float = 1800) -> Run:
-    """Run ``argv`` (no shell) to its end; its wall time, CPU time and peak RSS (wait4), its output."""
+    """Run ``argv`` (no shell) to its end; its wall time, CPU time and peak RSS (wait4), its own and its child
+    processes' peaks (sampled from /proc every 20 ms, on Linux), its output."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         deadline = start + timeout
+        peaks: dict[int, int] = {}
+        sampled = 0.0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -56,6 +94,9 @@ def spawn(argv: list[str], env: dict | None = None, cwd: Path | None = None, tim
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
+            if time.perf_counter() - sampled > 0.02:
+                _sample_peaks(proc.pid, peaks)
+                sampled = time.perf_counter()
             time.sleep(0.005)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -72,7 +113,9 @@ def spawn(argv: list[str], env: dict | None = None, cwd: Path | None = None, tim
             except json.JSONDecodeError:
                 continue
             break
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, result, text)
+    own = peaks.pop(proc.pid, None)
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, result, text,
+               None if own is None else own / 1024, max(peaks.values()) / 1024 if peaks else None)
 
 
 def python_argv(*args: str) -> list[str]:

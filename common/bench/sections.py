@@ -4,7 +4,6 @@ cluster), each a table of the lab beside the other tools on a generated profile.
 
 from __future__ import annotations
 
-import csv
 import os
 import platform
 import re
@@ -14,7 +13,6 @@ from pathlib import Path
 from common.bench.children import MSGSPEC_DECODE, PANDAS, POLARS_ALONE, POLARS_TYPES
 from common.bench.measure import (
     HEADER,
-    MSA_EXE_VAR,
     agree,
     ensure_profile,
     ensure_tool,
@@ -141,60 +139,8 @@ def _db_section(out: Path, repeat: int, sizes: dict) -> None:
 
 
 def _cluster_section(out: Path, repeat: int, sizes: dict, tool: Path | None) -> None:
-    counts = sizes["ranks"]
-    print(f"4. cluster: {', '.join(map(str, counts))} ranks (per rank and step: Computing, Communication(Not "
-          "Overlapped), Free); each rank: step_trace_time.csv, communication.json, kernel_details.csv, trace_view.json")
-    print(HEADER)
-    ratios = []
-    for n in counts:
-        ratios.append(_cluster_rows(out, n, repeat, sizes, tool))
-    for n, (lab_s, msa_s) in zip(counts, ratios):
-        vs = f"; msprof-analyze cluster {msa_s:.2f} s: the lab takes {lab_s / msa_s:.2f}x its time" if msa_s else ""
-        print(f"  {n:>5} ranks: lab {lab_s:.2f} s whole process, {1000 * lab_s / n:.1f} ms per rank{vs}")
+    from common.bench import cluster_sizes
+
+    print("4. ", end="")
+    cluster_sizes.run(out, sizes["ranks"], repeat, sizes, tool)
     print()
-
-
-# The per-rank files both tools read: read once before measuring, so that neither pays for a disk the other
-# finds in the page cache (thousands of ranks were just written, or evicted by the larger files beside them).
-WARM_FILES = ("profiler_info_*.json", "profiler_metadata.json", "step_trace_time.csv", "communication.json",
-              "communication_matrix.json")
-
-
-def _warm(folder: Path) -> None:
-    for pattern in WARM_FILES:
-        for path in folder.rglob(pattern):
-            path.read_bytes()
-
-
-def _cluster_rows(out: Path, ranks: int, repeat: int, sizes: dict, tool: Path | None) -> tuple[float, float | None]:
-    """One size's rows: the lab's whole process and in-process view, msprof-analyze cluster; (lab s, tool s)."""
-    folder = ensure_profile(out, "cluster", ranks, sizes)
-    _warm(folder)
-    no_tool = {MSA_EXE_VAR: str(folder / "no-msprof-analyze")}  # the lab's view alone, without its cross-check
-    report, inside = lab_runs(repeat, ["cluster", str(folder)], "lab-cluster", folder, env=no_tool)
-    lab = median_run(inside).result
-    total = f"Computing {lab['computing_ms']:,.3f} ms"
-    print(table_row(f"{ranks} ranks, lab: python -m common cluster", report, total, "(the same process)"))
-    print(table_row(f"{ranks} ranks, lab: the view, in one process", inside, total, f"slow rank {lab['slow_rank']}"))
-    if tool is None:
-        print("  msprof-analyze cluster: N/A (not installed: run without --no-install)")
-        return median_run(report).wall_s, None
-    with tempfile.TemporaryDirectory(prefix="bench_cluster_") as tmp:
-        msa = spawn([str(tool), "cluster", "-d", str(folder.resolve()), "-m", "all", "-o", tmp], cwd=Path(tmp),
-                    timeout=3600)
-        table = Path(tmp) / "cluster_analysis_output" / "cluster_step_trace_time.csv"
-        values = {}
-        if table.is_file():
-            with table.open(newline="", encoding="utf-8-sig") as f:
-                for row in csv.DictReader(f):
-                    if row.get("Type") == "rank":
-                        values[f"{row['Index']}:{row['Step']}"] = [
-                            float(row[c]) for c in ("Computing", "Communication(Not Overlapped)", "Free")]
-    computing = sum(v[0] for v in values.values()) / 1000 if values else None
-    common = values.keys() & lab["values"].keys()
-    worst = max((abs(a - b) for k in common for a, b in zip(values[k], lab["values"][k])), default=float("nan"))
-    print(table_row(f"{ranks} ranks, msprof-analyze cluster", [msa],
-                    f"Computing {computing:,.3f} ms" if computing else "no table", agree(lab["computing_ms"], computing)))
-    print(f"  {len(common):,} of {len(lab['values']):,} rank-steps matched, largest difference {worst:.4g} us over "
-          f"Computing / Communication(Not Overlapped) / Free")
-    return median_run(report).wall_s, msa.wall_s

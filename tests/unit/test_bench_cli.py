@@ -75,3 +75,24 @@ def test_each_csv_baseline_reports_the_labs_totals(made: Path, capsys, monkeypat
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert got["rows"] == lab["rows"] == 400
     assert got["total_us"] == pytest.approx(lab["total_us"], rel=1e-9)
+
+
+def test_the_cluster_scale_table_runs_each_size_warm_and_cold(made: Path, capsys, monkeypatch, tmp_path) -> None:
+    """``python -m common.bench cluster`` on the 3-rank capture (msprof-analyze left out: its rows say N/A)."""
+    monkeypatch.setenv(measure.MSA_EXE_VAR, str(tmp_path / "no-such-tool"))
+    assert bench.main(["cluster", "--ranks", "3", "--rank-tasks", "200", "--repeat", "1", "--no-install",
+                       "--out", str(made)]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("3 ")]
+    assert [r[1] for r in rows] == ["warm", "cold"]
+    assert all(float(r[2]) > 0 and r[4] == "N/A" for r in rows)  # the lab's median wall time; no tool
+    assert "totals: N/A (msprof-analyze not installed); the lab's terminal summary:" in out
+
+
+def test_a_process_trees_peaks_are_sampled(tmp_path) -> None:
+    """spawn's own and child peaks: a parent that starts a child holding 60 MB shows it as the child's."""
+    script = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
+              "'import time; b = bytearray(60 * 2**20); b[::4096] = bytes(len(b[::4096])); time.sleep(0.5)'])")
+    run = measure.spawn(measure.python_argv("-c", script))
+    assert run.child_peak_mib is not None and run.child_peak_mib > 60
+    assert run.own_peak_mib is not None and run.own_peak_mib < run.child_peak_mib
