@@ -195,12 +195,13 @@ def npu_dryrun(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """At real-model scale, side by side: 1M-row op_summary (lab, polars, pandas), 0.53 GB trace (lab, msgspec,
     msprof-analyze advisor), 1M-task db, 64 ranks (lab, msprof-analyze cluster); prints figures, asserts none.
-    ``nox -s bench -- loop [device] [--cold]``: the card command instead, process by process (common/bench/loop.py)."""
+    ``nox -s bench -- loop [device] [--cold]``: the card command instead, process by process (common/bench/loop.py);
+    ``nox -s bench -- cluster``: the cluster view against msprof-analyze from 64 to 16,384 ranks, warm and cold."""
     python = lab_python(session)
-    loop = session.posargs[:1] == ["loop"]
-    if not loop:  # pandas is only the baseline being compared against: its own group, added to the environment here
+    own = session.posargs[:1] in (["loop"], ["cluster"])  # a subcommand of its own, else `run`
+    if not own:  # pandas is only the baseline being compared against: its own group, added to the environment here
         session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", external=True)
-    args = session.posargs if loop else ["run", *session.posargs]
+    args = session.posargs if own else ["run", *session.posargs]
     lab(session, python, "-m", "common.bench", *args)
 
 

@@ -19,7 +19,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common.bench.measure import Run, ensure_profile, python_argv, spawn
+from common.bench.measure import DEFAULT_RANK_TASKS, Run, ensure_profile, python_argv, spawn
 
 COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
 READ_BY_BOTH = ("profiler_info_*.json", "profiler_metadata.json", "step_trace_time.csv", "communication.json",
@@ -113,7 +113,7 @@ def size_rows(out: Path, ranks: int, repeat: int, sizes: dict, tool: Path | None
 
 def run(out: Path, ranks: tuple[int, ...], repeat: int, sizes: dict, tool: Path | None) -> list[dict]:
     print(f"cluster at scale: `python -m common cluster DIR` (defaults) vs `msprof-analyze cluster -d DIR -m all`; "
-          f"generated ranks of 20 steps, {sizes.get('rank_tasks')} tasks a step;\n {repeat} rounds per cache state, "
+          f"generated ranks of 20 steps, {sizes.get('rank_tasks', DEFAULT_RANK_TASKS)} tasks a step;\n {repeat} rounds per cache state, "
           "the two tools in turns (the order alternating); whole process, start to exit: median [range] (s);\n"
           " peak (MiB): the lab's own process / its largest worker, and msprof-analyze's (with its children)")
     print(f"  {'ranks':>6}  cache  {'lab':>22s}  {'msprof-analyze':>22s}  {'the lab takes':42s}  "
