@@ -16,7 +16,7 @@
     nox -s noise -- 10                           # the card command 10 times with one core busy: each check's margin
 
 Every session hands its arguments unchanged to the lab's own command for it (mode sessions:
-``python -m common.modes.sessions``, which knows which scripts take which option; the scripts
+``python -m common.cli.sessions``, which knows which scripts take which option; the scripts
 check the values), run from the directory nox was started in, so a relative ``--workload FILE``
 (or ``MSPROF_LAB_WORKLOAD=FILE``) means what it says there (docs/own_model.md). Each mode
 session requires the ``workload`` session: the file is loaded and its model run once, before the
@@ -84,13 +84,13 @@ def lab(session: nox.Session, python: str, *command: str) -> None:
 
 
 def run_mode(session: nox.Session) -> None:
-    """A mode session: common/modes/sessions.py runs the mode's scripts with the arguments they take. Once it has
+    """A mode session: common/cli/sessions.py runs the mode's scripts with the arguments they take. Once it has
     run, passed or failed, ``agree`` is queued after the sessions still to run; it compares the four modes when all
     four ran in this invocation and says which did not otherwise (``requires=`` cannot say "after these, if they
     all ran": it runs a session's requirements before it, and ``nox -s agree`` alone must not re-run the modes)."""
     python = lab_python(session)
     try:
-        lab(session, python, "-m", "common.modes.sessions", session.name, *session.posargs)
+        lab(session, python, "-m", "common.cli.sessions", session.name, *session.posargs)
     finally:
         try:
             session.notify("agree", posargs=["--run-id", RUN_ID])  # a no-op when agree is queued already
@@ -101,7 +101,7 @@ def run_mode(session: nox.Session) -> None:
 @nox.session
 def workload(session: nox.Session) -> None:
     """Load the workload (-- --workload FILE, else TinyMLP) and run its model once; every mode session requires it."""
-    lab(session, lab_python(session), "-m", "common.modes.sessions", "workload", *session.posargs)
+    lab(session, lab_python(session), "-m", "common.cli.sessions", "workload", *session.posargs)
 
 
 @nox.session(requires=["workload"])
@@ -131,7 +131,7 @@ def pytorch(session: nox.Session) -> None:
 @nox.session
 def agree(session: nox.Session) -> None:
     """Cross-mode verdict: the four modes' prof_out/ side by side, checked against each other."""
-    lab(session, lab_python(session), "-m", "common.modes.sessions", "agree", *session.posargs)
+    lab(session, lab_python(session), "-m", "common.cli.sessions", "agree", *session.posargs)
 
 
 @nox.session
@@ -151,13 +151,13 @@ def ecosystem(session: nox.Session) -> None:
     """msprof-analyze, the Ascend toolkit's own analysis CLI, on 04's output and a real capture: same numbers."""
     # msprof-analyze gets an environment of its own (.nox/ecosystem), built on first use by
     # common/collect/msprof_analyze.py with the same builder as the lab's (common/environments.py).
-    lab(session, lab_python(session), "-m", "common.modes.sessions", "ecosystem", *session.posargs)
+    lab(session, lab_python(session), "-m", "common.cli.sessions", "ecosystem", *session.posargs)
 
 
 @nox.session
 def ddp(session: nox.Session) -> None:
     """04 on N ranks (torchrun + DDP): per-rank profiles, the cluster view, the slow-rank demo."""
-    lab(session, lab_python(session), "-m", "common.modes.sessions", "ddp", *session.posargs)
+    lab(session, lab_python(session), "-m", "common.cli.sessions", "ddp", *session.posargs)
 
 
 @nox.session
@@ -170,6 +170,13 @@ def corpus(session: nox.Session) -> None:
 def zoo(session: nox.Session) -> None:
     """torchvision, timm and transformers models (tests/zoo, random weights) through every mode and agree (long)."""
     lab(session, lab_python(session), "-m", "tests.zoo", *session.posargs)
+
+
+@nox.session(venv_backend="venv")
+def lint(session: nox.Session) -> None:
+    """ruff check on every Python file, with the rules of pyproject.toml ([tool.ruff.lint]); CI runs it first."""
+    session.install("ruff==0.17.5")  # in an environment of its own, .nox/lint
+    session.run("ruff", "check", "--no-cache", ".")
 
 
 @nox.session

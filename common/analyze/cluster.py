@@ -108,7 +108,7 @@ class ClusterReport:
 
     view: ClusterView
     per_step: list[list[object]]
-    means: list[list[object]]
+    summaries: list[RankSummary]  # each rank's median step, in rank order
     slow: SlowRank
     arrivals: Arrivals | None
     step_lines: list[str]
@@ -123,6 +123,13 @@ class ClusterReport:
     spreads: list[StepSpread] = field(default_factory=list)  # per step, over the ranks
     slowest: list[Outlier] = field(default_factory=list)
     fastest: list[Outlier] = field(default_factory=list)
+
+    @property
+    def means(self) -> list[list[object]]:
+        """Per rank, its median step's row (made when shown: a summarized view shows only its outliers)."""
+        return [[s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
+                 100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
+                for s in self.summaries]
 
     def rank_lines(self, ranks: list[int] | None = None) -> list[str]:
         """The communication line of each of ``ranks`` (default: every rank's, in rank order)."""
@@ -225,11 +232,6 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     """Everything the cluster view shows: steps per rank, the step verdict, the slow rank, the collectives."""
     per_step = [] if len(view.ranks) > SUMMARY_ABOVE_RANKS else per_step_rows(view)  # the summary's rows: --out's CSV
     summaries = rank_summaries(view)
-    means = [
-        [s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
-         100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
-        for s in summaries
-    ]
     comm = view.communication
     verdict, comm_lines, comm_ratios, op_rows, link_rows = None, [], [], [], []
     portable = (view.run_info or {}).get("backend") == "portable" or all(
@@ -250,6 +252,6 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
     step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced, slow)
     slowest, fastest = outliers(summaries, layout)
-    return ClusterReport(view, per_step, means, slow, collective_arrivals(view), step_lines, comm_lines,
+    return ClusterReport(view, per_step, summaries, slow, collective_arrivals(view), step_lines, comm_lines,
                          comm_ratios, op_rows, link_rows, layout, lines, [r.cells() for r in stages], groups,
                          step_spreads(view.steps), slowest, fastest)

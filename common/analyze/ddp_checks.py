@@ -1,4 +1,4 @@
-"""The checks of a run on several ranks (mode 04's DDP run, common/modes/ddp.py): the same collectives on
+"""The checks of a run on several ranks (mode 04's DDP run, common/modes/pytorch/ddp.py): the same collectives on
 every rank, the same weights as one process, the slow rank named."""
 
 from __future__ import annotations

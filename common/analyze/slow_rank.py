@@ -232,7 +232,7 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     if not on_all.any():
         return None
     last = dict.fromkeys(ranks, 0)
-    waited = dict.fromkeys(ranks, 0.0)
+    waited = np.zeros(len(found.ranks))  # per rank (found.ranks' order): its wait for the last rank, added up
     held = dict.fromkeys(ranks, 0.0)
     by_step: dict[str, dict[int, float]] = {}  # step -> rank -> the time the others waited for it in that step
     largest = None
@@ -240,19 +240,19 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     for name, column, complete in zip(found.names, table.T, on_all):
         if not complete:  # a rank did not run it
             continue
-        starts = column.tolist()
         matched += 1
-        latest = max(starts)
-        late = found.ranks[starts.index(latest)]  # the first rank of equals
+        latest = float(column.max())
+        late = found.ranks[int(np.argmax(column))]  # the first rank of equals
         last[late] += 1
-        gap = latest - min(starts)
+        gap = latest - float(column.min())
         if largest is None or gap > largest[2]:
             largest = (name.partition("/")[2].partition("@")[0], late, gap)
-        step = by_step.setdefault(name.partition("/")[0], dict.fromkeys(ranks, 0.0)) if "/" in name else None
-        for rank, start in zip(found.ranks, starts):
-            waited[rank] += latest - start
-            held[late] += latest - start
-            if step is not None:
-                step[late] += latest - start
+        waits = latest - column
+        waited += waits
+        total = float(waits.sum())  # the time the others waited for ``late`` at this collective
+        held[late] += total
+        if "/" in name:
+            by_step.setdefault(name.partition("/")[0], dict.fromkeys(ranks, 0.0))[late] += total
     per_step = ({r: statistics.median(s[r] for s in by_step.values()) for r in ranks} if len(by_step) > 1 else None)
-    return Arrivals(matched, last, {r: w / matched for r, w in waited.items()}, found.source, largest, held, per_step)
+    mean_wait = dict(zip(found.ranks, (waited / matched).tolist()))
+    return Arrivals(matched, last, mean_wait, found.source, largest, held, per_step)

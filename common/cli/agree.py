@@ -146,7 +146,7 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
                           f"{infos[k][1].get('start')}): it did not run in this one, or stopped before writing "
                           "its output") for k in stale}
             stale_runs = set(stale)
-    for k, (_, info) in infos.items():  # stopped before it ran: the reason the session recorded (modes/sessions.py)
+    for k, (_, info) in infos.items():  # stopped before it ran: the reason the session recorded (cli/sessions.py)
         if info.get("failure") and k not in failed:
             failed[k] = mode_problem(info)
     check_same_workload({k: info for k, (_, info) in infos.items() if k not in failed})

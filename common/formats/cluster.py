@@ -48,8 +48,12 @@ def read_profiler_info(folder: Path, rank: int) -> dict:
 @dataclass
 class RankProfile:
     rank: int
-    folder: Path  # the rank's *_ascend_pt
+    path: str | Path  # the rank's *_ascend_pt (kept as a string: a Path holds its parts, 16,384 of them 11 MB)
     info: dict | None  # what the view uses of its profiler_info_{rank}.json (read_profiler_info)
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.path)
 
     @functools.cached_property
     def dataset(self) -> Dataset:
@@ -136,15 +140,15 @@ class ClusterView:
         return starts
 
 
-def _rank_dirs(root: Path) -> dict[int, list[Path]]:
+def _rank_dirs(root: Path) -> dict[int, list[str]]:
     """rank -> the folders holding its ``profiler_info_{rank}.json``. A rank's folder is not searched further
     (its ASCEND_PROFILER_OUTPUT/ and PROF_*/ trees hold its own files, thousands on a real capture), nor is
-    msprof-analyze's output."""
-    found: dict[int, list[Path]] = {}
+    msprof-analyze's output. Paths as strings (16,384 Path objects would hold their parts)."""
+    found: dict[int, list[str]] = {}
     for folder, dirs, files in os.walk(root):
         ranks = [int(m[1]) for name in files if (m := PROFILER_INFO.match(name))]
         for rank in ranks:
-            found.setdefault(rank, []).append(Path(folder))
+            found.setdefault(rank, []).append(folder)
         dirs[:] = [] if ranks else sorted(d for d in dirs if d != MSA_OUTPUT)
     return {rank: sorted(folders) for rank, folders in found.items()}
 
@@ -186,7 +190,7 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
     if doubled:
         r, dirs = next(iter(sorted(doubled.items())))
         raise LabError(
-            f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(str(d.relative_to(root)) for d in dirs)}): "
+            f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(os.path.relpath(d, root) for d in dirs)}): "
             "outputs of different runs are mixed",
             "keep exactly one folder per rank, all from one run",
         )
@@ -204,10 +208,10 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
         )
     ranks = [RankProfile(r, found[r][0], None) for r in sorted(found)]
-    kept = _Kept(len(ranks))
     if executor is not None or len(ranks) >= PARALLEL_FROM_RANKS:
-        prefetch_ranks(ranks, kept, executor)
+        kept = prefetch_ranks(ranks, executor)
     else:
+        kept = _Kept(len(ranks))
         for p in ranks:  # a few ranks: their profiler_info and step rows now, the rest when first asked for
             p.info = read_profiler_info(p.folder, p.rank)
             kept.steps.add(p.rank, p.steps)
@@ -258,7 +262,7 @@ def _read_ranks(jobs: list[tuple[int, str]], ranks: int) -> _Kept:
     ``ranks`` ranks)."""
     kept = _Kept(ranks)
     for rank, folder in jobs:
-        profile = RankProfile(rank, Path(folder), read_profiler_info(Path(folder), rank))
+        profile = RankProfile(rank, folder, read_profiler_info(Path(folder), rank))
         kept.keep(profile, {name: getattr(profile, name) for name in PREFETCHED})
     return kept
 
@@ -274,7 +278,8 @@ class _Kept:
     steps: StepStore = field(default_factory=StepStore)
     starts: CollectiveStarts = field(default_factory=CollectiveStarts)
     communication: Communication | None = None
-    per_rank: dict[int, tuple] = field(default_factory=dict)  # rank -> (info, collectives source, metadata)
+    per_rank: dict[int, tuple] = field(default_factory=dict)  # in a worker: rank -> (info, metadata), handed to
+    # the rank's profile by the parent
     complete: bool = False  # every rank was read (not only its steps)
 
     def __post_init__(self) -> None:
@@ -285,14 +290,18 @@ class _Kept:
         self.steps.add(profile.rank, found["steps"])
         self.starts.add(profile.rank, found["collective_starts"], found["collectives_source"])
         self.communication.add_rank(profile.rank, found["communication_files"])
-        self.per_rank[profile.rank] = (profile.info, found["collectives_source"], found["metadata"])
+        self.per_rank[profile.rank] = (profile.info, found["metadata"])
 
-    def merge(self, other: _Kept) -> None:
-        """Add a later chunk's ranks."""
+    def merge(self, other: _Kept, profiles: dict[int, RankProfile], once) -> None:
+        """Add a later chunk's ranks; what each rank's profile keeps goes to it, equal values held once (``once``:
+        a dict's setdefault)."""
         self.steps.merge(other.steps)
         self.starts.merge(other.starts)
         self.communication.merge(other.communication)
-        self.per_rank.update(other.per_rank)
+        for rank, (info, metadata) in other.per_rank.items():
+            p = profiles[rank]
+            p.info = once(("info", json.dumps(info, sort_keys=True, default=str)), info)
+            p.__dict__["metadata"] = _shared(metadata, once)
 
 
 def _shared(meta: RankMetadata | None, once) -> RankMetadata | None:
@@ -307,17 +316,17 @@ def _shared(meta: RankMetadata | None, once) -> RankMetadata | None:
     return RankMetadata(meta.source, args, groups)
 
 
-def prefetch_ranks(ranks: list[RankProfile], kept: _Kept, executor=None) -> None:
+def prefetch_ranks(ranks: list[RankProfile], executor=None) -> _Kept:
     """Read every rank in ``executor`` (a Dask cluster's) or in a local process pool (one process per core,
     spawned: the parent's polars threads are not forked), :data:`CHUNK_RANKS` ranks a task, each chunk added up
     in its worker and merged here in rank order: the parent holds what the view keeps, never a rank's files or
     rows. A damaged rank raises its LabError here, as it would read in this process. Where no local pool can start
     (a program read from stdin, which a spawned worker cannot import again), the chunks are read here."""
-    jobs = [(p.rank, str(p.folder)) for p in ranks]
+    jobs = [(p.rank, str(p.path)) for p in ranks]
     chunks = [jobs[i:i + CHUNK_RANKS] for i in range(0, len(jobs), CHUNK_RANKS)]
+    sizes = [len(ranks)] * len(chunks)
     if executor is not None:
-        _merge_all(ranks, kept, executor.map(_read_ranks, chunks, [len(ranks)] * len(chunks)))
-        return
+        return _merge_all(ranks, executor.map(_read_ranks, chunks, sizes))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -325,19 +334,14 @@ def prefetch_ranks(ranks: list[RankProfile], kept: _Kept, executor=None) -> None
     workers = min(os.cpu_count() or 1, len(chunks))
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            _merge_all(ranks, kept, pool.map(_read_ranks, chunks, [len(ranks)] * len(chunks)))
+            return _merge_all(ranks, pool.map(_read_ranks, chunks, sizes))
     except (BrokenProcessPool, OSError):  # no pool: the same chunks, read here
-        kept.__init__(kept.ranks)
-        _merge_all(ranks, kept, map(_read_ranks, chunks, [len(ranks)] * len(chunks)))
+        return _merge_all(ranks, map(_read_ranks, chunks, sizes))
 
 
-def _merge_all(ranks: list[RankProfile], kept: _Kept, chunks) -> None:
+def _merge_all(ranks: list[RankProfile], chunks) -> _Kept:
+    kept, profiles, once = _Kept(len(ranks)), {p.rank: p for p in ranks}, {}.setdefault
     for chunk in chunks:
-        kept.merge(chunk)
-    once = {}.setdefault  # equal values of different ranks kept once
-    for p in ranks:
-        info, source, metadata = kept.per_rank.pop(p.rank)
-        p.info = once(("info", json.dumps(info, sort_keys=True, default=str)), info)
-        p.__dict__["collectives_source"] = once(source, source)
-        p.__dict__["metadata"] = _shared(metadata, once)
+        kept.merge(chunk, profiles, once)
     kept.complete = True
+    return kept

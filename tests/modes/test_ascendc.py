@@ -50,7 +50,7 @@ def selftest(tmp_path_factory) -> Path:
         pytest.skip("needs a C++ compiler")
     exe = tmp_path_factory.mktemp("twin") / "twin_selftest"
     subprocess.run(
-        [CXX, "-std=c++20", "-O1", "-I", str(TWIN_DIR), str(MODE_DIR / "tests" / "twin_selftest.cpp"),
+        [CXX, "-std=c++20", "-O1", "-I", str(TWIN_DIR), str(ROOT / "tests" / "native" / "twin_selftest.cpp"),
          "-pthread", "-o", str(exe)],
         check=True, capture_output=True, text=True,
     )

@@ -67,7 +67,7 @@ def test_portable_host_program_is_sanitizer_clean(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def selftest(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("selftest_san") / "twin_selftest"
-    return compile_cxx(out, "c++20", "-I", str(TWIN), str(MODE / "tests" / "twin_selftest.cpp"), "-pthread")
+    return compile_cxx(out, "c++20", "-I", str(TWIN), str(ROOT / "tests" / "native" / "twin_selftest.cpp"), "-pthread")
 
 
 SCENARIOS = ["ok", "alloc-over-depth", "deque-empty", "enque-over-depth", "tile-too-big", "gm-past-end",

@@ -135,7 +135,7 @@ def test_report_page(capture: Path, tmp_path: Path) -> None:
 def test_precision_page(tmp_path: Path, capsys) -> None:
     from common.cli.precision import run_precision
 
-    workload = ROOT / "tests" / "unit" / "precision_fp16_overflow.py"  # fp16 overflows in its third layer
+    workload = ROOT / "tests" / "apps" / "precision_fp16_overflow.py"  # fp16 overflows in its third layer
     assert run_precision("0", str(workload), str(tmp_path / "precision"), torch_only=True) == 1
     found = measure_and_shoot((tmp_path / "precision" / "report.html").read_text(), "precision_fp16_overflow", tmp_path)
     assert_readable_at_a_glance(found)

@@ -25,8 +25,8 @@ from common.errors import LabError
 from common.formats.cluster import ClusterView, RankProfile
 from common.formats.communication import collectives_of
 from common.formats.records import Task
-from common.modes import ddp_rank
-from common.modes import ddp_torchrun as ranks
+from common.modes.pytorch import ddp_rank
+from common.modes.pytorch import ddp_torchrun as ranks
 
 
 def _task(name: str, start: float, end: float, kind: str = "CPU", step: int = 4) -> Task:
@@ -283,7 +283,7 @@ def test_arrivals_name_the_rank_that_reaches_the_collective_last(tmp_path) -> No
 
 def test_the_ddp_lesson_profiles_with_mode_04s_schedule() -> None:
     """The lesson's schedule is the one the driver checks against (and mode 04's on one device)."""
-    from common.modes import ddp
+    from common.modes.pytorch import ddp
 
     lesson = load_lesson("04_pyTorch/src/ddp_with_profiler.py")
     assert (lesson.WAIT, lesson.WARMUP, lesson.ACTIVE, lesson.STEPS) == (ddp.WAIT, ddp.WARMUP, ddp.ACTIVE, 9)
@@ -360,7 +360,7 @@ def test_nodes_are_torchrun_agents_of_one_rendezvous(tmp_path: Path) -> None:
 
 
 def test_the_nodes_program_stops_every_agent_when_one_fails(tmp_path: Path) -> None:
-    from common.modes import ddp_nodes
+    from common.modes.pytorch import ddp_nodes
 
     agents = tmp_path / "agents.json"
     agents.write_text(json.dumps([[sys.executable, "-c", "import time; time.sleep(60)"],

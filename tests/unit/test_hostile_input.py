@@ -15,7 +15,7 @@ from importlib import import_module
 from pathlib import Path
 
 import pytest
-from helpers import MODES, ROOT, assert_nothing_ran, load_lesson, plant, tree_state
+from helpers import MODES, ROOT, assert_nothing_ran, plant, tree_state
 
 from common.backend import Backend, soc_version
 from common.collect import launcher

@@ -74,6 +74,14 @@ def test_the_modes_harness_is_the_top_layer() -> None:
     assert not {m: d for m, d in wrong.items() if d}
 
 
+def test_the_command_line_is_the_top_layer() -> None:
+    """cli/ (the commands and what each nox session runs) may import every layer; no other module imports it but
+    ``python -m common`` and the benchmark, which runs the commands as a user does."""
+    wrong = {m: sorted(d for d in deps if d.startswith("common.cli")) for m, deps in imports().items()
+             if not m.startswith(("common.cli", "common.bench")) and m != "common.__main__"}
+    assert not {m: d for m, d in wrong.items() if d}
+
+
 def test_the_tests_copy_the_lab_one_way() -> None:
     """helpers.copy_lab is the one copy of the lab the tests make (one ignore list): no other test module copies
     common/ or a mode folder itself."""

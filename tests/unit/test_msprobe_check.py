@@ -54,7 +54,8 @@ def test_msprobe_module_names_map_to_the_labs_module_paths(name: str, found: tup
 def test_the_compare_csv_is_read_with_its_metrics_and_words_as_nan(tmp_path: Path) -> None:
     path = _csv(tmp_path, [_row("Module.net.0.Linear.forward.0.output.0", "0.999871", "0.001094341278"),
                            _row("Module.net.1.GELU.forward.0.output.0", "N/A", "unsupported")])
-    rows = read_compare_result(compare_result_file(tmp_path))
+    assert compare_result_file(tmp_path) == path  # the file msprobe wrote is the one found
+    rows = read_compare_result(path)
     assert [r.name for r in rows] == ["Module.net.0.Linear.forward.0.output.0", "Module.net.1.GELU.forward.0.output.0"]
     assert (rows[0].cosine, rows[0].max_abs_err) == (0.999871, 0.001094341278)
     assert "dtype of NPU and Bench are inconsistent" in rows[0].message

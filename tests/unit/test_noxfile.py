@@ -56,7 +56,7 @@ def test_a_session_hands_its_arguments_on_unchanged_from_where_nox_started(noxfi
     args = ["1", "--workload", "my_model.py", "--repeat", "2"]
     session = _Session(args, name, invoked_from="/home/me/project")
     getattr(noxfile, name)(session)
-    assert session.ran == [(("lab-python", "-m", "common.modes.sessions", name, *args), "/home/me/project")]
+    assert session.ran == [(("lab-python", "-m", "common.cli.sessions", name, *args), "/home/me/project")]
 
 
 def test_the_mode_sessions_require_the_workload_check_and_queue_agree_passed_or_failed(noxfile, monkeypatch) -> None:
@@ -77,7 +77,7 @@ def test_the_mode_sessions_require_the_workload_check_and_queue_agree_passed_or_
 
 def test_the_other_sessions_pass_their_arguments_through(noxfile, monkeypatch) -> None:
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
-    want = {"agree": ("-m", "common.modes.sessions", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
+    want = {"agree": ("-m", "common.cli.sessions", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
             "precision": ("-m", "common", "precision"), "corpus": ("-m", "tests.corpus"), "zoo": ("-m", "tests.zoo"),
             "npu_dryrun": ("-m", "tests.npu_dryrun"), "fix": ("-m", "common.modes.fix")}
     for name, command in want.items():
@@ -113,7 +113,7 @@ def test_the_tests_run_a_private_copy_of_the_lab() -> None:
 
     assert helpers.ROOT != helpers.CHECKOUT and ROOT == helpers.ROOT
     assert Path(common.__file__).resolve().parent == ROOT / "common"
-    for name in ("common/modes/sessions.py", "04_pyTorch/src/model_with_profiler.py", "noxfile.py", "README.md"):
+    for name in ("common/cli/sessions.py", "04_pyTorch/src/model_with_profiler.py", "noxfile.py", "README.md"):
         assert (ROOT / name).read_bytes() == (helpers.CHECKOUT / name).read_bytes(), name
     from common.analyze.cross_mode import MODES
 

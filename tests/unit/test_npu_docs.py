@@ -20,6 +20,7 @@ from common.collect.npu_commands import (MSPROF_OP_METRICS_REGION, atc_argv, atc
 
 DEV = "<dev>"
 PAGES = ["README.md", "01_cmdline/README.md", "02_api_AscendC/README.md", "03_api_pyAcl/README.md"]
+ALL_MODES = "docs/npu_reference.md"  # "What each mode runs on an NPU": every mode's commands on one page
 
 
 def _code(page: str) -> str:
@@ -37,9 +38,9 @@ def _shown(argv: list[str]) -> str:
 def test_msprof_wrapping_a_program_is_the_builders_command_on_every_page() -> None:
     # The program's own argv differs per mode; what msprof adds in front of it must be the builder's.
     prefix = _shown(msprof_argv("msprof", Path("01_cmdline/prof_out"), ["APP"])[:-1])
-    assert prefix in _code("README.md")
-    for page, out in [("README.md", "02_api_AscendC/prof_out"), ("02_api_AscendC/README.md", "02_api_AscendC/prof_out"),
-                      ("README.md", "03_api_pyAcl/prof_out/default")]:
+    assert prefix in _code(ALL_MODES)
+    for page, out in [(ALL_MODES, "02_api_AscendC/prof_out"), ("02_api_AscendC/README.md", "02_api_AscendC/prof_out"),
+                      (ALL_MODES, "03_api_pyAcl/prof_out/default")]:
         assert _shown(msprof_argv("msprof", Path(out), ["APP"])[:-1]) in _code(page), (page, out)
 
 
@@ -50,23 +51,23 @@ def test_03_lesson_line_is_the_harness_argv_on_both_pages() -> None:
     argv = acl_worker.lesson_argv(Path("03_api_pyAcl/model/npu/tiny_mlp_default.om"), out / "inputs.npz",
                                   out / "output.npy", device=DEV)
     shown = "python3 03_api_pyAcl/src/infer.py " + _shown(argv[2:])
-    for page in ("README.md", "03_api_pyAcl/README.md"):
+    for page in (ALL_MODES, "03_api_pyAcl/README.md"):
         assert shown in _code(page), page
 
 
 def test_torchrun_options_are_the_drivers_on_both_pages() -> None:
-    from common.modes.ddp_torchrun import RANK_PROGRAM, torchrun_argv
+    from common.modes.pytorch.ddp_torchrun import RANK_PROGRAM, torchrun_argv
 
     script = RANK_PROGRAM
     argv = [str(a) for a in torchrun_argv(2, 29500, script, [])]
     options = argv[argv.index("torch.distributed.run"):argv.index(str(script.resolve()))]
     shown = _shown(options).replace("29500", "<free port>")
-    assert shown in _code("README.md"), "README.md"
+    assert shown in _code(ALL_MODES), ALL_MODES
     assert shown.replace("--nproc-per-node 2", "--nproc-per-node N") in _code("04_pyTorch/README.md")
 
 
 def test_01_program_selects_its_device_itself() -> None:
-    code = _code("README.md")
+    code = _code(ALL_MODES)
     assert f"python3 01_cmdline/src/model.py --device npu:{DEV}" in code
     assert "ASCEND_RT_VISIBLE_DEVICES=" not in code  # never set for a profiled run
 
@@ -77,14 +78,14 @@ def test_msprof_op_lines_are_the_builders() -> None:
            "--launches", str(add_profile.MEASURED_LAUNCHES)]
     argv = msprof_op_argv("msprof", Path("02_api_AscendC/prof_out"), app, kernel_name="add_custom",
                           aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=add_profile.WARMUP_LAUNCHES)
-    for page in ("README.md", "02_api_AscendC/README.md"):
+    for page in (ALL_MODES, "02_api_AscendC/README.md"):
         assert _shown(argv) in _code(page), page
 
 
 def test_atc_lines_are_the_builders() -> None:
     from common.modes.pyacl import variants
 
-    code = _code("README.md")
+    code = _code(ALL_MODES)
     base = atc_argv("atc", Path("03_api_pyAcl/model/tiny_mlp.onnx"), Path("03_api_pyAcl/model/npu/tiny_mlp_default"),
                     "Ascend910B3", "x:32,1024")
     assert _shown(base).replace("Ascend910B3", "<soc>") in code  # the README leaves the SoC as a placeholder
@@ -113,7 +114,7 @@ def test_the_torch_npu_profiler_call_shows_every_argument_mode_04_passes(monkeyp
     monkeypatch.setitem(sys.modules, "torch_npu.profiler", profiler)
     lesson = load_lesson("04_pyTorch/src/model_with_profiler.py")
     lesson.npu_profiler(Path("04_pyTorch/prof_out"))
-    code = _code("README.md")
+    code = _code(ALL_MODES)
     for key, value in recorded.items():
         if isinstance(value, bool):
             assert f"{key}={value}" in code, key

@@ -19,7 +19,7 @@ from common.analyze.precision import FP16, FP32, OpOutput, compare_ops, first_di
 from common.collect import precision as collect
 from common.workload import load_workload, tiny_mlp
 
-OVERFLOW = Path(__file__).with_name("precision_fp16_overflow.py")
+OVERFLOW = ROOT / "tests" / "apps" / "precision_fp16_overflow.py"
 
 
 def test_metrics_are_msaccucmps_over_the_values_finite_in_both() -> None:

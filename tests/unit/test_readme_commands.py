@@ -29,7 +29,7 @@ from helpers import MODES, ROOT
 
 from common.cli.commands import command_parser
 from common.errors import LabError
-from common.modes.sessions import MODE_STEPS, mode_parser
+from common.cli.sessions import MODE_STEPS, mode_parser
 
 
 def pages() -> list[str]:

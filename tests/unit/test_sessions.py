@@ -1,4 +1,4 @@
-"""common/modes/sessions.py: which of a nox session's arguments reach which script, --repeat, and the record a
+"""common/cli/sessions.py: which of a nox session's arguments reach which script, --repeat, and the record a
 mode leaves when a script stops before its run began (what agree then repeats)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from helpers import ROOT
 
 from common.errors import LabError
 from common.formats import rundir
-from common.modes import sessions
+from common.cli import sessions
 
 
 def argv_of(session: str, args: list[str]) -> list[list[str]]:
@@ -101,7 +101,7 @@ def test_agree_with_a_run_id_runs_only_when_all_four_modes_ran_in_it(tmp_path) -
 
 
 def test_an_unknown_session_is_one_line() -> None:
-    done = subprocess.run([sys.executable, "-m", "common.modes.sessions", "lint"], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "common.cli.sessions", "lint"], cwd=ROOT, capture_output=True,
                           text=True, check=False)
     assert done.returncode == 2 and done.stderr.startswith("Error: no session 'lint' — name one of cmdline, ")
 

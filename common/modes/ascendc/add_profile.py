@@ -323,13 +323,13 @@ def run_pyasc(lesson, args) -> int:
             more, body = profile_pyasc_npu(run, args.simulator)
             verdicts += more
         else:
-            code, stdout, tasks, where, sizes, median = run_twin(run.out, WARMUP_LAUNCHES, MEASURED_LAUNCHES,
-                                                                 run_lesson)
-            verdicts += [pyasc_twin_verdict(code, stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
-                         check_launch_count(tasks, where or "no op_summary", PYASC_KERNEL),
-                         check_ratio_sums(tasks, "portable"), check_bound(mean_ratios(tasks))]
-            if tasks and sizes:
-                verdict, answer = kernel_answer(tasks, sizes, where, PYASC_KERNEL, median, 1, "portable")  # one by one
+            twin = run_twin(run.out, WARMUP_LAUNCHES, MEASURED_LAUNCHES, run_lesson)
+            verdicts += [pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
+                         check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
+                         check_ratio_sums(twin.tasks, "portable"), check_bound(mean_ratios(twin.tasks))]
+            if twin.tasks and twin.sizes:
+                verdict, answer = kernel_answer(twin.tasks, twin.sizes, twin.summary, PYASC_KERNEL, twin.median_us, 1,
+                                                "portable")  # one by one
                 verdicts.append(verdict)
         finished = True
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.backend import Backend
@@ -73,14 +74,22 @@ def twin_env(timings: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, TIMINGS_VAR: str(timings)}
 
 
-def run_twin(out: Path, warmup: int, launches: int, run_program
-             ) -> tuple[int, str, list[Task], str, dict[str, int] | None, float | None]:
+@dataclass(frozen=True)
+class TwinRun:
+    """The pyasc lesson's run on the twin: what it printed and what the Profiler read back."""
+
+    code: int  # the lesson's exit code
+    stdout: str
+    tasks: list[Task]  # the kernel's op_summary rows (empty when the run failed)
+    summary: str  # the op_summary file's name ("" when none was written)
+    sizes: dict[str, int] | None  # the sizes the lesson printed
+    median_us: float | None  # the median kernel time from ``task_time_median`` (None when the run failed)
+
+
+def run_twin(out: Path, warmup: int, launches: int, run_program) -> TwinRun:
     """The lesson on the twin inside the in-process Profiler; the measured launches' timers written as a PROF_*
     run in msprof's layout, which the Profiler reads back. ``run_program(argv, env)`` runs the lesson and
-    returns its exit code and output.
-
-    Returns the exit code and output, the op_summary rows, the file's name, the sizes the lesson printed and
-    the median kernel time (µs) from ``task_time_median``; rows, name and median are empty when it failed."""
+    returns its exit code and output."""
     timings = out / TWIN_TIMINGS
     profiler = Profiler(out, backend=TWIN)  # the twin runs on the host, whatever the machine: nothing to collect
     profiler.start()
@@ -94,6 +103,7 @@ def run_twin(out: Path, warmup: int, launches: int, run_program
     finally:
         profiler.stop()
     if summary is None:
-        return code, stdout, [], "", sizes, None
+        return TwinRun(code, stdout, [], "", sizes, None)
     median = task_time_median(profiler.store_last_result().tasks, name=PYASC_KERNEL)
-    return code, stdout, kernel_tasks(readers.read_op_summary(summary), PYASC_KERNEL), summary.name, sizes, median
+    return TwinRun(code, stdout, kernel_tasks(readers.read_op_summary(summary), PYASC_KERNEL), summary.name, sizes,
+                   median)

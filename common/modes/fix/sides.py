@@ -152,7 +152,7 @@ def ddp_side(folder: Path, flags: list[object], *, samples: int) -> Sample:
     from common.analyze.slow_rank import find_slow_rank, rank_summaries
     from common.formats.cluster import load_cluster
 
-    argv = [sys.executable, "-m", "common.modes.ddp", "2", "--output", folder, *flags]
+    argv = [sys.executable, "-m", "common.modes.pytorch.ddp", "2", "--output", folder, *flags]
     folder.parent.mkdir(parents=True, exist_ok=True)
     _launch(argv, folder.parent)
     ranks = rank_summaries(load_cluster(folder))

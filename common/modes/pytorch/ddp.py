@@ -2,7 +2,7 @@
 
 ``bash 04_pyTorch/run_ddp.sh [nproc] [device_list] [--slow-rank R] [--workload FILE] ...`` runs this
 module: it starts the lesson ``04_pyTorch/src/ddp_with_profiler.py`` under torchrun on N ranks
-(:mod:`common.modes.ddp_torchrun`: validation, output folder, supervision, the diagnosis of a failed
+(:mod:`common.modes.pytorch.ddp_torchrun`: validation, output folder, supervision, the diagnosis of a failed
 or hung rank, the portable traces turned into torch_npu's per-rank layout), then reads every rank's
 profile into the cluster view and checks the run: the same ops on every step and rank, the same
 collectives, the weights identical on every rank and equal to one process's, the slow rank named
@@ -18,8 +18,8 @@ from common.analyze.slow_rank import collective_arrivals, find_slow_rank, rank_s
 from common.formats.cluster import load_cluster
 from common.formats.communication import rank_collectives
 from common.formats.datasets import file_rows
-from common.modes import ddp_torchrun, lesson_file, mode_dir
-from common.modes.ddp_rank import params_digest
+from common.modes.pytorch import ddp_torchrun, lesson_file, mode_dir
+from common.modes.pytorch.ddp_rank import params_digest
 from common.workload import BATCH, flatten_output, make_input
 
 MODE_DIR = mode_dir("04_pyTorch")

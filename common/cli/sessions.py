@@ -1,4 +1,4 @@
-"""What each nox session runs: ``python -m common.modes.sessions <session> [its arguments]``.
+"""What each nox session runs: ``python -m common.cli.sessions <session> [its arguments]``.
 
 noxfile.py hands every session's arguments here unchanged, from the folder nox was started in
 (a relative ``--workload`` is taken from there, as a user expects). This module knows which of

@@ -4,8 +4,8 @@
 whichever node's folder it was written in, into the one folder ``python -m common cluster`` reads, as the
 multi-node recipe of 04_pyTorch/README.md says.
 
-``python -m common.modes.ddp_nodes AGENTS_JSON``, where AGENTS_JSON holds one argv list per node (each a
-``torchrun --nnodes N --node-rank i ...`` of :func:`common.modes.ddp_torchrun.torchrun_argv`). The DDP
+``python -m common.modes.pytorch.ddp_nodes AGENTS_JSON``, where AGENTS_JSON holds one argv list per node (each a
+``torchrun --nnodes N --node-rank i ...`` of :func:`common.modes.pytorch.ddp_torchrun.torchrun_argv`). The DDP
 driver runs this program under the lab's launcher, so the agents share its session: a timeout, Ctrl-C
 or SIGTERM stops the whole group, every agent included. When one agent fails, the others are stopped
 (SIGTERM: torchrun stops its ranks), as a job scheduler ends a job whose node failed, rather than left

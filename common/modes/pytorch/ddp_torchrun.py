@@ -4,7 +4,7 @@ The driver validates ``nproc`` / the device list / the drills before anything ru
 mode's lock, prepares the output folder and ``run_info.json``, then starts
 ``python -m torch.distributed.run`` on loopback through :func:`launcher.run_command` (the one
 supervisor of every program the lab starts: own session, timeout, SIGINT / SIGTERM passed on).
-torchrun's program in every rank is :mod:`common.modes.ddp_rank`, which runs the lesson file
+torchrun's program in every rank is :mod:`common.modes.pytorch.ddp_rank`, which runs the lesson file
 unchanged and keeps ``rank_status/rank_<r>.json`` (pid, state, step) up to date and dumps the
 rank's Python stack on SIGUSR1; that is how the driver names the rank at fault when the run does
 not finish, and how it stops a rank that outlived torchrun (torchrun starts each rank in a
@@ -37,8 +37,8 @@ from common.formats.rundir import (
     prepare_output_dir,
     start_run,
 )
-from common.modes import ddp_nodes
-from common.modes.ddp_rank import STATUS_DIR
+from common.modes.pytorch import ddp_nodes
+from common.modes.pytorch.ddp_rank import STATUS_DIR
 
 MAX_NPROC = 8  # ranks per node on one Atlas 800 server (8 NPUs); the allow-list for nproc
 MAX_NODES = 4  # torchrun agents started on this machine, each standing for one node
@@ -450,7 +450,7 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     argv = agents[0]
     if plan.nodes > 1:  # one program starts every agent, so the launcher supervises (and stops) them as one group
         (out / "agents.json").write_text(json.dumps(agents, indent=1))
-        argv = [sys.executable, "-m", "common.modes.ddp_nodes", str(out / "agents.json")]
+        argv = [sys.executable, "-m", "common.modes.pytorch.ddp_nodes", str(out / "agents.json")]
     print(f"launching {plan.world} ranks of {Path(lesson).name}"
           + (f" on {plan.nodes} torchrun agents (nodes)" if plan.nodes > 1 else "")
           + f": {' '.join(agents[0][1:7])} ... (rendezvous 127.0.0.1)", flush=True)

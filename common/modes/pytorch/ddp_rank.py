@@ -1,7 +1,7 @@
 """One rank of mode 04's DDP run: the lesson file unchanged, with what the driver reads from each rank.
 
 torchrun starts, in every rank,
-``python common/modes/ddp_rank.py --status-dir DIR [--fault KIND:RANK --fault-step N] LESSON [ARGS...]``.
+``python common/modes/pytorch/ddp_rank.py --status-dir DIR [--fault KIND:RANK --fault-step N] LESSON [ARGS...]``.
 This program keeps ``DIR/rank_<r>.json`` (pid, state, step) up to date, dumps the rank's Python
 stack into ``DIR/rank_<r>.stack`` when the driver sends SIGUSR1, runs the lesson as
 ``python LESSON ARGS`` would (runpy, as ``__main__``), and at the end records the digest of the
