@@ -131,6 +131,16 @@ class ClusterReport:
                  100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
                 for s in self.summaries]
 
+    def per_step_values(self) -> tuple[list[tuple[str, list[float]]], list[tuple[str, list[float]]]]:
+        """Per step ("step N"), every rank's Computing + Free and its Communication(Not Overlapped), in rank order."""
+        own: dict[object, list[float]] = {}
+        wait: dict[object, list[float]] = {}
+        for step, _, computing, comm, _, free, _, _ in iter_step_rows(self.view):  # by step, then rank
+            own.setdefault(step, []).append(computing + free)
+            wait.setdefault(step, []).append(comm)
+        return ([(f"step {step}", values) for step, values in own.items()],
+                [(f"step {step}", values) for step, values in wait.items()])
+
     def rank_lines(self, ranks: list[int] | None = None) -> list[str]:
         """The communication line of each of ``ranks`` (default: every rank's, in rank order)."""
         comm = self.view.communication

@@ -269,7 +269,7 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) 
     from common.modes.reports import write_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
-    from common.render.cluster import STEPS_CSV, cluster_html, render_cluster, write_steps_csv
+    from common.render.cluster import STEPS_CSV, cluster_html, render_cluster
 
     view = load_cluster(folder, executor)
     view.label = shown
@@ -282,12 +282,26 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) 
     if out is not None:
         print(write_beside(out, "cluster_report.txt", text + "\n"))
         if not full:
-            print(write_steps_csv(report, out / STEPS_CSV))
+            print(_write_steps_csv(report, out / STEPS_CSV))
         print(write_beside(out, "report.html", cluster_html(report, verdicts, notes, full=full)))
     elif not full:
         print(f"every (step, rank) row and every rank's line: add --out DIR ({STEPS_CSV}, cluster_report.txt, "
               "report.html)")
     return 0 if all(v.ok for v in verdicts) else 1
+
+
+def _write_steps_csv(report, path) -> str:
+    """Every (step, rank) row into ``path``, row by row from the step columns; says where, or why not."""
+    from common.analyze.cluster import iter_step_rows
+    from common.formats.writers import write_csv
+    from common.render.cluster import steps_csv_header
+
+    header = steps_csv_header()
+    try:
+        write_csv(path, header, (dict(zip(header, row)) for row in iter_step_rows(report.view)))
+    except OSError as err:
+        return f"({path.name} not written: {err.strerror} for {path})"
+    return f"(written to {path})"
 
 
 def _backend(args: argparse.Namespace) -> int:

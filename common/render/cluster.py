@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
 
-from common.analyze.cluster import ClusterReport, iter_step_rows
+from common.analyze.cluster import ClusterReport
 from common.analyze.cluster_scale import QUANTITIES, Outlier, Spread
 from common.analyze.communication import OP_HEADER
 from common.render import html
@@ -125,17 +123,9 @@ def cluster_sections(report: ClusterReport, full: bool = True) -> list[Section]:
     return sections
 
 
-def write_steps_csv(report: ClusterReport, path: Path) -> str:
-    """Every (step, rank) row into ``path`` as CSV (the full table that the summary leaves out), row by row; says
-    where, or why not."""
-    try:
-        with path.open("w", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow([f"{h}(us)" if h not in ("Step", "Rank", "Bound") else h for h in STEP_HEADER])
-            writer.writerows(iter_step_rows(report.view))
-    except OSError as err:
-        return f"({path.name} not written: {err.strerror} for {path})"
-    return f"(written to {path})"
+def steps_csv_header() -> list[str]:
+    """The columns of cluster_steps.csv: every (step, rank) row that the summary leaves out."""
+    return ["Step", "Rank", *(f"{h}(us)" for h in STEP_HEADER[2:-1]), "Bound"]  # the step's own length: Step(us)
 
 
 def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
@@ -153,13 +143,7 @@ def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None,
 
 def _heat_maps(report: ClusterReport) -> list[str]:
     """Per step, every rank's Computing + Free and its Communication(Not Overlapped): the outliers by colour."""
-    own: dict[object, list[float]] = {}
-    wait: dict[object, list[float]] = {}
-    for step, _, computing, comm, _, free, _, _ in iter_step_rows(report.view):  # by step, then rank
-        own.setdefault(step, []).append(computing + free)
-        wait.setdefault(step, []).append(comm)
-    own = [(f"step {step}", values) for step, values in own.items()]
-    wait = [(f"step {step}", values) for step, values in wait.items()]
+    own, wait = report.per_step_values()
     return [html.section("Computing + Free per step and rank (each step from its smallest, pale, to its largest, "
                          "dark)", html.heat_map("rank-own", own, "Computing + Free")),
             html.section("Communication(Not Overlapped) per step and rank: who waits",

@@ -54,6 +54,8 @@ def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp
     with (out / "cluster_steps.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == RANKS * STEPS and {int(r["Rank"]) for r in rows} == set(range(RANKS))
+    assert [int(r["Step"]) for r in rows[:RANKS + 1]] == [1] * RANKS + [2]  # by step, then rank
+    assert all(float(r["Step(us)"]) > float(r["Computing(us)"]) for r in rows)
     page = (out / "report.html").read_text()
     assert 'data-chart="rank-own"' in page and 'data-chart="rank-wait"' in page
     assert page.count("<tr>") < 40  # no table of every (step, rank)
