@@ -406,6 +406,12 @@ def test_fences_and_anchors_are_read_as_github_shows_them() -> None:
                              "figures", "figures-1"}
 
 
+def test_the_top_readme_is_within_its_budget() -> None:
+    """The front page says what the lab is, the two set-up commands, the path and where to read on: 150 lines at
+    most; every command and flag in detail lives in docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 150
+
+
 @pytest.mark.parametrize("mode", ["01_cmdline", "02_api_AscendC", "03_api_pyAcl", "04_pyTorch"])
 def test_a_mode_readme_leads_with_what_to_run_within_its_budget(mode: str) -> None:
     """A mode README is what to run and what to read: 200 lines at most, the reference in docs/."""
