@@ -364,7 +364,8 @@ def command_parser() -> ArgumentParser:
                            help="also run msprof-analyze cluster on the folder (installed on first use) and compare "
                                 "with its cluster_step_trace_time.csv (cluster_analysis.db for database exports); "
                                 "off by default: it takes several times the view's own time")
-    cluster_p.add_argument("--out", help="also write cluster_report.txt and report.html into this folder")
+    cluster_p.add_argument("--out", help="also write cluster_report.txt and report.html into this folder (beyond 8 "
+                           "ranks cluster_steps.csv too: every (step, rank) row)")
     cluster_p.add_argument("--scheduler", metavar="ADDRESS",
                            help="read the ranks on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786; "
                                 "default $MSPROF_LAB_DASK_SCHEDULER, else a local process pool); needs "

@@ -59,3 +59,15 @@ def test_a_scheduler_that_does_not_answer_is_one_error_line(capture: Path) -> No
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "--scheduler tcp://127.0.0.1:9: no Dask scheduler answered" in proc.stderr
+
+
+def test_without_dask_installed_the_option_says_how_to_get_it(monkeypatch) -> None:
+    from common.cli.scheduler import dask_executor
+    from common.errors import LabError
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed: its import fails
+    with pytest.raises(LabError) as err, dask_executor("tcp://127.0.0.1:8786"):
+        pass
+    assert "Dask's distributed package is not installed" in err.value.what and "--group dask" in err.value.fix
+    with dask_executor(None) as executor:  # no address: the local pool, Dask never imported
+        assert executor is None
