@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from common.analyze.cluster import cluster_report
 from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, spread
@@ -101,3 +102,18 @@ def test_msprof_analyze_runs_only_when_asked(capture: Path, tmp_path: Path, caps
     assert main(["cluster", str(capture), "--cross-check"]) == 1  # the stand-in writes no table: a FAIL
     assert ran.exists()
     assert "msprof-analyze wrote neither" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("capture_dir", ["megatron_pp2_dp2", "msinsight_torch_npu/db_level1",
+                                         "msinsight_torch_npu/text_level0", "msinsight_torch_npu/text_level1"])
+def test_real_captures_read_in_chunks_give_the_same_view(capture_dir: str, monkeypatch) -> None:
+    """The pool's path (each chunk added up in a worker, merged in rank order, step columns spilled) on real NPU
+    captures — a pipeline layout with P2P, a database export, Level0 and Level1 text — against one process."""
+    root = ROOT / "tests" / "fixtures" / "npu" / capture_dir
+    alone = render_cluster(cluster_report(load_cluster(root)))
+    monkeypatch.setattr(cluster_format, "PARALLEL_FROM_RANKS", 1)
+    monkeypatch.setattr(cluster_format, "CHUNK_RANKS", 1)
+    monkeypatch.setattr(step_store, "SPILL_ROWS", 1)
+    pooled = load_cluster(root)
+    assert pooled.steps.spilled
+    assert render_cluster(cluster_report(pooled)) == alone
