@@ -4,9 +4,11 @@ Input is what torch_npu writes for a torch.distributed job (and the portable bac
 one ``*_ascend_pt/`` per rank, named by its ``profiler_info_{rank}.json``, each with
 ``ASCEND_PROFILER_OUTPUT/step_trace_time.csv``. The same files are what
 ``msprof-analyze cluster`` reads (:mod:`common.collect.msprof_analyze` compares the two).
-:func:`load_cluster` refuses mixed, incomplete or missing ranks; each rank's other files
-(communication analysis, metadata) are read when first asked for. The analysis of what is read
-lives in :mod:`common.analyze.cluster`, :mod:`~common.analyze.slow_rank` and
+:func:`load_cluster` refuses mixed, incomplete or missing ranks. A few ranks are read here, their
+other files (communication analysis, metadata) when first asked for; many ranks (or any number, given an
+executor such as a Dask cluster's) are read in chunks by worker processes, each chunk added up as the view
+needs it (:class:`_Kept`: step columns, collective starts, communication sums) and merged here in rank
+order, so the parent never holds a rank's files or rows. The analysis of what is read lives in :mod:`common.analyze.cluster`, :mod:`~common.analyze.slow_rank` and
 :mod:`~common.analyze.parallel_layout`.
 """
 
