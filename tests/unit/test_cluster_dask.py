@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.bench.cluster_capture import write_cluster
+from common.cli.commands import main
 from tests.helpers import run
 
 RANKS = 24  # above the summary's threshold, below the local pool's: the local path reads them in one process
@@ -40,18 +41,27 @@ def _transitions(address: str) -> int:
         return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
 
 
-def test_a_dask_cluster_gives_the_same_view_and_files(capture: Path, scheduler: str, tmp_path: Path) -> None:
-    local = cluster(capture, "--out", tmp_path / "local")
+def _view(capsys, *args: object) -> str:
+    """``python -m common cluster ...`` in this process (the Dask client too; the workers are processes)."""
+    capsys.readouterr()
+    assert main(["cluster", *map(str, args)]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_dask_cluster_gives_the_same_view_and_files(capture: Path, scheduler: str, tmp_path: Path, capsys,
+                                                      monkeypatch) -> None:
+    local = _view(capsys, capture, "--out", tmp_path / "local")
     before = _transitions(scheduler)
-    dask = cluster(capture, "--out", tmp_path / "dask", "--scheduler", scheduler)
+    dask = _view(capsys, capture, "--out", tmp_path / "dask", "--scheduler", scheduler)
     assert _transitions(scheduler) > before  # the ranks were read by the workers
-    assert local.returncode == dask.returncode == 0, dask.stdout + dask.stderr
-    assert local.stdout.replace("local", "dask") == dask.stdout
+    assert local.replace("local", "dask") == dask
     for name in ("cluster_report.txt", "cluster_steps.csv", "report.html"):
         assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "dask" / name).read_bytes(), name
-    # the environment variable is the same as the option
-    by_env = cluster(capture, MSPROF_LAB_DASK_SCHEDULER=scheduler)
-    assert by_env.returncode == 0 and by_env.stdout == cluster(capture).stdout
+    plain = _view(capsys, capture)
+    monkeypatch.setenv("MSPROF_LAB_DASK_SCHEDULER", scheduler)  # the environment variable is the same as the option
+    before = _transitions(scheduler)
+    assert _view(capsys, capture) == plain
+    assert _transitions(scheduler) > before
 
 
 def test_a_scheduler_that_does_not_answer_is_one_error_line(capture: Path) -> None:
