@@ -156,7 +156,9 @@ def test_the_profilers_slow_step_switch_is_not_a_disturbance(tmp_path: Path) -> 
     active = slice(-mode.ACTIVE, None)
     assert all(s >= w for s, w in zip(steps.step_us, steps.work_us))
     closing = steps.step_us[-1] - steps.work_us[-1]  # the last active step's prof.step(): collection stops
-    assert closing > max(s - w for s, w in zip(steps.step_us[active][:-1], steps.work_us[active][:-1]))
+    # against the other active steps' typical switch (their median: one of them can be slowed by the machine)
+    others = sorted(s - w for s, w in zip(steps.step_us[active][:-1], steps.work_us[active][:-1]))
+    assert closing > 5 * others[len(others) // 2]  # about 1.3-2 ms against tens of µs
     spread = [steps.work_us[-1] * 5] + steps.work_us[active][1:]  # one step interrupted: still seen
     assert calibrate.step_disturbance(spread, "steps") is not None
 
