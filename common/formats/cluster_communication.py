@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from common.formats.communication import CommTiming, MatrixLink
+from common.formats.communication import CommTiming, MatrixLink, group_members
 
 TIMES = ("elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms")
 
@@ -256,8 +256,7 @@ class Communication:
             add_links(self.links_moved, t)
             if t.kind == "p2p":
                 self.p2p.setdefault((_step_number(t.step), rank), []).append(t)
-        for link in matrix:
-            self.groups.setdefault(link.group, set()).update((link.src, link.dst))
+        self._add_groups(group_members(matrix))
         if self.keep_links:
             self.links[rank] = matrix
 
@@ -273,10 +272,13 @@ class Communication:
         merge_links(self.links_moved, other.links_moved)
         self.p2p.update(other.p2p)
         self.links.update(other.links)
-        for group, members in other.groups.items():
-            self.groups.setdefault(group, set()).update(members)
+        self._add_groups(other.groups)
         self.sources |= other.sources
         self.notes += other.notes
+
+    def _add_groups(self, groups: dict[str, set[int]]) -> None:
+        for group, members in groups.items():
+            self.groups.setdefault(group, set()).update(members)
 
     @property
     def link_totals(self) -> dict[str, list[float]]:
