@@ -18,8 +18,8 @@ from common.analyze import communication
 from common.analyze.bounds import step as step_bound
 from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, Outlier, StepSpread, outliers, step_spreads
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
-from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, find_slow_rank,
-                                      rank_summaries)
+from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, distinct_steps,
+                                      find_slow_rank, rank_summaries)
 from common.formats.cluster import ClusterView, Communication
 from common.formats.records import StepTime
 from common.verdict import Verdict
@@ -132,14 +132,19 @@ class ClusterReport:
                 for s in self.summaries]
 
     def per_step_values(self) -> tuple[list[tuple[str, list[float]]], list[tuple[str, list[float]]]]:
-        """Per step ("step N"), every rank's Computing + Free and its Communication(Not Overlapped), in rank order."""
-        own: dict[object, list[float]] = {}
-        wait: dict[object, list[float]] = {}
-        for step, _, computing, comm, _, free, _, _ in iter_step_rows(self.view):  # by step, then rank
-            own.setdefault(step, []).append(computing + free)
-            wait.setdefault(step, []).append(comm)
-        return ([(f"step {step}", values) for step, values in own.items()],
-                [(f"step {step}", values) for step, values in wait.items()])
+        """Per step ("step N"), every rank's Computing + Free and its Communication(Not Overlapped), in rank order
+        (from the columns: no row is made)."""
+        store = self.view.steps
+        step_of, ranks = store.column("step"), store.rank_column()
+        own = store.column("computing_us") + store.column("free_us")
+        wait = store.column("communication_not_overlapped_us")
+        own_rows, wait_rows = [], []
+        for step in distinct_steps(store):
+            mask = np.isnan(step_of) if step is None else step_of == step
+            order = np.argsort(ranks[mask], kind="stable")
+            own_rows.append((f"step {step}", own[mask][order].tolist()))
+            wait_rows.append((f"step {step}", wait[mask][order].tolist()))
+        return own_rows, wait_rows
 
     def rank_lines(self, ranks: list[int] | None = None) -> list[str]:
         """The communication line of each of ``ranks`` (default: every rank's, in rank order)."""
