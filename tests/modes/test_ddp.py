@@ -222,24 +222,37 @@ def test_a_failing_rank_ends_the_run_named_and_leaves_nothing_running(fault: str
         remove_lab_output(out)
 
 
+BAD_INPUT = [
+    ["0"],
+    ["9"],
+    ["2;touch /tmp/x"],
+    ["2", "0,0"],
+    ["2", "0"],
+    ["2", "0,99"],
+    ["2", "--slow-rank", "2"],
+    ["2", "--slow-factor", "1"],
+    ["2", "--fault", "crash:7"],
+    ["2", "--timeout", "0"],
+    ["2", "--bogus"],
+]
+
+
 @pytest.mark.hostile
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["0"],
-        ["9"],
-        ["2;touch /tmp/x"],
-        ["2", "0,0"],
-        ["2", "0"],
-        ["2", "0,99"],
-        ["2", "--slow-rank", "2"],
-        ["2", "--slow-factor", "1"],
-        ["2", "--fault", "crash:7"],
-        ["2", "--timeout", "0"],
-        ["2", "--bogus"],
-    ],
-)
+@pytest.mark.parametrize("args", BAD_INPUT)
+def test_bad_input_is_a_lab_error_before_anything_runs(args: list[str]) -> None:
+    """In this process: the driver's main refuses with a LabError (which the command turns into one line, exit 2)
+    before it launches anything."""
+    from common.errors import LabError
+    from common.modes.pytorch import ddp
+
+    with pytest.raises(LabError):
+        ddp.main(args)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("args", [BAD_INPUT[0], BAD_INPUT[2], BAD_INPUT[-1]])
 def test_bad_input_is_refused_before_anything_runs(args: list[str]) -> None:
+    """Through run_ddp.sh, as a user types it: one Error line, exit 2, nothing launched."""
     proc = run(["bash", "04_pyTorch/run_ddp.sh", *args], timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(error_lines(proc.stderr)) == 1
     assert "launching" not in proc.stdout

@@ -243,6 +243,11 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     return summary
 
 
+def step_names() -> list[str]:
+    """Every step of the whole dry run, in order."""
+    return [name for name, _, _ in steps(0, True) + lessons(0, ROOT)] + [PROJECT_STEP]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.npu_dryrun", description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="logical NPU id 0..7 (default 0)")
@@ -253,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", help="run only these steps, comma-separated (e.g. detect,02.build,02,03.build); "
                         "the checks of steps left out fail")
     args = parser.parse_args(argv)
-    names = [name for name, _, _ in steps(0, True) + lessons(0, ROOT)] + [PROJECT_STEP]
+    names = step_names()
     only = set(args.steps.split(",")) if args.steps else None
     if only is not None and not only <= set(names):
         print(f"Error: --steps {args.steps!r} names a step the dry run does not have — pick from {', '.join(names)}",
