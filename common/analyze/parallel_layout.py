@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 from common.analyze.slow_rank import RankSummary, SlowRank
 from common.formats.cluster import ClusterView, Communication, step_order
+from common.formats.metadata import LAYOUT_KINDS
 
-# Megatron names its process groups; these are the ones that say how the ranks split the work.
-# A rank's DP group is "dp" (torch_npu records "dp_cp" only, on some ranks, when context parallel
-# size is 1: the same ranks). Groups of one rank are kept for the sizes but judge nothing.
-LAYOUT_KINDS = {"TP": ("tp",), "PP": ("pp",), "DP": ("dp", "dp_cp"), "CP": ("cp",), "EP": ("exp", "ep")}
+# The kinds of group (common.formats.metadata.LAYOUT_KINDS); groups of one rank are kept for the sizes but judge
+# nothing.
 SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size", "DP": "data_parallel_size",
              "CP": "context_parallel_size", "EP": "expert_model_parallel_size"}
 # msprof-analyze's reading of cluster_step_trace_time.csv: stage and rank values "should stay level:
@@ -77,26 +76,20 @@ class Layout:
 
 def parallel_layout(view: ClusterView) -> Layout | None:
     """The layout every rank recorded; None when no rank has distributed_args or parallel_group_info."""
-    found = {p.rank: p.metadata for p in view.ranks if p.metadata is not None}
-    if not found:
+    record = view.layout
+    if not record.recorded:
         return None
-    groups: dict[tuple[str, tuple[int, ...]], ParallelGroup] = {}
-    for meta in found.values():
-        by_name = {g.name: g for g in meta.groups}
-        for kind, names in LAYOUT_KINDS.items():
-            mine = next((by_name[n] for n in names if n in by_name), None)
-            if mine is not None:
-                groups.setdefault((kind, mine.global_ranks), ParallelGroup(
-                    kind, mine.name, mine.global_ranks, mine.group_id, group_hash(mine.group_id)))
-    args = next((m.distributed_args for m in found.values() if m.distributed_args), None) or {}
+    groups = {(kind, ranks): ParallelGroup(kind, name, ranks, group_id, group_hash(group_id))
+              for (kind, ranks), (name, group_id) in record.groups.items()}
+    args = record.args or {}
     sizes = {}
     for kind, key in SIZE_ARGS.items():
         if isinstance(args.get(key), int):
             sizes[kind] = args[key]
         elif any(k == kind for k, _ in groups):
             sizes[kind] = max(len(r) for k, r in groups if k == kind)
-    missing = sorted(set(p.rank for p in view.ranks) - set(found))
-    source = next(iter(found.values())).source.rsplit("/", 1)[-1]
+    missing = sorted(record.missing)
+    source = record.source.rsplit("/", 1)[-1]
     if missing:
         source += f" (ranks {', '.join(map(str, missing))} recorded none)"
     return Layout(sizes, sorted(groups.values(), key=lambda g: (list(LAYOUT_KINDS).index(g.kind), g.ranks)), source)

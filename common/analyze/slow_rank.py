@@ -29,7 +29,7 @@ from common.formats.step_store import StepStore
 SLOW_RANK_MIN_SHARE = 0.20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankSummary:
     """One rank's median step (µs): each column's median over the rank's steps, so one stalled step (a host
     pause, a page fault storm) does not decide which rank is slow."""

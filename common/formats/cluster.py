@@ -18,14 +18,19 @@ import functools
 import json
 import os
 import re
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from common.errors import LabError
 from common.formats.cluster_communication import CollectiveStarts, Communication
 from common.formats.communication import CommTiming, MatrixLink, collectives_of, read_rank_communication, read_rank_matrix
 from common.formats.datasets import Dataset, dataset_of
-from common.formats.metadata import GroupInfo, RankMetadata, read_rank_metadata
+from common.formats.metadata import LayoutRecord, RankMetadata, read_rank_metadata
+from common.formats.rank_index import RankIndex
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import read_run_info, require_directory
 from common.formats.step_store import StepStore
@@ -113,10 +118,49 @@ class RankProfile:
         return starts
 
 
+class RankTable(Sequence):
+    """The ranks of a capture read by workers, as :class:`RankProfile` items made when asked for (each
+    reads its files again on first use): what the parent keeps of a rank is its number, its folder and its
+    profiler_info (one object per distinct value), not a profile with its cached files."""
+
+    def __init__(self, ranks: list[int], paths: list[str]) -> None:
+        self._ranks = RankIndex()
+        for rank in ranks:
+            self._ranks.add(rank)
+        self._paths = paths
+        self._infos: list[dict] = []
+        self._info_ix = array("l", [-1]) * len(paths)
+        self._info_of: dict[str, int] = {}
+
+    def set_info(self, rank: int, info: dict) -> None:
+        key = json.dumps(info, sort_keys=True, default=str)
+        ix = self._info_of.get(key)
+        if ix is None:
+            ix = self._info_of[key] = len(self._infos)
+            self._infos.append(info)
+        self._info_ix[self._ranks.slot(rank)] = ix
+
+    def jobs(self) -> list[tuple[int, str]]:
+        """(rank, folder) of every rank, in rank order: what a worker reads."""
+        return list(zip(self._ranks, self._paths))
+
+    def _item(self, slot: int) -> RankProfile:
+        ix = self._info_ix[slot]
+        return RankProfile(self._ranks[slot], self._paths[slot], self._infos[ix] if ix >= 0 else None)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(len(self)))]
+        return self._item(range(len(self))[index])
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
 @dataclass
 class ClusterView:
     root: Path
-    ranks: list[RankProfile]
+    ranks: Sequence[RankProfile]  # a list, or a RankTable for a capture read by workers
     run_info: dict | None
     steps: StepStore  # rank -> its step rows, kept in columns
     label: str | None = None  # how the capture is named on the page, when not by root (a converted copy's input)
@@ -132,6 +176,14 @@ class ClusterView:
         for p in self.ranks:
             comm.add_rank(p.rank, p.communication_files)
         return comm if comm.read else None
+
+    @functools.cached_property
+    def layout(self) -> LayoutRecord:
+        """What the ranks recorded of their parallel layout (:class:`LayoutRecord`); filled as :attr:`communication`."""
+        record = LayoutRecord()
+        for p in self.ranks:
+            record.add(p.rank, p.metadata)
+        return record
 
     @functools.cached_property
     def starts(self) -> CollectiveStarts:
@@ -209,32 +261,36 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             f"{root}: {what} (found {', '.join(map(str, sorted(found)))}; world size {world})",
             "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
         )
-    ranks = [RankProfile(r, found[r][0], None) for r in sorted(found)]
-    if executor is not None or len(ranks) >= PARALLEL_FROM_RANKS:
+    ordered = sorted(found)
+    paths = [found[r][0] for r in ordered]
+    ranks: Sequence[RankProfile]
+    if executor is not None or len(ordered) >= PARALLEL_FROM_RANKS:
+        ranks = RankTable(ordered, paths)
         kept = prefetch_ranks(ranks, executor)
     else:
+        ranks = [RankProfile(r, path, None) for r, path in zip(ordered, paths)]
         kept = _Kept(len(ranks))
         for p in ranks:  # a few ranks: their profiler_info and step rows now, the rest when first asked for
             p.info = read_profiler_info(p.folder, p.rank)
             kept.steps.add(p.rank, p.steps)
             p.__dict__.pop("steps")
-    launches = {p.rank: str(p.info.get("launch_id")) for p in ranks}  # written by the lab's portable ranks
-    first = ranks[0].rank
-    odd = next((r for r, v in launches.items() if v != launches[first]), None)
+    first = ranks[0]
+    launch = str(first.info.get("launch_id"))  # written by the lab's portable ranks
+    odd = next((p for p in ranks if str(p.info.get("launch_id")) != launch), None)
     if odd is not None:
         raise LabError(
-            f"{root}: ranks come from different runs (rank {first}: launch {launches[first][:8]}, "
-            f"rank {odd}: launch {launches[odd][:8]})",
+            f"{root}: ranks come from different runs (rank {first.rank}: launch {launch[:8]}, "
+            f"rank {odd.rank}: launch {str(odd.info.get('launch_id'))[:8]})",
             "compare the ranks of one run only",
         )
     steps = kept.steps
-    reference = _steps_of(steps[ranks[0].rank])
-    for p in ranks[1:]:
-        mine = _steps_of(steps[p.rank])
+    reference = _steps_of(steps[first.rank])
+    for rank in _ranks_to_compare(steps):
+        mine = _steps_of(steps[rank])
         if mine != reference:
             raise LabError(
-                f"{root}: rank {p.rank} recorded steps {_ranges(mine)} "
-                f"but rank {ranks[0].rank} recorded {_ranges(reference)}",
+                f"{root}: rank {rank} recorded steps {_ranges(mine)} "
+                f"but rank {first.rank} recorded {_ranges(reference)}",
                 "the ranks are not from one run with one schedule",
             )
     if not reference:
@@ -245,8 +301,20 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
     view = ClusterView(root, ranks, run_info, steps)
     if kept.complete:
         view.__dict__.update(communication=kept.communication if kept.communication.read else None,
-                             starts=kept.starts)
+                             starts=kept.starts, layout=kept.layout)
     return view
+
+
+def _ranks_to_compare(steps: StepStore) -> list[int]:
+    """The ranks whose steps may differ from the first rank's: when every rank has as many rows, only those whose
+    sorted Step column differs (one comparison over the column); else every rank after the first."""
+    table = steps.by_rank("step")
+    ranks = list(steps)
+    if table is None:
+        return ranks[1:]
+    table = np.sort(table, axis=1)  # a missing Step (NaN) last, in every row alike
+    same = (table == table[0]) | (np.isnan(table) & np.isnan(table[0]))
+    return [ranks[i] for i in np.flatnonzero(~same.all(axis=1))]
 
 
 # --- many ranks: each rank's files read by a process pool ---------------------------------------------
@@ -272,7 +340,7 @@ def _read_ranks(jobs: list[tuple[int, str]], ranks: int) -> _Kept:
 @dataclass
 class _Kept:
     """What the view keeps of ranks as they are read, in rank order: their step rows in columns, their
-    collectives' starts and communication analysis added up, their layout, profiler_info and collectives' source.
+    collectives' starts, communication analysis and parallel layout added up, their profiler_info.
     A worker keeps one chunk of ranks; the parent merges the chunks in order (:meth:`merge`) and never holds a
     rank's files or its rows as objects."""
 
@@ -280,8 +348,9 @@ class _Kept:
     steps: StepStore = field(default_factory=StepStore)
     starts: CollectiveStarts = field(default_factory=CollectiveStarts)
     communication: Communication | None = None
-    per_rank: dict[int, tuple] = field(default_factory=dict)  # in a worker: rank -> (info, metadata), handed to
-    # the rank's profile by the parent
+    layout: LayoutRecord = field(default_factory=LayoutRecord)
+    infos: dict[int, dict] = field(default_factory=dict)  # in a worker: rank -> its profiler_info, handed to the
+    # parent's rank table
     complete: bool = False  # every rank was read (not only its steps)
 
     def __post_init__(self) -> None:
@@ -292,39 +361,26 @@ class _Kept:
         self.steps.add(profile.rank, found["steps"])
         self.starts.add(profile.rank, found["collective_starts"], found["collectives_source"])
         self.communication.add_rank(profile.rank, found["communication_files"])
-        self.per_rank[profile.rank] = (profile.info, found["metadata"])
+        self.layout.add(profile.rank, found["metadata"])
+        self.infos[profile.rank] = profile.info
 
-    def merge(self, other: _Kept, profiles: dict[int, RankProfile], once) -> None:
-        """Add a later chunk's ranks; what each rank's profile keeps goes to it, equal values held once (``once``:
-        a dict's setdefault)."""
+    def merge(self, other: _Kept, table: RankTable) -> None:
+        """Add a later chunk's ranks; each rank's profiler_info goes to ``table``."""
         self.steps.merge(other.steps)
         self.starts.merge(other.starts)
         self.communication.merge(other.communication)
-        for rank, (info, metadata) in other.per_rank.items():
-            p = profiles[rank]
-            p.info = once(("info", json.dumps(info, sort_keys=True, default=str)), info)
-            p.__dict__["metadata"] = _shared(metadata, once)
+        self.layout.merge(other.layout)
+        for rank, info in other.infos.items():
+            table.set_info(rank, info)
 
 
-def _shared(meta: RankMetadata | None, once) -> RankMetadata | None:
-    """``meta`` with its strings, rank lists and arguments the same objects as an earlier rank's equal ones."""
-    if meta is None:
-        return None
-    args = meta.distributed_args
-    if args is not None:
-        args = once(("args", json.dumps(args, sort_keys=True, default=str)), args)
-    groups = tuple(GroupInfo(once(g.group_id, g.group_id), once(g.name, g.name), g.group_rank,
-                             once(g.global_ranks, g.global_ranks)) for g in meta.groups)
-    return RankMetadata(meta.source, args, groups)
-
-
-def prefetch_ranks(ranks: list[RankProfile], executor=None) -> _Kept:
+def prefetch_ranks(ranks: RankTable, executor=None) -> _Kept:
     """Read every rank in ``executor`` (a Dask cluster's) or in a local process pool (one process per core,
     spawned: the parent's polars threads are not forked), :data:`CHUNK_RANKS` ranks a task, each chunk added up
     in its worker and merged here in rank order: the parent holds what the view keeps, never a rank's files or
     rows. A damaged rank raises its LabError here, as it would read in this process. Where no local pool can start
     (a program read from stdin, which a spawned worker cannot import again), the chunks are read here."""
-    jobs = [(p.rank, str(p.path)) for p in ranks]
+    jobs = ranks.jobs()
     chunks = [jobs[i:i + CHUNK_RANKS] for i in range(0, len(jobs), CHUNK_RANKS)]
     sizes = [len(ranks)] * len(chunks)
     if executor is not None:
@@ -341,9 +397,9 @@ def prefetch_ranks(ranks: list[RankProfile], executor=None) -> _Kept:
         return _merge_all(ranks, map(_read_ranks, chunks, sizes))
 
 
-def _merge_all(ranks: list[RankProfile], chunks) -> _Kept:
-    kept, profiles, once = _Kept(len(ranks)), {p.rank: p for p in ranks}, {}.setdefault
+def _merge_all(ranks: RankTable, chunks) -> _Kept:
+    kept = _Kept(len(ranks))
     for chunk in chunks:
-        kept.merge(chunk, profiles, once)
+        kept.merge(chunk, ranks)
     kept.complete = True
     return kept

@@ -16,12 +16,14 @@ The link matrix's rows themselves are kept only for a view of a few ranks, which
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from common.formats.communication import CommTiming, MatrixLink, group_members
+from common.formats.rank_index import RankIndex
 
 TIMES = ("elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms")
 
@@ -178,45 +180,56 @@ class SplitTable(Mapping):
     def __init__(self) -> None:
         self._blocks: list[np.ndarray] = []
         self._links: list[tuple[str, ...]] = []  # per block, the links of its columns after the times
-        self._where: dict[int, tuple[int, int]] = {}  # rank -> (block, row)
+        self._ranks = RankIndex()  # slot by slot: the rank's block and row
+        self._block, self._row = array("l"), array("l")
+
+    def _place(self, rank: int, block: int, row: int) -> None:
+        self._ranks.add(rank)
+        self._block.append(block)
+        self._row.append(row)
 
     def add(self, split: Split) -> None:
         links = tuple(link for link, _, _ in split.links)
         row = [split.ops, split.elapse_ms, split.transit_ms, split.wait_ms, split.sync_ms, split.idle_ms]
         for _, size, time_ms in split.links:
             row += [size, time_ms]
-        self._where[split.rank] = (len(self._blocks), 0)
+        self._place(split.rank, len(self._blocks), 0)
         self._blocks.append(np.array([row], dtype=np.float64))
         self._links.append(links)
 
     def merge(self, other: SplitTable) -> None:
         """Add a later chunk's ranks, as one block with a column pair for every link any of them used."""
-        if not other._where:
+        if not len(other):
             return
         links = tuple(dict.fromkeys(link for names in other._links for link in names))
-        block = np.full((len(other._where), 6 + 2 * len(links)), np.nan)
-        for row, (rank, (b, r)) in enumerate(other._where.items()):
+        block = np.full((len(other), 6 + 2 * len(links)), np.nan)
+        for row, rank in enumerate(other._ranks):
+            b, r = other._block[row], other._row[row]
             values, names = other._blocks[b][r], other._links[b]
             block[row, :6] = values[:6]
             for k, link in enumerate(names):
                 j = 6 + 2 * links.index(link)
                 block[row, j:j + 2] = values[6 + 2 * k:8 + 2 * k]
-            self._where[rank] = (len(self._blocks), row)
+            self._place(rank, len(self._blocks), row)
         self._blocks.append(block)
         self._links.append(links)
 
     def __getitem__(self, rank: int) -> Split:
-        b, r = self._where[rank]
+        slot = self._ranks.slot(rank)
+        b, r = self._block[slot], self._row[slot]
         values, names = self._blocks[b][r].tolist(), self._links[b]
         links = tuple(sorted((link, values[6 + 2 * k], values[7 + 2 * k]) for k, link in enumerate(names)
                              if values[6 + 2 * k] == values[6 + 2 * k]))  # NaN: the rank did not use that link
         return Split(rank, int(values[0]), *values[1:6], links)
 
+    def __contains__(self, rank: object) -> bool:
+        return rank in self._ranks
+
     def __iter__(self) -> Iterator[int]:
-        return iter(self._where)
+        return iter(self._ranks)
 
     def __len__(self) -> int:
-        return len(self._where)
+        return len(self._ranks)
 
 
 def _step_number(step: str) -> int | None:
@@ -308,7 +321,7 @@ class CollectiveStarts:
         self.names: list[str] | None = None  # the first rank's collectives: "<step>/<op name>@<group>"
         self._index: dict[str, int] = {}
         self.blocks: list[np.ndarray] = []  # rows of consecutive ranks, a column per name
-        self.ranks: list[int] = []
+        self.ranks = array("q")  # 8 bytes a rank
         self.sources: set[str] = set()
         self.missing = False  # a rank had no record of its collectives
 

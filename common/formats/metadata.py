@@ -17,7 +17,7 @@ Both are optional: a capture without them has no layout, and the readers return 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import LabError
@@ -91,3 +91,49 @@ def read_rank_metadata(rank_folder: Path, profiler_db: Path | None = None) -> Ra
             rows = db.query(f"SELECT name, value FROM META_DATA WHERE name IN ({names})", LAYOUT_KEYS)
             return _layout(dict(rows), f"{profiler_db} META_DATA")
     return None
+
+
+# Megatron names its process groups; these are the ones that say how the ranks split the work. A rank's DP group is
+# "dp" (torch_npu records "dp_cp" only, on some ranks, when context parallel size is 1: the same ranks).
+LAYOUT_KINDS = {"TP": ("tp",), "PP": ("pp",), "DP": ("dp", "dp_cp"), "CP": ("cp",), "EP": ("exp", "ep")}
+
+
+@dataclass
+class LayoutRecord:
+    """What a capture's ranks recorded of their parallel layout, added up rank by rank (in rank order) so that a
+    capture of any size keeps only its distinct groups: for each group a rank names under :data:`LAYOUT_KINDS`
+    (the first of a kind's names the rank has), ``(kind, its global ranks) -> (name, group id)`` as first met;
+    the first ``distributed_args`` recorded and the first rank's source; the ranks that recorded nothing."""
+
+    groups: dict[tuple[str, tuple[int, ...]], tuple[str, str]] = field(default_factory=dict)
+    args: dict | None = None
+    source: str | None = None
+    missing: list[int] = field(default_factory=list)
+
+    def add(self, rank: int, meta: RankMetadata | None) -> None:
+        if meta is None:
+            self.missing.append(rank)
+            return
+        if self.source is None:
+            self.source = meta.source
+        if not self.args and meta.distributed_args:
+            self.args = meta.distributed_args
+        by_name = {g.name: g for g in meta.groups}
+        for kind, names in LAYOUT_KINDS.items():
+            mine = next((by_name[n] for n in names if n in by_name), None)
+            if mine is not None:
+                self.groups.setdefault((kind, mine.global_ranks), (mine.name, mine.group_id))
+
+    def merge(self, other: LayoutRecord) -> None:
+        """Add a later chunk's ranks."""
+        if self.source is None:
+            self.source = other.source
+        if not self.args and other.args:
+            self.args = other.args
+        for key, value in other.groups.items():
+            self.groups.setdefault(key, value)
+        self.missing += other.missing
+
+    @property
+    def recorded(self) -> bool:
+        return self.source is not None

@@ -17,11 +17,13 @@ import math
 import shutil
 import tempfile
 import weakref
+from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from common.formats.rank_index import RankIndex
 from common.formats.records import StepTime
 
 FIELDS = ("computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us",
@@ -53,9 +55,13 @@ class StepStore(Mapping):
     def __init__(self) -> None:
         self._blocks: list[np.ndarray] = []  # in memory: rows of consecutive ranks, a column per COLUMNS
         self._rows = 0  # rows so far (in memory and on disk)
-        self._where: dict[int, tuple[int, int]] = {}  # rank -> its rows [first, end)
-        self._devices: dict[int, str | None | tuple[str | None, ...]] = {}  # rank -> its device id (or one a row)
-        self._names: dict[str | None, str | None] = {}  # one string per device id, shared by the ranks
+        # per rank, in the order added (a few bytes a rank, not a dict entry): its number, where its rows start (one
+        # more entry: the end), and its device id as an index into _names (-1: one id a row, kept in _per_row)
+        self._ranks = RankIndex()
+        self._starts, self._device = array("q", [0]), array("l")
+        self._names: list[str | None] = []  # one string per device id, shared by the ranks
+        self._name_ix: dict[str | None, int] = {}
+        self._per_row: dict[int, tuple[str | None, ...]] = {}  # slot -> one device id a row (rare)
         self._folder: Path | None = None  # the columns' files, once spilled
 
     def add(self, rank: int, rows: list[StepTime]) -> None:
@@ -63,20 +69,33 @@ class StepStore(Mapping):
         for i, s in enumerate(rows):
             table[i, 0] = math.nan if s.step is None else s.step
             table[i, 1:] = [math.nan if v is None else v for v in (getattr(s, f) for f in FIELDS)]
-        self._append(table, {rank: (0, len(rows))}, {rank: [s.device_id for s in rows]})
+        self._append(table, [(rank, len(rows), [s.device_id for s in rows])])
 
     def merge(self, other: StepStore) -> None:
         """Add another store's ranks (a later chunk of the capture)."""
-        if other._where:
-            devices = {r: list(d) if isinstance(d, tuple) else [d] * (e - f)
-                       for (r, (f, e)), d in zip(other._where.items(), other._devices.values())}
-            self._append(other._table(), other._where, devices)
+        if len(other):
+            self._append(other._table(), [(rank, other._starts[i + 1] - other._starts[i], other._devices_of(i))
+                                          for i, rank in enumerate(other._ranks)])
 
-    def _append(self, table: np.ndarray, where: dict[int, tuple[int, int]], devices: dict[int, list]) -> None:
-        for rank, (first, end) in where.items():
-            self._where[rank] = (self._rows + first, self._rows + end)
-            ids = [self._names.setdefault(d, d) for d in devices[rank]]
-            self._devices[rank] = ids[0] if len(set(ids)) <= 1 and ids else tuple(ids)
+    def _devices_of(self, slot: int) -> list[str | None]:
+        rows = self._starts[slot + 1] - self._starts[slot]
+        ix = self._device[slot]
+        return list(self._per_row[slot]) if ix < 0 else [self._names[ix]] * rows
+
+    def _append(self, table: np.ndarray, ranks: list[tuple[int, int, list]]) -> None:
+        for rank, rows, devices in ranks:
+            slot = self._ranks.add(rank)
+            self._starts.append(self._starts[-1] + rows)
+            if len(set(devices)) <= 1:
+                name = devices[0] if devices else None
+                ix = self._name_ix.get(name)
+                if ix is None:
+                    ix = self._name_ix[name] = len(self._names)
+                    self._names.append(name)
+                self._device.append(ix)
+            else:
+                self._device.append(-1)
+                self._per_row[slot] = tuple(devices)
         self._rows += len(table)
         if self._folder is None:
             self._blocks.append(table)
@@ -84,6 +103,10 @@ class StepStore(Mapping):
                 self._spill()
         else:
             self._write(table)
+
+    def _span(self, rank: int) -> tuple[int, int]:
+        slot = self._ranks.slot(rank)
+        return self._starts[slot], self._starts[slot + 1]
 
     def _spill(self) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="msprof_lab_steps_"))
@@ -116,18 +139,20 @@ class StepStore(Mapping):
         return np.concatenate(out) if out else np.empty(0)
 
     def __getitem__(self, rank: int) -> list[StepTime]:
-        first, end = self._where[rank]
-        device = self._devices[rank]
-        devices = device if isinstance(device, tuple) else [device] * (end - first)
+        slot = self._ranks.slot(rank)
+        first, end = self._starts[slot], self._starts[slot + 1]
         return [StepTime(None if math.isnan(row[0]) else int(row[0]), *row[1:8].tolist(),
                          preparing_us=_none(float(row[8])), device_id=d)
-                for row, d in zip(self._table(first, end), devices)]
+                for row, d in zip(self._table(first, end), self._devices_of(slot))]
+
+    def __contains__(self, rank: object) -> bool:
+        return rank in self._ranks
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._where)
+        return iter(self._ranks)
 
     def __len__(self) -> int:
-        return len(self._where)
+        return len(self._ranks)
 
     @property
     def spilled(self) -> bool:
@@ -135,7 +160,7 @@ class StepStore(Mapping):
 
     def column(self, name: str, rank: int | None = None) -> np.ndarray:
         """One of :data:`COLUMNS` over every rank's rows, rank after rank, or over one rank's."""
-        first, end = self._where[rank] if rank is not None else (0, self._rows)
+        first, end = self._span(rank) if rank is not None else (0, self._rows)
         return self._read(name, first, end)
 
     def arrays(self, rank: int | None = None) -> Mapping[str, np.ndarray]:
@@ -146,17 +171,15 @@ class StepStore(Mapping):
     def by_rank(self, name: str) -> np.ndarray | None:
         """One field as a (ranks, steps) array, ranks in the order added; None when the ranks have different
         numbers of rows."""
-        counts = {end - first for first, end in self._where.values()}
-        if len(counts) != 1:
+        counts = np.diff(np.array(self._starts, dtype=np.int64))
+        if not len(counts) or (counts != counts[0]).any():
             return None
-        return self.column(name).reshape(len(self._where), counts.pop())
+        return self.column(name).reshape(len(counts), int(counts[0]))
 
     def rank_column(self) -> np.ndarray:
         """The rank of each row of :meth:`column`."""
-        ranks = np.empty(self._rows, dtype=np.int64)
-        for rank, (first, end) in self._where.items():
-            ranks[first:end] = rank
-        return ranks
+        counts = np.diff(np.array(self._starts, dtype=np.int64))
+        return np.repeat(self._ranks.array(), counts)
 
 
 class _Columns(Mapping):

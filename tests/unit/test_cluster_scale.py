@@ -117,3 +117,17 @@ def test_real_captures_read_in_chunks_give_the_same_view(capture_dir: str, monke
     pooled = load_cluster(root)
     assert pooled.steps.spilled
     assert render_cluster(cluster_report(pooled)) == alone
+
+
+def test_rank_index_finds_ranks_added_in_or_out_of_order() -> None:
+    from common.formats.rank_index import RankIndex
+
+    index = RankIndex()
+    for rank in (0, 2, 5):
+        index.add(rank)
+    assert [index.slot(r) for r in (0, 2, 5)] == [0, 1, 2] and 3 not in index and list(index) == [0, 2, 5]
+    with pytest.raises(KeyError):
+        index.slot(3)
+    index.add(1)  # out of order: looked up by a dict from now on, slots unchanged
+    assert [index.slot(r) for r in (0, 2, 5, 1)] == [0, 1, 2, 3] and 4 not in index
+    assert index.array().tolist() == [0, 2, 5, 1]
