@@ -7,8 +7,9 @@ one ``*_ascend_pt/`` per rank, named by its ``profiler_info_{rank}.json``, each 
 :func:`load_cluster` refuses mixed, incomplete or missing ranks. A few ranks are read here, their
 other files (communication analysis, metadata) when first asked for; many ranks (or any number, given an
 executor such as a Dask cluster's) are read in chunks by worker processes, each chunk added up as the view
-needs it (:class:`_Kept`: step columns, collective starts, communication sums) and merged here in rank
-order, so the parent never holds a rank's files or rows. The analysis of what is read lives in :mod:`common.analyze.cluster`, :mod:`~common.analyze.slow_rank` and
+needs it (:class:`_Kept`: step columns, collective starts, communication sums, the layout's distinct groups)
+and merged here in rank order, so the parent never holds a rank's files or rows; of each rank it keeps its number,
+folder and profiler_info (:class:`RankTable`). The analysis of what is read lives in :mod:`common.analyze.cluster`, :mod:`~common.analyze.slow_rank` and
 :mod:`~common.analyze.parallel_layout`.
 """
 
