@@ -52,13 +52,16 @@ class StepSpread:
 def step_spreads(steps: StepStore) -> list[StepSpread]:
     """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks."""
     step_of = steps.column("step")
-    columns = {name: steps.column(field) for name, field in QUANTITIES.items()}
-    out = []
-    for step in distinct_steps(steps):
-        mask = np.isnan(step_of) if step is None else step_of == step
-        out.append(StepSpread(step, int(mask.sum()), {name: spread(values[mask].tolist())
-                                                      for name, values in columns.items()}))
-    return out
+    order = distinct_steps(steps)
+    found: dict[int | None, dict[str, object]] = {step: {} for step in order}
+    counts: dict[int | None, int] = {}
+    for name, field in QUANTITIES.items():  # one column at a time, a step's mask made when used
+        values = steps.column(field)
+        for step in order:
+            mask = np.isnan(step_of) if step is None else step_of == step
+            found[step][name] = spread(values[mask].tolist())
+            counts[step] = int(mask.sum())
+    return [StepSpread(step, counts[step], found[step]) for step in order]
 
 
 @dataclass(frozen=True)

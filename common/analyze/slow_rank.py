@@ -57,18 +57,19 @@ def rank_summaries(view: ClusterView) -> list[RankSummary]:
     """Each rank's median step (common.analyze.bounds.step.summarize_steps' medians over its rows), in rank order."""
     store = view.steps
     fields = ("computing_us", "communication_not_overlapped_us", "communication_us", "free_us")
-    tables = {f: store.by_rank(f) for f in fields}
-    if any(t is None for t in tables.values()) or not len(store):  # ranks of different step counts: one by one
+    if store.rows_per_rank() is None:  # ranks of different step counts: one by one
         out = []
         for rank in sorted(store):
             s = summarize_columns(store.arrays(rank))
             out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us,
                                    s.median_communication_us, s.median_free_us, s.median_step_us))
         return out
-    total = tables["computing_us"] + tables["communication_not_overlapped_us"] + tables["free_us"]
-    medians = [np.median(tables[f], axis=1).tolist() for f in fields] + [np.median(total, axis=1).tolist()]
-    rows = sorted(zip(store, *medians))
-    return [RankSummary(rank, *values) for rank, *values in rows]
+    rows = []
+    for ranks, tables in store.rank_blocks(fields):  # a block of ranks at a time: memory bounded at any size
+        total = tables["computing_us"] + tables["communication_not_overlapped_us"] + tables["free_us"]
+        medians = [np.median(tables[f], axis=1).tolist() for f in fields] + [np.median(total, axis=1).tolist()]
+        rows += zip(ranks, *medians)
+    return [RankSummary(rank, *values) for rank, *values in sorted(rows)]
 
 
 @dataclass(frozen=True)

@@ -168,13 +168,31 @@ class StepStore(Mapping):
         Preparing), of one rank's rows or (``rank`` None) of every rank's: each read when asked for."""
         return _Columns(self, rank)
 
-    def by_rank(self, name: str) -> np.ndarray | None:
-        """One field as a (ranks, steps) array, ranks in the order added; None when the ranks have different
-        numbers of rows."""
+    def rows_per_rank(self) -> int | None:
+        """How many rows every rank has; None when the ranks have different numbers of rows (or there are none)."""
         counts = np.diff(np.array(self._starts, dtype=np.int64))
         if not len(counts) or (counts != counts[0]).any():
             return None
-        return self.column(name).reshape(len(counts), int(counts[0]))
+        return int(counts[0])
+
+    def by_rank(self, name: str) -> np.ndarray | None:
+        """One field as a (ranks, steps) array, ranks in the order added; None when the ranks have different
+        numbers of rows."""
+        rows = self.rows_per_rank()
+        return None if rows is None else self.column(name).reshape(len(self), rows)
+
+    def rank_blocks(self, names: tuple[str, ...], ranks: int = 1024) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
+        """``ranks`` ranks at a time, in the order added: their numbers and each of ``names`` as a (ranks, steps)
+        array, so that a per-rank figure over a capture of any size holds one block (the ranks must have as many
+        rows each: :meth:`rows_per_rank`)."""
+        rows = self.rows_per_rank()
+        if rows is None:
+            raise ValueError("the ranks have different numbers of rows")
+        numbers = list(self._ranks)
+        for first in range(0, len(numbers), ranks):
+            block = numbers[first:first + ranks]
+            lo, hi = first * rows, (first + len(block)) * rows
+            yield block, {name: self._read(name, lo, hi).reshape(len(block), rows) for name in names}
 
     def rank_column(self) -> np.ndarray:
         """The rank of each row of :meth:`column`."""

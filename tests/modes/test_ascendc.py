@@ -16,6 +16,7 @@ import pytest
 from helpers import ROOT
 from helpers import lab_env as helpers_lab_env
 
+from common.analyze.bounds.op import busiest_pipe
 from common.analyze.checks import Verdict
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, MSPROF_SWITCHES, msprof_argv, msprof_op_argv
 from common.errors import LabError
@@ -248,7 +249,7 @@ def test_ratio_sum_check_fails_when_timers_double_count():
 def test_launch_count_and_bound_pipe():
     assert not driver.check_launch_count([_task({"vec": 1, "scalar": 0, "mte2": 0, "mte3": 0})] * 19, "x").ok
     ratios = {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}
-    assert kernel_report.bound_pipe(ratios) == ("scalar", 0.65)
+    assert busiest_pipe(ratios) == ("scalar", 0.65)
     verdict = driver.check_bound(ratios)
     assert isinstance(verdict, Verdict) and verdict.ok and verdict.detail.startswith("scalar 0.650")
     assert not driver.check_bound({p: None for p in kernel_report.PIPES}).ok

@@ -8,6 +8,7 @@ import csv
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import ROOT
 
@@ -131,3 +132,20 @@ def test_rank_index_finds_ranks_added_in_or_out_of_order() -> None:
     index.add(1)  # out of order: looked up by a dict from now on, slots unchanged
     assert [index.slot(r) for r in (0, 2, 5, 1)] == [0, 1, 2, 3] and 4 not in index
     assert index.array().tolist() == [0, 2, 5, 1]
+
+
+def test_rank_blocks_are_the_by_rank_table_cut_into_blocks_of_ranks() -> None:
+    from common.formats.records import StepTime
+    from common.formats.step_store import StepStore
+
+    store = StepStore()
+    for rank in range(7):
+        store.add(rank, [StepTime(step, 10.0 * rank + step, 1.0, 0.0, 2.0, 3.0 + rank, 0.0, 0.0, None) for step in range(4)])
+    blocks = list(store.rank_blocks(("computing_us", "free_us"), ranks=3))
+    assert [ranks for ranks, _ in blocks] == [[0, 1, 2], [3, 4, 5], [6]]
+    for name in ("computing_us", "free_us"):
+        assert np.array_equal(np.concatenate([tables[name] for _, tables in blocks]), store.by_rank(name))
+    store.add(7, [StepTime(0, 1.0, 1.0, 0.0, 2.0, 3.0, 0.0, 0.0, None)])  # one row only: no (ranks, steps) table
+    assert store.rows_per_rank() is None
+    with pytest.raises(ValueError):
+        next(store.rank_blocks(("free_us",)))

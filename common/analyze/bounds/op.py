@@ -315,6 +315,26 @@ class PipeVerdict:
     text: str
 
 
+def mean_pipe_ratios(tasks: list[Task], pipes) -> dict[str, float | None]:
+    """Per pipe (a PMU column prefix: ``aiv_vec``, ``aic_mac`` ...), the mean of its ``<pipe>_ratio`` over the
+    tasks that report it; None where none does."""
+    out: dict[str, float | None] = {}
+    for pipe in pipes:
+        values = [v for t in tasks if (v := t.pmu.get(f"{pipe}_ratio")) is not None]
+        out[pipe] = statistics.fmean(values) if values else None
+    return out
+
+
+def busiest_pipe(ratios: dict[str, float | None]) -> tuple[str, float] | None:
+    """The pipe with the largest busy ratio (the first of equals), the one to make cheaper first; None without
+    ratios."""
+    known = {p: r for p, r in ratios.items() if r is not None}
+    if not known:
+        return None
+    pipe = max(known, key=known.get)
+    return pipe, known[pipe]
+
+
 def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
     """Per OP Type with *_ratio PMU columns: which pipe was busiest, and what that means."""
     groups: dict[str, list[Task]] = {}
@@ -323,17 +343,13 @@ def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
             groups.setdefault(t.op_type, []).append(t)
     out = []
     for op_type, group in groups.items():
-        ratios = {}
-        for pipe in PIPE_GROUPS:
-            values = [v for t in group if (v := t.pmu.get(f"{pipe}_ratio")) is not None]
-            if values:
-                ratios[pipe] = statistics.fmean(values)
+        ratios = {p: r for p, r in mean_pipe_ratios(group, PIPE_GROUPS).items() if r is not None}
         # a core that did not run (time 0) reports 0 ratios; look at the core that did
         used = {p: r for p, r in ratios.items() if r > 0} or ratios
-        if not used:
+        found = busiest_pipe(used)
+        if found is None:
             continue
-        pipe = max(used, key=used.get)
-        value = used[pipe]
+        pipe, value = found
         compute = max((used.get(p, 0.0) for p in ("aic_mac", "aiv_vec")), default=0.0)
         role = PIPE_GROUPS[pipe]
         if value >= DOMINANT_RATIO:

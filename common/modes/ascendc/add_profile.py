@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from common.analyze.bounds.op import device_peaks
+from common.analyze.bounds.op import busiest_pipe, device_peaks
 from common.analyze.bounds.kernel import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
 from common.modes.reports import write_report_md
@@ -26,7 +26,7 @@ from common.formats.records import Task
 from common.modes.ascendc import MODE, MODE_DIR
 from common.modes.ascendc.build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
 from common.modes.ascendc.build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also here)
-from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, bound_pipe, kernel_facts, kernel_tasks,
+from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, kernel_facts, kernel_tasks,
                                                 mean_ratios, read_msprof_op_pipes, read_simulator_cores, read_sizes,
                                                 render_report, render_simulator)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
@@ -151,7 +151,7 @@ def check_ratio_sums(tasks: list[Task], backend_name: str) -> Verdict:
 
 
 def check_bound(ratios: dict[str, float | None]) -> Verdict:
-    found = bound_pipe(ratios)
+    found = busiest_pipe(ratios)
     if not found:
         return Verdict("bound pipe stated", False, "no aiv_*_ratio values to decide from")
     pipe, value = found

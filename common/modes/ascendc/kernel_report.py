@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 
 from common.analyze.bounds.kernel import KernelFacts
+from common.analyze.bounds.op import busiest_pipe, mean_pipe_ratios
 from common.formats.records import Task
 from common.formats.table import read_table
 from common.render.text import render_table
@@ -111,11 +112,9 @@ def render_simulator(cores: list[dict]) -> str:
 
 
 def mean_ratios(tasks: list[Task]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for pipe in PIPES:
-        values = [v for t in tasks if (v := t.pmu.get(f"aiv_{pipe}_ratio")) is not None]
-        out[pipe] = statistics.fmean(values) if values else None
-    return out
+    """The mean aiv_<pipe>_ratio of each of :data:`PIPES`, by its short name (analyze.bounds.op.mean_pipe_ratios)."""
+    found = mean_pipe_ratios(tasks, [f"aiv_{p}" for p in PIPES])
+    return {p: found[f"aiv_{p}"] for p in PIPES}
 
 
 def mean_times(tasks: list[Task]) -> dict[str, float | None]:
@@ -133,15 +132,6 @@ def kernel_facts(tasks: list[Task], sizes: dict[str, int], kernel: str, median_u
     busy = mean_times(tasks)["aiv_time(us)"]
     return KernelFacts(kernel, median_us, busy, mean_ratios(tasks), 3 * sizes["total_length"] * FP16_BYTES,
                        sizes["block_dim"], concurrent_blocks)
-
-
-def bound_pipe(ratios: dict[str, float | None]) -> tuple[str, float] | None:
-    """The pipe with the largest busy ratio: the one to make cheaper first."""
-    known = {p: r for p, r in ratios.items() if r is not None}
-    if not known:
-        return None
-    pipe = max(known, key=known.get)
-    return pipe, known[pipe]
 
 
 def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[str, int], kernel: str = KERNEL) -> str:
@@ -170,7 +160,7 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
                  "here and without a published source")
     lines.append(render_table(["pipe", "what runs there", "time(us)", "ratio (this run)", "ratio (910B3 estimate)"],
                               rows))
-    found = bound_pipe(ratios)
+    found = busiest_pipe(ratios)
     ref_pipe = max((p for p in PIPES if ESTIMATE_910B3[p] is not None), key=lambda p: ESTIMATE_910B3[p])
     if found:
         pipe, value = found
