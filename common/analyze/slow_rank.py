@@ -92,19 +92,43 @@ def median_gap(summaries: list[RankSummary]) -> Gap:
 def step_gap(steps: Mapping[int, list[StepTime]]) -> Gap | None:
     """The largest Computing + Free difference between two ranks within one step, over every step."""
     store = StepStore.of(steps)
-    own = store.column("computing_us") + store.column("free_us")
-    step_of, rank_of = store.column("step"), store.rank_column()
+    order = distinct_steps(store)
+    # per step: rows seen, the largest Computing + Free and its rank, the smallest and its rank (the first of equals,
+    # in rank order: a later block replaces them only when strictly beyond)
+    seen: dict[int | None, list] = {step: [0, None, None] for step in order}
+    for ranks, own, step_of in _own_blocks(store):
+        for step in order:
+            mask = np.isnan(step_of) if step is None else step_of == step
+            values, which = own[mask], ranks[mask]
+            if not len(values):
+                continue
+            high, low = int(np.argmax(values)), int(np.argmin(values))
+            entry = seen[step]
+            entry[0] += len(values)
+            if entry[1] is None or values[high] > entry[1][0]:
+                entry[1] = (float(values[high]), int(which[high]))
+            if entry[2] is None or values[low] < entry[2][0]:
+                entry[2] = (float(values[low]), int(which[low]))
     best = None
-    for step in distinct_steps(store):
-        mask = np.isnan(step_of) if step is None else step_of == step
-        per_rank, ranks = own[mask], rank_of[mask]
-        if len(per_rank) < 2:
+    for step in order:
+        count, high, low = seen[step]
+        if count < 2:
             continue
-        high, low = int(np.argmax(per_rank)), int(np.argmin(per_rank))  # the first of equals, in rank order
-        gap = Gap(float(per_rank[high] - per_rank[low]), int(ranks[high]), int(ranks[low]), step)
+        gap = Gap(high[0] - low[0], high[1], low[1], step)
         if best is None or gap.us > best.us:
             best = gap
     return best
+
+
+def _own_blocks(store: StepStore):
+    """(rank of each row, Computing + Free, Step) over the store's rows, a block of ranks at a time when every rank
+    has as many rows (else every row at once), rows in the store's order."""
+    if store.rows_per_rank() is None:
+        yield store.rank_column(), store.column("computing_us") + store.column("free_us"), store.column("step")
+        return
+    for ranks, t in store.rank_blocks(("computing_us", "free_us", "step")):
+        rows = t["step"].shape[1]
+        yield np.repeat(np.array(ranks), rows), (t["computing_us"] + t["free_us"]).ravel(), t["step"].ravel()
 
 
 def distinct_steps(steps: Mapping[int, list[StepTime]]) -> list[int | None]:
@@ -225,17 +249,17 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     torch_npu aligns. None when a rank has no communication.json.
     """
     found = view.starts
-    ranks = [p.rank for p in view.ranks]
-    if found.missing or not found.blocks or len(ranks) < 2:
+    if found.missing or not found.blocks or len(view.ranks) < 2:
         return None
     table = found.table()  # one row per rank, in rank order; a column per collective
     on_all = ~np.isnan(table).any(axis=0)
     if not on_all.any():
         return None
-    last = dict.fromkeys(ranks, 0)
-    waited = np.zeros(len(found.ranks))  # per rank (found.ranks' order): its wait for the last rank, added up
-    held = dict.fromkeys(ranks, 0.0)
-    by_step: dict[str, dict[int, float]] = {}  # step -> rank -> the time the others waited for it in that step
+    ranks = list(found.ranks)  # every rank (none is missing), in rank order: the rows of table
+    # per rank (a row of table), in arrays (a dict a rank would cost ~100 bytes a rank and step): how often it
+    # started last, its wait for the last rank added up, and the time the others waited for it (per step too)
+    last, waited, held = np.zeros(len(ranks), dtype=np.int64), np.zeros(len(ranks)), np.zeros(len(ranks))
+    by_step: dict[str, np.ndarray] = {}
     largest = None
     matched = 0
     for name, column, complete in zip(found.names, table.T, on_all):
@@ -243,17 +267,19 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
             continue
         matched += 1
         latest = float(column.max())
-        late = found.ranks[int(np.argmax(column))]  # the first rank of equals
+        late = int(np.argmax(column))  # the first rank of equals
         last[late] += 1
         gap = latest - float(column.min())
         if largest is None or gap > largest[2]:
-            largest = (name.partition("/")[2].partition("@")[0], late, gap)
+            largest = (name.partition("/")[2].partition("@")[0], ranks[late], gap)
         waits = latest - column
         waited += waits
         total = float(waits.sum())  # the time the others waited for ``late`` at this collective
         held[late] += total
         if "/" in name:
-            by_step.setdefault(name.partition("/")[0], dict.fromkeys(ranks, 0.0))[late] += total
-    per_step = ({r: statistics.median(s[r] for s in by_step.values()) for r in ranks} if len(by_step) > 1 else None)
-    mean_wait = dict(zip(found.ranks, (waited / matched).tolist()))
+            by_step.setdefault(name.partition("/")[0], np.zeros(len(ranks)))[late] += total
+    per_step = (dict(zip(ranks, np.median(np.stack(list(by_step.values())), axis=0).tolist()))
+                if len(by_step) > 1 else None)
+    mean_wait = dict(zip(ranks, (waited / matched).tolist()))
+    last, held = dict(zip(ranks, last.tolist())), dict(zip(ranks, held.tolist()))
     return Arrivals(matched, last, mean_wait, found.source, largest, held, per_step)
