@@ -251,20 +251,20 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     found = view.starts
     if found.missing or not found.blocks or len(view.ranks) < 2:
         return None
-    table = found.table()  # one row per rank, in rank order; a column per collective
-    on_all = ~np.isnan(table).any(axis=0)
+    on_all = found.on_every_rank()  # per collective
     if not on_all.any():
         return None
-    ranks = list(found.ranks)  # every rank (none is missing), in rank order: the rows of table
-    # per rank (a row of table), in arrays (a dict a rank would cost ~100 bytes a rank and step): how often it
+    ranks = list(found.ranks)  # every rank (none is missing), in rank order: the rows of each column
+    # per rank, in arrays (a dict a rank would cost ~100 bytes a rank and step): how often it
     # started last, its wait for the last rank added up, and the time the others waited for it (per step too)
     last, waited, held = np.zeros(len(ranks), dtype=np.int64), np.zeros(len(ranks)), np.zeros(len(ranks))
     by_step: dict[str, np.ndarray] = {}
     largest = None
     matched = 0
-    for name, column, complete in zip(found.names, table.T, on_all):
+    for index, (name, complete) in enumerate(zip(found.names, on_all)):
         if not complete:  # a rank did not run it
             continue
+        column = found.column(index)
         matched += 1
         latest = float(column.max())
         late = int(np.argmax(column))  # the first rank of equals

@@ -360,9 +360,14 @@ class CollectiveStarts:
         self.blocks.append(block)
         self.ranks += other.ranks
 
-    def table(self) -> np.ndarray:
-        """Every rank's row (in :attr:`ranks` order), a column per name in :attr:`names`."""
-        return np.concatenate(self.blocks)
+    def on_every_rank(self) -> np.ndarray:
+        """Per name in :attr:`names`: whether every rank recorded its start."""
+        return np.logical_and.reduce([~np.isnan(block).any(axis=0) for block in self.blocks])
+
+    def column(self, index: int) -> np.ndarray:
+        """The starts of the collective :attr:`names` ``[index]`` on every rank (in :attr:`ranks` order): one column
+        at a time, so a figure over thousands of ranks never holds the whole table twice."""
+        return np.concatenate([block[:, index] for block in self.blocks])
 
     @property
     def source(self) -> str:

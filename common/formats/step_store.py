@@ -181,6 +181,13 @@ class StepStore(Mapping):
         rows = self.rows_per_rank()
         return None if rows is None else self.column(name).reshape(len(self), rows)
 
+    def row_blocks(self, names: tuple[str, ...], rows: int = 1 << 16) -> Iterator[dict[str, np.ndarray]]:
+        """``names``' values over consecutive rows, ``rows`` at a time (rank after rank, as :meth:`column`): a
+        row-wise figure over a capture of any size holds one block."""
+        for first in range(0, self._rows, rows):
+            end = min(first + rows, self._rows)
+            yield {name: self._read(name, first, end) for name in names}
+
     def rank_blocks(self, names: tuple[str, ...], ranks: int = 1024) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
         """``ranks`` ranks at a time, in the order added: their numbers and each of ``names`` as a (ranks, steps)
         array, so that a per-rank figure over a capture of any size holds one block (the ranks must have as many

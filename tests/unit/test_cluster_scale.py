@@ -84,7 +84,7 @@ def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch
     assert pooled.steps.spilled and not alone.steps.spilled
     assert pooled.steps == alone.steps
     assert pooled.starts.names == alone.starts.names and pooled.starts.ranks == alone.starts.ranks
-    assert (pooled.starts.table() == alone.starts.table()).all()
+    assert all((pooled.starts.column(i) == alone.starts.column(i)).all() for i in range(len(alone.starts.names)))
     assert pooled.communication.splits == alone.communication.splits
     assert "steps" not in pooled.ranks[0].__dict__ and "communication_files" not in pooled.ranks[0].__dict__
     assert render_cluster(cluster_report(pooled)) == render_cluster(cluster_report(alone))

@@ -119,14 +119,15 @@ def summarize_columns(columns: Mapping[str, np.ndarray]) -> StepSummary | None:
     """:func:`summarize_steps` over the step table's columns (float64 arrays named as
     :data:`common.formats.step_store.SUMMARY_COLUMNS` and "step"; a missing Preparing or Step is NaN). Each
     column is asked for when needed and let go after, so a cluster's rows are never all in memory at once."""
-    total = columns["computing"]  # StepTime.total_us = Computing + Communication(Not Overlapped) + Free
+    total = np.array(columns["computing"])  # StepTime.total_us = Computing + Communication(Not Overlapped) + Free
     if not len(total):
         return None
     medians = {"computing": _median(total)}
     for name in ("comm_not_overlapped", "free"):
         column = columns[name]
         medians[name] = _median(column)
-        total = total + column
+        total += column  # in the copy made above: one array for the sum, whatever the row count
+        del column
     for name in ("overlapped", "communication"):
         medians[name] = _median(columns[name])
     preparing = columns["preparing"]
