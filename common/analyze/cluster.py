@@ -18,9 +18,10 @@ from common.analyze import communication
 from common.analyze.bounds import step as step_bound
 from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, Outlier, StepSpread, outliers, step_spreads
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
-from common.analyze.slow_rank import (Arrivals, RankSummary, SlowRank, collective_arrivals, distinct_steps,
+from common.analyze.slow_rank import (Arrivals, RankSummaries, RankSummary, SlowRank, collective_arrivals, distinct_steps,
                                       find_slow_rank, rank_summaries)
 from common.formats.cluster import ClusterView, Communication
+from common.formats.rank_index import RankValues
 from common.formats.records import StepTime
 from common.verdict import Verdict
 
@@ -52,7 +53,7 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
     """The step verdict over every rank's steps, with its hypothesis, what to try and the evidence."""
     from common.analyze.bounds import op as bounds
 
-    summary = step_bound.summarize_columns(view.steps.arrays())
+    summary = step_bound.summarize_blocks(view.steps.summary_blocks)
     if summary is None:
         return []
     verdict = step_bound.step_verdict(summary)
@@ -81,16 +82,15 @@ def _ratio_word(ratio: float) -> str:
     return f"above {high:g}: it waits for a peer" if ratio > high else f"at most {high:g}: little waiting"
 
 
-def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str], list[tuple[float, int]]]:
-    """The communication verdict, the lines around it (uncaptured ranks, notes) and, per rank in rank order,
-    (its wait ratio, the rank): :func:`rank_line` makes its line when it is shown."""
+def communication_lines(comm: Communication) -> tuple[communication.CommVerdict, list[str], RankValues]:
+    """The communication verdict, the lines around it (uncaptured ranks, notes) and each rank's wait ratio:
+    :func:`rank_line` makes a rank's line when it is shown."""
     verdict = communication.step_verdict(comm)
     lines = [verdict.text]
     uncaptured = _uncaptured_text(comm)
     if uncaptured:
         lines.append(f"note: {uncaptured}")
-    ratios = [(comm.splits[r].wait_ratio, r) for r in sorted(comm.splits)]
-    return verdict, lines + [f"note: {n}" for n in comm.notes], ratios
+    return verdict, lines + [f"note: {n}" for n in comm.notes], comm.splits.wait_ratios()
 
 
 def rank_line(comm: Communication, rank: int) -> str:
@@ -110,12 +110,12 @@ class ClusterReport:
 
     view: ClusterView
     per_step: list[list[object]]
-    summaries: list[RankSummary]  # each rank's median step, in rank order
+    summaries: RankSummaries  # each rank's median step, in rank order
     slow: SlowRank
     arrivals: Arrivals | None
     step_lines: list[str]
     comm_lines: list[str]  # the communication verdict and its notes
-    comm_ratios: list[tuple[float, int]]  # per rank, in rank order: (its wait ratio, the rank)
+    comm_ratios: RankValues | None  # rank -> its wait ratio (None: no communication analysis)
     op_rows: list[list[object]]
     link_rows: list[list[object]]
     layout: Layout | None = None  # the parallel layout, when the ranks recorded one
@@ -151,7 +151,7 @@ class ClusterReport:
     def rank_lines(self, ranks: list[int] | None = None) -> list[str]:
         """The communication line of each of ``ranks`` (default: every rank's, in rank order)."""
         comm = self.view.communication
-        return [rank_line(comm, r) for r in ([r for _, r in self.comm_ratios] if ranks is None else ranks)]
+        return [rank_line(comm, r) for r in (list(self.comm_ratios or ()) if ranks is None else ranks)]
 
     @property
     def summarized(self) -> bool:
@@ -250,7 +250,7 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     per_step = [] if len(view.ranks) > SUMMARY_ABOVE_RANKS else per_step_rows(view)  # the summary's rows: --out's CSV
     summaries = rank_summaries(view)
     comm = view.communication
-    verdict, comm_lines, comm_ratios, op_rows, link_rows = None, [], [], [], []
+    verdict, comm_lines, comm_ratios, op_rows, link_rows = None, [], None, [], []
     portable = (view.run_info or {}).get("backend") == "portable" or all(
         str(p.info.get("backend", "")).startswith("portable") for p in view.ranks)  # converted torch.profiler traces
     if comm is not None and not comm.splits and portable:

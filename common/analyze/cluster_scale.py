@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from common.analyze.parallel_layout import Layout
-from common.analyze.slow_rank import RankSummary, distinct_steps
+from common.analyze.slow_rank import RankSummaries, RankSummary, distinct_steps
 from common.formats.cluster import FULL_VIEW_RANKS
+from common.formats.spill import SPILL_BYTES
 from common.formats.step_store import StepStore
 
 SUMMARY_ABOVE_RANKS = FULL_VIEW_RANKS  # up to this many ranks, every (step, rank) row is shown; above, the summary
@@ -50,17 +52,24 @@ class StepSpread:
 
 
 def step_spreads(steps: StepStore) -> list[StepSpread]:
-    """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks."""
-    step_of = steps.column("step")
+    """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks. One quantity and a
+    group of steps at a time, the rows read a block at a time: about :data:`SPILL_BYTES` of values held at most."""
     order = distinct_steps(steps)
     found: dict[int | None, dict[str, object]] = {step: {} for step in order}
     counts: dict[int | None, int] = {}
-    for name, field in QUANTITIES.items():  # one column at a time, a step's mask made when used
-        values = steps.column(field)
-        for step in order:
-            mask = np.isnan(step_of) if step is None else step_of == step
-            found[step][name] = spread(values[mask].tolist())
-            counts[step] = int(mask.sum())
+    per_group = max(1, SPILL_BYTES // (8 * max(1, len(steps))))  # steps whose values (one a rank) fit
+    for name, field in QUANTITIES.items():
+        for first in range(0, len(order), per_group):
+            group = order[first:first + per_group]
+            pieces: dict[int | None, list[np.ndarray]] = {step: [] for step in group}
+            for block in steps.row_blocks(("step", field)):
+                step_of = block["step"]
+                for step in group:
+                    pieces[step].append(block[field][np.isnan(step_of) if step is None else step_of == step])
+            for step in group:
+                values = np.concatenate(pieces.pop(step))
+                found[step][name] = spread(values.tolist())
+                counts[step] = len(values)
     return [StepSpread(step, counts[step], found[step]) for step in order]
 
 
@@ -86,16 +95,19 @@ def rank_groups(layout: Layout | None) -> dict[int, str]:
     return {r: ", ".join(parts) for r, parts in out.items()}
 
 
-def outliers(summaries: list[RankSummary], layout: Layout | None) -> tuple[list[Outlier], list[Outlier]]:
+def outliers(summaries: Sequence[RankSummary], layout: Layout | None) -> tuple[list[Outlier], list[Outlier]]:
     """The :data:`OUTLIERS` ranks with the most own time (Computing + Free) and the :data:`FASTEST` with the least."""
-    median = statistics.median(s.own_us for s in summaries)
+    summaries = RankSummaries.of(summaries)
+    own = summaries.own()
+    median = statistics.median(own.tolist())
     groups = rank_groups(layout)
 
-    def one(s: RankSummary) -> Outlier:
+    def one(i: int) -> Outlier:
+        s = summaries[i]
         return Outlier(s.rank, s.own_us, s.own_us - median, s.computing_us, s.free_us, s.comm_not_overlapped_us,
                        groups.get(s.rank, "-"))
 
-    ordered = sorted(summaries, key=lambda s: (-s.own_us, s.rank))
-    slowest = [one(s) for s in ordered[:OUTLIERS]]
-    fastest = [one(s) for s in reversed(ordered[OUTLIERS:][-FASTEST:])]
+    ordered = np.lexsort((summaries.ranks, -own)).tolist()  # the most own time first, equals in rank order
+    slowest = [one(i) for i in ordered[:OUTLIERS]]
+    fastest = [one(i) for i in reversed(ordered[OUTLIERS:][-FASTEST:])]
     return slowest, fastest

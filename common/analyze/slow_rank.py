@@ -14,13 +14,14 @@ parallel layout is judged within each group instead (:mod:`common.analyze.parall
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from common.analyze.bounds.step import summarize_columns
+from common.analyze.bounds.step import summarize_blocks
 from common.formats.cluster import ClusterView
+from common.formats.rank_index import RankValues
 from common.formats.records import StepTime
 from common.formats.step_store import StepStore
 
@@ -46,6 +47,41 @@ class RankSummary:
         return self.computing_us + self.free_us
 
 
+class RankSummaries(Sequence):
+    """Each rank's median step for thousands of ranks: a column per :class:`RankSummary` field (48 bytes a rank,
+    not an object of 300), a :class:`RankSummary` made when an item is asked for; in rank order."""
+
+    FIELDS = ("computing_us", "comm_not_overlapped_us", "communication_us", "free_us", "step_us")
+
+    def __init__(self, ranks: np.ndarray, columns: Mapping[str, np.ndarray]) -> None:
+        order = np.argsort(ranks, kind="stable")
+        self.ranks = np.asarray(ranks, dtype=np.int64)[order]
+        self.columns = {name: np.asarray(columns[name], dtype=np.float64)[order] for name in self.FIELDS}
+
+    @classmethod
+    def of(cls, summaries: Sequence[RankSummary]) -> RankSummaries:
+        """Summaries given as a list (one already in columns is returned as it is)."""
+        if isinstance(summaries, RankSummaries):
+            return summaries
+        return cls(np.array([s.rank for s in summaries], dtype=np.int64),
+                   {name: np.array([getattr(s, name) for s in summaries], dtype=np.float64) for name in cls.FIELDS})
+
+    def own(self) -> np.ndarray:
+        """Per rank, Computing + Free (:attr:`RankSummary.own_us`)."""
+        return self.columns["computing_us"] + self.columns["free_us"]
+
+    def _item(self, i: int) -> RankSummary:
+        return RankSummary(int(self.ranks[i]), *(float(self.columns[name][i]) for name in self.FIELDS))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(len(self)))]
+        return self._item(range(len(self))[index])
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+
 @dataclass(frozen=True)
 class SlowRank:
     rank: int | None  # None: no rank stands out
@@ -53,23 +89,24 @@ class SlowRank:
     text: str
 
 
-def rank_summaries(view: ClusterView) -> list[RankSummary]:
+def rank_summaries(view: ClusterView) -> RankSummaries:
     """Each rank's median step (common.analyze.bounds.step.summarize_steps' medians over its rows), in rank order."""
     store = view.steps
     fields = ("computing_us", "communication_not_overlapped_us", "communication_us", "free_us")
     if store.rows_per_rank() is None:  # ranks of different step counts: one by one
         out = []
         for rank in sorted(store):
-            s = summarize_columns(store.arrays(rank))
+            s = summarize_blocks(lambda names, rank=rank: store.summary_blocks(names, rank))
             out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us,
                                    s.median_communication_us, s.median_free_us, s.median_step_us))
-        return out
-    rows = []
-    for ranks, tables in store.rank_blocks(fields):  # a block of ranks at a time: memory bounded at any size
+        return RankSummaries.of(out)
+    ranks, medians = [], []
+    for block, tables in store.rank_blocks(fields):  # a block of ranks at a time: memory bounded at any size
         total = tables["computing_us"] + tables["communication_not_overlapped_us"] + tables["free_us"]
-        medians = [np.median(tables[f], axis=1).tolist() for f in fields] + [np.median(total, axis=1).tolist()]
-        rows += zip(ranks, *medians)
-    return [RankSummary(rank, *values) for rank, *values in sorted(rows)]
+        ranks.append(np.array(block, dtype=np.int64))
+        medians.append([np.median(tables[f], axis=1) for f in fields] + [np.median(total, axis=1)])
+    return RankSummaries(np.concatenate(ranks), {name: np.concatenate([m[i] for m in medians])
+                                                 for i, name in enumerate(RankSummaries.FIELDS)})
 
 
 @dataclass(frozen=True)
@@ -82,11 +119,12 @@ class Gap:
     step: int | None = None  # None: of the median step (or the one whole-trace row)
 
 
-def median_gap(summaries: list[RankSummary]) -> Gap:
-    """Largest minus smallest median Computing + Free over the ranks."""
-    high = max(summaries, key=lambda s: s.own_us)
-    low = min(summaries, key=lambda s: s.own_us)
-    return Gap(high.own_us - low.own_us, high.rank, low.rank)
+def median_gap(summaries: Sequence[RankSummary]) -> Gap:
+    """Largest minus smallest median Computing + Free over the ranks (the first rank of equals)."""
+    summaries = RankSummaries.of(summaries)
+    own = summaries.own()
+    high, low = int(np.argmax(own)), int(np.argmin(own))
+    return Gap(float(own[high] - own[low]), int(summaries.ranks[high]), int(summaries.ranks[low]))
 
 
 def step_gap(steps: Mapping[int, list[StepTime]]) -> Gap | None:
@@ -132,22 +170,33 @@ def _own_blocks(store: StepStore):
 
 
 def distinct_steps(steps: Mapping[int, list[StepTime]]) -> list[int | None]:
-    """The steps any rank recorded, in step order (an empty Step first)."""
-    column = StepStore.of(steps).column("step")
-    found = [None] if np.isnan(column).any() else []
-    return found + [int(v) for v in np.unique(column[~np.isnan(column)])]
+    """The steps any rank recorded, in step order (an empty Step first); the Step column read a block at a time."""
+    found, empty = set(), False
+    for block in StepStore.of(steps).row_blocks(("step",)):
+        column = block["step"]
+        missing = np.isnan(column)
+        empty = empty or bool(missing.any())
+        found.update(np.unique(column[~missing]).tolist())
+    return ([None] if empty else []) + [int(v) for v in sorted(found)]
 
 
-def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]] | None = None) -> SlowRank:
+def find_slow_rank(summaries: Sequence[RankSummary], steps: dict[int, list[StepTime]] | None = None) -> SlowRank:
     """The rank the others wait for, and why (see the module docstring); ``steps`` adds the per-step gap."""
     if len(summaries) < 2:
         return SlowRank(None, None, "one rank: nothing to compare it with")
-    slowest = max(summaries, key=lambda s: s.own_us)
-    others = [s for s in summaries if s.rank != slowest.rank]
-    own_median = statistics.median(s.own_us for s in others)
-    step = statistics.median(s.step_us for s in summaries)
+    summaries = RankSummaries.of(summaries)
+    at = int(np.argmax(summaries.own()))  # the first of equals
+    slowest = summaries[at]
+    others = np.ones(len(summaries), dtype=bool)
+    others[at] = False
+
+    def median_of_others(name: str) -> float:
+        return statistics.median(summaries.columns[name][others].tolist())
+
+    own_median = statistics.median(summaries.own()[others].tolist())
+    step = statistics.median(summaries.columns["step_us"].tolist())
     excess = slowest.own_us - own_median
-    wait_median = statistics.median(s.comm_not_overlapped_us for s in others)
+    wait_median = median_of_others("comm_not_overlapped_us")
     if excess < SLOW_RANK_MIN_SHARE * step:
         spread = median_gap(summaries)
         single = step_gap(steps) if steps else None
@@ -166,8 +215,8 @@ def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]
                 f"the {step:,.1f} us median step{where}"
             ),
         )
-    d_compute = slowest.computing_us - statistics.median(s.computing_us for s in others)
-    d_free = slowest.free_us - statistics.median(s.free_us for s in others)
+    d_compute = slowest.computing_us - median_of_others("computing_us")
+    d_free = slowest.free_us - median_of_others("free_us")
     if d_compute >= d_free:
         reason, what = (
             "computing",
@@ -199,34 +248,39 @@ def find_slow_rank(summaries: list[RankSummary], steps: dict[int, list[StepTime]
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Who reached each collective last, from the ranks' communication.json ``Start Timestamp(us)``."""
+    """Who reached each collective last, from the ranks' communication.json ``Start Timestamp(us)``. The per-rank
+    figures are kept as :class:`RankValues` (two arrays; a mapping given is turned into one)."""
 
     collectives: int  # matched on every rank
-    last: dict[int, int]  # rank -> collectives it started last
-    wait_us: dict[int, float]  # rank -> mean over the collectives of (last rank's start - its own start)
+    last: RankValues  # rank -> collectives it started last
+    wait_us: RankValues  # rank -> mean over the collectives of (last rank's start - its own start)
     source: str = "communication.json"
     largest: tuple[str, int, float] | None = None  # (collective, the rank that started it last, by how much µs)
     # rank -> the time the other ranks spent waiting for it: over the collectives it started last, the sum of
     # (its start - each other rank's start)
-    held_us: dict[int, float] | None = None
+    held_us: RankValues | None = None
     # rank -> the median over the steps of the time the others waited for it in that step: one stalled step
     # does not decide (None: the collectives' names carry no step)
-    held_per_step_us: dict[int, float] | None = None
+    held_per_step_us: RankValues | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("last", "wait_us", "held_us", "held_per_step_us"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, RankValues.of(getattr(self, name)))
 
     def holder(self) -> int | None:
         """The rank that kept the others waiting longest: a rank last by a few µs at many small collectives (a
         buffer broadcast at each forward) is not the one a large all_reduce waited for, and a rank that stalled
         in one step is not the one that held every step (the median over the steps decides, where known)."""
-        held = self.held_per_step_us if self.held_per_step_us and any(self.held_per_step_us.values()) else \
-            self.held_us
-        return max(held, key=held.get) if held else None
+        per_step = self.held_per_step_us
+        held = per_step if per_step is not None and per_step.values.any() else self.held_us
+        return held.first_largest() if held else None
 
     def text(self, top: int | None = None) -> str:
         """Who kept the others waiting longest (by time, not by how often a rank was last by a few µs); ``top``:
         only that many ranks of each list, the largest first."""
-        wait_order = sorted(self.wait_us) if top is None else sorted(self.wait_us, key=lambda r: -self.wait_us[r])[:top]
-        last_order = (sorted(self.last) if top is None else
-                      [r for r in sorted(self.last, key=lambda r: -self.last[r]) if self.last[r]][:top])
+        wait_order = list(self.wait_us) if top is None else self.wait_us.largest(top)
+        last_order = list(self.last) if top is None else [r for r in self.last.largest(top) if self.last[r]]
         more = f" (the {top} largest of {len(self.wait_us)} ranks)" if top is not None else ""
         waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in wait_order) + more
         counts = ", ".join(f"rank {r} {self.last[r]}" for r in last_order)
@@ -246,40 +300,54 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
 
     The same collective has the same name on every rank (``<op>_<step>_<k>@<group>``). Start
     times are comparable when the ranks share a clock: one host, or NPUs whose timestamps
-    torch_npu aligns. None when a rank has no communication.json.
+    torch_npu aligns. None when a rank has no communication.json. Read a block of ranks at a
+    time, twice (who was last, then how long the others waited): memory bounded at any size.
     """
     found = view.starts
-    if found.missing or not found.blocks or len(view.ranks) < 2:
+    if found.missing or not found.rows or len(view.ranks) < 2:
         return None
-    on_all = found.on_every_rank()  # per collective
-    if not on_all.any():
+    kept = np.flatnonzero(found.on_every_rank())  # the collectives every rank ran
+    if not len(kept):
         return None
-    ranks = list(found.ranks)  # every rank (none is missing), in rank order: the rows of each column
-    # per rank, in arrays (a dict a rank would cost ~100 bytes a rank and step): how often it
-    # started last, its wait for the last rank added up, and the time the others waited for it (per step too)
-    last, waited, held = np.zeros(len(ranks), dtype=np.int64), np.zeros(len(ranks)), np.zeros(len(ranks))
-    by_step: dict[str, np.ndarray] = {}
-    largest = None
-    matched = 0
-    for index, (name, complete) in enumerate(zip(found.names, on_all)):
-        if not complete:  # a rank did not run it
-            continue
-        column = found.column(index)
-        matched += 1
-        latest = float(column.max())
-        late = int(np.argmax(column))  # the first rank of equals
-        last[late] += 1
-        gap = latest - float(column.min())
-        if largest is None or gap > largest[2]:
-            largest = (name.partition("/")[2].partition("@")[0], ranks[late], gap)
-        waits = latest - column
-        waited += waits
-        total = float(waits.sum())  # the time the others waited for ``late`` at this collective
-        held[late] += total
+    # per collective: the latest start, its row (the first rank of equals) and the earliest start
+    latest, late, earliest = np.full(len(kept), -np.inf), np.zeros(len(kept), dtype=np.int64), np.full(len(kept), np.inf)
+    first = 0
+    for block in found.row_blocks():
+        starts = block[:, kept]
+        top = starts.max(axis=0)
+        later = top > latest
+        latest, late = np.where(later, top, latest), np.where(later, starts.argmax(axis=0) + first, late)
+        earliest = np.minimum(earliest, starts.min(axis=0))
+        first += len(block)
+    # per rank, in arrays: its wait for the last rank added up over the collectives in order (a running sum along
+    # each row); per collective, the time the others waited for the last rank
+    waited, totals = np.zeros(found.rows), np.zeros(len(kept))
+    first = 0
+    for block in found.row_blocks():
+        waits = latest - block[:, kept]
+        waited[first:first + len(block)] = np.cumsum(waits, axis=1)[:, -1]
+        totals += waits.sum(axis=0)
+        first += len(block)
+    ranks = found.ranks
+    last, held = np.zeros(found.rows, dtype=np.int64), np.zeros(found.rows)
+    by_step: dict[str, dict[int, float]] = {}  # step -> row -> the time the others waited for it at that step
+    for i, (index, row, total) in enumerate(zip(kept.tolist(), late.tolist(), totals.tolist())):
+        last[row] += 1
+        held[row] += total
+        name = found.names[index]
         if "/" in name:
-            by_step.setdefault(name.partition("/")[0], np.zeros(len(ranks)))[late] += total
-    per_step = (dict(zip(ranks, np.median(np.stack(list(by_step.values())), axis=0).tolist()))
-                if len(by_step) > 1 else None)
-    mean_wait = dict(zip(ranks, (waited / matched).tolist()))
-    last, held = dict(zip(ranks, last.tolist())), dict(zip(ranks, held.tolist()))
-    return Arrivals(matched, last, mean_wait, found.source, largest, held, per_step)
+            at = by_step.setdefault(name.partition("/")[0], {})
+            at[row] = at.get(row, 0.0) + total
+    gaps = latest - earliest
+    widest = int(np.argmax(gaps))  # the first of equals, as the collectives come
+    name = found.names[int(kept[widest])]
+    largest = (name.partition("/")[2].partition("@")[0], ranks[int(late[widest])], float(gaps[widest]))
+    numbers = np.array(ranks, dtype=np.int64)
+    per_step = None
+    if len(by_step) > 1:  # per rank, the median over the steps (0 at a step where it was not last)
+        median = np.zeros(found.rows)
+        for row in set().union(*by_step.values()):
+            median[row] = np.median([at.get(row, 0.0) for at in by_step.values()])
+        per_step = RankValues(numbers, median)
+    return Arrivals(len(kept), RankValues(numbers, last), RankValues(numbers, waited / len(kept)), found.source,
+                    largest, RankValues(numbers, held), per_step)

@@ -20,7 +20,8 @@ import json
 import os
 import re
 from array import array
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,9 +142,9 @@ class RankTable(Sequence):
             self._infos.append(info)
         self._info_ix[self._ranks.slot(rank)] = ix
 
-    def jobs(self) -> list[tuple[int, str]]:
-        """(rank, folder) of every rank, in rank order: what a worker reads."""
-        return list(zip(self._ranks, self._paths))
+    def jobs(self, first: int, end: int) -> list[tuple[int, str]]:
+        """(rank, folder) of the ranks in slots [first, end), in rank order: what a worker reads."""
+        return [(self._ranks[i], self._paths[i]) for i in range(first, min(end, len(self._paths)))]
 
     def _item(self, slot: int) -> RankProfile:
         ix = self._info_ix[slot]
@@ -308,14 +309,16 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
 
 def _ranks_to_compare(steps: StepStore) -> list[int]:
     """The ranks whose steps may differ from the first rank's: when every rank has as many rows, only those whose
-    sorted Step column differs (one comparison over the column); else every rank after the first."""
-    table = steps.by_rank("step")
-    ranks = list(steps)
-    if table is None:
-        return ranks[1:]
-    table = np.sort(table, axis=1)  # a missing Step (NaN) last, in every row alike
-    same = (table == table[0]) | (np.isnan(table) & np.isnan(table[0]))
-    return [ranks[i] for i in np.flatnonzero(~same.all(axis=1))]
+    sorted Step column differs (compared a block of ranks at a time); else every rank after the first."""
+    if steps.rows_per_rank() is None:
+        return list(steps)[1:]
+    differ, first = [], None
+    for ranks, block in steps.rank_blocks(("step",)):
+        table = np.sort(block["step"], axis=1)  # a missing Step (NaN) last, in every row alike
+        first = table[0].copy() if first is None else first
+        same = (table == first) | (np.isnan(table) & np.isnan(first))
+        differ += [ranks[i] for i in np.flatnonzero(~same.all(axis=1))]
+    return differ
 
 
 # --- many ranks: each rank's files read by a process pool ---------------------------------------------
@@ -326,6 +329,8 @@ PREFETCHED = ("steps", "collective_starts", "collectives_source", "communication
 
 
 CHUNK_RANKS = 64  # ranks a task, added up in the worker: a Dask task costs about a millisecond of scheduling
+IN_FLIGHT = 3  # chunks a local worker has queued or done and not yet merged, at most
+DASK_IN_FLIGHT = 64  # chunks submitted to a Dask cluster and not yet merged, at most (its workers are not counted)
 
 
 def _read_ranks(jobs: list[tuple[int, str]], ranks: int) -> _Kept:
@@ -379,23 +384,35 @@ def prefetch_ranks(ranks: RankTable, executor=None) -> _Kept:
     """Read every rank in ``executor`` (a Dask cluster's) or in a local process pool (one process per core,
     spawned: the parent's polars threads are not forked), :data:`CHUNK_RANKS` ranks a task, each chunk added up
     in its worker and merged here in rank order: the parent holds what the view keeps, never a rank's files or
-    rows. A damaged rank raises its LabError here, as it would read in this process. Where no local pool can start
-    (a program read from stdin, which a spawned worker cannot import again), the chunks are read here."""
-    jobs = ranks.jobs()
-    chunks = [jobs[i:i + CHUNK_RANKS] for i in range(0, len(jobs), CHUNK_RANKS)]
-    sizes = [len(ranks)] * len(chunks)
+    rows, and at most :data:`IN_FLIGHT` chunks a worker queued or waiting to be merged. A damaged rank raises its
+    LabError here, as it would read in this process. Where no local pool can start (a program read from stdin,
+    which a spawned worker cannot import again), the chunks are read here."""
+    chunks = (ranks.jobs(first, first + CHUNK_RANKS) for first in range(0, len(ranks), CHUNK_RANKS))
     if executor is not None:
-        return _merge_all(ranks, executor.map(_read_ranks, chunks, sizes))
+        return _merge_all(ranks, _in_order(executor, chunks, len(ranks), DASK_IN_FLIGHT))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    workers = min(os.cpu_count() or 1, len(chunks))
+    workers = min(os.cpu_count() or 1, -(-len(ranks) // CHUNK_RANKS))
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return _merge_all(ranks, pool.map(_read_ranks, chunks, sizes))
+            return _merge_all(ranks, _in_order(pool, chunks, len(ranks), IN_FLIGHT * workers))
     except (BrokenProcessPool, OSError):  # no pool: the same chunks, read here
-        return _merge_all(ranks, map(_read_ranks, chunks, sizes))
+        chunks = (ranks.jobs(first, first + CHUNK_RANKS) for first in range(0, len(ranks), CHUNK_RANKS))
+        return _merge_all(ranks, (_read_ranks(jobs, len(ranks)) for jobs in chunks))
+
+
+def _in_order(executor, chunks: Iterator[list[tuple[int, str]]], size: int, window: int) -> Iterator[_Kept]:
+    """Each chunk's result in order, with at most ``window`` chunks submitted and not yet handed on (Executor.map
+    would submit every chunk at once and keep every result until it is taken)."""
+    pending: deque = deque()
+    for jobs in chunks:
+        pending.append(executor.submit(_read_ranks, jobs, size))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _merge_all(ranks: RankTable, chunks) -> _Kept:

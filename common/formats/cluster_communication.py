@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from common.formats.communication import CommTiming, MatrixLink, group_members
-from common.formats.rank_index import RankIndex
+from common.formats.rank_index import RankIndex, RankValues
+from common.formats import spill
 
 TIMES = ("elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms")
 
@@ -231,6 +232,18 @@ class SplitTable(Mapping):
     def __len__(self) -> int:
         return len(self._ranks)
 
+    def wait_ratios(self) -> RankValues:
+        """Per rank, in rank order, its :attr:`Split.wait_ratio`, from the rows at once (no Split made)."""
+        if not self._blocks:
+            return RankValues(np.zeros(0, dtype=np.int64), np.zeros(0))
+        transit = np.concatenate([block[:, 2] for block in self._blocks])  # the blocks' rows are the slots in order
+        wait = np.concatenate([block[:, 3] for block in self._blocks])
+        both = wait + transit
+        ratios = np.divide(wait, both, out=np.zeros(len(both)), where=both != 0)
+        ranks = self._ranks.array()
+        order = np.argsort(ranks, kind="stable")
+        return RankValues(ranks[order], ratios[order])
+
 
 def _step_number(step: str) -> int | None:
     digits = "".join(ch for ch in step if ch.isdigit())
@@ -315,20 +328,32 @@ class Communication:
 class CollectiveStarts:
     """When each rank started each collective the first rank ran (µs): one float64 row per rank, NaN where the rank
     did not run it (a collective the first rank did not run cannot be on every rank, so it is not kept); 8 bytes a
-    rank and collective. Added in rank order by :meth:`add` and :meth:`merge`."""
+    rank and collective, in memory up to :data:`common.formats.spill.SPILL_BYTES` and in a file beyond. Added in
+    rank order by :meth:`add` and :meth:`merge`; read a block of ranks at a time (:meth:`row_blocks`)."""
 
     def __init__(self) -> None:
         self.names: list[str] | None = None  # the first rank's collectives: "<step>/<op name>@<group>"
         self._index: dict[str, int] = {}
-        self.blocks: list[np.ndarray] = []  # rows of consecutive ranks, a column per name
+        self._blocks: list[np.ndarray] = []  # in memory: rows of consecutive ranks, a column per name
+        self._files = spill.SpillFolder("msprof_lab_starts_")  # the rows, once past SPILL_BYTES
+        self._complete: np.ndarray | None = None  # per name: no rank so far without its start
+        self.rows = 0
         self.ranks = array("q")  # 8 bytes a rank
         self.sources: set[str] = set()
         self.missing = False  # a rank had no record of its collectives
+
+    def __getstate__(self) -> dict:
+        """A chunk read in a worker travels with its rows (a spilled file stays on the worker's disk)."""
+        state = dict(self.__dict__)
+        if self._files.used:
+            state["_blocks"] = list(self.row_blocks())
+        return state
 
     def _name(self, names: list[str]) -> None:
         if self.names is None:
             self.names = list(names)
             self._index = {name: i for i, name in enumerate(self.names)}
+            self._complete = np.ones(len(self.names), dtype=bool)
 
     def add(self, rank: int, starts: dict[str, float] | None, source: str) -> None:
         self.sources.add(source)
@@ -341,33 +366,53 @@ class CollectiveStarts:
             i = self._index.get(name)
             if i is not None:
                 row[0, i] = start
-        self.blocks.append(row)
+        self._append(row)
         self.ranks.append(rank)
 
     def merge(self, other: CollectiveStarts) -> None:
         """Add a later chunk's ranks, its columns matched to these by name."""
         self.sources |= other.sources
         self.missing |= other.missing
-        if not other.blocks:
+        if not other.rows:
             return
         self._name(other.names)
-        theirs = np.concatenate(other.blocks)
-        block = np.full((len(theirs), len(self.names)), np.nan)
-        for j, name in enumerate(other.names):
-            i = self._index.get(name)
-            if i is not None:
-                block[:, i] = theirs[:, j]
-        self.blocks.append(block)
+        block = np.full((other.rows, len(self.names)), np.nan)
+        first = 0
+        for theirs in other.row_blocks():
+            for j, name in enumerate(other.names):
+                i = self._index.get(name)
+                if i is not None:
+                    block[first:first + len(theirs), i] = theirs[:, j]
+            first += len(theirs)
+        self._append(block)
         self.ranks += other.ranks
+
+    def _append(self, block: np.ndarray) -> None:
+        self._complete &= ~np.isnan(block).any(axis=0)
+        self.rows += len(block)
+        if not self._files.used and self.rows * len(self.names) * 8 <= spill.SPILL_BYTES:
+            self._blocks.append(block)
+            return
+        for kept in self._blocks:
+            self._files.append("starts", kept)
+        self._blocks = []
+        self._files.append("starts", block)
 
     def on_every_rank(self) -> np.ndarray:
         """Per name in :attr:`names`: whether every rank recorded its start."""
-        return np.logical_and.reduce([~np.isnan(block).any(axis=0) for block in self.blocks])
+        return self._complete.copy() if self._complete is not None else np.zeros(0, dtype=bool)
 
-    def column(self, index: int) -> np.ndarray:
-        """The starts of the collective :attr:`names` ``[index]`` on every rank (in :attr:`ranks` order): one column
-        at a time, so a figure over thousands of ranks never holds the whole table twice."""
-        return np.concatenate([block[:, index] for block in self.blocks])
+    def row_blocks(self, values: int = 1 << 15) -> Iterator[np.ndarray]:
+        """The rows (a column per name), consecutive ranks at a time in :attr:`ranks` order, each block about
+        ``values`` values once spilled: a figure over thousands of ranks never holds the whole table."""
+        if not self._files.used:
+            yield from self._blocks
+            return
+        width = len(self.names)
+        step = max(1, values // width)
+        for first in range(0, self.rows, step):
+            count = min(step, self.rows - first)
+            yield self._files.read("starts", first * width, count * width).reshape(count, width)
 
     @property
     def source(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -54,6 +54,46 @@ class RankIndex:
     def __getitem__(self, slot: int) -> int:
         return self._ranks[slot]
 
+    def numbers(self, first: int, end: int) -> list[int]:
+        """The ranks of slots [first, end)."""
+        return self._ranks[first:end].tolist()
+
     def array(self) -> np.ndarray:
         """The ranks, slot by slot (a copy)."""
         return np.array(self._ranks, dtype=np.int64)
+
+
+class RankValues(Mapping):
+    """rank -> one number, for thousands of ranks in two arrays (ranks ascending) instead of a dict's entries;
+    iterates in rank order, as a dict filled in rank order would."""
+
+    def __init__(self, ranks: np.ndarray, values: np.ndarray) -> None:
+        self.ranks, self.values = np.asarray(ranks, dtype=np.int64), np.asarray(values)
+
+    @classmethod
+    def of(cls, mapping: Mapping) -> RankValues:
+        """A mapping rank -> number as RankValues (one already is returned as it is)."""
+        if isinstance(mapping, RankValues):
+            return mapping
+        ranks = sorted(mapping)
+        return cls(np.array(ranks, dtype=np.int64), np.array([mapping[r] for r in ranks]))
+
+    def __getitem__(self, rank: int):
+        i = int(np.searchsorted(self.ranks, rank))
+        if i == len(self.ranks) or self.ranks[i] != rank:
+            raise KeyError(rank)
+        return self.values[i].item()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ranks.tolist())
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def largest(self, top: int) -> list[int]:
+        """The ``top`` ranks of the largest values, ties in rank order."""
+        return self.ranks[np.argsort(-self.values, kind="stable")[:top]].tolist()
+
+    def first_largest(self) -> int | None:
+        """The rank of the largest value (the first of equals), as ``max(mapping, key=mapping.get)``."""
+        return int(self.ranks[np.argmax(self.values)]) if len(self.ranks) else None

@@ -6,25 +6,22 @@ float64 columns (the step and eight times, 72 bytes a row; a missing Preparing o
 hands a rank's rows back as ``StepTime`` objects when asked (it is a ``Mapping`` rank -> rows, as the
 cluster view's ``steps`` always was). Whole-capture figures read one :meth:`column` at a time.
 
-Past :data:`SPILL_ROWS` rows the columns move to files of their own in a temporary folder (removed
-with the store), so what a capture of any size holds in memory is bounded: one column while it is
-read, and per rank where its rows are and its device id.
+Past :data:`SPILL_ROWS` rows the columns move to files of their own (:mod:`common.formats.spill`), so
+what a capture of any size holds in memory is bounded: one column while it is read, and per rank where
+its rows are and its device id.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
-import weakref
 from array import array
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 import numpy as np
 
 from common.formats.rank_index import RankIndex
 from common.formats.records import StepTime
+from common.formats.spill import SPILL_BYTES, SpillFolder
 
 FIELDS = ("computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us",
           "stage_us", "bubble_us", "preparing_us")
@@ -32,7 +29,7 @@ COLUMNS = ("step", *FIELDS)
 SUMMARY_COLUMNS = {"computing": "computing_us", "comm_not_overlapped": "communication_not_overlapped_us",
                    "overlapped": "overlapped_us", "communication": "communication_us", "free": "free_us",
                    "preparing": "preparing_us"}
-SPILL_ROWS = 1 << 17  # 131,072 rows (9.4 MB of columns) in memory at most; beyond, on disk
+SPILL_ROWS = SPILL_BYTES // (8 * len(COLUMNS))  # 29,127 rows in memory at most; beyond, on disk
 
 
 def _none(value: float) -> float | None:
@@ -62,7 +59,14 @@ class StepStore(Mapping):
         self._names: list[str | None] = []  # one string per device id, shared by the ranks
         self._name_ix: dict[str | None, int] = {}
         self._per_row: dict[int, tuple[str | None, ...]] = {}  # slot -> one device id a row (rare)
-        self._folder: Path | None = None  # the columns' files, once spilled
+        self._files = SpillFolder("msprof_lab_steps_")  # the columns' files, once spilled
+
+    def __getstate__(self) -> dict:
+        """A chunk read in a worker travels with its rows (a spilled file stays on the worker's disk)."""
+        state = dict(self.__dict__)
+        if self._files.used:
+            state["_blocks"] = [self._table()]
+        return state
 
     def add(self, rank: int, rows: list[StepTime]) -> None:
         table = np.empty((len(rows), len(COLUMNS)), dtype=np.float64)
@@ -97,7 +101,7 @@ class StepStore(Mapping):
                 self._device.append(-1)
                 self._per_row[slot] = tuple(devices)
         self._rows += len(table)
-        if self._folder is None:
+        if not self._files.used:
             self._blocks.append(table)
             if self._rows > SPILL_ROWS:
                 self._spill()
@@ -109,16 +113,13 @@ class StepStore(Mapping):
         return self._starts[slot], self._starts[slot + 1]
 
     def _spill(self) -> None:
-        self._folder = Path(tempfile.mkdtemp(prefix="msprof_lab_steps_"))
-        weakref.finalize(self, shutil.rmtree, self._folder, True)
         blocks, self._blocks = self._blocks, []
         for table in blocks:
             self._write(table)
 
     def _write(self, table: np.ndarray) -> None:
         for i, name in enumerate(COLUMNS):
-            with (self._folder / f"{name}.f64").open("ab") as f:
-                np.ascontiguousarray(table[:, i]).tofile(f)
+            self._files.append(name, table[:, i])
 
     def _table(self, first: int = 0, end: int | None = None) -> np.ndarray:
         """Rows [first, end) with every column."""
@@ -128,8 +129,8 @@ class StepStore(Mapping):
 
     def _read(self, name: str, first: int, end: int) -> np.ndarray:
         index = COLUMNS.index(name)
-        if self._folder is not None:
-            return np.fromfile(self._folder / f"{name}.f64", dtype=np.float64, count=end - first, offset=8 * first)
+        if self._files.used:
+            return self._files.read(name, first, end - first)
         out, base = [], 0
         for table in self._blocks:
             lo, hi = max(first, base), min(end, base + len(table))
@@ -156,17 +157,22 @@ class StepStore(Mapping):
 
     @property
     def spilled(self) -> bool:
-        return self._folder is not None
+        return self._files.used
 
     def column(self, name: str, rank: int | None = None) -> np.ndarray:
         """One of :data:`COLUMNS` over every rank's rows, rank after rank, or over one rank's."""
         first, end = self._span(rank) if rank is not None else (0, self._rows)
         return self._read(name, first, end)
 
-    def arrays(self, rank: int | None = None) -> Mapping[str, np.ndarray]:
-        """The columns :func:`common.analyze.bounds.step.summarize_columns` takes (NaN for a missing Step or
-        Preparing), of one rank's rows or (``rank`` None) of every rank's: each read when asked for."""
-        return _Columns(self, rank)
+    def summary_blocks(self, names: tuple[str, ...], rank: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """:func:`common.analyze.bounds.step.summarize_blocks`' columns (named as :data:`SUMMARY_COLUMNS` and
+        "step"; NaN for a missing Step or Preparing): of one rank's rows, or (``rank`` None) of every rank's, a
+        block of rows at a time."""
+        if rank is not None:
+            yield {name: self.column(SUMMARY_COLUMNS.get(name, name), rank) for name in names}
+            return
+        for block in self.row_blocks(tuple(SUMMARY_COLUMNS.get(name, name) for name in names)):
+            yield {name: block[SUMMARY_COLUMNS.get(name, name)] for name in names}
 
     def rows_per_rank(self) -> int | None:
         """How many rows every rank has; None when the ranks have different numbers of rows (or there are none)."""
@@ -175,13 +181,7 @@ class StepStore(Mapping):
             return None
         return int(counts[0])
 
-    def by_rank(self, name: str) -> np.ndarray | None:
-        """One field as a (ranks, steps) array, ranks in the order added; None when the ranks have different
-        numbers of rows."""
-        rows = self.rows_per_rank()
-        return None if rows is None else self.column(name).reshape(len(self), rows)
-
-    def row_blocks(self, names: tuple[str, ...], rows: int = 1 << 16) -> Iterator[dict[str, np.ndarray]]:
+    def row_blocks(self, names: tuple[str, ...], rows: int = 1 << 13) -> Iterator[dict[str, np.ndarray]]:
         """``names``' values over consecutive rows, ``rows`` at a time (rank after rank, as :meth:`column`): a
         row-wise figure over a capture of any size holds one block."""
         for first in range(0, self._rows, rows):
@@ -195,9 +195,8 @@ class StepStore(Mapping):
         rows = self.rows_per_rank()
         if rows is None:
             raise ValueError("the ranks have different numbers of rows")
-        numbers = list(self._ranks)
-        for first in range(0, len(numbers), ranks):
-            block = numbers[first:first + ranks]
+        for first in range(0, len(self._ranks), ranks):
+            block = self._ranks.numbers(first, first + ranks)
             lo, hi = first * rows, (first + len(block)) * rows
             yield block, {name: self._read(name, lo, hi).reshape(len(block), rows) for name in names}
 
@@ -205,19 +204,3 @@ class StepStore(Mapping):
         """The rank of each row of :meth:`column`."""
         counts = np.diff(np.array(self._starts, dtype=np.int64))
         return np.repeat(self._ranks.array(), counts)
-
-
-class _Columns(Mapping):
-    """summarize_columns' names -> one of a store's columns, read on each access (never all held)."""
-
-    def __init__(self, store: StepStore, rank: int | None) -> None:
-        self._store, self._rank = store, rank
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._store.column(SUMMARY_COLUMNS.get(name, name), self._rank)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([*SUMMARY_COLUMNS, "step"])
-
-    def __len__(self) -> int:
-        return len(SUMMARY_COLUMNS) + 1

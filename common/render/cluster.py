@@ -60,7 +60,7 @@ def _summary_sections(report: ClusterReport) -> list[Section]:
         Section("What bounds the step (every rank's steps)", lines=report.step_lines),
     ]
     if report.comm_lines:
-        waiting = [r for _, r in sorted(report.comm_ratios, key=lambda x: -x[0])[:COMM_RANK_LINES]]
+        waiting = report.comm_ratios.largest(COMM_RANK_LINES) if report.comm_ratios is not None else []
         sections.append(Section(
             "Collectives and point-to-point ops (largest first, mean over the ranks)",
             lines=_first(report.comm_lines, COMM_RANK_LINES + 1, "notes") + report.rank_lines(waiting)

@@ -8,11 +8,13 @@ Pure functions over parsed rows; nothing here reads files or prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from common.analyze.robust import streamed_median
 from common.formats.records import StepTime
 
 # A part holding at least half of the step bounds it: shortening any other part cannot save as
@@ -108,47 +110,47 @@ def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
         ("overlapped", "overlapped_us"), ("communication", "communication_us"), ("free", "free_us"))}
     columns["preparing"] = np.array([nan if s.preparing_us is None else s.preparing_us for s in steps])
     columns["step"] = np.array([nan if s.step is None else s.step for s in steps], dtype=np.float64)
-    return summarize_columns(columns)
+    return summarize_blocks(lambda names: [columns])
 
 
-def _median(values: np.ndarray) -> float:
-    return float(np.median(values))  # statistics.median's value: the middle one, or the mean of the two
+Blocks = Callable[[tuple[str, ...]], Iterable[Mapping[str, np.ndarray]]]
 
 
-def summarize_columns(columns: Mapping[str, np.ndarray]) -> StepSummary | None:
-    """:func:`summarize_steps` over the step table's columns (float64 arrays named as
-    :data:`common.formats.step_store.SUMMARY_COLUMNS` and "step"; a missing Preparing or Step is NaN). Each
-    column is asked for when needed and let go after, so a cluster's rows are never all in memory at once."""
-    total = np.array(columns["computing"])  # StepTime.total_us = Computing + Communication(Not Overlapped) + Free
-    if not len(total):
+def summarize_blocks(blocks: Blocks) -> StepSummary | None:
+    """:func:`summarize_steps` over the step table's columns, ``blocks(names)`` yielding them a block of rows at a
+    time (float64 arrays named as :data:`common.formats.step_store.SUMMARY_COLUMNS` and "step"; a missing
+    Preparing or Step is NaN). Each median is exact and reads the blocks again rather than hold a column
+    (:func:`common.analyze.robust.streamed_median`), so a cluster's rows are never in memory at once."""
+    def column(name: str):
+        return lambda: (block[name] for block in blocks((name,)))
+
+    def total():  # StepTime.total_us = Computing + Communication(Not Overlapped) + Free
+        parts = ("computing", "comm_not_overlapped", "free")
+        return ((block["computing"] + block["comm_not_overlapped"]) + block["free"] for block in blocks(parts))
+
+    steps = sum(len(block["computing"]) for block in blocks(("computing",)))
+    if not steps:
         return None
-    medians = {"computing": _median(total)}
-    for name in ("comm_not_overlapped", "free"):
-        column = columns[name]
-        medians[name] = _median(column)
-        total += column  # in the copy made above: one array for the sum, whatever the row count
-        del column
-    for name in ("overlapped", "communication"):
-        medians[name] = _median(columns[name])
-    preparing = columns["preparing"]
-    known = preparing[~np.isnan(preparing)]
-    del preparing
-    median_step = _median(total)
-    slow = ()
-    if len(total) >= 3:
-        step = columns["step"]
-        slow = tuple((None if step[i] != step[i] else int(step[i]), float(total[i]))
-                     for i in np.flatnonzero(total > SLOW_STEP * median_step))
+    medians = {name: streamed_median(column(name))
+               for name in ("computing", "comm_not_overlapped", "free", "overlapped", "communication")}
+    preparing = streamed_median(lambda: (b[~np.isnan(b)] for b in column("preparing")()))
+    median_step = streamed_median(total)
+    slow = []
+    if steps >= 3:
+        for block, sums in zip(blocks(("step",)), total()):
+            step = block["step"]
+            slow += [(None if step[i] != step[i] else int(step[i]), float(sums[i]))
+                     for i in np.flatnonzero(sums > SLOW_STEP * median_step)]
     return StepSummary(
-        steps=len(total),
+        steps=steps,
         median_step_us=median_step,
         median_computing_us=medians["computing"],
         median_free_us=medians["free"],
         median_comm_not_overlapped_us=medians["comm_not_overlapped"],
         median_overlapped_us=medians["overlapped"],
         median_communication_us=medians["communication"],
-        median_preparing_us=_median(known) if len(known) else None,
-        slow_steps=slow,
+        median_preparing_us=None if math.isnan(preparing) else preparing,
+        slow_steps=tuple(slow),
     )
 
 
