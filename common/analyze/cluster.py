@@ -65,14 +65,14 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
 
 def _uncaptured_text(comm: Communication) -> str:
     """The ranks of a group that the link matrix names but the capture does not hold."""
-    captured = set(comm.splits)
+    captured = comm.splits.ranks()
     parts = []
     for group, members in sorted(comm.groups.items()):
-        missing = sorted(members - captured)
-        if missing:
-            parts.append(f"group {group[-6:]} has {len(members)} ranks ({min(members)}..{max(members)}, "
-                         f"communication matrix), this capture holds {len(members & captured)} "
-                         f"({', '.join(map(str, sorted(members & captured)))}): a rank that is not here cannot "
+        held = np.intersect1d(members, captured).tolist()
+        if len(held) < len(members):
+            parts.append(f"group {group[-6:]} has {len(members)} ranks ({members[0]}..{members[-1]}, "
+                         f"communication matrix), this capture holds {len(held)} "
+                         f"({', '.join(map(str, held))}): a rank that is not here cannot "
                          "be named, and one of them can be the late peer")
     return "; ".join(parts)
 

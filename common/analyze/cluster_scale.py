@@ -18,12 +18,12 @@ import numpy as np
 from common.analyze.parallel_layout import Layout
 from common.analyze.slow_rank import RankSummaries, RankSummary, distinct_steps
 from common.formats.cluster import FULL_VIEW_RANKS
-from common.formats.spill import SPILL_BYTES
 from common.formats.step_store import StepStore
 
 SUMMARY_ABOVE_RANKS = FULL_VIEW_RANKS  # up to this many ranks, every (step, rank) row is shown; above, the summary
 OUTLIERS = 5  # slowest ranks listed; FASTEST of the other end
 FASTEST = 3
+GROUP_VALUES = 1 << 16  # step_spreads holds about this many values at once (512 KB)
 QUANTITIES = {"Computing": "computing_us", "Comm(Not Overlapped)": "communication_not_overlapped_us",
               "Free": "free_us"}
 
@@ -53,11 +53,11 @@ class StepSpread:
 
 def step_spreads(steps: StepStore) -> list[StepSpread]:
     """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks. One quantity and a
-    group of steps at a time, the rows read a block at a time: about :data:`SPILL_BYTES` of values held at most."""
+    group of steps at a time, the rows read a block at a time: about :data:`GROUP_VALUES` values held at most."""
     order = distinct_steps(steps)
     found: dict[int | None, dict[str, object]] = {step: {} for step in order}
     counts: dict[int | None, int] = {}
-    per_group = max(1, SPILL_BYTES // (8 * max(1, len(steps))))  # steps whose values (one a rank) fit
+    per_group = max(1, GROUP_VALUES // max(1, len(steps)))  # steps whose values (one a rank) fit
     for name, field in QUANTITIES.items():
         for first in range(0, len(order), per_group):
             group = order[first:first + per_group]

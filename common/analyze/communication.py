@@ -132,16 +132,18 @@ def late_peer(ops: list[OpTotals]) -> tuple[OpTotals | None, dict[int, float]]:
 def step_verdict(comm: Communication) -> CommVerdict:
     """Whether the ranks' communication time is waiting for a peer, moving data, or idle; with the evidence."""
     source = comm.source
-    splits = [split for _, split in sorted(comm.splits.items()) if split.ops]
-    if not splits:
+    times = comm.splits.times()  # per rank, in columns
+    used = times["ops"] > 0
+    if not used.any():
         unread = source == "none"  # every rank's files failed to read: rank_communication's notes say why
         return CommVerdict("none", "no rank's communication analysis could be read (the notes say why)" if unread
                            else f"no collective or point-to-point op in {source}")
     ops = comm.ops_in_order()
-    elapse = statistics.fmean(s.elapse_ms for s in splits)
-    parts = {"moving data": statistics.fmean(s.transit_ms for s in splits),
-             "waiting": statistics.fmean(s.wait_ms for s in splits),
-             "idle": statistics.fmean(s.idle_ms for s in splits)}
+    def mean(name: str) -> float:  # over the ranks that ran an op
+        return statistics.fmean(times[name][used].tolist())
+
+    elapse = mean("elapse_ms")
+    parts = {"moving data": mean("transit_ms"), "waiting": mean("wait_ms"), "idle": mean("idle_ms")}
     kind = max(parts, key=parts.get)
     share = {k: 100 * v / elapse if elapse else 0.0 for k, v in parts.items()}
     head = (f"{len(ops)} ops, {elapse:,.2f} ms per rank ({source}): transit {parts['moving data']:,.2f} ms "

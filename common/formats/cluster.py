@@ -16,6 +16,7 @@ folder and profiler_info (:class:`RankTable`). The analysis of what is read live
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import re
@@ -125,13 +126,13 @@ class RankTable(Sequence):
     reads its files again on first use): what the parent keeps of a rank is its number, its folder and its
     profiler_info (one object per distinct value), not a profile with its cached files."""
 
-    def __init__(self, ranks: list[int], paths: list[str]) -> None:
+    def __init__(self, folders: RankFolders) -> None:
         self._ranks = RankIndex()
-        for rank in ranks:
+        for rank in folders.ranks.tolist():
             self._ranks.add(rank)
-        self._paths = paths
+        self._folders = folders
         self._infos: list[dict] = []
-        self._info_ix = array("l", [-1]) * len(paths)
+        self._info_ix = array("l", [-1]) * len(folders)
         self._info_of: dict[str, int] = {}
 
     def set_info(self, rank: int, info: dict) -> None:
@@ -144,11 +145,11 @@ class RankTable(Sequence):
 
     def jobs(self, first: int, end: int) -> list[tuple[int, str]]:
         """(rank, folder) of the ranks in slots [first, end), in rank order: what a worker reads."""
-        return [(self._ranks[i], self._paths[i]) for i in range(first, min(end, len(self._paths)))]
+        return [(self._ranks[i], self._folders.folder(i)) for i in range(first, min(end, len(self._folders)))]
 
     def _item(self, slot: int) -> RankProfile:
         ix = self._info_ix[slot]
-        return RankProfile(self._ranks[slot], self._paths[slot], self._infos[ix] if ix >= 0 else None)
+        return RankProfile(self._ranks[slot], self._folders.folder(slot), self._infos[ix] if ix >= 0 else None)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -156,7 +157,7 @@ class RankTable(Sequence):
         return self._item(range(len(self))[index])
 
     def __len__(self) -> int:
-        return len(self._paths)
+        return len(self._folders)
 
 
 @dataclass
@@ -196,18 +197,49 @@ class ClusterView:
         return starts
 
 
-def _rank_dirs(root: Path) -> dict[int, list[str]]:
-    """rank -> the folders holding its ``profiler_info_{rank}.json``. A rank's folder is not searched further
-    (its ASCEND_PROFILER_OUTPUT/ and PROF_*/ trees hold its own files, thousands on a real capture), nor is
-    msprof-analyze's output. Paths as strings (16,384 Path objects would hold their parts)."""
-    found: dict[int, list[str]] = {}
-    for folder, dirs, files in os.walk(root):
-        ranks = [int(m[1]) for name in files if (m := PROFILER_INFO.match(name))]
-        for rank in ranks:
-            found.setdefault(rank, []).append(folder)
-        dirs[:] = [] if ranks else sorted(d for d in dirs if d != MSA_OUTPUT)
-    return {rank: sorted(folders) for rank, folders in found.items()}
+class RankFolders:
+    """The folders under ``root`` that hold a ``profiler_info_{rank}.json``, in rank order (a rank found twice:
+    its folders side by side, see :meth:`doubled`). A rank's folder is not searched further (its
+    ASCEND_PROFILER_OUTPUT/ and PROF_*/ trees hold its own files, thousands on a real capture), nor is
+    msprof-analyze's output. The ranks are kept in an array and the folders, relative to the root, in one
+    bytes object: 16,384 paths as str objects held 2 MB."""
 
+    def __init__(self, root: Path) -> None:
+        self.root = os.fspath(root)
+        ranks, text, ends = array("q"), io.BytesIO(), array("q")  # bytes: a StringIO holds 4 bytes a character
+        for folder, dirs, files in os.walk(self.root):
+            found = [int(m[1]) for name in files if (m := PROFILER_INFO.match(name))]
+            relative = folder[len(self.root):].lstrip(os.sep)  # os.walk joins its folders onto the root
+            for rank in found:
+                ranks.append(rank)
+                ends.append((ends[-1] if ends else 0) + text.write(os.fsencode(relative)))
+            dirs[:] = [] if found else sorted(d for d in dirs if d != MSA_OUTPUT)
+        self.ranks, self._text, self._ends = np.array(ranks, dtype=np.int64), text.getvalue(), np.array(ends)
+        if len(self.ranks) and (np.diff(self.ranks) < 0).any():  # into rank order (a rank's folders as walked)
+            order = np.argsort(self.ranks, kind="stable")
+            text, ends = io.BytesIO(), array("q")
+            for i in order.tolist():
+                ends.append((ends[-1] if ends else 0) + text.write(self._text[self._span(i)]))
+            self.ranks, self._text, self._ends = self.ranks[order], text.getvalue(), np.array(ends)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def _span(self, i: int) -> slice:
+        return slice(int(self._ends[i - 1]) if i else 0, int(self._ends[i]))
+
+    def folder(self, i: int) -> str:
+        """The ``i``-th folder (in rank order), as os.walk names it."""
+        relative = os.fsdecode(self._text[self._span(i)])
+        return os.path.join(self.root, relative) if relative else self.root
+
+    def doubled(self) -> tuple[int, list[str]] | None:
+        """The first rank with more than one folder, and its folders (sorted)."""
+        same = np.flatnonzero(self.ranks[1:] == self.ranks[:-1])
+        if not len(same):
+            return None
+        rank = int(self.ranks[same[0]])
+        return rank, sorted(self.folder(i) for i in np.flatnonzero(self.ranks == rank).tolist())
 
 
 def step_order(step: int | None) -> tuple[bool, int]:
@@ -236,23 +268,23 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
     if run_info is not None and not run_info.get("completed"):
         reason = (run_info.get("failure") or {}).get("reason", "it did not finish")
         raise LabError(f"{root}: the run is INCOMPLETE ({reason})", "fix the failing rank and run it again")
-    found = _rank_dirs(root)
-    if not found:
+    found = RankFolders(root)
+    if not len(found):
         raise LabError(
             f"{root}: no per-rank profiles (*_ascend_pt/profiler_info_<rank>.json)",
             "give the output of a multi-rank run, e.g. 04_pyTorch/prof_out_ddp",
         )
-    doubled = {r: dirs for r, dirs in found.items() if len(dirs) > 1}
+    doubled = found.doubled()
     if doubled:
-        r, dirs = next(iter(sorted(doubled.items())))
+        r, dirs = doubled
         raise LabError(
             f"{root}: rank {r} has {len(dirs)} profiles ({', '.join(os.path.relpath(d, root) for d in dirs)}): "
             "outputs of different runs are mixed",
             "keep exactly one folder per rank, all from one run",
         )
-    world = int(run_info["world_size"]) if run_info and run_info.get("world_size") else max(found) + 1
-    missing = [r for r in range(world) if r not in found]
-    extra = [r for r in found if r >= world]
+    world = int(run_info["world_size"]) if run_info and run_info.get("world_size") else int(found.ranks[-1]) + 1
+    missing = np.setdiff1d(np.arange(world), found.ranks).tolist()
+    extra = found.ranks[found.ranks >= world].tolist()
     if missing or extra:
         what = (
             f"rank(s) {', '.join(map(str, missing))} missing"
@@ -260,17 +292,15 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             else f"rank(s) {', '.join(map(str, extra))} beyond the world size"
         )
         raise LabError(
-            f"{root}: {what} (found {', '.join(map(str, sorted(found)))}; world size {world})",
+            f"{root}: {what} (found {', '.join(map(str, found.ranks.tolist()))}; world size {world})",
             "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
         )
-    ordered = sorted(found)
-    paths = [found[r][0] for r in ordered]
     ranks: Sequence[RankProfile]
-    if executor is not None or len(ordered) >= PARALLEL_FROM_RANKS:
-        ranks = RankTable(ordered, paths)
+    if executor is not None or len(found) >= PARALLEL_FROM_RANKS:
+        ranks = RankTable(found)
         kept = prefetch_ranks(ranks, executor)
     else:
-        ranks = [RankProfile(r, path, None) for r, path in zip(ordered, paths)]
+        ranks = [RankProfile(int(r), found.folder(i), None) for i, r in enumerate(found.ranks.tolist())]
         kept = _Kept(len(ranks))
         for p in ranks:  # a few ranks: their profiler_info and step rows now, the rest when first asked for
             p.info = read_profiler_info(p.folder, p.rank)
