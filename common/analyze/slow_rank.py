@@ -54,9 +54,11 @@ class RankSummaries(Sequence):
     FIELDS = ("computing_us", "comm_not_overlapped_us", "communication_us", "free_us", "step_us")
 
     def __init__(self, ranks: np.ndarray, columns: Mapping[str, np.ndarray]) -> None:
-        order = np.argsort(ranks, kind="stable")
-        self.ranks = np.asarray(ranks, dtype=np.int64)[order]
-        self.columns = {name: np.asarray(columns[name], dtype=np.float64)[order] for name in self.FIELDS}
+        self.ranks = np.asarray(ranks, dtype=np.int64)
+        self.columns = {name: np.asarray(columns[name], dtype=np.float64) for name in self.FIELDS}
+        if (np.diff(self.ranks) < 0).any():  # into rank order
+            order = np.argsort(self.ranks, kind="stable")
+            self.ranks, self.columns = self.ranks[order], {name: c[order] for name, c in self.columns.items()}
 
     @classmethod
     def of(cls, summaries: Sequence[RankSummary]) -> RankSummaries:

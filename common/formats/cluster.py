@@ -121,6 +121,9 @@ class RankProfile:
         return starts
 
 
+_RANK_ID = "<rank_id>"  # in a kept profiler_info: the rank's own number goes here
+
+
 class RankTable(Sequence):
     """The ranks of a capture read by workers, as :class:`RankProfile` items made when asked for (each
     reads its files again on first use): what the parent keeps of a rank is its number, its folder and its
@@ -131,16 +134,20 @@ class RankTable(Sequence):
         for rank in folders.ranks.tolist():
             self._ranks.add(rank)
         self._folders = folders
-        self._infos: list[dict] = []
+        self._infos: list[tuple[dict, type]] = []  # (profiler_info with _RANK_ID, the type of its rank_id)
         self._info_ix = array("l", [-1]) * len(folders)
         self._info_of: dict[str, int] = {}
 
     def set_info(self, rank: int, info: dict) -> None:
-        key = json.dumps(info, sort_keys=True, default=str)
+        """Keep ``rank``'s profiler_info: once per distinct value, its ``rank_id`` (the one field that differs from
+        rank to rank) put back when an item is made."""
+        own = info.get("rank_id")
+        shared = {k: (_RANK_ID if k == "rank_id" and own in (rank, str(rank)) else v) for k, v in info.items()}
+        key = json.dumps([shared, type(own).__name__], sort_keys=True, default=str)
         ix = self._info_of.get(key)
         if ix is None:
             ix = self._info_of[key] = len(self._infos)
-            self._infos.append(info)
+            self._infos.append((shared, type(own)))
         self._info_ix[self._ranks.slot(rank)] = ix
 
     def jobs(self, first: int, end: int) -> list[tuple[int, str]]:
@@ -149,7 +156,11 @@ class RankTable(Sequence):
 
     def _item(self, slot: int) -> RankProfile:
         ix = self._info_ix[slot]
-        return RankProfile(self._ranks[slot], self._folders.folder(slot), self._infos[ix] if ix >= 0 else None)
+        rank, info = self._ranks[slot], None
+        if ix >= 0:
+            shared, kind = self._infos[ix]
+            info = {k: (kind(rank) if v is _RANK_ID else v) for k, v in shared.items()}
+        return RankProfile(rank, self._folders.folder(slot), info)
 
     def __getitem__(self, index):
         if isinstance(index, slice):

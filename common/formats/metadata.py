@@ -17,6 +17,7 @@ Both are optional: a capture without them has no layout, and the readers return 
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,7 +109,7 @@ class LayoutRecord:
     groups: dict[tuple[str, tuple[int, ...]], tuple[str, str]] = field(default_factory=dict)
     args: dict | None = None
     source: str | None = None
-    missing: list[int] = field(default_factory=list)
+    missing: array = field(default_factory=lambda: array("q"))  # ranks without a layout, 8 bytes each
 
     def add(self, rank: int, meta: RankMetadata | None) -> None:
         if meta is None:

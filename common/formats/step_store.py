@@ -188,7 +188,7 @@ class StepStore(Mapping):
             end = min(first + rows, self._rows)
             yield {name: self._read(name, first, end) for name in names}
 
-    def rank_blocks(self, names: tuple[str, ...], ranks: int = 1024) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
+    def rank_blocks(self, names: tuple[str, ...], ranks: int = 256) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
         """``ranks`` ranks at a time, in the order added: their numbers and each of ``names`` as a (ranks, steps)
         array, so that a per-rank figure over a capture of any size holds one block (the ranks must have as many
         rows each: :meth:`rows_per_rank`)."""

@@ -34,6 +34,7 @@ PREPARING_NOTE_SHARE = 0.10
 # A step longer than this many times the median step is an outlier (a host stall, a first call's one-off
 # work): named beside the verdict, which is over the median step.
 SLOW_STEP = 1.5
+SLOW_NAMED = 3  # slow steps named in the verdict; the others are counted
 
 # What to try about precision for device-bound work, in one wording everywhere.
 LOWER_PRECISION_TRY = ("lower precision (fp16/bf16) for the families that take most of the time (the families table; "
@@ -67,7 +68,9 @@ class StepSummary:
     median_overlapped_us: float = 0.0
     median_communication_us: float = 0.0
     median_preparing_us: float | None = None
-    slow_steps: tuple[tuple[int | None, float], ...] = ()  # (step, its length µs) above SLOW_STEP x the median
+    slow_steps: tuple[tuple[int | None, float], ...] = ()  # the first SLOW_NAMED (step, its length µs) above
+    # SLOW_STEP x the median (16,384 ranks can have thousands: they are counted, not kept)
+    slow_count: int = 0
 
     @property
     def computing_ratio(self) -> float:
@@ -84,8 +87,8 @@ class StepSummary:
         if not self.slow_steps:
             return ""
         named = ", ".join(f"step {'(none)' if step is None else step} ({us:,.1f} us)"
-                          for step, us in self.slow_steps[:3])
-        more = f" and {len(self.slow_steps) - 3} more" if len(self.slow_steps) > 3 else ""
+                          for step, us in self.slow_steps[:SLOW_NAMED])
+        more = f" and {self.slow_count - SLOW_NAMED} more" if self.slow_count > SLOW_NAMED else ""
         return (f"; {named}{more} over {SLOW_STEP:g}x the {self.median_step_us:,.1f} us median step: named here, "
                 f"not averaged in")
 
@@ -135,12 +138,13 @@ def summarize_blocks(blocks: Blocks) -> StepSummary | None:
                for name in ("computing", "comm_not_overlapped", "free", "overlapped", "communication")}
     preparing = streamed_median(lambda: (b[~np.isnan(b)] for b in column("preparing")()))
     median_step = streamed_median(total)
-    slow = []
+    slow, count = [], 0
     if steps >= 3:
         for block, sums in zip(blocks(("step",)), total()):
-            step = block["step"]
+            step, over = block["step"], np.flatnonzero(sums > SLOW_STEP * median_step)
+            count += len(over)
             slow += [(None if step[i] != step[i] else int(step[i]), float(sums[i]))
-                     for i in np.flatnonzero(sums > SLOW_STEP * median_step)]
+                     for i in over[:SLOW_NAMED - len(slow)]]
     return StepSummary(
         steps=steps,
         median_step_us=median_step,
@@ -151,6 +155,7 @@ def summarize_blocks(blocks: Blocks) -> StepSummary | None:
         median_communication_us=medians["communication"],
         median_preparing_us=None if math.isnan(preparing) else preparing,
         slow_steps=tuple(slow),
+        slow_count=count,
     )
 
 
