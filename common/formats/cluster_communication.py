@@ -411,6 +411,10 @@ class CollectiveStarts:
         self._blocks = []
         self._files.append("starts", block)
 
+    @property
+    def spilled(self) -> bool:
+        return self._files.used
+
     def on_every_rank(self) -> np.ndarray:
         """Per name in :attr:`names`: whether every rank recorded its start."""
         return self._complete.copy() if self._complete is not None else np.zeros(0, dtype=bool)

@@ -17,7 +17,7 @@ from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, spread
 from common.bench.cluster_capture import write_cluster
 from common.cli.commands import main
 from common.formats import cluster as cluster_format
-from common.formats import step_store
+from common.formats import spill, step_store
 from common.formats.cluster import load_cluster
 from common.render.cluster import render_cluster
 
@@ -80,8 +80,10 @@ def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch
     monkeypatch.setattr(cluster_format, "PARALLEL_FROM_RANKS", 2)
     monkeypatch.setattr(cluster_format, "CHUNK_RANKS", 5)  # chunks merged in order, one of them short
     monkeypatch.setattr(step_store, "SPILL_ROWS", 7)  # the step columns on disk after the first chunk
+    monkeypatch.setattr(spill, "SPILL_BYTES", 64)  # the collectives' starts too
     pooled = load_cluster(capture)
     assert pooled.steps.spilled and not alone.steps.spilled
+    assert pooled.starts.spilled
     assert pooled.steps == alone.steps
     assert pooled.starts.names == alone.starts.names and pooled.starts.ranks == alone.starts.ranks
     assert np.array_equal(np.concatenate(list(pooled.starts.row_blocks())),
@@ -151,3 +153,55 @@ def test_rank_blocks_are_the_rank_by_step_table_cut_into_blocks_of_ranks() -> No
     assert store.rows_per_rank() is None
     with pytest.raises(ValueError):
         next(store.rank_blocks(("free_us",)))
+
+
+def test_spilled_tables_travel_with_their_rows(monkeypatch) -> None:
+    """A chunk read in a worker is pickled back to the parent: a table that spilled there carries its rows (its
+    files stay on the worker's disk, which a Dask worker does not share)."""
+    import pickle
+
+    from common.formats.cluster_communication import CollectiveStarts
+    from common.formats.records import StepTime
+    from common.formats.step_store import StepStore
+
+    monkeypatch.setattr(step_store, "SPILL_ROWS", 3)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 32)
+    steps, starts = StepStore(), CollectiveStarts()
+    for rank in range(4):
+        steps.add(rank, [StepTime(s, 1.0 + rank, 2.0, 0.0, 2.0, 3.0, 0.0, 0.0, None) for s in range(2)])
+        starts.add(rank, {"0/allreduce@g": 10.0 + rank, "1/allreduce@g": 20.0 + rank}, "communication.json")
+    assert steps.spilled and starts.spilled
+    steps_back, starts_back = pickle.loads(pickle.dumps(steps)), pickle.loads(pickle.dumps(starts))
+    del steps, starts  # their folders go with them
+    assert not steps_back.spilled and [s.computing_us for s in steps_back[3]] == [4.0, 4.0]
+    assert np.array_equal(np.concatenate(list(starts_back.row_blocks())),
+                          [[10.0 + r, 20.0 + r] for r in range(4)])
+
+
+def test_rank_folders_are_found_in_rank_order_whatever_their_names(tmp_path: Path) -> None:
+    from common.formats.cluster import RankFolders
+
+    for rank, name in ((0, "zz/b"), (2, "a"), (1, "m")):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / f"profiler_info_{rank}.json").write_text("{}")
+    found = RankFolders(tmp_path)
+    assert found.ranks.tolist() == [0, 1, 2] and found.doubled() is None
+    assert [found.folder(i) for i in range(3)] == [str(tmp_path / "zz" / "b"), str(tmp_path / "m"), str(tmp_path / "a")]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "profiler_info_1.json").write_text("{}")
+    assert RankFolders(f"{tmp_path}/").doubled() == (1, [f"{tmp_path}/c", f"{tmp_path}/m"])
+
+
+def test_a_rank_table_keeps_one_profiler_info_for_ranks_that_differ_only_in_rank_id(tmp_path: Path) -> None:
+    from common.formats.cluster import RankFolders, RankTable
+
+    for rank in range(3):
+        (tmp_path / f"r{rank}").mkdir()
+        (tmp_path / f"r{rank}" / f"profiler_info_{rank}.json").write_text("{}")
+    table = RankTable(RankFolders(tmp_path))
+    for rank in range(3):
+        table.set_info(rank, {"rank_id": str(rank) if rank < 2 else rank, "config": {"launch": "x"}})
+    assert len(table._infos) == 2  # rank_id a string (ranks 0, 1) or a number (rank 2)
+    assert [p.info for p in table] == [{"rank_id": "0", "config": {"launch": "x"}},
+                                       {"rank_id": "1", "config": {"launch": "x"}},
+                                       {"rank_id": 2, "config": {"launch": "x"}}]

@@ -243,3 +243,24 @@ def StepSummaryFor(computing: float, free: float):
     from common.analyze.bounds.step import StepSummary
 
     return StepSummary(1, computing + free, computing, free)
+
+
+@pytest.mark.parametrize("shape", ["normal", "ties", "one value mostly", "two neighbouring values", "lognormal"])
+def test_the_streamed_median_is_numpys_median_read_in_blocks(shape: str, monkeypatch) -> None:
+    """Exact, whatever the blocks and the values: narrowing bin by bin (a few bins and candidates here, so that it
+    narrows several times) ends on np.median's value, the mean of the two middle ones for an even count."""
+    monkeypatch.setattr(robust, "BINS", 8)
+    monkeypatch.setattr(robust, "CANDIDATES", 50)
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 51, 1000, 4001):
+        values = {"normal": rng.normal(size=n) * 1e3,
+                  "ties": np.round(rng.exponential(size=n) * 5),
+                  "one value mostly": np.where(rng.random(n) < 0.8, 3.25, rng.normal(size=n)),
+                  "two neighbouring values": np.where(rng.random(n) < 0.5, 1.0, np.nextafter(1.0, 2.0)),
+                  "lognormal": rng.lognormal(size=n) * 1e6}[shape]
+        for size in (7, 333, n):
+            def blocks(size=size):
+                return (values[i:i + size] for i in range(0, n, size))
+            assert robust.streamed_median(blocks) == float(np.median(values))
+    assert np.isnan(robust.streamed_median(lambda: iter([np.array([1.0, np.nan])])))
+    assert np.isnan(robust.streamed_median(lambda: iter([])))
