@@ -4,11 +4,12 @@ A :class:`~common.formats.records.StepTime` row is a Python object of ten boxed 
 bytes); 16,384 ranks of 20 steps would hold 200 MB of them. :class:`StepStore` keeps the rows as
 float64 columns (the step and eight times, 72 bytes a row; a missing Preparing or Step is NaN) and
 hands a rank's rows back as ``StepTime`` objects when asked (it is a ``Mapping`` rank -> rows, as the
-cluster view's ``steps`` always was). Whole-capture figures read one :meth:`column` at a time.
+cluster view's ``steps`` always was). Whole-capture figures read a block of rows (:meth:`row_blocks`) or
+of ranks (:meth:`rank_blocks`) at a time.
 
 Past :data:`SPILL_ROWS` rows the columns move to files of their own (:mod:`common.formats.spill`), so
-what a capture of any size holds in memory is bounded: one column while it is read, and per rank where
-its rows are and its device id.
+what a capture of any size holds in memory is bounded: the block being read, and per rank where its
+rows are and its device id.
 """
 
 from __future__ import annotations
