@@ -253,6 +253,16 @@ class RankFolders:
         return rank, sorted(self.folder(i) for i in np.flatnonzero(self.ranks == rank).tolist())
 
 
+def _runs(ranks: list[int]) -> str:
+    """Ascending ranks as runs: "0..4094, 4096..16383" (thousands of ranks in a line one can read)."""
+    parts, first = [], 0
+    for i in range(1, len(ranks) + 1):
+        if i == len(ranks) or ranks[i] != ranks[i - 1] + 1:
+            parts.append(str(ranks[first]) if i - first == 1 else f"{ranks[first]}..{ranks[i - 1]}")
+            first = i
+    return ", ".join(parts)
+
+
 def step_order(step: int | None) -> tuple[bool, int]:
     """Sort key of a Step: an empty Step (a capture without a schedule: one whole-trace row) first."""
     return (step is not None, step or 0)
@@ -297,13 +307,9 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
     missing = np.setdiff1d(np.arange(world), found.ranks).tolist()
     extra = found.ranks[found.ranks >= world].tolist()
     if missing or extra:
-        what = (
-            f"rank(s) {', '.join(map(str, missing))} missing"
-            if missing
-            else f"rank(s) {', '.join(map(str, extra))} beyond the world size"
-        )
+        what = f"rank(s) {_runs(missing)} missing" if missing else f"rank(s) {_runs(extra)} beyond the world size"
         raise LabError(
-            f"{root}: {what} (found {', '.join(map(str, found.ranks.tolist()))}; world size {world})",
+            f"{root}: {what} (found {_runs(found.ranks.tolist())}; world size {world})",
             "every rank of one run must be present; re-run, or copy the missing rank's *_ascend_pt here",
         )
     ranks: Sequence[RankProfile]

@@ -205,3 +205,18 @@ def test_a_rank_table_keeps_one_profiler_info_for_ranks_that_differ_only_in_rank
     assert [p.info for p in table] == [{"rank_id": "0", "config": {"launch": "x"}},
                                        {"rank_id": "1", "config": {"launch": "x"}},
                                        {"rank_id": 2, "config": {"launch": "x"}}]
+
+
+def test_missing_ranks_are_named_as_runs(capture: Path, tmp_path: Path) -> None:
+    """Thousands of ranks in a refusal stay readable: consecutive ranks as one run."""
+    import shutil
+
+    from common.errors import LabError
+
+    copy = tmp_path / "cluster"
+    shutil.copytree(capture, copy)
+    for rank in (3, 4, 5, 9):
+        shutil.rmtree(copy / f"rank{rank:02d}")
+    with pytest.raises(LabError) as refused:
+        load_cluster(copy)
+    assert f"rank(s) 3..5, 9 missing (found 0..2, 6..8, 10..{RANKS - 1}; world size {RANKS})" in str(refused.value)
