@@ -129,29 +129,34 @@ class ClusterReport:
     @property
     def means(self) -> list[list[object]]:
         """Per rank, its median step's row (made when shown: a summarized view shows only its outliers)."""
-        return [[s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
-                 100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
-                for s in self.summaries]
+        return list(self.mean_rows())
 
-    def per_step_values(self) -> tuple[list[tuple[str, list[float]]], list[tuple[str, list[float]]]]:
-        """Per step ("step N"), every rank's Computing + Free and its Communication(Not Overlapped), in rank order
-        (from the columns: no row is made)."""
+    def mean_rows(self) -> Iterator[list[object]]:
+        """:attr:`means`, one row at a time."""
+        for s in self.summaries:
+            yield [s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
+                   100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
+
+    def per_step_values(self) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, np.ndarray]]]:
+        """Per step ("step N"), every rank's Computing + Free and its Communication(Not Overlapped), in rank order, as
+        float64 arrays (from the columns, a group of steps at a time: no row is made)."""
         store = self.view.steps
-        step_of, ranks = store.column("step"), store.rank_column()
-        own = store.column("computing_us") + store.column("free_us")
-        wait = store.column("communication_not_overlapped_us")
         own_rows, wait_rows = [], []
-        for step in distinct_steps(store):
-            mask = np.isnan(step_of) if step is None else step_of == step
-            order = np.argsort(ranks[mask], kind="stable")
-            own_rows.append((f"step {step}", own[mask][order].tolist()))
-            wait_rows.append((f"step {step}", wait[mask][order].tolist()))
+        names = ("rank", "computing_us", "free_us", "communication_not_overlapped_us")
+        for step, values in store.by_step(names, distinct_steps(store)):
+            order = np.argsort(values["rank"], kind="stable")
+            own_rows.append((f"step {step}", (values["computing_us"] + values["free_us"])[order]))
+            wait_rows.append((f"step {step}", values["communication_not_overlapped_us"][order]))
         return own_rows, wait_rows
 
     def rank_lines(self, ranks: list[int] | None = None) -> list[str]:
         """The communication line of each of ``ranks`` (default: every rank's, in rank order)."""
+        return list(self.iter_rank_lines(ranks))
+
+    def iter_rank_lines(self, ranks: list[int] | None = None) -> Iterator[str]:
+        """:meth:`rank_lines`, one at a time."""
         comm = self.view.communication
-        return [rank_line(comm, r) for r in (list(self.comm_ratios or ()) if ranks is None else ranks)]
+        return (rank_line(comm, r) for r in (self.comm_ratios or () if ranks is None else ranks))
 
     @property
     def summarized(self) -> bool:
@@ -225,18 +230,14 @@ def link_matrix_rows(comm: Communication) -> list[list[object]]:
 def iter_step_rows(view: ClusterView) -> Iterator[list[object]]:
     """Every (step, rank) row of the view's table, by step then rank: Step, Rank, Computing,
     Communication(Not Overlapped), Overlapped, Free, the step (their sum) and its bound. Made from the columns
-    as they are asked for (16,384 ranks of 20 steps: 330,000 rows, never all in memory at once)."""
+    as they are asked for, a group of steps at a time (16,384 ranks of 20 steps: 330,000 rows, never all in
+    memory at once)."""
     store = view.steps
-    step = store.column("step")
-    ranks = store.rank_column()
-    order = np.lexsort((ranks, np.where(np.isnan(step), -np.inf, step)))  # an empty Step first, as step_order
-    columns = [store.column(f) for f in ("computing_us", "communication_not_overlapped_us", "overlapped_us",
-                                         "free_us")]
-    for start in range(0, len(order), 4096):
-        part = order[start:start + 4096]
-        for st, rank, c, n, o, f in zip(step[part].tolist(), ranks[part].tolist(),
-                                        *(col[part].tolist() for col in columns)):
-            row = StepTime(None if st != st else int(st), c, n, o, 0.0, f, 0.0, 0.0, None)
+    names = ("rank", "computing_us", "communication_not_overlapped_us", "overlapped_us", "free_us")
+    for step, values in store.by_step(names, distinct_steps(store)):
+        order = np.argsort(values["rank"], kind="stable")
+        for rank, c, n, o, f in zip(*(values[name][order].tolist() for name in names)):
+            row = StepTime(step, c, n, o, 0.0, f, 0.0, 0.0, None)
             yield [row.step, int(rank), c, n, o, f, row.total_us, step_bound.step_kind(row)]
 
 

@@ -23,7 +23,6 @@ from common.formats.step_store import StepStore
 SUMMARY_ABOVE_RANKS = FULL_VIEW_RANKS  # up to this many ranks, every (step, rank) row is shown; above, the summary
 OUTLIERS = 5  # slowest ranks listed; FASTEST of the other end
 FASTEST = 3
-GROUP_VALUES = 1 << 16  # step_spreads holds about this many values at once (512 KB)
 QUANTITIES = {"Computing": "computing_us", "Comm(Not Overlapped)": "communication_not_overlapped_us",
               "Free": "free_us"}
 
@@ -52,25 +51,13 @@ class StepSpread:
 
 
 def step_spreads(steps: StepStore) -> list[StepSpread]:
-    """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks. One quantity and a
-    group of steps at a time, the rows read a block at a time: about :data:`GROUP_VALUES` values held at most."""
-    order = distinct_steps(steps)
-    found: dict[int | None, dict[str, object]] = {step: {} for step in order}
-    counts: dict[int | None, int] = {}
-    per_group = max(1, GROUP_VALUES // max(1, len(steps)))  # steps whose values (one a rank) fit
-    for name, field in QUANTITIES.items():
-        for first in range(0, len(order), per_group):
-            group = order[first:first + per_group]
-            pieces: dict[int | None, list[np.ndarray]] = {step: [] for step in group}
-            for block in steps.row_blocks(("step", field)):
-                step_of = block["step"]
-                for step in group:
-                    pieces[step].append(block[field][np.isnan(step_of) if step is None else step_of == step])
-            for step in group:
-                values = np.concatenate(pieces.pop(step))
-                found[step][name] = spread(values.tolist())
-                counts[step] = len(values)
-    return [StepSpread(step, counts[step], found[step]) for step in order]
+    """Per step: how Computing, Communication(Not Overlapped) and Free spread over the ranks (the rows read a group
+    of steps at a time: :meth:`StepStore.by_step`)."""
+    out = []
+    for step, values in steps.by_step(tuple(QUANTITIES.values()), distinct_steps(steps)):
+        out.append(StepSpread(step, len(values["free_us"]),
+                              {name: spread(values[field].tolist()) for name, field in QUANTITIES.items()}))
+    return out
 
 
 @dataclass(frozen=True)

@@ -266,21 +266,19 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) -> int:
     from common.analyze.cluster import cluster_report
-    from common.modes.reports import write_beside
+    from common.modes.reports import write_beside, write_lines_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
-    from common.render.cluster import STEPS_CSV, cluster_html, render_cluster
+    from common.render.cluster import STEPS_CSV, cluster_html, cluster_text_lines, render_cluster
 
     view = load_cluster(folder, executor)
     view.label = shown
     verdicts, notes = view_checks(view, cross=cross_check)
     report = cluster_report(view)
     full = not report.summarized  # beyond a handful of ranks: the summary here, every row in --out's files
-    # the full text (every rank's lines) only where it is shown or kept
-    text = render_cluster(report, verdicts, notes) if full or out is not None else None
-    print(text if full else render_cluster(report, verdicts, notes, full=False))
-    if out is not None:
-        print(write_beside(out, "cluster_report.txt", text + "\n"))
+    print(render_cluster(report, verdicts, notes, full=full))
+    if out is not None:  # the full text (every rank's lines), written line by line
+        print(write_lines_beside(out, "cluster_report.txt", cluster_text_lines(report, verdicts, notes)))
         if not full:
             print(_write_steps_csv(report, out / STEPS_CSV))
         print(write_beside(out, "report.html", cluster_html(report, verdicts, notes, full=full)))

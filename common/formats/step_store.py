@@ -183,11 +183,33 @@ class StepStore(Mapping):
         return int(counts[0])
 
     def row_blocks(self, names: tuple[str, ...], rows: int = 1 << 13) -> Iterator[dict[str, np.ndarray]]:
-        """``names``' values over consecutive rows, ``rows`` at a time (rank after rank, as :meth:`column`): a
-        row-wise figure over a capture of any size holds one block."""
+        """``names``' values over consecutive rows, ``rows`` at a time (rank after rank, as :meth:`column`; "rank":
+        each row's rank): a row-wise figure over a capture of any size holds one block."""
+        if "rank" in names:
+            starts, numbers = np.array(self._starts, dtype=np.int64), self._ranks.array()
         for first in range(0, self._rows, rows):
             end = min(first + rows, self._rows)
-            yield {name: self._read(name, first, end) for name in names}
+            yield {name: self._read(name, first, end) if name != "rank" else
+                   numbers[np.searchsorted(starts, np.arange(first, end), side="right") - 1] for name in names}
+
+    def by_step(self, names: tuple[str, ...], steps: list[int | None],
+                values: int = 1 << 16) -> Iterator[tuple[int | None, dict[str, np.ndarray]]]:
+        """Per step of ``steps`` (None: the rows without one), in that order: ``names``' values over its rows, in
+        the store's order ("rank": each row's rank). A group of steps at a time, each read from a pass over the
+        rows, so that about ``values`` values a name are held, whatever the rank count."""
+        per_group = max(1, values // max(1, len(self)))
+        for first in range(0, len(steps), per_group):
+            group = steps[first:first + per_group]
+            pieces: dict[int | None, dict[str, list[np.ndarray]]] = {step: {n: [] for n in names} for step in group}
+            for block in self.row_blocks(("step", *names)):
+                step_of = block["step"]
+                for step in group:
+                    mask = np.isnan(step_of) if step is None else step_of == step
+                    for name in names:
+                        pieces[step][name].append(block[name][mask])
+            for step in group:
+                found = pieces.pop(step)
+                yield step, {name: np.concatenate(found[name]) for name in names}
 
     def rank_blocks(self, names: tuple[str, ...], ranks: int = 256) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
         """``ranks`` ranks at a time, in the order added: their numbers and each of ``names`` as a (ranks, steps)

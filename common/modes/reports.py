@@ -7,6 +7,7 @@ report touches files (reading the data, writing report.md / report.html beside i
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -302,6 +303,18 @@ def write_beside(root: Path, name: str, text: str) -> str:
     target = Path(root) / name
     try:
         target.write_text(text)
+    except OSError as err:
+        return f"({name} not written: {err.strerror} for {target})"
+    return f"(written to {target})"
+
+
+def write_lines_beside(root: Path, name: str, lines: Iterable[str]) -> str:
+    """:func:`write_beside` for a text made line by line (each line and a newline written as it comes)."""
+    target = Path(root) / name
+    try:
+        with target.open("w") as f:
+            for line in lines:
+                f.write(line + "\n")
     except OSError as err:
         return f"({name} not written: {err.strerror} for {target})"
     return f"(written to {target})"

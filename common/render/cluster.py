@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 
 from common.analyze.cluster import ClusterReport
 from common.analyze.cluster_scale import QUANTITIES, Outlier, Spread
 from common.analyze.communication import OP_HEADER
 from common.render import html
-from common.render.text import Section, render_text, render_verdicts, run_info_line
+from common.render.text import LazyRows, Section, render_verdicts, run_info_line, text_lines
 from common.verdict import Verdict
 
 STEP_HEADER = ["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step", "Bound"]
@@ -82,14 +83,15 @@ def _summary_sections(report: ClusterReport) -> list[Section]:
 def _means_section(report: ClusterReport) -> Section:
     return Section("Per rank, median of the steps (us)",
                    lines=[report.slow.text] + ([report.arrivals.text()] if report.arrivals else []),
-                   header=MEAN_HEADER, rows=report.means)
+                   header=MEAN_HEADER, rows=LazyRows(report.mean_rows, len(report.summaries)))
 
 
 def _rank_sections(report: ClusterReport) -> list[Section]:
-    """Every rank's line: its median step, and its collectives' split (the summary shows the outliers)."""
+    """Every rank's line: its median step, and its collectives' split (the summary shows the outliers); made as
+    they are laid out, so that --out's text of thousands of ranks is written without being held."""
     sections = [_means_section(report)]
     if report.comm_ratios:
-        sections.append(Section("Collectives per rank", lines=report.rank_lines()))
+        sections.append(Section("Collectives per rank", lines=LazyRows(report.iter_rank_lines, len(report.comm_ratios))))
     return sections
 
 
@@ -132,13 +134,19 @@ def render_cluster(report: ClusterReport, verdicts: list[Verdict] | None = None,
                    full: bool = True) -> str:
     """The cluster view as text: per step and rank (or, ``full=False``, its summary), the verdicts, the collectives,
     per rank medians, checks."""
+    return "\n".join(cluster_text_lines(report, verdicts, notes, full))
+
+
+def cluster_text_lines(report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None,
+                       full: bool = True) -> Iterator[str]:
+    """:func:`render_cluster`'s lines, one at a time (what --out writes, every rank's lines never all held)."""
     sections = cluster_sections(report, full)
     lines = list(notes or [])
     if verdicts:
         lines += render_verdicts(verdicts).splitlines()
     if lines:
         sections.append(Section("Checks", lines=lines))
-    return render_text(f"msprof lab cluster view: {report.view.label or report.view.root}", sections)
+    return text_lines(f"msprof lab cluster view: {report.view.label or report.view.root}", sections)
 
 
 def _heat_maps(report: ClusterReport) -> list[str]:

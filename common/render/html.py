@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 
 from common.analyze.families import FAMILY_ORDER
 from common.analyze.bounds.step import HOST_BOUND_BELOW
@@ -174,7 +175,7 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
 HEAT_COLUMNS = 256  # at most this many columns: more ranks share a column, which shows their largest value
 
 
-def heat_map(chart: str, rows: list[tuple[str, list[float]]], what: str) -> str:
+def heat_map(chart: str, rows: list[tuple[str, Sequence[float]]], what: str) -> str:
     """One row per label (a step), one column per rank (ranks 0..n-1, :data:`HEAT_COLUMNS` at most, adjacent
     ranks then sharing one, which shows their largest value); each row coloured from its own smallest
     (pale) to its largest value (dark red), so the outlying ranks of every step stand out."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from common.analyze import compare_steps
@@ -95,7 +96,7 @@ def wrap_cell(text: str, width: int) -> list[str]:
     return [*(x for x in lines if x), line]
 
 
-def render_table(header: list[str], rows: list[list[object]], max_width: int = MAX_WIDTH,
+def render_table(header: list[str], rows: Iterable[Sequence[object]], max_width: int = MAX_WIDTH,
                  wrap: tuple[str, ...] = ()) -> str:
     """A plain aligned text table (numeric columns right-aligned), at most ``max_width`` columns wide.
 
@@ -105,10 +106,21 @@ def render_table(header: list[str], rows: list[list[object]], max_width: int = M
     Shapes, an op name) is cut with an ellipsis, unless its column is in ``wrap``: those cells wrap
     (:func:`wrap_cell`), never cut. Numbers are never cut. Markdown and HTML tables show every cell in full.
     """
-    body = [[_fmt(c) for c in row] for row in rows]
+    return "\n".join(table_lines(header, rows, max_width, wrap))
+
+
+def table_lines(header: list[str], rows: Iterable[Sequence[object]], max_width: int = MAX_WIDTH,
+                wrap: tuple[str, ...] = ()) -> Iterator[str]:
+    """:func:`render_table`'s lines, one at a time. ``rows`` is read twice (the widths, then the lines), so rows
+    made as they are iterated (:class:`LazyRows`: a table of every rank of thousands) are never all held."""
     n = len(header)
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) for r in rows) for i in range(n)]
-    data = [max((len(r[i]) for r in body), default=0) for i in range(n)]
+    data, numeric, any_rows = [0] * n, [True] * n, False
+    for row in rows:
+        any_rows = True
+        for i in range(n):
+            data[i] = max(data[i], len(_fmt(row[i])))
+            numeric[i] = numeric[i] and isinstance(row[i], (int, float))
+    numeric = [any_rows and x for x in numeric]
     heads = [[h] for h in header]
     widths = [max(d, len(h)) for d, h in zip(data, header)]
 
@@ -125,18 +137,32 @@ def render_table(header: list[str], rows: list[list[object]], max_width: int = M
         if not narrowable:
             break
         widths[min(narrowable, key=lambda i: (_cut_order(header[i], widths[i], i), -widths[i]))] -= 1
-    lines_of = []
-    for r in body:
-        cells = [[c] if numeric[i] or len(c) <= widths[i] else wrap_cell(c, widths[i]) if header[i] in wrap else
-                 textwrap.wrap(c, widths[i]) if " " in c else [_cut(c, widths[i])] for i, c in enumerate(r)]
-        lines_of += [[cell[k] if k < len(cell) else "" for cell in cells] for k in range(max(map(len, cells)))]
-    depth = max(len(h) for h in heads)
 
     def line(r: list[str]) -> str:
         return "  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
 
-    head_lines = [line([h[k] if k < len(h) else "" for h in heads]) for k in range(depth)]
-    return "\n".join([*head_lines, "  ".join("-" * w for w in widths), *(line(r) for r in lines_of)])
+    depth = max(len(h) for h in heads)
+    yield from (line([h[k] if k < len(h) else "" for h in heads]) for k in range(depth))
+    yield "  ".join("-" * w for w in widths)
+    for row in rows:
+        cells = [[c] if numeric[i] or len(c) <= widths[i] else wrap_cell(c, widths[i]) if header[i] in wrap else
+                 textwrap.wrap(c, widths[i]) if " " in c else [_cut(c, widths[i])]
+                 for i, c in enumerate(_fmt(c) for c in row)]
+        yield from (line([cell[k] if k < len(cell) else "" for cell in cells]) for k in range(max(map(len, cells))))
+
+
+class LazyRows:
+    """``count`` items made by ``make()`` each time they are iterated: a section's rows or lines over every rank of
+    thousands, laid out and written without being held."""
+
+    def __init__(self, make: Callable[[], Iterator], count: int) -> None:
+        self._make, self._count = make, count
+
+    def __iter__(self) -> Iterator:
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def render_markdown_table(header: list[str], rows: list[list[object]]) -> str:
@@ -146,12 +172,17 @@ def render_markdown_table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def render_text(title: str, sections: list[Section]) -> str:
-    parts = [title, "=" * len(title)]
+    return "\n".join(text_lines(title, sections))
+
+
+def text_lines(title: str, sections: list[Section]) -> Iterator[str]:
+    """:func:`render_text`'s lines, one at a time (a section's rows and lines may be :class:`LazyRows`)."""
+    yield from (title, "=" * len(title))
     for s in sections:
-        parts += ["", f"-- {s.title} --", *s.lines]
+        yield from ("", f"-- {s.title} --")
+        yield from s.lines
         if s.header and s.rows:  # a table without rows says nothing its lines do not
-            parts.append(render_table(s.header, s.rows, wrap=s.wrap))
-    return "\n".join(parts)
+            yield from table_lines(s.header, s.rows, wrap=s.wrap)
 
 
 def render_markdown(title: str, sections: list[Section]) -> str:
