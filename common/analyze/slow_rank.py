@@ -21,7 +21,7 @@ import numpy as np
 
 from common.analyze.bounds.step import summarize_blocks
 from common.formats.cluster import ClusterView
-from common.formats.rank_index import RankValues
+from common.formats.rank_index import MadeOnAccess, RankValues
 from common.formats.records import StepTime
 from common.formats.step_store import StepStore
 
@@ -47,7 +47,7 @@ class RankSummary:
         return self.computing_us + self.free_us
 
 
-class RankSummaries(Sequence):
+class RankSummaries(MadeOnAccess):
     """Each rank's median step for thousands of ranks: a column per :class:`RankSummary` field (48 bytes a rank,
     not an object of 300), a :class:`RankSummary` made when an item is asked for; in rank order."""
 
@@ -74,11 +74,6 @@ class RankSummaries(Sequence):
 
     def _item(self, i: int) -> RankSummary:
         return RankSummary(int(self.ranks[i]), *(float(self.columns[name][i]) for name in self.FIELDS))
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self._item(i) for i in range(*index.indices(len(self)))]
-        return self._item(range(len(self))[index])
 
     def __len__(self) -> int:
         return len(self.ranks)

@@ -33,7 +33,7 @@ from common.formats.cluster_communication import CollectiveStarts, Communication
 from common.formats.communication import CommTiming, MatrixLink, collectives_of, read_rank_communication, read_rank_matrix
 from common.formats.datasets import Dataset, dataset_of
 from common.formats.metadata import LayoutRecord, RankMetadata, read_rank_metadata
-from common.formats.rank_index import RankIndex
+from common.formats.rank_index import MadeOnAccess, RankIndex
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import read_run_info, require_directory
 from common.formats.step_store import StepStore
@@ -124,7 +124,7 @@ class RankProfile:
 _RANK_ID = "<rank_id>"  # in a kept profiler_info: the rank's own number goes here
 
 
-class RankTable(Sequence):
+class RankTable(MadeOnAccess):
     """The ranks of a capture read by workers, as :class:`RankProfile` items made when asked for (each
     reads its files again on first use): what the parent keeps of a rank is its number, its folder and its
     profiler_info (one object per distinct value), not a profile with its cached files."""
@@ -161,11 +161,6 @@ class RankTable(Sequence):
             shared, kind = self._infos[ix]
             info = {k: (kind(rank) if v is _RANK_ID else v) for k, v in shared.items()}
         return RankProfile(rank, self._folders.folder(slot), info)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self._item(i) for i in range(*index.indices(len(self)))]
-        return self._item(range(len(self))[index])
 
     def __len__(self) -> int:
         return len(self._folders)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -61,6 +61,19 @@ class RankIndex:
     def array(self) -> np.ndarray:
         """The ranks, slot by slot (a copy)."""
         return np.array(self._ranks, dtype=np.int64)
+
+
+class MadeOnAccess(Sequence):
+    """A sequence of thousands of items kept in columns: each item made when it is asked for (a subclass gives
+    ``_item(i)`` and ``__len__``)."""
+
+    def _item(self, i: int):
+        raise NotImplementedError
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(len(self)))]
+        return self._item(range(len(self))[index])
 
 
 class RankValues(Mapping):
