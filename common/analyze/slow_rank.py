@@ -125,45 +125,19 @@ def median_gap(summaries: Sequence[RankSummary]) -> Gap:
 
 
 def step_gap(steps: Mapping[int, list[StepTime]]) -> Gap | None:
-    """The largest Computing + Free difference between two ranks within one step, over every step."""
+    """The largest Computing + Free difference between two ranks within one step, over every step (a group of
+    steps at a time: :meth:`StepStore.by_step`)."""
     store = StepStore.of(steps)
-    order = distinct_steps(store)
-    # per step: rows seen, the largest Computing + Free and its rank, the smallest and its rank (the first of equals,
-    # in rank order: a later block replaces them only when strictly beyond)
-    seen: dict[int | None, list] = {step: [0, None, None] for step in order}
-    for ranks, own, step_of in _own_blocks(store):
-        for step in order:
-            mask = np.isnan(step_of) if step is None else step_of == step
-            values, which = own[mask], ranks[mask]
-            if not len(values):
-                continue
-            high, low = int(np.argmax(values)), int(np.argmin(values))
-            entry = seen[step]
-            entry[0] += len(values)
-            if entry[1] is None or values[high] > entry[1][0]:
-                entry[1] = (float(values[high]), int(which[high]))
-            if entry[2] is None or values[low] < entry[2][0]:
-                entry[2] = (float(values[low]), int(which[low]))
     best = None
-    for step in order:
-        count, high, low = seen[step]
-        if count < 2:
+    for step, values in store.by_step(("rank", "computing_us", "free_us"), distinct_steps(store)):
+        own, ranks = values["computing_us"] + values["free_us"], values["rank"]
+        if len(own) < 2:
             continue
-        gap = Gap(high[0] - low[0], high[1], low[1], step)
+        high, low = int(np.argmax(own)), int(np.argmin(own))  # the first of equals, in rank order
+        gap = Gap(float(own[high] - own[low]), int(ranks[high]), int(ranks[low]), step)
         if best is None or gap.us > best.us:
             best = gap
     return best
-
-
-def _own_blocks(store: StepStore):
-    """(rank of each row, Computing + Free, Step) over the store's rows, a block of ranks at a time when every rank
-    has as many rows (else every row at once), rows in the store's order."""
-    if store.rows_per_rank() is None:
-        yield store.rank_column(), store.column("computing_us") + store.column("free_us"), store.column("step")
-        return
-    for ranks, t in store.rank_blocks(("computing_us", "free_us", "step")):
-        rows = t["step"].shape[1]
-        yield np.repeat(np.array(ranks), rows), (t["computing_us"] + t["free_us"]).ravel(), t["step"].ravel()
 
 
 def distinct_steps(steps: Mapping[int, list[StepTime]]) -> list[int | None]:

@@ -222,8 +222,3 @@ class StepStore(Mapping):
             block = self._ranks.numbers(first, first + ranks)
             lo, hi = first * rows, (first + len(block)) * rows
             yield block, {name: self._read(name, lo, hi).reshape(len(block), rows) for name in names}
-
-    def rank_column(self) -> np.ndarray:
-        """The rank of each row of :meth:`column`."""
-        counts = np.diff(np.array(self._starts, dtype=np.int64))
-        return np.repeat(self._ranks.array(), counts)
