@@ -33,7 +33,7 @@ from common.formats.cluster_communication import CollectiveStarts, Communication
 from common.formats.communication import CommTiming, MatrixLink, collectives_of, read_rank_communication, read_rank_matrix
 from common.formats.datasets import Dataset, dataset_of
 from common.formats.metadata import LayoutRecord, RankMetadata, read_rank_metadata
-from common.formats.rank_index import MadeOnAccess, RankIndex
+from common.formats.rank_index import MadeOnAccess
 from common.formats.records import CommOp, StepTime
 from common.formats.rundir import read_run_info, require_directory
 from common.formats.step_store import StepStore
@@ -130,10 +130,7 @@ class RankTable(MadeOnAccess):
     profiler_info (one object per distinct value), not a profile with its cached files."""
 
     def __init__(self, folders: RankFolders) -> None:
-        self._ranks = RankIndex()
-        for rank in folders.ranks.tolist():
-            self._ranks.add(rank)
-        self._folders = folders
+        self._folders = folders  # its ranks ascending and each once (load_cluster refuses a rank found twice)
         self._infos: list[tuple[dict, type]] = []  # (profiler_info with _RANK_ID, the type of its rank_id)
         self._info_ix = array("l", [-1]) * len(folders)
         self._info_of: dict[str, int] = {}
@@ -148,15 +145,16 @@ class RankTable(MadeOnAccess):
         if ix is None:
             ix = self._info_of[key] = len(self._infos)
             self._infos.append((shared, type(own)))
-        self._info_ix[self._ranks.slot(rank)] = ix
+        self._info_ix[int(np.searchsorted(self._folders.ranks, rank))] = ix
 
     def jobs(self, first: int, end: int) -> list[tuple[int, str]]:
         """(rank, folder) of the ranks in slots [first, end), in rank order: what a worker reads."""
-        return [(self._ranks[i], self._folders.folder(i)) for i in range(first, min(end, len(self._folders)))]
+        found = self._folders
+        return [(int(found.ranks[i]), found.folder(i)) for i in range(first, min(end, len(found)))]
 
     def _item(self, slot: int) -> RankProfile:
         ix = self._info_ix[slot]
-        rank, info = self._ranks[slot], None
+        rank, info = int(self._folders.ranks[slot]), None
         if ix >= 0:
             shared, kind = self._infos[ix]
             info = {k: (kind(rank) if v is _RANK_ID else v) for k, v in shared.items()}
@@ -312,7 +310,7 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
         ranks = RankTable(found)
         kept = prefetch_ranks(ranks, executor)
     else:
-        ranks = [RankProfile(int(r), found.folder(i), None) for i, r in enumerate(found.ranks.tolist())]
+        ranks = [RankProfile(r, found.folder(i), None) for i, r in enumerate(found.ranks.tolist())]
         kept = _Kept(len(ranks))
         for p in ranks:  # a few ranks: their profiler_info and step rows now, the rest when first asked for
             p.info = read_profiler_info(p.folder, p.rank)
@@ -429,9 +427,11 @@ def prefetch_ranks(ranks: RankTable, executor=None) -> _Kept:
     rows, and at most :data:`IN_FLIGHT` chunks a worker queued or waiting to be merged. A damaged rank raises its
     LabError here, as it would read in this process. Where no local pool can start (a program read from stdin,
     which a spawned worker cannot import again), the chunks are read here."""
-    chunks = (ranks.jobs(first, first + CHUNK_RANKS) for first in range(0, len(ranks), CHUNK_RANKS))
+    def chunks() -> Iterator[list[tuple[int, str]]]:
+        return (ranks.jobs(first, first + CHUNK_RANKS) for first in range(0, len(ranks), CHUNK_RANKS))
+
     if executor is not None:
-        return _merge_all(ranks, _in_order(executor, chunks, len(ranks), DASK_IN_FLIGHT))
+        return _merge_all(ranks, _in_order(executor, chunks(), len(ranks), DASK_IN_FLIGHT))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -439,10 +439,9 @@ def prefetch_ranks(ranks: RankTable, executor=None) -> _Kept:
     workers = min(os.cpu_count() or 1, -(-len(ranks) // CHUNK_RANKS))
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return _merge_all(ranks, _in_order(pool, chunks, len(ranks), IN_FLIGHT * workers))
+            return _merge_all(ranks, _in_order(pool, chunks(), len(ranks), IN_FLIGHT * workers))
     except (BrokenProcessPool, OSError):  # no pool: the same chunks, read here
-        chunks = (ranks.jobs(first, first + CHUNK_RANKS) for first in range(0, len(ranks), CHUNK_RANKS))
-        return _merge_all(ranks, (_read_ranks(jobs, len(ranks)) for jobs in chunks))
+        return _merge_all(ranks, (_read_ranks(jobs, len(ranks)) for jobs in chunks()))
 
 
 def _in_order(executor, chunks: Iterator[list[tuple[int, str]]], size: int, window: int) -> Iterator[_Kept]:

@@ -15,6 +15,7 @@ The link matrix's rows themselves are kept only for a view of a few ranks, which
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from common.formats import spill
 from common.formats.communication import CommTiming, MatrixLink, group_members
 from common.formats.rank_index import RankIndex, RankValues
-from common.formats import spill
 
 TIMES = ("elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms")
 
@@ -179,24 +180,29 @@ class SplitTable(Mapping):
     time; about 100 bytes a rank), in the order ranks were added."""
 
     def __init__(self) -> None:
+        # the rows of consecutive ranks: slot by slot, so a rank's row is found from where each block ends
         self._blocks: list[np.ndarray] = []
         self._links: list[tuple[str, ...]] = []  # per block, the links of its columns after the times
-        self._ranks = RankIndex()  # slot by slot: the rank's block and row
-        self._block, self._row = array("l"), array("l")
+        self._ends = array("q")  # per block, the slot after its last row
+        self._ranks = RankIndex()
 
-    def _place(self, rank: int, block: int, row: int) -> None:
-        self._ranks.add(rank)
-        self._block.append(block)
-        self._row.append(row)
+    def _add_block(self, block: np.ndarray, links: tuple[str, ...]) -> None:
+        self._blocks.append(block)
+        self._links.append(links)
+        self._ends.append(len(self._ranks))
+
+    def _place(self, slot: int) -> tuple[int, int]:
+        """(block, row) of ``slot``."""
+        b = bisect.bisect_right(self._ends, slot)
+        return b, slot - (self._ends[b - 1] if b else 0)
 
     def add(self, split: Split) -> None:
         links = tuple(link for link, _, _ in split.links)
         row = [split.ops, split.elapse_ms, split.transit_ms, split.wait_ms, split.sync_ms, split.idle_ms]
         for _, size, time_ms in split.links:
             row += [size, time_ms]
-        self._place(split.rank, len(self._blocks), 0)
-        self._blocks.append(np.array([row], dtype=np.float64))
-        self._links.append(links)
+        self._ranks.add(split.rank)
+        self._add_block(np.array([row], dtype=np.float64), links)
 
     def merge(self, other: SplitTable) -> None:
         """Add a later chunk's ranks, as one block with a column pair for every link any of them used."""
@@ -205,19 +211,17 @@ class SplitTable(Mapping):
         links = tuple(dict.fromkeys(link for names in other._links for link in names))
         block = np.full((len(other), 6 + 2 * len(links)), np.nan)
         for row, rank in enumerate(other._ranks):
-            b, r = other._block[row], other._row[row]
+            b, r = other._place(row)
             values, names = other._blocks[b][r], other._links[b]
             block[row, :6] = values[:6]
             for k, link in enumerate(names):
                 j = 6 + 2 * links.index(link)
                 block[row, j:j + 2] = values[6 + 2 * k:8 + 2 * k]
-            self._place(rank, len(self._blocks), row)
-        self._blocks.append(block)
-        self._links.append(links)
+            self._ranks.add(rank)
+        self._add_block(block, links)
 
     def __getitem__(self, rank: int) -> Split:
-        slot = self._ranks.slot(rank)
-        b, r = self._block[slot], self._row[slot]
+        b, r = self._place(self._ranks.slot(rank))
         values, names = self._blocks[b][r].tolist(), self._links[b]
         links = tuple(sorted((link, values[6 + 2 * k], values[7 + 2 * k]) for k, link in enumerate(names)
                              if values[6 + 2 * k] == values[6 + 2 * k]))  # NaN: the rank did not use that link
@@ -244,7 +248,7 @@ class SplitTable(Mapping):
         ranks = self._ranks.array()
         order = np.argsort(ranks, kind="stable")
         out = {"rank": ranks[order]}
-        for i, name in enumerate(("ops", *TIMES)):  # the blocks' rows are the slots in order
+        for i, name in enumerate(("ops", *TIMES)):
             out[name] = np.concatenate([block[:, i] for block in self._blocks])[order]
         return out
 
