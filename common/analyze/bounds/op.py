@@ -315,14 +315,21 @@ class PipeVerdict:
     text: str
 
 
+def mean_pmu(tasks: list[Task], columns) -> dict[str, float | None]:
+    """Per PMU column (``aiv_vec_ratio``, ``aiv_time(us)`` ...), its mean over the tasks that report it; None where
+    none does."""
+    out: dict[str, float | None] = {}
+    for column in columns:
+        values = [v for t in tasks if (v := t.pmu.get(column)) is not None]
+        out[column] = statistics.fmean(values) if values else None
+    return out
+
+
 def mean_pipe_ratios(tasks: list[Task], pipes) -> dict[str, float | None]:
     """Per pipe (a PMU column prefix: ``aiv_vec``, ``aic_mac`` ...), the mean of its ``<pipe>_ratio`` over the
     tasks that report it; None where none does."""
-    out: dict[str, float | None] = {}
-    for pipe in pipes:
-        values = [v for t in tasks if (v := t.pmu.get(f"{pipe}_ratio")) is not None]
-        out[pipe] = statistics.fmean(values) if values else None
-    return out
+    found = mean_pmu(tasks, [f"{pipe}_ratio" for pipe in pipes])
+    return {pipe: found[f"{pipe}_ratio"] for pipe in pipes}
 
 
 def busiest_pipe(ratios: dict[str, float | None]) -> tuple[str, float] | None:

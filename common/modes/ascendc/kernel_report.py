@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from common.analyze.bounds.kernel import KernelFacts
-from common.analyze.bounds.op import busiest_pipe, mean_pipe_ratios
+from common.analyze.bounds.op import busiest_pipe, mean_pipe_ratios, mean_pmu
 from common.formats.records import Task
 from common.formats.table import read_table
 from common.render.text import render_table
@@ -118,11 +118,7 @@ def mean_ratios(tasks: list[Task]) -> dict[str, float | None]:
 
 
 def mean_times(tasks: list[Task]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for column in ["aiv_time(us)"] + [f"aiv_{p}_time(us)" for p in PIPES]:
-        values = [v for t in tasks if (v := t.pmu.get(column)) is not None]
-        out[column] = statistics.fmean(values) if values else None
-    return out
+    return mean_pmu(tasks, ["aiv_time(us)"] + [f"aiv_{p}_time(us)" for p in PIPES])
 
 
 def kernel_facts(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
