@@ -66,8 +66,13 @@ def lab_python(session: nox.Session) -> str:
     """The shared environment's python, built (or rebuilt) when its dependency groups changed; the lab's own
     modules byte-compiled for it where stale (the environment is built from this interpreter)."""
     try:
-        python = ensure_environment(ROOT / ".nox" / f"lab-{BACKEND.name}", GROUPS, system_site_packages=BACKEND.is_npu,
-                                    log=session.log, capture=False)  # pip prints to the terminal as it works
+        python = ensure_environment(
+            ROOT / ".nox" / f"lab-{BACKEND.name}",
+            GROUPS,
+            system_site_packages=BACKEND.is_npu,
+            log=session.log,
+            capture=False,
+        )  # pip prints to the terminal as it works
     except LabError as err:
         session.error(str(err))
     compile_lab_code(ROOT)
@@ -174,9 +179,10 @@ def zoo(session: nox.Session) -> None:
 
 @nox.session(venv_backend="venv")
 def lint(session: nox.Session) -> None:
-    """ruff check on every Python file, with the rules of pyproject.toml ([tool.ruff.lint]); CI runs it first."""
+    """ruff check and ruff format --check on every Python file, with pyproject.toml's settings; CI runs it first."""
     session.install("ruff==0.17.5")  # in an environment of its own, .nox/lint
     session.run("ruff", "check", "--no-cache", ".")
+    session.run("ruff", "format", "--check", "--no-cache", ".")  # `ruff format .` lays a file out as this expects
 
 
 @nox.session
@@ -188,8 +194,18 @@ def tests(session: nox.Session) -> None:
     session.run(python, "-m", "pip", "install", "--quiet", "--group", "bench", "--group", "dask", external=True)
     # One pytest on two workers (the 2-core VM), each running the lab from a private copy (tests/conftest.py).
     # `-- -n 0` runs it in one process.
-    session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadscope", *session.posargs, external=True,
-                env={"MSPROF_LAB_RUN_ID": RUN_ID})
+    session.run(
+        python,
+        "-m",
+        "pytest",
+        "-n",
+        "2",
+        "--dist",
+        "loadscope",
+        *session.posargs,
+        external=True,
+        env={"MSPROF_LAB_RUN_ID": RUN_ID},
+    )
 
 
 @nox.session(name="npu_dryrun")

@@ -119,8 +119,9 @@ def logical_devices(npu_smi: str | None) -> tuple[tuple[int, ...], str]:
     """
     if npu_smi:
         try:
-            text = subprocess.run([npu_smi, "info", "-l"], capture_output=True, text=True, timeout=30,
-                                  check=False).stdout
+            text = subprocess.run(
+                [npu_smi, "info", "-l"], capture_output=True, text=True, timeout=30, check=False
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             text = ""
         return tuple(range(count_from_npu_smi_list(text) or 0)), "`npu-smi info -l`"
@@ -287,6 +288,8 @@ def soc_version(backend: Backend, device: int = 0) -> str:
     names = chip_names(text)
     if device not in names:
         found = f"chips for logical devices {valid_ids(sorted(names))}" if names else "no chip table"
-        raise LabError(f"cannot read the chip Name of device {device} from `npu-smi info` ({found})",
-                       "set SOC_VERSION, e.g. SOC_VERSION=Ascend910B3")
+        raise LabError(
+            f"cannot read the chip Name of device {device} from `npu-smi info` ({found})",
+            "set SOC_VERSION, e.g. SOC_VERSION=Ascend910B3",
+        )
     return "Ascend" + names[device]

@@ -74,8 +74,12 @@ def fingerprint(paths) -> dict[str, str]:
 
 def _installed_roots() -> tuple[str, ...]:
     """Folders whose files belong to the Python installation (their versions stand for them)."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(sysconfig.get_paths().get(k, "") for k in
-                                                              ("stdlib", "platstdlib", "purelib", "platlib"))}
+    roots = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+    }
     roots |= {p for p in sys.path if "site-packages" in p or "dist-packages" in p}
     return tuple(sorted({os.path.realpath(r) + os.sep for r in roots if r}))
 
@@ -88,16 +92,18 @@ def _audit(event: str, args: tuple) -> None:
     if not _WATCHES or event != "open":
         return
     path, mode = args[0], args[1] if len(args) > 1 else "r"
-    if isinstance(path, (str, bytes, os.PathLike)) and not isinstance(path, int) and (
-            mode is None or not any(c in str(mode) for c in "wax+")):
+    if (
+        isinstance(path, (str, bytes, os.PathLike))
+        and not isinstance(path, int)
+        and (mode is None or not any(c in str(mode) for c in "wax+"))
+    ):
         for seen in _WATCHES:
             seen.add(os.fsdecode(path))
 
 
 def _lab_code() -> tuple[str, ...]:
     """The lab's own code: a record names the part of it that computed the result in its ``extra``."""
-    return (str(REPO_ROOT / "common") + os.sep,
-            *(str(p) + os.sep for p in sorted(REPO_ROOT.glob("0[1-4]_*/src"))))
+    return (str(REPO_ROOT / "common") + os.sep, *(str(p) + os.sep for p in sorted(REPO_ROOT.glob("0[1-4]_*/src"))))
 
 
 class Watch:

@@ -70,8 +70,12 @@ def group_requirements(groups: list[str], pyproject: Path = PYPROJECT) -> list[s
 def stamp_of(groups: list[str], system_site_packages: bool = False, requirements: Sequence[str] = ()) -> str:
     """What an environment of ``groups`` (and ``requirements`` beside them) is built from, hashed: kept in its
     ``.lab-stamp``."""
-    made_of = {"groups": groups, "requirements": group_requirements(groups), "python": sys.version,
-               "system_site_packages": system_site_packages}
+    made_of = {
+        "groups": groups,
+        "requirements": group_requirements(groups),
+        "python": sys.version,
+        "system_site_packages": system_site_packages,
+    }
     if requirements:  # absent otherwise, so that the stamps of environments built before it was added still hold
         made_of["extra_requirements"] = list(requirements)
     return hashlib.sha256(json.dumps(made_of).encode()).hexdigest()
@@ -84,20 +88,40 @@ def _what_failed(text: str) -> str:
     return errors[0] if errors else lines[-1] if lines else "no output"
 
 
-def is_built(venv: Path, groups: list[str], *, system_site_packages: bool = False, requirements: Sequence[str] = (),
-             expect: tuple[str, ...] = ()) -> bool:
+def is_built(
+    venv: Path,
+    groups: list[str],
+    *,
+    system_site_packages: bool = False,
+    requirements: Sequence[str] = (),
+    expect: tuple[str, ...] = (),
+) -> bool:
     """``venv`` is complete and was built from exactly these groups and requirements (its stamp says so)."""
     venv = venv.parent.resolve() / venv.name
     stamp = venv / STAMP
     ready = [venv / "bin" / "python", *(venv / "bin" / name for name in expect)]
-    return (all(path.exists() for path in ready) and all(runnable(venv / "bin" / name) for name in expect)
-            and stamp.is_file() and stamp.read_text() == stamp_of(groups, system_site_packages, requirements))
+    return (
+        all(path.exists() for path in ready)
+        and all(runnable(venv / "bin" / name) for name in expect)
+        and stamp.is_file()
+        and stamp.read_text() == stamp_of(groups, system_site_packages, requirements)
+    )
 
 
-def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: bool = False,
-                       requirements: Sequence[str] = (), verify: Callable[[Path], None] | None = None,
-                       keep: bool = False, expect: tuple[str, ...] = (), log: Callable[[str], object] = print, capture: bool = True,
-                       timeout_s: float | None = None, fix: str = "check the network and pyproject.toml") -> Path:
+def ensure_environment(
+    venv: Path,
+    groups: list[str],
+    *,
+    system_site_packages: bool = False,
+    requirements: Sequence[str] = (),
+    verify: Callable[[Path], None] | None = None,
+    keep: bool = False,
+    expect: tuple[str, ...] = (),
+    log: Callable[[str], object] = print,
+    capture: bool = True,
+    timeout_s: float | None = None,
+    fix: str = "check the network and pyproject.toml",
+) -> Path:
     """``venv``'s python, with ``groups`` installed by ``pip install --group`` and ``requirements`` (pip requirement
     strings) in the same install; built only when stale.
 
@@ -115,8 +139,9 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
     want = stamp_of(groups, system_site_packages, requirements)
 
     def built() -> bool:
-        return is_built(venv, groups, system_site_packages=system_site_packages, requirements=requirements,
-                        expect=expect)
+        return is_built(
+            venv, groups, system_site_packages=system_site_packages, requirements=requirements, expect=expect
+        )
 
     if built():
         return python
@@ -124,8 +149,20 @@ def ensure_environment(venv: Path, groups: list[str], *, system_site_packages: b
         if built():
             return python
         ready = [python, *(venv / "bin" / name for name in expect)]
-        return _build(venv, groups, list(requirements), ready, want, system_site_packages, verify, keep, log,
-                      capture, timeout_s, fix)
+        return _build(
+            venv,
+            groups,
+            list(requirements),
+            ready,
+            want,
+            system_site_packages,
+            verify,
+            keep,
+            log,
+            capture,
+            timeout_s,
+            fix,
+        )
 
 
 def runnable(script: Path) -> bool:
@@ -150,9 +187,20 @@ def _building(venv: Path):
         yield
 
 
-def _build(venv: Path, groups: list[str], requirements: list[str], ready: list[Path], want: str,
-           system_site_packages: bool, verify: Callable[[Path], None] | None, keep: bool, log: Callable[[str], object],
-           capture: bool, timeout_s: float | None, fix: str) -> Path:
+def _build(
+    venv: Path,
+    groups: list[str],
+    requirements: list[str],
+    ready: list[Path],
+    want: str,
+    system_site_packages: bool,
+    verify: Callable[[Path], None] | None,
+    keep: bool,
+    log: Callable[[str], object],
+    capture: bool,
+    timeout_s: float | None,
+    fix: str,
+) -> Path:
     python, stamp = venv / "bin" / "python", venv / STAMP
     if stamp.exists():  # what it says is about to stop being true (a build kept on top of it, interrupted, is no build)
         stamp.unlink()
@@ -163,26 +211,53 @@ def _build(venv: Path, groups: list[str], requirements: list[str], ready: list[P
     bundled = bundled_pip()
     # With ensurepip's own wheel, pip is installed once, at the version needed, run from the wheel as ensurepip
     # runs it, and not byte-compiled on one core first: less than half the time of venv's pip and its upgrade.
-    steps = [] if keep and python.exists() else [
-        ("venv", [sys.executable, "-m", "venv", "--clear", "--without-pip", *site, str(venv)]),
-        ("pip", [str(python), str(bundled / "pip"), "install", "--quiet", "--no-compile", "--ignore-installed", PIP]),
-    ] if bundled else [
-        ("venv", [sys.executable, "-m", "venv", "--clear", *site, str(venv)]),
-        ("pip upgrade", [str(python), "-m", "pip", "install", "--quiet", "--upgrade", PIP]),
-    ]
+    steps = (
+        []
+        if keep and python.exists()
+        else [
+            ("venv", [sys.executable, "-m", "venv", "--clear", "--without-pip", *site, str(venv)]),
+            (
+                "pip",
+                [str(python), str(bundled / "pip"), "install", "--quiet", "--no-compile", "--ignore-installed", PIP],
+            ),
+        ]
+        if bundled
+        else [
+            ("venv", [sys.executable, "-m", "venv", "--clear", *site, str(venv)]),
+            ("pip upgrade", [str(python), "-m", "pip", "install", "--quiet", "--upgrade", PIP]),
+        ]
+    )
     steps += [
         # --no-compile, then compileall on every core: pip byte-compiles one file at a time (~9,300 files,
         # torch's 2,300 among them: 41 s of a 61 s install on the 2-core VM; compileall -j 0 took 27 s).
         # The packages' own test suites (~2,800 of those files: pandas, sympy, networkx, numpy, onnx) are
         # never imported by the lab and are left out.
-        ("pip install", [str(python), "-m", "pip", "install", "--quiet", "--no-compile",
-                         *(a for g in groups for a in ("--group", g)), *requirements]),
+        (
+            "pip install",
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-compile",
+                *(a for g in groups for a in ("--group", g)),
+                *requirements,
+            ],
+        ),
         ("byte-compile", [str(python), "-m", "compileall", "-qq", "-j", "0", "-x", PACKAGE_TESTS, str(venv / "lib")]),
     ]
     for name, argv in steps:
         try:
-            proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=capture, text=True, timeout=timeout_s,
-                                  stdin=subprocess.DEVNULL, check=False)
+            proc = subprocess.run(
+                argv,
+                cwd=REPO_ROOT,
+                capture_output=capture,
+                text=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise LabError(f"building {venv}: {name} gave no answer after {timeout_s:.0f} s", fix) from None
         if proc.returncode != 0 and name != "byte-compile":  # a package's unparsable test file is no failure
@@ -190,8 +265,9 @@ def _build(venv: Path, groups: list[str], requirements: list[str], ready: list[P
             raise LabError(f"{venv} could not be built ({name} exited {proc.returncode}: {said})", fix)
     for path in ready:
         if not path.exists():
-            raise LabError(f"{path} missing after building {venv}",
-                           f"check the {', '.join(groups)} group(s) in pyproject.toml")
+            raise LabError(
+                f"{path} missing after building {venv}", f"check the {', '.join(groups)} group(s) in pyproject.toml"
+            )
     if verify is not None:
         verify(python)
     stamp.write_text(want)

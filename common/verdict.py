@@ -34,5 +34,8 @@ def from_records(records: object) -> list[Verdict]:
     """The verdicts a run recorded (as_record's dicts); entries that are not such a dict are skipped."""
     if not isinstance(records, list):
         return []
-    return [Verdict(str(r["name"]), bool(r["ok"]), str(r.get("detail", "")), bool(r.get("applicable", True)))
-            for r in records if isinstance(r, dict) and "name" in r and "ok" in r]
+    return [
+        Verdict(str(r["name"]), bool(r["ok"]), str(r.get("detail", "")), bool(r.get("applicable", True)))
+        for r in records
+        if isinstance(r, dict) and "name" in r and "ok" in r
+    ]

@@ -67,8 +67,17 @@ def portable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 # The longest modules (seconds of test time, `--durations=0` on the 2-core VM, 2026-12-05), started first: pytest-xdist
 # hands a module (--dist loadscope) to the next free worker in collection order, so a long one collected late would
 # run alone at the end while the other worker idles. Order only: a module not named here runs after these.
-LONGEST_FIRST = ("test_pyacl", "test_npu_dryrun", "test_workloads", "test_ddp", "test_agree", "test_copy_ddp",
-                 "test_fix", "test_dynamic_profile", "test_mode_cmdline")
+LONGEST_FIRST = (
+    "test_pyacl",
+    "test_npu_dryrun",
+    "test_workloads",
+    "test_ddp",
+    "test_agree",
+    "test_copy_ddp",
+    "test_fix",
+    "test_dynamic_profile",
+    "test_mode_cmdline",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,6 +3,7 @@ user does, loading a lesson file, and the planted sandboxes of the safety and fa
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -34,8 +35,9 @@ def lab_env(**extra: str) -> dict[str, str]:
 
 def run(args: list[str], timeout: float = 300, **extra: str) -> subprocess.CompletedProcess:
     """Run a command from the repo root, as a user would, capturing its output."""
-    return subprocess.run(args, cwd=ROOT, env=lab_env(**extra), capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        args, cwd=ROOT, env=lab_env(**extra), capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -60,8 +62,15 @@ def remove_lab_output(path: Path) -> None:
 def assert_workload_checks(stdout: str, key: str, workload: str, families: set[str]) -> None:
     """A shipped workload's run of mode ``key``: every forward (step) records the same ops, of these families
     among others, TinyMLP's lesson check [N/A], the output matched, nothing failed."""
-    (same,) = [line for line in stdout.splitlines() if re.match(rf"\[PASS\] every (forward|step) records the same "
-                                                               rf"ops \({key}", line)]
+    (same,) = [
+        line
+        for line in stdout.splitlines()
+        if re.match(
+            rf"\[PASS\] every (forward|step) records the same "
+            rf"ops \({key}",
+            line,
+        )
+    ]
     listed = re.search(r"each \d+ ops \(([^)]*)\) as the first", same)[1]
     assert families <= {part.split()[0] for part in listed.split(", ")}, same
     assert f"[N/A] top family ({key}): not applicable: {workload} declares no EXPECT['top_family']" in stdout
@@ -114,9 +123,24 @@ def plant(folder: Path, *, marker: bool = True) -> Path:
 
 # What a private copy of the lab leaves behind (paths from the lab's root; * spans folders): every output, build,
 # model, record and lock a run makes, and the environments, history and logs beside them.
-NOT_COPIED = ("*prof_out*", "*prof_runs", "*prof_sweep", "*.msprof_lab.lock", "02_api_AscendC/build",
-              "03_api_pyAcl/model", "agree_out", "precision_out", "npu_dryrun", ".lab_cache", ".nox", ".git",
-              "*bench/out", "tests/corpus/last_run.log", "tests/zoo/last_run.log", "tests_artifacts")
+NOT_COPIED = (
+    "*prof_out*",
+    "*prof_runs",
+    "*prof_sweep",
+    "*.msprof_lab.lock",
+    "02_api_AscendC/build",
+    "03_api_pyAcl/model",
+    "agree_out",
+    "precision_out",
+    "npu_dryrun",
+    ".lab_cache",
+    ".nox",
+    ".git",
+    "*bench/out",
+    "tests/corpus/last_run.log",
+    "tests/zoo/last_run.log",
+    "tests_artifacts",
+)
 LAB = ("common", "workloads", *MODES, "pyproject.toml")  # what a run of the lab needs
 WHOLE = (*LAB, "tests", "docs", "README.md", "SECURITY.md", "noxfile.py", ".ci")  # and what the tests read beside it
 
@@ -160,3 +184,24 @@ def use_private_lab(target: Path) -> Path:
 def assert_nothing_ran(where: Path) -> None:
     """No ``PWNED`` file appeared: nothing user-supplied was run through a shell."""
     assert not list(where.rglob("PWNED*")) and not list(ROOT.glob("PWNED*"))
+
+
+def code_lines(text: str) -> int:
+    """Lines of a Python lesson that are code: its docstrings, comment-only and blank lines are not counted (the
+    budget is on code, so a lesson keeps its explanations and PEP 8's spacing)."""
+    docstrings = set()
+    for node in ast.walk(ast.parse(text)):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            docstrings |= set(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(
+        1
+        for i, line in enumerate(text.splitlines(), 1)
+        if i not in docstrings and line.strip() and not line.strip().startswith("#")
+    )

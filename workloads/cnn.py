@@ -24,8 +24,9 @@ class SmallCNN(nn.Module):
         super().__init__()
 
         def stage(c_in: int, c_out: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out),
-                                 nn.ReLU(), nn.MaxPool2d(2))
+            return nn.Sequential(
+                nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2)
+            )
 
         self.features = nn.Sequential(stage(CHANNELS, 32), stage(32, 64))
         self.head = nn.Linear(64 * (SIZE // 4) ** 2, classes)

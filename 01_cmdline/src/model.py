@@ -100,8 +100,11 @@ def main() -> int:
         torch.npu.set_device(device_id)  # the program selects its device itself; msprof profiles the one in use
         device, sync, marked = torch.device(f"npu:{device_id}"), torch.npu.synchronize, npu_range
         if not hasattr(getattr(torch_npu.npu, "mstx", None), "range_start"):  # documented from torch_npu 6.0.RC3
-            print(f"note: torch_npu {torch_npu.__version__} has no npu.mstx.range_start (6.0.RC3 or later): the "
-                  "forwards are marked with record_function, which msprof does not record", file=sys.stderr)
+            print(
+                f"note: torch_npu {torch_npu.__version__} has no npu.mstx.range_start (6.0.RC3 or later): the "
+                "forwards are marked with record_function, which msprof does not record",
+                file=sys.stderr,
+            )
             marked = torch.profiler.record_function
     else:
         device, sync, marked = torch.device("cpu"), (lambda: None), torch.profiler.record_function
@@ -119,8 +122,10 @@ def main() -> int:
                 y = model(*x)
         sync()
         elapsed = time.perf_counter() - start
-    print(f"model.py: {MEASURED} forwards on {device}, {1e3 * elapsed / MEASURED:.3f} ms each "
-          f"(host wall clock, after {WARMUP} warm-up forwards)")
+    print(
+        f"model.py: {MEASURED} forwards on {device}, {1e3 * elapsed / MEASURED:.3f} ms each "
+        f"(host wall clock, after {WARMUP} warm-up forwards)"
+    )
     if args.save_output:
         arrays = [t.detach().float().cpu().numpy() for t in tensors(y)]
         if len(arrays) == 1:

@@ -75,8 +75,8 @@ def add_kernel(x: asc.GlobalAddress, y: asc.GlobalAddress, z: asc.GlobalAddress,
         at = slot * tile
         # copy in (MTE2), once the slot's previous tile has left the UB
         asc.wait_flag(asc.HardEvent.MTE3_MTE2, slot)
-        asc.data_copy(x_ub[at:], x_gm[i * tile:], tile)
-        asc.data_copy(y_ub[at:], y_gm[i * tile:], tile)
+        asc.data_copy(x_ub[at:], x_gm[i * tile :], tile)
+        asc.data_copy(y_ub[at:], y_gm[i * tile :], tile)
         asc.set_flag(asc.HardEvent.MTE2_V, slot)
         # add (V), once both copies have landed
         asc.wait_flag(asc.HardEvent.MTE2_V, slot)
@@ -84,7 +84,7 @@ def add_kernel(x: asc.GlobalAddress, y: asc.GlobalAddress, z: asc.GlobalAddress,
         asc.set_flag(asc.HardEvent.V_MTE3, slot)
         # copy out (MTE3), once the sum is written; then the slot is free again
         asc.wait_flag(asc.HardEvent.V_MTE3, slot)
-        asc.data_copy(z_gm[i * tile:], z_ub[at:], tile)
+        asc.data_copy(z_gm[i * tile :], z_ub[at:], tile)
         asc.set_flag(asc.HardEvent.MTE3_MTE2, slot)
     asc.metrics_prof_stop()  # ... to here
 
@@ -131,8 +131,10 @@ def main() -> int:
     parser.add_argument("--launches", type=int, default=1, help="measured launches (default 1)")
     args = parser.parse_args()
     config.set_platform(config.Backend(args.r), args.v, device_id=args.device)
-    print(f"kernel sizes: total_length={TOTAL_LENGTH} block_dim={USE_CORE_NUM} block_length={BLOCK_LENGTH} "
-          f"tile_num={TILE_NUM} buffer_num={BUFFER_NUM} tile_length={TILE_LENGTH}")
+    print(
+        f"kernel sizes: total_length={TOTAL_LENGTH} block_dim={USE_CORE_NUM} block_length={BLOCK_LENGTH} "
+        f"tile_num={TILE_NUM} buffer_num={BUFFER_NUM} tile_length={TILE_LENGTH}"
+    )
     max_ulp = MAX_ULP["twin" if getattr(asc, "LAB_TWIN", False) else "npu"]
     (x, y), total = make_inputs(), args.warmup + args.launches
     for i in range(total):  # warm-up first: those launches pay for compiling and first-touch costs
@@ -142,8 +144,10 @@ def main() -> int:
         if bad:
             print(f"verified: {TOTAL_LENGTH - len(bad)} of {TOTAL_LENGTH} elements in launch {i}")
             return 1
-    print(f"verified: {TOTAL_LENGTH} of {TOTAL_LENGTH} elements equal numpy's fp16 x + y (within {max_ulp} ULP) "
-          f"in each of {total} launches ({args.warmup} warm-up + {args.launches} measured)")
+    print(
+        f"verified: {TOTAL_LENGTH} of {TOTAL_LENGTH} elements equal numpy's fp16 x + y (within {max_ulp} ULP) "
+        f"in each of {total} launches ({args.warmup} warm-up + {args.launches} measured)"
+    )
     return 0
 
 

@@ -35,8 +35,15 @@ OPSET = {"dynamo": 18, "torchscript": 17}
 class TinyMLP(nn.Module):  # <- your model here, or pass --model FILE
     def __init__(self, hidden=1024):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+        self.net = nn.Sequential(
+            nn.Linear(hidden, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, hidden),
+        )
 
     def forward(self, x):
         return self.net(x)
@@ -88,23 +95,41 @@ def export(model, inputs, out):
         model, inputs = model.float(), tuple(t.float() if t.is_floating_point() else t for t in inputs)
     params = inspect.signature(model.forward).parameters.values()
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    names = names[:len(inputs)] if len(names) >= len(inputs) else [f"input_{i}" for i in range(len(inputs))]
+    names = names[: len(inputs)] if len(names) >= len(inputs) else [f"input_{i}" for i in range(len(inputs))]
     outs = ["y"] if len(outputs) == 1 else [f"y{i}" for i in range(len(outputs))]
     outs = [f"out_{name}" if name in names else name for name in outs]
     flat, dynamo = Flat(model).eval(), "dynamo" in inspect.signature(torch.onnx.export).parameters
     if dynamo:  # no dynamic shapes, no dynamic axes: ATC gets fixed shapes
         try:
-            torch.onnx.export(flat, inputs, str(out), input_names=names, output_names=outs, verbose=False,
-                              opset_version=OPSET["dynamo"], dynamo=True)
+            torch.onnx.export(
+                flat,
+                inputs,
+                str(out),
+                input_names=names,
+                output_names=outs,
+                verbose=False,
+                opset_version=OPSET["dynamo"],
+                dynamo=True,
+            )
             return names, outs, "dynamo"
         except Exception as err:  # noqa: BLE001 (e.g. a branch on a tensor's value: torch.export cannot choose)
-            print(f"note: the dynamo exporter cannot capture the model ({one_line(err)}); the TorchScript tracer "
-                  "exports the path this input takes instead", file=sys.stderr)
+            print(
+                f"note: the dynamo exporter cannot capture the model ({one_line(err)}); the TorchScript tracer "
+                "exports the path this input takes instead",
+                file=sys.stderr,
+            )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # "the TorchScript exporter is deprecated"
         warnings.simplefilter("always", torch.jit.TracerWarning)  # where the trace froze a value: see them all
-        torch.onnx.export(flat, inputs, str(out), input_names=names, output_names=outs,
-                          opset_version=OPSET["torchscript"], **({"dynamo": False} if dynamo else {}))
+        torch.onnx.export(
+            flat,
+            inputs,
+            str(out),
+            input_names=names,
+            output_names=outs,
+            opset_version=OPSET["torchscript"],
+            **({"dynamo": False} if dynamo else {}),
+        )
     return names, outs, "torchscript"
 
 
@@ -132,8 +157,10 @@ def main(argv=None):
 
     onnx.checker.check_model(str(args.out), full_check=True)
     shapes = ";".join(f"{n}:{','.join(map(str, t.shape))}" for n, t in zip(names, inputs))
-    print(f"exported {args.out} ({exporter} exporter, opset {OPSET[exporter]}): inputs {', '.join(names)}, outputs "
-          f"{', '.join(outs)} (ATC: --input_shape=\"{shapes}\")")  # quoted: bash splits at ';'
+    print(
+        f"exported {args.out} ({exporter} exporter, opset {OPSET[exporter]}): inputs {', '.join(names)}, outputs "
+        f'{", ".join(outs)} (ATC: --input_shape="{shapes}")'
+    )  # quoted: bash splits at ';'
     return 0
 
 

@@ -16,8 +16,20 @@ from pathlib import Path
 
 import numpy as np
 
-ACL_DTYPES = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
-              8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_}  # aclDataType -> numpy
+ACL_DTYPES = {
+    0: np.float32,
+    1: np.float16,
+    2: np.int8,
+    3: np.int32,
+    4: np.uint8,
+    6: np.int16,
+    7: np.uint16,
+    8: np.uint32,
+    9: np.int64,
+    10: np.uint64,
+    11: np.float64,
+    12: np.bool_,
+}  # aclDataType -> numpy
 HUGE_FIRST, HOST_TO_DEVICE, DEVICE_TO_HOST = 0, 1, 2  # aclrtMemMallocPolicy, aclrtMemcpyKind
 PIPE_UTILIZATION, PROF_FLAGS = 1, 0x1 | 0x2 | 0x4 | 0x8  # aclprof: PipeUtilization, ACL_API|TASK_TIME|AICORE|AICPU
 # The fix for an unfused graph (MatMul then Add as two nodes, the GELU formula as five): let ONNX Runtime fuse
@@ -25,15 +37,19 @@ PIPE_UTILIZATION, PROF_FLAGS = 1, 0x1 | 0x2 | 0x4 | 0x8  # aclprof: PipeUtilizat
 # built, as an .om runs what ATC built: keep it to profile what a converter made. (On an NPU ATC fuses at build.)
 GRAPH_OPTIMIZATION = "disabled"
 
+
 def check(call, ret):  # every pyACL call returns 0 (ACL_SUCCESS) or an aclError code: name the call and the code
     if ret != 0:
         raise RuntimeError(f"{call} failed with ACL error {ret}")
 
+
 def handle(call, value):  # a call that creates something returns a handle, 0 / None when it failed
     return value or check(call, "(a null handle)")
 
+
 def release(undo, call, fn, *args):  # registered once acquired: ``undo`` runs them last first, on every path
     undo.callback(lambda: check(call, fn(*args) or 0))  # a release that returns nothing counts as done
+
 
 def device_dataset(acl, undo, sizes):  # device memory per size, each in a data buffer, all in one dataset
     dataset, pointers = handle("acl.mdl.create_dataset", acl.mdl.create_dataset()), []
@@ -47,6 +63,7 @@ def device_dataset(acl, undo, sizes):  # device memory per size, each in a data 
         check("acl.mdl.add_dataset_buffer", acl.mdl.add_dataset_buffer(dataset, buffer)[1])
         pointers.append(ptr)
     return dataset, pointers
+
 
 # --- 1. the pyACL chain (an NPU) -----------------------------------------------------------------
 def run_om(acl, om, device, feeds, warmup, measured, prof_dir=None, acl_config=None):
@@ -88,8 +105,8 @@ def run_om(acl, om, device, feeds, warmup, measured, prof_dir=None, acl_config=N
         with contextlib.ExitStack() as measuring:  # prof.stop, destroy_config: right after the last execute
             for n in range(warmup + measured):
                 if n == warmup and prof_dir:  # after the warm-up executes: only the measured ones are recorded
-                    config = handle("acl.prof.create_config",  # 0: no AI Core events
-                                    acl.prof.create_config([device], PIPE_UTILIZATION, 0, PROF_FLAGS))
+                    config = acl.prof.create_config([device], PIPE_UTILIZATION, 0, PROF_FLAGS)  # 0: no AIC events
+                    config = handle("acl.prof.create_config", config)
                     release(measuring, "acl.prof.destroy_config", acl.prof.destroy_config, config)
                     check("acl.prof.start", acl.prof.start(config))
                     release(measuring, "acl.prof.stop", acl.prof.stop, config)
@@ -103,10 +120,12 @@ def run_om(acl, om, device, feeds, warmup, measured, prof_dir=None, acl_config=N
             arrays.append(np.frombuffer(acl.util.ptr_to_bytes(host, size), dtype).reshape(dims).copy())
         return arrays
 
+
 # --- 2. ONNX Runtime with its profiler (any machine) -----------------------------------------------
 def run_onnx(path, feeds, warmup, measured, out, threads=0, optimization=GRAPH_OPTIMIZATION):
     """Its profile starts with the session, warm-up included: one ``model_run`` event spans each run."""
     import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.enable_profiling, options.profile_file_prefix = True, str(Path(out) / "onnxruntime_profile")
     levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
@@ -119,6 +138,7 @@ def run_onnx(path, feeds, warmup, measured, out, threads=0, optimization=GRAPH_O
         outputs = session.run(None, dict(zip([i.name for i in inputs], feeds)))
     print(f"ONNX Runtime profile: {session.end_profiling()} (ts: us after {session.get_profiling_start_time_ns()} ns)")
     return outputs
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -134,19 +154,25 @@ def main(argv=None):
     parser.add_argument("--no-acl-prof", action="store_true", help="no acl.prof: msprof wraps this program")
     parser.add_argument("--acl-config", type=Path, help="a JSON file for acl.init (e.g. a dump block)")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime's intra-op threads (0: its default)")
-    parser.add_argument("--graph-optimization", default=GRAPH_OPTIMIZATION, choices=["disabled", "all"],
-                        help="ONNX Runtime: run the file's nodes as built, or fuse them first (the fix)")
+    parser.add_argument(
+        "--graph-optimization",
+        default=GRAPH_OPTIMIZATION,
+        choices=["disabled", "all"],
+        help="ONNX Runtime: run the file's nodes as built, or fuse them first (the fix)",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         feeds = list(np.load(args.inputs).values()) if args.inputs else None  # arr_0, arr_1 ...: input order
         if args.om:
             import acl  # pyACL ships with CANN: its set_env.sh puts it on PYTHONPATH
-            outputs = run_om(acl, args.om, args.device, feeds, args.warmup, args.measured,
-                             None if args.no_acl_prof else args.out.resolve(), args.acl_config)
+
+            prof_dir = None if args.no_acl_prof else args.out.resolve()
+            outputs = run_om(acl, args.om, args.device, feeds, args.warmup, args.measured, prof_dir, args.acl_config)
         else:
-            outputs = run_onnx(args.onnx, feeds, args.warmup, args.measured, args.out, args.threads,
-                               args.graph_optimization)
+            outputs = run_onnx(
+                args.onnx, feeds, args.warmup, args.measured, args.out, args.threads, args.graph_optimization
+            )
     except Exception as err:  # noqa: BLE001 (a failed call, a file the runtime refuses: one line, no traceback)
         sys.exit(f"Error: {err}")
     if args.om and not args.no_acl_prof:  # acl.prof writes raw data only: msprof (CANN's) exports the CSVs
@@ -155,6 +181,7 @@ def main(argv=None):
     for i, out in enumerate(outputs if args.save_output else []):
         np.save(args.save_output.with_name(f"{args.save_output.stem}_{i}.npy") if i else args.save_output, out)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

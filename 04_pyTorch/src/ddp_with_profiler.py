@@ -83,6 +83,7 @@ def join(devices: list[int] | None, local_rank: int, timeout_s: float) -> torch.
         dist.init_process_group("gloo", timeout=timeout)
         return torch.device("cpu")
     import torch_npu  # noqa: F401  (registers the "npu" device and HCCL)
+
     # the rank selects its own device before HCCL starts (not ASCEND_RT_VISIBLE_DEVICES: unsupported while profiling)
     torch.npu.set_device(devices[local_rank])
     dist.init_process_group("hccl", timeout=timeout)
@@ -93,19 +94,30 @@ def profiler(out: Path, rank: int, npu: bool):
     """Mode 04's profiler and schedule, in every rank; each rank writes its own files into ``out``."""
     if npu:  # Level1 also writes communication.json and profiler_info_<rank>.json: what cluster tools read
         import torch_npu
+
         tp = torch_npu.profiler
-        config = tp._ExperimentalConfig(profiler_level=tp.ProfilerLevel.Level1,
-                                        aic_metrics=tp.AiCMetrics.PipeUtilization,  # pipe busy ratios per kernel
-                                        data_simplification=False)  # keep msprof's own CSVs (PROF_*) too
-        return tp.profile(activities=[tp.ProfilerActivity.CPU, tp.ProfilerActivity.NPU],
-                          schedule=tp.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
-                          on_trace_ready=tp.tensorboard_trace_handler(str(out)), record_shapes=True,
-                          profile_memory=True, with_stack=False, experimental_config=config)
+        config = tp._ExperimentalConfig(
+            profiler_level=tp.ProfilerLevel.Level1,
+            aic_metrics=tp.AiCMetrics.PipeUtilization,  # pipe busy ratios per kernel
+            data_simplification=False,
+        )  # keep msprof's own CSVs (PROF_*) too
+        return tp.profile(
+            activities=[tp.ProfilerActivity.CPU, tp.ProfilerActivity.NPU],
+            schedule=tp.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+            on_trace_ready=tp.tensorboard_trace_handler(str(out)),
+            record_shapes=True,
+            profile_memory=True,
+            with_stack=False,
+            experimental_config=config,
+        )
     tp = torch.profiler  # no NPU: the CPU is the only device; the rank's name goes into its file name
-    return tp.profile(activities=[tp.ProfilerActivity.CPU],
-                      schedule=tp.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
-                      on_trace_ready=tp.tensorboard_trace_handler(str(out), f"{socket.gethostname()}_rank{rank}"),
-                      record_shapes=True, profile_memory=True)
+    return tp.profile(
+        activities=[tp.ProfilerActivity.CPU],
+        schedule=tp.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        on_trace_ready=tp.tensorboard_trace_handler(str(out), f"{socket.gethostname()}_rank{rank}"),
+        record_shapes=True,
+        profile_memory=True,
+    )
 
 
 # --- 3. train: the prof.step() loop --------------------------------------------------------------------
@@ -140,10 +152,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default="prof_out_ddp", help="where every rank writes its profile")
     parser.add_argument("--devices", help="NPU ids, one per rank here, e.g. 0,1 (default 0..N-1); cpu: no NPU")
     parser.add_argument("--slow-rank", type=int, help="give this rank more work: the slow-rank demo")
-    parser.add_argument("--slow-factor", type=int, default=4, choices=range(1, 65), metavar="K",
-                        help="the slow rank's batch is K times larger (default 4)")
-    parser.add_argument("--accumulate", type=int, default=ACCUMULATE, choices=range(1, 65), metavar="K",
-                        help=f"micro-batches per step, one all-reduce per step (default {ACCUMULATE})")
+    parser.add_argument(
+        "--slow-factor",
+        type=int,
+        default=4,
+        choices=range(1, 65),
+        metavar="K",
+        help="the slow rank's batch is K times larger (default 4)",
+    )
+    parser.add_argument(
+        "--accumulate",
+        type=int,
+        default=ACCUMULATE,
+        choices=range(1, 65),
+        metavar="K",
+        help=f"micro-batches per step, one all-reduce per step (default {ACCUMULATE})",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective waits for a peer")
     args = parser.parse_args(argv)
     if args.model is not None and not (Path(args.model).is_file() and os.access(args.model, os.R_OK)):
@@ -153,8 +177,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     elif not re.fullmatch(r"\d+(,\d+)*", args.devices or "0"):
         parser.error(f"--devices {args.devices!r}: give NPU ids such as 0,1, or cpu")
     else:  # sorted: the rank with LOCAL_RANK r takes the r-th smallest id
-        args.devices = sorted(map(int, args.devices.split(","))) if args.devices else list(
-            range(int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+        args.devices = (
+            sorted(map(int, args.devices.split(",")))
+            if args.devices
+            else list(range(int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+        )
     return args
 
 

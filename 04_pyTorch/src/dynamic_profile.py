@@ -33,15 +33,28 @@ from torch.utils._pytree import tree_leaves  # how torch.export and transformers
 LEARNING_RATE = 0.01  # plain SGD at a fixed rate
 PROGRESS_S = 1.0  # print the step number about once a second: start_step must be a step still to come
 CONFIG_FILE, STOP_FILE = "profiler_config.json", "stop_job"
-TEMPLATE = {"start_step": 0, "warmup": 0, "active": 1, "prof_dir": "./", "record_shapes": False,
-            "profile_memory": False, "with_stack": False, "activities": ["CPU"]}  # a subset of torch_npu's fields
+TEMPLATE = {
+    "start_step": 0,
+    "warmup": 0,
+    "active": 1,
+    "prof_dir": "./",
+    "record_shapes": False,
+    "profile_memory": False,
+    "with_stack": False,
+    "activities": ["CPU"],
+}  # a subset of torch_npu's fields
 
 
 # --- 1. the model --------------------------------------------------------------------------------------
 def tensors(output) -> list:
     """Every tensor of an output in torch's pytree order (tuples, dicts, ModelOutput...); another object: its attributes."""
-    return [t for leaf in tree_leaves(output) for t in (  # a dataclass, a KV cache: its tensors in the order they were set
-        [leaf] if torch.is_tensor(leaf) else tensors([*vars(leaf).values()]) if hasattr(leaf, "__dict__") else [])]
+    return [
+        t
+        for leaf in tree_leaves(output)
+        for t in (  # a dataclass, a KV cache: its tensors in the order they were set
+            [leaf] if torch.is_tensor(leaf) else tensors([*vars(leaf).values()]) if hasattr(leaf, "__dict__") else []
+        )
+    ]
 
 
 def load_model(path):
@@ -76,6 +89,7 @@ def make_train_step(model, inputs, loss):
         optimizer.zero_grad(set_to_none=True)
         loss(model(*inputs), x).backward()
         optimizer.step()
+
     return train_step
 
 
@@ -111,8 +125,10 @@ class ConfigWatcher:
             activities=[torch.profiler.ProfilerActivity.CPU],
             schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(config["prof_dir"]),
-            record_shapes=bool(config["record_shapes"]), profile_memory=bool(config["profile_memory"]),
-            with_stack=bool(config["with_stack"]))
+            record_shapes=bool(config["record_shapes"]),
+            profile_memory=bool(config["profile_memory"]),
+            with_stack=bool(config["with_stack"]),
+        )
         self.prof.start()  # the schedule's steps begin with the job's next step
         self.left = warmup + active
 
@@ -134,6 +150,7 @@ def main(argv=None) -> int:
     npu = args.device.startswith("npu")
     if npu:
         import torch_npu  # noqa: F401  (with PROF_CONFIG_PATH set, torch_npu writes the template and watches it)
+
         torch.npu.set_device(args.device)
     watcher = None if npu else ConfigWatcher(folder)
     step = make_train_step(model.to(args.device), tuple(t.to(args.device) for t in inputs), loss)

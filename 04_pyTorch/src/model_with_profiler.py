@@ -80,6 +80,7 @@ def tune_npu(settings, out: str) -> None:
         if name in settings:
             os.environ[variable] = "2"
     import torch_npu
+
     if "binary-operators" in settings:  # precompiled operators, no online compile; no private formats
         torch_npu.npu.set_compile_mode(jit_compile=False)
         torch.npu.config.allow_internal_format = False
@@ -96,16 +97,19 @@ def make_step(model, inputs, loss, train: bool, fused: bool = False, npu: bool =
     model.train()  # BatchNorm uses the batch's statistics, dropout drops: what training runs
     if fused and npu:
         import torch_npu
+
         optimizer = torch_npu.optim.NpuFusedSGD(model.parameters(), lr=LEARNING_RATE)
     else:  # plain SGD, fixed rate: runs repeat exactly; fused=None is torch's default (a loop over the parameters)
         optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, fused=True if fused else None)
     x = inputs if len(inputs) > 1 else inputs[0]  # loss() gets the input as make_input() shaped it
+
     def train_step():
         optimizer.zero_grad(set_to_none=True)
         value = loss(model(*inputs), x)
         value.backward()
         optimizer.step()
         return value.detach()
+
     return train_step
 
 
@@ -117,7 +121,8 @@ def npu_profiler(out: str):
     config = torch_npu.profiler._ExperimentalConfig(
         profiler_level=torch_npu.profiler.ProfilerLevel.Level1,  # Level1: PMU + op_statistic + api_statistic
         aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization,  # pipe busy ratios in kernel_details
-        data_simplification=False)  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
+        data_simplification=False,
+    )  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
     return torch_npu.profiler.profile(
         activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
         schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
@@ -125,7 +130,8 @@ def npu_profiler(out: str):
         record_shapes=True,
         profile_memory=True,  # memory_record.csv, operator_memory.csv: peak memory and the ops that allocate
         with_stack=False,  # call stacks inflate host time in exactly the steps we measure
-        experimental_config=config)
+        experimental_config=config,
+    )
 
 
 def portable_profiler(out: str):
@@ -134,7 +140,10 @@ def portable_profiler(out: str):
         activities=[torch.profiler.ProfilerActivity.CPU],
         schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(out),
-        record_shapes=True, profile_memory=True, with_stack=False)
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=False,
+    )
 
 
 # --- 3. the loop: one prof.step() per step -------------------------------------------------------------
@@ -188,6 +197,7 @@ def main(argv=None) -> int:
     if npu:
         tune_npu(args.npu_tuning, args.out)
         import torch_npu  # noqa: F401  (registers the "npu" device with torch)
+
         torch.npu.set_device(args.device)  # the program selects its own device; the profiler records that one
     model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)
     results = profile(make_step(model, inputs, loss, args.train, args.fused_optimizer, npu), args.out, npu)

@@ -47,8 +47,10 @@ COMMUNICATION_CORES = ("HCCL", "COMMUNICATION")
 HEADER = ["OP Type", "Core", "Count", "Total(us)", "Max(us)", "Share(%)", "Dtypes (in -> out)"]
 
 STATIC_STATE, DYNAMIC_STATE = "static", "dynamic"  # OP State values (op_summary / kernel_details)
-DYNAMIC_SOURCE = ("msprof-analyze advisor operator_checker.py is_dynamic_shape: no op whose op_state is "
-                  "'static' (dataset/profiling/op_summary.py)")
+DYNAMIC_SOURCE = (
+    "msprof-analyze advisor operator_checker.py is_dynamic_shape: no op whose op_state is "
+    "'static' (dataset/profiling/op_summary.py)"
+)
 DYNAMIC_HEADER = ["OP Type", "Core", "Count", "Total(us)", "Share(%)", "Input Shapes seen"]
 
 # Which core count a task's Block Dim is judged against: AI_CORE / MIX_AIC count AI Cores (Cube),
@@ -64,8 +66,10 @@ BLOCK_DIM_HEADER = ["OP Type", "Core", "Count", "Total(us)", "Max(us)", "Share(%
 LAUNCH_FREE_SHARE = 0.2
 SMALL_OP_FREE_RATIO = 0.2
 SMALL_OP_SHARE = 0.2
-LAUNCH_SOURCE = ("msprof-analyze advisor_backend op_schedule_advice.py (free >= 0.2 of the time) and "
-                 "constant.py (SMALL_OP_DUR_RATIO = 0.2, SMALL_OP_NUM_RATIO = 0.2)")
+LAUNCH_SOURCE = (
+    "msprof-analyze advisor_backend op_schedule_advice.py (free >= 0.2 of the time) and "
+    "constant.py (SMALL_OP_DUR_RATIO = 0.2, SMALL_OP_NUM_RATIO = 0.2)"
+)
 LAUNCH_HEADER = ["OP Type", "Core", "Launches", "Busy(us)", "Free before(us)", "Max free(us)"]
 
 
@@ -99,8 +103,17 @@ def _rows(chosen: list[Task], total_us: float) -> list[list[object]]:
     rows = []
     for op, core, ts, spent in _by_op(chosen):
         dtypes = sorted({f"{t.input_dtypes or 'N/A'} -> {t.output_dtypes or 'N/A'}" for t in ts})
-        rows.append([op, core, len(ts), round(spent, 3), max(t.duration_us for t in ts), _share(spent, total_us),
-                     "; ".join(dtypes)])
+        rows.append(
+            [
+                op,
+                core,
+                len(ts),
+                round(spent, 3),
+                max(t.duration_us for t in ts),
+                _share(spent, total_us),
+                "; ".join(dtypes),
+            ]
+        )
     return rows
 
 
@@ -153,8 +166,10 @@ def dynamic_shapes(tasks: list[Task]) -> Advisory | None:
     dynamic = [t for t in compute if t.op_state == DYNAMIC_STATE]
     total = sum(t.duration_us for t in compute)
     spent = sum(t.duration_us for t in dynamic)
-    rows = [[op, core, len(ts), round(spent_op, 3), _share(spent_op, total), len({t.input_shapes for t in ts})]
-            for op, core, ts, spent_op in _by_op(dynamic)]
+    rows = [
+        [op, core, len(ts), round(spent_op, 3), _share(spent_op, total), len({t.input_shapes for t in ts})]
+        for op, core, ts, spent_op in _by_op(dynamic)
+    ]
     varying = sum(1 for r in rows if r[5] > 1)
     return Advisory(
         "dynamic-shape ops",
@@ -163,7 +178,8 @@ def dynamic_shapes(tasks: list[Task]) -> Advisory | None:
         f"{varying} OP Type(s) saw more than one input shape. A dynamic-shape kernel computes its tiling on "
         "the host at every launch. Try: fixed shapes (pad batches to a few sizes), and "
         "torch_npu.npu.set_compile_mode(jit_compile=False) as msprof-analyze advises",
-        rows, DYNAMIC_HEADER,
+        rows,
+        DYNAMIC_HEADER,
     )
 
 
@@ -181,15 +197,31 @@ def low_block_dim(tasks: list[Task]) -> Advisory | None:
     """AI Core tasks >= BLOCK_DIM_MIN_TASK_US whose Block Dim is not a multiple of the (estimated) core count."""
     compute = _compute(tasks)
     cores = _core_counts(compute)
-    chosen = [t for t in compute if t.duration_us >= BLOCK_DIM_MIN_TASK_US and t.block_dim
-              and CORE_KINDS.get(t.task_type or "") in cores and t.block_dim % cores[CORE_KINDS[t.task_type]]]
+    chosen = [
+        t
+        for t in compute
+        if t.duration_us >= BLOCK_DIM_MIN_TASK_US
+        and t.block_dim
+        and CORE_KINDS.get(t.task_type or "") in cores
+        and t.block_dim % cores[CORE_KINDS[t.task_type]]
+    ]
     if not chosen:
         return None
     total = sum(t.duration_us for t in compute)
     spent = sum(t.duration_us for t in chosen)
-    rows = [[op, core, len(ts), round(spent_op, 3), max(t.duration_us for t in ts), _share(spent_op, total),
-             ", ".join(str(d) for d in sorted({t.block_dim for t in ts})), cores[CORE_KINDS[core]]]
-            for op, core, ts, spent_op in _by_op(chosen)]
+    rows = [
+        [
+            op,
+            core,
+            len(ts),
+            round(spent_op, 3),
+            max(t.duration_us for t in ts),
+            _share(spent_op, total),
+            ", ".join(str(d) for d in sorted({t.block_dim for t in ts})),
+            cores[CORE_KINDS[core]],
+        ]
+        for op, core, ts, spent_op in _by_op(chosen)
+    ]
     counted = ", ".join(f"{kind} {n}" for kind, n in sorted(cores.items()))
     return Advisory(
         "low block dim",
@@ -199,7 +231,8 @@ def low_block_dim(tasks: list[Task]) -> Advisory | None:
         "number of blocks that is not a multiple of the cores: the last wave leaves cores idle, and an op with "
         "fewer blocks than cores never uses them all. Try: a shape whose tiling fills the cores, or a fused op "
         "that does more work per launch",
-        rows, BLOCK_DIM_HEADER,
+        rows,
+        BLOCK_DIM_HEADER,
     )
 
 
@@ -218,15 +251,19 @@ def launch_bound(tasks: list[Task]) -> Advisory | None:
     for t in sorted(compute, key=lambda t: t.start_us):
         first.setdefault(t.start_us, t)
     blocks = merge([(t.start_us, t.end_us) for t in compute])
-    small = [(s, e, free_before.get(s, 0.0)) for s, e in blocks if free_before.get(s, 0.0) > SMALL_OP_FREE_RATIO * (e - s)]
+    small = [
+        (s, e, free_before.get(s, 0.0)) for s, e in blocks if free_before.get(s, 0.0) > SMALL_OP_FREE_RATIO * (e - s)
+    ]
     if len(small) <= SMALL_OP_SHARE * len(blocks):
         return None
     per: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for s, e, gap in small:
         t = first[s]
         per.setdefault((t.op_type, t.task_type or ""), []).append((e - s, gap))
-    rows = [[op, core, len(v), round(sum(d for d, _ in v), 3), round(sum(g for _, g in v), 3), max(g for _, g in v)]
-            for (op, core), v in sorted(per.items(), key=lambda kv: -sum(g for _, g in kv[1]))]
+    rows = [
+        [op, core, len(v), round(sum(d for d, _ in v), 3), round(sum(g for _, g in v), 3), max(g for _, g in v)]
+        for (op, core), v in sorted(per.items(), key=lambda kv: -sum(g for _, g in kv[1]))
+    ]
     return Advisory(
         "launch-bound: short ops with free time between them",
         f"Free >= {LAUNCH_FREE_SHARE:.0%} of the device timeline and more than {SMALL_OP_SHARE:.0%} of the compute "
@@ -235,7 +272,8 @@ def launch_bound(tasks: list[Task]) -> Advisory | None:
         f"{len(blocks)} compute blocks ({100 * len(small) / len(blocks):.0f}%) waited longer for their launch than "
         f"{SMALL_OP_FREE_RATIO:g} x the time they ran: the host does not launch work as fast as the device finishes it. "
         "Try: a larger batch, fewer and fused ops, fewer host syncs (.item(), .cpu(), prints) in the step",
-        rows, LAUNCH_HEADER,
+        rows,
+        LAUNCH_HEADER,
     )
 
 

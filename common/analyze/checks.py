@@ -26,7 +26,7 @@ def tasks_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[list
     """The tasks that start inside each window (start, end µs), one list per window."""
     ordered = sorted(tasks, key=lambda t: t.start_us)
     starts = [t.start_us for t in ordered]
-    return [ordered[bisect_left(starts, lo):bisect_left(starts, hi)] for lo, hi in windows]
+    return [ordered[bisect_left(starts, lo) : bisect_left(starts, hi)] for lo, hi in windows]
 
 
 def forward_windows(datasets: list[Dataset]) -> list[tuple[float, float]]:
@@ -73,7 +73,7 @@ def tasks_by_execute(tasks: list[Task], executes: int | None) -> list[list[Task]
     if not executes or not tasks or len(tasks) % executes:
         return None
     ordered, size = sorted(tasks, key=lambda t: t.start_us), len(tasks) // executes
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def _by_family(ops: Counter[str]) -> str:
@@ -99,8 +99,9 @@ def _differences(records: list[Counter[str]], first: Counter[str], start: int, u
     return len(differ), " | ".join(shown) + more
 
 
-def check_same_records(records: list[Counter[str]], want: int | None, where: str, unit: str = "forward",
-                       warmup: int = 0) -> Verdict:
+def check_same_records(
+    records: list[Counter[str]], want: int | None, where: str, unit: str = "forward", warmup: int = 0
+) -> Verdict:
     """The profiler recorded ``want`` windows (forwards, steps); after the first ``warmup`` of them, each
     holds the same ops as the first measured one: nothing missing, nothing extra. The reference is the same
     tool's record of the same model, so a tool's own naming, fusion and decomposition never count against
@@ -111,14 +112,18 @@ def check_same_records(records: list[Counter[str]], want: int | None, where: str
     if not want:
         return Verdict(name, False, f"run_info.json does not say how many {unit}s ran")
     if len(records) != want:
-        return Verdict(name, False, f"{len(records)} {unit}s recorded, want {want}: the profile lost or gained "
-                                    f"{unit}s (was the program marked and profiled whole?)")
+        return Verdict(
+            name,
+            False,
+            f"{len(records)} {unit}s recorded, want {want}: the profile lost or gained "
+            f"{unit}s (was the program marked and profiled whole?)",
+        )
     first = records[warmup] if warmup < want else Counter()
     if not sum(first.values()):
         return Verdict(name, False, f"the first measured {unit} recorded no op")
     each = f"{sum(first.values())} ops ({_by_family(first)})"
     which = f"the first measured (after {warmup} warm-up)" if warmup else "the first"
-    n, shown = _differences(records[warmup + 1:], first, warmup + 2, unit)
+    n, shown = _differences(records[warmup + 1 :], first, warmup + 2, unit)
     if n:
         return Verdict(name, False, f"{n} of {want - warmup - 1} {unit}s differ from {which} ({each}): {shown}")
     w, warm = _differences(records[:warmup], first, 1, unit)
@@ -130,20 +135,26 @@ def check_output(metrics: dict[str, float] | None, where: str, max_abs_tol: floa
     """The model's output matches the reference within the given tolerances (None: nothing recorded)."""
     if not metrics:
         return Verdict(f"output matches fp32 reference ({where})", False, "run_info.json has no accuracy")
-    measured = (f"max abs diff {metrics['max_abs_diff']:.3g} (tol {max_abs_tol:g}), mean abs diff "
-                f"{metrics['mean_abs_diff']:.3g}, cosine {metrics['cosine']:.6f} (min {cosine_min})")
+    measured = (
+        f"max abs diff {metrics['max_abs_diff']:.3g} (tol {max_abs_tol:g}), mean abs diff "
+        f"{metrics['mean_abs_diff']:.3g}, cosine {metrics['cosine']:.6f} (min {cosine_min})"
+    )
     ok = metrics["max_abs_diff"] <= max_abs_tol and metrics["cosine"] >= cosine_min
     if not ok and metrics.get("fp16_range"):  # a lab-made fp16 variant cannot hold this output: its limit, not an error
-        return not_applicable(f"output matches fp32 reference ({where})",
-                              f"not applicable: {metrics['fp16_range']}, so this fp16 variant cannot represent the "
-                              f"output (the fp32 variant checks it); measured: {measured}")
+        return not_applicable(
+            f"output matches fp32 reference ({where})",
+            f"not applicable: {metrics['fp16_range']}, so this fp16 variant cannot represent the "
+            f"output (the fp32 variant checks it); measured: {measured}",
+        )
     return Verdict(f"output matches fp32 reference ({where})", ok, measured)
 
 
 def check_kernel_per_launch(tasks: list[Task], launches: int | None, kernel: str, family: str, where: str) -> Verdict:
     """A one-kernel program: every task is ``kernel`` (of ``family``), exactly once per measured launch."""
     if not launches:
-        return Verdict(f"op counts per launch ({where})", False, "run_info.json records no measured_launches: re-run it")
+        return Verdict(
+            f"op counts per launch ({where})", False, "run_info.json records no measured_launches: re-run it"
+        )
     kernels = sum(1 for t in tasks if op_family(t.op_type) == family)
     others = len(tasks) - kernels
     detail = f"{kernels} {kernel} tasks for {launches} measured launches (want 1 each), {others} other tasks"
@@ -153,8 +164,11 @@ def check_kernel_per_launch(tasks: list[Task], launches: int | None, kernel: str
 def check_program_verified(info: dict, how: str, where: str) -> Verdict:
     """A program that verifies its own output finished and said so (run_info: completed, exit code 0)."""
     ok = bool(info.get("completed")) and info.get("exit_code") == 0
-    return Verdict(f"output verified ({where})", ok,
-                   f"{how}; run_info: completed={info.get('completed')}, exit_code={info.get('exit_code')}")
+    return Verdict(
+        f"output verified ({where})",
+        ok,
+        f"{how}; run_info: completed={info.get('completed')}, exit_code={info.get('exit_code')}",
+    )
 
 
 def check_family_presence(per_forward: dict[str, float], family: str, present: bool, where: str) -> Verdict:
@@ -162,7 +176,8 @@ def check_family_presence(per_forward: dict[str, float], family: str, present: b
     got = per_forward.get(family, 0.0)
     ok = got > 0 if present else got == 0
     return Verdict(
-        f"{family} {'present' if present else 'absent'} ({where})", ok,
+        f"{family} {'present' if present else 'absent'} ({where})",
+        ok,
         f"{got:g} {family} tasks per forward (want {'> 0' if present else '0'})",
     )
 
@@ -193,8 +208,13 @@ def check_files(found: list[FileRows], where: str) -> Verdict:
             if f.rows == 0:
                 problems.append(f"{f.first}: no rows")
             seen.setdefault(f.name, []).append(f.rows)
-    detail = "; ".join(problems) if problems else ", ".join(
-        f"{name} {'/'.join(map(str, rows))} row{'' if rows == [1] else 's'}" for name, rows in seen.items())
+    detail = (
+        "; ".join(problems)
+        if problems
+        else ", ".join(
+            f"{name} {'/'.join(map(str, rows))} row{'' if rows == [1] else 's'}" for name, rows in seen.items()
+        )
+    )
     return Verdict(f"files present with expected columns ({where})", not problems, detail)
 
 
@@ -202,11 +222,15 @@ def output_tolerance(workload: Workload | None = None, npu: bool = False) -> tup
     """(max abs diff allowed, minimum cosine, the rule in words) for the workload's outputs (OUTPUT_RTOL)."""
     work = workload or tiny_mlp()
     reference = work.reference_output()
-    scale = max((float(np.abs(a).max()) for a in (reference if isinstance(reference, tuple) else (reference,))
-                 if a.size), default=0.0)
+    scale = max(
+        (float(np.abs(a).max()) for a in (reference if isinstance(reference, tuple) else (reference,)) if a.size),
+        default=0.0,
+    )
     key = ("npu", work.precision) if npu else ("portable", None)
     rtol = OUTPUT_RTOL[key]
-    rule = f"{rtol:g} x max|reference| {scale:.3g} + {OUTPUT_ATOL:g} ({'npu, ' + work.precision if npu else 'portable'})"
+    rule = (
+        f"{rtol:g} x max|reference| {scale:.3g} + {OUTPUT_ATOL:g} ({'npu, ' + work.precision if npu else 'portable'})"
+    )
     return rtol * scale + OUTPUT_ATOL, COSINE_MIN["npu" if npu else "portable"], rule
 
 
@@ -232,8 +256,10 @@ def precision_pointer(work: Workload) -> str:
     if work.precision == "fp32":
         return ""
     option = f" --workload {work.path}" if work.path else ""
-    return (f"; the reference is the model itself in {work.precision}, so what {work.precision} costs in accuracy "
-            f"against fp32 is not measured here: python -m common precision{option} measures it per op")
+    return (
+        f"; the reference is the model itself in {work.precision}, so what {work.precision} costs in accuracy "
+        f"against fp32 is not measured here: python -m common precision{option} measures it per op"
+    )
 
 
 # The same training steps from the same weights, with and without the profiler, on one device: the
@@ -248,9 +274,12 @@ def check_training_losses(profiled: list[float], plain: list[float], where: str)
     if not profiled or len(profiled) != len(plain):
         return Verdict(name, False, f"{len(profiled)} profiled vs {len(plain)} unprofiled losses")
     worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(profiled, plain))
-    return Verdict(name, worst <= LOSS_RTOL,
-                   f"{len(plain)} steps, loss {plain[0]:.6g} -> {plain[-1]:.6g}; largest relative difference "
-                   f"{worst:.2e} (tolerance {LOSS_RTOL:g})")
+    return Verdict(
+        name,
+        worst <= LOSS_RTOL,
+        f"{len(plain)} steps, loss {plain[0]:.6g} -> {plain[-1]:.6g}; largest relative difference "
+        f"{worst:.2e} (tolerance {LOSS_RTOL:g})",
+    )
 
 
 def tasks_of(datasets: list[Dataset]) -> list:
@@ -286,8 +315,12 @@ STEP_TABLE_REL = 1e-6
 # step's 187 Computing events, more than a millionth of the 136 ms step (0.14 µs). The task count of a
 # step bounds its events.
 EXPORT_ROUNDING_US_PER_EVENT = 0.001
-STEP_FIELDS = {"Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
-               "Communication": "communication_us", "Free": "free_us"}
+STEP_FIELDS = {
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Communication": "communication_us",
+    "Free": "free_us",
+}
 
 
 def _task_tolerance(count: int) -> float:
@@ -319,7 +352,8 @@ def check_op_statistic(ds: Dataset, where: str) -> Verdict | None:
         theirs[key] = (count + s.count, total + s.total_us)
     ours: dict[tuple, tuple[int, float]] = {}
     for device, op_type, core, count, total in totals.select(
-            "device_id", "op_type", "task_type", "count", "total_us").iter_rows():
+        "device_id", "op_type", "task_type", "count", "total_us"
+    ).iter_rows():
         key = (device if by_device else None, op_type, core)
         c, t = ours.get(key, (0, 0.0))
         ours[key] = (c + int(count), t + float(total))
@@ -335,21 +369,23 @@ def check_op_statistic(ds: Dataset, where: str) -> Verdict | None:
             if key[2] in COMMUNICATION_CORES:
                 by_design.append(f"{label(key)} {mine[0]} tasks")
                 continue
-            problems.append(f"{label(key)}: {stat_file} has no row, {task_file} has {mine[0]} tasks, "
-                            f"{mine[1]:,.3f} us")
+            problems.append(f"{label(key)}: {stat_file} has no row, {task_file} has {mine[0]} tasks, {mine[1]:,.3f} us")
         elif mine is None:
-            problems.append(f"{label(key)}: {stat_file} has {stat[0]} tasks, {stat[1]:,.3f} us; "
-                            f"{task_file} has none")
+            problems.append(f"{label(key)}: {stat_file} has {stat[0]} tasks, {stat[1]:,.3f} us; {task_file} has none")
         elif mine[0] != stat[0] or abs(mine[1] - stat[1]) > _task_tolerance(mine[0]):
-            problems.append(f"{label(key)}: {stat_file} {stat[0]} tasks, {stat[1]:,.3f} us; "
-                            f"{task_file} {mine[0]} tasks, {mine[1]:,.3f} us")
+            problems.append(
+                f"{label(key)}: {stat_file} {stat[0]} tasks, {stat[1]:,.3f} us; "
+                f"{task_file} {mine[0]} tasks, {mine[1]:,.3f} us"
+            )
     if problems:
         shown = "; ".join(problems[:5]) + (f"; ... {len(problems) - 5} more" if len(problems) > 5 else "")
         return Verdict(name, False, f"{len(problems)} OP Type(s) disagree: {shown}")
     compared = [ours[k] for k in theirs]
-    detail = (f"{len(theirs)} OP Types, {sum(c for c, _ in compared):,} tasks, {sum(t for _, t in compared):,.3f} us: "
-              f"count equal and total within {ROUNDING_US_FLOOR:g} us + {ROUNDING_US_PER_TASK:g} us per task "
-              f"(rounding) in {stat_file} and {task_file}")
+    detail = (
+        f"{len(theirs)} OP Types, {sum(c for c, _ in compared):,} tasks, {sum(t for _, t in compared):,.3f} us: "
+        f"count equal and total within {ROUNDING_US_FLOOR:g} us + {ROUNDING_US_PER_TASK:g} us per task "
+        f"(rounding) in {stat_file} and {task_file}"
+    )
     if by_design:
         detail += f"; communication, not in op_statistic by design: {', '.join(by_design)}"
     return Verdict(name, True, detail)
@@ -361,8 +397,14 @@ def _step_key_rows(rows: list[StepTime]) -> dict[tuple, StepTime]:
     return {((s.device_id if with_device else None), s.step): s for s in rows}
 
 
-def compare_step_tables(mine: list[StepTime], other: list[StepTime], name: str, mine_src: str,
-                        other_src: str, events: dict[int | None, int] | None = None) -> Verdict:
+def compare_step_tables(
+    mine: list[StepTime],
+    other: list[StepTime],
+    name: str,
+    mine_src: str,
+    other_src: str,
+    events: dict[int | None, int] | None = None,
+) -> Verdict:
     """Two step tables of one capture: the same steps, Computing / Communication / Free within rounding.
 
     ``events`` (exports compared with each other): the number of timeline events per step, each of
@@ -371,26 +413,37 @@ def compare_step_tables(mine: list[StepTime], other: list[StepTime], name: str, 
     a, b = _step_key_rows(mine), _step_key_rows(other)
     most = max(events.values(), default=0) if events else 0
     if set(a) != set(b):
+
         def steps(keys) -> str:
             return ", ".join("(none)" if k[1] is None else str(k[1]) for k in sorted(keys, key=str)) or "none"
+
         return Verdict(name, False, f"steps differ: {mine_src} has {steps(a)}, {other_src} has {steps(b)}")
     problems, worst = [], 0.0
     for key, row in a.items():
         for column, attr in STEP_FIELDS.items():
             x, y = getattr(row, attr), getattr(b[key], attr)
             diff = abs(x - y)
-            tolerance = max(STEP_TABLE_ABS_US, STEP_TABLE_REL * max(row.total_us, b[key].total_us),
-                            EXPORT_ROUNDING_US_PER_EVENT * (events.get(key[1], most) if events else 0))
+            tolerance = max(
+                STEP_TABLE_ABS_US,
+                STEP_TABLE_REL * max(row.total_us, b[key].total_us),
+                EXPORT_ROUNDING_US_PER_EVENT * (events.get(key[1], most) if events else 0),
+            )
             worst = max(worst, diff)
             if diff > tolerance:
                 step = "(none)" if key[1] is None else key[1]
                 problems.append(f"step {step} {column}: {mine_src} {x:,.3f} us, {other_src} {y:,.3f} us")
     if problems:
-        return Verdict(name, False, "; ".join(problems[:6]) + (f"; ... {len(problems) - 6} more" if len(problems) > 6 else ""))
+        return Verdict(
+            name, False, "; ".join(problems[:6]) + (f"; ... {len(problems) - 6} more" if len(problems) > 6 else "")
+        )
     per_event = f", or {EXPORT_ROUNDING_US_PER_EVENT:g} us per task of the step" if events else ""
-    return Verdict(name, True, f"{len(a)} step(s) x {', '.join(STEP_FIELDS)}: largest difference {worst:.4f} us "
-                               f"(tolerance {STEP_TABLE_ABS_US:g} us or {STEP_TABLE_REL:g} of the step{per_event}: "
-                               "rounding)")
+    return Verdict(
+        name,
+        True,
+        f"{len(a)} step(s) x {', '.join(STEP_FIELDS)}: largest difference {worst:.4f} us "
+        f"(tolerance {STEP_TABLE_ABS_US:g} us or {STEP_TABLE_REL:g} of the step{per_event}: "
+        "rounding)",
+    )
 
 
 def check_step_table(ds: Dataset, where: str) -> Verdict | None:
@@ -403,8 +456,13 @@ def check_step_table(ds: Dataset, where: str) -> Verdict | None:
     tables = ds.step_tables
     if tables is None:
         return None
-    return compare_step_tables(tables.table, tables.rebuilt, f"step table agrees with the Overlap Analysis ({where})",
-                               tables.table_source, tables.rebuilt_source)
+    return compare_step_tables(
+        tables.table,
+        tables.rebuilt,
+        f"step table agrees with the Overlap Analysis ({where})",
+        tables.table_source,
+        tables.rebuilt_source,
+    )
 
 
 def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:
@@ -424,16 +482,31 @@ def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:
             count, total = t or d
             problems.append(f"{op}: {have} has {count} tasks, {total:,.3f} us; {lack} has none")
         elif t[0] != d[0] or abs(t[1] - d[1]) > _task_tolerance(t[0]):
-            problems.append(f"{op}: {text.source} {t[0]} tasks, {t[1]:,.3f} us; {db.source} {d[0]} tasks, {d[1]:,.3f} us")
-    out = [Verdict(name + ": tasks per OP Type", not problems,
-                   "; ".join(problems[:5]) + (f"; ... {len(problems) - 5} more" if len(problems) > 5 else "")
-                   if problems else
-                   f"{len(text.per_type)} OP Types, {sum(c for c, _ in text.per_type.values()):,} tasks: count equal "
-                   f"and total within {ROUNDING_US_FLOOR:g} us + {ROUNDING_US_PER_TASK:g} us per task in "
-                   f"{text.source} and {db.source}")]
+            problems.append(
+                f"{op}: {text.source} {t[0]} tasks, {t[1]:,.3f} us; {db.source} {d[0]} tasks, {d[1]:,.3f} us"
+            )
+    out = [
+        Verdict(
+            name + ": tasks per OP Type",
+            not problems,
+            "; ".join(problems[:5]) + (f"; ... {len(problems) - 5} more" if len(problems) > 5 else "")
+            if problems
+            else f"{len(text.per_type)} OP Types, {sum(c for c, _ in text.per_type.values()):,} tasks: count equal "
+            f"and total within {ROUNDING_US_FLOOR:g} us + {ROUNDING_US_PER_TASK:g} us per task in "
+            f"{text.source} and {db.source}",
+        )
+    ]
     if text.steps and db.steps:
-        out.append(compare_step_tables(text.steps, db.steps, name + ": step table", text.steps_source,
-                                       db.steps_source, events=text.step_tasks or None))
+        out.append(
+            compare_step_tables(
+                text.steps,
+                db.steps,
+                name + ": step table",
+                text.steps_source,
+                db.steps_source,
+                events=text.step_tasks or None,
+            )
+        )
     return out
 
 

@@ -18,8 +18,16 @@ from common.analyze import communication
 from common.analyze.bounds import step as step_bound
 from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, Outlier, StepSpread, outliers, step_spreads
 from common.analyze.parallel_layout import Layout, judge_groups, layout_lines, parallel_layout, stage_rows
-from common.analyze.slow_rank import (Arrivals, RankSummaries, RankSummary, SlowRank, collective_arrivals, distinct_steps,
-                                      find_slow_rank, rank_summaries)
+from common.analyze.slow_rank import (
+    Arrivals,
+    RankSummaries,
+    RankSummary,
+    SlowRank,
+    collective_arrivals,
+    distinct_steps,
+    find_slow_rank,
+    rank_summaries,
+)
 from common.formats.cluster import ClusterView, Communication
 from common.formats.rank_index import RankValues
 from common.formats.records import StepTime
@@ -63,6 +71,7 @@ def cluster_step_lines(view: ClusterView) -> list[str]:
         hint = step_bound.advice(summary, verdict)
     return [verdict.text, *hint]
 
+
 def _uncaptured_text(comm: Communication) -> str:
     """The ranks of a group that the link matrix names but the capture does not hold."""
     captured = comm.splits.ranks()
@@ -70,10 +79,12 @@ def _uncaptured_text(comm: Communication) -> str:
     for group, members in sorted(comm.groups.items()):
         held = np.intersect1d(members, captured).tolist()
         if len(held) < len(members):
-            parts.append(f"group {group[-6:]} has {len(members)} ranks ({members[0]}..{members[-1]}, "
-                         f"communication matrix), this capture holds {len(held)} "
-                         f"({', '.join(map(str, held))}): a rank that is not here cannot "
-                         "be named, and one of them can be the late peer")
+            parts.append(
+                f"group {group[-6:]} has {len(members)} ranks ({members[0]}..{members[-1]}, "
+                f"communication matrix), this capture holds {len(held)} "
+                f"({', '.join(map(str, held))}): a rank that is not here cannot "
+                "be named, and one of them can be the late peer"
+            )
     return "; ".join(parts)
 
 
@@ -97,11 +108,12 @@ def rank_line(comm: Communication, rank: int) -> str:
     """One rank's line: the split of its ops' time and its main links."""
     split = comm.splits[rank]
     links = communication.main_links(communication.rank_links(split))
-    return (f"rank {rank}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
-            f"{split.wait_ms:,.3f} (sync {split.sync_ms:,.3f}) + idle {split.idle_ms:,.3f} ms; wait ratio "
-            f"{split.wait_ratio:.2f}, sync ratio {split.sync_ratio:.2f} ({_ratio_word(split.wait_ratio)}); "
-            + ("; ".join(communication.bandwidth_text(u) + f", {u.size_mb:,.1f} MB" for u in links)
-               or "no link moved data"))
+    return (
+        f"rank {rank}: {split.ops} ops, elapse {split.elapse_ms:,.3f} ms = transit {split.transit_ms:,.3f} + wait "
+        f"{split.wait_ms:,.3f} (sync {split.sync_ms:,.3f}) + idle {split.idle_ms:,.3f} ms; wait ratio "
+        f"{split.wait_ratio:.2f}, sync ratio {split.sync_ratio:.2f} ({_ratio_word(split.wait_ratio)}); "
+        + ("; ".join(communication.bandwidth_text(u) + f", {u.size_mb:,.1f} MB" for u in links) or "no link moved data")
+    )
 
 
 @dataclass
@@ -134,8 +146,16 @@ class ClusterReport:
     def mean_rows(self) -> Iterator[list[object]]:
         """:attr:`means`, one row at a time."""
         for s in self.summaries:
-            yield [s.rank, s.computing_us, s.comm_not_overlapped_us, s.communication_us, s.free_us, s.step_us,
-                   100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0, _mean_kind(s)]
+            yield [
+                s.rank,
+                s.computing_us,
+                s.comm_not_overlapped_us,
+                s.communication_us,
+                s.free_us,
+                s.step_us,
+                100 * s.comm_not_overlapped_us / s.step_us if s.step_us else 0.0,
+                _mean_kind(s),
+            ]
 
     def per_step_values(self) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, np.ndarray]]]:
         """Per step ("step N"), every rank's Computing + Free and its Communication(Not Overlapped), in rank order, as
@@ -164,14 +184,17 @@ class ClusterReport:
         return len(self.view.ranks) > SUMMARY_ABOVE_RANKS
 
 
-PIPELINE_TRY = ("try (Communication(Not Overlapped)): here it is pipeline ranks waiting in P2P for a slower stage, "
-                "not gradient buckets: balance the stages (see Parallel layout)")
+PIPELINE_TRY = (
+    "try (Communication(Not Overlapped)): here it is pipeline ranks waiting in P2P for a slower stage, "
+    "not gradient buckets: balance the stages (see Parallel layout)"
+)
 
 
 PORTABLE_COMMUNICATION = (
     "communication analysis: none on the portable backend (gloo's trace gives each collective's start and length "
     "only, no Transit / Wait / Idle split as HCCL's does); who reached each collective last is read from the "
-    "starts, in the arrival line of the ranks below")
+    "starts, in the arrival line of the ranks below"
+)
 
 
 def slow_rank_try(slow: SlowRank) -> str | None:
@@ -179,27 +202,38 @@ def slow_rank_try(slow: SlowRank) -> str | None:
     if slow.rank is None:
         return None
     if slow.reason == "computing":
-        return (f"try (slow rank {slow.rank}): it computes longest and the others wait for it in the collective: "
-                f"give it less work (rebalance the data or batch split, the layers of its stage, its experts' load) "
-                f"or find why its device is slower (another job on it, a lower clock, a different SoC); overlap "
-                f"tuning does not help while one rank holds the rest")
-    return (f"try (slow rank {slow.rank}): its own host keeps it longest (Free): its data loading, Python or "
-            f"dispatch — prefetch and pin its data loader, bind its CPU cores, look for host syncs in its step; "
-            f"the others wait for it in the collective")
+        return (
+            f"try (slow rank {slow.rank}): it computes longest and the others wait for it in the collective: "
+            f"give it less work (rebalance the data or batch split, the layers of its stage, its experts' load) "
+            f"or find why its device is slower (another job on it, a lower clock, a different SoC); overlap "
+            f"tuning does not help while one rank holds the rest"
+        )
+    return (
+        f"try (slow rank {slow.rank}): its own host keeps it longest (Free): its data loading, Python or "
+        f"dispatch — prefetch and pin its data loader, bind its CPU cores, look for host syncs in its step; "
+        f"the others wait for it in the collective"
+    )
 
 
-def _step_advice(step_lines: list[str], verdict: communication.CommVerdict | None,
-                 unbalanced_pipeline: bool = False, slow: SlowRank | None = None) -> list[str]:
+def _step_advice(
+    step_lines: list[str],
+    verdict: communication.CommVerdict | None,
+    unbalanced_pipeline: bool = False,
+    slow: SlowRank | None = None,
+) -> list[str]:
     """The step verdict's lines; a communication verdict that is not "moving data" replaces the generic
     overlap advice (a faster link or bigger buckets do not help a rank that waits or idles), an unbalanced
     pipeline the communication advice (its ranks wait in P2P: DDP buckets do not fit), and a slow rank the
     communication advice (the others wait for that rank: rebalance it)."""
     fit = None
     if verdict is not None and verdict.kind not in ("moving data", "none"):
-        fit = ("try: find why the late rank starts the collective late (its compute or host time before it) — "
-               "the link is not the limit" if verdict.kind == "waiting" else
-               "try: the op idles, not transfers: look at the host around it (Free, launches, synchronisation) "
-               "and at the ranks of the group that this capture does not hold")
+        fit = (
+            "try: find why the late rank starts the collective late (its compute or host time before it) — "
+            "the link is not the limit"
+            if verdict.kind == "waiting"
+            else "try: the op idles, not transfers: look at the host around it (Free, launches, synchronisation) "
+            "and at the ranks of the group that this capture does not hold"
+        )
     out = []
     for line in step_lines:
         if fit and line.startswith("try:"):
@@ -220,10 +254,22 @@ def link_matrix_rows(comm: Communication) -> list[list[object]]:
     """Per captured rank and peer: the transport and bandwidth of the op group's total bucket (``*-total``)."""
     rows = []
     for rank, links in sorted(comm.links.items()):
-        for link in sorted((x for x in links if x.bucket.endswith("-total") and x.src != x.dst),
-                           key=lambda x: (x.step, x.bucket, x.dst)):
-            rows.append([link.step, link.bucket, link.src, link.dst, link.transport, link.size_mb, link.time_ms,
-                         link.bandwidth_gbs])
+        for link in sorted(
+            (x for x in links if x.bucket.endswith("-total") and x.src != x.dst),
+            key=lambda x: (x.step, x.bucket, x.dst),
+        ):
+            rows.append(
+                [
+                    link.step,
+                    link.bucket,
+                    link.src,
+                    link.dst,
+                    link.transport,
+                    link.size_mb,
+                    link.time_ms,
+                    link.bandwidth_gbs,
+                ]
+            )
     return rows
 
 
@@ -253,7 +299,8 @@ def cluster_report(view: ClusterView) -> ClusterReport:
     comm = view.communication
     verdict, comm_lines, comm_ratios, op_rows, link_rows = None, [], None, [], []
     portable = (view.run_info or {}).get("backend") == "portable" or all(
-        str(p.info.get("backend", "")).startswith("portable") for p in view.ranks)  # converted torch.profiler traces
+        str(p.info.get("backend", "")).startswith("portable") for p in view.ranks
+    )  # converted torch.profiler traces
     if comm is not None and not comm.splits and portable:
         comm_lines = [PORTABLE_COMMUNICATION]  # the lab's own portable capture: nothing is missing, said once
     elif comm is not None:
@@ -270,6 +317,22 @@ def cluster_report(view: ClusterView) -> ClusterReport:
         groups = [[g.kind, g.name, ", ".join(map(str, g.ranks)), g.group_id, g.comm_group] for g in layout.groups]
     step_lines = _step_advice(cluster_step_lines(view), verdict, unbalanced, slow)
     slowest, fastest = outliers(summaries, layout)
-    return ClusterReport(view, per_step, summaries, slow, collective_arrivals(view), step_lines, comm_lines,
-                         comm_ratios, op_rows, link_rows, layout, lines, [r.cells() for r in stages], groups,
-                         step_spreads(view.steps), slowest, fastest)
+    return ClusterReport(
+        view,
+        per_step,
+        summaries,
+        slow,
+        collective_arrivals(view),
+        step_lines,
+        comm_lines,
+        comm_ratios,
+        op_rows,
+        link_rows,
+        layout,
+        lines,
+        [r.cells() for r in stages],
+        groups,
+        step_spreads(view.steps),
+        slowest,
+        fastest,
+    )

@@ -23,8 +23,7 @@ from common.formats.step_store import StepStore
 SUMMARY_ABOVE_RANKS = FULL_VIEW_RANKS  # up to this many ranks, every (step, rank) row is shown; above, the summary
 OUTLIERS = 5  # slowest ranks listed; FASTEST of the other end
 FASTEST = 3
-QUANTITIES = {"Computing": "computing_us", "Comm(Not Overlapped)": "communication_not_overlapped_us",
-              "Free": "free_us"}
+QUANTITIES = {"Computing": "computing_us", "Comm(Not Overlapped)": "communication_not_overlapped_us", "Free": "free_us"}
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,13 @@ def step_spreads(steps: StepStore) -> list[StepSpread]:
     of steps at a time: :meth:`StepStore.by_step`)."""
     out = []
     for step, values in steps.by_step(tuple(QUANTITIES.values()), distinct_steps(steps)):
-        out.append(StepSpread(step, len(values["free_us"]),
-                              {name: spread(values[field].tolist()) for name, field in QUANTITIES.items()}))
+        out.append(
+            StepSpread(
+                step,
+                len(values["free_us"]),
+                {name: spread(values[field].tolist()) for name, field in QUANTITIES.items()},
+            )
+        )
     return out
 
 
@@ -91,8 +95,15 @@ def outliers(summaries: Sequence[RankSummary], layout: Layout | None) -> tuple[l
 
     def one(i: int) -> Outlier:
         s = summaries[i]
-        return Outlier(s.rank, s.own_us, s.own_us - median, s.computing_us, s.free_us, s.comm_not_overlapped_us,
-                       groups.get(s.rank, "-"))
+        return Outlier(
+            s.rank,
+            s.own_us,
+            s.own_us - median,
+            s.computing_us,
+            s.free_us,
+            s.comm_not_overlapped_us,
+            groups.get(s.rank, "-"),
+        )
 
     ordered = np.lexsort((summaries.ranks, -own)).tolist()  # the most own time first, equals in rank order
     slowest = [one(i) for i in ordered[:OUTLIERS]]

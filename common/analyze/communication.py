@@ -35,8 +35,10 @@ WAIT_RATIO_HIGH = 0.2
 # constant.py ``LINK_BANDWIDTH = {"HCCS": 18, "PCIE": 20, "RDMA": 12.5}``, with the same 0.8 threshold,
 # ``BANDWIDTH_THRESHOLD``). No figure is cited for SIO: its bandwidth is reported, not judged.
 NOMINAL_GBS = {"HCCS": 18.0, "SDMA": 18.0, "PCIE": 20.0, "RDMA": 12.5}
-NOMINAL_SOURCE = ("HCCS/SDMA: msprof-analyze advisor's SDMA baseline (rules/bandwidth_contention.yaml); PCIE, RDMA: "
-                  "msAdvisor's HCCL analysis model (utils/constant.py LINK_BANDWIDTH)")
+NOMINAL_SOURCE = (
+    "HCCS/SDMA: msprof-analyze advisor's SDMA baseline (rules/bandwidth_contention.yaml); PCIE, RDMA: "
+    "msAdvisor's HCCL analysis model (utils/constant.py LINK_BANDWIDTH)"
+)
 BANDWIDTH_LOW = 0.8  # of the nominal figure: msprof-analyze's bandwidth_contention threshold, msAdvisor's too
 # Links reported per op: SDMA is the copy engine that carries HCCS and PCIE transfers (its numbers
 # repeat theirs), LOCAL a copy within the device: shown only when no other link moved data.
@@ -101,18 +103,37 @@ def op_rows(ops: list[OpTotals], limit: int = 8) -> list[list[object]]:
         links = main_links(link_uses(op.link_totals))
         link = links[0] if links else None
         late = op.late_rank
-        rows.append([
-            op.op_name, op.kind, op.mean("elapse_ms"), transit, wait, op.mean("sync_ms"), op.mean("idle_ms"),
-            round(wait / (wait + transit), 4) if wait + transit else 0.0,
-            link.size_mb / op.ranks if link else 0.0,
-            f"{link.link} {link.bandwidth_gbs:.2f}" if link else "-",
-            "-" if late is None else f"rank {late} +{op.lateness_us:,.1f}",
-        ])
+        rows.append(
+            [
+                op.op_name,
+                op.kind,
+                op.mean("elapse_ms"),
+                transit,
+                wait,
+                op.mean("sync_ms"),
+                op.mean("idle_ms"),
+                round(wait / (wait + transit), 4) if wait + transit else 0.0,
+                link.size_mb / op.ranks if link else 0.0,
+                f"{link.link} {link.bandwidth_gbs:.2f}" if link else "-",
+                "-" if late is None else f"rank {late} +{op.lateness_us:,.1f}",
+            ]
+        )
     return rows
 
 
-OP_HEADER = ["Op", "Kind", "Elapse(ms)", "Transit(ms)", "Wait(ms)", "Sync(ms)", "Idle(ms)", "Wait ratio",
-             "Size(MB)", "Link GB/s", "Started last (us)"]
+OP_HEADER = [
+    "Op",
+    "Kind",
+    "Elapse(ms)",
+    "Transit(ms)",
+    "Wait(ms)",
+    "Sync(ms)",
+    "Idle(ms)",
+    "Wait ratio",
+    "Size(MB)",
+    "Link GB/s",
+    "Started last (us)",
+]
 
 
 def late_peer(ops: list[OpTotals]) -> tuple[OpTotals | None, dict[int, float]]:
@@ -136,9 +157,14 @@ def step_verdict(comm: Communication) -> CommVerdict:
     used = times["ops"] > 0
     if not used.any():
         unread = source == "none"  # every rank's files failed to read: rank_communication's notes say why
-        return CommVerdict("none", "no rank's communication analysis could be read (the notes say why)" if unread
-                           else f"no collective or point-to-point op in {source}")
+        return CommVerdict(
+            "none",
+            "no rank's communication analysis could be read (the notes say why)"
+            if unread
+            else f"no collective or point-to-point op in {source}",
+        )
     ops = comm.ops_in_order()
+
     def mean(name: str) -> float:  # over the ranks that ran an op
         return statistics.fmean(times[name][used].tolist())
 
@@ -146,40 +172,58 @@ def step_verdict(comm: Communication) -> CommVerdict:
     parts = {"moving data": mean("transit_ms"), "waiting": mean("wait_ms"), "idle": mean("idle_ms")}
     kind = max(parts, key=parts.get)
     share = {k: 100 * v / elapse if elapse else 0.0 for k, v in parts.items()}
-    head = (f"{len(ops)} ops, {elapse:,.2f} ms per rank ({source}): transit {parts['moving data']:,.2f} ms "
-            f"({share['moving data']:.1f}%), wait {parts['waiting']:,.2f} ms ({share['waiting']:.1f}%), "
-            f"idle {parts['idle']:,.2f} ms ({share['idle']:.1f}%)")
+    head = (
+        f"{len(ops)} ops, {elapse:,.2f} ms per rank ({source}): transit {parts['moving data']:,.2f} ms "
+        f"({share['moving data']:.1f}%), wait {parts['waiting']:,.2f} ms ({share['waiting']:.1f}%), "
+        f"idle {parts['idle']:,.2f} ms ({share['idle']:.1f}%)"
+    )
     worst, caused = late_peer(ops)
     late_text = ""
     if worst is not None and worst.lateness_us > 0:
         _, _, sync_ms, transit_ms = worst.first  # the first rank's op: it waited for the last one
-        late_text = (f"rank {worst.late_rank} started {worst.op_name} {worst.lateness_us:,.1f} us after rank "
-                     f"{worst.first_rank}, which spent {1000 * sync_ms:,.1f} us of it synchronising "
-                     f"(sync ratio {sync_ms / (sync_ms + transit_ms):.2f})"
-                     if sync_ms + transit_ms else "")
+        late_text = (
+            f"rank {worst.late_rank} started {worst.op_name} {worst.lateness_us:,.1f} us after rank "
+            f"{worst.first_rank}, which spent {1000 * sync_ms:,.1f} us of it synchronising "
+            f"(sync ratio {sync_ms / (sync_ms + transit_ms):.2f})"
+            if sync_ms + transit_ms
+            else ""
+        )
     longest = max(ops, key=lambda o: o.mean("elapse_ms"))
-    where = (f"the longest op is {longest.op_name} ({longest.mean('elapse_ms'):,.2f} ms: transit "
-             f"{longest.mean('transit_ms'):,.2f}, wait {longest.mean('wait_ms'):,.2f}, idle "
-             f"{longest.mean('idle_ms'):,.2f} ms)")
+    where = (
+        f"the longest op is {longest.op_name} ({longest.mean('elapse_ms'):,.2f} ms: transit "
+        f"{longest.mean('transit_ms'):,.2f}, wait {longest.mean('wait_ms'):,.2f}, idle "
+        f"{longest.mean('idle_ms'):,.2f} ms)"
+    )
     links = main_links(link_uses(comm.link_totals))
     bw = "; ".join(bandwidth_text(u) for u in links) if links else "no link moved data"
     if kind == "waiting":
         late = worst.late_rank if worst else None
-        text = (f"communication is waiting for a peer: {head}. "
-                + (f"The late peer: {late_text}; " if late_text else "")
-                + f"{where}. Speed up what rank {late} does before the collective, not the link"
-                if late is not None else f"communication is waiting for a peer: {head}; {where}")
+        text = (
+            f"communication is waiting for a peer: {head}. "
+            + (f"The late peer: {late_text}; " if late_text else "")
+            + f"{where}. Speed up what rank {late} does before the collective, not the link"
+            if late is not None
+            else f"communication is waiting for a peer: {head}; {where}"
+        )
         return CommVerdict(kind, text, late, worst.lateness_us if worst else 0.0)
     if kind == "moving data":
         slow = [u for u in links if u.nominal_gbs and u.bandwidth_gbs < BANDWIDTH_LOW * u.nominal_gbs]
-        judged = (f"under {BANDWIDTH_LOW:.0%} of nominal: {', '.join(u.link for u in slow)} — a slow or shared link"
-                  if slow else "at the link's pace: send less (fewer or smaller collectives) or overlap it")
-        return CommVerdict(kind, f"communication is moving data (bandwidth-bound): {head}; {where}; links: {bw} "
-                                 f"({judged}; nominal: {NOMINAL_SOURCE})")
+        judged = (
+            f"under {BANDWIDTH_LOW:.0%} of nominal: {', '.join(u.link for u in slow)} — a slow or shared link"
+            if slow
+            else "at the link's pace: send less (fewer or smaller collectives) or overlap it"
+        )
+        return CommVerdict(
+            kind,
+            f"communication is moving data (bandwidth-bound): {head}; {where}; links: {bw} "
+            f"({judged}; nominal: {NOMINAL_SOURCE})",
+        )
     return CommVerdict(
         kind,
         f"communication is neither moving data nor waiting on a notify: {head}; {where}. Idle is time inside "
         f"the op with no transfer or wait (CANN: the op's dispatch time) — not the link ({bw}). "
         + (f"Arrival: {late_text}. " if late_text else "")
         + "Look at what the ranks do on the host and device around the op (Free, launches) before tuning the link",
-        worst.late_rank if worst else None, worst.lateness_us if worst else 0.0)
+        worst.late_rank if worst else None,
+        worst.lateness_us if worst else 0.0,
+    )

@@ -34,6 +34,7 @@ MIN_FLAG_SHARE = 0.01
 # Fewer matched ops than this share of the baseline's time means the two sides ran different work.
 MIN_MATCHED_SHARE = 0.5
 
+
 def _check_task_files(base: list[RunOps], cand: list[RunOps]) -> None:
     """Per-op times come from op_summary / kernel_details: a side without them is named, with what it lacks."""
     for side, runs in (("baseline", base), ("candidate", cand)):
@@ -52,15 +53,19 @@ def _check_same_workload(base: list[RunOps], cand: list[RunOps]) -> None:
         b = {str(r.info.get(what)) for r in base if r.info}
         c = {str(r.info.get(what)) for r in cand if r.info}
         if len(b | c) > 1:
-            raise LabError(f"not the same {what}: {', '.join(sorted(b))} (baseline) vs "
-                           f"{', '.join(sorted(c))} (candidate)", "compare runs of one mode on one backend")
+            raise LabError(
+                f"not the same {what}: {', '.join(sorted(b))} (baseline) vs {', '.join(sorted(c))} (candidate)",
+                "compare runs of one mode on one backend",
+            )
     pers = {r.per for r in base + cand}
     if len(pers) > 1:
         counted = "baseline" if any(r.per == "forward" for r in base) else "candidate"
         other = "candidate" if counted == "baseline" else "baseline"
-        raise LabError(f"the {counted} says how many forwards it profiled (a run of the lab) and the {other} does not "
-                       "(a capture made outside the lab), so their times per forward cannot be compared",
-                       "compare outputs of the same mode (both written by the lab, or both not)")
+        raise LabError(
+            f"the {counted} says how many forwards it profiled (a run of the lab) and the {other} does not "
+            "(a capture made outside the lab), so their times per forward cannot be compared",
+            "compare outputs of the same mode (both written by the lab, or both not)",
+        )
 
 
 @dataclass(frozen=True)
@@ -135,8 +140,9 @@ def _largest_only(ops: dict[Key, float], other: dict[Key, float], n: int = 4) ->
     return shown + (f" (+{len(only) - n} more)" if len(only) > n else "")
 
 
-def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
-            samples: tuple[int, int] | None = None) -> Comparison:
+def compare(
+    base: list[RunOps], cand: list[RunOps], threshold_pct: float, samples: tuple[int, int] | None = None
+) -> Comparison:
     """Per-op and total deltas of the medians; regressions beyond ``threshold_pct`` flagged; the step view when
     both sides have step tables (per sample when their samples per step are known: run_info.json, or
     ``samples``, the baseline's and the candidate's)."""
@@ -151,6 +157,7 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
         c = {k: v / scale[1] for k, v in c.items()}
         per = f"sample ({counts[0]} vs {counts[1]} per {per})"
     original_b, original_c = b, c
+
     def forward(ops: dict[Key, float]) -> dict[Key, float]:
         return {k: v for k, v in ops.items() if op_family(k[1]) != "init"}
 
@@ -172,8 +179,11 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
         fb, fc = _by_family(b), _by_family(c)
         family_share = _family_overlap(fb, fc) if _unshaped(b) or _unshaped(c) else 0.0
         if family_share < MIN_MATCHED_SHARE and not one_workload:
-            families = (f"; the compute families' shares overlap {100 * family_share:.0f}%"
-                        if _unshaped(b) or _unshaped(c) else "")
+            families = (
+                f"; the compute families' shares overlap {100 * family_share:.0f}%"
+                if _unshaped(b) or _unshaped(c)
+                else ""
+            )
             raise LabError(
                 f"not the same workload: ops matching by type and shape cover {100 * share:.0f}% of the "
                 f"baseline's time{families} (need {100 * MIN_MATCHED_SHARE:.0f}%); "
@@ -196,36 +206,65 @@ def compare(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
         slower = big and (cand_us or 0.0) > (base_us or 0.0) * limit and op_family(key[1]) != "init"
         noisy = slower and (cand_us or 0.0) - (base_us or 0.0) <= quadrature(bi.get(key, 0.0), ci.get(key, 0.0))
         deltas.append(OpDelta(key, base_us, cand_us, slower and not noisy, noisy))
-    totals = [[sum(v for k, v in r.ops.items() if op_family(k[1]) != "init") / n for r in side]
-              for side, n in zip((base, cand), scale)]
+    totals = [
+        [sum(v for k, v in r.ops.items() if op_family(k[1]) != "init") / n for r in side]
+        for side, n in zip((base, cand), scale)
+    ]
     total_noise = quadrature(*(estimate(t).iqr if len(t) > 1 else 0.0 for t in totals))
     slower_total = c_total > b_total * limit
     total_noisy = slower_total and c_total - b_total <= total_noise
     steps = _step_view(base, cand, lambda r: r.steps, threshold_pct, samples)
     per_rank = _per_rank(base, cand, threshold_pct, samples) if steps else {}
-    only = [sorted((k for k in x if k not in y and op_family(k[1]) != "init"), key=lambda k: -x[k])
-            for x, y in ((original_c, original_b), (original_b, original_c))] if matched_by == "family" else [[], []]
-    return Comparison(len(base), len(cand), per, deltas, b_total, c_total, threshold_pct,
-                      slower_total and not total_noisy, matched_by, total_noise, total_noisy, steps, *only,
-                      precision=(_precision(base), _precision(cand)), samples=counts, per_rank=per_rank)
+    only = (
+        [
+            sorted((k for k in x if k not in y and op_family(k[1]) != "init"), key=lambda k: -x[k])
+            for x, y in ((original_c, original_b), (original_b, original_c))
+        ]
+        if matched_by == "family"
+        else [[], []]
+    )
+    return Comparison(
+        len(base),
+        len(cand),
+        per,
+        deltas,
+        b_total,
+        c_total,
+        threshold_pct,
+        slower_total and not total_noisy,
+        matched_by,
+        total_noise,
+        total_noisy,
+        steps,
+        *only,
+        precision=(_precision(base), _precision(cand)),
+        samples=counts,
+        per_rank=per_rank,
+    )
 
 
-def _per_rank(base: list[RunOps], cand: list[RunOps], threshold_pct: float,
-              samples: tuple[int, int] | None) -> dict[int, StepComparison]:
+def _per_rank(
+    base: list[RunOps], cand: list[RunOps], threshold_pct: float, samples: tuple[int, int] | None
+) -> dict[int, StepComparison]:
     """Each rank's step view, for the ranks every run of both sides recorded (two or more): which rank a fix sped
     up, which it slowed (a rebalanced slow rank: its own steps shorter, the others' waits too)."""
     ranks = set.intersection(*(set(r.rank_steps) for r in [*base, *cand]))
-    views = {rank: _step_view(base, cand, lambda r, rank=rank: r.rank_steps[rank], threshold_pct, samples)
-             for rank in (sorted(ranks) if len(ranks) > 1 else [])}
+    views = {
+        rank: _step_view(base, cand, lambda r, rank=rank: r.rank_steps[rank], threshold_pct, samples)
+        for rank in (sorted(ranks) if len(ranks) > 1 else [])
+    }
     return {rank: view for rank, view in views.items() if view is not None}
 
 
-def _step_view(base: list[RunOps], cand: list[RunOps], steps_of, threshold_pct: float,
-               samples: tuple[int, int] | None) -> StepComparison | None:
+def _step_view(
+    base: list[RunOps], cand: list[RunOps], steps_of, threshold_pct: float, samples: tuple[int, int] | None
+) -> StepComparison | None:
     """The step view of ``steps_of(run)`` (a run's step rows: all of them, or one rank's), every run of a side
     pooled, per sample when the samples per step are known; None when a side has no steps."""
-    sides = [step_side([steps_of(r) for r in runs], given or _samples(runs))
-             for runs, given in zip((base, cand), samples or (None, None))]
+    sides = [
+        step_side([steps_of(r) for r in runs], given or _samples(runs))
+        for runs, given in zip((base, cand), samples or (None, None))
+    ]
     return compare_steps(*sides, threshold_pct) if all(sides) else None
 
 
@@ -256,10 +295,12 @@ def _unshaped(ops: dict[Key, float]) -> bool:
 def _family_overlap(b: dict[Key, float], c: dict[Key, float]) -> float:
     """How alike two sides' compute is: the sum over families of the smaller of the two shares of compute time
     (1 = the same mix; communication and init left out: their time is waiting and setup, not the model)."""
+
     def shares(ops: dict[Key, float]) -> dict[Key, float]:
         compute = {k: v for k, v in ops.items() if k[1] not in ("communication", "init")} or ops
         total = sum(compute.values())
         return {k: v / total for k, v in compute.items()} if total else {}
+
     sb, sc = shares(b), shares(c)
     return sum(min(v, sc.get(k, 0.0)) for k, v in sb.items())
 
@@ -275,20 +316,44 @@ def _by_family(ops: dict[Key, float]) -> dict[Key, float]:
 
 def comparison_json(cmp: Comparison, verdict) -> dict:
     """``compare --json``: the per-op rows, the totals, the step view (key ``steps``) and the verdict."""
+
     def key(k: Key) -> dict:
         return {"where": k[0], "op_type": k[1], "input_shapes": k[2]}
 
     return {
-        "per": cmp.per, "runs": {"baseline": cmp.base_runs, "candidate": cmp.cand_runs}, "matched_by": cmp.matched_by,
+        "per": cmp.per,
+        "runs": {"baseline": cmp.base_runs, "candidate": cmp.cand_runs},
+        "matched_by": cmp.matched_by,
         "threshold_pct": cmp.threshold_pct,
-        "total": {"baseline_us": cmp.base_total_us, "candidate_us": cmp.cand_total_us, "noise_us": cmp.total_noise_us,
-                  "flagged": cmp.total_flagged, "within_noise": cmp.total_within_noise},
-        "ops": [{**key(d.key), "baseline_us": d.base_us, "candidate_us": d.cand_us, "delta_pct": d.delta_pct,
-                 "flagged": d.flagged, "within_noise": d.within_noise} for d in cmp.ops],
-        "added": [key(k) for k in cmp.added], "removed": [key(k) for k in cmp.removed],
-        "steps": {**compare_steps_json(cmp.steps), "per_rank": [
-            {"rank": rank, **{k: v for k, v in compare_steps_json(c).items() if k not in ("baseline", "candidate")}}
-            for rank, c in cmp.per_rank.items()]} if cmp.steps else None,
+        "total": {
+            "baseline_us": cmp.base_total_us,
+            "candidate_us": cmp.cand_total_us,
+            "noise_us": cmp.total_noise_us,
+            "flagged": cmp.total_flagged,
+            "within_noise": cmp.total_within_noise,
+        },
+        "ops": [
+            {
+                **key(d.key),
+                "baseline_us": d.base_us,
+                "candidate_us": d.cand_us,
+                "delta_pct": d.delta_pct,
+                "flagged": d.flagged,
+                "within_noise": d.within_noise,
+            }
+            for d in cmp.ops
+        ],
+        "added": [key(k) for k in cmp.added],
+        "removed": [key(k) for k in cmp.removed],
+        "steps": {
+            **compare_steps_json(cmp.steps),
+            "per_rank": [
+                {"rank": rank, **{k: v for k, v in compare_steps_json(c).items() if k not in ("baseline", "candidate")}}
+                for rank, c in cmp.per_rank.items()
+            ],
+        }
+        if cmp.steps
+        else None,
         "precision": {"baseline": cmp.precision[0], "candidate": cmp.precision[1]},
         "samples": {"baseline": cmp.samples[0], "candidate": cmp.samples[1]},
         "verdict": {"name": verdict.name, "ok": verdict.ok, "detail": verdict.detail},

@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from common.analyze.robust import Estimate, estimate, quadrature
 from common.formats.records import StepTime
 
-FIELDS = {"Step": "total_us", "Computing": "computing_us",
-          "Communication(Not Overlapped)": "communication_not_overlapped_us", "Overlapped": "overlapped_us",
-          "Free": "free_us"}
+FIELDS = {
+    "Step": "total_us",
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Overlapped": "overlapped_us",
+    "Free": "free_us",
+}
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,12 @@ def step_side(runs: list[list[StepTime]], samples: int | None) -> StepSide | Non
     rows = [s for run in runs for s in run]
     if not rows:
         return None
-    return StepSide(sum(1 for run in runs if run), len(rows), samples,
-                    {name: estimate([getattr(s, attr) for s in rows]) for name, attr in FIELDS.items()})
+    return StepSide(
+        sum(1 for run in runs if run),
+        len(rows),
+        samples,
+        {name: estimate([getattr(s, attr) for s in rows]) for name, attr in FIELDS.items()},
+    )
 
 
 def compare_steps(base: StepSide, cand: StepSide, threshold_pct: float) -> StepComparison:
@@ -78,19 +86,31 @@ def compare_steps(base: StepSide, cand: StepSide, threshold_pct: float) -> StepC
         verdict = "regression"
     else:
         verdict = "within noise"
-    return StepComparison(base, cand, "step time per sample" if per_sample else "step time", before, after, ratio,
-                          ratio if per_sample else None, noise, verdict)
+    return StepComparison(
+        base,
+        cand,
+        "step time per sample" if per_sample else "step time",
+        before,
+        after,
+        ratio,
+        ratio if per_sample else None,
+        noise,
+        verdict,
+    )
 
 
 def lines(cmp: StepComparison) -> list[str]:
     """The step view as text: the verdict line, then each field before and after."""
     unit = "us per sample" if cmp.per_sample_ratio is not None else "us per step"
-    samples = (f"; samples per step {cmp.base.samples} -> {cmp.cand.samples}"
-               if cmp.base.samples or cmp.cand.samples else "")
-    out = [f"steps: {cmp.metric} {cmp.before.median:,.2f} -> {cmp.after.median:,.2f} {unit} "
-           f"(x{cmp.ratio:.3f}, {cmp.gain_pct:+.1f}% faster); the runs' noise {cmp.noise_us:,.2f} {unit}: "
-           f"{cmp.verdict.upper()} ({cmp.base.steps} steps of {cmp.base.runs} run(s) vs {cmp.cand.steps} of "
-           f"{cmp.cand.runs}{samples})"]
+    samples = (
+        f"; samples per step {cmp.base.samples} -> {cmp.cand.samples}" if cmp.base.samples or cmp.cand.samples else ""
+    )
+    out = [
+        f"steps: {cmp.metric} {cmp.before.median:,.2f} -> {cmp.after.median:,.2f} {unit} "
+        f"(x{cmp.ratio:.3f}, {cmp.gain_pct:+.1f}% faster); the runs' noise {cmp.noise_us:,.2f} {unit}: "
+        f"{cmp.verdict.upper()} ({cmp.base.steps} steps of {cmp.base.runs} run(s) vs {cmp.cand.steps} of "
+        f"{cmp.cand.runs}{samples})"
+    ]
     width = max(len(name) for name in FIELDS)
     for name in FIELDS:
         b, c = cmp.base.fields[name], cmp.cand.fields[name]
@@ -106,15 +126,27 @@ def rank_lines(per_rank: dict[int, StepComparison]) -> list[str]:
     if not per_rank:
         return []
     unit = "us per sample" if next(iter(per_rank.values())).per_sample_ratio is not None else "us per step"
-    shown = sorted(per_rank, key=lambda r: -abs(per_rank[r].ratio - 1))[:RANK_ROWS] if len(per_rank) > RANK_ROWS \
+    shown = (
+        sorted(per_rank, key=lambda r: -abs(per_rank[r].ratio - 1))[:RANK_ROWS]
+        if len(per_rank) > RANK_ROWS
         else sorted(per_rank)
-    counts = ", ".join(f"{sum(c.verdict == v for c in per_rank.values())} {v}"
-                       for v in ("gain", "within noise", "regression"))
-    head = (f"per rank ({len(per_rank)} ranks: {counts}" +
-            (f"; the {RANK_ROWS} whose step changed most" if len(shown) < len(per_rank) else "") + f"), {unit}:")
-    return [head, *(f"  rank {r:>5}: {per_rank[r].before.median:>12,.1f} -> {per_rank[r].after.median:>12,.1f} "
-                    f"(x{per_rank[r].ratio:.3f}; noise {per_rank[r].noise_us:,.1f}): {per_rank[r].verdict}"
-                    for r in shown)]
+    )
+    counts = ", ".join(
+        f"{sum(c.verdict == v for c in per_rank.values())} {v}" for v in ("gain", "within noise", "regression")
+    )
+    head = (
+        f"per rank ({len(per_rank)} ranks: {counts}"
+        + (f"; the {RANK_ROWS} whose step changed most" if len(shown) < len(per_rank) else "")
+        + f"), {unit}:"
+    )
+    return [
+        head,
+        *(
+            f"  rank {r:>5}: {per_rank[r].before.median:>12,.1f} -> {per_rank[r].after.median:>12,.1f} "
+            f"(x{per_rank[r].ratio:.3f}; noise {per_rank[r].noise_us:,.1f}): {per_rank[r].verdict}"
+            for r in shown
+        ),
+    ]
 
 
 def _cell(e: Estimate) -> str:
@@ -123,10 +155,24 @@ def _cell(e: Estimate) -> str:
 
 def as_json(cmp: StepComparison) -> dict:
     """The step view for ``compare --json`` (key ``steps``)."""
-    def side(s: StepSide) -> dict:
-        return {"runs": s.runs, "steps": s.steps, "samples": s.samples,
-                **{name: {"median": e.median, "q1": e.q1, "q3": e.q3, "n": e.n} for name, e in s.fields.items()}}
 
-    return {"metric": cmp.metric, "before": cmp.before.median, "after": cmp.after.median, "ratio": cmp.ratio,
-            "per_sample_ratio": cmp.per_sample_ratio, "gain_pct": cmp.gain_pct, "noise_us": cmp.noise_us,
-            "verdict": cmp.verdict, "baseline": side(cmp.base), "candidate": side(cmp.cand)}
+    def side(s: StepSide) -> dict:
+        return {
+            "runs": s.runs,
+            "steps": s.steps,
+            "samples": s.samples,
+            **{name: {"median": e.median, "q1": e.q1, "q3": e.q3, "n": e.n} for name, e in s.fields.items()},
+        }
+
+    return {
+        "metric": cmp.metric,
+        "before": cmp.before.median,
+        "after": cmp.after.median,
+        "ratio": cmp.ratio,
+        "per_sample_ratio": cmp.per_sample_ratio,
+        "gain_pct": cmp.gain_pct,
+        "noise_us": cmp.noise_us,
+        "verdict": cmp.verdict,
+        "baseline": side(cmp.base),
+        "candidate": side(cmp.cand),
+    }

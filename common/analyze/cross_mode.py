@@ -87,9 +87,10 @@ def spec_for(info: dict, folder: Path) -> ModeSpec:
     for spec in MODES:
         if info.get("mode") == spec.session:
             return spec
-    raise LabError(f"{folder}: run_info.json names mode {info.get('mode')!r}, not one of the lab's four modes",
-                   "give the prof_out/ folders of 01_cmdline, 02_api_AscendC, 03_api_pyAcl and 04_pyTorch")
-
+    raise LabError(
+        f"{folder}: run_info.json names mode {info.get('mode')!r}, not one of the lab's four modes",
+        "give the prof_out/ folders of 01_cmdline, 02_api_AscendC, 03_api_pyAcl and 04_pyTorch",
+    )
 
 
 def mode_problem(info: dict) -> str | None:
@@ -97,11 +98,15 @@ def mode_problem(info: dict) -> str | None:
     if info.get("failure"):  # the step that stopped it and its own error line
         return f"it stopped: {info['failure']}"
     if not info.get("completed"):
-        return (f"it did not run to the end (exit code {info.get('exit_code')}, started {info.get('start')}): "
-                "its output is partial")
+        return (
+            f"it did not run to the end (exit code {info.get('exit_code')}, started {info.get('start')}): "
+            "its output is partial"
+        )
     if info.get("exit_code") not in (0, None) or info.get("verdicts_passed") is False:
         names = info.get("failed_checks") or []
-        listed = f": {'; '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "") if names else ""
+        listed = (
+            f": {'; '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "") if names else ""
+        )
         return f"its own checks failed (exit code {info.get('exit_code')}){listed}"
     return None
 
@@ -115,7 +120,9 @@ def _short(identity: dict | None) -> str:
 
 def _cell(identity: dict | None) -> str:
     """The workload in a table cell: name and the first 12 hex digits of its sha256."""
-    return f"{identity.get('name')} {str(identity.get('sha256'))[:12]}" if isinstance(identity, dict) else "not recorded"
+    return (
+        f"{identity.get('name')} {str(identity.get('sha256'))[:12]}" if isinstance(identity, dict) else "not recorded"
+    )
 
 
 def check_same_workload(infos: dict[str, dict]) -> None:
@@ -123,21 +130,26 @@ def check_same_workload(infos: dict[str, dict]) -> None:
     ids = {k: infos[k].get("workload") for k in WORKLOAD_MODES if k in infos}
     programs = [k for k in ids if infos[k].get("program")]
     if programs:
-        raise LabError(f"mode {', '.join(programs)} profiled a program of yours "
-                       f"({' '.join(map(str, infos[programs[0]]['program']))}), not a workload the other modes ran",
-                       "agree compares one model across the modes: re-run 01 without a program after -- "
-                       "(nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE])")
+        raise LabError(
+            f"mode {', '.join(programs)} profiled a program of yours "
+            f"({' '.join(map(str, infos[programs[0]]['program']))}), not a workload the other modes ran",
+            "agree compares one model across the modes: re-run 01 without a program after -- "
+            "(nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE])",
+        )
     missing = [k for k, w in ids.items() if not (isinstance(w, dict) and w.get("sha256"))]
     if missing:
-        raise LabError(f"run_info.json of mode {', '.join(missing)} records no workload, so it cannot be checked "
-                       f"that 01, 03 and 04 profiled the same model",
-                       "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE]")
+        raise LabError(
+            f"run_info.json of mode {', '.join(missing)} records no workload, so it cannot be checked "
+            f"that 01, 03 and 04 profiled the same model",
+            "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE]",
+        )
     if len({w["sha256"] for w in ids.values()}) > 1:
         listed = ", ".join(f"{k} {_short(w)}" for k, w in ids.items())
-        raise LabError(f"different workloads: {listed}",
-                       "run 01, 03 and 04 on one workload in one command: nox -s cmdline ascendc pyacl pytorch -- 0 "
-                       "--workload FILE (02 profiles its own kernel and is not compared on it)")
-
+        raise LabError(
+            f"different workloads: {listed}",
+            "run 01, 03 and 04 on one workload in one command: nox -s cmdline ascendc pyacl pytorch -- 0 "
+            "--workload FILE (02 profiles its own kernel and is not compared on it)",
+        )
 
 
 def workload_line(workload: Workload) -> str:
@@ -156,8 +168,9 @@ def verdicts(runs: dict[str, ModeRun], workload: Workload, failed: dict[str, str
         out += lesson_verdicts(ok, workload)
     for k, unit, warmup in (("01", "forward", WARMUP_FORWARDS), ("04", "step", 0)):  # each tool against itself
         if k in ok:
-            out.append(checks.check_same_records(ok[k].records, ok[k].forwards, f"{k}, {ok[k].forwards} {unit}s", unit,
-                                                 warmup))
+            out.append(
+                checks.check_same_records(ok[k].records, ok[k].forwards, f"{k}, {ok[k].forwards} {unit}s", unit, warmup)
+            )
     if "01" in ok and "04" in ok:
         out.append(same_ops_verdict(ok["01"], ok["04"]))
     if "03" in ok:
@@ -180,7 +193,9 @@ def mode_verdicts(runs: dict[str, ModeRun], failed: dict[str, str]) -> list[Verd
             out.append(Verdict(name, False, failed[spec.key]))
         elif spec.key in runs:
             info = runs[spec.key].info
-            out.append(Verdict(name, True, f"completed, exit code {info.get('exit_code')}, started {info.get('start')}"))
+            out.append(
+                Verdict(name, True, f"completed, exit code {info.get('exit_code')}, started {info.get('start')}")
+            )
     return out
 
 
@@ -192,12 +207,17 @@ def same_ops_verdict(r01: ModeRun, r04: ModeRun) -> Verdict:
         return Verdict(name, False, f"no per-forward record in {'04' if not r04.records else '01 (msprof_tx ranges)'}")
     first01, first04 = r01.records[WARMUP_FORWARDS], r04.records[0]
     if first01 == first04:
-        return Verdict(name, True, f"{sum(first01.values())} ops each: "
-                                   f"{', '.join(f'{op} x{n}' for op, n in first01.most_common(4))}"
-                                   + (f" and {len(first01) - 4} more op types" if len(first01) > 4 else ""))
+        return Verdict(
+            name,
+            True,
+            f"{sum(first01.values())} ops each: "
+            f"{', '.join(f'{op} x{n}' for op, n in first01.most_common(4))}"
+            + (f" and {len(first01) - 4} more op types" if len(first01) > 4 else ""),
+        )
     only01, only04 = first01 - first04, first04 - first01
-    parts = ([f"only in 01: {', '.join(f'{op} x{n}' for op, n in only01.most_common(4))}"] if only01 else []) + \
-            ([f"only in 04: {', '.join(f'{op} x{n}' for op, n in only04.most_common(4))}"] if only04 else [])
+    parts = ([f"only in 01: {', '.join(f'{op} x{n}' for op, n in only01.most_common(4))}"] if only01 else []) + (
+        [f"only in 04: {', '.join(f'{op} x{n}' for op, n in only04.most_common(4))}"] if only04 else []
+    )
     return Verdict(name, False, "; ".join(parts))
 
 
@@ -215,8 +235,10 @@ def integrity_verdicts(runs: dict[str, ModeRun]) -> list[Verdict]:
     a file edited or cut short after the run fails agree even where the lesson checks still hold."""
     out = []
     for key, run in runs.items():
-        out += [Verdict(f"{v.name} [{key}]", v.ok, v.detail)
-                for v in checks.integrity_verdicts(run.every_dataset, run.folder)]
+        out += [
+            Verdict(f"{v.name} [{key}]", v.ok, v.detail)
+            for v in checks.integrity_verdicts(run.every_dataset, run.folder)
+        ]
     return out
 
 
@@ -228,21 +250,33 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
     cast_on_03_default: whether ATC's default precision policy puts Casts into 03's default model.
     """
     expect = workload.expectations
-    out = [timing_checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
-           for k in WORKLOAD_MODES]
+    out = [
+        timing_checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
+        for k in WORKLOAD_MODES
+    ]
     family = expect.get("share_agreement_01_04")
     if family is None:
-        out.append(checks.not_applicable("share of forward time agrees (01 vs 04)",
-                                         workload.not_applicable("share_agreement_01_04")))
+        out.append(
+            checks.not_applicable(
+                "share of forward time agrees (01 vs 04)", workload.not_applicable("share_agreement_01_04")
+            )
+        )
     else:
         portable = all(runs[k].info.get("backend") == "portable" for k in ("01", "04"))
-        out.append(timing_checks.check_share_agreement(
-            {k: runs[k].share_estimates().get(family) for k in ("01", "04")}, family,
-            {k: timing_checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None))
+        out.append(
+            timing_checks.check_share_agreement(
+                {k: runs[k].share_estimates().get(family) for k in ("01", "04")},
+                family,
+                {k: timing_checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None,
+            )
+        )
     cast = expect.get("cast_on_03_default")
     if cast is None:
-        out.append(checks.not_applicable(f"cast on ATC's default path (03 {PYACL_DEFAULT})",
-                                         workload.not_applicable("cast_on_03_default")))
+        out.append(
+            checks.not_applicable(
+                f"cast on ATC's default path (03 {PYACL_DEFAULT})", workload.not_applicable("cast_on_03_default")
+            )
+        )
     else:
         out.append(checks.check_family_presence(runs["03"].per_forward, "cast", cast, f"03 {PYACL_DEFAULT}"))
     return out
@@ -271,8 +305,11 @@ def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
     npu = any(run.info.get("backend") == "npu" for run in runs.values())
     out = [checks.check_output_file(runs[k].output, k, workload, npu) for k in ("01", "04") if k in runs]
     if "02" in runs:
-        out.append(checks.check_program_verified(runs["02"].info,
-                                                 "02's host program checks every element (fp16 1 + 1 = 2.0)", "02"))
+        out.append(
+            checks.check_program_verified(
+                runs["02"].info, "02's host program checks every element (fp16 1 + 1 = 2.0)", "02"
+            )
+        )
     if "03" not in runs:
         return out
     results = runs["03"].info.get("results", {})
@@ -282,8 +319,13 @@ def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
         recorded = results.get(name, {})
         per_output = recorded.get("accuracy_per_output") or [recorded.get("accuracy")]
         if len(per_output) != len(scales):
-            out.append(Verdict(f"output matches fp32 reference (03 {name})", False,
-                               f"run_info.json records {len(per_output)} output(s), {workload.name} has {len(scales)}"))
+            out.append(
+                Verdict(
+                    f"output matches fp32 reference (03 {name})",
+                    False,
+                    f"run_info.json records {len(per_output)} output(s), {workload.name} has {len(scales)}",
+                )
+            )
             continue
         for i, (metrics, scale) in enumerate(zip(per_output, scales)):
             where = f"03 {name}" + (f", output {i}" if len(scales) > 1 else "")
@@ -297,8 +339,11 @@ def recorded_accuracy_verdict(metrics: dict | None, scale: float, where: str) ->
     if not metrics or "tol" not in metrics or "scale" not in metrics:
         return checks.check_output(None, where, 0.0, 0.0)  # nothing recorded: fails, saying so
     if abs(metrics["scale"] - scale) > 1e-6 * max(1.0, scale):
-        return Verdict(f"output matches fp32 reference ({where})", False,
-                       f"03 judged it against max|reference| {metrics['scale']:.6g}; the workload's is {scale:.6g}")
+        return Verdict(
+            f"output matches fp32 reference ({where})",
+            False,
+            f"03 judged it against max|reference| {metrics['scale']:.6g}; the workload's is {scale:.6g}",
+        )
     v = checks.check_output(metrics, where, metrics["tol"], metrics.get("cosine_min", 0.999))
     return Verdict(v.name, v.ok, f"{v.detail}; tolerance as 03 recorded it, for max|reference| {scale:.3g}")
 
@@ -324,6 +369,7 @@ class ModeColumn:
 def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[ModeColumn]:
     cols = []
     for k, run in runs.items():
+
         def op_us(tasks: list[Task]) -> float:
             return sum(t.duration_us for t in tasks if families.op_family(t.op_type) != "init")
 
@@ -338,12 +384,21 @@ def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[
             shares = families.forward_shares(run.stats)
         summary = step_bound.summarize_steps(run.steps)
         label = run.spec.folder + (f" ({PYACL_DEFAULT})" if k == "03" else "")
-        cols.append(ModeColumn(
-            k, label, run.forwards, per_fwd_us, shares, init_us, run.per_forward,
-            summary.computing_ratio if summary else None, _accuracy(run, workload),
-            len(run.tasks) if k == "02" else None,
-            "add_custom kernel" if k not in WORKLOAD_MODES else _cell(run.info.get("workload")),
-        ))
+        cols.append(
+            ModeColumn(
+                k,
+                label,
+                run.forwards,
+                per_fwd_us,
+                shares,
+                init_us,
+                run.per_forward,
+                summary.computing_ratio if summary else None,
+                _accuracy(run, workload),
+                len(run.tasks) if k == "02" else None,
+                "add_custom kernel" if k not in WORKLOAD_MODES else _cell(run.info.get("workload")),
+            )
+        )
     return cols
 
 
@@ -379,8 +434,10 @@ def chart_data(runs: dict[str, ModeRun], sweep: tuple[dict, str] | None = None) 
         variants = runs["03"].variants
         forwards = runs["03"].forwards or 1
         data["cast_variants"] = [(name, families.family_share(stats)) for name, (_, stats) in variants.items()]
-        data["cast_counts"] = [(name, sum(1 for t in tasks if families.op_family(t.op_type) == "cast") / forwards)
-                               for name, (tasks, _) in variants.items()]
+        data["cast_counts"] = [
+            (name, sum(1 for t in tasks if families.op_family(t.op_type) == "cast") / forwards)
+            for name, (tasks, _) in variants.items()
+        ]
     if sweep:
         data["sweep"], data["sweep_note"] = sweep[:2]
         data["sweep_x"] = sweep[2] if len(sweep) > 2 else "hidden size"

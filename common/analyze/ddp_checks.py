@@ -28,8 +28,9 @@ def check_collectives(found: RankCollectives) -> Verdict:
     )
 
 
-def check_params(statuses: dict[int, dict], reference: list[float],
-                 how: str = "one process on the global batch") -> Verdict:
+def check_params(
+    statuses: dict[int, dict], reference: list[float], how: str = "one process on the global batch"
+) -> Verdict:
     """Every rank ends with bit-identical weights, equal (within rounding) to a one-process reference (``how``)."""
     digests = {s["params"]["sha256"] for s in statuses.values()}
     norms = statuses[0]["params"]["norms"]
@@ -51,11 +52,18 @@ def check_slow_rank(slow, arrivals, slow_rank: int, slow_factor: int) -> Verdict
     last = arrivals.holder() if arrivals else None
     name = "the cluster view names the slow rank"
     given = f"rank {slow_rank} was given {slow_factor}x its local batch"
-    arrived = ("the rank the others waited for longest at the collectives: unknown" if last is None else
-               f"the rank the others waited for longest at the collectives: {last} ({arrivals.held_us[last]:,.1f} us "
-               f"in all, last at {arrivals.last[last]} of {arrivals.collectives})")
+    arrived = (
+        "the rank the others waited for longest at the collectives: unknown"
+        if last is None
+        else f"the rank the others waited for longest at the collectives: {last} ({arrivals.held_us[last]:,.1f} us "
+        f"in all, last at {arrivals.last[last]} of {arrivals.collectives})"
+    )
     if slow.rank is None:  # on a small model the extra batch is too little work to stand out
-        return not_applicable(name, f"{given}, too little work on this model to make it stand out ({slow.text}); "
-                                    f"{arrived}")
-    return Verdict(name, slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
-                   f"{given}; the view names rank {slow.rank} ({slow.reason}); {arrived}")
+        return not_applicable(
+            name, f"{given}, too little work on this model to make it stand out ({slow.text}); {arrived}"
+        )
+    return Verdict(
+        name,
+        slow.rank == slow_rank and slow.reason == "computing" and last == slow_rank,
+        f"{given}; the view names rank {slow.rank} ({slow.reason}); {arrived}",
+    )

@@ -30,9 +30,14 @@ SPAN_ENDS = 2  # a span's two timestamps, each off by at most half a grid step
 # in the export: Communication = Communication(Not Overlapped) + Overlapped.
 SPANS = {"Communication": 2}
 STEP_FIELDS = {
-    "Computing": "computing_us", "Communication(Not Overlapped)": "communication_not_overlapped_us",
-    "Overlapped": "overlapped_us", "Communication": "communication_us", "Free": "free_us", "Stage": "stage_us",
-    "Bubble": "bubble_us", "Preparing": "preparing_us",
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Overlapped": "overlapped_us",
+    "Communication": "communication_us",
+    "Free": "free_us",
+    "Stage": "stage_us",
+    "Bubble": "bubble_us",
+    "Preparing": "preparing_us",
 }
 
 
@@ -59,9 +64,11 @@ class Rounding:
 
     def text(self) -> str:
         summed = ", ".join(f"{c} (the sum of {n}) {self.tolerance_us(c):g} us" for c, n in SPANS.items())
-        return (f"tolerance from the text export's resolution: its {self.column} values sit on a "
-                f"{self.resolution_us:g} us grid, so a span between two of its timestamps may differ by "
-                f"{self.tolerance_us('Stage'):g} us from analysis.db's full-precision rows; {summed}")
+        return (
+            f"tolerance from the text export's resolution: its {self.column} values sit on a "
+            f"{self.resolution_us:g} us grid, so a span between two of its timestamps may differ by "
+            f"{self.tolerance_us('Stage'):g} us from analysis.db's full-precision rows; {summed}"
+        )
 
 
 def text_rounding(steps: dict[int, list[StepTime]]) -> Rounding:

@@ -59,30 +59,78 @@ _RULES: list[tuple[str, str | None, str]] = [
     ("communication", "ReduceScatter", _COLLECTIVE + r"?reduce_?scatter[a-z0-9_]*"),
     ("communication", "AllToAll", _COLLECTIVE + r"?all_?to_?all[a-z0-9_]*"),
     ("communication", "Broadcast", _COLLECTIVE + r"broadcast[a-z0-9_]*|broadcast"),
-    ("communication", None, (r"hcom_[a-z0-9_]*|hccl[a-z0-9_]*|(c10d::|gloo:|nccl:|mpi:|ucc:)[a-z0-9_:]*"
-                             r"|(batch_?)?send(_?recv)?|recv|receive|barrier|notify_?(wait|record)")),
-    ("optimizer", None, (r"foreach[a-z0-9_]*|apply(adam|adamw|adagrad|adadelta|adamax|momentum|gradientdescent"
-                         r"|centeredrmsprop|rmsprop|ftrl|proximal|powersign|addsign|kerasmomentum|lamb)[a-z0-9]*"
-                         r"|(fused_)?(adam|adamw|sgd|lamb|lars|adagrad|rmsprop)(_[a-z0-9_]*)?")),
-    ("attention", None, (r"[a-z0-9_]*(attention|flash_?attn)[a-z0-9_]*|scaled_dot_product[a-z0-9_]*"
-                         r"|transformer_encoder_layer_fwd")),
-    ("recurrent", None, (r"(mkldnn_|cudnn_|miopen_|_?thnn_fused_)?(lstm|gru|rnn_tanh|rnn_relu|rnn)(_cell|_layer)?"
-                         r"[a-z0-9_]*|dynamic_?(rnn|gru|lstm)[a-z0-9]*|(basic_?)?lstm_?cell|common_?(lstm|gru)")),
-    ("matmul", None, (r"(fused|quant|weight_?quant|grouped|batch|quant_?batch|weight_?quant_?batch)*mat_?mul[a-z0-9]*"
-                      r"|(fused|q)?gemm(v\d+)?|gemv|mm|bmm|addmm|baddbmm|addbmm|addmv|mv|dot|vdot|linear|einsum"
-                      r"|scaled_mm|fullyconnection")),
-    ("conv", None, (r"(fused|qlinear|depthwise|de)?conv(?!ert)[a-z0-9_]*|(cudnn|mkldnn|miopen|slow|thnn)_conv[a-z0-9_]*"
-                    r"|convolution[a-z0-9_]*")),
-    ("norm", None, (r"(native_|cudnn_|miopen_)?(layer|batch|group|instance|rms|skip_?layer|skip_?simplified_?layer"
-                    r"|simplified_?layer|skip_?rms|add_?rms|add_?layer|embed_?layer|local_response|deep)_?norm"
-                    r"(alization)?[a-z0-9_]*|bn_?(training|infer)[a-z0-9_]*|lrn")),
+    (
+        "communication",
+        None,
+        (
+            r"hcom_[a-z0-9_]*|hccl[a-z0-9_]*|(c10d::|gloo:|nccl:|mpi:|ucc:)[a-z0-9_:]*"
+            r"|(batch_?)?send(_?recv)?|recv|receive|barrier|notify_?(wait|record)"
+        ),
+    ),
+    (
+        "optimizer",
+        None,
+        (
+            r"foreach[a-z0-9_]*|apply(adam|adamw|adagrad|adadelta|adamax|momentum|gradientdescent"
+            r"|centeredrmsprop|rmsprop|ftrl|proximal|powersign|addsign|kerasmomentum|lamb)[a-z0-9]*"
+            r"|(fused_)?(adam|adamw|sgd|lamb|lars|adagrad|rmsprop)(_[a-z0-9_]*)?"
+        ),
+    ),
+    (
+        "attention",
+        None,
+        (
+            r"[a-z0-9_]*(attention|flash_?attn)[a-z0-9_]*|scaled_dot_product[a-z0-9_]*"
+            r"|transformer_encoder_layer_fwd"
+        ),
+    ),
+    (
+        "recurrent",
+        None,
+        (
+            r"(mkldnn_|cudnn_|miopen_|_?thnn_fused_)?(lstm|gru|rnn_tanh|rnn_relu|rnn)(_cell|_layer)?"
+            r"[a-z0-9_]*|dynamic_?(rnn|gru|lstm)[a-z0-9]*|(basic_?)?lstm_?cell|common_?(lstm|gru)"
+        ),
+    ),
+    (
+        "matmul",
+        None,
+        (
+            r"(fused|quant|weight_?quant|grouped|batch|quant_?batch|weight_?quant_?batch)*mat_?mul[a-z0-9]*"
+            r"|(fused|q)?gemm(v\d+)?|gemv|mm|bmm|addmm|baddbmm|addbmm|addmv|mv|dot|vdot|linear|einsum"
+            r"|scaled_mm|fullyconnection"
+        ),
+    ),
+    (
+        "conv",
+        None,
+        (
+            r"(fused|qlinear|depthwise|de)?conv(?!ert)[a-z0-9_]*|(cudnn|mkldnn|miopen|slow|thnn)_conv[a-z0-9_]*"
+            r"|convolution[a-z0-9_]*"
+        ),
+    ),
+    (
+        "norm",
+        None,
+        (
+            r"(native_|cudnn_|miopen_)?(layer|batch|group|instance|rms|skip_?layer|skip_?simplified_?layer"
+            r"|simplified_?layer|skip_?rms|add_?rms|add_?layer|embed_?layer|local_response|deep)_?norm"
+            r"(alization)?[a-z0-9_]*|bn_?(training|infer)[a-z0-9_]*|lrn"
+        ),
+    ),
     ("softmax", None, r"[a-z0-9_]*softmax[a-z0-9_]*"),
     ("pool", None, r"[a-z0-9_]*pool[a-z0-9_]*"),
     ("resize", None, r"(upsample|resize|interpolate|grid_?sampler?|pixel_?shuffle|pixel_?unshuffle)[a-z0-9_]*"),
     ("embedding", None, r"embedding[a-z0-9_]*"),
-    ("indexing", None, (r"gather[a-z0-9_]*|scatter[a-z0-9_]*|index[a-z0-9_]*|take[a-z_]*|(non_?zero|argwhere)[a-z_]*"
-                        r"|masked_?select|masked_?scatter[a-z_]*|where|select_?v2|top_?k(v\d+)?|sort(v\d+)?"
-                        r"|arg_?sort|one_?hot|bincount|histc|unique[a-z0-9_]*|searchsorted|bucketize")),
+    (
+        "indexing",
+        None,
+        (
+            r"gather[a-z0-9_]*|scatter[a-z0-9_]*|index[a-z0-9_]*|take[a-z_]*|(non_?zero|argwhere)[a-z_]*"
+            r"|masked_?select|masked_?scatter[a-z_]*|where|select_?v2|top_?k(v\d+)?|sort(v\d+)?"
+            r"|arg_?sort|one_?hot|bincount|histc|unique[a-z0-9_]*|searchsorted|bucketize"
+        ),
+    ),
     # ORT's QuickGelu is x * sigmoid(alpha * x): with alpha 1.0 (what ORT fuses x * Sigmoid(x) into) a SiLU
     ("activation", "QuickGelu", r"quick_?gelu"),
     ("activation", "Gelu", r"(fast_?|bias_?)?gelu(v\d+|_tanh|_erf)?"),
@@ -111,34 +159,64 @@ _RULES: list[tuple[str, str | None, str]] = [
     # ONNX Runtime runs an unfused GELU as x * 0.5 * (1 + Erf(x / sqrt 2)): one Erf per GELU; its
     # Div/Mul/Add neighbours are element-wise.
     ("activation", "Erf", r"erf"),
-    ("cast", None, (r"cast(like|v\d+)?|to|to_copy|to_dtype[a-z_]*|npu_dtype_cast|_?cast_[a-z0-9_]*"
-                    r"|convert_element_type")),
-    ("init", None, (r"memset(v\d+)?|fill[a-z0-9_]*|zero|zeros(_like|like)?|ones(_like|like)?|full(_like)?"
-                    r"|empty[a-z_]*|uniform|normal|randn?(_like)?|randint(_like)?|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
-                    r"|truncated_?normal|bernoulli|multinomial|dsa[a-z0-9]*|dropout_?gen_?mask[a-z0-9]*|gen_?mask"
-                    r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*"
-                    # trunc_normal_ (torch.nn.init's, timm's weight init) maps uniform numbers through erfinv_
-                    r"|erfinv_?")),
+    (
+        "cast",
+        None,
+        (
+            r"cast(like|v\d+)?|to|to_copy|to_dtype[a-z_]*|npu_dtype_cast|_?cast_[a-z0-9_]*"
+            r"|convert_element_type"
+        ),
+    ),
+    (
+        "init",
+        None,
+        (
+            r"memset(v\d+)?|fill[a-z0-9_]*|zero|zeros(_like|like)?|ones(_like|like)?|full(_like)?"
+            r"|empty[a-z_]*|uniform|normal|randn?(_like)?|randint(_like)?|randperm|random[a-z0-9_]*|stateless_?random[a-z0-9_]*"
+            r"|truncated_?normal|bernoulli|multinomial|dsa[a-z0-9]*|dropout_?gen_?mask[a-z0-9]*|gen_?mask"
+            r"|arange|range|linspace|eye|constant_?of_?shape|kaiming_uniform|xavier_[a-z_]*"
+            # trunc_normal_ (torch.nn.init's, timm's weight init) maps uniform numbers through erfinv_
+            r"|erfinv_?"
+        ),
+    ),
     ("memcpy", None, r"memcpy[a-z0-9_]*|(host_?to_?device|device_?to_?host|h2d|d2h|d2d)[a-z0-9_]*|local_scalar_dense"),
-    ("layout", None, (r"trans_?data[a-z0-9_]*|tensor_?move|transpose[a-z0-9_]*|contiguous|clone|copy|identity"
-                      r"|reshape|view|unsafe_view|flatten|unflatten|squeeze|unsqueeze|permute|expand(_as)?"
-                      r"|broadcast_?to|broadcast_tensors|tile|repeat[a-z_]*|concat[a-z0-9]*|cat|stack|(unsafe_)?split[a-z0-9_]*"
-                      r"|(unsafe_)?chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select"
-                      r"|pad(v\d+|d)?|constant_pad_nd|reflection_pad[a-z0-9_]*|replication_pad[a-z0-9_]*"
-                      r"|as_strided[a-z0-9_]*|shape|size|format[a-z0-9_]*|trans_?format|unfold|roll|flip")),
-    ("reduce", None, (r"reduce[a-z0-9_]*|sum|nansum|mean|nanmean|amax|amin|aminmax|max|min|prod|arg_?max[a-z0-9_]*"
-                      r"|arg_?min[a-z0-9_]*|cumsum|cumprod|std|var|var_mean|std_mean|norm"
-                      r"|linalg_vector_norm|all|any|logsumexp|count_nonzero"
-                      r"|(nll|mse|l1|smooth_l1|huber|kl_div|cross_entropy)_?loss[a-z0-9_]*"
-                      r"|binary_cross_entropy[a-z0-9_]*")),
-    ("elementwise", None, (r"add(n|v\d+|s|_custom|cmul|cdiv)?|sub|rsub|mul(s|v\d+|no_?nan)?|div(s|_no_?nan|no_?nan)?"
-                           r"|real_?div|true_?div|floor_?div|floor_divide|pow|square|sqrt|rsqrt|exp|expm1|log|log1p"
-                           r"|log2|log10|abs|neg|reciprocal|maximum|minimum|clamp[a-z_]*|clip(by_?value)?"
-                           r"|masked_?fill|masked_?select|equal|eq|ne|not_?equal|lt|le|gt|ge|less(_?equal)?"
-                           r"|greater(_?equal)?|logical_?(and|or|not|xor)|bitwise_[a-z]+|and|or|not|xor|floor|ceil"
-                           r"|round|trunc|sign|sin|cos|tan|atan2?|lerp|axpy(v\d+)?|mod|fmod|remainder|is_?nan"
-                           r"|is_?inf|is_?finite|nan_to_num|square_?sum(v\d+)?|dropout[a-z0-9_]*|dropout_?do_?mask"
-                           r"|native_dropout[a-z_]*|fused_?mul_?add[a-z0-9]*|mul_?add|addcmul|addcdiv")),
+    (
+        "layout",
+        None,
+        (
+            r"trans_?data[a-z0-9_]*|tensor_?move|transpose[a-z0-9_]*|contiguous|clone|copy|identity"
+            r"|reshape|view|unsafe_view|flatten|unflatten|squeeze|unsqueeze|permute|expand(_as)?"
+            r"|broadcast_?to|broadcast_tensors|tile|repeat[a-z_]*|concat[a-z0-9]*|cat|stack|(unsafe_)?split[a-z0-9_]*"
+            r"|(unsafe_)?chunk|slice[a-z0-9_]*|strided_?slice[a-z0-9]*|narrow|select"
+            r"|pad(v\d+|d)?|constant_pad_nd|reflection_pad[a-z0-9_]*|replication_pad[a-z0-9_]*"
+            r"|as_strided[a-z0-9_]*|shape|size|format[a-z0-9_]*|trans_?format|unfold|roll|flip"
+        ),
+    ),
+    (
+        "reduce",
+        None,
+        (
+            r"reduce[a-z0-9_]*|sum|nansum|mean|nanmean|amax|amin|aminmax|max|min|prod|arg_?max[a-z0-9_]*"
+            r"|arg_?min[a-z0-9_]*|cumsum|cumprod|std|var|var_mean|std_mean|norm"
+            r"|linalg_vector_norm|all|any|logsumexp|count_nonzero"
+            r"|(nll|mse|l1|smooth_l1|huber|kl_div|cross_entropy)_?loss[a-z0-9_]*"
+            r"|binary_cross_entropy[a-z0-9_]*"
+        ),
+    ),
+    (
+        "elementwise",
+        None,
+        (
+            r"add(n|v\d+|s|_custom|cmul|cdiv)?|sub|rsub|mul(s|v\d+|no_?nan)?|div(s|_no_?nan|no_?nan)?"
+            r"|real_?div|true_?div|floor_?div|floor_divide|pow|square|sqrt|rsqrt|exp|expm1|log|log1p"
+            r"|log2|log10|abs|neg|reciprocal|maximum|minimum|clamp[a-z_]*|clip(by_?value)?"
+            r"|masked_?fill|masked_?select|equal|eq|ne|not_?equal|lt|le|gt|ge|less(_?equal)?"
+            r"|greater(_?equal)?|logical_?(and|or|not|xor)|bitwise_[a-z]+|and|or|not|xor|floor|ceil"
+            r"|round|trunc|sign|sin|cos|tan|atan2?|lerp|axpy(v\d+)?|mod|fmod|remainder|is_?nan"
+            r"|is_?inf|is_?finite|nan_to_num|square_?sum(v\d+)?|dropout[a-z0-9_]*|dropout_?do_?mask"
+            r"|native_dropout[a-z_]*|fused_?mul_?add[a-z0-9]*|mul_?add|addcmul|addcdiv"
+        ),
+    ),
 ]
 _COMPILED = [(family, label, re.compile(pattern)) for family, label, pattern in _RULES]
 
@@ -170,8 +248,9 @@ def _keys(op_type: str) -> list[tuple[str, str]]:
     if ":" in name:
         bare = name[6:] if name.lower().startswith("aten::") else name
         return [(bare.strip("_").lower(), name)]
-    tokens = [found for t in re.split(r"_+", name)
-              if t and not t.isdigit() and (found := _IMPL.sub("", _ACLNN.sub("", t)))]
+    tokens = [
+        found for t in re.split(r"_+", name) if t and not t.isdigit() and (found := _IMPL.sub("", _ACLNN.sub("", t)))
+    ]
     whole = [] if _ACLNN.match(name) and "_" in name else [(name.strip("_").lower(), name)]
     if len(tokens) > 1:
         keys = [(tokens[-1].lower(), tokens[-1]), *whole, *((t.lower(), t) for t in reversed(tokens[:-1]))]

@@ -32,9 +32,24 @@ def _mha_flops(query, key, value, embed_dim, *_) -> int:
     return 2 * b * e * e * (2 * lq + 2 * lk) + 4 * b * lq * lk * e
 
 
-def _encoder_layer_flops(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
-                         norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
-                         *_) -> int:
+def _encoder_layer_flops(
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    *_,
+) -> int:
     """torch's fused encoder layer (nn.TransformerEncoderLayer's inference fast path): self-attention as
     above, then the feed-forward block's two matrix products."""
     tokens = src.shape[0] * src.shape[1] if src.dim() == 3 else src.shape[0]
@@ -58,11 +73,14 @@ def count_flops(model, inputs: tuple) -> FlopCount:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
 
-    aliases = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
-               torch.ops.aten._scaled_dot_product_flash_attention}
-    by_hand = {torch.ops.aten._native_multi_head_attention: _mha_flops,
-               torch.ops.aten._transformer_encoder_layer_fwd: _encoder_layer_flops,
-               torch.ops.aten.mkldnn_rnn_layer: _rnn_layer_flops}
+    aliases = {
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: torch.ops.aten._scaled_dot_product_flash_attention
+    }
+    by_hand = {
+        torch.ops.aten._native_multi_head_attention: _mha_flops,
+        torch.ops.aten._transformer_encoder_layer_fwd: _encoder_layer_flops,
+        torch.ops.aten.mkldnn_rnn_layer: _rnn_layer_flops,
+    }
     per_family: Counter[str] = Counter()
     uncounted: Counter[str] = Counter()
 
@@ -88,5 +106,3 @@ def count_flops(model, inputs: tuple) -> FlopCount:
     with torch.no_grad(), _Flops():
         model(*inputs)
     return FlopCount({f: float(n) for f, n in per_family.items()}, dict(uncounted))
-
-

@@ -62,9 +62,16 @@ def component_peaks(records: list[MemoryRecord]) -> list[ComponentPeak]:
     by: dict[str, list[MemoryRecord]] = {}
     for r in records:
         by.setdefault(r.component, []).append(r)
-    return [ComponentPeak(name, len(rows), _max(r.allocated_mb for r in rows), _max(r.reserved_mb for r in rows),
-                          _max(r.active_mb for r in rows))
-            for name, rows in by.items()]
+    return [
+        ComponentPeak(
+            name,
+            len(rows),
+            _max(r.allocated_mb for r in rows),
+            _max(r.reserved_mb for r in rows),
+            _max(r.active_mb for r in rows),
+        )
+        for name, rows in by.items()
+    ]
 
 
 def summarize_memory(data: MemoryData, top: int = TOP_OPERATORS) -> MemorySummary | None:
@@ -82,18 +89,30 @@ def summarize_memory(data: MemoryData, top: int = TOP_OPERATORS) -> MemorySummar
     operators = []
     for name, ops in groups.items():
         held = [o.duration_us for o in ops if o.duration_us is not None]
-        operators.append(OperatorTotal(name, len(ops), sum(o.size_kb for o in ops) / 1024.0,
-                                       max(o.size_kb for o in ops) / 1024.0, statistics.fmean(held) if held else None))
+        operators.append(
+            OperatorTotal(
+                name,
+                len(ops),
+                sum(o.size_kb for o in ops) / 1024.0,
+                max(o.size_kb for o in ops) / 1024.0,
+                statistics.fmean(held) if held else None,
+            )
+        )
     operators.sort(key=lambda o: (-o.total_mb, o.name))
     modules: dict[str, float] = {}
     for m in data.modules:
         if m.reserved_mb:
             modules[m.component] = max(modules.get(m.component, 0.0), m.reserved_mb)
     return MemorySummary(
-        peaks=peaks, headline=headline, process=named.get(PROCESS_COMPONENT), operators=operators[:top],
+        peaks=peaks,
+        headline=headline,
+        process=named.get(PROCESS_COMPONENT),
+        operators=operators[:top],
         operator_rows=len(data.operators),
         modules=sorted(modules.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_MODULES],
-        **({"record_source": DB_TABLES[0], "operator_source": DB_TABLES[1]} if set(data.files) & set(DB_TABLES) else {}),
+        **(
+            {"record_source": DB_TABLES[0], "operator_source": DB_TABLES[1]} if set(data.files) & set(DB_TABLES) else {}
+        ),
     )
 
 
@@ -108,14 +127,20 @@ def memory_lines(summary: MemorySummary) -> list[str]:
     lines = []
     if summary.headline:
         h = summary.headline
-        lines.append(f"peak allocated {_mb(h.peak_allocated_mb)}, peak reserved {_mb(h.peak_reserved_mb)} "
-                     f"({h.component}, {h.samples} samples in {summary.record_source})")
+        lines.append(
+            f"peak allocated {_mb(h.peak_allocated_mb)}, peak reserved {_mb(h.peak_reserved_mb)} "
+            f"({h.component}, {h.samples} samples in {summary.record_source})"
+        )
     if summary.process and summary.process is not summary.headline:
         lines.append(f"whole process ({PROCESS_COMPONENT}): peak reserved {_mb(summary.process.peak_reserved_mb)}")
     if summary.modules:
-        lines.append("largest CANN modules (npu_module_mem.csv, peak reserved): "
-                     + ", ".join(f"{name} {mb:,.1f} MB" for name, mb in summary.modules))
+        lines.append(
+            "largest CANN modules (npu_module_mem.csv, peak reserved): "
+            + ", ".join(f"{name} {mb:,.1f} MB" for name, mb in summary.modules)
+        )
     if summary.operators:
-        lines.append(f"top ops by memory allocated ({summary.operator_rows} allocations in {summary.operator_source}); "
-                     "held = mean time from allocation to release")
+        lines.append(
+            f"top ops by memory allocated ({summary.operator_rows} allocations in {summary.operator_source}); "
+            "held = mean time from allocation to release"
+        )
     return lines

@@ -23,8 +23,10 @@ COSINE_AGREE = 1e-6
 # values (two equal fp32 paths: 0) agree outright.
 ABS_ERR_AGREE_REL = 1e-3
 ABS_ERR_AGREE_FLOOR = 1e-9
-NAME = re.compile(r"^Module\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<direction>forward|backward)\.(?P<call>[0-9]+)\."
-                  r"(?P<kind>input|output|parameters)\.(?P<index>.+)$")
+NAME = re.compile(
+    r"^Module\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<direction>forward|backward)\.(?P<call>[0-9]+)\."
+    r"(?P<kind>input|output|parameters)\.(?P<index>.+)$"
+)
 
 
 def lab_path(probe_name: str) -> tuple[str, str, str] | None:

@@ -15,8 +15,13 @@ from common.formats.metadata import LAYOUT_KINDS
 
 # The kinds of group (common.formats.metadata.LAYOUT_KINDS); groups of one rank are kept for the sizes but judge
 # nothing.
-SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size", "DP": "data_parallel_size",
-             "CP": "context_parallel_size", "EP": "expert_model_parallel_size"}
+SIZE_ARGS = {
+    "TP": "tensor_model_parallel_size",
+    "PP": "pipeline_model_parallel_size",
+    "DP": "data_parallel_size",
+    "CP": "context_parallel_size",
+    "EP": "expert_model_parallel_size",
+}
 # msprof-analyze's reading of cluster_step_trace_time.csv: stage and rank values "should stay level:
 # the largest minus the smallest within 5%", else a slow card or an unbalanced stage (docs/zh/
 # recipe_output_format_introduct.md, "cluster_step_trace_time.csv"). Used for the stages' Computing
@@ -79,8 +84,10 @@ def parallel_layout(view: ClusterView) -> Layout | None:
     record = view.layout
     if not record.recorded:
         return None
-    groups = {(kind, ranks): ParallelGroup(kind, name, ranks, group_id, group_hash(group_id))
-              for (kind, ranks), (name, group_id) in record.groups.items()}
+    groups = {
+        (kind, ranks): ParallelGroup(kind, name, ranks, group_id, group_hash(group_id))
+        for (kind, ranks), (name, group_id) in record.groups.items()
+    }
     args = record.args or {}
     sizes = {}
     for kind, key in SIZE_ARGS.items():
@@ -114,9 +121,19 @@ class StageRow:
     p2p_transit_us: float
 
     def cells(self) -> list[object]:
-        return [self.step, self.stage, ", ".join(map(str, self.ranks)), self.computing_us, self.free_us,
-                self.comm_not_overlapped_us, self.bubble_us, self.p2p_ops, self.p2p_us, self.p2p_wait_us,
-                self.p2p_idle_us]
+        return [
+            self.step,
+            self.stage,
+            ", ".join(map(str, self.ranks)),
+            self.computing_us,
+            self.free_us,
+            self.comm_not_overlapped_us,
+            self.bubble_us,
+            self.p2p_ops,
+            self.p2p_us,
+            self.p2p_wait_us,
+            self.p2p_idle_us,
+        ]
 
 
 def stage_rows(view: ClusterView, layout: Layout, comm: Communication | None) -> list[StageRow]:
@@ -130,11 +147,22 @@ def stage_rows(view: ClusterView, layout: Layout, comm: Communication | None) ->
                 continue
             ops = [p2p.get((step, r), []) for r in ranks]
             n = len(ranks)
-            out.append(StageRow(step, stage, ranks, max(s.computing_us for s in rows), max(s.free_us for s in rows),
-                                max(s.communication_not_overlapped_us for s in rows),
-                                max(s.bubble_us for s in rows), max(len(o) for o in ops),
-                                *(1000 * sum(getattr(t, f) for o in ops for t in o) / n
-                                  for f in ("elapse_ms", "wait_ms", "idle_ms", "transit_ms"))))
+            out.append(
+                StageRow(
+                    step,
+                    stage,
+                    ranks,
+                    max(s.computing_us for s in rows),
+                    max(s.free_us for s in rows),
+                    max(s.communication_not_overlapped_us for s in rows),
+                    max(s.bubble_us for s in rows),
+                    max(len(o) for o in ops),
+                    *(
+                        1000 * sum(getattr(t, f) for o in ops for t in o) / n
+                        for f in ("elapse_ms", "wait_ms", "idle_ms", "transit_ms")
+                    ),
+                )
+            )
     return out
 
 
@@ -176,8 +204,11 @@ def judge_groups(layout: Layout, summaries: list[RankSummary]) -> list[GroupJudg
         worst = max(excess, key=excess.get)
         median = statistics.median(own[r] for r in g.ranks if r != worst)
         threshold = max(SLOW_IN_GROUP_MADS * spread, LEVEL_SHARE * median)
-        out.append(GroupJudgement(g, {r: own[r] for r in g.ranks}, spread, threshold,
-                                  worst if excess[worst] > threshold else None))
+        out.append(
+            GroupJudgement(
+                g, {r: own[r] for r in g.ranks}, spread, threshold, worst if excess[worst] > threshold else None
+            )
+        )
     return out
 
 
@@ -185,16 +216,23 @@ def _ranks_text(ranks: tuple[int, ...]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
 
 
-def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudgement], comm: Communication | None) -> tuple[list[str], SlowRank, bool]:
+def layout_lines(
+    layout: Layout, stages: list[StageRow], judged: list[GroupJudgement], comm: Communication | None
+) -> tuple[list[str], SlowRank, bool]:
     """The layout's verdict and advice: the pipeline's balance, then each same-work group's slow rank.
 
     Returns the lines, the slow-rank finding that replaces the all-ranks one, and whether the
     pipeline is unbalanced (then communication time is P2P waiting, not DDP buckets).
     """
     sizes = " x ".join(f"{k} {v}" for k, v in layout.sizes.items())
-    lines = [f"layout ({layout.source}): {sizes}; " + "; ".join(
-        f"{kind} groups {', '.join('[' + ', '.join(map(str, g.ranks)) + ']' for g in layout.of(kind))}"
-        for kind in LAYOUT_KINDS if layout.of(kind))]
+    lines = [
+        f"layout ({layout.source}): {sizes}; "
+        + "; ".join(
+            f"{kind} groups {', '.join('[' + ', '.join(map(str, g.ranks)) + ']' for g in layout.of(kind))}"
+            for kind in LAYOUT_KINDS
+            if layout.of(kind)
+        )
+    ]
     unbalanced = False
     for step in sorted({r.step for r in stages}, key=step_order):
         rows = [r for r in stages if r.step == step]
@@ -203,26 +241,39 @@ def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudge
         slow, fast = max(rows, key=lambda r: r.computing_us), min(rows, key=lambda r: r.computing_us)
         share = (slow.computing_us - fast.computing_us) / slow.computing_us if slow.computing_us else 0.0
         where = f"step {step}: " if step is not None else ""
-        waits = ", ".join(f"stage {r.stage} {r.p2p_us:,.1f} us (wait {r.p2p_wait_us:,.1f}, idle {r.p2p_idle_us:,.1f})"
-                          for r in rows)
-        head = (f"{where}pipeline stage {slow.stage} ({_ranks_text(slow.ranks)}) computes {slow.computing_us:,.1f} us, "
-                f"stage {fast.stage} ({_ranks_text(fast.ranks)}) {fast.computing_us:,.1f} us: a difference of "
-                f"{100 * share:.1f}% of the larger (level within {100 * LEVEL_SHARE:.0f}%: msprof-analyze's "
-                f"guidance for stage rows)")
-        p2p = (f"; P2P per rank (send/recv/batchSendRecv, {comm.source}): {waits}" if comm and any(
-            r.p2p_ops for r in rows) else "; no P2P ops in the communication analysis")
+        waits = ", ".join(
+            f"stage {r.stage} {r.p2p_us:,.1f} us (wait {r.p2p_wait_us:,.1f}, idle {r.p2p_idle_us:,.1f})" for r in rows
+        )
+        head = (
+            f"{where}pipeline stage {slow.stage} ({_ranks_text(slow.ranks)}) computes {slow.computing_us:,.1f} us, "
+            f"stage {fast.stage} ({_ranks_text(fast.ranks)}) {fast.computing_us:,.1f} us: a difference of "
+            f"{100 * share:.1f}% of the larger (level within {100 * LEVEL_SHARE:.0f}%: msprof-analyze's "
+            f"guidance for stage rows)"
+        )
+        p2p = (
+            f"; P2P per rank (send/recv/batchSendRecv, {comm.source}): {waits}"
+            if comm and any(r.p2p_ops for r in rows)
+            else "; no P2P ops in the communication analysis"
+        )
         bubble = max(r.bubble_us for r in rows)
-        bubble_text = (f"; Bubble (step_trace_time: receive ops only) {bubble:,.1f} us" if bubble else
-                       "; step_trace_time's Bubble is 0: it counts receive ops only, and this pipeline's P2P "
-                       "is in the ops above")
+        bubble_text = (
+            f"; Bubble (step_trace_time: receive ops only) {bubble:,.1f} us"
+            if bubble
+            else "; step_trace_time's Bubble is 0: it counts receive ops only, and this pipeline's P2P "
+            "is in the ops above"
+        )
         if share > LEVEL_SHARE:
             unbalanced = True
-            lines.append(f"UNBALANCED PIPELINE — {head}{p2p}{bubble_text}. The ranks of the faster stage wait in "
-                         f"P2P for the slower one")
-            lines.append(f"try (pipeline): move layers from stage {slow.stage} to stage {fast.stage} until their "
-                         f"Computing is level (an uneven split: Megatron-LM's --decoder-first-pipeline-num-layers / "
-                         f"--decoder-last-pipeline-num-layers), or split the work finer with virtual pipeline stages "
-                         f"(interleaved 1F1B); the link is not the limit when P2P time is wait and idle, not transit")
+            lines.append(
+                f"UNBALANCED PIPELINE — {head}{p2p}{bubble_text}. The ranks of the faster stage wait in "
+                f"P2P for the slower one"
+            )
+            lines.append(
+                f"try (pipeline): move layers from stage {slow.stage} to stage {fast.stage} until their "
+                f"Computing is level (an uneven split: Megatron-LM's --decoder-first-pipeline-num-layers / "
+                f"--decoder-last-pipeline-num-layers), or split the work finer with virtual pipeline stages "
+                f"(interleaved 1F1B); the link is not the limit when P2P time is wait and idle, not transit"
+            )
         else:
             lines.append(f"pipeline stages are level — {head}{p2p}{bubble_text}")
     slow_rank = SlowRank(None, None, "")
@@ -232,31 +283,46 @@ def layout_lines(layout: Layout, stages: list[StageRow], judged: list[GroupJudge
         name = f"{j.group.kind} group [{', '.join(map(str, j.group.ranks))}]"
         if j.slow is not None:
             median = statistics.median(v for r, v in j.own_us.items() if r != j.slow)
-            texts.append(f"{name}: rank {j.slow} is slow — Computing + Free {j.own_us[j.slow]:,.1f} us vs "
-                         f"{median:,.1f} us (median of the others; +{j.own_us[j.slow] - median:,.1f} us, threshold "
-                         f"{j.threshold_us:,.1f} us)")
+            texts.append(
+                f"{name}: rank {j.slow} is slow — Computing + Free {j.own_us[j.slow]:,.1f} us vs "
+                f"{median:,.1f} us (median of the others; +{j.own_us[j.slow] - median:,.1f} us, threshold "
+                f"{j.threshold_us:,.1f} us)"
+            )
             if slow_rank.rank is None:
-                advice = ("its peers wait for it in the data-parallel gradient collectives: look at that rank's own "
-                          "compute and host time (Free), not the link" if j.group.kind == "DP" else
-                          "the group's collectives (all-reduce / all-gather of activations) wait for it: every "
-                          "layer waits once, so look at that rank's device and its links")
+                advice = (
+                    "its peers wait for it in the data-parallel gradient collectives: look at that rank's own "
+                    "compute and host time (Free), not the link"
+                    if j.group.kind == "DP"
+                    else "the group's collectives (all-reduce / all-gather of activations) wait for it: every "
+                    "layer waits once, so look at that rank's device and its links"
+                )
                 slow_rank = SlowRank(j.slow, "computing", f"slowest rank within its group: {texts[-1]}; {advice}")
         else:
-            texts.append(f"{name}: level, largest gap {gap:,.1f} us (rank {high} vs {low}), threshold "
-                         f"{j.threshold_us:,.1f} us (spread elsewhere {j.spread_us:,.1f} us)")
-    threshold = (f"slow rank judged within each group of the same work (DP, TP, CP, EP): a rank is slow when its "
-                 f"Computing + Free exceeds the median of its group's other ranks by more than "
-                 f"{SLOW_IN_GROUP_MADS:g} x the median such excess in the other groups, and by more than "
-                 f"{100 * LEVEL_SHARE:.0f}% of that median")
+            texts.append(
+                f"{name}: level, largest gap {gap:,.1f} us (rank {high} vs {low}), threshold "
+                f"{j.threshold_us:,.1f} us (spread elsewhere {j.spread_us:,.1f} us)"
+            )
+    threshold = (
+        f"slow rank judged within each group of the same work (DP, TP, CP, EP): a rank is slow when its "
+        f"Computing + Free exceeds the median of its group's other ranks by more than "
+        f"{SLOW_IN_GROUP_MADS:g} x the median such excess in the other groups, and by more than "
+        f"{100 * LEVEL_SHARE:.0f}% of that median"
+    )
     if judged:
         lines.append(f"{threshold}: " + "; ".join(texts))
         if slow_rank.rank is None:
-            slow_rank = SlowRank(None, None, "no slow rank within any group: " + "; ".join(texts)
-                                 + ("; the ranks differ between pipeline stages (see Parallel layout)" if stages else ""))
+            slow_rank = SlowRank(
+                None,
+                None,
+                "no slow rank within any group: "
+                + "; ".join(texts)
+                + ("; the ranks differ between pipeline stages (see Parallel layout)" if stages else ""),
+            )
     else:
         slow_rank = SlowRank(None, None, "no group of the same work with two or more ranks to compare")
     if layout.sizes.get("TP", 1) > 1:
-        lines.append("tensor parallel: every layer's TP collectives sit on the critical path — a slow TP rank or link "
-                     "shows in those collectives (see the ops above), and TP groups should stay within one node")
+        lines.append(
+            "tensor parallel: every layer's TP collectives sit on the critical path — a slow TP rank or link "
+            "shows in those collectives (see the ops above), and TP groups should stay within one node"
+        )
     return lines, slow_rank, unbalanced
-

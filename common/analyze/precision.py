@@ -29,8 +29,10 @@ class Tolerance:
         return max(self.abs_floor, self.rel * scale)
 
     def describe(self) -> str:
-        return (f"{self.name}: cosine >= {self.cosine_min:g}, max abs err <= max({self.abs_floor:g}, "
-                f"{self.rel:g} x max|ref|)")
+        return (
+            f"{self.name}: cosine >= {self.cosine_min:g}, max abs err <= max({self.abs_floor:g}, "
+            f"{self.rel:g} x max|ref|)"
+        )
 
 
 # msprobe compare's acceptance line (mstt, msprobe docs 10.accuracy_compare_PyTorch.md): cosine > 0.99 and
@@ -116,15 +118,25 @@ def op_metrics(candidate: np.ndarray, reference: np.ndarray) -> dict[str, float]
     scale = float(np.abs(r[finite_r]).max()) if finite_r.any() else 0.0
     c, r = c[both], r[both]
     if c.size == 0:
-        return {"cosine": math.nan, "max_abs_err": math.nan, "max_rel_err": math.nan, "nonfinite_share": share,
-                "scale": scale}
+        return {
+            "cosine": math.nan,
+            "max_abs_err": math.nan,
+            "max_rel_err": math.nan,
+            "nonfinite_share": share,
+            "scale": scale,
+        }
     diff = np.abs(c - r)
     denom = float(np.linalg.norm(c) * np.linalg.norm(r))
     cosine = float(c @ r / denom) if denom else (1.0 if not diff.any() else 0.0)
     nonzero = r != 0
     rel = float((diff[nonzero] / np.abs(r[nonzero])).max()) if nonzero.any() else 0.0
-    return {"cosine": cosine, "max_abs_err": float(diff.max()), "max_rel_err": rel, "nonfinite_share": share,
-            "scale": scale}
+    return {
+        "cosine": cosine,
+        "max_abs_err": float(diff.max()),
+        "max_rel_err": rel,
+        "nonfinite_share": share,
+        "scale": scale,
+    }
 
 
 def judge(metrics: dict[str, float], tolerance: Tolerance, reference_nonfinite: float = 0.0) -> str:
@@ -141,16 +153,19 @@ def judge(metrics: dict[str, float], tolerance: Tolerance, reference_nonfinite: 
     return "; ".join(reasons)
 
 
-def compare_ops(name: str, how: str, tolerance: Tolerance, outputs: list[OpOutput],
-                reference: dict[str, np.ndarray]) -> CandidateResult:
+def compare_ops(
+    name: str, how: str, tolerance: Tolerance, outputs: list[OpOutput], reference: dict[str, np.ndarray]
+) -> CandidateResult:
     """Every op of ``outputs`` (in execution order) against the reference op of the same path (a fused op: of the
     last module it covers); a row is named by the op's label (``inp+act`` for a fused one)."""
     result = CandidateResult(name, how, tolerance)
     for op in outputs:
         ref = reference.get(op.path)
         if ref is None or op.array is None:
-            result.unmatched.append(f"{op.label} ({op.computes}): " +
-                                    ("no reference op of that path" if ref is None else "its output was not exposed"))
+            result.unmatched.append(
+                f"{op.label} ({op.computes}): "
+                + ("no reference op of that path" if ref is None else "its output was not exposed")
+            )
             continue
         try:
             metrics = op_metrics(op.array, ref)
@@ -159,8 +174,19 @@ def compare_ops(name: str, how: str, tolerance: Tolerance, outputs: list[OpOutpu
             continue
         ref_nonfinite = float((~np.isfinite(np.asarray(ref, dtype=np.float64))).mean()) if np.size(ref) else 0.0
         why = judge(metrics, tolerance, ref_nonfinite)
-        result.rows.append(OpRow(op.label, op.computes, metrics["cosine"], metrics["max_abs_err"],
-                                 metrics["max_rel_err"], metrics["nonfinite_share"], metrics["scale"], not why, why))
+        result.rows.append(
+            OpRow(
+                op.label,
+                op.computes,
+                metrics["cosine"],
+                metrics["max_abs_err"],
+                metrics["max_rel_err"],
+                metrics["nonfinite_share"],
+                metrics["scale"],
+                not why,
+                why,
+            )
+        )
     return result
 
 
@@ -174,5 +200,7 @@ def first_divergence_line(result: CandidateResult) -> str:
     if first is None:
         return f"{result.name}: no divergent op ({len(result.rows)} ops within {result.tolerance.describe()})"
     at = result.rows.index(first) + 1
-    return (f"{result.name}: first divergent op: {first.path} ({first.computes}), op {at} of {len(result.rows)}: "
-            f"{first.why}")
+    return (
+        f"{result.name}: first divergent op: {first.path} ({first.computes}), op {at} of {len(result.rows)}: "
+        f"{first.why}"
+    )

@@ -85,8 +85,10 @@ class Agreement:
     outcome: str  # "ok" | "failed" | "inconclusive"
 
     def text(self, unit: str = "") -> str:
-        return (f"difference {self.difference:.1f}{unit}, tolerance {self.tolerance:.1f}{unit} "
-                f"= {self.allowance:g}{unit} allowed + {self.noise:.1f}{unit} measured noise")
+        return (
+            f"difference {self.difference:.1f}{unit}, tolerance {self.tolerance:.1f}{unit} "
+            f"= {self.allowance:g}{unit} allowed + {self.noise:.1f}{unit} measured noise"
+        )
 
 
 def agreement(a: Estimate, b: Estimate, allowance: float, noise_cap: float, k: float = 1.0) -> Agreement:
@@ -130,6 +132,7 @@ def _kth(blocks: Callable[[], Iterable[np.ndarray]], k: int, low: float, high: f
     """The ``k``-th smallest (from 0) of the values, all of which lie in [low, high]."""
     below, closed = 0, True  # values under ``low``; whether ``high`` itself is in the range
     while True:
+
         def inside(block: np.ndarray) -> np.ndarray:
             return block[(block >= low) & ((block <= high) if closed else (block < high))]
 

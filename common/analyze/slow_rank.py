@@ -65,8 +65,10 @@ class RankSummaries(MadeOnAccess):
         """Summaries given as a list (one already in columns is returned as it is)."""
         if isinstance(summaries, RankSummaries):
             return summaries
-        return cls(np.array([s.rank for s in summaries], dtype=np.int64),
-                   {name: np.array([getattr(s, name) for s in summaries], dtype=np.float64) for name in cls.FIELDS})
+        return cls(
+            np.array([s.rank for s in summaries], dtype=np.int64),
+            {name: np.array([getattr(s, name) for s in summaries], dtype=np.float64) for name in cls.FIELDS},
+        )
 
     def own(self) -> np.ndarray:
         """Per rank, Computing + Free (:attr:`RankSummary.own_us`)."""
@@ -94,16 +96,26 @@ def rank_summaries(view: ClusterView) -> RankSummaries:
         out = []
         for rank in sorted(store):
             s = summarize_blocks(lambda names, rank=rank: store.summary_blocks(names, rank))
-            out.append(RankSummary(rank, s.median_computing_us, s.median_comm_not_overlapped_us,
-                                   s.median_communication_us, s.median_free_us, s.median_step_us))
+            out.append(
+                RankSummary(
+                    rank,
+                    s.median_computing_us,
+                    s.median_comm_not_overlapped_us,
+                    s.median_communication_us,
+                    s.median_free_us,
+                    s.median_step_us,
+                )
+            )
         return RankSummaries.of(out)
     ranks, medians = [], []
     for block, tables in store.rank_blocks(fields):  # a block of ranks at a time: memory bounded at any size
         total = tables["computing_us"] + tables["communication_not_overlapped_us"] + tables["free_us"]
         ranks.append(np.array(block, dtype=np.int64))
         medians.append([np.median(tables[f], axis=1) for f in fields] + [np.median(total, axis=1)])
-    return RankSummaries(np.concatenate(ranks), {name: np.concatenate([m[i] for m in medians])
-                                                 for i, name in enumerate(RankSummaries.FIELDS)})
+    return RankSummaries(
+        np.concatenate(ranks),
+        {name: np.concatenate([m[i] for m in medians]) for i, name in enumerate(RankSummaries.FIELDS)},
+    )
 
 
 @dataclass(frozen=True)
@@ -171,12 +183,15 @@ def find_slow_rank(summaries: Sequence[RankSummary], steps: dict[int, list[StepT
     if excess < SLOW_RANK_MIN_SHARE * step:
         spread = median_gap(summaries)
         single = step_gap(steps) if steps else None
-        median = (f"; rank {slowest.rank} exceeds the other ranks' median by {excess:,.1f} us"
-                  if len(summaries) > 2 else "")
+        median = (
+            f"; rank {slowest.rank} exceeds the other ranks' median by {excess:,.1f} us" if len(summaries) > 2 else ""
+        )
         where = ""
         if single is not None and len(distinct_steps(steps)) > 1:
-            where = (f"; within one step they differ by at most {single.us:,.1f} us "
-                     f"(step {single.step}: rank {single.high} vs rank {single.low})")
+            where = (
+                f"; within one step they differ by at most {single.us:,.1f} us "
+                f"(step {single.step}: rank {single.high} vs rank {single.low})"
+            )
         return SlowRank(
             None,
             None,
@@ -255,15 +270,22 @@ class Arrivals:
         more = f" (the {top} largest of {len(self.wait_us)} ranks)" if top is not None else ""
         waits = ", ".join(f"rank {r} {self.wait_us[r]:,.1f} us" for r in wait_order) + more
         counts = ", ".join(f"rank {r} {self.last[r]}" for r in last_order)
-        head = (f"arrival at the collectives ({self.source}): the largest gap is {self.largest[0]}, which rank "
-                f"{self.largest[1]} started {self.largest[2]:,.1f} us after the first rank; "
-                if self.largest else f"arrival at the collectives ({self.source}): ")
+        head = (
+            f"arrival at the collectives ({self.source}): the largest gap is {self.largest[0]}, which rank "
+            f"{self.largest[1]} started {self.largest[2]:,.1f} us after the first rank; "
+            if self.largest
+            else f"arrival at the collectives ({self.source}): "
+        )
         holder = self.holder()
-        held = (f"; the others waited longest for rank {holder}: {self.held_us[holder]:,.1f} us in all"
-                if holder is not None else "")
-        return (f"{head}mean wait for the last rank per collective: {waits}; started last (of {self.collectives}): "
-                f"{counts}{held}")
-
+        held = (
+            f"; the others waited longest for rank {holder}: {self.held_us[holder]:,.1f} us in all"
+            if holder is not None
+            else ""
+        )
+        return (
+            f"{head}mean wait for the last rank per collective: {waits}; started last (of {self.collectives}): "
+            f"{counts}{held}"
+        )
 
 
 def collective_arrivals(view: ClusterView) -> Arrivals | None:
@@ -281,7 +303,11 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     if not len(kept):
         return None
     # per collective: the latest start, its row (the first rank of equals) and the earliest start
-    latest, late, earliest = np.full(len(kept), -np.inf), np.zeros(len(kept), dtype=np.int64), np.full(len(kept), np.inf)
+    latest, late, earliest = (
+        np.full(len(kept), -np.inf),
+        np.zeros(len(kept), dtype=np.int64),
+        np.full(len(kept), np.inf),
+    )
     first = 0
     for block in found.row_blocks():
         starts = block[:, kept]
@@ -296,7 +322,7 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
     first = 0
     for block in found.row_blocks():
         waits = latest - block[:, kept]
-        waited[first:first + len(block)] = np.cumsum(waits, axis=1)[:, -1]
+        waited[first : first + len(block)] = np.cumsum(waits, axis=1)[:, -1]
         totals += waits.sum(axis=0)
         first += len(block)
     ranks = found.ranks
@@ -320,5 +346,12 @@ def collective_arrivals(view: ClusterView) -> Arrivals | None:
         for row in set().union(*by_step.values()):
             median[row] = np.median([at.get(row, 0.0) for at in by_step.values()])
         per_step = RankValues(numbers, median)
-    return Arrivals(len(kept), RankValues(numbers, last), RankValues(numbers, waited / len(kept)), found.source,
-                    largest, RankValues(numbers, held), per_step)
+    return Arrivals(
+        len(kept),
+        RankValues(numbers, last),
+        RankValues(numbers, waited / len(kept)),
+        found.source,
+        largest,
+        RankValues(numbers, held),
+        per_step,
+    )

@@ -15,8 +15,14 @@ from common.verdict import Verdict, not_applicable
 from common.workload import Workload
 
 
-def check_top_family(stats: list[OpStat], family: str, where: str, exclude: tuple[str, ...] = ("init",),
-                     groups: list[list[Task]] | None = None, unit: str = "forward") -> Verdict:
+def check_top_family(
+    stats: list[OpStat],
+    family: str,
+    where: str,
+    exclude: tuple[str, ...] = ("init",),
+    groups: list[list[Task]] | None = None,
+    unit: str = "forward",
+) -> Verdict:
     """``family`` has the largest share of op time (init ops left out: they are one-off set-up).
 
     With ``groups`` (the tasks of each measured forward, step or execute) the shares are medians over the
@@ -48,10 +54,16 @@ def _top_family_of_medians(estimates: dict[str, Estimate], family: str, name: st
         return Verdict(name, False, f"{detail}; no {family} op recorded")
     gap, noise = lead.median - mine.median, quadrature(lead.iqr, mine.iqr)
     if gap <= noise:
-        return not_applicable(name, f"inconclusive: {top} leads {family} by {100 * gap:.1f} points, within the "
-                                    f"measured spread ({100 * noise:.1f} points): too noisy to decide; {detail}")
-    return Verdict(name, False, f"{detail}; {top} leads by {100 * gap:.1f} points, beyond the measured spread "
-                                f"({100 * noise:.1f} points)")
+        return not_applicable(
+            name,
+            f"inconclusive: {top} leads {family} by {100 * gap:.1f} points, within the "
+            f"measured spread ({100 * noise:.1f} points): too noisy to decide; {detail}",
+        )
+    return Verdict(
+        name,
+        False,
+        f"{detail}; {top} leads by {100 * gap:.1f} points, beyond the measured spread ({100 * noise:.1f} points)",
+    )
 
 
 # Σ op time per step and mean Computing are built differently (a sum vs a busy-time union);
@@ -79,20 +91,27 @@ def check_sum_vs_computing(tasks: list[Task], steps: list[StepTime], where: str)
         rel = estimate(offs)
         ops = estimate([a for a, _ in paired])
         comp = estimate([c for _, c in paired])
-        return Verdict(name, rel.median <= SUM_VS_COMPUTING_TOLERANCE,
-                       f"per step over {len(paired)} steps: sum of op time {ops.text(unit=' us')}, Computing "
-                       f"{comp.text(unit=' us')}; off by median {100 * rel.median:.1f}% "
-                       f"(largest {100 * max(offs):.1f}%; {tolerance})")
+        return Verdict(
+            name,
+            rel.median <= SUM_VS_COMPUTING_TOLERANCE,
+            f"per step over {len(paired)} steps: sum of op time {ops.text(unit=' us')}, Computing "
+            f"{comp.text(unit=' us')}; off by median {100 * rel.median:.1f}% "
+            f"(largest {100 * max(offs):.1f}%; {tolerance})",
+        )
     mean_op = sum(t.duration_us for t in tasks) / summary.steps
     comp = estimate([s.computing_us for s in steps])
     rel = abs(mean_op - comp.median) / comp.median if comp.median else 1.0
-    return Verdict(name, rel <= SUM_VS_COMPUTING_TOLERANCE,
-                   f"sum of op time / {summary.steps} steps = {mean_op:.1f} us, Computing {comp.text(unit=' us')}, "
-                   f"off by {100 * rel:.1f}% ({tolerance})")
+    return Verdict(
+        name,
+        rel <= SUM_VS_COMPUTING_TOLERANCE,
+        f"sum of op time / {summary.steps} steps = {mean_op:.1f} us, Computing {comp.text(unit=' us')}, "
+        f"off by {100 * rel:.1f}% ({tolerance})",
+    )
 
 
-def check_declared_top_family(stats: list[OpStat], workload: Workload, where: str,
-                              groups: list[list[Task]] | None = None, unit: str = "forward") -> Verdict:
+def check_declared_top_family(
+    stats: list[OpStat], workload: Workload, where: str, groups: list[list[Task]] | None = None, unit: str = "forward"
+) -> Verdict:
     """The workload's EXPECT['top_family'] has the largest share of op time (with ``groups``: the largest median
     share per forward, check_top_family); N/A when it declares none."""
     family = workload.expectations.get("top_family")
@@ -135,15 +154,20 @@ def _process_state(per_call: dict[str, dict[tuple[str, str], float]]) -> str | N
     ratio, key = max(ratios)
     if ratio <= SAME_OP_RATIO:
         return None
-    return (f"the same op ({key[0]}{f' [{key[1]}]' if key[1] else ''}) took a median {a[key]:,.1f} us per call in "
-            f"{ma} and {b[key]:,.1f} us in {mb} ({ratio:.1f}x, above {SAME_OP_RATIO:g}x): one process ran it slower "
-            f"(allocation, caches, another program), which moves the shares whatever the collector")
+    return (
+        f"the same op ({key[0]}{f' [{key[1]}]' if key[1] else ''}) took a median {a[key]:,.1f} us per call in "
+        f"{ma} and {b[key]:,.1f} us in {mb} ({ratio:.1f}x, above {SAME_OP_RATIO:g}x): one process ran it slower "
+        f"(allocation, caches, another program), which moves the shares whatever the collector"
+    )
 
 
-def check_share_agreement(estimates: dict[str, Estimate | None], family: str,
-                          per_call: dict[str, dict[tuple[str, str], float]] | None = None,
-                          allowance_pp: float = SHARE_ALLOWANCE_PP,
-                          noise_cap_pp: float = SHARE_NOISE_CAP_PP) -> Verdict:
+def check_share_agreement(
+    estimates: dict[str, Estimate | None],
+    family: str,
+    per_call: dict[str, dict[tuple[str, str], float]] | None = None,
+    allowance_pp: float = SHARE_ALLOWANCE_PP,
+    noise_cap_pp: float = SHARE_NOISE_CAP_PP,
+) -> Verdict:
     """``family``'s median share of forward time agrees between two modes (``estimates``: mode -> the family's
     share per forward, as a median with its quartiles, forward_share_estimates), within the allowance plus
     the spread both runs measured; inconclusive ([N/A]) when the spread is too large to decide, or (with
@@ -159,9 +183,12 @@ def check_share_agreement(estimates: dict[str, Estimate | None], family: str,
     listed = "; ".join(f"{m} {e.text('.1f', '%')}" for m, e in zip(modes, pp))
     detail = f"{listed}: {agreed.text(' points')} (init ops excluded)"
     if agreed.outcome == "inconclusive":
-        return not_applicable(name, f"inconclusive: the runs' own spread ({agreed.noise:.1f} points) is above "
-                                    f"{noise_cap_pp:g} points, too noisy to decide; {detail}; "
-                                    "re-run on a quieter machine")
+        return not_applicable(
+            name,
+            f"inconclusive: the runs' own spread ({agreed.noise:.1f} points) is above "
+            f"{noise_cap_pp:g} points, too noisy to decide; {detail}; "
+            "re-run on a quieter machine",
+        )
     if agreed.outcome == "failed" and per_call and (state := _process_state(per_call)):
         return not_applicable(name, f"inconclusive: {state}; {detail}; re-run (nox -s noise shows how often)")
     return Verdict(name, agreed.outcome == "ok", detail)
@@ -180,15 +207,20 @@ def check_regressions(cmp) -> Verdict:
     noisy = ""
     if undecided or cmp.total_within_noise:
         what = (["the total"] if cmp.total_within_noise else []) + [d.key[1] for d in undecided[:3]]
-        noisy = (f"; slower beyond the threshold but within the runs' own spread, too noisy to decide: "
-                 f"{', '.join(what)}" + (f" and {len(undecided) - 3} more" if len(undecided) > 3 else ""))
+        noisy = (
+            f"; slower beyond the threshold but within the runs' own spread, too noisy to decide: "
+            f"{', '.join(what)}" + (f" and {len(undecided) - 3} more" if len(undecided) > 3 else "")
+        )
     steps = ""
     if cmp.steps is not None:
         n += cmp.steps.verdict == "regression"
-        steps = (f"; steps: {cmp.steps.metric} x{cmp.steps.ratio:.3f} ({cmp.steps.verdict}, noise "
-                 f"{cmp.steps.noise_us:,.2f} us)")
+        steps = (
+            f"; steps: {cmp.steps.metric} x{cmp.steps.ratio:.3f} ({cmp.steps.verdict}, noise "
+            f"{cmp.steps.noise_us:,.2f} us)"
+        )
     return Verdict(
-        "no regression beyond the threshold", n == 0,
+        "no regression beyond the threshold",
+        n == 0,
         f"total (init excluded) {cmp.base_total_us:,.1f} -> {cmp.cand_total_us:,.1f} {unit} ({total_pct:+.1f}%, "
         f"threshold {cmp.threshold_pct:g}%{spread}); {len(cmp.regressions)} op(s) flagged{noisy}{steps}",
     )

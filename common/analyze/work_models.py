@@ -113,9 +113,12 @@ def conv_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
         sides = matching
     g = min(sides, key=lambda t: _numel(t[0]))
     each = _numel(ws) // per_channel_out
-    return Work(2.0 * _numel(g[0]) * each, _bytes(ins, outs),
-                f"conv (torch's conv_flop_count): 2 x {what} elements x {each} weights each"
-                + (" (channels padded to C0)" if fractal else ""))
+    return Work(
+        2.0 * _numel(g[0]) * each,
+        _bytes(ins, outs),
+        f"conv (torch's conv_flop_count): 2 x {what} elements x {each} weights each"
+        + (" (channels padded to C0)" if fractal else ""),
+    )
 
 
 # --- attention -----------------------------------------------------------------------------------
@@ -145,8 +148,11 @@ def attention_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
         src, (ffn, e) = shapes[0], shapes[9]
         tokens = _numel(src[:-1])
         length = src[-2] if len(src) == 3 else src[0]
-        return Work(mha_flops(tokens // length, length, length, e) + 4.0 * tokens * ffn * e, moved,
-                    "fused encoder layer (common.workload's formula): attention + feed-forward matmuls")
+        return Work(
+            mha_flops(tokens // length, length, length, e) + 4.0 * tokens * ffn * e,
+            moved,
+            "fused encoder layer (common.workload's formula): attention + feed-forward matmuls",
+        )
     backward = "grad" in key or "backward" in key
     qkv = [s for s in shapes if len(s) >= 3]
     if backward and op_type.lower().startswith("aten::"):
@@ -158,8 +164,11 @@ def attention_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
         b, n, s_q, d_q = q
         if k[0] != b or v[2] != k[2] or k[3] != d_q:
             return f"shapes disagree: q {q}, k {k}, v {v}"
-        return Work(sdpa_flops(b, n, s_q, k[2], d_q, v[3], backward), moved,
-                    f"attention (torch's sdpa{'_backward' if backward else ''}_flop_count), dense")
+        return Work(
+            sdpa_flops(b, n, s_q, k[2], d_q, v[3], backward),
+            moved,
+            f"attention (torch's sdpa{'_backward' if backward else ''}_flop_count), dense",
+        )
     if len(q) == 3 and len(k) == 3 and len(v) == 3:
         return _bsh_attention(q, k, v, shapes, [s for s, _ in outs], backward, moved)
     return f"attention layout {q} not modelled"
@@ -183,9 +192,12 @@ def _bsh_attention(q, k, v, ins, outs, backward, moved) -> Work | str:
     if q[2] % n or not heads_kv or k[2] % d_q or v[2] % heads_kv:
         return f"shapes disagree: hidden {q[2]} (q), {k[2]} (k), {v[2]} (v) over {n} heads"
     d_v = v[2] // heads_kv
-    return Work(sdpa_flops(b, n, s_q, k[s_at], d_q, d_v, backward), moved,
-                f"attention (torch's sdpa{'_backward' if backward else ''}_flop_count), dense, {n} heads from the "
-                "softmax stats")
+    return Work(
+        sdpa_flops(b, n, s_q, k[s_at], d_q, d_v, backward),
+        moved,
+        f"attention (torch's sdpa{'_backward' if backward else ''}_flop_count), dense, {n} heads from the "
+        "softmax stats",
+    )
 
 
 # --- recurrent -----------------------------------------------------------------------------------
@@ -216,8 +228,10 @@ def recurrent_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
             options = [out_shapes[0][-1] // hidden]
 
         def total(d: int) -> float:
-            return sum(d * 2.0 * rows * gates * hidden * ((size_in if layer == 0 else d * hidden) + hidden)
-                       for layer in range(layers_dirs // d))
+            return sum(
+                d * 2.0 * rows * gates * hidden * ((size_in if layer == 0 else d * hidden) + hidden)
+                for layer in range(layers_dirs // d)
+            )
 
         note = "" if len(options) == 1 else " (directions unknown: the smaller of 1 and 2)"
         return Work(min(total(d) for d in options), moved, how + note)
@@ -242,8 +256,9 @@ def _weights(shapes: list[tuple[int, ...]], gates: int, size_in: int) -> tuple[l
             if other == size_in + hidden:
                 found = ([m], hidden)
             elif other == size_in:
-                recurrent = [r for r in mats if r is not m and sorted(r[-2:]) == sorted((gh, hidden))
-                             and r[:-2] == m[:-2]]
+                recurrent = [
+                    r for r in mats if r is not m and sorted(r[-2:]) == sorted((gh, hidden)) and r[:-2] == m[:-2]
+                ]
                 if not recurrent:
                     continue
                 found = ([m, recurrent[0]], hidden)
@@ -282,8 +297,11 @@ def norm_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
     x = max(ins, key=lambda t: _numel(t[0]))
     per = next((v for k, v in NORM_FLOPS_PER_ELEMENT.items() if k in key), 1)
     written = outs or [x]  # a norm writes a tensor the size of its input (and small statistics)
-    return Work(float(per * _numel(x[0])), _bytes(ins, written),
-                f"norm (by hand; no library counts norms): >= {per} FLOP per element of {x[0]}")
+    return Work(
+        float(per * _numel(x[0])),
+        _bytes(ins, written),
+        f"norm (by hand; no library counts norms): >= {per} FLOP per element of {x[0]}",
+    )
 
 
 # --- embedding -----------------------------------------------------------------------------------
@@ -302,8 +320,11 @@ def embedding_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
         bags = _numel(ins[2][0]) if len(ins) > 2 else 1
         out = _bytes(outs[:1]) if outs else max(bags - 1, 0) * dim * w_size
         flops = float(max(picked - bags, 0) * dim)
-        return Work(flops, picked * i_size + rows + out + (_bytes(ins[2:3]) if len(ins) > 2 else 0),
-                    "embedding bag: read the picked rows, one add per row beyond the first of each bag")
+        return Work(
+            flops,
+            picked * i_size + rows + out + (_bytes(ins[2:3]) if len(ins) > 2 else 0),
+            "embedding bag: read the picked rows, one add per row beyond the first of each bag",
+        )
     return Work(0.0, float(picked * i_size + 2 * rows), "embedding: a gather, read and write the picked rows")
 
 
@@ -316,13 +337,21 @@ def pool_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
         return "no tensor among the shapes"
     if not outs:
         return Work(0.0, _bytes(ins), f"{what}: read the input (output size unknown: not counted)")
-    return Work(float(_numel(outs[0][0])), _bytes(ins, outs),
-                f"{what}: read the input, write the output, >= 1 FLOP per output element")
+    return Work(
+        float(_numel(outs[0][0])),
+        _bytes(ins, outs),
+        f"{what}: read the input, write the output, >= 1 FLOP per output element",
+    )
 
 
 MODELS = {
-    "conv": conv_work, "attention": attention_work, "recurrent": recurrent_work, "norm": norm_work,
-    "embedding": embedding_work, "pool": pool_work, "resize": pool_work,
+    "conv": conv_work,
+    "attention": attention_work,
+    "recurrent": recurrent_work,
+    "norm": norm_work,
+    "embedding": embedding_work,
+    "pool": pool_work,
+    "resize": pool_work,
 }
 
 # Why an op of another family has no model when its inputs differ in size (the element-wise model needs one size)

@@ -54,13 +54,21 @@ def _lab_trace(path: str) -> dict:
     expected = pl.read_csv(Path(path).parent / "expected_steps.csv")
     got = {s.step: (s.computing_us, s.free_us) for s in steps}
     worst = max(
-        (max(abs(got[step][0] - c), abs(got[step][1] - f)) if step in got else float("inf")
-         for step, c, f in expected.select("step", "computing_us", "free_us").iter_rows()), default=0.0)
-    return {"seconds": seconds, "steps": len(steps), "computing_ms": sum(s.computing_us for s in steps) / 1000,
-            "free_ms": sum(s.free_us for s in steps) / 1000,
-            "communication_ms": sum(s.communication_us for s in steps) / 1000,
-            "expected_computing_ms": float(expected["computing_us"].sum()) / 1000,
-            "max_abs_diff_us": worst}
+        (
+            max(abs(got[step][0] - c), abs(got[step][1] - f)) if step in got else float("inf")
+            for step, c, f in expected.select("step", "computing_us", "free_us").iter_rows()
+        ),
+        default=0.0,
+    )
+    return {
+        "seconds": seconds,
+        "steps": len(steps),
+        "computing_ms": sum(s.computing_us for s in steps) / 1000,
+        "free_ms": sum(s.free_us for s in steps) / 1000,
+        "communication_ms": sum(s.communication_us for s in steps) / 1000,
+        "expected_computing_ms": float(expected["computing_us"].sum()) / 1000,
+        "max_abs_diff_us": worst,
+    }
 
 
 def _lab_db(folder: str) -> dict:
@@ -72,9 +80,15 @@ def _lab_db(folder: str) -> dict:
     (ds,) = find_datasets(folder)
     totals = ds.task_totals
     expected = pl.read_csv(ds.db.parent / "expected_totals.csv")
-    return {"seconds": seconds, "rows": int(totals["count"].sum()), "total_us": float(totals["total_us"].sum()),
-            "expected_rows": int(expected["count"].sum()), "expected_total_us": float(expected["total_us"].sum()),
-            "steps": len(ds.steps), "computing_ms": sum(s.computing_us for s in ds.steps) / 1000}
+    return {
+        "seconds": seconds,
+        "rows": int(totals["count"].sum()),
+        "total_us": float(totals["total_us"].sum()),
+        "expected_rows": int(expected["count"].sum()),
+        "expected_total_us": float(expected["total_us"].sum()),
+        "steps": len(ds.steps),
+        "computing_ms": sum(s.computing_us for s in ds.steps) / 1000,
+    }
 
 
 def _lab_cluster(folder: str) -> dict:
@@ -86,10 +100,18 @@ def _lab_cluster(folder: str) -> dict:
     summaries = rank_summaries(view)
     slow = find_slow_rank(summaries, view.steps)
     seconds = time.perf_counter() - start
-    values = {f"{rank}:{s.step}": [s.computing_us, s.communication_not_overlapped_us, s.free_us]
-              for rank, rows in view.steps.items() for s in rows}
-    return {"seconds": seconds, "ranks": len(view.ranks), "slow_rank": slow.rank, "values": values,
-            "computing_ms": sum(v[0] for v in values.values()) / 1000}
+    values = {
+        f"{rank}:{s.step}": [s.computing_us, s.communication_not_overlapped_us, s.free_us]
+        for rank, rows in view.steps.items()
+        for s in rows
+    }
+    return {
+        "seconds": seconds,
+        "ranks": len(view.ranks),
+        "slow_rank": slow.rank,
+        "values": values,
+        "computing_ms": sum(v[0] for v in values.values()) / 1000,
+    }
 
 
 MEASURES = {"lab-csv": _lab_csv, "lab-trace": _lab_trace, "lab-db": _lab_db, "lab-cluster": _lab_cluster}

@@ -22,8 +22,13 @@ from pathlib import Path
 from common.bench.measure import DEFAULT_RANK_TASKS, Run, ensure_profile, python_argv, spawn
 
 COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
-READ_BY_BOTH = ("profiler_info_*.json", "profiler_metadata.json", "step_trace_time.csv", "communication.json",
-                "communication_matrix.json")
+READ_BY_BOTH = (
+    "profiler_info_*.json",
+    "profiler_metadata.json",
+    "step_trace_time.csv",
+    "communication.json",
+    "communication_matrix.json",
+)
 
 
 def warm(folder: Path) -> None:
@@ -74,7 +79,7 @@ def size_rows(out: Path, ranks: int, repeat: int, sizes: dict, tool: Path | None
         for state, prepare in (("warm", warm), ("cold", cold)):
             for i in range(repeat):
                 order = [("lab", lab_argv), ("msprof-analyze", msa_argv)]
-                for name, argv in (order if i % 2 == 0 else order[::-1]):
+                for name, argv in order if i % 2 == 0 else order[::-1]:
                     if argv is None:
                         continue
                     prepare(folder)
@@ -84,38 +89,56 @@ def size_rows(out: Path, ranks: int, repeat: int, sizes: dict, tool: Path | None
     lab = spawn(python_argv("-m", "common.bench", "_child", "lab-cluster", str(folder))).result
     common = msa_values.keys() & lab["values"].keys()
     worst = max((abs(a - b) for k in common for a, b in zip(msa_values[k], lab["values"][k])), default=float("nan"))
-    agree = (f"{len(common):,} of {len(lab['values']):,} rank-steps, largest difference {worst:.4g} us"
-             if tool else "N/A (msprof-analyze not installed)")
+    agree = (
+        f"{len(common):,} of {len(lab['values']):,} rank-steps, largest difference {worst:.4g} us"
+        if tool
+        else "N/A (msprof-analyze not installed)"
+    )
     lines = max(r.output.count("\n") for r in runs[("lab", "warm")])
     medians = {}
     for state in ("warm", "cold"):
         mine = runs[("lab", state)]
         theirs = runs.get(("msprof-analyze", state))
-        medians[state] = (statistics.median(r.wall_s for r in mine),
-                          statistics.median(r.wall_s for r in theirs) if theirs else None)
+        medians[state] = (
+            statistics.median(r.wall_s for r in mine),
+            statistics.median(r.wall_s for r in theirs) if theirs else None,
+        )
         lab_s, msa_s = medians[state]
         if theirs:
             clear = max(r.wall_s for r in mine) < min(r.wall_s for r in theirs)
-            verdict = (f"{lab_s / msa_s:.2f}x its time, "
-                       + ("ahead in every run" if clear else "ahead in the median, the ranges overlap"
-                          if lab_s < msa_s else "BEHIND"))
+            verdict = f"{lab_s / msa_s:.2f}x its time, " + (
+                "ahead in every run"
+                if clear
+                else "ahead in the median, the ranges overlap"
+                if lab_s < msa_s
+                else "BEHIND"
+            )
         else:
             verdict = "N/A"
         own = max((r.own_peak_mib or 0) for r in mine)
         workers = max((r.child_peak_mib or 0) for r in mine)
         msa_peak = _mib(max(r.peak_mib for r in theirs)) if theirs else "N/A"
-        print(f"  {ranks:>6}  {state:4s}  {_span(mine)}  {_span(theirs) if theirs else '    N/A':>22s}  "
-              f"{verdict:42s}  {own:6.0f} / {workers:<6.0f}  {msa_peak:>6s}")
+        print(
+            f"  {ranks:>6}  {state:4s}  {_span(mine)}  {_span(theirs) if theirs else '    N/A':>22s}  "
+            f"{verdict:42s}  {own:6.0f} / {workers:<6.0f}  {msa_peak:>6s}"
+        )
     print(f"          totals: {agree}; the lab's terminal summary: {lines} lines")
-    return {"ranks": ranks, **{f"{s}_lab_s": medians[s][0] for s in medians},
-            **{f"{s}_msa_s": medians[s][1] for s in medians}}
+    return {
+        "ranks": ranks,
+        **{f"{s}_lab_s": medians[s][0] for s in medians},
+        **{f"{s}_msa_s": medians[s][1] for s in medians},
+    }
 
 
 def run(out: Path, ranks: tuple[int, ...], repeat: int, sizes: dict, tool: Path | None) -> list[dict]:
-    print(f"cluster at scale: `python -m common cluster DIR` (defaults) vs `msprof-analyze cluster -d DIR -m all`; "
-          f"generated ranks of 20 steps, {sizes.get('rank_tasks', DEFAULT_RANK_TASKS)} tasks a step;\n {repeat} rounds per cache state, "
-          "the two tools in turns (the order alternating); whole process, start to exit: median [range] (s);\n"
-          " peak (MiB): the lab's own process / its largest worker, and msprof-analyze's (with its children)")
-    print(f"  {'ranks':>6}  cache  {'lab':>22s}  {'msprof-analyze':>22s}  {'the lab takes':42s}  "
-          f"{'lab peak':>15s}  {'msa peak':>6s}")
+    print(
+        f"cluster at scale: `python -m common cluster DIR` (defaults) vs `msprof-analyze cluster -d DIR -m all`; "
+        f"generated ranks of 20 steps, {sizes.get('rank_tasks', DEFAULT_RANK_TASKS)} tasks a step;\n {repeat} rounds per cache state, "
+        "the two tools in turns (the order alternating); whole process, start to exit: median [range] (s);\n"
+        " peak (MiB): the lab's own process / its largest worker, and msprof-analyze's (with its children)"
+    )
+    print(
+        f"  {'ranks':>6}  cache  {'lab':>22s}  {'msprof-analyze':>22s}  {'the lab takes':42s}  "
+        f"{'lab peak':>15s}  {'msa peak':>6s}"
+    )
     return [size_rows(out, n, repeat, sizes, tool) for n in ranks]

@@ -47,6 +47,8 @@ class OpKind:
 
 
 _MM = ("aic", (0.82, 0.47, 0.64, 0.96, 0.03))
+# A table, a row per kind: laid out by hand.
+# fmt: off
 KINDS = [
     OpKind("MatMulV2", "aclnnMatmul_MatMulCommon_MatMulV2", "AI_CORE", 0.22, 185.5, 20, 0,
            ("8192,4096;4096,4096", "DT_BF16;DT_BF16", "ND;ND"), ("8192,4096", "DT_BF16", "ND"), _MM[1], None),
@@ -85,6 +87,7 @@ KINDS = [
     OpKind("hcom_allReduce_", "hcom_allReduce__445_0", "COMMUNICATION", 0.06, 308.9, 0, 0,
            ("", "", ""), ("", "", ""), None, None),
 ]
+# fmt: on
 _SHARES = np.array([k.share for k in KINDS]) / sum(k.share for k in KINDS)
 
 
@@ -106,15 +109,23 @@ def _rows(rng: np.random.Generator, n: int, first_task: int, start_ns: int) -> t
     ends = start_ns + np.cumsum(duration + gap) - gap
     starts = ends - duration
     wait = np.concatenate([[0], gap[:-1]]).astype(np.int64)
-    frame = pl.DataFrame({
-        "kind": kind.astype(np.int32), "task_id": (index % 65536).astype(np.int64), "start": starts, "dur": duration,
-        "wait": wait, "step": (index // TASKS_PER_STEP + 1).astype(np.int64), "stream": (2 + kind % 3).astype(np.int64),
-    })
+    frame = pl.DataFrame(
+        {
+            "kind": kind.astype(np.int32),
+            "task_id": (index % 65536).astype(np.int64),
+            "start": starts,
+            "dur": duration,
+            "wait": wait,
+            "step": (index // TASKS_PER_STEP + 1).astype(np.int64),
+            "stream": (2 + kind % 3).astype(np.int64),
+        }
+    )
     return frame, int(ends[-1] + gap[-1])
 
 
 def _kind_table() -> pl.DataFrame:
     """Per kind: the static text of its row and the PMU time shares."""
+
     def quoted(shapes: str) -> str:
         return f'"""{shapes}"""' if shapes else "N/A"
 
@@ -122,14 +133,29 @@ def _kind_table() -> pl.DataFrame:
     for i, k in enumerate(KINDS):
         ins, outs = k.inputs, k.outputs
         middle = [
-            str(k.block_dim), str(k.mix_block_dim), "NO", quoted(ins[0]), ins[1] or "N/A", ins[2] or "N/A",
-            quoted(outs[0]), outs[1] or "N/A", outs[2] or "N/A", "N/A" if k.task_type != "MIX_AIC" else "0",
+            str(k.block_dim),
+            str(k.mix_block_dim),
+            "NO",
+            quoted(ins[0]),
+            ins[1] or "N/A",
+            ins[2] or "N/A",
+            quoted(outs[0]),
+            outs[1] or "N/A",
+            outs[2] or "N/A",
+            "N/A" if k.task_type != "MIX_AIC" else "0",
         ]
-        rows.append({
-            "kind": i, "op_type": k.op_type, "op_name": k.op_name, "task_type": k.task_type,
-            "middle": ",".join(middle), "aic": list(k.aic_ratios or ()), "aiv": list(k.aiv_ratios or ()),
-            "pmu": k.task_type != "COMMUNICATION" and k.task_type != "AI_CPU",
-        })
+        rows.append(
+            {
+                "kind": i,
+                "op_type": k.op_type,
+                "op_name": k.op_name,
+                "task_type": k.task_type,
+                "middle": ",".join(middle),
+                "aic": list(k.aic_ratios or ()),
+                "aiv": list(k.aiv_ratios or ()),
+                "pmu": k.task_type != "COMMUNICATION" and k.task_type != "AI_CPU",
+            }
+        )
     return pl.DataFrame(rows, schema_overrides={"kind": pl.Int32})
 
 
@@ -162,10 +188,19 @@ def _lines(frame: pl.DataFrame, kinds: pl.DataFrame, step_column: bool) -> pl.Da
     """One msprof text line per task (op_summary order; kernel_details adds Step Id first)."""
     joined = frame.join(kinds, on="kind", how="left")
     cells = [
-        pl.lit("0"), pl.lit(schema.MODEL_ID_SINGLE_OP), pl.col("task_id").cast(pl.String), pl.col("stream").cast(pl.String),
-        pl.col("op_name"), pl.col("op_type"), pl.lit("dynamic"), pl.col("task_type"),
-        pl.concat_str([_fixed3(pl.col("start")), pl.lit("\t")]), _fixed3(pl.col("dur")), _fixed3(pl.col("wait")),
-        pl.col("middle"), _pmu_text(kinds),
+        pl.lit("0"),
+        pl.lit(schema.MODEL_ID_SINGLE_OP),
+        pl.col("task_id").cast(pl.String),
+        pl.col("stream").cast(pl.String),
+        pl.col("op_name"),
+        pl.col("op_type"),
+        pl.lit("dynamic"),
+        pl.col("task_type"),
+        pl.concat_str([_fixed3(pl.col("start")), pl.lit("\t")]),
+        _fixed3(pl.col("dur")),
+        _fixed3(pl.col("wait")),
+        pl.col("middle"),
+        _pmu_text(kinds),
     ]
     if step_column:
         cells.insert(0, pl.col("step").cast(pl.String))
@@ -228,10 +263,21 @@ _METADATA = [
 EVENTS_PER_TASK = 2 + 2 / TASKS_PER_BUSY_RUN
 # profiler_info.json beside ASCEND_PROFILER_OUTPUT/: torch_npu's keys; what only a device run fills stays null.
 PROFILER_INFO = {
-    "config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"], "schedule": {
-        "wait": 0, "warmup": 0, "active": 1, "repeat": 1, "skip_first": 0}, "record_shapes": True,
-        "profile_memory": False, "with_stack": False, "with_flops": False, "with_modules": False}},
-    "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
+    "config": {
+        "common_config": {
+            "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
+            "schedule": {"wait": 0, "warmup": 0, "active": 1, "repeat": 1, "skip_first": 0},
+            "record_shapes": True,
+            "profile_memory": False,
+            "with_stack": False,
+            "with_flops": False,
+            "with_modules": False,
+        }
+    },
+    "start_info": None,
+    "end_info": None,
+    "torch_npu_version": None,
+    "cann_version": None,
 }  # host launch + device task, and per run one Computing + one Free
 
 
@@ -243,17 +289,38 @@ def _text(*parts: str | pl.Expr) -> pl.Expr:
 def _trace_block(frame: pl.DataFrame, kinds: pl.DataFrame) -> list[pl.DataFrame]:
     """Event lines for a block of tasks: the host's launches and the device tasks."""
     f = frame.join(kinds, on="kind", how="left")
-    host = f.select(_text(
-        '{"ph":"X","name":"aclnn', pl.col("op_type"), f'","pid":{HOST_PID},"tid":{HOST_PID},"ts":"',
-        _fixed3(pl.col("start") - 30_000), '","dur":', _fixed3(pl.col("dur") // 10),
-        ',"cat":"cpu_op","args":{"Sequence number":-1,"Fwd thread id":0}}',
-    ))
-    device = f.select(_text(
-        '{"name":"', pl.col("op_name"), f'","pid":{HW_PID},"tid":', pl.col("stream"), ',"ts":"', _fixed3(pl.col("start")),
-        '","dur":', _fixed3(pl.col("dur")), ',"args":{"Model Id":4294967295,"Task Type":"', pl.col("task_type"),
-        '","Physic Stream Id":', pl.col("stream"), ',"Task Id":', pl.col("task_id"),
-        ',"Batch Id":0,"Subtask Id":4294967295,"connection_id":', pl.col("task_id"), '},"ph":"X"}',
-    ))
+    host = f.select(
+        _text(
+            '{"ph":"X","name":"aclnn',
+            pl.col("op_type"),
+            f'","pid":{HOST_PID},"tid":{HOST_PID},"ts":"',
+            _fixed3(pl.col("start") - 30_000),
+            '","dur":',
+            _fixed3(pl.col("dur") // 10),
+            ',"cat":"cpu_op","args":{"Sequence number":-1,"Fwd thread id":0}}',
+        )
+    )
+    device = f.select(
+        _text(
+            '{"name":"',
+            pl.col("op_name"),
+            f'","pid":{HW_PID},"tid":',
+            pl.col("stream"),
+            ',"ts":"',
+            _fixed3(pl.col("start")),
+            '","dur":',
+            _fixed3(pl.col("dur")),
+            ',"args":{"Model Id":4294967295,"Task Type":"',
+            pl.col("task_type"),
+            '","Physic Stream Id":',
+            pl.col("stream"),
+            ',"Task Id":',
+            pl.col("task_id"),
+            ',"Batch Id":0,"Subtask Id":4294967295,"connection_id":',
+            pl.col("task_id"),
+            '},"ph":"X"}',
+        )
+    )
     return [host, device]
 
 
@@ -277,10 +344,15 @@ def _overlap(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
 
 
 def _overlap_lines(spans: pl.DataFrame, name: str, tid: int) -> pl.DataFrame:
-    return spans.select(_text(
-        f'{{"name":"{name}","pid":{OVERLAP_PID},"tid":{tid},"ts":"', _fixed3(pl.col("start")), '","dur":',
-        _fixed3(pl.col("dur")), ',"ph":"X"}',
-    ))
+    return spans.select(
+        _text(
+            f'{{"name":"{name}","pid":{OVERLAP_PID},"tid":{tid},"ts":"',
+            _fixed3(pl.col("start")),
+            '","dur":',
+            _fixed3(pl.col("dur")),
+            ',"ph":"X"}',
+        )
+    )
 
 
 def write_trace_view(out: Path, events: int, seed: int = 0, block_tasks: int = 500_000) -> tuple[Path, pl.DataFrame]:
@@ -308,20 +380,35 @@ def write_trace_view(out: Path, events: int, seed: int = 0, block_tasks: int = 5
             blocks = _trace_block(frame, kinds)
             blocks.append(_overlap_lines(computing, "Computing", 0))
             blocks.append(_overlap_lines(free, "Free", 3))
-            blocks.append(steps.select(_text(
-                '{"ph":"X","name":"ProfilerStep#', pl.col("step"), f'","pid":{HOST_PID},"tid":{HOST_PID},"ts":"',
-                _fixed3(pl.col("start")), '","dur":', _fixed3(pl.col("end") - pl.col("start")), ',"cat":"cpu_op","args":{}}',
-            )))
+            blocks.append(
+                steps.select(
+                    _text(
+                        '{"ph":"X","name":"ProfilerStep#',
+                        pl.col("step"),
+                        f'","pid":{HOST_PID},"tid":{HOST_PID},"ts":"',
+                        _fixed3(pl.col("start")),
+                        '","dur":',
+                        _fixed3(pl.col("end") - pl.col("start")),
+                        ',"cat":"cpu_op","args":{}}',
+                    )
+                )
+            )
             for block in blocks:
                 block.select(pl.col("line") + ",").write_csv(f, include_header=False, quote_style="never")
             expected.append(
-                computing.group_by("step").agg(computing_us=pl.col("dur").sum() / 1000)
+                computing.group_by("step")
+                .agg(computing_us=pl.col("dur").sum() / 1000)
                 .join(free.group_by("step").agg(free_us=pl.col("dur").sum() / 1000), on="step", how="left")
             )
             done += n
-        f.write(b'{"name":"process_sort_index","pid":' + str(OVERLAP_PID).encode()
-                + b',"tid":0,"ph":"M","args":{"sort_index":12}}\n]\n')
-    table = pl.concat(expected).group_by("step").agg(pl.col("computing_us").sum(), pl.col("free_us").sum().fill_null(0.0))
+        f.write(
+            b'{"name":"process_sort_index","pid":'
+            + str(OVERLAP_PID).encode()
+            + b',"tid":0,"ph":"M","args":{"sort_index":12}}\n]\n'
+        )
+    table = (
+        pl.concat(expected).group_by("step").agg(pl.col("computing_us").sum(), pl.col("free_us").sum().fill_null(0.0))
+    )
     return path, table.sort("step")
 
 
@@ -329,17 +416,25 @@ def write_trace_view(out: Path, events: int, seed: int = 0, block_tasks: int = 5
 # The tables the readers use, as torch_npu writes them (column names, types and order of its export).
 _DB_SCHEMA = [
     "CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY,value TEXT)",
-    ("CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,"
-     "globalPid INTEGER,taskType INTEGER,contextId INTEGER,streamId INTEGER,taskId INTEGER,modelId INTEGER, depth integer)"),
-    ("CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,mixBlockDim INTEGER,"
-     "taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,inputShapes INTEGER,"
-     "outputFormats INTEGER,outputDataTypes INTEGER,outputShapes INTEGER,attrInfo INTEGER, waitNs INTEGER)"),
-    ("CREATE TABLE COMMUNICATION_OP (opName INTEGER,startNs INTEGER,endNs INTEGER,connectionId INTEGER,groupName INTEGER,"
-     "opId INTEGER PRIMARY KEY,relay INTEGER,retry INTEGER,dataType INTEGER,algType INTEGER,count NUMERIC,"
-     "opType INTEGER, waitNs INTEGER)"),
+    (
+        "CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,"
+        "globalPid INTEGER,taskType INTEGER,contextId INTEGER,streamId INTEGER,taskId INTEGER,modelId INTEGER, depth integer)"
+    ),
+    (
+        "CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,mixBlockDim INTEGER,"
+        "taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,inputShapes INTEGER,"
+        "outputFormats INTEGER,outputDataTypes INTEGER,outputShapes INTEGER,attrInfo INTEGER, waitNs INTEGER)"
+    ),
+    (
+        "CREATE TABLE COMMUNICATION_OP (opName INTEGER,startNs INTEGER,endNs INTEGER,connectionId INTEGER,groupName INTEGER,"
+        "opId INTEGER PRIMARY KEY,relay INTEGER,retry INTEGER,dataType INTEGER,algType INTEGER,count NUMERIC,"
+        "opType INTEGER, waitNs INTEGER)"
+    ),
     "CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER)",
-    ("CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
-     "endNs integer, type integer)"),
+    (
+        "CREATE TABLE OVERLAP_ANALYSIS (id INTEGER PRIMARY KEY AUTOINCREMENT, deviceId integer, startNs integer, "
+        "endNs integer, type integer)"
+    ),
 ]
 _DB_INDEXES = ["CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)"]
 DB_GROUP = "10.0.0.1%enp189s0f0_60000_0_1736410575713004"
@@ -366,8 +461,17 @@ def write_profiler_db(out: Path, tasks: int, seed: int = 0, block_tasks: int = 5
 
     core_of = {k.task_type: ("HCCL" if k.task_type == "COMMUNICATION" else k.task_type) for k in KINDS}
     kind_ids = [
-        (sid(k.op_name), sid(k.op_type), sid(core_of[k.task_type]), sid(k.inputs[0] or "N/A"), sid(k.inputs[1] or "N/A"),
-         sid(k.inputs[2] or "N/A"), sid(k.outputs[0] or "N/A"), sid(k.outputs[1] or "N/A"), sid(k.outputs[2] or "N/A"))
+        (
+            sid(k.op_name),
+            sid(k.op_type),
+            sid(core_of[k.task_type]),
+            sid(k.inputs[0] or "N/A"),
+            sid(k.inputs[1] or "N/A"),
+            sid(k.inputs[2] or "N/A"),
+            sid(k.outputs[0] or "N/A"),
+            sid(k.outputs[1] or "N/A"),
+            sid(k.outputs[2] or "N/A"),
+        )
         for k in KINDS
     ]
     comm = np.array([k.task_type == "COMMUNICATION" for k in KINDS])
@@ -385,34 +489,85 @@ def write_profiler_db(out: Path, tasks: int, seed: int = 0, block_tasks: int = 5
             wait, stream, task_id = frame["wait"].to_numpy(), frame["stream"].to_numpy(), frame["task_id"].to_numpy()
             gid = np.arange(done, done + n)
             is_comm = comm[kind]
-            conn.executemany("INSERT INTO TASK VALUES (?,?,0,?,?,2871234,?,4294967295,?,?,4294967295,0)", zip(
-                begin.tolist(), (begin + dur).tolist(), gid.tolist(), gid.tolist(),
-                [kind_ids[k][2] for k in kind.tolist()], stream.tolist(), task_id.tolist()))
+            conn.executemany(
+                "INSERT INTO TASK VALUES (?,?,0,?,?,2871234,?,4294967295,?,?,4294967295,0)",
+                zip(
+                    begin.tolist(),
+                    (begin + dur).tolist(),
+                    gid.tolist(),
+                    gid.tolist(),
+                    [kind_ids[k][2] for k in kind.tolist()],
+                    stream.tolist(),
+                    task_id.tolist(),
+                ),
+            )
             compute = np.flatnonzero(~is_comm)
-            conn.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
-                (ids[0], g, KINDS[k].block_dim, KINDS[k].mix_block_dim, ids[2], ids[1], ids[5], ids[4], ids[3], ids[8],
-                 ids[7], ids[6], attr, w)
-                for g, k, w in zip(gid[compute].tolist(), kind[compute].tolist(), wait[compute].tolist())
-                for ids in (kind_ids[k],)))
+            conn.executemany(
+                "INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    (
+                        ids[0],
+                        g,
+                        KINDS[k].block_dim,
+                        KINDS[k].mix_block_dim,
+                        ids[2],
+                        ids[1],
+                        ids[5],
+                        ids[4],
+                        ids[3],
+                        ids[8],
+                        ids[7],
+                        ids[6],
+                        attr,
+                        w,
+                    )
+                    for g, k, w in zip(gid[compute].tolist(), kind[compute].tolist(), wait[compute].tolist())
+                    for ids in (kind_ids[k],)
+                ),
+            )
             collective = np.flatnonzero(is_comm)
-            conn.executemany("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,0,0,4,0,4097000,?,?)", (
-                (kind_ids[k][0], b, b + d, g, group, op_id + i, allreduce, w)
-                for i, (k, b, d, g, w) in enumerate(zip(kind[collective].tolist(), begin[collective].tolist(),
-                                                        dur[collective].tolist(), gid[collective].tolist(),
-                                                        wait[collective].tolist()))))
+            conn.executemany(
+                "INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,0,0,4,0,4097000,?,?)",
+                (
+                    (kind_ids[k][0], b, b + d, g, group, op_id + i, allreduce, w)
+                    for i, (k, b, d, g, w) in enumerate(
+                        zip(
+                            kind[collective].tolist(),
+                            begin[collective].tolist(),
+                            dur[collective].tolist(),
+                            gid[collective].tolist(),
+                            wait[collective].tolist(),
+                        )
+                    )
+                ),
+            )
             op_id += len(collective)
             computing, free, steps = _overlap(frame)
             conn.executemany("INSERT INTO STEP_TIME VALUES (?,?,?)", steps.select("step", "start", "end").iter_rows())
             spans = pl.concat([computing.with_columns(type=pl.lit(0)), free.with_columns(type=pl.lit(3))]).sort("start")
-            conn.executemany("INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (0,?,?,?)",
-                             spans.select("start", end=pl.col("start") + pl.col("dur"), kind="type").iter_rows())
+            conn.executemany(
+                "INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (0,?,?,?)",
+                spans.select("start", end=pl.col("start") + pl.col("dur"), kind="type").iter_rows(),
+            )
             expected.append(frame.group_by("kind").agg(count=pl.len(), total_us=pl.col("dur").sum() / 1000))
             done += n
         conn.executemany("INSERT INTO STRING_IDS VALUES (?,?)", ((i, s) for s, i in strings.items()))
         for statement in _DB_INDEXES:
             conn.execute(statement)
-    kinds = pl.DataFrame({"kind": list(range(len(KINDS))), "op_type": [k.op_type for k in KINDS],
-                          "core_type": [core_of[k.task_type] for k in KINDS]}, schema_overrides={"kind": pl.Int32})
-    totals = (pl.concat(expected).group_by("kind").agg(pl.col("count").sum(), pl.col("total_us").sum())
-              .join(kinds, on="kind").select("op_type", "core_type", "count", "total_us").sort("op_type"))
+    kinds = pl.DataFrame(
+        {
+            "kind": list(range(len(KINDS))),
+            "op_type": [k.op_type for k in KINDS],
+            "core_type": [core_of[k.task_type] for k in KINDS],
+        },
+        schema_overrides={"kind": pl.Int32},
+    )
+    totals = (
+        pl.concat(expected)
+        .group_by("kind")
+        .agg(pl.col("count").sum(), pl.col("total_us").sum())
+        .join(kinds, on="kind")
+        .select("op_type", "core_type", "count", "total_us")
+        .sort("op_type")
+    )
     return path, totals

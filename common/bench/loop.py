@@ -77,8 +77,16 @@ def read_log(path: Path) -> list[Process]:
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
-        rows.append(Process(record["pid"], record["ppid"], describe(record["argv"]), record["started"],
-                            record["ended"], record["imports"]))
+        rows.append(
+            Process(
+                record["pid"],
+                record["ppid"],
+                describe(record["argv"]),
+                record["started"],
+                record["ended"],
+                record["imports"],
+            )
+        )
     return sorted(rows, key=lambda p: p.started)
 
 
@@ -96,17 +104,23 @@ def measure(device: str, extra: list[str], cold: bool) -> tuple[float, int, list
     """Run the card command once with every process logged: (wall s, exit code, processes, nox's output)."""
     work = Path(tempfile.mkdtemp(prefix="msprof_lab_loop_"))
     log, output = work / "processes.jsonl", work / "nox_output.txt"
-    env = card_env(MSPROF_LAB_PROCLOG=str(log),
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(PROCLOG_DIR), os.environ.get("PYTHONPATH")])))
+    env = card_env(
+        MSPROF_LAB_PROCLOG=str(log),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(PROCLOG_DIR), os.environ.get("PYTHONPATH")])),
+    )
     if cold:
         env["MSPROF_LAB_CACHE"] = str(work / "empty_cache")
     command = [*nox_command(), *CARD, device, *extra]
-    print(f"running: {' '.join(command)}  ({'cold: an empty record folder' if cold else 'warm'}; "
-          f"its output goes to {output})", flush=True)
+    print(
+        f"running: {' '.join(command)}  ({'cold: an empty record folder' if cold else 'warm'}; "
+        f"its output goes to {output})",
+        flush=True,
+    )
     start = time.perf_counter()
     with open(output, "w", encoding="utf-8") as out:
-        code = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL).returncode
+        code = subprocess.run(
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        ).returncode
     wall = time.perf_counter() - start
     return wall, code, read_log(log) if log.is_file() else [], output
 
@@ -116,11 +130,15 @@ def table(processes: list[Process], t0: float, torch_s: float) -> str:
     lines = [header, "-" * len(header)]
     for p in processes:
         cells = [f"{p.imports[m]:.2f}" if m in p.imports else "-" for m in ("torch", "onnx", "onnxruntime", "polars")]
-        lines.append(f"{p.what:<70} {p.started - t0:>8.1f} {p.wall_s:>7.2f} {cells[0]:>6} {cells[1]:>5} "
-                     f"{cells[2]:>5} {cells[3]:>6}")
+        lines.append(
+            f"{p.what:<70} {p.started - t0:>8.1f} {p.wall_s:>7.2f} {cells[0]:>6} {cells[1]:>5} "
+            f"{cells[2]:>5} {cells[3]:>6}"
+        )
     paid = sum(p.imports.get("torch", 0.0) for p in processes)
-    lines.append(f"{len(processes)} Python processes; {sum('torch' in p.imports for p in processes)} imported torch "
-                 f"({paid:.1f} s in all; `python -c \"import torch\"` takes {torch_s:.2f} s here, now)")
+    lines.append(
+        f"{len(processes)} Python processes; {sum('torch' in p.imports for p in processes)} imported torch "
+        f'({paid:.1f} s in all; `python -c "import torch"` takes {torch_s:.2f} s here, now)'
+    )
     return "\n".join(lines)
 
 
@@ -133,6 +151,8 @@ def main(device: str, extra: list[str], cold: bool) -> int:
         raise LabError(f"no process of the card command was logged (exit code {code})", f"read {output}")
     t0 = min(p.started for p in processes)
     print(table(processes, t0, torch_s))
-    print(f"card command: {wall:.1f} s wall (exit code {code}) = {wall / torch_s:.1f} `import torch` equivalents "
-          f"({torch_s:.2f} s each, median of {TORCH_SAMPLES} measured in this run)")
+    print(
+        f"card command: {wall:.1f} s wall (exit code {code}) = {wall / torch_s:.1f} `import torch` equivalents "
+        f"({torch_s:.2f} s each, median of {TORCH_SAMPLES} measured in this run)"
+    )
     return 0 if code == 0 else 1

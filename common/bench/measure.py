@@ -22,6 +22,7 @@ def cluster_folder(out: Path, ranks: int, rank_tasks: int = DEFAULT_RANK_TASKS) 
     """Where ``python -m common.bench make`` writes a capture of ``ranks`` ranks."""
     return out / (f"cluster_{ranks}" if rank_tasks == DEFAULT_RANK_TASKS else f"cluster_{ranks}_t{rank_tasks}")
 
+
 ROOT = Path(__file__).resolve().parents[2]
 AGREE_REL = 1e-3  # totals of two tools agree when within 0.1%
 MSA_EXE_VAR = "MSPROF_ANALYZE"  # common.collect.msprof_analyze's override: the tool the bench runs
@@ -103,8 +104,11 @@ def spawn(argv: list[str], env: dict | None = None, cwd: Path | None = None, tim
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
     if proc.returncode != 0:
-        raise LabError(f"benchmark step failed ({' '.join(map(str, argv[:4]))} ...): exit {proc.returncode}: "
-                       f"{text.strip().splitlines()[-1:] if text.strip() else 'no output'}", "see the message above")
+        raise LabError(
+            f"benchmark step failed ({' '.join(map(str, argv[:4]))} ...): exit {proc.returncode}: "
+            f"{text.strip().splitlines()[-1:] if text.strip() else 'no output'}",
+            "see the message above",
+        )
     result = {}
     for line in reversed(text.strip().splitlines()):
         if line.startswith("{"):
@@ -114,16 +118,24 @@ def spawn(argv: list[str], env: dict | None = None, cwd: Path | None = None, tim
                 continue
             break
     own = peaks.pop(proc.pid, None)
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, result, text,
-               None if own is None else own / 1024, max(peaks.values()) / 1024 if peaks else None)
+    return Run(
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        result,
+        text,
+        None if own is None else own / 1024,
+        max(peaks.values()) / 1024 if peaks else None,
+    )
 
 
 def python_argv(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
-def lab_runs(repeat: int, command: list[str], kind: str, target: Path, env: dict | None = None
-              ) -> tuple[list[Run], list[Run]]:
+def lab_runs(
+    repeat: int, command: list[str], kind: str, target: Path, env: dict | None = None
+) -> tuple[list[Run], list[Run]]:
     """``repeat`` interleaved runs of ``python -m common <command>`` (whole process) and of the lab's
     in-process measurement ``kind`` on ``target``."""
     whole, inside = [], []
@@ -149,12 +161,16 @@ def table_row(name: str, runs: list[Run], total: str, vs: str) -> str:
     r = median_run(runs)
     inside = f"{r.inside_s:7.2f}" if r.inside_s is not None else "    N/A"
     walls = "/".join(f"{x.wall_s:.2f}" for x in runs)
-    return (f"  {name:38s} {r.wall_s:7.2f} {inside} {r.cpu_s / r.wall_s:5.2f} {r.peak_mib:8.0f}  {total:>26s}  {vs:>20s}"
-            f"  [{len(runs)} run{'s' if len(runs) > 1 else ''}: {walls}]")
+    return (
+        f"  {name:38s} {r.wall_s:7.2f} {inside} {r.cpu_s / r.wall_s:5.2f} {r.peak_mib:8.0f}  {total:>26s}  {vs:>20s}"
+        f"  [{len(runs)} run{'s' if len(runs) > 1 else ''}: {walls}]"
+    )
 
 
-HEADER = (f"  {'':38s} {'whole':>7s} {'inside':>7s} {'CPU/':>5s} {'peak':>8s}  {'totals reported':>26s}  "
-          f"{'vs the lab':>20s}\n  {'':38s} {'(s)':>7s} {'(s)':>7s} {'wall':>5s} {'(MiB)':>8s}")
+HEADER = (
+    f"  {'':38s} {'whole':>7s} {'inside':>7s} {'CPU/':>5s} {'peak':>8s}  {'totals reported':>26s}  "
+    f"{'vs the lab':>20s}\n  {'':38s} {'(s)':>7s} {'(s)':>7s} {'wall':>5s} {'(MiB)':>8s}"
+)
 
 
 def installed_tool() -> Path | None:
@@ -171,12 +187,25 @@ def ensure_tool(install: bool) -> Path | None:
 
 def ensure_profile(out: Path, kind: str, size: int, sizes: dict) -> Path:
     """The generated profile of ``kind`` (made by a child when missing): its folder or file."""
-    where = {"op_summary": out / f"op_summary_{size}", "trace_view": out / f"trace_view_{size}",
-             "db": out / f"db_{size}", "cluster": cluster_folder(out, size, sizes.get("rank_tasks", DEFAULT_RANK_TASKS))}[kind]
+    where = {
+        "op_summary": out / f"op_summary_{size}",
+        "trace_view": out / f"trace_view_{size}",
+        "db": out / f"db_{size}",
+        "cluster": cluster_folder(out, size, sizes.get("rank_tasks", DEFAULT_RANK_TASKS)),
+    }[kind]
     if not where.is_dir():
-        args = ["--rows", str(sizes["rows"]), "--events", str(sizes["events"]), "--tasks", str(sizes["tasks"]),
-                "--ranks", str(size if kind == "cluster" else sizes["ranks"][0]),
-                "--rank-tasks", str(sizes.get("rank_tasks", DEFAULT_RANK_TASKS))]
+        args = [
+            "--rows",
+            str(sizes["rows"]),
+            "--events",
+            str(sizes["events"]),
+            "--tasks",
+            str(sizes["tasks"]),
+            "--ranks",
+            str(size if kind == "cluster" else sizes["ranks"][0]),
+            "--rank-tasks",
+            str(sizes.get("rank_tasks", DEFAULT_RANK_TASKS)),
+        ]
         spawn(python_argv("-m", "common.bench", "make", "--what", kind, "--out", str(out), *args))
     if kind == "trace_view":
         return next(where.rglob("trace_view.json"))

@@ -50,7 +50,7 @@ def margin(detail: str) -> float | None:
 HOGS = {  # each a Python loop in a process of its own, until it is stopped
     "cpu": "while True: pass",
     "memory": f"b = bytearray({HOG_MB} << 20)\n"
-              "while True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255",
+    "while True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255",
 }
 
 
@@ -83,8 +83,9 @@ def run_once(device: str, workload: str | None, output: Path) -> tuple[int, floa
     command = [*nox_command(), *CARD, device, *(["--workload", workload] if workload else [])]
     start = time.perf_counter()
     with open(output, "w", encoding="utf-8") as out:
-        code = subprocess.run(command, cwd=ROOT, env=card_env(), stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL).returncode
+        code = subprocess.run(
+            command, cwd=ROOT, env=card_env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        ).returncode
     return code, time.perf_counter() - start, verdicts_of(output.read_text(encoding="utf-8", errors="replace"))
 
 
@@ -93,20 +94,30 @@ def table(stats: dict[str, CheckStats]) -> str:
     lines = [header, "-" * len(header)]
     for name, s in sorted(stats.items(), key=lambda kv: (-kv[1].failed, kv[0])):
         m = s.margins
-        spread = (f"{min(m):.1f} / {statistics.median(m):.1f} / {max(m):.1f}" if m else "-")
+        spread = f"{min(m):.1f} / {statistics.median(m):.1f} / {max(m):.1f}" if m else "-"
         lines.append(f"{name[:78]:<78} {s.passed:>5} {s.na:>4} {s.failed:>5}  {spread}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m common.bench.noise", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(
+        prog="python -m common.bench.noise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("runs", nargs="?", type=int, default=10, help="runs of the card command per workload (10)")
     parser.add_argument("--device", default="0", help="device id passed to the modes (default 0)")
-    parser.add_argument("--hog", choices=("cpu", "memory", "none"), default="cpu",
-                        help="what holds one core meanwhile (default cpu: a busy loop)")
-    parser.add_argument("--workload", action="append", default=[], metavar="FILE",
-                        help="a workload file to run too, after TinyMLP (repeatable)")
+    parser.add_argument(
+        "--hog",
+        choices=("cpu", "memory", "none"),
+        default="cpu",
+        help="what holds one core meanwhile (default cpu: a busy loop)",
+    )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a workload file to run too, after TinyMLP (repeatable)",
+    )
     parser.add_argument("--workloads", action="store_true", help="also every file of workloads/ besides TinyMLP")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where each run's output is kept (bench/noise)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -122,16 +133,25 @@ def main(argv: list[str] | None = None) -> int:
     stats: dict[str, CheckStats] = {}
     runs = []
     hog = start_hog(args.hog)
-    print(f"noise: {args.runs} run(s) of the card command per workload, hog: {args.hog}; outputs in {args.out}",
-          flush=True)
+    print(
+        f"noise: {args.runs} run(s) of the card command per workload, hog: {args.hog}; outputs in {args.out}",
+        flush=True,
+    )
     try:
         for i in range(1, args.runs + 1):
             for w in workloads:
                 label = Path(w).stem if w else "tiny_mlp"
                 code, wall, found = run_once(args.device, w, args.out / f"{label}_{i}.txt")
                 fails = [f"{name}: {detail}" for status, name, detail in found if status == "FAIL"]
-                runs.append({"run": i, "workload": label, "exit_code": code, "wall_s": round(wall, 1),
-                             "verdicts": [list(v) for v in found]})
+                runs.append(
+                    {
+                        "run": i,
+                        "workload": label,
+                        "exit_code": code,
+                        "wall_s": round(wall, 1),
+                        "verdicts": [list(v) for v in found],
+                    }
+                )
                 for status, name, detail in found:
                     s = stats.setdefault(name, CheckStats())
                     if status == "PASS":
@@ -142,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                         s.failed += 1
                     if (m := margin(detail)) is not None:
                         s.margins.append(m)
-                print(f"run {i} {label}: exit {code}, {wall:.0f} s, {len(found)} verdicts, {len(fails)} FAIL"
-                      + "".join(f"\n    [FAIL] {f}" for f in fails), flush=True)
+                print(
+                    f"run {i} {label}: exit {code}, {wall:.0f} s, {len(found)} verdicts, {len(fails)} FAIL"
+                    + "".join(f"\n    [FAIL] {f}" for f in fails),
+                    flush=True,
+                )
     finally:
         if hog is not None:
             hog.kill()

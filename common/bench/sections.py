@@ -27,14 +27,21 @@ from common.environments import compile_lab_code
 
 def run(out: Path, repeat: int, sizes: dict, skip: set[str], install: bool) -> int:
     load = os.getloadavg()
-    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.machine()}, Python "
-          f"{platform.python_version()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start")
-    print("columns: whole = wall time of the process, start to exit (imports included); inside = wall time of "
-          "the work measured inside it;\n CPU/wall = (user + system) / whole (above 1: more than one core); peak = "
-          f"largest resident set (wait4). Medians of {repeat} interleaved runs where marked.\n")
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.machine()}, Python "
+        f"{platform.python_version()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start"
+    )
+    print(
+        "columns: whole = wall time of the process, start to exit (imports included); inside = wall time of "
+        "the work measured inside it;\n CPU/wall = (user + system) / whole (above 1: more than one core); peak = "
+        f"largest resident set (wait4). Medians of {repeat} interleaved runs where marked.\n"
+    )
     compile_lab_code()  # as pip does for an installed package, and as the nox sessions do
-    unwritten = (" (PYTHONDONTWRITEBYTECODE is set here: without this, every run would compile it again)"
-                 if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
+    unwritten = (
+        " (PYTHONDONTWRITEBYTECODE is set here: without this, every run would compile it again)"
+        if os.environ.get("PYTHONDONTWRITEBYTECODE")
+        else ""
+    )
     print(f"bytecode: the lab's modules byte-compiled before measuring{unwritten}")
     tool = ensure_tool(install) if not {"advisor", "msprof-analyze"} & skip else None
     if "csv" not in skip:
@@ -53,12 +60,19 @@ def run(out: Path, repeat: int, sizes: dict, skip: set[str], install: bool) -> i
 def _csv_section(out: Path, repeat: int, sizes: dict, skip: set[str]) -> None:
     folder = ensure_profile(out, "op_summary", sizes["rows"], sizes)
     size = sum(p.stat().st_size for p in folder.rglob("op_summary_*.csv")) / 1e6
-    print(f"1. op_summary, {sizes['rows']:,} rows ({size:,.0f} MB): count, total, min, max per Device_id / OP Type / "
-          "Task Type / Input Shapes")
+    print(
+        f"1. op_summary, {sizes['rows']:,} rows ({size:,.0f} MB): count, total, min, max per Device_id / OP Type / "
+        "Task Type / Input Shapes"
+    )
     print(HEADER)
     report, inside, alone, types, base = [], [], [], [], []
-    pandas = "pandas" not in skip and spawn(python_argv("-c", "import importlib.util as u; print(int(bool("
-                                                          "u.find_spec('pandas'))))")).output.strip() == "1"
+    pandas = (
+        "pandas" not in skip
+        and spawn(
+            python_argv("-c", "import importlib.util as u; print(int(bool(u.find_spec('pandas'))))")
+        ).output.strip()
+        == "1"
+    )
     for _ in range(repeat):
         report.append(spawn(python_argv("-m", "common", "report", str(folder))))
         inside.append(spawn(python_argv("-m", "common.bench", "_child", "lab-csv", str(folder))))
@@ -77,17 +91,27 @@ def _csv_section(out: Path, repeat: int, sizes: dict, skip: set[str]) -> None:
         got = median_run(runs).result
         print(table_row(name, runs, total(got), agree(lab["total_us"], got["total_us"])))
     if base:
-        print(table_row("pandas: read_csv + groupby, same totals", base, total(median_run(base).result),
-                   agree(lab["total_us"], median_run(base).result["total_us"])))
+        print(
+            table_row(
+                "pandas: read_csv + groupby, same totals",
+                base,
+                total(median_run(base).result),
+                agree(lab["total_us"], median_run(base).result["total_us"]),
+            )
+        )
     else:
         print("  pandas: N/A (not installed: python -m pip install --group bench)")
     r, a, t = median_run(report), median_run(alone), median_run(types)
-    print(f"  report / polars alone (the same totals), whole process: {r.wall_s / a.wall_s:.2f}x the time "
-          f"(target <= 1.5x); / polars alone (types only): {r.wall_s / t.wall_s:.2f}x")
+    print(
+        f"  report / polars alone (the same totals), whole process: {r.wall_s / a.wall_s:.2f}x the time "
+        f"(target <= 1.5x); / polars alone (types only): {r.wall_s / t.wall_s:.2f}x"
+    )
     if base:
         pb = median_run(base)
-        print(f"  report vs pandas, whole process: {pb.wall_s / r.wall_s:.1f}x faster (target >= 3x), "
-              f"{pb.peak_mib / r.peak_mib:.1f}x leaner in peak RSS (target >= 3x)")
+        print(
+            f"  report vs pandas, whole process: {pb.wall_s / r.wall_s:.1f}x faster (target >= 3x), "
+            f"{pb.peak_mib / r.peak_mib:.1f}x leaner in peak RSS (target >= 3x)"
+        )
     print(f"  report CPU/wall {r.cpu_s / r.wall_s:.2f} (above 1: both cores used)\n")
 
 
@@ -101,25 +125,44 @@ def _trace_section(out: Path, repeat: int, sizes: dict, skip: set[str], tool: Pa
     lab = median_run(inside).result
     total = f"Computing {lab['computing_ms']:,.3f} ms"
     print(table_row("lab: python -m common report", report, total, "(the same process)"))
-    print(table_row("lab: the step table, in one process", inside, total,
-               agree(lab["computing_ms"], lab["expected_computing_ms"]) + " gen"))
+    print(
+        table_row(
+            "lab: the step table, in one process",
+            inside,
+            total,
+            agree(lab["computing_ms"], lab["expected_computing_ms"]) + " gen",
+        )
+    )
     if "msgspec" not in skip:
         decoded = spawn(python_argv("-c", MSGSPEC_DECODE, str(path)))
-        print(table_row("msgspec: decode all, sum Overlap", [decoded], f"Computing {decoded.result['computing_ms']:,.3f} ms",
-                   agree(lab["computing_ms"], decoded.result["computing_ms"])))
+        print(
+            table_row(
+                "msgspec: decode all, sum Overlap",
+                [decoded],
+                f"Computing {decoded.result['computing_ms']:,.3f} ms",
+                agree(lab["computing_ms"], decoded.result["computing_ms"]),
+            )
+        )
     if "advisor" not in skip and tool is not None:
         with tempfile.TemporaryDirectory(prefix="bench_advisor_") as tmp:
             advisor = spawn([str(tool), "advisor", "all", "-d", str(folder), "-l", "en"], cwd=Path(tmp), timeout=3600)
         found = dict(re.findall(r"-- (Computing|Free) Time is ([0-9.]+)ms", advisor.output))
         computing = float(found["Computing"]) if "Computing" in found else None
-        print(table_row("msprof-analyze advisor all", [advisor],
-                   f"Computing {computing:,.3f} ms" if computing is not None else "no Overall Summary",
-                   agree(lab["computing_ms"], computing)))
+        print(
+            table_row(
+                "msprof-analyze advisor all",
+                [advisor],
+                f"Computing {computing:,.3f} ms" if computing is not None else "no Overall Summary",
+                agree(lab["computing_ms"], computing),
+            )
+        )
     elif "advisor" not in skip:
         print("  msprof-analyze advisor: N/A (not installed: run without --no-install)")
     r = median_run(report)
-    print(f"  report: {gb * 1e3 / r.wall_s:,.0f} MB/s whole process (target >= 250 MB/s), peak {r.peak_mib:,.0f} MiB; "
-          f"{lab['steps']:,} steps, largest difference from the generator's own sums {lab['max_abs_diff_us']:.3g} us\n")
+    print(
+        f"  report: {gb * 1e3 / r.wall_s:,.0f} MB/s whole process (target >= 250 MB/s), peak {r.peak_mib:,.0f} MiB; "
+        f"{lab['steps']:,} steps, largest difference from the generator's own sums {lab['max_abs_diff_us']:.3g} us\n"
+    )
 
 
 def _db_section(out: Path, repeat: int, sizes: dict) -> None:
@@ -132,9 +175,11 @@ def _db_section(out: Path, repeat: int, sizes: dict) -> None:
     total = f"{lab['rows']:,} tasks, {lab['total_us'] / 1e6:,.3f} s"
     print(table_row("lab: python -m common report", report, total, "(the same process)"))
     print(table_row("lab: the report, in one process", inside, total, "-"))
-    print(f"  {'generator (what it wrote)':38s} {'':>7s} {'':>7s} {'':>5s} {'':>8s}  "
-          f"{lab['expected_rows']:,} tasks, {lab['expected_total_us'] / 1e6:,.3f} s  "
-          f"{agree(lab['total_us'], lab['expected_total_us']):>20s}")
+    print(
+        f"  {'generator (what it wrote)':38s} {'':>7s} {'':>7s} {'':>5s} {'':>8s}  "
+        f"{lab['expected_rows']:,} tasks, {lab['expected_total_us'] / 1e6:,.3f} s  "
+        f"{agree(lab['total_us'], lab['expected_total_us']):>20s}"
+    )
     print(f"  report: {median_run(report).wall_s:.2f} s whole process (target <= 2 s); {lab['steps']:,} steps\n")
 
 

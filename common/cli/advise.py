@@ -33,8 +33,10 @@ def advise(args: argparse.Namespace) -> int:
         findings = run_rules(noted(iter_capture_inputs(source)))
     title = f"msprof lab advise: {args.dir}"
     shown = ", ".join(map(str, names[:16])) + (f" ... {names[-1]}" if len(names) > 16 else "")
-    lines = [f"{len(names)} export(s)" + (f", ranks {shown}" if None not in names else ""),
-             "rules: msprof-analyze advisor 26.2.0's, each with its threshold and source (docs/reading_captures.md)"]
+    lines = [
+        f"{len(names)} export(s)" + (f", ranks {shown}" if None not in names else ""),
+        "rules: msprof-analyze advisor 26.2.0's, each with its threshold and source (docs/reading_captures.md)",
+    ]
     if args.json:
         print(advice_json(str(args.dir), names, findings))
     else:
@@ -49,10 +51,14 @@ def advise(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("advise", help="every msprof-analyze advisor rule on a capture: what fired, with which "
-                                      "figures, and the fix")
-    p.add_argument("dir", help="a capture: what report reads (PROF_*/, *_ascend_pt/, a folder of ranks, a lab run, "
-                               "a copied lesson's output)")
+    p = sub.add_parser(
+        "advise", help="every msprof-analyze advisor rule on a capture: what fired, with which figures, and the fix"
+    )
+    p.add_argument(
+        "dir",
+        help="a capture: what report reads (PROF_*/, *_ascend_pt/, a folder of ranks, a lab run, "
+        "a copied lesson's output)",
+    )
     p.add_argument("--json", action="store_true", help="print the findings as JSON (key findings: one object per rule)")
     p.add_argument("--out", help="also write advice.md and advice.json into this new folder")
     p.set_defaults(func=advise)

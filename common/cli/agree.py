@@ -35,12 +35,18 @@ def default_dirs(root: Path = REPO_ROOT) -> list[Path]:
 
 def _load_info(folder: Path, spec: ModeSpec | None) -> dict:
     if not folder.is_dir():
-        what = f"mode {spec.key} ({spec.folder}) missing: {folder} does not exist" if spec else f"{folder}: no such directory"
+        what = (
+            f"mode {spec.key} ({spec.folder}) missing: {folder} does not exist"
+            if spec
+            else f"{folder}: no such directory"
+        )
         raise LabError(what, f"run it first: nox -s {spec.session}" if spec else "give a mode's prof_out/")
     info = read_run_info(folder)
     if info is None:
-        raise LabError(f"{folder}: no run_info.json, so its backend and run cannot be checked",
-                       "agree reads output written by the lab's modes (nox -s cmdline ascendc pyacl pytorch)")
+        raise LabError(
+            f"{folder}: no run_info.json, so its backend and run cannot be checked",
+            "agree reads output written by the lab's modes (nox -s cmdline ascendc pyacl pytorch)",
+        )
     return info
 
 
@@ -68,19 +74,39 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
             tasks = [t for ds in datasets for t in ds.tasks]
             variants[name] = (tasks, [s for ds in datasets for s in ds.op_statistic])
         if PYACL_DEFAULT not in variants:
-            raise LabError(f"{folder}: no {PYACL_DEFAULT!r} variant in this run",
-                           "run all variants: bash 03_api_pyAcl/run.sh 0 (or nox -s pyacl)")
+            raise LabError(
+                f"{folder}: no {PYACL_DEFAULT!r} variant in this run",
+                "run all variants: bash 03_api_pyAcl/run.sh 0 (or nox -s pyacl)",
+            )
         tasks, stats = variants[PYACL_DEFAULT]
-        return ModeRun(spec, folder, info, info.get("measured_executes"), tasks, stats, variants=variants,
-                       groups=checks.tasks_by_execute(tasks, info.get("measured_executes")) or [])
+        return ModeRun(
+            spec,
+            folder,
+            info,
+            info.get("measured_executes"),
+            tasks,
+            stats,
+            variants=variants,
+            groups=checks.tasks_by_execute(tasks, info.get("measured_executes")) or [],
+        )
     datasets = find_datasets(folder)
     if spec.key == "04":
         datasets = [ds for ds in datasets if ds.kind == "torch_npu"]
         tasks = [t for ds in datasets for t in ds.tasks if t.step_id is not None]
         steps = [s for ds in datasets for s in ds.steps]
-        return ModeRun(spec, folder, info, info.get("forwards"), tasks, [s for ds in datasets for s in ds.op_statistic],
-                       steps, datasets, records=checks.records_by_step(tasks), output=read_output(folder / "output.npy"),
-                       groups=checks.tasks_by_step(tasks))
+        return ModeRun(
+            spec,
+            folder,
+            info,
+            info.get("forwards"),
+            tasks,
+            [s for ds in datasets for s in ds.op_statistic],
+            steps,
+            datasets,
+            records=checks.records_by_step(tasks),
+            output=read_output(folder / "output.npy"),
+            groups=checks.tasks_by_step(tasks),
+        )
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
     windows = checks.forward_windows(datasets)
@@ -89,10 +115,18 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         # Forward time is the time inside the measured forwards' ranges, as 04's is its active steps: what the
         # process did outside them (building the model, its input) and the warm-up forwards are not forward time.
         stats = checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats
-    return ModeRun(spec, folder, info, forwards, tasks, stats,
-                   datasets=datasets, records=checks.records_in(tasks, windows) if spec.key == "01" else [],
-                   output=read_output(folder / "output.npy") if spec.key == "01" else None,
-                   groups=checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [])
+    return ModeRun(
+        spec,
+        folder,
+        info,
+        forwards,
+        tasks,
+        stats,
+        datasets=datasets,
+        records=checks.records_in(tasks, windows) if spec.key == "01" else [],
+        output=read_output(folder / "output.npy") if spec.key == "01" else None,
+        groups=checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [],
+    )
 
 
 def _shown(path: Path) -> str:
@@ -117,34 +151,50 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
         infos[spec.key] = (folder, info)
     for spec in MODES:
         if spec.key not in infos:
-            raise LabError(f"mode {spec.key} ({spec.folder}) missing from the inputs",
-                           f"run it (nox -s {spec.session}) and pass its prof_out/ too")
+            raise LabError(
+                f"mode {spec.key} ({spec.folder}) missing from the inputs",
+                f"run it (nox -s {spec.session}) and pass its prof_out/ too",
+            )
     backends = {k: info.get("backend") for k, (_, info) in infos.items()}
     if len(set(backends.values())) > 1:
         listed = ", ".join(f"{k} {b}" for k, b in backends.items())
         raise LabError(f"mixed backends: {listed}", "run every mode on one machine and backend, in one nox command")
     trained = [f"{k} ({folder})" for k, (folder, info) in infos.items() if info.get("train")]
     if trained:
-        raise LabError(f"mode {', '.join(trained)} profiled training steps (--train), the others inference forwards",
-                       "re-run it without --train to compare the modes; read a training run on its own with "
-                       "python -m common report <its prof_out>")
+        raise LabError(
+            f"mode {', '.join(trained)} profiled training steps (--train), the others inference forwards",
+            "re-run it without --train to compare the modes; read a training run on its own with "
+            "python -m common report <its prof_out>",
+        )
     notes, failed = [], {}
     run_ids = {k: info.get("run_id") for k, (_, info) in infos.items()}
     newest = max(infos.values(), key=lambda fi: fi[1].get("start") or "")[1]
     stale_runs: set[str] = set()  # the modes set apart because their output is another run's
     if len(set(run_ids.values())) > 1:
-        stale = {k: f"{k} (run {str(r)[:8]}, {infos[k][1].get('start')})" for k, r in run_ids.items()
-                 if r != newest.get("run_id")}
-        what = (f"stale or mixed inputs: {', '.join(stale.values())} not from the newest run "
-                f"{str(newest.get('run_id'))[:8]} ({newest.get('start')})")
+        stale = {
+            k: f"{k} (run {str(r)[:8]}, {infos[k][1].get('start')})"
+            for k, r in run_ids.items()
+            if r != newest.get("run_id")
+        }
+        what = (
+            f"stale or mixed inputs: {', '.join(stale.values())} not from the newest run "
+            f"{str(newest.get('run_id'))[:8]} ({newest.get('start')})"
+        )
         if allow_mixed_runs:
             notes.append(f"note: {what}; compared anyway (--allow-mixed-runs)")
         else:  # e.g. 03's build failed before its run.sh wrote anything: its prof_out/ is an older run's
-            notes.append(f"note: {what}; re-run all four modes in one command (nox -s cmdline ascendc pyacl "
-                         "pytorch -- 0), or pass --allow-mixed-runs to compare them anyway")
-            failed = {k: (f"its output is from another run (run {str(run_ids[k])[:8]}, started "
-                          f"{infos[k][1].get('start')}): it did not run in this one, or stopped before writing "
-                          "its output") for k in stale}
+            notes.append(
+                f"note: {what}; re-run all four modes in one command (nox -s cmdline ascendc pyacl "
+                "pytorch -- 0), or pass --allow-mixed-runs to compare them anyway"
+            )
+            failed = {
+                k: (
+                    f"its output is from another run (run {str(run_ids[k])[:8]}, started "
+                    f"{infos[k][1].get('start')}): it did not run in this one, or stopped before writing "
+                    "its output"
+                )
+                for k in stale
+            }
             stale_runs = set(stale)
     for k, (_, info) in infos.items():  # stopped before it ran: the reason the session recorded (cli/sessions.py)
         if info.get("failure") and k not in failed:
@@ -180,8 +230,10 @@ def workload_of(runs: dict[str, ModeRun]) -> Workload:
     reference output comes from its record when the modes computed it already: common.workload)."""
     present = [k for k in reversed(WORKLOAD_MODES) if k in runs]
     if not present:
-        raise LabError("modes 01, 03 and 04 all failed: there is nothing to compare",
-                       "read each mode's report (<mode>/prof_out/report.md), fix what it says and re-run")
+        raise LabError(
+            "modes 01, 03 and 04 all failed: there is nothing to compare",
+            "read each mode's report (<mode>/prof_out/report.md), fix what it says and re-run",
+        )
     identity = runs[present[0]].info["workload"]
     path = identity.get("path")
     if path is None:
@@ -189,19 +241,26 @@ def workload_of(runs: dict[str, ModeRun]) -> Workload:
     else:
         file = Path(path)
         if not file.is_file():
-            raise LabError(f"workload file {path} of this run is gone, so its expected op counts and reference "
-                           f"cannot be computed", "restore the file, or re-run the modes on another workload")
+            raise LabError(
+                f"workload file {path} of this run is gone, so its expected op counts and reference cannot be computed",
+                "restore the file, or re-run the modes on another workload",
+            )
         import hashlib
 
         sha = hashlib.sha256(file.read_bytes()).hexdigest()
         if sha != identity.get("sha256"):
-            raise LabError(f"workload file {path} changed since the run (sha256 {str(identity.get('sha256'))[:12]} "
-                           f"then, {sha[:12]} now)", "re-run the modes on it: nox -s cmdline ascendc pyacl pytorch "
-                           f"-- 0 --workload {path}")
+            raise LabError(
+                f"workload file {path} changed since the run (sha256 {str(identity.get('sha256'))[:12]} "
+                f"then, {sha[:12]} now)",
+                f"re-run the modes on it: nox -s cmdline ascendc pyacl pytorch -- 0 --workload {path}",
+            )
         workload = load_workload(file)
     if workload.sha256 != identity.get("sha256"):
-        raise LabError(f"{workload.where} changed since the run (sha256 {str(identity.get('sha256'))[:12]} then, "
-                       f"{workload.sha256[:12]} now)", "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0")
+        raise LabError(
+            f"{workload.where} changed since the run (sha256 {str(identity.get('sha256'))[:12]} then, "
+            f"{workload.sha256[:12]} now)",
+            "re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0",
+        )
     return workload
 
 
@@ -226,5 +285,8 @@ def load_sweep(root: Path = REPO_ROOT) -> tuple[dict, str, str] | None:
             series.setdefault(label, []).append((int(point[x]), float(point["computing_ratio"])))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    return (series, f"from {SWEEP_FILE} ({name}, {doc.get('backend')}, {doc.get('start')}); re-run with nox -s sweep",
-            f"{x} size")
+    return (
+        series,
+        f"from {SWEEP_FILE} ({name}, {doc.get('backend')}, {doc.get('start')}); re-run with nox -s sweep",
+        f"{x} size",
+    )

@@ -24,8 +24,10 @@ ORT_PROFILE = "onnxruntime_profile*.json"
 
 def _one(folder: Path, found: list[Path], what: str) -> Path:
     if len(found) > 1:
-        raise LabError(f"{folder} holds {len(found)} {what}: {', '.join(p.name for p in found[:3])}",
-                       "give the folder of one run, or the file itself")
+        raise LabError(
+            f"{folder} holds {len(found)} {what}: {', '.join(p.name for p in found[:3])}",
+            "give the folder of one run, or the file itself",
+        )
     return found[0]
 
 
@@ -63,8 +65,10 @@ def _convert(kind: str, files: list[Path], into: Path) -> str:
             convert_raw_trace(files[0], into)
             return f"{files[0]} is a torch.profiler trace: read through the lab's conversion to torch_npu's layout"
         convert_rank_traces(files, into)
-        return (f"{files[0].parent}: {len(files)} ranks' torch.profiler traces, read through the lab's conversion "
-                "to torch_npu's multi-rank layout")
+        return (
+            f"{files[0].parent}: {len(files)} ranks' torch.profiler traces, read through the lab's conversion "
+            "to torch_npu's multi-rank layout"
+        )
     if kind == "ort":
         from common.modes.pyacl.ort_profile import convert_profile
 

@@ -1,28 +1,28 @@
 """``python -m common <command>``: the lab's tools for any output directory.
 
-  report <dir>     top ops, op families, per-forward counts, step table, bottlenecks, integrity checks;
-                   writes <dir>/report.md and report.html (a lab run's: rebuilt with the checks it recorded);
-                   exit 1 when an integrity check fails (the files of an export disagree)
-  agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
-  compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs), and the step view
-                   (per sample when the batches differ: --samples A B); exit 1 on a regression beyond --threshold
-                   and the runs' noise; --json
-  (report, compare, baseline and cluster also read what a copied lesson writes off the NPU: torch.profiler traces,
-   one or one per rank, ONNX Runtime's onnxruntime_profile_*.json, the kernel twin's timings CSV)
-  baseline save|check NAME <dir>
-                   keep a run's step and per-op summary under a name (baselines/NAME.json), then judge a later
-                   run against it as compare does: exit 1 on a regression beyond the threshold and the noise
-  cluster <dir>    per-rank Computing / Communication / Free of a multi-rank run, the slow rank and why
-  workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
-  precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
-                   the first op out of tolerance; writes precision_out/report.html; exit 1 when a path names one
-                   (--cross-check: the torch fp16 table against msprobe's compare of the same paths)
-  profile --out DIR -- program [args]
-                   profile any program as a black box: msprof on an NPU, else the portable launcher (torch's ops
-                   of every Python process that imports torch), msprof's layout in DIR; then report DIR
-  advise <dir>     every msprof-analyze advisor rule on a capture: what fired (the ops, sizes, counts), what ran
-                   clean, what could not run and why; the fix pair of each finding (--json, --out DIR)
-  backend          print which backend this machine gets and why
+report <dir>     top ops, op families, per-forward counts, step table, bottlenecks, integrity checks;
+                 writes <dir>/report.md and report.html (a lab run's: rebuilt with the checks it recorded);
+                 exit 1 when an integrity check fails (the files of an export disagree)
+agree [dirs]     the four modes of one run side by side, and the cross-mode verdicts
+compare <b> <c>  per-op and total deltas, baseline vs candidate (medians over repeated runs), and the step view
+                 (per sample when the batches differ: --samples A B); exit 1 on a regression beyond --threshold
+                 and the runs' noise; --json
+(report, compare, baseline and cluster also read what a copied lesson writes off the NPU: torch.profiler traces,
+ one or one per rank, ONNX Runtime's onnxruntime_profile_*.json, the kernel twin's timings CSV)
+baseline save|check NAME <dir>
+                 keep a run's step and per-op summary under a name (baselines/NAME.json), then judge a later
+                 run against it as compare does: exit 1 on a regression beyond the threshold and the noise
+cluster <dir>    per-rank Computing / Communication / Free of a multi-rank run, the slow rank and why
+workload [file]  load a workload file and run its model once, as every mode will: one line if it is broken
+precision [dev]  every op's output of each path (torch, 03's variants) against the fp32 reference of the same op:
+                 the first op out of tolerance; writes precision_out/report.html; exit 1 when a path names one
+                 (--cross-check: the torch fp16 table against msprobe's compare of the same paths)
+profile --out DIR -- program [args]
+                 profile any program as a black box: msprof on an NPU, else the portable launcher (torch's ops
+                 of every Python process that imports torch), msprof's layout in DIR; then report DIR
+advise <dir>     every msprof-analyze advisor rule on a capture: what fired (the ops, sizes, counts), what ran
+                 clean, what could not run and why; the fix pair of each finding (--json, --out DIR)
+backend          print which backend this machine gets and why
 """
 
 from __future__ import annotations
@@ -67,16 +67,17 @@ def _report(args: argparse.Namespace) -> int:
 
     out = _out_dir(args.out) if args.out else report_folder(args.dir)  # before the work: a bad --out stops here
     with readable(args.dir) as source:  # a copied lesson's profile: read through the harness's conversion
-        return _report_of(argparse.Namespace(**{**vars(args), "dir": source}), out,
-                          None if source == args.dir else args.dir)
+        return _report_of(
+            argparse.Namespace(**{**vars(args), "dir": source}), out, None if source == args.dir else args.dir
+        )
 
 
 def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
     from common.errors import LabError
     from common.formats.datasets import find_datasets
     from common.formats.rundir import RUN_INFO, read_run_info
-    from common.modes.reports import (directory_html, directory_report, note_markdown, own_integrity, write_beside,
-                                      write_own_report)
+    from common.modes.report_files import note_markdown, own_integrity, write_beside, write_own_report
+    from common.modes.reports import directory_html, directory_report
     from common.render.text import render_verdicts
     from common.verdict import from_records
 
@@ -90,8 +91,9 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
         checked = own_integrity(Path(args.dir))
         body = str(info["report_body"])
         print(body, render_verdicts(recorded), sep="\n")
-        text_lines, written = write_own_report(Path(args.dir), f"msprof lab report: {args.dir}", body, recorded,
-                                               checked, Path(out))
+        text_lines, written = write_own_report(
+            Path(args.dir), f"msprof lab report: {args.dir}", body, recorded, checked, Path(out)
+        )
         print(text_lines, *written, sep="\n")
         return 1 if any(not v.ok for v in checked.integrity) else 0
     notes = [str(n) for n in info.get("report_notes", [])] if rebuilt else []
@@ -101,10 +103,19 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
         datasets = [ds.without(damaged) for ds in find_datasets(args.dir)]
         lines = [*warnings, *(f"DAMAGED, left out: {why}" for why in damaged.values())]
         try:
-            text, markdown, integrity = directory_report(args.dir, recorded, soc=args.soc, datasets=datasets,
-                                                         warnings=lines, name=shown)
-            page = directory_html(args.dir, recorded, soc=args.soc, integrity=integrity, datasets=datasets,
-                                  damaged=lines, notes=notes, name=shown)
+            text, markdown, integrity = directory_report(
+                args.dir, recorded, soc=args.soc, datasets=datasets, warnings=lines, name=shown
+            )
+            page = directory_html(
+                args.dir,
+                recorded,
+                soc=args.soc,
+                integrity=integrity,
+                datasets=datasets,
+                damaged=lines,
+                notes=notes,
+                name=shown,
+            )
             break
         except LabError as err:
             path = _damaged_file(err, datasets)
@@ -115,17 +126,25 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
     if rebuilt:
         print(f"checks: as the run recorded them in run_info.json ({info.get('start')}); the figures read again now")
     elif info:
-        print("note: this run recorded no checks in run_info.json (an older run, or one of several ranks), so its "
-              f"own report.md stays as it is; this report is {name}.md beside it")
+        print(
+            "note: this run recorded no checks in run_info.json (an older run, or one of several ranks), so its "
+            f"own report.md stays as it is; this report is {name}.md beside it"
+        )
     print(write_beside(out, f"{name}.md", markdown + "".join(note_markdown(note) for note in notes)))
     print(write_beside(out, f"{name}.html", page))
     failed = [v for v in integrity if not v.ok]
     if failed:
-        print(f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "
-              "mixed with another export); the numbers above are not trustworthy", file=sys.stderr)
+        print(
+            f"{len(failed)} integrity check(s) FAILED: the files of an export disagree (edited, cut short or "
+            "mixed with another export); the numbers above are not trustworthy",
+            file=sys.stderr,
+        )
     if damaged:
-        print(f"{len(damaged)} damaged file(s) left out ({', '.join(p.name for p in damaged)}): the report is "
-              f"from the other files; exit {EXIT_DAMAGED}", file=sys.stderr)
+        print(
+            f"{len(damaged)} damaged file(s) left out ({', '.join(p.name for p in damaged)}): the report is "
+            f"from the other files; exit {EXIT_DAMAGED}",
+            file=sys.stderr,
+        )
         return EXIT_DAMAGED
     return 1 if failed else 0
 
@@ -135,7 +154,7 @@ def _agree(args: argparse.Namespace) -> int:
 
     from common.analyze import cross_mode
     from common.cli.agree import default_dirs, load_runs, load_sweep, modes_not_in_run, workload_of
-    from common.modes.reports import write_agree_outputs
+    from common.modes.report_files import write_agree_outputs
     from common.formats.rundir import REPO_ROOT, check_output_dir
     from common.render.html import agree_html
     from common.render.text import agree_report
@@ -145,9 +164,11 @@ def _agree(args: argparse.Namespace) -> int:
     if args.run_id:
         missing = modes_not_in_run(dirs, args.run_id)
         if missing:  # e.g. `nox -s pytorch`: one mode is not a cross-mode run
-            print(f"agree: not run — mode {', '.join(missing)} did not run in this invocation; the cross-mode "
-                  "verdict needs all four (nox -s cmdline ascendc pyacl pytorch -- 0), or `nox -s agree` compares "
-                  "the latest outputs as they are")
+            print(
+                f"agree: not run — mode {', '.join(missing)} did not run in this invocation; the cross-mode "
+                "verdict needs all four (nox -s cmdline ascendc pyacl pytorch -- 0), or `nox -s agree` compares "
+                "the latest outputs as they are"
+            )
             return 0
     runs, failed, notes = load_runs(dirs, allow_mixed_runs=args.allow_mixed_runs)
     # the workload 01, 03 and 04 ran (one, checked by load_runs): its EXPECT, its reference output
@@ -157,9 +178,11 @@ def _agree(args: argparse.Namespace) -> int:
     if failed:
         notes.append(f"note: mode {', '.join(sorted(failed))} failed; the checks that need it are left out")
     info = next(iter(runs.values())).info if runs else {}
-    line = (f"backend: {str(info['backend']).upper()} | run {str(info.get('run_id'))[:8]} | host {info.get('host')} | "
-            f"modes started {min(r.info.get('start') or '' for r in runs.values())} .. "
-            f"{max(r.info.get('start') or '' for r in runs.values())}")
+    line = (
+        f"backend: {str(info['backend']).upper()} | run {str(info.get('run_id'))[:8]} | host {info.get('host')} | "
+        f"modes started {min(r.info.get('start') or '' for r in runs.values())} .. "
+        f"{max(r.info.get('start') or '' for r in runs.values())}"
+    )
     cols = cross_mode.columns(runs, workload)
     text, markdown = agree_report(cols, verdicts, notes, line)
     print(text)
@@ -184,8 +207,10 @@ def _compare(args: argparse.Namespace) -> int:
     samples = None
     if args.samples is not None:
         if not all(n > 0 for n in args.samples):
-            raise LabError(f"--samples {args.samples[0]} {args.samples[1]}: samples per step must be >= 1",
-                           "e.g. --samples 1 64 (the baseline's batch, then the candidate's)")
+            raise LabError(
+                f"--samples {args.samples[0]} {args.samples[1]}: samples per step must be >= 1",
+                "e.g. --samples 1 64 (the baseline's batch, then the candidate's)",
+            )
         samples = tuple(args.samples)
     with readable(args.baseline) as base, readable(args.candidate) as cand:
         result = compare(load_side(base), load_side(cand), args.threshold, samples)
@@ -214,25 +239,33 @@ def _baseline(args: argparse.Namespace) -> int:
     from common.render.text import comparison_report
 
     if not re.fullmatch(BASELINE_NAME, args.name):
-        raise LabError(f"baseline name {args.name!r} is not letters, digits, '.', '_' or '-' (up to 100)",
-                       "e.g. python -m common baseline save main-tinymlp 04_pyTorch/prof_out")
+        raise LabError(
+            f"baseline name {args.name!r} is not letters, digits, '.', '_' or '-' (up to 100)",
+            "e.g. python -m common baseline save main-tinymlp 04_pyTorch/prof_out",
+        )
     check_threshold(args.threshold)
     path = Path(args.store) / f"{args.name}.json"
     if args.action == "save":
         if path.exists() and not args.replace:
-            raise LabError(f"{path} exists: a baseline of that name is kept already",
-                           "choose another name, or add --replace to overwrite it")
+            raise LabError(
+                f"{path} exists: a baseline of that name is kept already",
+                "choose another name, or add --replace to overwrite it",
+            )
         with readable(args.dir) as source:
             side = load_side(source)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(side_to_json(side), indent=1) + "\n")
         steps = sum(len(r.steps) for r in side)
-        print(f"baseline {args.name}: {len(side)} run(s), {len(side[0].ops)} op keys, {steps} steps from {args.dir} "
-              f"-> {path}")
+        print(
+            f"baseline {args.name}: {len(side)} run(s), {len(side[0].ops)} op keys, {steps} steps from {args.dir} "
+            f"-> {path}"
+        )
         return 0
     if not path.is_file():
-        raise LabError(f"no baseline {args.name!r} in {args.store}/",
-                       f"save one first: python -m common baseline save {args.name} <dir>")
+        raise LabError(
+            f"no baseline {args.name!r} in {args.store}/",
+            f"save one first: python -m common baseline save {args.name} <dir>",
+        )
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -266,7 +299,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) -> int:
     from common.analyze.cluster import cluster_report
-    from common.modes.reports import write_beside, write_lines_beside
+    from common.modes.report_files import write_beside, write_lines_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
     from common.render.cluster import STEPS_CSV, cluster_html, cluster_text_lines, render_cluster
@@ -283,8 +316,10 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) 
             print(_write_steps_csv(report, out / STEPS_CSV))
         print(write_beside(out, "report.html", cluster_html(report, verdicts, notes, full=full)))
     elif not full:
-        print(f"every (step, rank) row and every rank's line: add --out DIR ({STEPS_CSV}, cluster_report.txt, "
-              "report.html)")
+        print(
+            f"every (step, rank) row and every rank's line: add --out DIR ({STEPS_CSV}, cluster_report.txt, "
+            "report.html)"
+        )
     return 0 if all(v.ok for v in verdicts) else 1
 
 
@@ -315,8 +350,10 @@ def _workload(args: argparse.Namespace) -> int:
 
     work = load_workload(args.file)  # imports it, builds the model, runs one forward: any mistake stops here
     if args.train and work.loss is None:
-        raise LabError(f"--train needs a loss, and {work.where} defines no loss()",
-                       "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train")
+        raise LabError(
+            f"--train needs a loss, and {work.where} defines no loss()",
+            "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train",
+        )
     print(f"{work.summary()}: it loads and runs")
     return 0
 
@@ -329,45 +366,78 @@ def _precision(args: argparse.Namespace) -> int:
 
 def command_parser() -> ArgumentParser:
     """The command line of ``python -m common``, every command and its options."""
-    parser = ArgumentParser(prog="python -m common", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(
+        prog="python -m common", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     report = sub.add_parser("report", help="report on a profile directory")
-    report.add_argument("dir", help="a mode's prof_out/, a PROF_*/ or *_ascend_pt/ folder, or any folder holding their files")
+    report.add_argument(
+        "dir", help="a mode's prof_out/, a PROF_*/ or *_ascend_pt/ folder, or any folder holding their files"
+    )
     report.add_argument("--soc", help="NPU SoC of the data for lower bounds, e.g. Ascend910B3 (default: $SOC_VERSION)")
-    report.add_argument("--out", help="where to write report.md and report.html (default: beside the capture, "
-                                      "when that folder is writable)")
+    report.add_argument(
+        "--out",
+        help="where to write report.md and report.html (default: beside the capture, when that folder is writable)",
+    )
     report.set_defaults(func=_report)
     agree_p = sub.add_parser("agree", help="check that the four modes of one run agree")
     agree_p.add_argument("dirs", nargs="*", help="the modes' prof_out/ folders (default: all four in this checkout)")
-    agree_p.add_argument("--allow-mixed-runs", action="store_true",
-                         help="compare folders from different runs (same backend) instead of refusing them")
+    agree_p.add_argument(
+        "--allow-mixed-runs",
+        action="store_true",
+        help="compare folders from different runs (same backend) instead of refusing them",
+    )
     agree_p.add_argument("--out", help="where to write cross_mode.md and report.html (default: agree_out/)")
-    agree_p.add_argument("--run-id", help="only when all four modes ran in this run (the id nox gives every mode of "
-                                          "one invocation); otherwise say which did not, and stop")
+    agree_p.add_argument(
+        "--run-id",
+        help="only when all four modes ran in this run (the id nox gives every mode of "
+        "one invocation); otherwise say which did not, and stop",
+    )
     agree_p.set_defaults(func=_agree)
     compare_p = sub.add_parser("compare", help="compare a candidate run against a baseline")
     compare_p.add_argument("baseline", help="an output folder, or a folder of repeated runs (<mode>/prof_runs)")
     compare_p.add_argument("candidate", help="the same, for the run to judge")
-    compare_p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
-                           help=f"percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
-    compare_p.add_argument("--samples", nargs=2, type=int, metavar=("BASE", "CAND"),
-                           help="samples per step (the batch) of the baseline and the candidate, for captures whose "
-                                "run_info.json does not record it: the step time is then compared per sample")
-    compare_p.add_argument("--json", action="store_true", help="print the comparison as JSON (key steps: the step "
-                                                               "view, with per_sample_ratio)")
+    compare_p.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD_PCT,
+        help=f"percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})",
+    )
+    compare_p.add_argument(
+        "--samples",
+        nargs=2,
+        type=int,
+        metavar=("BASE", "CAND"),
+        help="samples per step (the batch) of the baseline and the candidate, for captures whose "
+        "run_info.json does not record it: the step time is then compared per sample",
+    )
+    compare_p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the comparison as JSON (key steps: the step view, with per_sample_ratio)",
+    )
     compare_p.set_defaults(func=_compare)
     cluster_p = sub.add_parser("cluster", help="the per-rank view of a multi-rank (torch.distributed) profile")
     cluster_p.add_argument("dir", help="a folder holding one *_ascend_pt/ per rank, e.g. 04_pyTorch/prof_out_ddp")
-    cluster_p.add_argument("--cross-check", action="store_true",
-                           help="also run msprof-analyze cluster on the folder (installed on first use) and compare "
-                                "with its cluster_step_trace_time.csv (cluster_analysis.db for database exports); "
-                                "off by default: it takes several times the view's own time")
-    cluster_p.add_argument("--out", help="also write cluster_report.txt and report.html into this folder (beyond 8 "
-                           "ranks cluster_steps.csv too: every (step, rank) row)")
-    cluster_p.add_argument("--scheduler", metavar="ADDRESS",
-                           help="read the ranks on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786; "
-                                "default $MSPROF_LAB_DASK_SCHEDULER, else a local process pool); needs "
-                                "`pip install --group dask`")
+    cluster_p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="also run msprof-analyze cluster on the folder (installed on first use) and compare "
+        "with its cluster_step_trace_time.csv (cluster_analysis.db for database exports); "
+        "off by default: it takes several times the view's own time",
+    )
+    cluster_p.add_argument(
+        "--out",
+        help="also write cluster_report.txt and report.html into this folder (beyond 8 "
+        "ranks cluster_steps.csv too: every (step, rank) row)",
+    )
+    cluster_p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="read the ranks on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786; "
+        "default $MSPROF_LAB_DASK_SCHEDULER, else a local process pool); needs "
+        "`pip install --group dask`",
+    )
     cluster_p.set_defaults(func=_cluster)
     workload_p = sub.add_parser("workload", help="check a workload file: load it and run its model once")
     workload_p.add_argument("file", nargs="?", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
@@ -378,9 +448,12 @@ def command_parser() -> ArgumentParser:
     precision_p.add_argument("--workload", help="the workload file (default $MSPROF_LAB_WORKLOAD, else TinyMLP)")
     precision_p.add_argument("--out", help="where to write report.txt and report.html (default: precision_out/)")
     precision_p.add_argument("--torch-only", action="store_true", help="leave out mode 03's variants")
-    precision_p.add_argument("--cross-check", action="store_true",
-                             help="check the torch fp16 table against msprobe's compare (installs mindstudio-probe "
-                                  "into .nox/probe on first use)")
+    precision_p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="check the torch fp16 table against msprobe's compare (installs mindstudio-probe "
+        "into .nox/probe on first use)",
+    )
     precision_p.set_defaults(func=_precision)
     base_p = sub.add_parser("baseline", help="save a run's summary under a name; check a later run against it")
     base_p.add_argument("action", choices=["save", "check"])
@@ -388,8 +461,12 @@ def command_parser() -> ArgumentParser:
     base_p.add_argument("dir", help="the run: an output folder, a prof_runs/ folder, or a torch.profiler trace folder")
     base_p.add_argument("--store", default="baselines", help="where baselines are kept (default baselines/)")
     base_p.add_argument("--replace", action="store_true", help="save: overwrite a baseline of the same name")
-    base_p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
-                        help=f"check: percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})")
+    base_p.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD_PCT,
+        help=f"check: percent slower that counts as a regression (default {DEFAULT_THRESHOLD_PCT:g})",
+    )
     base_p.set_defaults(func=_baseline)
     sub.add_parser("backend", help="show the detected backend").set_defaults(func=_backend)
     profile_p.add_parser(sub)

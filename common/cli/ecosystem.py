@@ -14,8 +14,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from common.collect.msprof_analyze import (Totals, advisor_totals, check_agreement, compare_totals, ensure_tool,
-                                           lab_profile, run_tool, tool_version)
+from common.collect.msprof_analyze import (
+    Totals,
+    advisor_totals,
+    check_agreement,
+    compare_totals,
+    ensure_tool,
+    lab_profile,
+    run_tool,
+    tool_version,
+)
 from common.collect.advisor_record import CAPTURES, FIXTURES
 from common.errors import ArgumentParser, run_cli
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
@@ -38,15 +46,28 @@ def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple
     for p in profiles:
         folder = out / f"advisor_{p.label}"
         folder.mkdir()
-        text = run_tool(exe, ["advisor", "all", "-d", str(p.tool_dir.resolve()), "-o", str(folder.resolve()), "-l", "en"],
-                        folder / "advisor.log")
+        text = run_tool(
+            exe,
+            ["advisor", "all", "-d", str(p.tool_dir.resolve()), "-o", str(folder.resolve()), "-l", "en"],
+            folder / "advisor.log",
+        )
         tool_totals[p.label].append((f"advisor all -d {p.label}", advisor_totals(text, folder / "advisor.log")))
     folder = out / "compare"
     folder.mkdir()
     cand, base = profiles
-    run_tool(exe, ["compare", "-d", str(cand.tool_dir.resolve()), "-bp", str(base.tool_dir.resolve()),
-                   "-o", str(folder.resolve())],
-             folder / "compare.log")
+    run_tool(
+        exe,
+        [
+            "compare",
+            "-d",
+            str(cand.tool_dir.resolve()),
+            "-bp",
+            str(base.tool_dir.resolve()),
+            "-o",
+            str(folder.resolve()),
+        ],
+        folder / "compare.log",
+    )
     comparison, benchmark = compare_totals(folder)
     tool_totals[cand.label].append(("compare -d (comparison)", comparison))
     tool_totals[base.label].append(("compare -bp (base)", benchmark))
@@ -79,24 +100,41 @@ def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[str
         matches = parity(record_advisor(exe, capture, work), advise(read_capture_inputs(capture)))
         rows += [[name, m.category, m.figure, m.advisor, m.lab, "same" if m.ok else "DIFFERENT"] for m in matches]
         bad = [m.category for m in matches if not m.ok]
-        verdicts.append(Verdict(f"advise vs msprof-analyze advisor: {name}", not bad,
-                                f"{len(matches)} problem(s) reported, each in advise with the same key figure" if not bad
-                                else f"differs or missing: {', '.join(bad)}"))
-    table = render_table(["capture", "advisor category", "figure", "msprof-analyze", "lab advise", ""], rows,
-                         wrap=("msprof-analyze", "lab advise"))
+        verdicts.append(
+            Verdict(
+                f"advise vs msprof-analyze advisor: {name}",
+                not bad,
+                f"{len(matches)} problem(s) reported, each in advise with the same key figure"
+                if not bad
+                else f"differs or missing: {', '.join(bad)}",
+            )
+        )
+    table = render_table(
+        ["capture", "advisor category", "figure", "msprof-analyze", "lab advise", ""],
+        rows,
+        wrap=("msprof-analyze", "lab advise"),
+    )
     return "msprof-analyze advisor's problems, found by python -m common advise\n" + table, verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m common.cli.ecosystem", description=__doc__.splitlines()[0])
-    parser.add_argument("--candidate", default=str(DEFAULT_CANDIDATE),
-                        help="torch_npu output to check (default: mode 04's prof_out)")
-    parser.add_argument("--baseline", default=str(DEFAULT_BASELINE),
-                        help="torch_npu output to compare it with (default: the real capture in tests/fixtures/npu)")
+    parser.add_argument(
+        "--candidate", default=str(DEFAULT_CANDIDATE), help="torch_npu output to check (default: mode 04's prof_out)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default=str(DEFAULT_BASELINE),
+        help="torch_npu output to compare it with (default: the real capture in tests/fixtures/npu)",
+    )
     parser.add_argument("--output", help="where msprof-analyze writes (default: <candidate>/msprof_analyze)")
-    parser.add_argument("--advise-on", choices=("all", "candidate"), default="all",
-                        help="hold advise against the advisor on the candidate and every real capture of "
-                             "tests/fixtures/npu (all, the default), or on the candidate only")
+    parser.add_argument(
+        "--advise-on",
+        choices=("all", "candidate"),
+        default="all",
+        help="hold advise against the advisor on the candidate and every real capture of "
+        "tests/fixtures/npu (all, the default), or on the candidate only",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     candidate = Path(args.candidate)
     output = Path(args.output) if args.output else candidate / "msprof_analyze"

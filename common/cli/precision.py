@@ -14,8 +14,10 @@ from common.analyze.precision import TOLERANCES, CandidateResult, compare_ops, f
 from common.formats.rundir import REPO_ROOT, check_output_dir, prepare_output_dir
 
 DEFAULT_OUT = REPO_ROOT / "precision_out"
-NPU_03 = ("03 on the NPU: each variant's .om ran once with the ACL dump (the dump block of acl.init's JSON), "
-          "converted by msaccucmp.py convert; dump files under dump/<variant>/ (docs/precision.md)")
+NPU_03 = (
+    "03 on the NPU: each variant's .om ran once with the ACL dump (the dump block of acl.init's JSON), "
+    "converted by msaccucmp.py convert; dump files under dump/<variant>/ (docs/precision.md)"
+)
 
 
 def _device(device_id: str) -> tuple[str, str]:
@@ -33,8 +35,9 @@ def _device(device_id: str) -> tuple[str, str]:
     return f"npu:{dev}", backend.banner()
 
 
-def run_precision(device_id: str, workload_file: str | None, out: str | None, torch_only: bool = False,
-                  cross_check: bool = False) -> int:
+def run_precision(
+    device_id: str, workload_file: str | None, out: str | None, torch_only: bool = False, cross_check: bool = False
+) -> int:
     from common.backend import parse_device_id
     from common.collect import precision as collect
     from common.collect import runlogs
@@ -58,17 +61,22 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     for name, how, precision, outputs in collect.torch_candidates(work, device):
         results.append(compare_ops(name, how, TOLERANCES[precision], outputs, reference))
     if files_03 is not None:
-        candidates = (mode03.mode03_npu_candidates(work, leaves, parse_device_id(device_id), out_dir) if npu
-                      else mode03.mode03_candidates(work, leaves))
+        candidates = (
+            mode03.mode03_npu_candidates(work, leaves, parse_device_id(device_id), out_dir)
+            if npu
+            else mode03.mode03_candidates(work, leaves)
+        )
         for name, how, precision, outputs, unmatched in candidates:
             result = compare_ops(name, how, TOLERANCES[precision], outputs, reference)
             result.unmatched += unmatched
             results.append(result)
-    head = [f"{banner} | workload {work.name} ({work.where}, {work.precision}) | "
-            f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
-            f"reference: each leaf module's output in the workload's fp32 copy on the CPU ({len(reference)} ops)",
-            "metrics: msaccucmp's cosine, max abs and max rel error over the values finite in both, and the share "
-            "of non-finite values; an op is out of tolerance when it leaves its precision's bound (docs/precision.md)"]
+    head = [
+        f"{banner} | workload {work.name} ({work.where}, {work.precision}) | "
+        f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
+        f"reference: each leaf module's output in the workload's fp32 copy on the CPU ({len(reference)} ops)",
+        "metrics: msaccucmp's cosine, max abs and max rel error over the values finite in both, and the share "
+        "of non-finite values; an op is out of tolerance when it leaves its precision's bound (docs/precision.md)",
+    ]
     if torch_only:
         head.append("03's variants left out (--torch-only)")
     elif npu:
@@ -89,17 +97,21 @@ def run_precision(device_id: str, workload_file: str | None, out: str | None, to
     if not agree:
         print("the lab's and msprobe's per-module metrics disagree (the cross-check above)")
     if divergent:
-        print(f"{len(divergent)} of {len(results)} paths name a divergent op: " +
-              "; ".join(first_divergence_line(r) for r in divergent))
+        print(
+            f"{len(divergent)} of {len(results)} paths name a divergent op: "
+            + "; ".join(first_divergence_line(r) for r in divergent)
+        )
         return 1
     print(f"no path names a divergent op ({len(results)} paths)")
     return 0 if agree else 1
 
 
-CROSS_CHECK_HOW = ("msprobe's PrecisionDebugger (level L0) dumped the fp32 copy (golden) and its .half() copy (target) "
-                   "on the CPU, in msprobe's own environment; msprobe compare -tp target/step0 -gp golden/step0 "
-                   "compared them (its Result column says error for every row: fp16 against fp32 dtypes, metrics "
-                   "computed all the same); files under msprobe/")
+CROSS_CHECK_HOW = (
+    "msprobe's PrecisionDebugger (level L0) dumped the fp32 copy (golden) and its .half() copy (target) "
+    "on the CPU, in msprobe's own environment; msprobe compare -tp target/step0 -gp golden/step0 "
+    "compared them (its Result column says error for every row: fp16 against fp32 dtypes, metrics "
+    "computed all the same); files under msprobe/"
+)
 
 
 def _cross_check(work, workload_file, results, reference, device: str, out_dir: Path) -> tuple[str, str, bool]:

@@ -39,15 +39,20 @@ def profile(args: argparse.Namespace) -> int:
         run = launcher.run_command(command, env, args.timeout, stderr_log=log)
         written = sorted(out.glob("PROF_*"))
     else:
-        print(f"running (portable: torch.profiler in every Python process that imports torch): {' '.join(app)}",
-              flush=True)
+        print(
+            f"running (portable: torch.profiler in every Python process that imports torch): {' '.join(app)}",
+            flush=True,
+        )
         raw = out / "portable_raw"
         run = launcher.run_app(app, raw, env, args.timeout, stderr_log=log)
         profiles = launcher.load_raw(raw)
         written = [p.root for p in launcher.write_msprof_layout(out, profiles)]
         if not profiles:
-            print("note: no process imported torch, so there was nothing to profile (the portable black box sees "
-                  "torch's ops only; msprof on an NPU sees every task)", file=sys.stderr)
+            print(
+                "note: no process imported torch, so there was nothing to profile (the portable black box sees "
+                "torch's ops only; msprof on an NPU sees every task)",
+                file=sys.stderr,
+            )
     run.raise_if_stopped()
     print(f"profiled: {len(written)} process(es) -> {out}; the program's stderr is kept in {log}")
     if not run.ok:
@@ -58,8 +63,10 @@ def profile(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("profile", help="profile any program as a black box (msprof on an NPU, else the portable "
-                                       "launcher), into a new folder")
+    p = sub.add_parser(
+        "profile",
+        help="profile any program as a black box (msprof on an NPU, else the portable launcher), into a new folder",
+    )
     p.add_argument("--out", required=True, help="a new folder for the profile (or one the lab made before)")
     p.add_argument("--timeout", type=float, help="stop the program after this many seconds (default: none)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the program and its arguments")

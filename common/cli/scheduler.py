@@ -36,8 +36,10 @@ def _reachable(address: str) -> None:
     try:
         socket.create_connection((parts.hostname, parts.port or 8786), timeout=CONNECT_TIMEOUT_S).close()
     except (OSError, ValueError) as err:
-        raise LabError(f"--scheduler {address}: no Dask scheduler answered ({err})",
-                       "give the address the scheduler prints (tcp://HOST:8786), or drop --scheduler") from None
+        raise LabError(
+            f"--scheduler {address}: no Dask scheduler answered ({err})",
+            "give the address the scheduler prints (tcp://HOST:8786), or drop --scheduler",
+        ) from None
 
 
 @contextlib.contextmanager
@@ -49,20 +51,26 @@ def dask_executor(address: str | None) -> Iterator[object | None]:
     try:
         from distributed import Client
     except ImportError:
-        raise LabError(f"--scheduler {address}: Dask's distributed package is not installed",
-                       "install it into the lab's environment: .nox/lab-portable/bin/python -m pip install "
-                       "--group dask (pyproject.toml), or drop --scheduler to read with the local pool") from None
+        raise LabError(
+            f"--scheduler {address}: Dask's distributed package is not installed",
+            "install it into the lab's environment: .nox/lab-portable/bin/python -m pip install "
+            "--group dask (pyproject.toml), or drop --scheduler to read with the local pool",
+        ) from None
     _reachable(address)
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError, ValueError) as err:
-        raise LabError(f"--scheduler {address}: no Dask scheduler answered ({err})",
-                       "give the address the scheduler prints (tcp://HOST:8786), or drop --scheduler") from None
+        raise LabError(
+            f"--scheduler {address}: no Dask scheduler answered ({err})",
+            "give the address the scheduler prints (tcp://HOST:8786), or drop --scheduler",
+        ) from None
     try:
         yield client.get_executor()
     except ModuleNotFoundError as err:  # raised on a worker that cannot import the lab
-        raise LabError(f"--scheduler {address}: a Dask worker could not import the lab ({err})",
-                       "start the workers with the lab's folder on PYTHONPATH (and the capture on storage they "
-                       "share, at the same path)") from None
+        raise LabError(
+            f"--scheduler {address}: a Dask worker could not import the lab ({err})",
+            "start the workers with the lab's folder on PYTHONPATH (and the capture on storage they "
+            "share, at the same path)",
+        ) from None
     finally:
         client.close()

@@ -49,10 +49,14 @@ class Step:
 
 MODE_STEPS: dict[str, tuple[Step, ...]] = {
     "cmdline": (Step("01_cmdline/run.sh", ("device", "--workload", "--threads")),),
-    "ascendc": (Step("02_api_AscendC/build.sh", ("--device",)),
-                Step("02_api_AscendC/run.sh", ("device", "--workload", "--kernel"))),
-    "pyacl": (Step("03_api_pyAcl/build_model.sh", ("--device", "--workload")),
-              Step("03_api_pyAcl/run.sh", ("device", "--workload", "--threads"))),
+    "ascendc": (
+        Step("02_api_AscendC/build.sh", ("--device",)),
+        Step("02_api_AscendC/run.sh", ("device", "--workload", "--kernel")),
+    ),
+    "pyacl": (
+        Step("03_api_pyAcl/build_model.sh", ("--device", "--workload")),
+        Step("03_api_pyAcl/run.sh", ("device", "--workload", "--threads")),
+    ),
     "pytorch": (Step("04_pyTorch/run.sh", ("device", "--workload", "--threads", "--train")),),
 }
 DISTURBED_OFF = 0.25  # --repeat: a run whose op time per forward is this far from the runs' median is named
@@ -185,9 +189,15 @@ def repeat_summary(runs: Path, repeat: int) -> str:
         lines.append(f"run {i}: {runs / str(i)}: op time {total:,.1f} us per {run.per} (init excluded)")
     est = estimate(totals)
     off = [i + 1 for i, t in enumerate(totals) if est.median and abs(t - est.median) > DISTURBED_OFF * est.median]
-    lines.append(f"{repeat} runs: op time per {per} {est.text(unit=' us')}, min {min(totals):,.1f}, max "
-                 f"{max(totals):,.1f} us" + (f"; disturbed: run {', '.join(map(str, off))} more than "
-                                              f"{100 * DISTURBED_OFF:.0f}% off the median" if off else ""))
+    lines.append(
+        f"{repeat} runs: op time per {per} {est.text(unit=' us')}, min {min(totals):,.1f}, max "
+        f"{max(totals):,.1f} us"
+        + (
+            f"; disturbed: run {', '.join(map(str, off))} more than {100 * DISTURBED_OFF:.0f}% off the median"
+            if off
+            else ""
+        )
+    )
     lines.append(f"compare them with another set: python -m common compare {runs} <other prof_runs/>")
     return "\n".join(lines)
 
@@ -239,8 +249,17 @@ def run_ddp(argv: Sequence[str]) -> int:
     world = int((read_run_info(Path(known.output)) or {}).get("world_size") or 1)  # the ranks it ran on
     if world < 2:
         return code
-    return run_step([*script, *argv, "--slow-rank", str(world - 1), "--cross-check",
-                     "--output", str(ROOT / "04_pyTorch" / "prof_out_ddp_slow")])[0]
+    return run_step(
+        [
+            *script,
+            *argv,
+            "--slow-rank",
+            str(world - 1),
+            "--cross-check",
+            "--output",
+            str(ROOT / "04_pyTorch" / "prof_out_ddp_slow"),
+        ]
+    )[0]
 
 
 def run_ecosystem(argv: Sequence[str]) -> int:
@@ -256,8 +275,10 @@ def run_ecosystem(argv: Sequence[str]) -> int:
         if code != 0:
             return code
     elif known.workload:
-        raise LabError("--workload picks the model of a fresh mode 04 run, and --candidate names a finished one",
-                       "give one of them")
+        raise LabError(
+            "--workload picks the model of a fresh mode 04 run, and --candidate names a finished one",
+            "give one of them",
+        )
     from common.cli.ecosystem import main
 
     return main(rest)
@@ -269,8 +290,10 @@ SESSIONS = {"workload": check_workload, "agree": run_agree, "ddp": run_ddp, "eco
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or (argv[0] not in MODE_STEPS and argv[0] not in SESSIONS):
-        raise LabError(f"no session {argv[0] if argv else ''!r}",
-                       f"name one of {', '.join([*MODE_STEPS, *SESSIONS])} (noxfile.py runs these)")
+        raise LabError(
+            f"no session {argv[0] if argv else ''!r}",
+            f"name one of {', '.join([*MODE_STEPS, *SESSIONS])} (noxfile.py runs these)",
+        )
     name, rest = argv[0], argv[1:]
     return run_mode(name, rest) if name in MODE_STEPS else SESSIONS[name](rest)
 

@@ -70,8 +70,12 @@ def main() -> int:
     for name, folder in CAPTURES.items():
         with tempfile.TemporaryDirectory() as work:
             record = record_advisor(exe, FIXTURES / folder, Path(work))
-        record = {"tool": f"msprof-analyze {version}", "capture": f"tests/fixtures/npu/{folder}",
-                  "command": "msprof-analyze advisor all -d <capture> -o <out> -l en", **record}
+        record = {
+            "tool": f"msprof-analyze {version}",
+            "capture": f"tests/fixtures/npu/{folder}",
+            "command": "msprof-analyze advisor all -d <capture> -o <out> -l en",
+            **record,
+        }
         (RECORDS / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{name}: {len(record['problems'])} problem(s)", file=sys.stderr)
     return 0

@@ -49,7 +49,9 @@ NOW = "calibrated on this machine now:"  # how a calibration made in this proces
 STEP_CV_MAX = 0.25
 
 
-def _best(fn, repeats: int = REPEATS, spreads: dict | None = None, label: str = "", budget_s: float = BUDGET_S) -> float:
+def _best(
+    fn, repeats: int = REPEATS, spreads: dict | None = None, label: str = "", budget_s: float = BUDGET_S
+) -> float:
     fn()  # first call: page faults, thread pool start-up
     best, tries, spent, times = float("inf"), 0, 0.0, []
     while tries < repeats or (spent < budget_s and tries < 200):
@@ -80,19 +82,35 @@ def _measure(threads: int | None = None) -> Measured:
     found = cache.load("calibration", key)
     if found is not None:
         kept = found["result"]
-        return Measured(Peaks(kept["name"], kept["flops_per_s"], kept["bytes_per_s"],
-                              f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured "
-                              f"{kept['when']}, kept while this machine, its thread count and torch are unchanged",
-                              more_flops=tuple((p, f) for p, f in kept.get("more_flops", ()))),
-                        _probe_spread())
+        return Measured(
+            Peaks(
+                kept["name"],
+                kept["flops_per_s"],
+                kept["bytes_per_s"],
+                f"{kept['source'].replace(NOW, 'calibrated on this machine:', 1)}; measured "
+                f"{kept['when']}, kept while this machine, its thread count and torch are unchanged",
+                more_flops=tuple((p, f) for p, f in kept.get("more_flops", ())),
+            ),
+            _probe_spread(),
+        )
     load = _load()
     peaks, spreads = _calibrate_now(threads)
     # keep only a quiet machine's peaks: repeats that agree, and no other program running (a machine busy the
     # whole time slows every repeat alike, which their spread cannot show)
     if max(spreads.values(), default=1.0) <= CALIBRATION_SPREAD_MAX and load is None:
-        cache.save("calibration", key, cache.inputs_of((), {}), {
-            "name": peaks.name, "flops_per_s": peaks.flops_per_s, "bytes_per_s": peaks.bytes_per_s,
-            "more_flops": list(peaks.more_flops), "source": peaks.source, "when": time.strftime("%Y-%m-%d %H:%M %Z")})
+        cache.save(
+            "calibration",
+            key,
+            cache.inputs_of((), {}),
+            {
+                "name": peaks.name,
+                "flops_per_s": peaks.flops_per_s,
+                "bytes_per_s": peaks.bytes_per_s,
+                "more_flops": list(peaks.more_flops),
+                "source": peaks.source,
+                "when": time.strftime("%Y-%m-%d %H:%M %Z"),
+            },
+        )
     return Measured(peaks, spreads, load)
 
 
@@ -121,8 +139,14 @@ def _machine(threads: int | None = None) -> dict[str, object]:
         count = str(sys.modules["torch"].get_num_threads())
     else:  # what torch will read when it is imported
         count = os.environ.get("OMP_NUM_THREADS") or "torch's default"
-    return {"host": socket.gethostname(), "machine": platform.machine(), "cpu": model, "cores": os.cpu_count(),
-            "threads": count, "gemm": ["fp32"] + [p for p, _ in GEMM_PRECISIONS]}
+    return {
+        "host": socket.gethostname(),
+        "machine": platform.machine(),
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "threads": count,
+        "gemm": ["fp32"] + [p for p, _ in GEMM_PRECISIONS],
+    }
 
 
 def _probe_spread() -> dict[str, float]:
@@ -153,8 +177,9 @@ def _calibrate_torch(torch) -> tuple[Peaks, dict[str, float]]:
     for mb in COPY_MB:
         src = torch.ones(mb * 2**20 // 4, dtype=torch.float32)
         dst = torch.empty_like(src)
-        bandwidth[mb] = 2 * src.numel() * 4 / _best(lambda d=dst, s=src: d.copy_(s), spreads=spreads,
-                                                    label=f"copy {mb} MB")  # read + write
+        bandwidth[mb] = (
+            2 * src.numel() * 4 / _best(lambda d=dst, s=src: d.copy_(s), spreads=spreads, label=f"copy {mb} MB")
+        )  # read + write
     bytes_per_s = max(bandwidth.values())
     flops = {}
     for precision, name in (("fp32", "float32"), *GEMM_PRECISIONS):
@@ -165,8 +190,13 @@ def _calibrate_torch(torch) -> tuple[Peaks, dict[str, float]]:
             torch.mm(a, b, out=out)
         except RuntimeError:  # this build of torch has no such GEMM on the CPU: no peak for that precision
             continue
-        flops[precision] = 2 * GEMM_N**3 / _best(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), spreads=spreads,
-                                                  label=f"{precision} GEMM {GEMM_N}^3")
+        flops[precision] = (
+            2
+            * GEMM_N**3
+            / _best(
+                lambda a=a, b=b, out=out: torch.mm(a, b, out=out), spreads=spreads, label=f"{precision} GEMM {GEMM_N}^3"
+            )
+        )
     return _peaks(torch, bandwidth, bytes_per_s, flops), spreads
 
 
@@ -180,14 +210,18 @@ def calibration_disturbance(threads: int | None = None) -> str | None:
     measured = _measure(threads)
     wide = {k: v for k, v in measured.spreads.items() if v > CALIBRATION_SPREAD_MAX}
     if measured.busy:
-        return (f"disturbed: other programs kept the cores busy while the lab calibrated this machine "
-                f"({measured.busy}): its peaks may be low, so ops may look closer to them than they are; the "
-                f"calibration is not kept, and a quieter run measures it again")
+        return (
+            f"disturbed: other programs kept the cores busy while the lab calibrated this machine "
+            f"({measured.busy}): its peaks may be low, so ops may look closer to them than they are; the "
+            f"calibration is not kept, and a quieter run measures it again"
+        )
     if not wide:
         return None
     listed = ", ".join(f"{k} median {v:.2f}x its best" for k, v in wide.items())
-    return (f"disturbed: the calibration's repeats spread ({listed}; a quiet machine stays below "
-            f"{CALIBRATION_SPREAD_MAX:g}x): another program was using the CPU, so times here may be inflated")
+    return (
+        f"disturbed: the calibration's repeats spread ({listed}; a quiet machine stays below "
+        f"{CALIBRATION_SPREAD_MAX:g}x): another program was using the CPU, so times here may be inflated"
+    )
 
 
 def step_disturbance(step_us: list[float], what: str) -> str | None:
@@ -198,10 +232,12 @@ def step_disturbance(step_us: list[float], what: str) -> str | None:
     cv = statistics.stdev(step_us) / statistics.fmean(step_us)
     if cv <= STEP_CV_MAX:
         return None
-    return (f"disturbed: {what} vary (coefficient of variation {cv:.2f}, above {STEP_CV_MAX:g}; "
-            f"min {min(step_us):.1f} us, max {max(step_us):.1f} us): the same work took that differently, so "
-            f"something interrupted it (another program, a stall) and this run's figures are less reliable; re-run "
-            f"on a quieter machine")
+    return (
+        f"disturbed: {what} vary (coefficient of variation {cv:.2f}, above {STEP_CV_MAX:g}; "
+        f"min {min(step_us):.1f} us, max {max(step_us):.1f} us): the same work took that differently, so "
+        f"something interrupted it (another program, a stall) and this run's figures are less reliable; re-run "
+        f"on a quieter machine"
+    )
 
 
 def _threads(n: int) -> str:
@@ -215,7 +251,8 @@ def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops: dict[s
         bytes_per_s,
         f"{NOW} copy "
         + ", ".join(f"{mb} MB {bw / 1e9:.1f} GB/s" for mb, bw in bandwidth.items())
-        + " (peak = the faster), GEMM " + ", ".join(f"{p} {f / 1e9:.1f}" for p, f in flops.items())
+        + " (peak = the faster), GEMM "
+        + ", ".join(f"{p} {f / 1e9:.1f}" for p, f in flops.items())
         + f" GFLOP/s ({GEMM_N}^3, best of >= {REPEATS} tries each)",
         more_flops=tuple((p, f) for p, f in flops.items() if p != "fp32"),
     )
@@ -224,7 +261,8 @@ def _peaks(torch, bandwidth: dict[int, float], bytes_per_s: float, flops: dict[s
 def peaks_for(info: dict | None, datasets: list[Dataset], soc: str | None) -> tuple[Peaks | None, str]:
     """Device peaks for the data: the SoC table for NPU data, a calibration of this machine for portable data."""
     portable = (info or {}).get("backend") == "portable" or cpu_only(
-        core for ds in datasets for core in ds.task_totals["task_type"].unique())
+        core for ds in datasets for core in ds.task_totals["task_type"].unique()
+    )
     soc = soc or (info or {}).get("soc_version") or os.environ.get("SOC_VERSION")
     if soc:
         peaks = device_peaks(soc)

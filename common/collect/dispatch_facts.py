@@ -16,7 +16,7 @@ def decomposes(torch, name: str) -> bool:
     ``out=`` overloads are left aside: the profiler names the functional op."""
     if not name.startswith("aten::"):
         return False
-    packet = getattr(torch.ops.aten, name[len("aten::"):], None)
+    packet = getattr(torch.ops.aten, name[len("aten::") :], None)
     if packet is None:
         return False
     overloads = [f"{name}.{o}" if o != "default" else name for o in packet.overloads() if not o.endswith("out")]

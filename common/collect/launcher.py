@@ -31,8 +31,14 @@ from pathlib import Path
 
 from common.collect import runlogs
 from common.collect.msprof_layout import ProfDir, new_prof_dir
-from common.collect.torch_ops import (api_calls, api_statistic, learn_decompositions, nodes_from_json, tasks_from_nodes,
-                                     user_ranges)
+from common.collect.torch_ops import (
+    api_calls,
+    api_statistic,
+    learn_decompositions,
+    nodes_from_json,
+    tasks_from_nodes,
+    user_ranges,
+)
 from common.errors import Interrupted, LabError
 from common.formats import writers
 from common.formats.records import Task, TaskTimeRow, TxRange
@@ -99,8 +105,12 @@ class AppRun:
     def status(self) -> dict:
         """For run_info.json."""
         return {
-            "exit_code": self.exit_code, "timed_out": self.timed_out, "timeout_s": self.timeout_s,
-            "stopped_by": self.stopped_by, "leftover_processes_stopped": self.leftovers, "describe": self.describe,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "timeout_s": self.timeout_s,
+            "stopped_by": self.stopped_by,
+            "leftover_processes_stopped": self.leftovers,
+            "describe": self.describe,
         }
 
 
@@ -148,8 +158,12 @@ def check_argv(argv: Sequence[object]) -> list[str]:
 
 
 def run_app(
-    app_argv: list[str], raw_dir: Path, env: dict[str, str], timeout_s: float | None = None,
-    grace_s: float = TERMINATE_GRACE_S, stderr_log: Path | None = None,
+    app_argv: list[str],
+    raw_dir: Path,
+    env: dict[str, str],
+    timeout_s: float | None = None,
+    grace_s: float = TERMINATE_GRACE_S,
+    stderr_log: Path | None = None,
 ) -> AppRun:
     """Run the program with the start-up hook; its stdout/stderr go straight to the terminal (stderr also to
     ``stderr_log``, when given)."""
@@ -161,9 +175,16 @@ def run_app(
 
 
 def run_command(
-    argv: Sequence[object], env: dict[str, str] | None = None, timeout_s: float | None = None, *,
-    capture: bool = False, grace_s: float = TERMINATE_GRACE_S, stderr: Path | None = None,
-    on_timeout: Callable[[], object] | None = None, stderr_log: Path | None = None, cwd: Path | None = None,
+    argv: Sequence[object],
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+    *,
+    capture: bool = False,
+    grace_s: float = TERMINATE_GRACE_S,
+    stderr: Path | None = None,
+    on_timeout: Callable[[], object] | None = None,
+    stderr_log: Path | None = None,
+    cwd: Path | None = None,
 ) -> AppRun:
     """Run ``argv`` (no shell) in its own session and wait; stop its whole group on timeout, SIGINT or SIGTERM.
 
@@ -173,12 +194,16 @@ def run_command(
     ``on_timeout`` runs at the timeout while the program is still alive (to ask it where it is).
     """
     argv = check_argv(argv)
-    with (tempfile.TemporaryFile() if capture else _nothing() as out,
-          stderr.open("w") if stderr else _nothing() as err, _sigterm_raises()):
+    with (
+        tempfile.TemporaryFile() if capture else _nothing() as out,
+        stderr.open("w") if stderr else _nothing() as err,
+        _sigterm_raises(),
+    ):
         # A session of its own: the terminal's Ctrl-C reaches only the lab, which passes it on
         # to the whole group; and the group can be stopped without touching the lab.
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.PIPE if stderr_log else err,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.PIPE if stderr_log else err, start_new_session=True
+        )
         copier = runlogs.tee(proc.stderr, stderr_log) if stderr_log else None
         run = AppRun(0, timeout_s=timeout_s)
         try:
@@ -203,8 +228,10 @@ def run_command(
                 copier.join(timeout=5.0)
                 proc.stderr.close()
             if run.leftovers:
-                print(f"note: {argv[0]} left {run.leftovers} process(es) running when it ended; the lab stopped them",
-                      file=sys.stderr)
+                print(
+                    f"note: {argv[0]} left {run.leftovers} process(es) running when it ended; the lab stopped them",
+                    file=sys.stderr,
+                )
         if out is not None:
             out.seek(0)
             run.output = out.read().decode(errors="replace")
@@ -279,7 +306,7 @@ def live_group_members(pgid: int) -> list[int] | None:
             text = stat.read_text()
         except OSError:
             continue  # it ended while we looked
-        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
         if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(stat.parent.name))
     return members
@@ -320,8 +347,11 @@ def load_raw(raw_dir: Path) -> list[ProcessProfile]:
         learn_decompositions(record.get("decomposes") or {})  # the program's torch answered for its op names
         roots, start_us = nodes_from_json(record["nodes"]), float(record["trace_start_us"])
         tasks = writers.with_wait_times(tasks_from_nodes(roots, start_us))
-        profiles.append(ProcessProfile(record["pid"], record["ppid"], record["argv"], tasks, api_calls(roots),
-                                       user_ranges(roots, start_us)))
+        profiles.append(
+            ProcessProfile(
+                record["pid"], record["ppid"], record["argv"], tasks, api_calls(roots), user_ranges(roots, start_us)
+            )
+        )
     return sorted(profiles, key=lambda p: p.tasks[0].start_us if p.tasks else float("inf"))
 
 

@@ -29,8 +29,13 @@ TOOL_TIMEOUT_S = 300  # each step ~10 s on TinyMLP (msprobe's import alone takes
 def ensure_probe(log=print) -> Path:
     """The python of the msprobe environment, built when stale (common.environments, the ``probe`` group)."""
     python = ensure_environment(
-        ENV_DIR, [GROUP], expect=("msprobe",), log=log, timeout_s=INSTALL_TIMEOUT_S,
-        fix="it comes from PyPI: check the network; the precision command without --cross-check does not need it")
+        ENV_DIR,
+        [GROUP],
+        expect=("msprobe",),
+        log=log,
+        timeout_s=INSTALL_TIMEOUT_S,
+        fix="it comes from PyPI: check the network; the precision command without --cross-check does not need it",
+    )
     return python
 
 
@@ -66,6 +71,9 @@ def dump_and_compare(out: Path, workload: str | None, log=print) -> Path:
         _run(dump_argv(python, which, out / which, workload), f"msprobe's {which} dump", out / f"{which}.log")
     result = out / "compare"
     log("msprobe: compare -tp target/step0 -gp golden/step0")
-    _run(compare_argv(python.parent / "msprobe", out / "target" / "step0", out / "golden" / "step0", result),
-         "msprobe compare", out / "compare.log")
+    _run(
+        compare_argv(python.parent / "msprobe", out / "target" / "step0", out / "golden" / "step0", result),
+        "msprobe compare",
+        out / "compare.log",
+    )
     return result

@@ -72,8 +72,9 @@ def _run(argv: list[str], what: str, timeout: float, log_path: Path) -> tuple[in
     runs in the log's folder: the advisor writes an operator_tuning_file_*.cfg into its working directory.
     """
     try:
-        run = launcher.run_command(argv, {**os.environ, "PYTHONUNBUFFERED": "1"}, timeout, capture=True,
-                                   stderr=log_path, cwd=log_path.parent)
+        run = launcher.run_command(
+            argv, {**os.environ, "PYTHONUNBUFFERED": "1"}, timeout, capture=True, stderr=log_path, cwd=log_path.parent
+        )
     except FileNotFoundError:
         raise LabError(f"{what}: {argv[0]} not found", f"install msprof-analyze, or unset {EXE_VAR}") from None
     run.raise_if_stopped()  # Ctrl-C or SIGTERM: the tool was stopped with the lab
@@ -97,7 +98,11 @@ def ensure_tool(log=print) -> Path:
             raise LabError(f"{EXE_VAR}={given}: not an executable file", "point it at an msprof-analyze, or unset it")
         return exe
     ensure_environment(
-        ENV_DIR, [GROUP], expect=("msprof-analyze",), log=log, timeout_s=INSTALL_TIMEOUT_S,
+        ENV_DIR,
+        [GROUP],
+        expect=("msprof-analyze",),
+        log=log,
+        timeout_s=INSTALL_TIMEOUT_S,
         fix=f"it comes from PyPI: check the network, or set {EXE_VAR} to one you installed; the modes do not need it",
     )
     return ENV_DIR / "bin" / "msprof-analyze"
@@ -109,8 +114,12 @@ def tool_version(exe: Path) -> str:
     if not python.is_file():
         return "unknown version"
     with tempfile.TemporaryDirectory() as tmp:
-        code, output = _run([str(python), "-c", "import importlib.metadata as m; print(m.version('msprof-analyze'))"],
-                            "reading msprof-analyze's version", 60, Path(tmp) / "version.log")
+        code, output = _run(
+            [str(python), "-c", "import importlib.metadata as m; print(m.version('msprof-analyze'))"],
+            "reading msprof-analyze's version",
+            60,
+            Path(tmp) / "version.log",
+        )
     lines = output.strip().splitlines()
     return lines[-1] if code == 0 and lines else "unknown version"
 
@@ -119,8 +128,10 @@ def run_tool(exe: Path, args: list[str], log_path: Path) -> str:
     """Run ``msprof-analyze <args>`` (an argv list, no shell); its full output goes to ``log_path``."""
     code, output = _run([str(exe), *args], f"msprof-analyze {args[0]}", TOOL_TIMEOUT_S, log_path)
     if code != 0:
-        raise LabError(f"msprof-analyze {' '.join(args[:2])} failed (exit {code}): {_last_line(output)}",
-                       f"its full output is in {log_path}")
+        raise LabError(
+            f"msprof-analyze {' '.join(args[:2])} failed (exit {code}): {_last_line(output)}",
+            f"its full output is in {log_path}",
+        )
     return output
 
 
@@ -154,8 +165,9 @@ CROSS_CHECK_NAME = "agrees with msprof-analyze cluster (cluster_step_trace_time.
 CROSS_CHECK_DB_NAME = f"agrees with msprof-analyze cluster ({CLUSTER_ANALYSIS_DB} ClusterStepTraceTime)"
 
 
-def compare_with_cluster_db(steps: dict[int, list[StepTime]], db_path: Path, name: str = CROSS_CHECK_DB_NAME,
-                            rounding: Rounding | None = None) -> Verdict:
+def compare_with_cluster_db(
+    steps: dict[int, list[StepTime]], db_path: Path, name: str = CROSS_CHECK_DB_NAME, rounding: Rounding | None = None
+) -> Verdict:
     """:func:`compare_with_msprof_analyze` against the ClusterStepTraceTime table msprof-analyze writes for db input;
     ``rounding``: the lab read the text export beside each database (:func:`text_rounding`), not the databases."""
     try:
@@ -163,12 +175,14 @@ def compare_with_cluster_db(steps: dict[int, list[StepTime]], db_path: Path, nam
     except LabError as err:
         return Verdict(name, False, str(err))
     header = list(records[0]) if records else ["Step", "Type", "Index"]
-    return compare_step_rows(steps, header, records, f"{db_path.name} ClusterStepTraceTime", name, head_line=1,
-                             rounding=rounding)
+    return compare_step_rows(
+        steps, header, records, f"{db_path.name} ClusterStepTraceTime", name, head_line=1, rounding=rounding
+    )
 
 
-def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path,
-                                name: str = CROSS_CHECK_NAME) -> Verdict:
+def compare_with_msprof_analyze(
+    steps: dict[int, list[StepTime]], csv_path: Path, name: str = CROSS_CHECK_NAME
+) -> Verdict:
     """Every ``rank`` row msprof-analyze wrote against this view's (rank, step) rows, every step column both have.
 
     Rows are matched by (Index, Step), an empty Step (no schedule) matching this view's empty Step;
@@ -185,8 +199,15 @@ def compare_with_msprof_analyze(steps: dict[int, list[StepTime]], csv_path: Path
     return compare_step_rows(steps, header, records, csv_path.name, name)
 
 
-def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], records: list[dict], source: str,
-                      name: str, head_line: int = 2, rounding: Rounding | None = None) -> Verdict:
+def compare_step_rows(
+    steps: dict[int, list[StepTime]],
+    header: list[str],
+    records: list[dict],
+    source: str,
+    name: str,
+    head_line: int = 2,
+    rounding: Rounding | None = None,
+) -> Verdict:
     """The comparison itself, over rows under cluster_step_trace_time.csv's column names (``source`` names them;
     ``head_line``: the line or row number of the first record, for messages). Each value within
     :data:`CROSS_CHECK_ABS_US` (the same export read twice) or, given ``rounding``, within what the text
@@ -203,18 +224,27 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
         try:
             key = (int(float(row["Index"])), _msa_step(row["Step"]))
         except (TypeError, ValueError, OverflowError):
-            return Verdict(name, False, f"{source}:{line}: Index {row.get('Index')!r} / Step "
-                                        f"{row.get('Step')!r} is not a rank and a step")
+            return Verdict(
+                name,
+                False,
+                f"{source}:{line}: Index {row.get('Index')!r} / Step {row.get('Step')!r} is not a rank and a step",
+            )
         if key in theirs:
             return Verdict(name, False, f"{source}:{line}: rank {key[0]} step {key[1]} written twice")
         theirs[key] = row
     ours = {(rank, s.step): s for rank, rows in steps.items() for s in rows}
     if set(theirs) != set(ours):
+
         def show(keys) -> str:
             listed = sorted(keys, key=lambda k: (k[0], step_order(k[1])))
             return f"{listed[:6]}{'...' if len(listed) > 6 else ''}"
-        return Verdict(name, False, f"(rank, step) pairs differ: only ours {show(set(ours) - set(theirs))}, "
-                                    f"only theirs {show(set(theirs) - set(ours))}")
+
+        return Verdict(
+            name,
+            False,
+            f"(rank, step) pairs differ: only ours {show(set(ours) - set(theirs))}, "
+            f"only theirs {show(set(theirs) - set(ours))}",
+        )
     columns = [c for c in MSA_STEP_COLUMNS if c in header]
     allowed = {c: rounding.tolerance_us(c) if rounding else CROSS_CHECK_ABS_US for c in columns}
     worst, where, compared, beyond = 0.0, "", 0, []
@@ -225,15 +255,20 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
             if not cell and value is None:
                 continue
             if not cell or value is None:
-                return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze "
-                                            f"{cell or 'empty'}, ours {'empty' if value is None else value}")
+                return Verdict(
+                    name,
+                    False,
+                    f"rank {key[0]} step {key[1]} {column}: msprof-analyze "
+                    f"{cell or 'empty'}, ours {'empty' if value is None else value}",
+                )
             try:
                 diff = abs(float(cell) - value)
             except ValueError:
                 diff = math.nan
             if not math.isfinite(diff):
-                return Verdict(name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze wrote {cell!r}, "
-                                            f"ours {value}")
+                return Verdict(
+                    name, False, f"rank {key[0]} step {key[1]} {column}: msprof-analyze wrote {cell!r}, ours {value}"
+                )
             compared += 1
             at = f"rank {key[0]} step {'(none)' if key[1] is None else key[1]} {column}"
             if diff >= worst:
@@ -241,9 +276,8 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
             if diff > allowed[column]:
                 beyond.append(f"{at} by {diff:.4f} us")
     extra = f"; rows of other types not compared: {other_types}" if other_types else ""
-    rule = (f"{rounding.text()}" if rounding else f"tolerance {CROSS_CHECK_ABS_US} us (the same export read twice)")
-    over = (f"; beyond it: {', '.join(beyond[:3])}{' ...' if len(beyond) > 3 else ''}"
-            if beyond and rounding else "")
+    rule = f"{rounding.text()}" if rounding else f"tolerance {CROSS_CHECK_ABS_US} us (the same export read twice)"
+    over = f"; beyond it: {', '.join(beyond[:3])}{' ...' if len(beyond) > 3 else ''}" if beyond and rounding else ""
     return Verdict(
         name,
         not beyond,
@@ -252,8 +286,10 @@ def compare_step_rows(steps: dict[int, list[StepTime]], header: list[str], recor
     )
 
 
-NOT_ASKED = ("cross-check with msprof-analyze: not run (add --cross-check: it runs msprof-analyze cluster on the "
-             f"same folder, installing it on first use or taking ${EXE_VAR}, and compares every step row)")
+NOT_ASKED = (
+    "cross-check with msprof-analyze: not run (add --cross-check: it runs msprof-analyze cluster on the "
+    f"same folder, installing it on first use or taking ${EXE_VAR}, and compares every step row)"
+)
 
 
 def cross_check(view) -> Verdict:
@@ -280,7 +316,9 @@ def cross_check(view) -> Verdict:
         elif db_path.is_file():  # database input: the tool writes its tables into cluster_analysis.db
             # a rank with a text export beside its analysis.db: the lab read the text, the tool the database
             mixed = any(not p.dataset.is_db for p in view.ranks)
-            verdict = compare_with_cluster_db(view.steps, db_path, rounding=text_rounding(view.steps) if mixed else None)
+            verdict = compare_with_cluster_db(
+                view.steps, db_path, rounding=text_rounding(view.steps) if mixed else None
+            )
         else:
             return Verdict(
                 name,
@@ -335,14 +373,23 @@ def xlsx_rows(path: Path, sheet: str) -> list[dict[str, str]]:
             book = ElementTree.fromstring(z.read("xl/workbook.xml"))
             rels = ElementTree.fromstring(z.read("xl/_rels/workbook.xml.rels"))
             target = next(
-                (r.get("Target") for s in book.iter(f"{{{_NS['m']}}}sheet") if s.get("name") == sheet
-                 for r in rels if r.get("Id") == s.get(_REL)), None)
+                (
+                    r.get("Target")
+                    for s in book.iter(f"{{{_NS['m']}}}sheet")
+                    if s.get("name") == sheet
+                    for r in rels
+                    if r.get("Id") == s.get(_REL)
+                ),
+                None,
+            )
             if target is None:
                 raise LabError(f"{path}: no sheet {sheet!r}", "the msprof-analyze version may differ; see its output")
             shared = []
             if "xl/sharedStrings.xml" in z.namelist():
-                shared = ["".join(t.text or "" for t in si.iter(f"{{{_NS['m']}}}t"))
-                          for si in ElementTree.fromstring(z.read("xl/sharedStrings.xml")).findall("m:si", _NS)]
+                shared = [
+                    "".join(t.text or "" for t in si.iter(f"{{{_NS['m']}}}t"))
+                    for si in ElementTree.fromstring(z.read("xl/sharedStrings.xml")).findall("m:si", _NS)
+                ]
             data = ElementTree.fromstring(z.read("xl/" + target.removeprefix("/xl/").removeprefix("xl/")))
     except (zipfile.BadZipFile, KeyError, ElementTree.ParseError) as err:
         raise LabError(f"{path}: not a readable xlsx ({err})", "re-run msprof-analyze compare") from None
@@ -389,8 +436,10 @@ def compare_totals(out_dir: Path) -> tuple[Totals, Totals]:
             Totals(float(by_name["Computing Time"][col]), float(by_name["Free Time"][col])) for col in ("E", "B")
         )
     except (KeyError, ValueError):
-        raise LabError(f"{found[-1]}: no Computing Time / Free Time in ms in OverallMetrics",
-                       "the msprof-analyze version may differ from the one checked; see compare.log") from None
+        raise LabError(
+            f"{found[-1]}: no Computing Time / Free Time in ms in OverallMetrics",
+            "the msprof-analyze version may differ from the one checked; see compare.log",
+        ) from None
 
 
 # --- the lab's side --------------------------------------------------------------------------------
@@ -414,11 +463,15 @@ def lab_profile(path: Path | str, label: str) -> Profile:
         )
     ds = datasets[0]
     if not ds.steps:
-        raise LabError(f"{ds.folder}: no step_trace_time.csv and no Overlap Analysis events in trace_view.json",
-                       "msprof-analyze reports Computing/Free from those; collect with torch_npu.profiler Level1")
+        raise LabError(
+            f"{ds.folder}: no step_trace_time.csv and no Overlap Analysis events in trace_view.json",
+            "msprof-analyze reports Computing/Free from those; collect with torch_npu.profiler Level1",
+        )
     tool_dir = ds.folder.parent if ds.folder.name == "ASCEND_PROFILER_OUTPUT" else ds.folder
     if not tool_dir.name.endswith("_ascend_pt"):
-        raise LabError(f"{tool_dir}: not a *_ascend_pt folder", "msprof-analyze recognises torch_npu output by that name")
+        raise LabError(
+            f"{tool_dir}: not a *_ascend_pt folder", "msprof-analyze recognises torch_npu output by that name"
+        )
     lab = Totals(sum(s.computing_us for s in ds.steps) / 1000, sum(s.free_us for s in ds.steps) / 1000)
     return Profile(label, tool_dir, lab, ds.steps_source)
 
@@ -429,7 +482,8 @@ def check_agreement(what: str, lab_ms: float, tool_ms: float, where: str) -> Ver
     off = abs(tool_ms - lab_ms)
     rel = f"{100 * off / abs(lab_ms):.2f}%" if lab_ms else "n/a"
     return Verdict(
-        f"{what} agrees ({where})", off <= allowed,
+        f"{what} agrees ({where})",
+        off <= allowed,
         f"lab {lab_ms:.4f} ms vs msprof-analyze {tool_ms:.4f} ms, off by {off:.4f} ms ({rel}; tolerance "
         f"{100 * REL_TOLERANCE:g}%, or {PRINT_RESOLUTION_MS / 2:g} ms where advisor rounds to {PRINT_RESOLUTION_MS:g} ms)",
     )

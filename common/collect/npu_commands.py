@@ -71,8 +71,13 @@ MAX_LAUNCH_SKIP = 1000  # msprof op --launch-skip-before-match accepts 0..1000
 
 
 def msprof_op_argv(
-    msprof: str, output: Path, app_argv: list[str], kernel_name: str | None = None, launch_count: int = 1,
-    aic_metrics: tuple[str, ...] = MSPROF_OP_METRICS_REGION, launch_skip: int = 0,
+    msprof: str,
+    output: Path,
+    app_argv: list[str],
+    kernel_name: str | None = None,
+    launch_count: int = 1,
+    aic_metrics: tuple[str, ...] = MSPROF_OP_METRICS_REGION,
+    launch_skip: int = 0,
 ) -> list[str]:
     """``msprof op --output=<dir> [--kernel-name=K] --aic-metrics=<sets> [--launch-skip-before-match=S]
     --launch-count=N <app argv...>``: per-block PMU of N launches of one kernel.
@@ -105,7 +110,11 @@ def msprof_op_argv(
 # simulator's --aic-metrics are PipeUtilization / ResourceConflictRatio (both collected by default) and
 # PMSampling, so the lab passes none.
 def msprof_op_simulator_argv(
-    msprof: str, output: Path, app_argv: list[str], soc_version: str, kernel_name: str | None = None,
+    msprof: str,
+    output: Path,
+    app_argv: list[str],
+    soc_version: str,
+    kernel_name: str | None = None,
     launch_count: int = 1,
 ) -> list[str]:
     """``msprof op simulator --soc-version=<soc> --output=<dir> [--kernel-name=K] --launch-count=N <app argv...>``.

@@ -20,20 +20,36 @@ FAMILIES = frozenset({"conv", "pool", "resize", "recurrent"})
 
 # torch.profiler's dtype names (input_dtypes) -> torch dtype attribute names
 _TORCH_DTYPES = {
-    "float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16", "double": "float64",
-    "long int": "int64", "int": "int32", "bool": "bool", "signed char": "int8", "unsigned char": "uint8",
+    "float": "float32",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "double": "float64",
+    "long int": "int64",
+    "int": "int32",
+    "bool": "bool",
+    "signed char": "int8",
+    "unsigned char": "uint8",
     "short int": "int16",
 }
 # torch dtype -> the name msprof writes in Output Data Types (as torch_ops does for the inputs)
 _MSPROF_DTYPES = {
-    "float32": "FLOAT", "float16": "FLOAT16", "bfloat16": "DT_BF16", "float64": "DOUBLE", "int64": "INT64",
-    "int32": "INT32", "bool": "BOOL", "int8": "INT8", "uint8": "UINT8", "int16": "INT16",
+    "float32": "FLOAT",
+    "float16": "FLOAT16",
+    "bfloat16": "DT_BF16",
+    "float64": "DOUBLE",
+    "int64": "INT64",
+    "int32": "INT32",
+    "bool": "BOOL",
+    "int8": "INT8",
+    "uint8": "UINT8",
+    "int16": "INT16",
 }
 _SCALARS = ("Scalar", "ScalarList")
 
 
 def json_safe(values) -> list:
     """``concrete_inputs`` as JSON values (ints, floats, bools, strings, None and lists of them); others None."""
+
     def one(v):
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
@@ -70,7 +86,7 @@ def _cached(key: str) -> tuple[str, str] | None:
 def _meta_outputs(name: str, shapes, dtypes, concrete) -> list[tuple[tuple[int, ...], str]] | None:
     import torch
 
-    packet = getattr(torch.ops.aten, name[len("aten::"):], None)
+    packet = getattr(torch.ops.aten, name[len("aten::") :], None)
     if packet is None:
         return None
     for overload in packet.overloads():
@@ -138,12 +154,22 @@ def _convolution(torch, name, op, args, positional, keywords):
     x = values.get("input", values.get("self"))
     w = values["weight"]
     n = x.dim() - 2
+
     def listed(key, default):
         v = values.get(key)
         return [default] * n if v is None else list(v) if isinstance(v, (list, tuple)) else [v] * n
+
     out = torch.ops.aten.convolution(
-        x, w, values.get("bias"), listed("stride", 1), listed("padding", 0), listed("dilation", 1),
-        bool(values.get("transposed", False)), listed("output_padding", 0), int(values.get("groups") or 1))
+        x,
+        w,
+        values.get("bias"),
+        listed("stride", 1),
+        listed("padding", 0),
+        listed("dilation", 1),
+        bool(values.get("transposed", False)),
+        listed("output_padding", 0),
+        int(values.get("groups") or 1),
+    )
     return _tensors(torch, out)
 
 

@@ -27,8 +27,10 @@ from common.errors import LabError
 from common.workload import Workload, flatten_output
 
 EXPORT_WRAPPER = "model"  # 03's lesson export_onnx.py wraps the model in a module whose attribute is ``model``
-FP16_HOW = (".half(): every weight and activation in fp16, as 03's fp16 variants convert the graph; autocast would "
-            "keep the ops on its fp32 list (softmax, norms, losses) in fp32, and its lists differ between CPU and NPU")
+FP16_HOW = (
+    ".half(): every weight and activation in fp16, as 03's fp16 variants convert the graph; autocast would "
+    "keep the ops on its fp32 list (softmax, norms, losses) in fp32, and its lists differ between CPU and NPU"
+)
 
 
 # ----- torch: forward hooks on every leaf module ----------------------------------------------------
@@ -57,6 +59,7 @@ def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
 
     found: list[OpOutput] = []
     calls: dict[str, int] = {}
+
     def hook_for(name: str, module):
         def hook(_module, _args, output):
             tensors = [t for t in flatten_output(output) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -66,6 +69,7 @@ def torch_op_outputs(model, inputs: tuple) -> list[OpOutput]:
             # in-place op after this module (ReLU(inplace=True), Hardswish(inplace=True)) would rewrite it
             array = tensors[0].detach().to("cpu", torch.float32, copy=True).numpy() if tensors else None
             found.append(OpOutput(path, computes(module), array))
+
         return hook
 
     handles = [m.register_forward_hook(hook_for(name, m)) for name, m in _leaves(model)]
@@ -88,13 +92,25 @@ def torch_candidates(work: Workload, device: str = "cpu") -> list[tuple[str, str
     """(name, how it ran, precision, per-op outputs) of the torch paths: the model in its own precision, then in
     fp16 (unless it is fp16 already), on ``device`` (``cpu`` or ``npu:<n>``)."""
     model, x = work.build_model(), work.inputs()
-    out = [(f"torch {work.precision}", f"the workload's model as built, on {device}", work.precision,
-            torch_op_outputs(model.to(device), tuple(t.to(device) for t in x)))]
+    out = [
+        (
+            f"torch {work.precision}",
+            f"the workload's model as built, on {device}",
+            work.precision,
+            torch_op_outputs(model.to(device), tuple(t.to(device) for t in x)),
+        )
+    ]
     if work.precision != "fp16":
         model, x = work.fp32_copy()
         x = tuple((t.half() if t.is_floating_point() else t).to(device) for t in x)
-        out.append(("torch fp16", f"the fp32 copy, {FP16_HOW}; on {device}", "fp16",
-                    torch_op_outputs(model.half().to(device), x)))
+        out.append(
+            (
+                "torch fp16",
+                f"the fp32 copy, {FP16_HOW}; on {device}",
+                "fp16",
+                torch_op_outputs(model.half().to(device), x),
+            )
+        )
     return out
 
 
@@ -142,8 +158,11 @@ def module_outputs(exported, leaves: dict[str, str]) -> dict[str, str | None]:
             last.pop(module, None)
             last[module] = node.output[0]
     order = list(leaves)
-    folded = {order[i - 1]: m for i, m in enumerate(order) if i and m not in last
-              and leaves[m].startswith("BatchNorm") and order[i - 1] in last}
+    folded = {
+        order[i - 1]: m
+        for i, m in enumerate(order)
+        if i and m not in last and leaves[m].startswith("BatchNorm") and order[i - 1] in last
+    }
     found: dict[str, str | None] = {}
     for module, value in last.items():
         if module in folded:
@@ -156,12 +175,14 @@ def module_outputs(exported, leaves: dict[str, str]) -> dict[str, str | None]:
 def _same_value(name: str, exported_value: str) -> bool:
     """Whether a built graph's value is the exported value: the same name, or the name with a prefix a converter
     adds when it re-types the value (ONNX Runtime's ``InsertedPrecisionFreeCast_/model/...``)."""
-    return name == exported_value or ("/" in exported_value and name.endswith(exported_value)
-                                      and name[:-len(exported_value)].endswith("_"))
+    return name == exported_value or (
+        "/" in exported_value and name.endswith(exported_value) and name[: -len(exported_value)].endswith("_")
+    )
 
 
-def fused_ops(producers: dict[str, tuple[int, str]], outputs: dict[str, str | None],
-              where: str) -> tuple[dict[str, tuple[tuple[str, ...], str, str]], list[str]]:
+def fused_ops(
+    producers: dict[str, tuple[int, str]], outputs: dict[str, str | None], where: str
+) -> tuple[dict[str, tuple[tuple[str, ...], str, str]], list[str]]:
     """Where each leaf module's output is computed in a built graph: ``{module: (covers, value, producer)}`` for the
     modules whose exported output value the built graph still computes (``producers``: value -> (graph position,
     what computes it), the last producer of a renamed copy winning), in graph order; and one "not compared" line per
@@ -174,22 +195,26 @@ def fused_ops(producers: dict[str, tuple[int, str]], outputs: dict[str, str | No
     found: dict[str, tuple[tuple[str, ...], str, str]] = {}
     vanished: list[str] = []
     for module, value in outputs.items():
-        hits = sorted((at, name, what) for name, (at, what) in producers.items()
-                      if value is not None and _same_value(name, value))
+        hits = sorted(
+            (at, name, what) for name, (at, what) in producers.items() if value is not None and _same_value(name, value)
+        )
         if not hits:
             vanished.append(module)
             continue
         _, name, what = hits[-1]
         found[module] = (tuple(vanished), name, what)
         vanished = []
-    lines = [f"{m} not compared: its output ({outputs[m] or 'folded by the exporter'}) is not in {where} and no "
-             "later module's op computes past it (a converter fused it into an op whose output no leaf module has)"
-             for m in vanished]
+    lines = [
+        f"{m} not compared: its output ({outputs[m] or 'folded by the exporter'}) is not in {where} and no "
+        "later module's op computes past it (a converter fused it into an op whose output no leaf module has)"
+        for m in vanished
+    ]
     return found, lines
 
 
-def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray], leaves: dict[str, str],
-                    exported: Path) -> tuple[list[OpOutput], list[str]]:
+def onnx_op_outputs(
+    path: Path, feeds: dict[str, np.ndarray], leaves: dict[str, str], exported: Path
+) -> tuple[list[OpOutput], list[str]]:
     """Each leaf module's output as ONNX Runtime computes it in the built model at ``path``: the value the module's
     last node writes in the ``exported`` graph (:func:`module_outputs`), made a graph output of a copy, in graph
     order; a module ONNX Runtime fused into a later one is compared with it, where the fusion ends (:func:`fused_ops`).
@@ -218,9 +243,12 @@ def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray], leaves: dict[str, 
             types.setdefault(module, []).append(node.op_type)
     exported_outputs = module_outputs(onnx.load(str(exported), load_external_data=False), leaves)
     found, not_compared = fused_ops(producers, exported_outputs, f"the built graph {path.name}")
-    not_compared += [f"{m} ({what}) not compared: no node of the exported graph belongs to it (the exporter folded it "
-                     "into a later module's op, as Conv+BatchNorm, or it computes nothing, as Dropout in eval)"
-                     for m, what in leaves.items() if m not in exported_outputs]
+    not_compared += [
+        f"{m} ({what}) not compared: no node of the exported graph belongs to it (the exporter folded it "
+        "into a later module's op, as Conv+BatchNorm, or it computes nothing, as Dropout in eval)"
+        for m, what in leaves.items()
+        if m not in exported_outputs
+    ]
     existing = {o.name for o in model.graph.output}
     model.graph.output.extend(onnx.ValueInfoProto(name=name) for _, name, _ in found.values() if name not in existing)
     options = ort.SessionOptions()
@@ -235,8 +263,10 @@ def onnx_op_outputs(path: Path, feeds: dict[str, np.ndarray], leaves: dict[str, 
         outputs.append(OpOutput(module, how, arrays[name].astype(np.float32), covers))
     lines = [f"{len(names)} {op} node(s) outside every leaf module, e.g. {names[0]}" for op, names in unmatched.items()]
     if on_constants:
-        lines.append(f"{on_constants} node(s) on weights and constants only (the converter's casts of weights): "
-                     "no activation passes through them, left out")
+        lines.append(
+            f"{on_constants} node(s) on weights and constants only (the converter's casts of weights): "
+            "no activation passes through them, left out"
+        )
     return outputs, lines + not_compared
 
 
@@ -249,8 +279,14 @@ def cpu_fp32_ops(graph) -> dict[str, int]:
     """The op types (with counts) ONNX Runtime computes in fp32 in a graph built for fp16: its CPU provider has no
     fp16 kernel for them (Gemm, LayerNormalization, ...), so it casts their inputs up and their outputs back down
     (Casts named ``InsertedPrecisionFreeCast_...``). ``graph``: the built (``.opt.onnx``) model's GraphProto."""
-    upcast = {out for node in graph.node if node.op_type == "Cast" and node.name.startswith(PRECISION_FREE_CAST)
-              and any(a.name == "to" and a.i == FLOAT for a in node.attribute) for out in node.output}
+    upcast = {
+        out
+        for node in graph.node
+        if node.op_type == "Cast"
+        and node.name.startswith(PRECISION_FREE_CAST)
+        and any(a.name == "to" and a.i == FLOAT for a in node.attribute)
+        for out in node.output
+    }
     counts: dict[str, int] = {}
     for node in graph.node:
         if node.op_type != "Cast" and any(name in upcast for name in node.input):
@@ -263,9 +299,11 @@ def cpu_fp32_note(counts: dict[str, int]) -> str:
     if not counts:
         return ""
     listed = ", ".join(f"{op} x{n}" for op, n in counts.items())
-    return (f"; ONNX Runtime's CPU provider computes {sum(counts.values())} ops of it in fp32 ({listed}: no fp16 "
-            "kernel, so it casts around them), so those ops show fp16 inputs and weights, not fp16 arithmetic "
-            "(an overflow inside them shows only on the torch fp16 path here; an NPU computes them in fp16)")
+    return (
+        f"; ONNX Runtime's CPU provider computes {sum(counts.values())} ops of it in fp32 ({listed}: no fp16 "
+        "kernel, so it casts around them), so those ops show fp16 inputs and weights, not fp16 arithmetic "
+        "(an overflow inside them shows only on the torch fp16 path here; an NPU computes them in fp16)"
+    )
 
 
 def acl_dump_config(dump_path: Path | str, model_name: str, layers: list[str] | None = None) -> dict:
@@ -274,8 +312,15 @@ def acl_dump_config(dump_path: Path | str, model_name: str, layers: list[str] | 
     entry: dict = {"model_name": model_name}
     if layers:
         entry["layer"] = list(layers)
-    return {"dump": {"dump_path": str(dump_path), "dump_list": [entry], "dump_mode": "output",
-                     "dump_op_switch": "off", "dump_data": "tensor"}}
+    return {
+        "dump": {
+            "dump_path": str(dump_path),
+            "dump_list": [entry],
+            "dump_mode": "output",
+            "dump_op_switch": "off",
+            "dump_data": "tensor",
+        }
+    }
 
 
 def msaccucmp_convert_argv(python: str, msaccucmp: Path | str, dump_dir: Path | str, out_dir: Path | str) -> list[str]:
@@ -303,8 +348,10 @@ def dump_data_dir(dump_path: Path, model_name: str) -> Path:
     ``dump_path`` must hold one model's dump only."""
     found = sorted((p for p in dump_path.glob("*/*/*/*/*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise LabError(f"the ACL dump wrote nothing for model {model_name} under {dump_path}",
-                       "read the worker's messages and the CANN logs in the logs/ folder beside it")
+        raise LabError(
+            f"the ACL dump wrote nothing for model {model_name} under {dump_path}",
+            "read the worker's messages and the CANN logs in the logs/ folder beside it",
+        )
     return found[-1]
 
 
@@ -317,8 +364,11 @@ def dump_op_outputs(npy_dir: Path, onnx_path: Path, leaves: dict[str, str]) -> t
     import onnx
 
     exported = onnx.load(str(onnx_path), load_external_data=False)
-    nodes = {dump_name(node.name): (i, node.output[0]) for i, node in enumerate(exported.graph.node)
-             if node.name and node.output and node_module(node, leaves) is not None}
+    nodes = {
+        dump_name(node.name): (i, node.output[0])
+        for i, node in enumerate(exported.graph.node)
+        if node.name and node.output and node_module(node, leaves) is not None
+    }
     producers: dict[str, tuple[int, str]] = {}
     files: dict[str, Path] = {}
     unmatched: dict[str, list[str]] = {}
@@ -336,9 +386,17 @@ def dump_op_outputs(npy_dir: Path, onnx_path: Path, leaves: dict[str, str]) -> t
             producers[hit[1]] = (hit[0], f"the device's {found['op_type']}")
             files[hit[1]] = path
     ops, not_compared = fused_ops(producers, module_outputs(exported, leaves), "the dump")
-    outputs = [OpOutput(module, f"fused as {what}" if covers else f"{leaves[module]} as {what}",
-                        np.load(files[value]).astype(np.float32), covers)
-               for module, (covers, value, what) in ops.items()]
-    lines = [f"{len(names)} dumped {op} op(s) named by no node of a leaf module (ATC fused or renamed them), "
-             f"e.g. {names[0]}" for op, names in unmatched.items()]
+    outputs = [
+        OpOutput(
+            module,
+            f"fused as {what}" if covers else f"{leaves[module]} as {what}",
+            np.load(files[value]).astype(np.float32),
+            covers,
+        )
+        for module, (covers, value, what) in ops.items()
+    ]
+    lines = [
+        f"{len(names)} dumped {op} op(s) named by no node of a leaf module (ATC fused or renamed them), e.g. {names[0]}"
+        for op, names in unmatched.items()
+    ]
     return outputs, lines + not_compared

@@ -46,7 +46,8 @@ RUN_PREFIX = "PROF_"  # one folder per collection, written by aclprofInit/Start 
 
 # The task types task_time_median counts, as pyasc's result.py lists them: AI Core, AI Vector and mixed kernels.
 AI_CORE_TASK_TYPES = frozenset(
-    {"AI_CORE", "AIV_SQE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "KERNEL_AIVEC", "KERNEL_AICORE"})
+    {"AI_CORE", "AIV_SQE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "KERNEL_AIVEC", "KERNEL_AICORE"}
+)
 PORTABLE_TASK_TYPE = "CPU"  # what the lab writes for a task that ran on the host (the portable backend)
 
 # Which export file a run is read from, in order of preference, and its columns: (id, name, type, duration µs).
@@ -105,8 +106,10 @@ def profile_type_list(profile_types: ProfileType | int | Iterable[ProfileType | 
         combined |= int(item)
     unknown = combined & ~sum(ProfileType)
     if unknown:
-        raise LabError(f"profile_types holds unknown bits {unknown:#x}",
-                       "use ProfileType members, e.g. ProfileType.TASK_TIME | ProfileType.AICORE_METRICS")
+        raise LabError(
+            f"profile_types holds unknown bits {unknown:#x}",
+            "use ProfileType members, e.g. ProfileType.TASK_TIME | ProfileType.AICORE_METRICS",
+        )
     return [member for member in ProfileType if member & combined]
 
 
@@ -150,8 +153,11 @@ def task_time_median(tasks: Iterable[Any], name: str | None = None, skip: int = 
     if not isinstance(skip, int) or skip < 0:
         raise LabError(f"skip={skip!r} is not a count", "pass how many warm-up samples to drop, e.g. skip=3")
     types = AI_CORE_TASK_TYPES
-    if not any(t.type in AI_CORE_TASK_TYPES for t in tasks) and tasks and all(
-            t.type == PORTABLE_TASK_TYPE for t in tasks):
+    if (
+        not any(t.type in AI_CORE_TASK_TYPES for t in tasks)
+        and tasks
+        and all(t.type == PORTABLE_TASK_TYPE for t in tasks)
+    ):
         types = frozenset({PORTABLE_TASK_TYPE})
     counted = [t for t in tasks if t.type in types]
     if name is None and counted:
@@ -162,10 +168,13 @@ def task_time_median(tasks: Iterable[Any], name: str | None = None, skip: int = 
         what = f"no AI Core task named {name!r}" if name is not None else "no AI Core task"
         raise ProfilingError(
             f"{what} among {len(tasks)} tasks (types: {', '.join(seen) or 'none'})",
-            "profile a block that launches the kernel, and pass its name as the export writes it (Op Name)")
+            "profile a block that launches the kernel, and pass its name as the export writes it (Op Name)",
+        )
     if skip >= len(values):
-        raise ProfilingError(f"skip={skip} leaves none of the {len(values)} samples of {name!r}",
-                             f"launch the kernel more than {skip} times, or skip fewer")
+        raise ProfilingError(
+            f"skip={skip} leaves none of the {len(values)} samples of {name!r}",
+            f"launch the kernel more than {skip} times, or skip fewer",
+        )
     return round(statistics.median(values[skip:]), 3)
 
 
@@ -179,8 +188,11 @@ class MsprofInterface:
     def __init__(self, library: Any = None) -> None:
         self.lib = load_library(library or MSPROFILER_LIBRARY)
         self._declare("aclprofInit", ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t])
-        self._declare("aclprofCreateConfig", ctypes.c_void_p, [ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint32,
-                                                                ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64])
+        self._declare(
+            "aclprofCreateConfig",
+            ctypes.c_void_p,
+            [ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64],
+        )
         for name in ("aclprofStart", "aclprofStop", "aclprofDestroyConfig"):
             self._declare(name, ctypes.c_int, [ctypes.c_void_p])
         self._declare("aclprofFinalize", ctypes.c_int, [])
@@ -193,16 +205,19 @@ class MsprofInterface:
         """Call an ``aclError`` function; anything but 0 (ACL_SUCCESS) is an error naming the call."""
         code = getattr(self.lib, name)(*args)
         if code != 0:
-            raise ProfilingError(f"{name} returned aclError {code}",
-                                 "see the plog under $HOME/ascend/log (ASCEND_PROCESS_LOG_PATH when set)")
+            raise ProfilingError(
+                f"{name} returned aclError {code}",
+                "see the plog under $HOME/ascend/log (ASCEND_PROCESS_LOG_PATH when set)",
+            )
 
     def init(self, result_path: str) -> None:
         """``aclprofInit``: where the raw data goes (one ``PROF_*`` folder per collection)."""
         path = os.fsencode(result_path)
         self.call("aclprofInit", path, len(path))
 
-    def create_config(self, device_ids: Iterable[int], metric: AicoreMetrics,
-                      types: Iterable[ProfileType] | ProfileType | None = None) -> ctypes.c_void_p:
+    def create_config(
+        self, device_ids: Iterable[int], metric: AicoreMetrics, types: Iterable[ProfileType] | ProfileType | None = None
+    ) -> ctypes.c_void_p:
         """``aclprofCreateConfig(deviceIdList, deviceNums, aicoreMetrics, NULL, dataTypeConfig)``."""
         ids = [int(d) for d in device_ids]
         flags = profile_flags(types)
@@ -210,7 +225,8 @@ class MsprofInterface:
         if not config:
             raise ProfilingError(
                 f"aclprofCreateConfig returned NULL for devices {ids}, metrics {AicoreMetrics(metric).name}",
-                "check the device ids are this process's logical devices and the metric suits the SoC")
+                "check the device ids are this process's logical devices and the metric suits the SoC",
+            )
         return ctypes.c_void_p(config)
 
     def start(self, config: ctypes.c_void_p) -> None:
@@ -233,8 +249,10 @@ def load_library(library: Any) -> Any:
     try:
         return ctypes.CDLL(os.fspath(library))
     except OSError as err:
-        raise LabError(f"cannot load {os.fspath(library)}: {err}",
-                       "source CANN's set_env.sh first (it puts CANN's lib64 on LD_LIBRARY_PATH)") from err
+        raise LabError(
+            f"cannot load {os.fspath(library)}: {err}",
+            "source CANN's set_env.sh first (it puts CANN's lib64 on LD_LIBRARY_PATH)",
+        ) from err
 
 
 def npu_interface() -> Any:
@@ -258,8 +276,10 @@ def current_device() -> int:
     device = ctypes.c_int32(-1)
     code = lib.aclrtGetDevice(ctypes.byref(device))
     if code != 0:
-        raise LabError(f"aclrtGetDevice returned aclError {code}: this process has set no device",
-                       "call aclrtSetDevice before Profiler.start, or pass device_id=<logical id>")
+        raise LabError(
+            f"aclrtGetDevice returned aclError {code}: this process has set no device",
+            "call aclrtSetDevice before Profiler.start, or pass device_id=<logical id>",
+        )
     return device.value
 
 
@@ -279,12 +299,16 @@ def read_run_tasks(run_dir: Path) -> list[ProfilingTask]:
             ids = table.numbers(id_col, integer=True, minimum=0).to_list()
             durations = table.numbers(duration_col, required=True, minimum=0).to_list()
             names, types = table.strings(name_col).to_list(), table.strings(type_col).to_list()
-            tasks += [ProfilingTask(None if i is None else int(i), n or "N/A", t or "N/A", d)
-                      for i, n, t, d in zip(ids, names, types, durations)]
+            tasks += [
+                ProfilingTask(None if i is None else int(i), n or "N/A", t or "N/A", d)
+                for i, n, t, d in zip(ids, names, types, durations)
+            ]
         if files:
             return tasks
-    raise ProfilingError(f"{run_dir} holds no op_summary_*.csv or task_time_*.csv",
-                         "export the run first (Profiler.export, or msprof --export=on --output=<that folder>)")
+    raise ProfilingError(
+        f"{run_dir} holds no op_summary_*.csv or task_time_*.csv",
+        "export the run first (Profiler.export, or msprof --export=on --output=<that folder>)",
+    )
 
 
 class Profiler:
@@ -300,8 +324,9 @@ class Profiler:
     not hold (pyACL: before the model is loaded), and ``stop(finalize=False)`` keeps it open.
     """
 
-    def __init__(self, result_path: str | os.PathLike | None = None, *, backend: Backend | None = None,
-                 interface: Any = None) -> None:
+    def __init__(
+        self, result_path: str | os.PathLike | None = None, *, backend: Backend | None = None, interface: Any = None
+    ) -> None:
         self.backend = backend or detect()
         if interface is None and self.backend.is_npu:
             interface = npu_interface()
@@ -318,8 +343,10 @@ class Profiler:
     def last_result(self) -> ProfilingResult:
         """The result stored last."""
         if not self.results:
-            raise ProfilingError("no profiling result is stored yet",
-                                 "profile a block with Profiler.profile(), or call store_last_result() after stop()")
+            raise ProfilingError(
+                "no profiling result is stored yet",
+                "profile a block with Profiler.profile(), or call store_last_result() after stop()",
+            )
         return self.results[next(reversed(self.results))]
 
     def init(self) -> None:
@@ -337,8 +364,12 @@ class Profiler:
             self.msprof.init(self.result_path)
         self.initialized = True
 
-    def start(self, device_id: int | None = None, metrics: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION,
-              profile_types: ProfileType | Iterable[ProfileType] | None = None) -> None:
+    def start(
+        self,
+        device_id: int | None = None,
+        metrics: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION,
+        profile_types: ProfileType | Iterable[ProfileType] | None = None,
+    ) -> None:
         """Start collecting on ``device_id`` (default: the device this process set); portable: mark the start.
 
         ``profile_types`` defaults to TASK_TIME | AICORE_METRICS | L2CACHE. Opens the session first unless
@@ -401,9 +432,12 @@ class Profiler:
         """NPU: ``msprof --export=on`` on every run of this session. Portable: check the block wrote one."""
         new = self.new_run_ids()
         if not new:
-            how = ("the collection wrote nothing: did the block launch a kernel in this process?" if self.backend.is_npu
-                   else "on the portable backend the profiled block writes the run itself (mode 02's twin: "
-                        "common.modes.ascendc.twin_profile.write_portable_profile(Path(profiler.result_path), ...))")
+            how = (
+                "the collection wrote nothing: did the block launch a kernel in this process?"
+                if self.backend.is_npu
+                else "on the portable backend the profiled block writes the run itself (mode 02's twin: "
+                "common.modes.ascendc.twin_profile.write_portable_profile(Path(profiler.result_path), ...))"
+            )
             raise ProfilingError(f"no {RUN_PREFIX}* folder appeared under {self.result_path} while profiling", how)
         if not self.backend.is_npu:
             return  # the twin writes msprof's export layout directly
@@ -418,8 +452,10 @@ class Profiler:
             run.raise_if_stopped()
             if not run.ok:
                 tail = run.output.strip().splitlines()[-1:] or [""]
-                raise ProfilingError(f"msprof --export on {run_id} {run.describe}: {tail[0]}",
-                                     f"see {Path(self.result_path) / run_id / 'mindstudio_profiler_log'}")
+                raise ProfilingError(
+                    f"msprof --export on {run_id} {run.describe}: {tail[0]}",
+                    f"see {Path(self.result_path) / run_id / 'mindstudio_profiler_log'}",
+                )
 
     def cleanup(self) -> None:
         """Remove the result folder if this Profiler made it (no ``result_path`` was given); else nothing."""
@@ -439,8 +475,9 @@ class Profiler:
         """Parse the export of run folder ``run_id``, keep it in :attr:`results` and return it."""
         run_dir = Path(self.result_path or "") / run_id
         if not self.result_path or not run_dir.is_dir():
-            raise ProfilingError(f"{run_dir} is not a run folder",
-                                 f"pass one of: {', '.join(self.run_ids()) or 'none here yet'}")
+            raise ProfilingError(
+                f"{run_dir} is not a run folder", f"pass one of: {', '.join(self.run_ids()) or 'none here yet'}"
+            )
         result = ProfilingResult(tuple(read_run_tasks(run_dir)), run_id, stored_at=dt.datetime.now())
         self.results[run_id] = result
         return result
@@ -449,14 +486,19 @@ class Profiler:
         """Parse the latest run folder (the greatest ``PROF_*`` name)."""
         runs = self.run_ids()
         if not runs:
-            raise ProfilingError(f"no {RUN_PREFIX}* folder under {self.result_path}",
-                                 "profile a block first (Profiler.profile)")
+            raise ProfilingError(
+                f"no {RUN_PREFIX}* folder under {self.result_path}", "profile a block first (Profiler.profile)"
+            )
         return self.store_result(runs[-1])
 
     @contextmanager
-    def profile(self, device_id: int | None = None, cleanup: bool = True,
-                metrics: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION,
-                profile_types: ProfileType | Iterable[ProfileType] | None = None) -> Iterator[Profiler]:
+    def profile(
+        self,
+        device_id: int | None = None,
+        cleanup: bool = True,
+        metrics: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION,
+        profile_types: ProfileType | Iterable[ProfileType] | None = None,
+    ) -> Iterator[Profiler]:
         """start -> the block -> stop -> export -> parse (:attr:`last_result`); then :meth:`cleanup` if asked.
 
         A block that raises still stops the collection; nothing is exported or parsed then.

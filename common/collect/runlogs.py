@@ -37,8 +37,10 @@ DEFAULT_LOG_LEVEL = "3"  # ERROR, CANN's own default; DEBUG/INFO can slow a prof
 LOG_KINDS = ("debug", "run", "security")
 # A plog line, as CANN's log reference documents it:
 #   [Level] ModuleName(PID,PName):DateTimeMS [FileName:LineNumber]LogContent
-PLOG_LINE = re.compile(r"^\[(?P<level>[A-Z]+)\]\s*(?P<module>[^\s(]+)\((?P<pid>\d+),(?P<pname>[^)]*)\):"
-                       r"(?P<time>\S+)\s+(?P<content>.*)$")
+PLOG_LINE = re.compile(
+    r"^\[(?P<level>[A-Z]+)\]\s*(?P<module>[^\s(]+)\((?P<pid>\d+),(?P<pname>[^)]*)\):"
+    r"(?P<time>\S+)\s+(?P<content>.*)$"
+)
 ERROR_LINES_SHOWN = 5
 LINE_CHARS = 300  # a log line is quoted up to this length
 DEVICE_LOG_COMMAND = "msnpureport"  # in the driver: <driver install dir>/driver/tools/msnpureport
@@ -56,8 +58,10 @@ def log_level(env: Mapping[str, str]) -> str:
         return DEFAULT_LOG_LEVEL
     if value not in LOG_LEVELS:
         levels = ", ".join(f"{k} ({v})" for k, v in LOG_LEVELS.items())
-        raise LabError(f"{LOG_LEVEL_VAR}={value!r} is not a CANN log level",
-                       f"use one of {levels}, or unset it (the lab passes 3, CANN's default)")
+        raise LabError(
+            f"{LOG_LEVEL_VAR}={value!r} is not a CANN log level",
+            f"use one of {levels}, or unset it (the lab passes 3, CANN's default)",
+        )
     return value
 
 
@@ -131,8 +135,12 @@ def cann_logs(folder: Path) -> list[Path]:
     """CANN's log files under ``folder`` (plog-*.log and device-*.log of debug/run/security), newest first."""
     if not folder.is_dir():
         return []
-    found = [p for kind in LOG_KINDS for p in (folder / kind).glob("*/*.log")
-             if p.name.startswith(("plog-", "device-")) and p.is_file()]
+    found = [
+        p
+        for kind in LOG_KINDS
+        for p in (folder / kind).glob("*/*.log")
+        if p.name.startswith(("plog-", "device-")) and p.is_file()
+    ]
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
 
 
@@ -174,11 +182,15 @@ def failure_report(out_dir: Path, is_npu: bool) -> list[str]:
         elif os.environ.get(PRINT_TO_STDOUT_VAR) == "1":
             lines.append(f"  {PRINT_TO_STDOUT_VAR}=1: CANN printed its logs above instead of writing them to {folder}")
         else:
-            lines.append(f"  CANN logs in {folder}: {len(plogs)} file(s), no ERROR line (raise the detail with "
-                         f"{LOG_LEVEL_VAR}=1 and run again)")
-        lines.append(f"  device-side logs: as root, in an empty folder, run {DEVICE_LOG_COMMAND} (the driver's "
-                     f"driver/tools/{DEVICE_LOG_COMMAND}; '{DEVICE_LOG_COMMAND} report' from CANN 8.0.RC2): it exports "
-                     "into a timestamped subfolder there (docs/logs_and_dumps.md)")
+            lines.append(
+                f"  CANN logs in {folder}: {len(plogs)} file(s), no ERROR line (raise the detail with "
+                f"{LOG_LEVEL_VAR}=1 and run again)"
+            )
+        lines.append(
+            f"  device-side logs: as root, in an empty folder, run {DEVICE_LOG_COMMAND} (the driver's "
+            f"driver/tools/{DEVICE_LOG_COMMAND}; '{DEVICE_LOG_COMMAND} report' from CANN 8.0.RC2): it exports "
+            "into a timestamped subfolder there (docs/logs_and_dumps.md)"
+        )
     return ["logs of this run:", *lines] if lines else []
 
 

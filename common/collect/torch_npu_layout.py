@@ -58,25 +58,52 @@ def trace_view(tasks: list[Task], ranges: list[StepRange], host_pid: int, user: 
         {"name": "thread_name", "pid": overlap_pid, "tid": tid, "ph": "M", "args": {"name": name}}
         for name, tid in OVERLAP_TIDS.items()
     ]
-    events += [{"ph": "X", "name": r.message, "pid": host_pid, "tid": host_pid, "ts": writers.trace_ts(r.start_us),
-                "dur": round(r.end_us - r.start_us, 3), "cat": "user_annotation", "args": {}} for r in user]
+    events += [
+        {
+            "ph": "X",
+            "name": r.message,
+            "pid": host_pid,
+            "tid": host_pid,
+            "ts": writers.trace_ts(r.start_us),
+            "dur": round(r.end_us - r.start_us, 3),
+            "cat": "user_annotation",
+            "args": {},
+        }
+        for r in user
+    ]
     for r in ranges:
-        events.append({
-            "ph": "X", "name": f"ProfilerStep#{r.step}", "pid": host_pid, "tid": host_pid, "ts": writers.trace_ts(r.start_us),
-            "dur": round(r.end_us - r.start_us, 3), "cat": "cpu_op", "args": {},
-        })
+        events.append(
+            {
+                "ph": "X",
+                "name": f"ProfilerStep#{r.step}",
+                "pid": host_pid,
+                "tid": host_pid,
+                "ts": writers.trace_ts(r.start_us),
+                "dur": round(r.end_us - r.start_us, 3),
+                "cat": "cpu_op",
+                "args": {},
+            }
+        )
         busy = merge([(t.start_us, t.end_us) for t in compute_tasks if t.step_id == r.step])
-        comm = merge([
-            (max(t.start_us, r.start_us), min(t.end_us, r.end_us)) for t in comm_tasks if t.step_id == r.step
-        ])
+        comm = merge(
+            [(max(t.start_us, r.start_us), min(t.end_us, r.end_us)) for t in comm_tasks if t.step_id == r.step]
+        )
         tracks = [("Computing", busy), ("Free", gaps(merge(busy + comm), r.start_us, r.end_us))]
         if comm:
-            tracks += [("Communication", comm),
-                       ("Communication(Not Overlapped)", [g for s, e in comm for g in gaps(busy, s, e)])]
+            tracks += [
+                ("Communication", comm),
+                ("Communication(Not Overlapped)", [g for s, e in comm for g in gaps(busy, s, e)]),
+            ]
         for name, spans in tracks:
             events += [
-                {"name": name, "pid": overlap_pid, "tid": OVERLAP_TIDS[name], "ts": writers.trace_ts(s),
-                 "dur": round(e - s, 3), "ph": "X"}
+                {
+                    "name": name,
+                    "pid": overlap_pid,
+                    "tid": OVERLAP_TIDS[name],
+                    "ts": writers.trace_ts(s),
+                    "dur": round(e - s, 3),
+                    "ph": "X",
+                }
                 for s, e in spans
             ]
     events += writers.timeline_events(compute_tasks, task_pid, "CPU ops (portable)")
@@ -106,8 +133,9 @@ def communication_json(tasks: list[Task]) -> dict:
     """
     steps: dict[str, dict] = {}
     counters: dict[int, int] = {}
-    for task in sorted((t for t in tasks if t.task_type == COMMUNICATION and t.step_id is not None),
-                       key=lambda t: t.start_us):
+    for task in sorted(
+        (t for t in tasks if t.task_type == COMMUNICATION and t.step_id is not None), key=lambda t: t.start_us
+    ):
         k = counters.get(task.step_id, 0)
         counters[task.step_id] = k + 1
         name = f"{task.op_name.replace(':', '_')}_{task.step_id}_{k}@{COMM_GROUP}"
@@ -123,7 +151,7 @@ def communication_json(tasks: list[Task]) -> dict:
         ops = step["collective"].values()
         step["collective"][TOTAL_OP_INFO] = {
             "Communication Time Info": {
-                "Elapse Time(ms)": round(sum(op["Communication Time Info"]["Elapse Time(ms)"] for op in ops), 6),
+                "Elapse Time(ms)": round(sum(op["Communication Time Info"]["Elapse Time(ms)"] for op in ops), 6)
             },
             "Communication Bandwidth Info": {},
         }
@@ -168,9 +196,17 @@ def portable_profiler_info(wait: int, warmup: int, active: int) -> dict:
     import torch
 
     return {
-        "config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": {
-            "wait": wait, "warmup": warmup, "active": active, "repeat": 1, "skip_first": 0}, "record_shapes": True,
-            "profile_memory": True, "with_stack": False, "with_flops": False, "with_modules": False}},
+        "config": {
+            "common_config": {
+                "activities": ["ProfilerActivity.CPU"],
+                "schedule": {"wait": wait, "warmup": warmup, "active": active, "repeat": 1, "skip_first": 0},
+                "record_shapes": True,
+                "profile_memory": True,
+                "with_stack": False,
+                "with_flops": False,
+                "with_modules": False,
+            }
+        },
         "start_info": None,
         "end_info": None,
         "torch_npu_version": None,
@@ -180,8 +216,15 @@ def portable_profiler_info(wait: int, warmup: int, active: int) -> dict:
     }
 
 
-def write_op_tree(roots: list[torch_ops.OpNode], trace_start_us: float, allocations: list[Allocation], parent: Path,
-                  first_step: int, profiler_info: dict, rank: int | None = None) -> Path:
+def write_op_tree(
+    roots: list[torch_ops.OpNode],
+    trace_start_us: float,
+    allocations: list[Allocation],
+    parent: Path,
+    first_step: int,
+    profiler_info: dict,
+    rank: int | None = None,
+) -> Path:
     """A profile's op tree (times in µs from ``trace_start_us``) and allocator calls -> a portable
     ``*_ascend_pt`` folder; returns it. ``first_step`` is the number of the first active step (wait +
     warmup of the schedule). The reader is :mod:`common.collect.torch_trace` (torch.profiler's trace)."""
@@ -189,23 +232,50 @@ def write_op_tree(roots: list[torch_ops.OpNode], trace_start_us: float, allocati
     ranges = torch_ops.step_ranges(roots, trace_start_us, first_step=first_step)
     torch_ops.assign_steps(tasks, ranges)
     tasks = writers.with_wait_times([t for t in tasks if t.task_type != COMMUNICATION]) + sorted(
-        (t for t in tasks if t.task_type == COMMUNICATION), key=lambda t: t.start_us)
+        (t for t in tasks if t.task_type == COMMUNICATION), key=lambda t: t.start_us
+    )
     steps = torch_ops.step_times(tasks, ranges)
     api = torch_ops.api_statistic(torch_ops.api_calls(roots))
-    run = write_ascend_pt(parent, sorted(tasks, key=lambda t: t.start_us), ranges, steps, api, profiler_info, rank,
-                          torch_ops.user_ranges(roots, trace_start_us))
+    run = write_ascend_pt(
+        parent,
+        sorted(tasks, key=lambda t: t.start_us),
+        ranges,
+        steps,
+        api,
+        profiler_info,
+        rank,
+        torch_ops.user_ranges(roots, trace_start_us),
+    )
     write_memory_files(run / OUTPUT_SUBDIR, allocations)
     return run
 
 
 # --- memory (profile_memory=True): memory_record.csv and operator_memory.csv ---------------------------
-MEMORY_RECORD_HEADER = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
-                        "Stream Ptr", "Device Type"]
+MEMORY_RECORD_HEADER = [
+    "Component",
+    "Timestamp(us)",
+    "Total Allocated(MB)",
+    "Total Reserved(MB)",
+    "Total Active(MB)",
+    "Stream Ptr",
+    "Device Type",
+]
 OPERATOR_MEMORY_HEADER = [
-    "Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)", "Duration(us)",
-    "Active Duration(us)", "Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)",
-    "Allocation Total Active(MB)", "Release Total Allocated(MB)", "Release Total Reserved(MB)",
-    "Release Total Active(MB)", "Stream Ptr", "Device Type",
+    "Name",
+    "Size(KB)",
+    "Allocation Time(us)",
+    "Release Time(us)",
+    "Active Release Time(us)",
+    "Duration(us)",
+    "Active Duration(us)",
+    "Allocation Total Allocated(MB)",
+    "Allocation Total Reserved(MB)",
+    "Allocation Total Active(MB)",
+    "Release Total Allocated(MB)",
+    "Release Total Reserved(MB)",
+    "Release Total Active(MB)",
+    "Stream Ptr",
+    "Device Type",
 ]
 MEMORY_COMPONENT = "PTA"  # torch_npu's name for the PyTorch allocator's records
 _MB = float(1 << 20)
@@ -246,16 +316,36 @@ def write_memory_files(out: Path, events: list[Allocation]) -> list[Path]:
     record, operators, open_by_ptr = [], [], {}
     for e in events:
         reserved = None if e.total_reserved is None else e.total_reserved / _MB
-        record.append([MEMORY_COMPONENT, _cell(e.ts_us, ts=True), _cell(e.total_allocated / _MB), _cell(reserved),
-                       "", "", e.device])
+        record.append(
+            [
+                MEMORY_COMPONENT,
+                _cell(e.ts_us, ts=True),
+                _cell(e.total_allocated / _MB),
+                _cell(reserved),
+                "",
+                "",
+                e.device,
+            ]
+        )
         if e.nbytes > 0:
-            open_by_ptr[e.ptr] = row = {"Name": e.op, "Size(KB)": e.nbytes / 1024.0, "Allocation Time(us)": e.ts_us,
-                                        "Allocation Total Allocated(MB)": e.total_allocated / _MB,
-                                        "Allocation Total Reserved(MB)": reserved, "Device Type": e.device}
+            open_by_ptr[e.ptr] = row = {
+                "Name": e.op,
+                "Size(KB)": e.nbytes / 1024.0,
+                "Allocation Time(us)": e.ts_us,
+                "Allocation Total Allocated(MB)": e.total_allocated / _MB,
+                "Allocation Total Reserved(MB)": reserved,
+                "Device Type": e.device,
+            }
             operators.append(row)
         elif (row := open_by_ptr.pop(e.ptr, None)) is not None:
-            row.update({"Release Time(us)": e.ts_us, "Duration(us)": e.ts_us - row["Allocation Time(us)"],
-                        "Release Total Allocated(MB)": e.total_allocated / _MB, "Release Total Reserved(MB)": reserved})
+            row.update(
+                {
+                    "Release Time(us)": e.ts_us,
+                    "Duration(us)": e.ts_us - row["Allocation Time(us)"],
+                    "Release Total Allocated(MB)": e.total_allocated / _MB,
+                    "Release Total Reserved(MB)": reserved,
+                }
+            )
     paths = [out / "memory_record.csv", out / "operator_memory.csv"]
     with paths[0].open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -267,7 +357,14 @@ def write_memory_files(out: Path, events: list[Allocation]) -> list[Path]:
         for row in operators:
             if row["Name"] is None:  # an allocation outside any op: memory_record has it, no op to name
                 continue
-            w.writerow([row["Name"] if c == "Name" else row["Device Type"] if c == "Device Type"
-                        else _cell(row.get(c), ts=c.endswith("Time(us)") or c == "Duration(us)")
-                        for c in OPERATOR_MEMORY_HEADER])
+            w.writerow(
+                [
+                    row["Name"]
+                    if c == "Name"
+                    else row["Device Type"]
+                    if c == "Device Type"
+                    else _cell(row.get(c), ts=c.endswith("Time(us)") or c == "Duration(us)")
+                    for c in OPERATOR_MEMORY_HEADER
+                ]
+            )
     return paths

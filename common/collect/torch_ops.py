@@ -34,31 +34,96 @@ from common.collect.output_shapes import json_safe, output_shapes
 from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import ApiStat, StepTime, Task, TxRange
 
-COMPOSITE_OPS = frozenset({
-    "aten::linear", "aten::matmul", "aten::einsum", "aten::dropout", "aten::feature_dropout",
-    "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
-    "aten::layer_norm", "aten::group_norm", "aten::batch_norm", "aten::instance_norm",
-    "aten::contiguous", "aten::to", "aten::type_as", "aten::flatten", "aten::split", "aten::chunk",
-    "aten::scaled_dot_product_attention",
-})
-VIEW_OPS = frozenset({
-    "aten::t", "aten::transpose", "aten::as_strided", "aten::view", "aten::reshape", "aten::_reshape_alias",
-    "aten::expand", "aten::expand_as", "aten::permute", "aten::squeeze", "aten::unsqueeze", "aten::slice",
-    "aten::select", "aten::narrow", "aten::detach", "detach", "aten::detach_", "aten::alias", "aten::resolve_conj",
-    "aten::resolve_neg", "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_",
-    "aten::lift_fresh", "aten::unbind", "aten::numpy_T", "aten::result_type",
-    "aten::_unsafe_view", "aten::set_", "aten::requires_grad_", "aten::_has_compatible_shallow_copy_type",
-})
+COMPOSITE_OPS = frozenset(
+    {
+        "aten::linear",
+        "aten::matmul",
+        "aten::einsum",
+        "aten::dropout",
+        "aten::feature_dropout",
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::layer_norm",
+        "aten::group_norm",
+        "aten::batch_norm",
+        "aten::instance_norm",
+        "aten::contiguous",
+        "aten::to",
+        "aten::type_as",
+        "aten::flatten",
+        "aten::split",
+        "aten::chunk",
+        "aten::scaled_dot_product_attention",
+    }
+)
+VIEW_OPS = frozenset(
+    {
+        "aten::t",
+        "aten::transpose",
+        "aten::as_strided",
+        "aten::view",
+        "aten::reshape",
+        "aten::_reshape_alias",
+        "aten::expand",
+        "aten::expand_as",
+        "aten::permute",
+        "aten::squeeze",
+        "aten::unsqueeze",
+        "aten::slice",
+        "aten::select",
+        "aten::narrow",
+        "aten::detach",
+        "detach",
+        "aten::detach_",
+        "aten::alias",
+        "aten::resolve_conj",
+        "aten::resolve_neg",
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_like",
+        "aten::resize_",
+        "aten::lift_fresh",
+        "aten::unbind",
+        "aten::numpy_T",
+        "aten::result_type",
+        "aten::_unsafe_view",
+        "aten::set_",
+        "aten::requires_grad_",
+        "aten::_has_compatible_shallow_copy_type",
+    }
+)
 # Questions about a tensor or the build, not kernels: never a task themselves, but what they call is
 # (``aten::is_nonzero`` — ``if tensor:`` — and ``aten::item`` read the value back with
 # ``aten::_local_scalar_dense``, a device-to-host copy on an NPU).
-QUERY_OPS = frozenset({
-    "aten::is_nonzero", "aten::item", "aten::_nnpack_available", "aten::cudnn_is_acceptable", "aten::size",
-    "aten::stride", "aten::sym_size", "aten::sym_stride", "aten::numel", "aten::sym_numel", "aten::dim",
-    "aten::is_floating_point", "aten::is_complex", "aten::is_same_size", "aten::_has_compatible_shallow_copy_type",
-    "aten::is_contiguous", "aten::_use_cudnn_ctc_loss", "aten::_use_cudnn_rnn_flatten_weight",
-    "aten::_debug_has_internal_overlap", "aten::_assert_async", "aten::_is_all_true", "aten::is_nonzero_",
-})
+QUERY_OPS = frozenset(
+    {
+        "aten::is_nonzero",
+        "aten::item",
+        "aten::_nnpack_available",
+        "aten::cudnn_is_acceptable",
+        "aten::size",
+        "aten::stride",
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::numel",
+        "aten::sym_numel",
+        "aten::dim",
+        "aten::is_floating_point",
+        "aten::is_complex",
+        "aten::is_same_size",
+        "aten::_has_compatible_shallow_copy_type",
+        "aten::is_contiguous",
+        "aten::_use_cudnn_ctc_loss",
+        "aten::_use_cudnn_rnn_flatten_weight",
+        "aten::_debug_has_internal_overlap",
+        "aten::_assert_async",
+        "aten::_is_all_true",
+        "aten::is_nonzero_",
+    }
+)
 # Composite ops of these families are looked through only when an op of their own family runs below
 # them: on the CPU, aten::_convolution runs a transposed convolution in its own body (its children
 # are copies), so it is the task there, not the copies below it.
@@ -73,8 +138,15 @@ COLLECTIVE_LAUNCH_PREFIX = "c10d::"
 COMMUNICATION = "COMMUNICATION"  # msprof's Task Type for collective-communication tasks
 
 _DTYPES = {
-    "float": "FLOAT", "c10::Half": "FLOAT16", "c10::BFloat16": "DT_BF16", "double": "DOUBLE",
-    "long int": "INT64", "int": "INT32", "bool": "BOOL", "signed char": "INT8", "unsigned char": "UINT8",
+    "float": "FLOAT",
+    "c10::Half": "FLOAT16",
+    "c10::BFloat16": "DT_BF16",
+    "double": "DOUBLE",
+    "long int": "INT64",
+    "int": "INT32",
+    "bool": "BOOL",
+    "signed char": "INT8",
+    "unsigned char": "UINT8",
 }
 
 
@@ -121,11 +193,18 @@ def nodes_to_json(roots: list[OpNode]) -> list[dict]:
     flat: list[dict] = []
 
     def add(node: OpNode, parent: int) -> None:
-        flat.append({
-            "name": node.name, "start": node.start_us, "end": node.end_us, "parent": parent,
-            "shapes": node.input_shapes, "dtypes": node.input_dtypes, "range": node.is_range,
-            "concrete": node.concrete_inputs,
-        })
+        flat.append(
+            {
+                "name": node.name,
+                "start": node.start_us,
+                "end": node.end_us,
+                "parent": parent,
+                "shapes": node.input_shapes,
+                "dtypes": node.input_dtypes,
+                "range": node.is_range,
+                "concrete": node.concrete_inputs,
+            }
+        )
         me = len(flat) - 1
         for child in node.children:
             add(child, me)
@@ -138,8 +217,15 @@ def nodes_to_json(roots: list[OpNode]) -> list[dict]:
 def nodes_from_json(flat: list[dict]) -> list[OpNode]:
     """The inverse of :func:`nodes_to_json`."""
     nodes = [
-        OpNode(d["name"], float(d["start"]), float(d["end"]), d.get("shapes") or [], d.get("dtypes") or [],
-               bool(d.get("range")), concrete_inputs=d.get("concrete") or [])
+        OpNode(
+            d["name"],
+            float(d["start"]),
+            float(d["end"]),
+            d.get("shapes") or [],
+            d.get("dtypes") or [],
+            bool(d.get("range")),
+            concrete_inputs=d.get("concrete") or [],
+        )
         for d in flat
     ]
     roots = []
@@ -215,10 +301,17 @@ def _task(node: OpNode, trace_start_us: float, task_type: str) -> Task:
     # torch records no outputs; where a work model needs them (convolution, pooling ...), from the inputs
     outputs = output_shapes(node.name, node.input_shapes, node.input_dtypes, node.concrete_inputs)
     return Task(
-        op_name=node.name, op_type=node.name, task_type=task_type, start_us=trace_start_us + node.start_us,
-        duration_us=node.end_us - node.start_us, device_id="host", input_shapes=shapes,
-        input_dtypes=dtypes, output_shapes=outputs[0] if outputs else None,
-        output_dtypes=outputs[1] if outputs else None, pmu={},
+        op_name=node.name,
+        op_type=node.name,
+        task_type=task_type,
+        start_us=trace_start_us + node.start_us,
+        duration_us=node.end_us - node.start_us,
+        device_id="host",
+        input_shapes=shapes,
+        input_dtypes=dtypes,
+        output_shapes=outputs[0] if outputs else None,
+        output_dtypes=outputs[1] if outputs else None,
+        pmu={},
     )
 
 
@@ -287,8 +380,13 @@ def api_statistic(calls: dict[str, list[float]], level: str = "aten") -> list[Ap
         mean = sum(durations) / n
         rows.append(
             ApiStat(
-                level=level, api_name=name, time_us=sum(durations), count=n, avg_us=mean,
-                min_us=min(durations), max_us=max(durations),
+                level=level,
+                api_name=name,
+                time_us=sum(durations),
+                count=n,
+                avg_us=mean,
+                min_us=min(durations),
+                max_us=max(durations),
                 variance=sum((d - mean) ** 2 for d in durations) / n,
             )
         )
@@ -340,19 +438,25 @@ def step_times(tasks: list[Task], ranges: list[StepRange], device_id: str = "hos
     for r in ranges:
         inside = [t for t in tasks if t.step_id == r.step]
         compute = merge([(t.start_us, t.end_us) for t in inside if t.task_type != COMMUNICATION])
-        comm = merge([
-            (max(t.start_us, r.start_us), min(t.end_us, r.end_us)) for t in inside if t.task_type == COMMUNICATION
-        ])
+        comm = merge(
+            [(max(t.start_us, r.start_us), min(t.end_us, r.end_us)) for t in inside if t.task_type == COMMUNICATION]
+        )
         computing, communication = union_us(compute), union_us(comm)
         not_overlapped = sum(union_us(gaps(compute, s, e)) for s, e in comm)
         length = r.end_us - r.start_us
         first = min((t.start_us for t in inside), default=r.start_us)
         rows.append(
             StepTime(
-                step=r.step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
-                overlapped_us=communication - not_overlapped, communication_us=communication,
-                free_us=max(0.0, length - computing - not_overlapped), stage_us=length, bubble_us=0.0,
-                preparing_us=first - r.start_us, device_id=device_id,
+                step=r.step,
+                computing_us=computing,
+                communication_not_overlapped_us=not_overlapped,
+                overlapped_us=communication - not_overlapped,
+                communication_us=communication,
+                free_us=max(0.0, length - computing - not_overlapped),
+                stage_us=length,
+                bubble_us=0.0,
+                preparing_us=first - r.start_us,
+                device_id=device_id,
             )
         )
     return rows

@@ -58,8 +58,11 @@ def _node(event: dict) -> OpNode:
     args = event.get("args") or {}
     start = float(event["ts"])
     return OpNode(
-        name=event["name"], start_us=start, end_us=start + float(event.get("dur", 0.0)),
-        input_shapes=list(args.get("Input Dims") or []), input_dtypes=list(args.get("Input type") or []),
+        name=event["name"],
+        start_us=start,
+        end_us=start + float(event.get("dur", 0.0)),
+        input_shapes=list(args.get("Input Dims") or []),
+        input_dtypes=list(args.get("Input type") or []),
         is_range=event.get("cat") == "user_annotation" or event["name"].startswith("ProfilerStep"),
         concrete_inputs=[concrete_value(v) for v in args.get("Concrete Inputs") or []],
     )
@@ -90,9 +93,15 @@ def _allocation(args: dict, ts_us: float, op: str | None) -> Allocation:
     kind = int(args.get("Device Type", 0))
     cpu = kind == 0
     device = "CPU" if cpu else f"{_DEVICE_TYPES.get(kind, f'DEVICE{kind}')}:{int(args.get('Device Id', 0))}"
-    return Allocation(ts_us=ts_us, ptr=int(args.get("Addr", 0)), nbytes=int(args["Bytes"]),
-                      total_allocated=int(args.get("Total Allocated", 0)),
-                      total_reserved=None if cpu else int(args.get("Total Reserved", 0)), device=device, op=op)
+    return Allocation(
+        ts_us=ts_us,
+        ptr=int(args.get("Addr", 0)),
+        nbytes=int(args["Bytes"]),
+        total_allocated=int(args.get("Total Allocated", 0)),
+        total_reserved=None if cpu else int(args.get("Total Reserved", 0)),
+        device=device,
+        op=op,
+    )
 
 
 def read_trace(path: Path) -> TorchTrace:
@@ -101,8 +110,10 @@ def read_trace(path: Path) -> TorchTrace:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
         events = document["traceEvents"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise LabError(f"{path} is not a torch.profiler chrome trace ({err})",
-                       "give the *.pt.trace.json that tensorboard_trace_handler wrote") from err
+        raise LabError(
+            f"{path} is not a torch.profiler chrome trace ({err})",
+            "give the *.pt.trace.json that tensorboard_trace_handler wrote",
+        ) from err
     trace_start_us = float(document.get("baseTimeNanoseconds", 0)) / 1000.0
     spans: dict[tuple, list[tuple[OpNode, int]]] = {}
     memory: list[tuple[float, int, tuple, dict]] = []
@@ -124,28 +135,36 @@ def read_trace(path: Path) -> TorchTrace:
         for ts, _, thread, args in sorted(memory, key=lambda m: (m[0], m[1]))
     ]
     distributed = document.get("distributedInfo")
-    return TorchTrace(sorted(roots, key=lambda n: n.start_us), trace_start_us, allocations,
-                      distributed if isinstance(distributed, dict) else None)
+    return TorchTrace(
+        sorted(roots, key=lambda n: n.start_us),
+        trace_start_us,
+        allocations,
+        distributed if isinstance(distributed, dict) else None,
+    )
 
 
 def find_trace(folder: Path) -> Path:
     """The one ``*.pt.trace.json`` a profile wrote into ``folder``; none, or several, is a LabError."""
     found = sorted(Path(folder).glob("*.pt.trace.json"))
     if len(found) != 1:
-        raise LabError(f"{folder} holds {len(found)} torch.profiler traces (*.pt.trace.json), expected 1",
-                       "profile into an empty folder: one run, one trace")
+        raise LabError(
+            f"{folder} holds {len(found)} torch.profiler traces (*.pt.trace.json), expected 1",
+            "profile into an empty folder: one run, one trace",
+        )
     return found[0]
 
 
-def write_ascend_pt_from_trace(trace: Path, parent: Path, first_step: int, profiler_info: dict,
-                               rank: int | None = None) -> Path:
+def write_ascend_pt_from_trace(
+    trace: Path, parent: Path, first_step: int, profiler_info: dict, rank: int | None = None
+) -> Path:
     """torch.profiler's trace -> a portable ``*_ascend_pt`` folder under ``parent`` (one rank's, when
     ``rank`` is given); returns it. ``first_step``: the first active step (wait + warmup of the schedule)."""
     return _write(read_trace(trace), parent, first_step, profiler_info, rank)
 
 
-def _write(found: TorchTrace, parent: Path, first_step: int | None, profiler_info: dict,
-           rank: int | None = None) -> Path:
+def _write(
+    found: TorchTrace, parent: Path, first_step: int | None, profiler_info: dict, rank: int | None = None
+) -> Path:
     """A read trace -> its ``*_ascend_pt`` under ``parent``; ``first_step`` None: the trace's own first
     ``ProfilerStep#N``."""
     first = _first_step(found) if first_step is None else first_step
@@ -161,8 +180,13 @@ def raw_traces(folder: Path) -> list[Path]:
     and no export of torch_npu's or msprof's layout beside it, nor a lab run's run_info.json (a lab run is read as
     it is, an incomplete one refused as such). Empty otherwise."""
     folder = Path(folder)
-    if not folder.is_dir() or any(folder.glob("*_ascend_pt")) or any(folder.glob("PROF_*")) or \
-            (folder / "ASCEND_PROFILER_OUTPUT").is_dir() or (folder / "run_info.json").is_file():
+    if (
+        not folder.is_dir()
+        or any(folder.glob("*_ascend_pt"))
+        or any(folder.glob("PROF_*"))
+        or (folder / "ASCEND_PROFILER_OUTPUT").is_dir()
+        or (folder / "run_info.json").is_file()
+    ):
         return []
     return sorted(folder.glob("*.pt.trace.json")) or sorted(folder.glob("*/*.pt.trace.json"))
 
@@ -171,8 +195,11 @@ def raw_trace(folder: Path) -> Path | None:
     """The one trace of :func:`raw_traces`; None when there is none; several are a LabError (one run, one trace)."""
     found = raw_traces(folder)
     if len(found) > 1:
-        raise LabError(f"{folder} holds {len(found)} torch.profiler traces (*.pt.trace.json): "
-                       f"{', '.join(p.name for p in found[:3])}", "give the folder of one run (one trace)")
+        raise LabError(
+            f"{folder} holds {len(found)} torch.profiler traces (*.pt.trace.json): "
+            f"{', '.join(p.name for p in found[:3])}",
+            "give the folder of one run (one trace)",
+        )
     return found[0] if found else None
 
 
@@ -190,9 +217,14 @@ def distributed_rank(trace: Path, distributed: dict | None) -> tuple[int, int | 
 
 
 def _profiler_info(trace: Path) -> dict:
-    return {"config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": None}},
-            "start_info": None, "end_info": None, "torch_npu_version": None, "cann_version": None,
-            "backend": f"portable (a torch.profiler trace made outside the lab: {trace.name})"}
+    return {
+        "config": {"common_config": {"activities": ["ProfilerActivity.CPU"], "schedule": None}},
+        "start_info": None,
+        "end_info": None,
+        "torch_npu_version": None,
+        "cann_version": None,
+        "backend": f"portable (a torch.profiler trace made outside the lab: {trace.name})",
+    }
 
 
 def _first_step(found: TorchTrace) -> int:
@@ -217,18 +249,26 @@ def convert_rank_traces(traces: list[Path], into: Path) -> list[Path]:
         found = read_trace(trace)
         rank = distributed_rank(trace, found.distributed)
         if rank is None:
-            raise LabError(f"{trace.parent} holds {len(traces)} torch.profiler traces and {trace.name} names no rank "
-                           "(no distributedInfo, no _rank<r> in its name)",
-                           "give the folder of one run: one trace, or one trace per rank of one torch.distributed job")
+            raise LabError(
+                f"{trace.parent} holds {len(traces)} torch.profiler traces and {trace.name} names no rank "
+                "(no distributedInfo, no _rank<r> in its name)",
+                "give the folder of one run: one trace, or one trace per rank of one torch.distributed job",
+            )
         if rank[0] in seen:
-            raise LabError(f"{trace.parent}: rank {rank[0]} has two traces ({seen[rank[0]].name}, {trace.name}): "
-                           "outputs of different runs are mixed", "keep exactly one trace per rank, all from one run")
+            raise LabError(
+                f"{trace.parent}: rank {rank[0]} has two traces ({seen[rank[0]].name}, {trace.name}): "
+                "outputs of different runs are mixed",
+                "keep exactly one trace per rank, all from one run",
+            )
         seen[rank[0]] = trace
         worlds |= {rank[1]} - {None}
         written.append(_write(found, into, None, _profiler_info(trace), rank[0]))
     missing = sorted(set(range(max(worlds, default=0))) - set(seen))
     if len(worlds) > 1 or missing:
-        what = (f"the traces name world sizes {sorted(worlds)}" if len(worlds) > 1 else
-                f"rank(s) {', '.join(map(str, missing))} of {max(worlds)} have no trace")
+        what = (
+            f"the traces name world sizes {sorted(worlds)}"
+            if len(worlds) > 1
+            else f"rank(s) {', '.join(map(str, missing))} of {max(worlds)} have no trace"
+        )
         raise LabError(f"{traces[0].parent}: {what}", "every rank of one run must be present, and only those")
     return written

@@ -23,6 +23,7 @@ from common.backend import detect
 from common.environments import ensure_environment, is_built
 from common.errors import LabError
 from common.workload.requires import declared, environment_dir
+
 IMPORT_TIMEOUT_S = 300  # importing every package of a set once (transformers, timm: seconds on one core)
 # Run by the new environment's python: import the top-level modules of each distribution named; print the
 # first that fails as "<distribution>\t<module>\t<error>" and exit 1.
@@ -50,8 +51,10 @@ class ImportFailed(LabError):
 
     def __init__(self, package: str, module: str, error: str, venv: Path) -> None:
         self.package, self.error = package, error
-        super().__init__(f"{venv}: `import {module}` ({package}) fails after its install: {error}",
-                         "check the versions in REQUIRES: each must work with the lab's torch")
+        super().__init__(
+            f"{venv}: `import {module}` ({package}) fails after its install: {error}",
+            "check the versions in REQUIRES: each must work with the lab's torch",
+        )
 
 
 def lab_torch() -> str:
@@ -59,8 +62,10 @@ def lab_torch() -> str:
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
-        raise LabError("this Python has no torch, so a workload environment cannot hold torch at the lab's version",
-                       "run it with the lab's environment (nox builds it: nox -s workload)") from None
+        raise LabError(
+            "this Python has no torch, so a workload environment cannot hold torch at the lab's version",
+            "run it with the lab's environment (nox builds it: nox -s workload)",
+        ) from None
 
 
 def import_check(requirements: tuple[str, ...]) -> Callable[[Path], None]:
@@ -68,17 +73,27 @@ def import_check(requirements: tuple[str, ...]) -> Callable[[Path], None]:
 
     def verify(python: Path) -> None:
         try:
-            proc = subprocess.run([str(python), "-c", IMPORT_CHECK, *requirements], capture_output=True, text=True,
-                                  timeout=IMPORT_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)
+            proc = subprocess.run(
+                [str(python), "-c", IMPORT_CHECK, *requirements],
+                capture_output=True,
+                text=True,
+                timeout=IMPORT_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
-            raise LabError(f"importing {', '.join(requirements)} in {python.parents[1]} took over "
-                           f"{IMPORT_TIMEOUT_S} s", "check those packages") from None
+            raise LabError(
+                f"importing {', '.join(requirements)} in {python.parents[1]} took over {IMPORT_TIMEOUT_S} s",
+                "check those packages",
+            ) from None
         if proc.returncode != 0:
             fields = proc.stdout.strip().split("\t")
             if len(fields) != 3:
                 said = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise LabError(f"{python.parents[1]}: checking its packages' imports failed: {said}",
-                               "check the versions in REQUIRES")
+                raise LabError(
+                    f"{python.parents[1]}: checking its packages' imports failed: {said}",
+                    "check the versions in REQUIRES",
+                )
             raise ImportFailed(*fields, python.parents[1])
 
     return verify
@@ -98,8 +113,12 @@ def ensure(file: Path, *, log: Callable[[str], object] = print, capture: bool = 
     # the lab's torch is its own (portable). A stamp of either means built, and which one was taken.
     builds = [torch, public] if public != torch and not backend.is_npu else [torch]
     pinned = [(*requirements, f"torch==={build}") for build in builds]
-    options = {"system_site_packages": backend.is_npu, "log": log, "capture": capture,
-               "fix": f"check the network and REQUIRES in {file}"}
+    options = {
+        "system_site_packages": backend.is_npu,
+        "log": log,
+        "capture": capture,
+        "fix": f"check the network and REQUIRES in {file}",
+    }
     for one in pinned:
         if is_built(venv, groups, system_site_packages=backend.is_npu, requirements=one):
             return venv / "bin" / "python"
@@ -108,9 +127,12 @@ def ensure(file: Path, *, log: Callable[[str], object] = print, capture: bool = 
     except ImportFailed as err:
         if len(builds) == 1:
             raise
-        log(f"{err.package} does not import with the lab's torch {torch} ({err.error}): it is built against the "
+        log(
+            f"{err.package} does not import with the lab's torch {torch} ({err.error}): it is built against the "
             f"registry's torch {public}, so {venv.name} takes that build (it brings its own libraries, several GB "
-            f"with CUDA's) and keeps the lab's {torch} untouched in .nox/lab-*")
+            f"with CUDA's) and keeps the lab's {torch} untouched in .nox/lab-*"
+        )
         # Installed over the first build: pip swaps torch (and adds what the registry's build needs), the rest stays.
-        return ensure_environment(venv, groups, requirements=pinned[1], verify=import_check(requirements), keep=True,
-                                  **options)
+        return ensure_environment(
+            venv, groups, requirements=pinned[1], verify=import_check(requirements), keep=True, **options
+        )

@@ -102,7 +102,9 @@ def _json(path: Path) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LabError(f"{path}: unreadable ({err})", "the file is damaged or cut short; copy the capture again") from None
+        raise LabError(
+            f"{path}: unreadable ({err})", "the file is damaged or cut short; copy the capture again"
+        ) from None
 
 
 def _environment(ds: Dataset, rank_folder: Path) -> tuple[dict[str, str] | None, str | None, str | None]:
@@ -191,8 +193,16 @@ def _text_timeline(path: Path) -> Timeline:
                 op = event.name
             elif op is not None:
                 args = event_args(e)
-                line.hccl_tasks.append(HcclTask(op, event.name, event.dur_us, _number(args.get("size(Byte)")),
-                                                args.get("transport type"), args.get("link type")))
+                line.hccl_tasks.append(
+                    HcclTask(
+                        op,
+                        event.name,
+                        event.dur_us,
+                        _number(args.get("size(Byte)")),
+                        args.get("transport type"),
+                        args.get("link type"),
+                    )
+                )
     return line
 
 
@@ -202,21 +212,27 @@ def _db_timeline(ds: Dataset) -> Timeline:
     file, strings = db.db, db.strings
     line = Timeline(f"{ds.db} (PYTORCH_API, CANN_API, GC_RECORD, COMMUNICATION_TASK_INFO)")
     if file.has("PYTORCH_API", "startNs", "endNs", "name"):
-        for start, end, name in file.query("SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), name "
-                                           "FROM PYTORCH_API"):
+        for start, end, name in file.query(
+            "SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), name FROM PYTORCH_API"
+        ):
             text = strings.get(name, "")
             if _FRAMEWORK.search(text.lower()):
                 line.framework.append(HostEvent(text, start / 1e3, (end - start) / 1e3))
     if file.has("CANN_API", "startNs", "endNs", "name", "type"):
-        kinds = dict(file.query("SELECT id, name FROM ENUM_API_TYPE")) if file.has("ENUM_API_TYPE", "id", "name") else {}
-        for start, end, name, kind in file.query("SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), name, "
-                                                 "type FROM CANN_API"):
+        kinds = (
+            dict(file.query("SELECT id, name FROM ENUM_API_TYPE")) if file.has("ENUM_API_TYPE", "id", "name") else {}
+        )
+        for start, end, name, kind in file.query(
+            "SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), name, type FROM CANN_API"
+        ):
             text = _API_PREFIX.get(kinds.get(kind, ""), "") + strings.get(name, "")
             if text.startswith(_CANN):
                 line.cann.append(HostEvent(text, start / 1e3, (end - start) / 1e3))
     if file.has("GC_RECORD", "startNs", "endNs"):
-        line.gc = [HostEvent("GC", s / 1e3, (e - s) / 1e3) for s, e in file.query(
-            "SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER) FROM GC_RECORD")]
+        line.gc = [
+            HostEvent("GC", s / 1e3, (e - s) / 1e3)
+            for s, e in file.query("SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER) FROM GC_RECORD")
+        ]
     tables = ("COMMUNICATION_TASK_INFO", "COMMUNICATION_OP", "ENUM_HCCL_LINK_TYPE", "ENUM_HCCL_TRANSPORT_TYPE")
     if all(file.has(t) for t in tables):
         rows = file.query(
@@ -224,9 +240,12 @@ def _db_timeline(ds: Dataset) -> Timeline:
             "FROM COMMUNICATION_TASK_INFO AS i JOIN TASK AS t ON t.globalTaskId = i.globalTaskId "
             "JOIN COMMUNICATION_OP AS o ON o.opId = i.opId "
             "LEFT JOIN ENUM_HCCL_TRANSPORT_TYPE AS tr ON tr.id = i.transportType "
-            "LEFT JOIN ENUM_HCCL_LINK_TYPE AS lk ON lk.id = i.linkType ORDER BY t.startNs")
-        line.hccl_tasks = [HcclTask(strings.get(op, str(op)), strings.get(kind, str(kind)), dur / 1e3,
-                                    _number(size), transport, link) for op, kind, dur, size, transport, link in rows]
+            "LEFT JOIN ENUM_HCCL_LINK_TYPE AS lk ON lk.id = i.linkType ORDER BY t.startNs"
+        )
+        line.hccl_tasks = [
+            HcclTask(strings.get(op, str(op)), strings.get(kind, str(kind)), dur / 1e3, _number(size), transport, link)
+            for op, kind, dur, size, transport, link in rows
+        ]
     return line
 
 
@@ -246,8 +265,18 @@ def read_rank_input(ds: Dataset) -> RankInput:
     """One export's records."""
     rank, folder = _rank_of(ds)
     env, env_source, backend = _environment(ds, folder)
-    return RankInput(rank, str(ds.folder), ds.tasks, ds.steps, env, env_source, backend, _communication(ds),
-                     _timeline(ds), _device_info(ds))
+    return RankInput(
+        rank,
+        str(ds.folder),
+        ds.tasks,
+        ds.steps,
+        env,
+        env_source,
+        backend,
+        _communication(ds),
+        _timeline(ds),
+        _device_info(ds),
+    )
 
 
 def rank_input(ds: Dataset) -> RankInput:

@@ -54,6 +54,7 @@ class TimedEvent(msgspec.Struct):
 # strict=False lets msgspec turn msprof's string timestamps into floats without a Python str per event.
 TIMED_DECODER = msgspec.json.Decoder(list[TimedEvent], strict=False)
 
+
 def trace_number(value: str | float | None, path: Path, where: str) -> float | None:
     return None if value is None else finite_number(value, path, where, "the trace is damaged; re-export it")
 
@@ -213,16 +214,23 @@ def overlap_events(blocks: Iterable[list[Event] | list[TimedEvent] | list[TraceE
         bad = ~np.isfinite(ts) | ~np.isfinite(dur) | (dur < 0)
         if bad.any():
             i = int(np.argmax(bad))
-            raise LabError(f"{path}: an event at ts {ts[i]!r} has 'dur' {dur[i]!r} (must be a finite number >= 0)",
-                           "the trace is damaged; re-export it")
+            raise LabError(
+                f"{path}: an event at ts {ts[i]!r} has 'dur' {dur[i]!r} (must be a finite number >= 0)",
+                "the trace is damaged; re-export it",
+            )
     steps_ts = np.array([start for _, start in steps])
     if not np.isfinite(steps_ts).all():
-        raise LabError(f"{path}: a ProfilerStep event has 'ts' {steps_ts[~np.isfinite(steps_ts)][0]!r}",
-                       "the trace is damaged; re-export it")
+        raise LabError(
+            f"{path}: a ProfilerStep event has 'ts' {steps_ts[~np.isfinite(steps_ts)][0]!r}",
+            "the trace is damaged; re-export it",
+        )
     return OverlapEvents(
-        kind=np.frombuffer(kind_of, dtype=np.int8)[keep], ts_us=np.frombuffer(ts_of)[keep],
-        dur_us=np.frombuffer(dur_of)[keep], steps=sorted(steps, key=lambda s: s[1]),
-        bubble_ts_us=np.frombuffer(bubble_ts), bubble_dur_us=np.frombuffer(bubble_dur),
+        kind=np.frombuffer(kind_of, dtype=np.int8)[keep],
+        ts_us=np.frombuffer(ts_of)[keep],
+        dur_us=np.frombuffer(dur_of)[keep],
+        steps=sorted(steps, key=lambda s: s[1]),
+        bubble_ts_us=np.frombuffer(bubble_ts),
+        bubble_dur_us=np.frombuffer(bubble_dur),
         labels=sorted({labels[p] for p in overlap_pids if p in labels}),
     )
 

@@ -30,7 +30,13 @@ import numpy as np
 
 from common.errors import LabError
 from common.formats.cluster_communication import CollectiveStarts, Communication
-from common.formats.communication import CommTiming, MatrixLink, collectives_of, read_rank_communication, read_rank_matrix
+from common.formats.communication import (
+    CommTiming,
+    MatrixLink,
+    collectives_of,
+    read_rank_communication,
+    read_rank_matrix,
+)
 from common.formats.datasets import Dataset, dataset_of
 from common.formats.metadata import LayoutRecord, RankMetadata, read_rank_metadata
 from common.formats.rank_index import MadeOnAccess
@@ -51,7 +57,9 @@ def read_profiler_info(folder: Path, rank: int) -> dict:
     try:
         info = json.loads((folder / f"profiler_info_{rank}.json").read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise LabError(f"{folder}/profiler_info_{rank}.json: unreadable ({err})", "the rank's output is damaged") from None
+        raise LabError(
+            f"{folder}/profiler_info_{rank}.json: unreadable ({err})", "the rank's output is damaged"
+        ) from None
     return {k: info[k] for k in PROFILER_INFO_KEPT if k in info} if isinstance(info, dict) else {}
 
 
@@ -105,8 +113,10 @@ class RankProfile:
         COMMUNICATION_OP (one row per collective), or communication.json's ``Start Timestamp(us)``;
         None when that file is missing or unreadable."""
         if self.dataset.is_db:
-            return {f"{'' if op.step_id is None else op.step_id}/{op.op_name}@{op.group or ''}": op.start_us
-                    for op in self.communication()}
+            return {
+                f"{'' if op.step_id is None else op.step_id}/{op.op_name}@{op.group or ''}": op.start_us
+                for op in self.communication()
+            }
         path = self.folder / OUTPUT_SUBDIR / "communication.json"
         try:
             data = json.loads(path.read_text())
@@ -213,7 +223,7 @@ class RankFolders:
         ranks, text, ends = array("q"), io.BytesIO(), array("q")  # bytes: a StringIO holds 4 bytes a character
         for folder, dirs, files in os.walk(self.root):
             found = [int(m[1]) for name in files if (m := PROFILER_INFO.match(name))]
-            relative = folder[len(self.root):].lstrip(os.sep)  # os.walk joins its folders onto the root
+            relative = folder[len(self.root) :].lstrip(os.sep)  # os.walk joins its folders onto the root
             for rank in found:
                 ranks.append(rank)
                 ends.append((ends[-1] if ends else 0) + text.write(os.fsencode(relative)))
@@ -338,12 +348,15 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
     if not reference:
         raise LabError(
             f"{ranks[0].folder}: no steps ({ranks[0].dataset.steps_source})",
-            "profile with a schedule so steps are recorded"
+            "profile with a schedule so steps are recorded",
         )
     view = ClusterView(root, ranks, run_info, steps)
     if kept.complete:
-        view.__dict__.update(communication=kept.communication if kept.communication.read else None,
-                             starts=kept.starts, layout=kept.layout)
+        view.__dict__.update(
+            communication=kept.communication if kept.communication.read else None,
+            starts=kept.starts,
+            layout=kept.layout,
+        )
     return view
 
 
@@ -427,6 +440,7 @@ def prefetch_ranks(ranks: RankTable, executor=None) -> _Kept:
     rows, and at most :data:`IN_FLIGHT` chunks a worker queued or waiting to be merged. A damaged rank raises its
     LabError here, as it would read in this process. Where no local pool can start (a program read from stdin,
     which a spawned worker cannot import again), the chunks are read here."""
+
     def chunks() -> Iterator[list[tuple[int, str]]]:
         return (ranks.jobs(first, first + CHUNK_RANKS) for first in range(0, len(ranks), CHUNK_RANKS))
 

@@ -8,9 +8,16 @@ from common.formats.sqlite_file import SqliteFile
 
 CLUSTER_ANALYSIS_DB = "cluster_analysis.db"  # what `msprof-analyze cluster` writes for database input
 _CLUSTER_STEP_COLUMNS = {
-    "step": "Step", "type": "Type", "index": "Index", "computing": "Computing",
-    "communication_not_overlapped": "Communication(Not Overlapped)", "overlapped": "Overlapped",
-    "communication": "Communication", "free": "Free", "stage": "Stage", "bubble": "Bubble",
+    "step": "Step",
+    "type": "Type",
+    "index": "Index",
+    "computing": "Computing",
+    "communication_not_overlapped": "Communication(Not Overlapped)",
+    "overlapped": "Overlapped",
+    "communication": "Communication",
+    "free": "Free",
+    "stage": "Stage",
+    "bubble": "Bubble",
     "communication_not_overlapped_and_exclude_receive": "Communication(Not Overlapped and Exclude Receive)",
     "preparing": "Preparing",
 }

@@ -171,8 +171,12 @@ def rank_split(rank: int, timings: list[CommTiming]) -> Split:
     sums: dict[str, tuple[ExactSum, ExactSum]] = {}
     for t in timings:
         add_links(sums, t)
-    return Split(rank, len(timings), *(sum(getattr(t, name) for t in timings) for name in TIMES),
-                 tuple(sorted((link, size, time_ms) for link, (size, time_ms) in link_values(sums).items())))
+    return Split(
+        rank,
+        len(timings),
+        *(sum(getattr(t, name) for t in timings) for name in TIMES),
+        tuple(sorted((link, size, time_ms) for link, (size, time_ms) in link_values(sums).items())),
+    )
 
 
 class SplitTable(Mapping):
@@ -216,15 +220,20 @@ class SplitTable(Mapping):
             block[row, :6] = values[:6]
             for k, link in enumerate(names):
                 j = 6 + 2 * links.index(link)
-                block[row, j:j + 2] = values[6 + 2 * k:8 + 2 * k]
+                block[row, j : j + 2] = values[6 + 2 * k : 8 + 2 * k]
             self._ranks.add(rank)
         self._add_block(block, links)
 
     def __getitem__(self, rank: int) -> Split:
         b, r = self._place(self._ranks.slot(rank))
         values, names = self._blocks[b][r].tolist(), self._links[b]
-        links = tuple(sorted((link, values[6 + 2 * k], values[7 + 2 * k]) for k, link in enumerate(names)
-                             if values[6 + 2 * k] == values[6 + 2 * k]))  # NaN: the rank did not use that link
+        links = tuple(
+            sorted(
+                (link, values[6 + 2 * k], values[7 + 2 * k])
+                for k, link in enumerate(names)
+                if values[6 + 2 * k] == values[6 + 2 * k]
+            )
+        )  # NaN: the rank did not use that link
         return Split(rank, int(values[0]), *values[1:6], links)
 
     def __contains__(self, rank: object) -> bool:
@@ -241,7 +250,7 @@ class SplitTable(Mapping):
         return np.sort(self._ranks.array())
 
     def times(self) -> dict[str, np.ndarray]:
-        """"rank" and the op count and :data:`TIMES` of every rank, in rank order, from the rows at once (no Split
+        """ "rank" and the op count and :data:`TIMES` of every rank, in rank order, from the rows at once (no Split
         made: 16,384 of them held 7 MiB)."""
         if not self._blocks:
             return {name: np.zeros(0) for name in ("rank", "ops", *TIMES)}
@@ -399,7 +408,7 @@ class CollectiveStarts:
             for j, name in enumerate(other.names):
                 i = self._index.get(name)
                 if i is not None:
-                    block[first:first + len(theirs), i] = theirs[:, j]
+                    block[first : first + len(theirs), i] = theirs[:, j]
             first += len(theirs)
         self._append(block)
         self.ranks += other.ranks

@@ -27,8 +27,11 @@ ANALYSIS_DB = "analysis.db"
 TOTAL_OP_INFO = "Total Op Info"  # torch_npu's per-step sum inside "collective" and "p2p"; not an op
 KINDS = ("collective", "p2p")
 _TIME_FIELDS = {  # communication.json "Communication Time Info" key -> CommAnalyzerTime column
-    "Elapse Time(ms)": "elapse_time", "Transit Time(ms)": "transit_time", "Wait Time(ms)": "wait_time",
-    "Synchronization Time(ms)": "synchronization_time", "Idle Time(ms)": "idle_time",
+    "Elapse Time(ms)": "elapse_time",
+    "Transit Time(ms)": "transit_time",
+    "Wait Time(ms)": "wait_time",
+    "Synchronization Time(ms)": "synchronization_time",
+    "Idle Time(ms)": "idle_time",
 }
 
 
@@ -83,8 +86,9 @@ def _load_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LabError(f"{path}: unreadable ({err})",
-                       "the file is damaged or cut short; export or copy the profile again") from None
+        raise LabError(
+            f"{path}: unreadable ({err})", "the file is damaged or cut short; export or copy the profile again"
+        ) from None
 
 
 def read_communication_json(path: Path | str) -> list[CommTiming]:
@@ -92,8 +96,10 @@ def read_communication_json(path: Path | str) -> list[CommTiming]:
     path = Path(path)
     data = _load_json(path)
     if not isinstance(data, dict):
-        raise LabError(f"{path}: not torch_npu's communication.json (a {type(data).__name__}, not steps)",
-                       "give the communication.json torch_npu wrote")
+        raise LabError(
+            f"{path}: not torch_npu's communication.json (a {type(data).__name__}, not steps)",
+            "give the communication.json torch_npu wrote",
+        )
     out = []
     for step, kinds in data.items():
         if not isinstance(kinds, dict):
@@ -107,19 +113,39 @@ def read_communication_json(path: Path | str) -> list[CommTiming]:
                 times = (op or {}).get("Communication Time Info") or {}
                 missing = [k for k in _TIME_FIELDS if k not in times]
                 if missing:
-                    raise LabError(f"{where}: no {', '.join(missing)}",
-                                   "the file is damaged, or from a torch_npu this lab does not read")
+                    raise LabError(
+                        f"{where}: no {', '.join(missing)}",
+                        "the file is damaged, or from a torch_npu this lab does not read",
+                    )
                 links = []
                 for link, bw in ((op or {}).get("Communication Bandwidth Info") or {}).items():
                     size = _number(bw.get("Transit Size(MB)", 0), f"{where} {link}")
                     if size > 0:
-                        links.append(LinkTransfer(link, size, _number(bw.get("Transit Time(ms)", 0), where),
-                                                  _number(bw.get("Bandwidth(GB/s)", 0), where)))
+                        links.append(
+                            LinkTransfer(
+                                link,
+                                size,
+                                _number(bw.get("Transit Time(ms)", 0), where),
+                                _number(bw.get("Bandwidth(GB/s)", 0), where),
+                            )
+                        )
                 start = times.get("Start Timestamp(us)")
                 elapse, transit, wait, sync, idle = (_number(times[k], f"{where} {k}") for k in _TIME_FIELDS)
-                out.append(CommTiming(str(step), kind, name, group,
-                                      None if start is None else _number(start, where),
-                                      elapse, transit, wait, sync, idle, tuple(links)))
+                out.append(
+                    CommTiming(
+                        str(step),
+                        kind,
+                        name,
+                        group,
+                        None if start is None else _number(start, where),
+                        elapse,
+                        transit,
+                        wait,
+                        sync,
+                        idle,
+                        tuple(links),
+                    )
+                )
     return out
 
 
@@ -130,22 +156,35 @@ def read_comm_analyzer(path: Path | str) -> list[CommTiming]:
     has_start = "start_timestamp" in file.schema["CommAnalyzerTime"]
     links: dict[tuple, dict[str, LinkTransfer]] = {}
     if "CommAnalyzerBandwidth" in file.schema:
-        rows = file.query("SELECT step, type, hccl_op_name, group_name, transport_type, transit_size, transit_time, "
-                          "bandwidth FROM CommAnalyzerBandwidth")
+        rows = file.query(
+            "SELECT step, type, hccl_op_name, group_name, transport_type, transit_size, transit_time, "
+            "bandwidth FROM CommAnalyzerBandwidth"
+        )
         for step, kind, name, group, link, size, time_ms, bandwidth in rows:
             if size and float(size) > 0:  # the link's totals repeat on each packet-size row: keep one
                 links.setdefault((step, (kind or "").lower(), name, group), {}).setdefault(
-                    link, LinkTransfer(link, float(size), float(time_ms or 0), float(bandwidth or 0)))
+                    link, LinkTransfer(link, float(size), float(time_ms or 0), float(bandwidth or 0))
+                )
     columns = ", ".join(_TIME_FIELDS.values())
     start = "start_timestamp" if has_start else "NULL"
-    rows = file.query(f"SELECT step, type, hccl_op_name, group_name, {start}, {columns} FROM CommAnalyzerTime "
-                      f"ORDER BY {start}")
+    rows = file.query(
+        f"SELECT step, type, hccl_op_name, group_name, {start}, {columns} FROM CommAnalyzerTime ORDER BY {start}"
+    )
     out = []
     for step, kind, name, group, start_us, *times in rows:
         kind = (kind or "").lower()
         values = [_number(v, f"{path}: CommAnalyzerTime {name}") for v in times]
-        out.append(CommTiming(str(step), kind, name, str(group), None if start_us is None else float(start_us),
-                              *values, tuple(links.get((step, kind, name, group), {}).values())))
+        out.append(
+            CommTiming(
+                str(step),
+                kind,
+                name,
+                str(group),
+                None if start_us is None else float(start_us),
+                *values,
+                tuple(links.get((step, kind, name, group), {}).values()),
+            )
+        )
     return out
 
 
@@ -184,7 +223,7 @@ def read_communication_matrix(path: Path | str) -> list[MatrixLink]:
     path = Path(path)
     data = _load_json(path)
     out = []
-    for step, kinds in (data.items() if isinstance(data, dict) else []):
+    for step, kinds in data.items() if isinstance(data, dict) else []:
         for kind in KINDS:
             for full, links in ((kinds or {}).get(kind) or {}).items():
                 bucket, _, group = full.rpartition("@") if "@" in full else (full, "", "")
@@ -193,27 +232,61 @@ def read_communication_matrix(path: Path | str) -> list[MatrixLink]:
                     if not (src.isdigit() and dst.isdigit()):
                         continue
                     where = f"{path}: {step} {full} {pair}"
-                    out.append(MatrixLink(str(step), bucket, group, int(src), int(dst),
-                                          str(link.get("Transport Type", "")),
-                                          _number(link.get("Transit Size(MB)", 0), where),
-                                          _number(link.get("Transit Time(ms)", 0), where),
-                                          _number(link.get("Bandwidth(GB/s)", 0), where)))
+                    out.append(
+                        MatrixLink(
+                            str(step),
+                            bucket,
+                            group,
+                            int(src),
+                            int(dst),
+                            str(link.get("Transport Type", "")),
+                            _number(link.get("Transit Size(MB)", 0), where),
+                            _number(link.get("Transit Time(ms)", 0), where),
+                            _number(link.get("Bandwidth(GB/s)", 0), where),
+                        )
+                    )
     return out
 
 
 def read_comm_analyzer_matrix(path: Path | str) -> list[MatrixLink]:
     """analysis.db's CommAnalyzerMatrix as :class:`MatrixLink` rows (the same buckets as communication_matrix.json)."""
     file = SqliteFile(path, "torch_npu (analysis.db)")
-    file.require({"CommAnalyzerMatrix": ("hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type",
-                                         "transit_size", "transit_time", "bandwidth", "step")})
-    rows = file.query("SELECT step, hccl_op_name, group_name, src_rank, dst_rank, transport_type, transit_size, "
-                      "transit_time, bandwidth FROM CommAnalyzerMatrix")
+    file.require(
+        {
+            "CommAnalyzerMatrix": (
+                "hccl_op_name",
+                "group_name",
+                "src_rank",
+                "dst_rank",
+                "transport_type",
+                "transit_size",
+                "transit_time",
+                "bandwidth",
+                "step",
+            )
+        }
+    )
+    rows = file.query(
+        "SELECT step, hccl_op_name, group_name, src_rank, dst_rank, transport_type, transit_size, "
+        "transit_time, bandwidth FROM CommAnalyzerMatrix"
+    )
     out = []
     for step, bucket, group, src, dst, transport, size, time_ms, bandwidth in rows:
         if str(src).isdigit() and str(dst).isdigit():
             where = f"{path}: CommAnalyzerMatrix {bucket} {src}-{dst}"
-            out.append(MatrixLink(str(step), bucket, str(group), int(src), int(dst), str(transport),
-                                  _number(size, where), _number(time_ms, where), _number(bandwidth, where)))
+            out.append(
+                MatrixLink(
+                    str(step),
+                    bucket,
+                    str(group),
+                    int(src),
+                    int(dst),
+                    str(transport),
+                    _number(size, where),
+                    _number(time_ms, where),
+                    _number(bandwidth, where),
+                )
+            )
     return out
 
 

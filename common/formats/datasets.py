@@ -27,7 +27,13 @@ from common.formats.records import OpStat, StepTime, Task, TxRange
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
 
 _MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
-TORCH_NPU_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json", "api_statistic.csv")
+TORCH_NPU_FILES = (
+    "kernel_details.csv",
+    "op_statistic.csv",
+    "step_trace_time.csv",
+    "trace_view.json",
+    "api_statistic.csv",
+)
 RUN_INFO_DEPTH = 4  # PROF_*/mindstudio_profiler_output sits at most this deep below prof_out/
 # Above this many tasks the report works on engine aggregates only: a Task record costs ~1 KB and
 # ~10 us to build, so a million of them would take ~10 s and ~1 GB.
@@ -137,8 +143,10 @@ class Dataset:
         if self.superseded:
             stamps = sorted({_MSPROF_NAME.match(p.name)["ts"] for p in self.superseded})
             newest = sorted({_MSPROF_NAME.match(p.name)["ts"] for files in self._files.values() for p in files})
-            what += (f" of the newest export ({', '.join(newest)}); not read: {len(self.superseded)} file(s) of "
-                     f"older export(s) {', '.join(stamps)} in the same folder (reading both would count every op twice)")
+            what += (
+                f" of the newest export ({', '.join(newest)}); not read: {len(self.superseded)} file(s) of "
+                f"older export(s) {', '.join(stamps)} in the same folder (reading both would count every op twice)"
+            )
         if not self.skipped:
             return f"read: {what}"
         other = ", ".join(p.name for p in self.skipped)
@@ -148,8 +156,13 @@ class Dataset:
         """The same capture's other export as a dataset, when both are complete (for cross-checks)."""
         for path in self.skipped:
             kind = db_kind(path.name)
-            other = (Dataset(kind, path.parent, db=path) if kind else
-                     Dataset(_kind(path) or "", path) if path.is_dir() else None)
+            other = (
+                Dataset(kind, path.parent, db=path)
+                if kind
+                else Dataset(_kind(path) or "", path)
+                if path.is_dir()
+                else None
+            )
             if other is not None and other.kind and other.complete and self.complete:
                 return other
         return None
@@ -182,10 +195,15 @@ class Dataset:
         parts = [readers.task_totals(path, self.task_file) for path in paths]
         totals = readers.merge_totals(pl.concat(parts)) if parts else readers.task_totals_empty()
         if paths and not totals.height:
-            again = "export the raw data again (msprof --export=on --output=<PROF_*>) or collect again" \
-                if self.kind == "msprof" else "collect again"
-            raise LabError(f"{', '.join(map(str, paths))}: only the header line, no task rows",
-                           f"the export was cut short: {again}")
+            again = (
+                "export the raw data again (msprof --export=on --output=<PROF_*>) or collect again"
+                if self.kind == "msprof"
+                else "collect again"
+            )
+            raise LabError(
+                f"{', '.join(map(str, paths))}: only the header line, no task rows",
+                f"the export was cut short: {again}",
+            )
         return totals
 
     @property
@@ -263,10 +281,14 @@ class Dataset:
     def rows(self, name: str) -> int:
         """Rows of every file of one kind, each parsed with its columns (a LabError says what is wrong)."""
         reader = {
-            "op_summary": readers.read_op_summary, "kernel_details": readers.read_kernel_details,
-            "op_statistic": readers.read_op_statistic, "api_statistic": readers.read_api_statistic,
-            "task_time": readers.read_task_time, "step_trace_time": readers.read_step_trace_time,
-            "msprof": readers.read_trace, "trace_view": readers.read_trace,
+            "op_summary": readers.read_op_summary,
+            "kernel_details": readers.read_kernel_details,
+            "op_statistic": readers.read_op_statistic,
+            "api_statistic": readers.read_api_statistic,
+            "task_time": readers.read_task_time,
+            "step_trace_time": readers.read_step_trace_time,
+            "msprof": readers.read_trace,
+            "trace_view": readers.read_trace,
         }[name]
         return sum(len(reader(path)) for path in self.files(name))
 
@@ -353,8 +375,11 @@ def _read_once(folder: Path, dbs: list[Path], text: Dataset | None) -> Dataset:
     newest = dbs[-1]  # msprof_<ts>.db sorts by its timestamp: a re-export is the last
     skipped = dbs[:-1] + ([text.folder] if text is not None else [])
     missing = f"no {text.task_file} file" if text is not None and not text.has(text.task_file) else "no step table"
-    reason = (f"incomplete text export of the same capture: {missing}" if text is not None else
-              f"older export of the same capture than {newest.name}")
+    reason = (
+        f"incomplete text export of the same capture: {missing}"
+        if text is not None
+        else f"older export of the same capture than {newest.name}"
+    )
     return Dataset(db_kind(newest.name) or "torch_npu_db", folder, db=newest, skipped=skipped, reason=reason)
 
 
@@ -382,8 +407,11 @@ def _refuse_near_misses(root: Path, folders: list[Path]) -> None:
         )
     if dbs:
         listed = ", ".join(str(p.relative_to(root)) for p in sorted(dbs)[:3]) + (", ..." if len(dbs) > 3 else "")
-        only = " (analysis.db holds torch_npu's communication analysis, not the profile)" if all(
-            p.name == "analysis.db" for p in dbs) else ""
+        only = (
+            " (analysis.db holds torch_npu's communication analysis, not the profile)"
+            if all(p.name == "analysis.db" for p in dbs)
+            else ""
+        )
         raise LabError(
             f"{root}: only database file(s) that are not a profiler export: {listed}{only}",
             "give the folder holding ascend_pytorch_profiler[_<rank>].db (torch_npu export_type=db) or "
@@ -447,11 +475,15 @@ def export_side(ds: Dataset) -> ExportSide:
     per = ds.task_totals.group_by("op_type").agg(pl.col("count").sum(), pl.col("total_us").sum())
     per_type = {op: (int(count), float(total)) for op, count, total in per.iter_rows()}
     # per step from the task records of a small profile; otherwise every task bounds any one step
-    step_tasks = (dict(Counter(t.step_id for t in ds.tasks)) if ds.small else
-                  {None: sum(count for count, _ in per_type.values())})
+    step_tasks = (
+        dict(Counter(t.step_id for t in ds.tasks)) if ds.small else {None: sum(count for count, _ in per_type.values())}
+    )
     return ExportSide(
-        source=ds.db.name if ds.db is not None else ds.task_file, per_type=per_type,
-        steps=ds.steps, steps_source=ds.steps_source, step_tasks=step_tasks,
+        source=ds.db.name if ds.db is not None else ds.task_file,
+        per_type=per_type,
+        steps=ds.steps,
+        steps_source=ds.steps_source,
+        step_tasks=step_tasks,
     )
 
 

@@ -23,22 +23,8 @@ from pathlib import Path
 from common.errors import LabError
 from common.formats.engine import np, pl
 from common.formats.overlap import overlap_step_times
-from common.formats.readers import (
-    TOTALS_KEYS,
-    merge_totals,
-    op_statistic_from_totals,
-    task_totals_empty,
-)
-from common.formats.records import (
-    OVERLAP_EVENTS,
-    CommOp,
-    MemoryRecord,
-    OpMemory,
-    OpStat,
-    OverlapEvents,
-    StepTime,
-    Task,
-)
+from common.formats.readers import TOTALS_KEYS, merge_totals, op_statistic_from_totals, task_totals_empty
+from common.formats.records import OVERLAP_EVENTS, CommOp, MemoryRecord, OpMemory, OpStat, OverlapEvents, StepTime, Task
 from common.formats.schema import PMU_COLUMNS
 from common.formats.sqlite_file import SqliteFile
 from common.formats.table import MISSING, clean, finite_number
@@ -59,7 +45,14 @@ TASK_TABLES = {
 }
 COMM_TABLE = {"COMMUNICATION_OP": ("opName", "startNs", "endNs", "opType")}
 STEP_TRACE_COLUMNS = (
-    "step", "computing", "communication_not_overlapped", "overlapped", "communication", "free", "stage", "bubble",
+    "step",
+    "computing",
+    "communication_not_overlapped",
+    "overlapped",
+    "communication",
+    "free",
+    "stage",
+    "bubble",
 )
 # OVERLAP_ANALYSIS.type is the index of the event in OVERLAP_EVENTS (0 Computing ... 3 Free)
 OVERLAP_TABLE = {"OVERLAP_ANALYSIS": ("startNs", "endNs", "type")}
@@ -68,10 +61,7 @@ CUBE_UTILIZATION = "cube_utilization(%)"
 BYTES_PER_MB = 1024.0 * 1024.0
 # torch_npu labels communication rows of kernel_details "HCCL"; msprof's op_summary "COMMUNICATION".
 COMM_CORE = {"torch_npu_db": "HCCL", "msprof_db": "COMMUNICATION"}
-WRITER = {
-    "torch_npu_db": "torch_npu (export_type=db)",
-    "msprof_db": "msprof (--type=db)",
-}
+WRITER = {"torch_npu_db": "torch_npu (export_type=db)", "msprof_db": "msprof (--type=db)"}
 
 
 def _kept(path: Path, what: str, compute):
@@ -99,7 +89,9 @@ def db_kind(name: str) -> str | None:
 
 def _pmu_name(name: str) -> str | None:
     """The op_summary column of a TASK_PMU_INFO metric, as msprof names it; None when op_summary has none."""
-    renamed = {"total_time": "aicore_time", "aic_total_time": "aicore_time", "aiv_total_time": "aiv_time"}.get(name, name)
+    renamed = {"total_time": "aicore_time", "aic_total_time": "aicore_time", "aiv_total_time": "aiv_time"}.get(
+        name, name
+    )
     column = f"{renamed}(us)" if "time" in renamed else renamed
     return column if column in PMU_COLUMNS else None
 
@@ -110,7 +102,6 @@ def _text(value: object) -> str | None:
         return None
     text = clean(str(value))
     return None if text in MISSING else text
-
 
 
 def _finite(value: object, path: Path, where: str, required: bool = True) -> float | None:
@@ -155,8 +146,11 @@ class ProfilerDb:
         if not self.db.has("STEP_TIME", "id", "startNs", "endNs"):
             return []
         rows = self.db.query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
-        return [(int(step), int(start), int(end)) for step, start, end in rows
-                if step is not None and start is not None and end is not None]
+        return [
+            (int(step), int(start), int(end))
+            for step, start, end in rows
+            if step is not None and start is not None and end is not None
+        ]
 
     @functools.cached_property
     def _step_starts(self) -> list[int]:
@@ -171,8 +165,7 @@ class ProfilerDb:
 
     def _ns(self, start: object, end: object, where: str) -> tuple[int, int]:
         if not isinstance(start, int) or not isinstance(end, int) or end < start:
-            raise LabError(f"{self.path}: {where} has start {start!r} and end {end!r} (ns)",
-                           DAMAGED)
+            raise LabError(f"{self.path}: {where} has start {start!r} and end {end!r} (ns)", DAMAGED)
         return start, end
 
     # --- tasks ---------------------------------------------------------------------------------
@@ -193,30 +186,53 @@ class ProfilerDb:
         """Every compute task (TASK x COMPUTE_TASK_INFO), as op_summary / kernel_details rows, by start time."""
         self.db.require(TASK_TABLES)
         opt = functools.partial(self._optional, "COMPUTE_TASK_INFO", "c")
-        columns = ", ".join([
-            "t.startNs", "t.endNs", self._optional("TASK", "t", "deviceId"), "t.globalTaskId", "c.name", "c.opType",
-            "c.taskType", opt("blockDim", "blockNum"), opt("waitNs"), opt("inputShapes"), opt("inputDataTypes"),
-            opt("outputShapes"), opt("outputDataTypes"),
-        ])
+        columns = ", ".join(
+            [
+                "t.startNs",
+                "t.endNs",
+                self._optional("TASK", "t", "deviceId"),
+                "t.globalTaskId",
+                "c.name",
+                "c.opType",
+                "c.taskType",
+                opt("blockDim", "blockNum"),
+                opt("waitNs"),
+                opt("inputShapes"),
+                opt("inputDataTypes"),
+                opt("outputShapes"),
+                opt("outputDataTypes"),
+            ]
+        )
         rows = self.db.query(self._compute_select(columns) + " ORDER BY t.startNs, t.globalTaskId")
         pmu = self._pmu()
         # cube_utilization(%) needs the chip's AI Core count, which the database does not hold: N/A
-        names = sorted({name for values in pmu.values() for name in values} | ({CUBE_UTILIZATION} if pmu else set()),
-                       key=PMU_COLUMNS.index)
+        names = sorted(
+            {name for values in pmu.values() for name in values} | ({CUBE_UTILIZATION} if pmu else set()),
+            key=PMU_COLUMNS.index,
+        )
         tasks = []
         for start, end, device, gid, name, op_type, core, block, wait, ishape, idtype, oshape, odtype in rows:
             start, end = self._ns(start, end, f"TASK globalTaskId {gid}")
             op_name = self._string(name) or ""
             values = pmu.get(gid, {})
-            tasks.append(Task(
-                op_name=op_name, op_type=self._string(op_type) or op_name, task_type=self._string(core) or "N/A",
-                start_us=start / NS_PER_US, duration_us=(end - start) / NS_PER_US,
-                wait_us=None if wait is None else wait / NS_PER_US,
-                device_id=None if device is None else str(device), block_dim=None if block is None else int(block),
-                input_shapes=self._string(ishape), input_dtypes=self._string(idtype),
-                output_shapes=self._string(oshape), output_dtypes=self._string(odtype),
-                step_id=self._step_at(start), pmu={n: values.get(n) for n in names} if values else {},
-            ))
+            tasks.append(
+                Task(
+                    op_name=op_name,
+                    op_type=self._string(op_type) or op_name,
+                    task_type=self._string(core) or "N/A",
+                    start_us=start / NS_PER_US,
+                    duration_us=(end - start) / NS_PER_US,
+                    wait_us=None if wait is None else wait / NS_PER_US,
+                    device_id=None if device is None else str(device),
+                    block_dim=None if block is None else int(block),
+                    input_shapes=self._string(ishape),
+                    input_dtypes=self._string(idtype),
+                    output_shapes=self._string(oshape),
+                    output_dtypes=self._string(odtype),
+                    step_id=self._step_at(start),
+                    pmu={n: values.get(n) for n in names} if values else {},
+                )
+            )
         return tasks
 
     def _pmu(self) -> dict[int, dict[str, float]]:
@@ -261,7 +277,10 @@ class ProfilerDb:
         if "COMMUNICATION_OP" not in self.db.schema:
             return []
         self.db.require(COMM_TABLE)
-        group, wait = self._optional("COMMUNICATION_OP", "op", "groupName"), self._optional("COMMUNICATION_OP", "op", "waitNs")
+        group, wait = (
+            self._optional("COMMUNICATION_OP", "op", "groupName"),
+            self._optional("COMMUNICATION_OP", "op", "waitNs"),
+        )
         device = self._communication_device()
         rows = self.db.query(
             f"SELECT op.opName, op.opType, {group}, op.startNs, op.endNs, {wait}, {device} "
@@ -270,21 +289,37 @@ class ProfilerDb:
         ops = []
         for name, op_type, grp, start, end, wait_ns, dev in rows:
             start, end = self._ns(start, end, f"COMMUNICATION_OP {self._string(name)!r}")
-            ops.append(CommOp(
-                op_name=self._string(name) or "", op_type=self._string(op_type) or "", group=self._string(grp),
-                start_us=start / NS_PER_US, duration_us=(end - start) / NS_PER_US,
-                wait_us=None if wait_ns is None else wait_ns / NS_PER_US, step_id=self._step_at(start),
-                device_id=None if dev is None else str(dev),
-            ))
+            ops.append(
+                CommOp(
+                    op_name=self._string(name) or "",
+                    op_type=self._string(op_type) or "",
+                    group=self._string(grp),
+                    start_us=start / NS_PER_US,
+                    duration_us=(end - start) / NS_PER_US,
+                    wait_us=None if wait_ns is None else wait_ns / NS_PER_US,
+                    step_id=self._step_at(start),
+                    device_id=None if dev is None else str(dev),
+                )
+            )
         return ops
 
     def tasks(self) -> list[Task]:
         """What kernel_details / op_summary hold: compute tasks and communication ops, by start time."""
         core = COMM_CORE.get(self.kind, "HCCL")
-        comm = [Task(op_name=c.op_name, op_type=c.op_type or c.op_name, task_type=core, start_us=c.start_us,
-                     duration_us=c.duration_us, wait_us=c.wait_us, device_id=c.device_id, block_dim=0,
-                     step_id=c.step_id)
-                for c in self.communication()]
+        comm = [
+            Task(
+                op_name=c.op_name,
+                op_type=c.op_type or c.op_name,
+                task_type=core,
+                start_us=c.start_us,
+                duration_us=c.duration_us,
+                wait_us=c.wait_us,
+                device_id=c.device_id,
+                block_dim=0,
+                step_id=c.step_id,
+            )
+            for c in self.communication()
+        ]
         return sorted(self.compute_tasks() + comm, key=lambda t: t.start_us)
 
     def compute_totals(self) -> pl.DataFrame:
@@ -303,11 +338,20 @@ class ProfilerDb:
         duration = "(t.endNs - t.startNs)"
         sql = self._compute_select(
             f"{device}, c.opType, c.name, c.taskType, {shapes}, count(*), sum({duration}), min({duration}), "
-            f"max({duration})")
+            f"max({duration})"
+        )
         rows = self._parallel_groups(sql, f"GROUP BY {device}, c.opType, c.name, c.taskType, {shapes}")
         return self._totals(
-            (dev, self._string(op_type) or self._string(name) or "", self._string(core) or "N/A", self._string(shape),
-             count, total, low, high)
+            (
+                dev,
+                self._string(op_type) or self._string(name) or "",
+                self._string(core) or "N/A",
+                self._string(shape),
+                count,
+                total,
+                low,
+                high,
+            )
             for dev, op_type, name, core, shape, count, total, low, high in rows
         )
 
@@ -315,19 +359,33 @@ class ProfilerDb:
         records = []
         for dev, op_type, core, shape, count, total, low, high in rows:
             if low is None or low < 0:
-                raise LabError(f"{self.path}: a {op_type} task ends before it starts",
-                               DAMAGED)
-            records.append((None if dev is None else str(dev), op_type, core, shape, count,
-                            total / NS_PER_US, low / NS_PER_US, high / NS_PER_US))
+                raise LabError(f"{self.path}: a {op_type} task ends before it starts", DAMAGED)
+            records.append(
+                (
+                    None if dev is None else str(dev),
+                    op_type,
+                    core,
+                    shape,
+                    count,
+                    total / NS_PER_US,
+                    low / NS_PER_US,
+                    high / NS_PER_US,
+                )
+            )
         if not records:
             return task_totals_empty()
-        schema = {**dict.fromkeys(TOTALS_KEYS, pl.String), "count": pl.UInt32, "total_us": pl.Float64,
-                  "min_us": pl.Float64, "max_us": pl.Float64}
+        schema = {
+            **dict.fromkeys(TOTALS_KEYS, pl.String),
+            "count": pl.UInt32,
+            "total_us": pl.Float64,
+            "min_us": pl.Float64,
+            "max_us": pl.Float64,
+        }
         return merge_totals(pl.DataFrame(records, schema=schema, orient="row"))
 
     def _parallel_groups(self, select: str, group_by: str) -> list[tuple]:
         """``select`` + ``group_by`` over TASK, in rowid ranges on parallel connections when it is large."""
-        (low, high), = self.db.query("SELECT min(rowid), max(rowid) FROM TASK")
+        ((low, high),) = self.db.query("SELECT min(rowid), max(rowid) FROM TASK")
         parts = min(PARALLEL_QUERIES, os.cpu_count() or 1)
         if low is None or high - low < PARALLEL_MIN_ROWS or parts < 2:
             return self.db.query(f"{select} {group_by}")
@@ -343,13 +401,17 @@ class ProfilerDb:
         None when an op's start or end is not a whole number or it ends before it starts: the per-op
         reader then names it.
         """
-        bad = self.db.query("SELECT count(*) FROM COMMUNICATION_OP WHERE typeof(startNs) != 'integer' "
-                            "OR typeof(endNs) != 'integer' OR endNs < startNs")[0][0]
+        bad = self.db.query(
+            "SELECT count(*) FROM COMMUNICATION_OP WHERE typeof(startNs) != 'integer' "
+            "OR typeof(endNs) != 'integer' OR endNs < startNs"
+        )[0][0]
         if bad:
             return None
         device, duration = self._communication_device(), "(op.endNs - op.startNs)"
-        rows = self.db.query(f"SELECT {device}, op.opType, op.opName, count(*), sum({duration}), min({duration}), "
-                             f"max({duration}) FROM COMMUNICATION_OP AS op GROUP BY 1, op.opType, op.opName")
+        rows = self.db.query(
+            f"SELECT {device}, op.opType, op.opName, count(*), sum({duration}), min({duration}), "
+            f"max({duration}) FROM COMMUNICATION_OP AS op GROUP BY 1, op.opType, op.opName"
+        )
         per: dict[tuple, tuple] = {}
         for dev, op_type, name, count, total, low, high in rows:
             key = (None if dev is None else str(dev), self._string(op_type) or self._string(name) or "")
@@ -396,8 +458,14 @@ class ProfilerDb:
         for i, (step, *values, prep, dev) in enumerate(rows):
             where = f"StepTraceTime row {i + 1}"
             numbers = [_finite(v, analysis.path, f"{where} {name}") for v, name in zip(values, STEP_TRACE_COLUMNS[1:])]
-            out.append(StepTime(_step_of(step), *numbers, preparing_us=_finite(prep, analysis.path, where, False),
-                                device_id=str(dev) if dev is not None else self._device))
+            out.append(
+                StepTime(
+                    _step_of(step),
+                    *numbers,
+                    preparing_us=_finite(prep, analysis.path, where, False),
+                    device_id=str(dev) if dev is not None else self._device,
+                )
+            )
         return sorted(out, key=lambda s: (s.device_id or "", -1 if s.step is None else s.step))
 
     def overlap(self) -> OverlapEvents | None:
@@ -409,8 +477,11 @@ class ProfilerDb:
     def _overlap(self) -> OverlapEvents:
         where = "FROM OVERLAP_ANALYSIS WHERE type BETWEEN 0 AND ?"
         kinds_max = (len(OVERLAP_EVENTS) - 1,)
-        bad = self.db.query(f"SELECT count(*) {where} AND (typeof(startNs) != 'integer' OR typeof(endNs) != 'integer' "
-                            "OR endNs < startNs)", kinds_max)[0][0]
+        bad = self.db.query(
+            f"SELECT count(*) {where} AND (typeof(startNs) != 'integer' OR typeof(endNs) != 'integer' "
+            "OR endNs < startNs)",
+            kinds_max,
+        )[0][0]
         rows = self.db.query(f"SELECT type, startNs, endNs {where} ORDER BY startNs", kinds_max)
         if bad:
             for _, start, end in rows:
@@ -421,9 +492,13 @@ class ProfilerDb:
         # (an absolute 1.7e15 µs float keeps only ~0.25 µs).
         firsts = [start for _, start, _ in self.step_ranges] + ([int(starts.min())] if len(starts) else [])
         base = min(firsts, default=0)
-        receive = [c for c in self.communication() if c.op_name.startswith("hcom_receive")] if self._has_receives() else []
+        receive = (
+            [c for c in self.communication() if c.op_name.startswith("hcom_receive")] if self._has_receives() else []
+        )
         return OverlapEvents(
-            kind=kinds, ts_us=(starts - base) / NS_PER_US, dur_us=(ends - starts) / NS_PER_US,
+            kind=kinds,
+            ts_us=(starts - base) / NS_PER_US,
+            dur_us=(ends - starts) / NS_PER_US,
             steps=[(step, (start - base) / NS_PER_US) for step, start, _ in self.step_ranges],
             bubble_ts_us=np.array([c.start_us - base / NS_PER_US for c in receive]),
             bubble_dur_us=np.array([c.duration_us for c in receive]),
@@ -454,13 +529,19 @@ class ProfilerDb:
             return []
         self.db.require({table: ("component", "timestamp", "totalAllocated", "totalReserved")})
         opt = functools.partial(self._optional, table, "m")
-        rows = self.db.query(f"SELECT component, timestamp, totalAllocated, totalReserved, {opt('totalActive')}, "
-                             f"{opt('streamPtr')}, {opt('deviceId')} FROM {table} AS m ORDER BY timestamp")
+        rows = self.db.query(
+            f"SELECT component, timestamp, totalAllocated, totalReserved, {opt('totalActive')}, "
+            f"{opt('streamPtr')}, {opt('deviceId')} FROM {table} AS m ORDER BY timestamp"
+        )
         return [
             MemoryRecord(
-                component=self._string(component) or "", timestamp_us=_finite(ts, self.path, f"{table} timestamp") / NS_PER_US,
-                total_allocated_mb=_mb(allocated), total_reserved_mb=_mb(reserved), total_active_mb=_mb(active),
-                stream_ptr=None if stream is None else str(stream), device=None if dev is None else f"NPU:{dev}",
+                component=self._string(component) or "",
+                timestamp_us=_finite(ts, self.path, f"{table} timestamp") / NS_PER_US,
+                total_allocated_mb=_mb(allocated),
+                total_reserved_mb=_mb(reserved),
+                total_active_mb=_mb(active),
+                stream_ptr=None if stream is None else str(stream),
+                device=None if dev is None else f"NPU:{dev}",
             )
             for component, ts, allocated, reserved, active, stream, dev in rows
         ]
@@ -472,18 +553,33 @@ class ProfilerDb:
             return []
         self.db.require({table: ("name", "size", "allocationTime")})
         opt = functools.partial(self._optional, table, "o")
-        columns = ["releaseTime", "duration", "allocationTotalAllocated", "allocationTotalReserved",
-                   "releaseTotalAllocated", "releaseTotalReserved", "streamPtr", "deviceId"]
-        rows = self.db.query(f"SELECT name, size, allocationTime, {', '.join(opt(c) for c in columns)} "
-                             f"FROM {table} AS o ORDER BY allocationTime")
+        columns = [
+            "releaseTime",
+            "duration",
+            "allocationTotalAllocated",
+            "allocationTotalReserved",
+            "releaseTotalAllocated",
+            "releaseTotalReserved",
+            "streamPtr",
+            "deviceId",
+        ]
+        rows = self.db.query(
+            f"SELECT name, size, allocationTime, {', '.join(opt(c) for c in columns)} "
+            f"FROM {table} AS o ORDER BY allocationTime"
+        )
         return [
             OpMemory(
-                name=self._string(name) or "", size_kb=_finite(size, self.path, f"{table} size") / 1024.0,
+                name=self._string(name) or "",
+                size_kb=_finite(size, self.path, f"{table} size") / 1024.0,
                 allocation_us=_finite(alloc, self.path, f"{table} allocationTime") / NS_PER_US,
-                release_us=_us(release), duration_us=_us(duration),
-                allocation_total_allocated_mb=_mb(a_alloc), allocation_total_reserved_mb=_mb(a_res),
-                release_total_allocated_mb=_mb(r_alloc), release_total_reserved_mb=_mb(r_res),
-                stream_ptr=None if stream is None else str(stream), device=None if dev is None else f"NPU:{dev}",
+                release_us=_us(release),
+                duration_us=_us(duration),
+                allocation_total_allocated_mb=_mb(a_alloc),
+                allocation_total_reserved_mb=_mb(a_res),
+                release_total_allocated_mb=_mb(r_alloc),
+                release_total_reserved_mb=_mb(r_res),
+                stream_ptr=None if stream is None else str(stream),
+                device=None if dev is None else f"NPU:{dev}",
             )
             for name, size, alloc, release, duration, a_alloc, a_res, r_alloc, r_res, stream, dev in rows
         ]

@@ -13,8 +13,10 @@ import importlib.util
 
 from common.errors import LabError
 
-_INSTALL = ("use the lab's environment (.nox/lab-portable/bin/python, built by the card command), or install them: "
-            "python -m pip install numpy polars msgspec")
+_INSTALL = (
+    "use the lab's environment (.nox/lab-portable/bin/python, built by the card command), or install them: "
+    "python -m pip install numpy polars msgspec"
+)
 
 for _name in ("msgspec", "polars", "numpy"):
     if importlib.util.find_spec(_name) is None:

@@ -93,8 +93,12 @@ def read_memory_record(path: Path | str) -> list[MemoryRecord]:
     return [
         MemoryRecord(component or "", ts, allocated, reserved, active, device)
         for component, ts, allocated, reserved, active, device in zip(
-            t.strings("Component").to_list(), t.numbers("Timestamp(us)", required=True).to_list(),
-            _mb(t, "Total Allocated"), _mb(t, "Total Reserved"), _mb(t, "Total Active"), _device(t),
+            t.strings("Component").to_list(),
+            t.numbers("Timestamp(us)", required=True).to_list(),
+            _mb(t, "Total Allocated"),
+            _mb(t, "Total Reserved"),
+            _mb(t, "Total Active"),
+            _device(t),
         )
     ]
 
@@ -104,10 +108,14 @@ def read_operator_memory(path: Path | str) -> list[OperatorMemory]:
     return [
         OperatorMemory(name or "", size, alloc, release, duration, allocated, reserved, device)
         for name, size, alloc, release, duration, allocated, reserved, device in zip(
-            t.strings("Name").to_list(), t.numbers("Size(KB)", required=True).to_list(),
-            t.numbers("Allocation Time(us)").to_list(), t.numbers("Release Time(us)").to_list(),
-            t.numbers("Duration(us)", minimum=0).to_list(), _mb(t, "Allocation Total Allocated"),
-            _mb(t, "Allocation Total Reserved"), _device(t),
+            t.strings("Name").to_list(),
+            t.numbers("Size(KB)", required=True).to_list(),
+            t.numbers("Allocation Time(us)").to_list(),
+            t.numbers("Release Time(us)").to_list(),
+            t.numbers("Duration(us)", minimum=0).to_list(),
+            _mb(t, "Allocation Total Allocated"),
+            _mb(t, "Allocation Total Reserved"),
+            _device(t),
         )
     ]
 
@@ -119,8 +127,10 @@ def read_module_memory(path: Path | str) -> list[ModuleMemory]:
     return [
         ModuleMemory(component or "", ts, reserved, device)
         for component, ts, reserved, device in zip(
-            t.strings("Component").to_list(), t.numbers("Timestamp(us)", required=True).to_list(),
-            _mb(t, "Total Reserved"), _device(t),
+            t.strings("Component").to_list(),
+            t.numbers("Timestamp(us)", required=True).to_list(),
+            _mb(t, "Total Reserved"),
+            _device(t),
         )
     ]
 
@@ -138,8 +148,9 @@ def read_memory(folder: Path | str, leave_out: Collection[Path] = ()) -> MemoryD
             files=present,
         )
     except OSError as err:
-        raise LabError(f"{folder}: memory files unreadable ({err.strerror})",
-                       "check the folder's permissions") from None
+        raise LabError(
+            f"{folder}: memory files unreadable ({err.strerror})", "check the folder's permissions"
+        ) from None
 
 
 DB_TABLES = ("MEMORY_RECORD", "OP_MEMORY")  # a database export's memory_record / operator_memory
@@ -148,11 +159,25 @@ DB_TABLES = ("MEMORY_RECORD", "OP_MEMORY")  # a database export's memory_record 
 def memory_from_db(records: list, operators: list) -> MemoryData:
     """A database's MEMORY_RECORD / OP_MEMORY rows (common.formats.db) as the text files' MemoryData."""
     return MemoryData(
-        records=[MemoryRecord(r.component, r.timestamp_us, r.total_allocated_mb, r.total_reserved_mb,
-                              r.total_active_mb, r.device) for r in records],
-        operators=[OperatorMemory(o.name, o.size_kb, o.allocation_us, o.release_us, o.duration_us,
-                                  o.allocation_total_allocated_mb, o.allocation_total_reserved_mb, o.device)
-                   for o in operators],
+        records=[
+            MemoryRecord(
+                r.component, r.timestamp_us, r.total_allocated_mb, r.total_reserved_mb, r.total_active_mb, r.device
+            )
+            for r in records
+        ],
+        operators=[
+            OperatorMemory(
+                o.name,
+                o.size_kb,
+                o.allocation_us,
+                o.release_us,
+                o.duration_us,
+                o.allocation_total_allocated_mb,
+                o.allocation_total_reserved_mb,
+                o.device,
+            )
+            for o in operators
+        ],
         modules=[],
         files=[name for name, rows in zip(DB_TABLES, (records, operators)) if rows],
     )

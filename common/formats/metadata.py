@@ -63,16 +63,26 @@ def _layout(values: dict, source: str) -> RankMetadata | None:
     args = _decode(values.get("distributed_args"), f"{source} distributed_args")
     info = _decode(values.get("parallel_group_info"), f"{source} parallel_group_info") or {}
     if not isinstance(info, dict) or (args is not None and not isinstance(args, dict)):
-        raise LabError(f"{source}: distributed_args / parallel_group_info are not JSON objects",
-                       "the metadata is damaged, or from a torch_npu this lab does not read")
+        raise LabError(
+            f"{source}: distributed_args / parallel_group_info are not JSON objects",
+            "the metadata is damaged, or from a torch_npu this lab does not read",
+        )
     groups = []
     for group_id, group in info.items():
         try:
-            groups.append(GroupInfo(str(group_id), str(group["group_name"]), int(group["group_rank"]),
-                                    tuple(int(r) for r in group["global_ranks"])))
+            groups.append(
+                GroupInfo(
+                    str(group_id),
+                    str(group["group_name"]),
+                    int(group["group_rank"]),
+                    tuple(int(r) for r in group["global_ranks"]),
+                )
+            )
         except (KeyError, TypeError, ValueError):
-            raise LabError(f"{source}: parallel_group_info {group_id!r} has no group_name / group_rank / "
-                           f"global_ranks ({group!r})", "the metadata is damaged, or from another torch_npu") from None
+            raise LabError(
+                f"{source}: parallel_group_info {group_id!r} has no group_name / group_rank / global_ranks ({group!r})",
+                "the metadata is damaged, or from another torch_npu",
+            ) from None
     return RankMetadata(source, args, tuple(groups))
 
 
@@ -83,7 +93,9 @@ def read_rank_metadata(rank_folder: Path, profiler_db: Path | None = None) -> Ra
         try:
             values = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise LabError(f"{path}: unreadable ({err})", "the file is damaged or cut short; copy the profile again") from None
+            raise LabError(
+                f"{path}: unreadable ({err})", "the file is damaged or cut short; copy the profile again"
+            ) from None
         return _layout(values, str(path)) if isinstance(values, dict) else None
     if profiler_db is not None:
         db = SqliteFile(profiler_db, "torch_npu (profiler database)")

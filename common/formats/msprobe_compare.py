@@ -47,10 +47,16 @@ def read_compare_result(path: Path) -> list[ProbeRow]:
         reader = csv.DictReader(f)
         missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
         if missing:
-            raise LabError(f"{path}: no column {missing[0]!r} (not an msprobe compare result?)",
-                           "check the msprobe version: the lab reads mindstudio-probe 26.2.0's layout")
-        return [ProbeRow(row[NAME], row[BENCH_NAME], _number(row[COSINE]), _number(row[MAX_ABS_ERR]),
-                         row.get(MESSAGE) or "") for row in reader]
+            raise LabError(
+                f"{path}: no column {missing[0]!r} (not an msprobe compare result?)",
+                "check the msprobe version: the lab reads mindstudio-probe 26.2.0's layout",
+            )
+        return [
+            ProbeRow(
+                row[NAME], row[BENCH_NAME], _number(row[COSINE]), _number(row[MAX_ABS_ERR]), row.get(MESSAGE) or ""
+            )
+            for row in reader
+        ]
 
 
 def compare_result_file(folder: Path) -> Path:

@@ -29,8 +29,10 @@ def overlap_step_times(overlap: OverlapEvents) -> list[StepTime]:
     """
     if not len(overlap.ts_us):
         return []
-    device = next((label.split()[1] for label in overlap.labels if label.startswith("NPU ") and len(label.split()) > 1),
-                  "host" if "CPU" in overlap.labels else None)
+    device = next(
+        (label.split()[1] for label in overlap.labels if label.startswith("NPU ") and len(label.split()) > 1),
+        "host" if "CPU" in overlap.labels else None,
+    )
     ends = overlap.ts_us + overlap.dur_us
     starts = np.array([start for _, start in overlap.steps], dtype=np.float64)
     kinds = len(OVERLAP_EVENTS)
@@ -61,17 +63,25 @@ def overlap_step_times(overlap: OverlapEvents) -> list[StepTime]:
             continue
         members = by_step[lo:hi]
         bounds = np.searchsorted(key, np.arange(i * kinds, (i + 1) * kinds + 1))
-        total = [float(durations[bounds[k]:bounds[k + 1]].sum()) for k in range(kinds)]
+        total = [float(durations[bounds[k] : bounds[k + 1]].sum()) for k in range(kinds)]
         computing, communication, not_overlapped, free = total
         b_lo, b_hi = np.searchsorted(bubble_sorted, [i, i + 1])
         bubble = float(bubble_durations[b_lo:b_hi].sum())
         first = float(overlap.ts_us[members].min())
-        rows.append(StepTime(
-            step=step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
-            overlapped_us=communication - not_overlapped, communication_us=communication, free_us=free,
-            stage_us=float(ends[members].max()) - first - bubble, bubble_us=bubble,
-            preparing_us=first - start if step is not None else None, device_id=device,
-        ))
+        rows.append(
+            StepTime(
+                step=step,
+                computing_us=computing,
+                communication_not_overlapped_us=not_overlapped,
+                overlapped_us=communication - not_overlapped,
+                communication_us=communication,
+                free_us=free,
+                stage_us=float(ends[members].max()) - first - bubble,
+                bubble_us=bubble,
+                preparing_us=first - start if step is not None else None,
+                device_id=device,
+            )
+        )
     return rows
 
 
@@ -88,12 +98,20 @@ def _step_times_by_mask(overlap: OverlapEvents, device: str | None, ends: np.nda
         in_step = (overlap.bubble_ts_us >= start) & (overlap.bubble_ts_us < end)
         bubble = float(overlap.bubble_dur_us[in_step].sum())
         first = float(overlap.ts_us[inside].min())
-        rows.append(StepTime(
-            step=step, computing_us=computing, communication_not_overlapped_us=not_overlapped,
-            overlapped_us=communication - not_overlapped, communication_us=communication, free_us=free,
-            stage_us=float(ends[inside].max()) - first - bubble, bubble_us=bubble, preparing_us=first - start,
-            device_id=device,
-        ))
+        rows.append(
+            StepTime(
+                step=step,
+                computing_us=computing,
+                communication_not_overlapped_us=not_overlapped,
+                overlapped_us=communication - not_overlapped,
+                communication_us=communication,
+                free_us=free,
+                stage_us=float(ends[inside].max()) - first - bubble,
+                bubble_us=bubble,
+                preparing_us=first - start,
+                device_id=device,
+            )
+        )
     return rows
 
 

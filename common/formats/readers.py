@@ -13,16 +13,7 @@ from pathlib import Path
 from common.errors import LabError
 from common.formats.chrome_trace import event_args, iter_trace, overlap_events, trace_number
 from common.formats.engine import pl
-from common.formats.records import (
-    ApiStat,
-    OpStat,
-    OverlapEvents,
-    StepTime,
-    Task,
-    TaskTimeRow,
-    TraceEvent,
-    TxRange,
-)
+from common.formats.records import ApiStat, OpStat, OverlapEvents, StepTime, Task, TaskTimeRow, TraceEvent, TxRange
 from common.formats.schema import PMU_COLUMNS
 from common.formats.table import CsvFile, Table, checked_numbers, cleaned, read_table
 from common.formats.trace_scan import Unsure, scan_blocks
@@ -64,12 +55,20 @@ def _tasks(table: Table, names: dict[str, str]) -> list[Task]:
 
 
 _OP_SUMMARY_NAMES = {
-    "name": "Op Name", "type": "OP Type", "core": "Task Type", "start": "Task Start Time(us)",
-    "duration": "Task Duration(us)", "wait": "Task Wait Time(us)",
+    "name": "Op Name",
+    "type": "OP Type",
+    "core": "Task Type",
+    "start": "Task Start Time(us)",
+    "duration": "Task Duration(us)",
+    "wait": "Task Wait Time(us)",
 }
 _KERNEL_NAMES = {
-    "name": "Name", "type": "Type", "core": "Accelerator Core", "start": "Start Time(us)",
-    "duration": "Duration(us)", "wait": "Wait Time(us)",
+    "name": "Name",
+    "type": "Type",
+    "core": "Accelerator Core",
+    "start": "Start Time(us)",
+    "duration": "Duration(us)",
+    "wait": "Wait Time(us)",
 }
 
 
@@ -106,8 +105,8 @@ def task_totals(path: Path | str, kind: str) -> pl.DataFrame:
     """
     names, required, writer = (
         (_OP_SUMMARY_NAMES, ["Op Name", "Task Type", "Task Start Time(us)", "Task Duration(us)"], MSPROF)
-        if kind == "op_summary" else
-        (_KERNEL_NAMES, ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"], TORCH_NPU)
+        if kind == "op_summary"
+        else (_KERNEL_NAMES, ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"], TORCH_NPU)
     )
     file = CsvFile(path, writer)
     key = _identity(file.path, kind)
@@ -156,17 +155,30 @@ def _fast_totals(file: CsvFile, names: dict[str, str]) -> pl.DataFrame | None:
 
     def block_totals(chunk: bytes) -> pl.DataFrame | None:
         try:
-            frame = pl.read_csv(chunk, has_header=False, schema=schema, columns=wanted,
-                                empty_string_is_null=False, quote_char='"', raise_if_empty=False,
-                                missing_columns="insert")
+            frame = pl.read_csv(
+                chunk,
+                has_header=False,
+                schema=schema,
+                columns=wanted,
+                empty_string_is_null=False,
+                quote_char='"',
+                raise_if_empty=False,
+                missing_columns="insert",
+            )
         except pl.exceptions.PolarsError:
             return None
         return (
             frame.lazy()
             .select(*[k.alias(f"k{i}") for i, k in enumerate(keys)], duration=duration, short=short)
             .group_by("k0", "k1", "k2", "k3")
-            .agg(count=pl.len(), numbers=pl.col("duration").count(), total_us=pl.col("duration").sum(),
-                 min_us=pl.col("duration").min(), max_us=pl.col("duration").max(), short=pl.col("short").any())
+            .agg(
+                count=pl.len(),
+                numbers=pl.col("duration").count(),
+                total_us=pl.col("duration").sum(),
+                min_us=pl.col("duration").min(),
+                max_us=pl.col("duration").max(),
+                short=pl.col("short").any(),
+            )
             .collect()
         )
 
@@ -187,14 +199,19 @@ def _fast_totals(file: CsvFile, names: dict[str, str]) -> pl.DataFrame | None:
         return task_totals_empty()
     merged = pl.concat(parts)
     vouched = merged.select(
-        ok=(pl.col("count") == pl.col("numbers")).all() & ~pl.col("short").any() & pl.col("total_us").is_finite().all()
-        & (pl.col("min_us") >= 0).all() & (pl.col("max_us").is_finite()).all()
+        ok=(pl.col("count") == pl.col("numbers")).all()
+        & ~pl.col("short").any()
+        & pl.col("total_us").is_finite().all()
+        & (pl.col("min_us") >= 0).all()
+        & (pl.col("max_us").is_finite()).all()
     ).item()
     if not vouched:
         return None
     totals = merged.with_columns(
-        device_id=cleaned(pl.col("k0")), op_type=cleaned(pl.col("k1")),
-        task_type=pl.coalesce(cleaned(pl.col("k2")), pl.lit("N/A")), input_shapes=cleaned(pl.col("k3")),
+        device_id=cleaned(pl.col("k0")),
+        op_type=cleaned(pl.col("k1")),
+        task_type=pl.coalesce(cleaned(pl.col("k2")), pl.lit("N/A")),
+        input_shapes=cleaned(pl.col("k3")),
     )
     if totals["op_type"].null_count():  # the exact reader names such rows by their Op Name
         return None
@@ -208,21 +225,31 @@ def exact_task_totals(file: CsvFile, names: dict[str, str]) -> pl.DataFrame:
     parts = []
     for block in file.blocks(columns, clean=False):
         duration = checked_numbers(file, block, names["duration"], required=True, minimum=0)
-        keys = [pl.col(present[c]) if c in present else pl.lit(None, pl.String) for c in
-                ("Device_id", names["type"], names["name"], names["core"], "Input Shapes")]
+        keys = [
+            pl.col(present[c]) if c in present else pl.lit(None, pl.String)
+            for c in ("Device_id", names["type"], names["name"], names["core"], "Input Shapes")
+        ]
         parts.append(
             block.select(*[k.alias(f"k{i}") for i, k in enumerate(keys)], duration=duration)
             .group_by("k0", "k1", "k2", "k3", "k4")
-            .agg(count=pl.len(), total_us=pl.col("duration").sum(), min_us=pl.col("duration").min(),
-                 max_us=pl.col("duration").max())
+            .agg(
+                count=pl.len(),
+                total_us=pl.col("duration").sum(),
+                min_us=pl.col("duration").min(),
+                max_us=pl.col("duration").max(),
+            )
         )
     if not parts:
         return task_totals_empty()
     keys = [cleaned(pl.col(f"k{i}")) for i in range(5)]
-    return merge_totals(pl.concat(parts).with_columns(
-        device_id=keys[0], op_type=pl.coalesce(keys[1], keys[2], pl.lit("")),
-        task_type=pl.coalesce(keys[3], pl.lit("N/A")), input_shapes=keys[4],
-    ))
+    return merge_totals(
+        pl.concat(parts).with_columns(
+            device_id=keys[0],
+            op_type=pl.coalesce(keys[1], keys[2], pl.lit("")),
+            task_type=pl.coalesce(keys[3], pl.lit("N/A")),
+            input_shapes=keys[4],
+        )
+    )
 
 
 def cpu_only(task_types: Iterable[str | None]) -> bool:
@@ -247,7 +274,7 @@ def task_totals_empty() -> pl.DataFrame:
 def merge_totals(parts: pl.DataFrame) -> pl.DataFrame:
     """Partial totals (blocks, slices) of the same groups combined into one row per group."""
     return parts.group_by(TOTALS_KEYS).agg(
-        pl.col("count").sum(), pl.col("total_us").sum(), pl.col("min_us").min(), pl.col("max_us").max(),
+        pl.col("count").sum(), pl.col("total_us").sum(), pl.col("min_us").min(), pl.col("max_us").max()
     )
 
 
@@ -257,24 +284,45 @@ def op_statistic_from_totals(totals: pl.DataFrame) -> list[OpStat]:
     grand = totals["total_us"].sum() or 1.0
     rows = totals.sort(["total_us", "op_type", "task_type"], descending=[True, False, False], nulls_last=True)
     return [
-        OpStat(op_type=r["op_type"], core_type=r["task_type"], count=int(r["count"]), total_us=r["total_us"],
-               min_us=r["min_us"], avg_us=r["total_us"] / r["count"], max_us=r["max_us"],
-               ratio_pct=100.0 * r["total_us"] / grand, device_id=r["device_id"])
+        OpStat(
+            op_type=r["op_type"],
+            core_type=r["task_type"],
+            count=int(r["count"]),
+            total_us=r["total_us"],
+            min_us=r["min_us"],
+            avg_us=r["total_us"] / r["count"],
+            max_us=r["max_us"],
+            ratio_pct=100.0 * r["total_us"] / grand,
+            device_id=r["device_id"],
+        )
         for r in rows.iter_rows(named=True)
     ]
 
 
 def read_op_statistic(path: Path | str) -> list[OpStat]:
     """op_statistic(_*).csv: per OP Type and Core Type totals."""
-    columns = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+    columns = [
+        "OP Type",
+        "Core Type",
+        "Count",
+        "Total Time(us)",
+        "Min Time(us)",
+        "Avg Time(us)",
+        "Max Time(us)",
+        "Ratio(%)",
+    ]
     t = read_table(path, columns, f"{MSPROF} or {TORCH_NPU}", ["Device_id"])
     times = {c: t.numbers(c, required=True, minimum=0).to_list() for c in columns[3:]}
     return [
         OpStat(op_type or "", core or "N/A", int(count), *(times[c][r] for c in columns[3:]), device_id=device)
-        for r, (op_type, core, count, device) in enumerate(zip(
-            t.strings("OP Type"), t.strings("Core Type"), t.numbers("Count", required=True, integer=True, minimum=0),
-            t.strings("Device_id"),
-        ))
+        for r, (op_type, core, count, device) in enumerate(
+            zip(
+                t.strings("OP Type"),
+                t.strings("Core Type"),
+                t.numbers("Count", required=True, integer=True, minimum=0),
+                t.strings("Device_id"),
+            )
+        )
     ]
 
 
@@ -284,12 +332,24 @@ def read_api_statistic(path: Path | str) -> list[ApiStat]:
     t = read_table(path, columns, MSPROF, ["Variance"])
     times = {c: t.numbers(c, required=True, minimum=0).to_list() for c in ("Time(us)", "Avg(us)", "Min(us)", "Max(us)")}
     return [
-        ApiStat(level or "", name or "", times["Time(us)"][r], int(count), times["Avg(us)"][r], times["Min(us)"][r],
-                times["Max(us)"][r], variance)
-        for r, (level, name, count, variance) in enumerate(zip(
-            t.strings("Level"), t.strings("API Name"), t.numbers("Count", required=True, integer=True, minimum=0),
-            t.numbers("Variance", minimum=0),
-        ))
+        ApiStat(
+            level or "",
+            name or "",
+            times["Time(us)"][r],
+            int(count),
+            times["Avg(us)"][r],
+            times["Min(us)"][r],
+            times["Max(us)"][r],
+            variance,
+        )
+        for r, (level, name, count, variance) in enumerate(
+            zip(
+                t.strings("Level"),
+                t.strings("API Name"),
+                t.numbers("Count", required=True, integer=True, minimum=0),
+                t.numbers("Variance", minimum=0),
+            )
+        )
     ]
 
 
@@ -300,8 +360,12 @@ def read_task_time(path: Path | str) -> list[TaskTimeRow]:
     return [
         TaskTimeRow(name, kind or "N/A", stream or "", task or "", time_us, start, stop)
         for name, kind, stream, task, time_us, start, stop in zip(
-            t.strings("kernel_name"), t.strings("kernel_type"), t.strings("stream_id"), t.strings("task_id"),
-            t.numbers("task_time(us)", required=True, minimum=0), t.numbers("task_start(us)", required=True),
+            t.strings("kernel_name"),
+            t.strings("kernel_type"),
+            t.strings("stream_id"),
+            t.strings("task_id"),
+            t.numbers("task_time(us)", required=True, minimum=0),
+            t.numbers("task_start(us)", required=True),
             t.numbers("task_stop(us)", required=True),
         )
     ]
@@ -319,26 +383,37 @@ def read_msprof_tx(path: Path | str) -> list[TxRange]:
     return [
         TxRange(message or "", start, end, device_start, device_end)
         for message, start, end, device_start, device_end in zip(
-            t.strings("message"), starts, ends, device_starts, device_ends)
+            t.strings("message"), starts, ends, device_starts, device_ends
+        )
         if end is not None and end >= start
     ]
 
 
 def read_step_trace_time(path: Path | str) -> list[StepTime]:
     """step_trace_time.csv, with (torch_npu 7.1+) or without (6.0/7.0) the leading Device_id."""
-    columns = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble"]
+    columns = [
+        "Step",
+        "Computing",
+        "Communication(Not Overlapped)",
+        "Overlapped",
+        "Communication",
+        "Free",
+        "Stage",
+        "Bubble",
+    ]
     t = read_table(path, columns, TORCH_NPU, ["Preparing", "Device_id"])
     # Overlapped and Preparing are differences of timestamps and may come out slightly negative.
     times = [t.numbers(c, required=True, minimum=None if c == "Overlapped" else 0).to_list() for c in columns[1:]]
     return [
         StepTime(step, *values, preparing_us=preparing, device_id=device)
         for step, *values, preparing, device in zip(
-            _ints(t.numbers("Step", integer=True).to_list()), *times, t.numbers("Preparing"), t.strings("Device_id"),
+            _ints(t.numbers("Step", integer=True).to_list()), *times, t.numbers("Preparing"), t.strings("Device_id")
         )
     ]
 
 
 # --- timelines: msprof_*.json, trace_view.json (decoded by chrome_trace, scanned by trace_scan) ----
+
 
 def read_trace(path: Path | str) -> list[TraceEvent]:
     """msprof_*.json or trace_view.json: every event of a Chrome-trace array (``ts`` may be a string)."""
@@ -347,12 +422,21 @@ def read_trace(path: Path | str) -> list[TraceEvent]:
     for i, e in enumerate(e for block in iter_trace(path) for e in block):
         dur = trace_number(e.dur, path, f"event {i} 'dur'")
         if dur is not None and dur < 0:
-            raise LabError(f"{path}: event {i} ({e.name!r}) has a negative 'dur' ({dur:g})",
-                           "the trace is damaged; re-export it")
-        events.append(TraceEvent(
-            name=e.name, ph=e.ph, pid=e.pid, tid=e.tid, ts_us=trace_number(e.ts, path, f"event {i} 'ts'"),
-            dur_us=dur, cat=e.cat, args=event_args(e),
-        ))
+            raise LabError(
+                f"{path}: event {i} ({e.name!r}) has a negative 'dur' ({dur:g})", "the trace is damaged; re-export it"
+            )
+        events.append(
+            TraceEvent(
+                name=e.name,
+                ph=e.ph,
+                pid=e.pid,
+                tid=e.tid,
+                ts_us=trace_number(e.ts, path, f"event {i} 'ts'"),
+                dur_us=dur,
+                cat=e.cat,
+                args=event_args(e),
+            )
+        )
     return events
 
 

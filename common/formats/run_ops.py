@@ -80,14 +80,25 @@ def load_run(folder: Path) -> RunOps:
         if not ds.is_db and not ds.has(ds.task_file):
             names = [*MSPROF_NAMES, *(n.rsplit(".", 1)[0] for n in TORCH_NPU_FILES)]
             present = [n for n in dict.fromkeys(names) if ds.has(n)]
-            missing.append(f"{ds.label(folder)} has no {ds.task_file} file (it has {', '.join(present) or 'nothing else'})")
+            missing.append(
+                f"{ds.label(folder)} has no {ds.task_file} file (it has {', '.join(present) or 'nothing else'})"
+            )
         for (op_type, shapes), total_us in ds.time_by_op_and_shape().items():  # summed in the engine
             key = (where, op_type, shapes)
             ops[key] = ops.get(key, 0.0) + total_us
     if forwards:
         ops = {k: v / forwards for k, v in ops.items()}
-    return RunOps(folder, info, "forward" if forwards else "run", ops, missing, steps,
-                  recorded_count(info, "samples"), dict(dtype_us), rank_steps)
+    return RunOps(
+        folder,
+        info,
+        "forward" if forwards else "run",
+        ops,
+        missing,
+        steps,
+        recorded_count(info, "samples"),
+        dict(dtype_us),
+        rank_steps,
+    )
 
 
 def load_side(path: Path | str) -> list[RunOps]:
@@ -107,12 +118,23 @@ BASELINE_FORMAT = 1  # the layout of a saved baseline (python -m common baseline
 def side_to_json(runs: list[RunOps]) -> dict:
     """A side (one run, or repeated runs) as a baseline file keeps it: per run, the op times, the step table, the
     samples per step and the precision facts: what compare needs, without the capture."""
-    return {"format": BASELINE_FORMAT, "runs": [{
-        "folder": str(r.folder), "info": r.info, "per": r.per, "samples": r.samples,
-        "ops": [[*k, v] for k, v in r.ops.items()], "missing": r.missing,
-        "steps": [dataclasses.asdict(s) for s in r.steps],
-        "dtype_us": [[*k, v] for k, v in r.dtype_us.items()],
-        "rank_steps": {str(k): [dataclasses.asdict(s) for s in v] for k, v in r.rank_steps.items()}} for r in runs]}
+    return {
+        "format": BASELINE_FORMAT,
+        "runs": [
+            {
+                "folder": str(r.folder),
+                "info": r.info,
+                "per": r.per,
+                "samples": r.samples,
+                "ops": [[*k, v] for k, v in r.ops.items()],
+                "missing": r.missing,
+                "steps": [dataclasses.asdict(s) for s in r.steps],
+                "dtype_us": [[*k, v] for k, v in r.dtype_us.items()],
+                "rank_steps": {str(k): [dataclasses.asdict(s) for s in v] for k, v in r.rank_steps.items()},
+            }
+            for r in runs
+        ],
+    }
 
 
 def side_from_json(data: dict, where: str) -> list[RunOps]:
@@ -120,11 +142,22 @@ def side_from_json(data: dict, where: str) -> list[RunOps]:
     try:
         if data.get("format") != BASELINE_FORMAT:
             raise ValueError(f"format {data.get('format')!r}, this lab reads {BASELINE_FORMAT}")
-        return [RunOps(Path(r["folder"]), r["info"], r["per"], {(w, o, sh): v for w, o, sh, v in r["ops"]},
-                       list(r["missing"]), [StepTime(**s) for s in r["steps"]], r["samples"],
-                       {(o, d): v for o, d, v in r["dtype_us"]},
-                       {int(k): [StepTime(**s) for s in v] for k, v in r.get("rank_steps", {}).items()})
-                for r in data["runs"]]
+        return [
+            RunOps(
+                Path(r["folder"]),
+                r["info"],
+                r["per"],
+                {(w, o, sh): v for w, o, sh, v in r["ops"]},
+                list(r["missing"]),
+                [StepTime(**s) for s in r["steps"]],
+                r["samples"],
+                {(o, d): v for o, d, v in r["dtype_us"]},
+                {int(k): [StepTime(**s) for s in v] for k, v in r.get("rank_steps", {}).items()},
+            )
+            for r in data["runs"]
+        ]
     except (AttributeError, KeyError, TypeError, ValueError) as err:
-        raise LabError(f"{where} is not a baseline this lab wrote ({err})",
-                       "save it again: python -m common baseline save NAME DIR") from None
+        raise LabError(
+            f"{where} is not a baseline this lab wrote ({err})",
+            "save it again: python -m common baseline save NAME DIR",
+        ) from None

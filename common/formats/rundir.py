@@ -205,8 +205,17 @@ def _now() -> str:
 
 # The environment torch_npu records in profiler_metadata.json (ENV_VARIABLES), recorded for every lab run too:
 # the advisor's environment rule reads it (common.analyze.advisor.environment).
-RECORDED_ENV = ("ASCEND_GLOBAL_LOG_LEVEL", "HCCL_RDMA_TC", "HCCL_RDMA_SL", "ACLNN_CACHE_LIMIT", "HOST_CACHE_CAPACITY",
-                "ASCEND_ENHANCE_ENABLE", "PYTORCH_NPU_ALLOC_CONF", "ASCEND_LAUNCH_BLOCKING", "HCCL_ALGO")
+RECORDED_ENV = (
+    "ASCEND_GLOBAL_LOG_LEVEL",
+    "HCCL_RDMA_TC",
+    "HCCL_RDMA_SL",
+    "ACLNN_CACHE_LIMIT",
+    "HOST_CACHE_CAPACITY",
+    "ASCEND_ENHANCE_ENABLE",
+    "PYTORCH_NPU_ALLOC_CONF",
+    "ASCEND_LAUNCH_BLOCKING",
+    "HCCL_ALGO",
+)
 
 
 def start_run(out_dir: Path, *, mode: str, backend: str, device: int, command: list[str], **extra: object) -> dict:
@@ -270,4 +279,3 @@ def read_run_info(out_dir: Path | str) -> dict | None:
         if key not in info:
             raise LabError(f"{file}: key {key!r} missing", "re-run the mode to rewrite it")
     return info
-

@@ -46,19 +46,25 @@ class SqliteFile:
             raise LabError(f"{path}: file not found", "give the folder that holds the profiler's .db export")
         size = path.stat().st_size
         if size == 0:
-            raise LabError(f"{path}: file is empty (0 bytes), not a {self.what} database",
-                           "the export did not finish; export the profile again")
+            raise LabError(
+                f"{path}: file is empty (0 bytes), not a {self.what} database",
+                "the export did not finish; export the profile again",
+            )
         try:
             with path.open("rb") as f:
                 head = f.read(SQLITE_HEADER_BYTES)
         except OSError as err:
             raise LabError(f"{path}: cannot read ({err.strerror})", "check the file's permissions") from None
         if not head.startswith(SQLITE_MAGIC[: len(head)]) or len(head) < len(SQLITE_MAGIC):
-            raise LabError(f"{path}: not an SQLite database (file is not a database)",
-                           f"give the .db that {self.what} wrote; this file is something else")
+            raise LabError(
+                f"{path}: not an SQLite database (file is not a database)",
+                f"give the .db that {self.what} wrote; this file is something else",
+            )
         if len(head) < SQLITE_HEADER_BYTES:
-            raise LabError(f"{path}: truncated: {size} bytes, shorter than an SQLite header",
-                           "the copy or the export was cut short; export or copy the profile again")
+            raise LabError(
+                f"{path}: truncated: {size} bytes, shorter than an SQLite header",
+                "the copy or the export was cut short; export or copy the profile again",
+            )
         page_size = int.from_bytes(head[16:18], "big")
         page_size = 65536 if page_size == 1 else page_size
         pages = int.from_bytes(head[28:32], "big")
@@ -75,13 +81,18 @@ class SqliteFile:
     def _fail(self, err: sqlite3.Error) -> LabError:
         message = str(err)
         if "locked" in message or "busy" in message:
-            return LabError(f"{self.path}: the database is locked by another program (sqlite: {message})",
-                            "wait until the profiler has finished writing it, or close what holds it, then run again")
+            return LabError(
+                f"{self.path}: the database is locked by another program (sqlite: {message})",
+                "wait until the profiler has finished writing it, or close what holds it, then run again",
+            )
         if "not a database" in message or "malformed" in message or "disk I/O" in message:
-            return LabError(f"{self.path}: the database is damaged (sqlite: {message})",
-                            "export or copy the profile again")
-        return LabError(f"{self.path}: cannot read the database (sqlite: {message})",
-                        "check that the file is a complete profiler export and readable")
+            return LabError(
+                f"{self.path}: the database is damaged (sqlite: {message})", "export or copy the profile again"
+            )
+        return LabError(
+            f"{self.path}: cannot read the database (sqlite: {message})",
+            "check that the file is a complete profiler export and readable",
+        )
 
     def _settled(self) -> bool:
         """No ``-wal`` or ``-journal`` beside the file: every commit is in it and no writer holds it."""
@@ -105,8 +116,10 @@ class SqliteFile:
         with closing(conn):
             yield conn
         if immutable and self._stamp() != before:
-            raise LabError(f"{self.path}: the database changed while it was read (still being written?)",
-                           "wait until the profiler has finished writing it, then run again")
+            raise LabError(
+                f"{self.path}: the database changed while it was read (still being written?)",
+                "wait until the profiler has finished writing it, then run again",
+            )
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
         with self.connect() as conn:
@@ -137,18 +150,26 @@ class SqliteFile:
     def require(self, tables: dict[str, tuple[str, ...]]) -> None:
         """Stop with one line naming every missing table (or column) of what a reader needs."""
         missing = [t for t in tables if t not in self.schema]
-        fix = (f"give the .db that {self.what} wrote; this one comes from another program, "
-               "or from an export that did not finish")
+        fix = (
+            f"give the .db that {self.what} wrote; this one comes from another program, "
+            "or from an export that did not finish"
+        )
         if missing:
             present = sorted(self.schema)
             listed = ", ".join(present[:6]) + (", ..." if len(present) > 6 else "") if present else "none"
-            raise LabError(f"{self.path}: not a {self.what} database: table(s) {', '.join(missing)} missing "
-                           f"(it has {len(present)} table(s): {listed})", fix)
+            raise LabError(
+                f"{self.path}: not a {self.what} database: table(s) {', '.join(missing)} missing "
+                f"(it has {len(present)} table(s): {listed})",
+                fix,
+            )
         for table, columns in tables.items():
             lacking = [c for c in columns if c not in self.schema[table]]
             if lacking:
-                raise LabError(f"{self.path}: table {table} lacks column(s) {', '.join(lacking)}: "
-                               f"not a {self.what} database this lab can read", fix)
+                raise LabError(
+                    f"{self.path}: table {table} lacks column(s) {', '.join(lacking)}: "
+                    f"not a {self.what} database this lab can read",
+                    fix,
+                )
 
 
 def _guarded(conn: sqlite3.Connection) -> sqlite3.Connection:

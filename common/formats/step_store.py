@@ -24,12 +24,25 @@ from common.formats.rank_index import RankIndex
 from common.formats.records import StepTime
 from common.formats.spill import SPILL_BYTES, SpillFolder
 
-FIELDS = ("computing_us", "communication_not_overlapped_us", "overlapped_us", "communication_us", "free_us",
-          "stage_us", "bubble_us", "preparing_us")
+FIELDS = (
+    "computing_us",
+    "communication_not_overlapped_us",
+    "overlapped_us",
+    "communication_us",
+    "free_us",
+    "stage_us",
+    "bubble_us",
+    "preparing_us",
+)
 COLUMNS = ("step", *FIELDS)
-SUMMARY_COLUMNS = {"computing": "computing_us", "comm_not_overlapped": "communication_not_overlapped_us",
-                   "overlapped": "overlapped_us", "communication": "communication_us", "free": "free_us",
-                   "preparing": "preparing_us"}
+SUMMARY_COLUMNS = {
+    "computing": "computing_us",
+    "comm_not_overlapped": "communication_not_overlapped_us",
+    "overlapped": "overlapped_us",
+    "communication": "communication_us",
+    "free": "free_us",
+    "preparing": "preparing_us",
+}
 SPILL_ROWS = SPILL_BYTES // (8 * len(COLUMNS))  # 29,127 rows in memory at most; beyond, on disk
 
 
@@ -79,8 +92,13 @@ class StepStore(Mapping):
     def merge(self, other: StepStore) -> None:
         """Add another store's ranks (a later chunk of the capture)."""
         if len(other):
-            self._append(other._table(), [(rank, other._starts[i + 1] - other._starts[i], other._devices_of(i))
-                                          for i, rank in enumerate(other._ranks)])
+            self._append(
+                other._table(),
+                [
+                    (rank, other._starts[i + 1] - other._starts[i], other._devices_of(i))
+                    for i, rank in enumerate(other._ranks)
+                ],
+            )
 
     def _devices_of(self, slot: int) -> list[str | None]:
         rows = self._starts[slot + 1] - self._starts[slot]
@@ -125,8 +143,11 @@ class StepStore(Mapping):
     def _table(self, first: int = 0, end: int | None = None) -> np.ndarray:
         """Rows [first, end) with every column."""
         end = self._rows if end is None else end
-        return np.stack([self._read(name, first, end) for name in COLUMNS], axis=1) if end > first else \
-            np.empty((0, len(COLUMNS)))
+        return (
+            np.stack([self._read(name, first, end) for name in COLUMNS], axis=1)
+            if end > first
+            else np.empty((0, len(COLUMNS)))
+        )
 
     def _read(self, name: str, first: int, end: int) -> np.ndarray:
         index = COLUMNS.index(name)
@@ -136,16 +157,22 @@ class StepStore(Mapping):
         for table in self._blocks:
             lo, hi = max(first, base), min(end, base + len(table))
             if lo < hi:
-                out.append(table[lo - base:hi - base, index])
+                out.append(table[lo - base : hi - base, index])
             base += len(table)
         return np.concatenate(out) if out else np.empty(0)
 
     def __getitem__(self, rank: int) -> list[StepTime]:
         slot = self._ranks.slot(rank)
         first, end = self._starts[slot], self._starts[slot + 1]
-        return [StepTime(None if math.isnan(row[0]) else int(row[0]), *row[1:8].tolist(),
-                         preparing_us=_none(float(row[8])), device_id=d)
-                for row, d in zip(self._table(first, end), self._devices_of(slot))]
+        return [
+            StepTime(
+                None if math.isnan(row[0]) else int(row[0]),
+                *row[1:8].tolist(),
+                preparing_us=_none(float(row[8])),
+                device_id=d,
+            )
+            for row, d in zip(self._table(first, end), self._devices_of(slot))
+        ]
 
     def __contains__(self, rank: object) -> bool:
         return rank in self._ranks
@@ -189,17 +216,22 @@ class StepStore(Mapping):
             starts, numbers = np.array(self._starts, dtype=np.int64), self._ranks.array()
         for first in range(0, self._rows, rows):
             end = min(first + rows, self._rows)
-            yield {name: self._read(name, first, end) if name != "rank" else
-                   numbers[np.searchsorted(starts, np.arange(first, end), side="right") - 1] for name in names}
+            yield {
+                name: self._read(name, first, end)
+                if name != "rank"
+                else numbers[np.searchsorted(starts, np.arange(first, end), side="right") - 1]
+                for name in names
+            }
 
-    def by_step(self, names: tuple[str, ...], steps: list[int | None],
-                values: int = 1 << 16) -> Iterator[tuple[int | None, dict[str, np.ndarray]]]:
+    def by_step(
+        self, names: tuple[str, ...], steps: list[int | None], values: int = 1 << 16
+    ) -> Iterator[tuple[int | None, dict[str, np.ndarray]]]:
         """Per step of ``steps`` (None: the rows without one), in that order: ``names``' values over its rows, in
         the store's order ("rank": each row's rank). A group of steps at a time, each read from a pass over the
         rows, so that about ``values`` values a name are held, whatever the rank count."""
         per_group = max(1, values // max(1, len(self)))
         for first in range(0, len(steps), per_group):
-            group = steps[first:first + per_group]
+            group = steps[first : first + per_group]
             pieces: dict[int | None, dict[str, list[np.ndarray]]] = {step: {n: [] for n in names} for step in group}
             for block in self.row_blocks(("step", *names)):
                 step_of = block["step"]
@@ -211,7 +243,9 @@ class StepStore(Mapping):
                 found = pieces.pop(step)
                 yield step, {name: np.concatenate(found[name]) for name in names}
 
-    def rank_blocks(self, names: tuple[str, ...], ranks: int = 256) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
+    def rank_blocks(
+        self, names: tuple[str, ...], ranks: int = 256
+    ) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
         """``ranks`` ranks at a time, in the order added: their numbers and each of ``names`` as a (ranks, steps)
         array, so that a per-rank figure over a capture of any size holds one block (the ranks must have as many
         rows each: :meth:`rows_per_rank`)."""

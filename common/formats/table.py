@@ -103,8 +103,10 @@ class CsvFile:
     def require(self, columns: list[str]) -> None:
         missing = [c for c in columns if self.index(c) is None]
         if missing and len(self.header) == 1 and (sep := next((c for c in ";\t|" if c in self.header[0]), None)):
-            raise LabError(f"{self.path}:1: the header is one column holding {sep!r}: not comma-separated",
-                           f"msprof and torch_npu write commas; expected the file {self.writer} writes")
+            raise LabError(
+                f"{self.path}:1: the header is one column holding {sep!r}: not comma-separated",
+                f"msprof and torch_npu write commas; expected the file {self.writer} writes",
+            )
         if missing:
             raise LabError(
                 f"{self.path}: column {', '.join(repr(c) for c in missing)} missing (header has {len(self.header)} columns)",
@@ -130,16 +132,20 @@ class CsvFile:
         for offset, chunk in self._chunks(lead):
             try:
                 frame = pl.read_csv(
-                    chunk, has_header=False, schema={names[i]: pl.String for i in range(width + 1)},
-                    columns=probe, empty_string_is_null=False, quote_char='"',
+                    chunk,
+                    has_header=False,
+                    schema={names[i]: pl.String for i in range(width + 1)},
+                    columns=probe,
+                    empty_string_is_null=False,
+                    quote_char='"',
                 )[1:]
             except pl.exceptions.PolarsError as err:
-                self._diagnose(chunk[len(lead):], offset, err)  # raises the exact error
+                self._diagnose(chunk[len(lead) :], offset, err)  # raises the exact error
                 raise  # unreachable: _diagnose always raises
             suspect = frame.select(
                 ((pl.col(names[width - 1]) == "") | (pl.col(names[width]) != "")).arg_true()
             ).to_series()
-            blank = self._check_rows(chunk[len(lead):], offset, set(suspect.to_list())) if len(suspect) else set()
+            blank = self._check_rows(chunk[len(lead) :], offset, set(suspect.to_list())) if len(suspect) else set()
             out = frame.select(
                 [(cleaned(pl.col(names[i])) if clean else pl.col(names[i])).alias(self.header[i]) for i in wanted]
             ).with_columns(__record=pl.int_range(record, record + frame.height, dtype=pl.Int64))
@@ -167,7 +173,9 @@ class CsvFile:
                         quotes -= _quotes(block, earlier, cut)
                         cut = earlier
                     if not cut:
-                        if size < max(_MAX_PENDING, 4 * block_bytes):  # one quoted field or line longer than a block: read more
+                        if size < max(
+                            _MAX_PENDING, 4 * block_bytes
+                        ):  # one quoted field or line longer than a block: read more
                             size *= 2
                             continue
                         cut = block.rfind(b"\n") + 1 or len(block)  # broken quoting: polars will say where
@@ -333,7 +341,12 @@ class Table:
 
 
 def checked_numbers(
-    file: CsvFile, frame: pl.DataFrame, column: str, *, required: bool = False, integer: bool = False,
+    file: CsvFile,
+    frame: pl.DataFrame,
+    column: str,
+    *,
+    required: bool = False,
+    integer: bool = False,
     minimum: float | None = None,
 ) -> pl.Series:
     """``column`` of a block as Float64, every non-number, NaN/inf, negative or fractional value an error."""
@@ -417,4 +430,3 @@ def finite_number(value: object, path: Path, where: str, fix: str) -> float:
     if not math.isfinite(number):
         raise LabError(f"{path}: {where} is {value!r}, not a number", fix)
     return number
-

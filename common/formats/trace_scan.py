@@ -61,10 +61,10 @@ def scan_blocks(path: Path) -> Iterator[list[TimedEvent]]:
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             head = mm[: min(size, 4096)]
             body = head.removeprefix(codecs.BOM_UTF8)
-            tail = mm[max(0, size - 4096):].rstrip(_SPACE)
+            tail = mm[max(0, size - 4096) :].rstrip(_SPACE)
             if not body.lstrip(_SPACE).startswith(b"[") or not tail.endswith(b"]"):
                 raise Unsure
-            last = size - (len(mm[max(0, size - 4096):]) - len(tail)) - 1  # offset of the closing ']'
+            last = size - (len(mm[max(0, size - 4096) :]) - len(tail)) - 1  # offset of the closing ']'
             previous = -1
             find, rfind, boundary = mm.find, mm.rfind, EVENT_BOUNDARY.search
             for window in range(0, last, SCAN_BLOCK_BYTES):

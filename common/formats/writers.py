@@ -45,12 +45,20 @@ def _shapes(text: str | None) -> str | None:
 
 def _task_row(task: Task) -> dict[str, object]:
     row: dict[str, object] = {
-        "Device_id": task.device_id, "Model ID": schema.MODEL_ID_SINGLE_OP, "Op Name": task.op_name,
-        "OP Type": task.op_type, "OP State": "N/A", "Task Type": task.task_type,
-        "Task Start Time(us)": task.start_us, "Task Duration(us)": task.duration_us,
-        "Task Wait Time(us)": task.wait_us, "Block Dim": task.block_dim,
-        "Input Shapes": _shapes(task.input_shapes), "Input Data Types": task.input_dtypes,
-        "Output Shapes": _shapes(task.output_shapes), "Output Data Types": task.output_dtypes,
+        "Device_id": task.device_id,
+        "Model ID": schema.MODEL_ID_SINGLE_OP,
+        "Op Name": task.op_name,
+        "OP Type": task.op_type,
+        "OP State": "N/A",
+        "Task Type": task.task_type,
+        "Task Start Time(us)": task.start_us,
+        "Task Duration(us)": task.duration_us,
+        "Task Wait Time(us)": task.wait_us,
+        "Block Dim": task.block_dim,
+        "Input Shapes": _shapes(task.input_shapes),
+        "Input Data Types": task.input_dtypes,
+        "Output Shapes": _shapes(task.output_shapes),
+        "Output Data Types": task.output_dtypes,
     }
     row.update(task.pmu)
     return row
@@ -91,22 +99,36 @@ def aggregate_op_statistic(tasks: list[Task]) -> list[OpStat]:
     The same engine aggregation the readers use on op_summary / kernel_details at scale.
     """
     frame = pl.DataFrame(
-        {"device_id": [t.device_id for t in tasks], "op_type": [t.op_type for t in tasks],
-         "task_type": [t.task_type for t in tasks], "duration": [t.duration_us for t in tasks]},
+        {
+            "device_id": [t.device_id for t in tasks],
+            "op_type": [t.op_type for t in tasks],
+            "task_type": [t.task_type for t in tasks],
+            "duration": [t.duration_us for t in tasks],
+        },
         schema={"device_id": pl.String, "op_type": pl.String, "task_type": pl.String, "duration": pl.Float64},
     )
     totals = frame.group_by("device_id", "op_type", "task_type").agg(
-        count=pl.len(), total_us=pl.col("duration").sum(), min_us=pl.col("duration").min(),
-        max_us=pl.col("duration").max(), input_shapes=pl.lit(None, pl.String))
+        count=pl.len(),
+        total_us=pl.col("duration").sum(),
+        min_us=pl.col("duration").min(),
+        max_us=pl.col("duration").max(),
+        input_shapes=pl.lit(None, pl.String),
+    )
     return readers.op_statistic_from_totals(totals)
 
 
 def write_op_statistic(path: Path, stats: list[OpStat]) -> Path:
     rows = (
         {
-            "Device_id": s.device_id, "OP Type": s.op_type, "Core Type": s.core_type, "Count": s.count,
-            "Total Time(us)": s.total_us, "Min Time(us)": s.min_us, "Avg Time(us)": s.avg_us,
-            "Max Time(us)": s.max_us, "Ratio(%)": s.ratio_pct,
+            "Device_id": s.device_id,
+            "OP Type": s.op_type,
+            "Core Type": s.core_type,
+            "Count": s.count,
+            "Total Time(us)": s.total_us,
+            "Min Time(us)": s.min_us,
+            "Avg Time(us)": s.avg_us,
+            "Max Time(us)": s.max_us,
+            "Ratio(%)": s.ratio_pct,
         }
         for s in stats
     )
@@ -116,8 +138,15 @@ def write_op_statistic(path: Path, stats: list[OpStat]) -> Path:
 def write_api_statistic(path: Path, stats: list[ApiStat], device_id: str = "host") -> Path:
     rows = (
         {
-            "Device_id": device_id, "Level": s.level, "API Name": s.api_name, "Time(us)": s.time_us,
-            "Count": s.count, "Avg(us)": s.avg_us, "Min(us)": s.min_us, "Max(us)": s.max_us, "Variance": s.variance,
+            "Device_id": device_id,
+            "Level": s.level,
+            "API Name": s.api_name,
+            "Time(us)": s.time_us,
+            "Count": s.count,
+            "Avg(us)": s.avg_us,
+            "Min(us)": s.min_us,
+            "Max(us)": s.max_us,
+            "Variance": s.variance,
         }
         for s in stats
     )
@@ -127,35 +156,72 @@ def write_api_statistic(path: Path, stats: list[ApiStat], device_id: str = "host
 def write_task_time(path: Path, rows: list[TaskTimeRow], device_id: str = "host") -> Path:
     out = (
         {
-            "Device_id": device_id, "kernel_name": r.kernel_name, "kernel_type": r.kernel_type,
-            "stream_id": r.stream_id, "task_id": r.task_id, "task_time(us)": r.task_time_us,
-            "task_start(us)": r.start_us, "task_stop(us)": r.stop_us,
+            "Device_id": device_id,
+            "kernel_name": r.kernel_name,
+            "kernel_type": r.kernel_type,
+            "stream_id": r.stream_id,
+            "task_id": r.task_id,
+            "task_time(us)": r.task_time_us,
+            "task_start(us)": r.start_us,
+            "task_stop(us)": r.stop_us,
         }
         for r in rows
     )
     return write_csv(path, schema.TASK_TIME, out)
 
 
-MSPROF_TX_HEADER = ["pid", "tid", "category", "event_type", "payload_type", "payload_value", "Start_time(us)",
-                    "End_time(us)", "message_type", "message", "domain", "Device Start_time(us)",
-                    "Device End_time(us)"]
+MSPROF_TX_HEADER = [
+    "pid",
+    "tid",
+    "category",
+    "event_type",
+    "payload_type",
+    "payload_value",
+    "Start_time(us)",
+    "End_time(us)",
+    "message_type",
+    "message",
+    "domain",
+    "Device Start_time(us)",
+    "Device End_time(us)",
+]
 
 
 def write_msprof_tx(path: Path, ranges: list[TxRange], pid: int) -> Path:
     """msprof_tx: one row per application range, in msprof's merged columns (``N/A`` where a CPU has no value)."""
-    rows = [{"pid": pid, "tid": 0, "event_type": "start/end", "Start_time(us)": r.start_us, "End_time(us)": r.end_us,
-             "message_type": "string", "message": r.message, "domain": "default",
-             "Device Start_time(us)": r.device_start_us, "Device End_time(us)": r.device_end_us} for r in ranges]
+    rows = [
+        {
+            "pid": pid,
+            "tid": 0,
+            "event_type": "start/end",
+            "Start_time(us)": r.start_us,
+            "End_time(us)": r.end_us,
+            "message_type": "string",
+            "message": r.message,
+            "domain": "default",
+            "Device Start_time(us)": r.device_start_us,
+            "Device End_time(us)": r.device_end_us,
+        }
+        for r in ranges
+    ]
     return write_csv(path, MSPROF_TX_HEADER, rows)
 
 
 def write_step_trace_time(path: Path, steps: list[StepTime]) -> Path:
     out = (
         {
-            "Device_id": s.device_id, "Step": s.step if s.step is not None else "", "Computing": s.computing_us,
-            "Communication(Not Overlapped)": s.communication_not_overlapped_us, "Overlapped": s.overlapped_us,
-            "Communication": s.communication_us, "Free": s.free_us, "Stage": s.stage_us, "Bubble": s.bubble_us,
-            "Communication(Not Overlapped and Exclude Receive)": max(0.0, s.communication_not_overlapped_us - s.bubble_us),
+            "Device_id": s.device_id,
+            "Step": s.step if s.step is not None else "",
+            "Computing": s.computing_us,
+            "Communication(Not Overlapped)": s.communication_not_overlapped_us,
+            "Overlapped": s.overlapped_us,
+            "Communication": s.communication_us,
+            "Free": s.free_us,
+            "Stage": s.stage_us,
+            "Bubble": s.bubble_us,
+            "Communication(Not Overlapped and Exclude Receive)": max(
+                0.0, s.communication_not_overlapped_us - s.bubble_us
+            ),
             "Preparing": s.preparing_us,
         }
         for s in steps
@@ -189,8 +255,15 @@ def timeline_events(tasks: list[Task], pid: int, process_name: str, label: str =
             args["Input Shapes"] = task.input_shapes
         if task.step_id is not None:
             args["Step Id"] = task.step_id
-        events.append({
-            "name": task.op_name, "pid": pid, "tid": 0, "ts": trace_ts(task.start_us),
-            "dur": round(task.duration_us, 3), "ph": "X", "args": args,
-        })
+        events.append(
+            {
+                "name": task.op_name,
+                "pid": pid,
+                "tid": 0,
+                "ts": trace_ts(task.start_us),
+                "dur": round(task.duration_us, 3),
+                "ph": "X",
+                "args": args,
+            }
+        )
     return events

@@ -38,8 +38,9 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
     print("running:", " ".join(command), flush=True)
     if run.npu:
         # msprof and the program stop together; their stderr is also kept in prof_out/logs/ (runlogs.py)
-        return launcher.run_command(command, run.child_env, run.timeout_s,
-                                    stderr_log=runlogs.stderr_log(run.out, command))
+        return launcher.run_command(
+            command, run.child_env, run.timeout_s, stderr_log=runlogs.stderr_log(run.out, command)
+        )
     raw = run.out / "portable_raw"
     result = launcher.run_app(app, raw, run.child_env, run.timeout_s, stderr_log=runlogs.stderr_log(run.out, app))
     profiles = launcher.load_raw(raw)
@@ -56,8 +57,11 @@ def check_run(run, own_model: bool, datasets: list) -> list:
     from common.formats.datasets import file_rows
     from common.formats.outputs import read_output
 
-    verdicts = [checks.check_files(file_rows(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"]),
-                                   "01")]
+    verdicts = [
+        checks.check_files(
+            file_rows(datasets, ["op_summary", "op_statistic", "api_statistic", "task_time", "msprof"]), "01"
+        )
+    ]
     if own_model:  # the lesson model.py (a program of yours: the lab cannot know what it should contain)
         forwards, work = run.info["forwards"], run.workload
         # model.py names each forward with a range (msprof_tx): the tasks inside one range are one forward.
@@ -65,13 +69,17 @@ def check_run(run, own_model: bool, datasets: list) -> list:
         verdicts += [
             # msprof saw every forward the program ran (warm-up too): each holds what the first one holds.
             # Set-up (build_model, make_input) runs outside the ranges and is not compared.
-            checks.check_same_records(checks.records_in(tasks, windows), forwards,
-                                      f"01, {forwards} forwards", warmup=WARMUP_FORWARDS),
+            checks.check_same_records(
+                checks.records_in(tasks, windows), forwards, f"01, {forwards} forwards", warmup=WARMUP_FORWARDS
+            ),
             # Which family dominates is a statement about the model: only the workload can declare it. Judged on
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
             timing_checks.check_declared_top_family(
-                checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or checks.stats_of(datasets), work,
-                "01", checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS)),
+                checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or checks.stats_of(datasets),
+                work,
+                "01",
+                checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS),
+            ),
             checks.check_output_file(read_output(run.out / "output.npy"), "01", work, run.npu),
         ]
     return verdicts
@@ -84,8 +92,9 @@ def stop_for_app(app_run: launcher.AppRun, out: Path) -> None:
         kept = f"its partial profile is kept in {out}"
     else:  # e.g. killed by SIGKILL/SIGSEGV before any process could write its profile
         kept = f"no profile could be saved; {out}"
-    print(f"Error: the profiled program {app_run.describe}; {kept}, marked incomplete in run_info.json",
-          file=sys.stderr)
+    print(
+        f"Error: the profiled program {app_run.describe}; {kept}, marked incomplete in run_info.json", file=sys.stderr
+    )
     sys.exit(app_run.lab_exit_code)
 
 
@@ -98,20 +107,31 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
     args = lesson.parse(argv[:split])
-    program = argv[split + 1:]
+    program = argv[split + 1 :]
     own_model = not program
     if program:  # a program of yours: found on PATH and run as an argv list, never through a shell
         if args.workload:
-            raise LabError("--workload chooses the model of the lab's own src/model.py, but a program was given",
-                           "drop --workload (your program runs as it is), or drop the program after --")
+            raise LabError(
+                "--workload chooses the model of the lab's own src/model.py, but a program was given",
+                "drop --workload (your program runs as it is), or drop the program after --",
+            )
         app = launcher.resolve_app(program)
 
-    run = lesson.start(args=args, forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None,
-                       program=None if own_model else program)
+    run = lesson.start(
+        args=args,
+        forwards=WARMUP_FORWARDS + MEASURED_FORWARDS if own_model else None,
+        program=None if own_model else program,
+    )
     if own_model:  # the lesson model.py, told the model, its logical device (it selects it itself), where to save
-        app = [sys.executable, str(MODEL), "--device", f"npu:{run.device}" if run.npu else "cpu",
-               *(["--model", run.workload.path] if run.workload.path else []),
-               "--save-output", str(run.out / "output.npy")]
+        app = [
+            sys.executable,
+            str(MODEL),
+            "--device",
+            f"npu:{run.device}" if run.npu else "cpu",
+            *(["--model", run.workload.path] if run.workload.path else []),
+            "--save-output",
+            str(run.out / "output.npy"),
+        ]
     command = collect_command(run.backend, run.out, app)
     run.record(command=command)
     app_run = profile(run, app, command)
@@ -130,10 +150,12 @@ def forward_disturbance(datasets: list) -> str | None:
     from common.collect.calibrate import step_disturbance
     from common.workload import MEASURED_FORWARDS
 
-    groups = checks.measured_forward_groups(checks.tasks_of(datasets), checks.forward_windows(datasets),
-                                            WARMUP_FORWARDS)
-    return step_disturbance([sum(t.duration_us for t in g) for g in groups],
-                            f"the {MEASURED_FORWARDS} measured forwards' op times")
+    groups = checks.measured_forward_groups(
+        checks.tasks_of(datasets), checks.forward_windows(datasets), WARMUP_FORWARDS
+    )
+    return step_disturbance(
+        [sum(t.duration_us for t in g) for g in groups], f"the {MEASURED_FORWARDS} measured forwards' op times"
+    )
 
 
 if __name__ == "__main__":

@@ -44,15 +44,21 @@ from common.formats.rundir import (
 from common.workload import Workload, load_workload, use_threads, workload_identity
 
 DEVICE_HELP = "NPU device id, 0..63 (default 0)"
-WORKLOAD_HELP = ("a Python file defining build_model() and make_input() (see docs/own_model.md); default: "
-                 "$MSPROF_LAB_WORKLOAD, else the built-in TinyMLP")
+WORKLOAD_HELP = (
+    "a Python file defining build_model() and make_input() (see docs/own_model.md); default: "
+    "$MSPROF_LAB_WORKLOAD, else the built-in TinyMLP"
+)
 # One thread by default: on a small shared machine a parallel op lasts as long as its slowest
 # thread, so per-op times would measure whatever else the machine is doing, not the op.
-THREADS_HELP = ("portable backend: torch's intra-op threads (default 1: an op split over threads waits for the "
-                "slowest one, so on a busy machine its time measures the other programs; 0 = torch's default)")
+THREADS_HELP = (
+    "portable backend: torch's intra-op threads (default 1: an op split over threads waits for the "
+    "slowest one, so on a busy machine its time measures the other programs; 0 = torch's default)"
+)
 THREADS_VAR = "OMP_NUM_THREADS"  # what a profiled child process's torch reads its thread count from
-TIMEOUT_HELP = ("stop the program after this many seconds (default: $MSPROF_LAB_TIMEOUT_S, else no limit); "
-                "its profile is kept, marked incomplete")
+TIMEOUT_HELP = (
+    "stop the program after this many seconds (default: $MSPROF_LAB_TIMEOUT_S, else no limit); "
+    "its profile is kept, marked incomplete"
+)
 
 
 @dataclass
@@ -93,18 +99,24 @@ class Run:
         found = find_datasets(where or self.out)
         return [ds for ds in found if kind is None or ds.kind == kind]
 
-    def report(self, verdicts: list[Verdict], notes: list[str] = (), where: Path | None = None,
-               warnings: list[str] = ()) -> int:
+    def report(
+        self, verdicts: list[Verdict], notes: list[str] = (), where: Path | None = None, warnings: list[str] = ()
+    ) -> int:
         """Print the report with the checks and notes, save report.md and report.html beside the data;
         0 when every check held. ``warnings`` (e.g. a disturbed run) are shown, never failed."""
-        from common.modes.reports import write_reports
+        from common.modes.report_files import write_reports
 
         root = where or self.out
         text, written, warnings, integrity = write_reports(root, verdicts, notes, warnings)
         failed = [v.name for v in [*verdicts, *integrity] if not v.ok]
         # what agree reads: whether this mode's own checks held, and which did not
-        self.record(verdicts_passed=not failed, failed_checks=failed, checks=[as_record(v) for v in verdicts],
-                    report_notes=list(notes), **({"disturbed": warnings} if warnings else {}))
+        self.record(
+            verdicts_passed=not failed,
+            failed_checks=failed,
+            checks=[as_record(v) for v in verdicts],
+            report_notes=list(notes),
+            **({"disturbed": warnings} if warnings else {}),
+        )
         print(text)
         for note in notes:
             print(note)
@@ -116,19 +128,32 @@ class Run:
 class Lesson:
     """A mode's command line and start-up, shared by every lesson file."""
 
-    def __init__(self, mode: str, mode_dir: Path, doc: str | None, *, prog: str | None = None,
-                 device: bool = True, output: bool = True, timeout: bool = False, workload: bool = True) -> None:
+    def __init__(
+        self,
+        mode: str,
+        mode_dir: Path,
+        doc: str | None,
+        *,
+        prog: str | None = None,
+        device: bool = True,
+        output: bool = True,
+        timeout: bool = False,
+        workload: bool = True,
+    ) -> None:
         """``workload`` false: the mode profiles something else; ``--workload`` (added by the mode where it
         fits, see :meth:`add_workload_option`) is only identified and recorded, never run."""
         self.mode, self.mode_dir = mode, Path(mode_dir).resolve()
         self.uses_workload = workload
-        self.parser = ArgumentParser(prog=prog or f"{self.mode_dir.name}/run.sh",
-                                     description=(doc or "").strip().splitlines()[0] if doc else None)
+        self.parser = ArgumentParser(
+            prog=prog or f"{self.mode_dir.name}/run.sh",
+            description=(doc or "").strip().splitlines()[0] if doc else None,
+        )
         if device:
             self.parser.add_argument("device", nargs="?", default="0", help=DEVICE_HELP)
         if output:
-            self.parser.add_argument("--output", help=f"output folder inside {self.mode_dir.name}/ "
-                                     f"(default {self.mode_dir.name}/prof_out)")
+            self.parser.add_argument(
+                "--output", help=f"output folder inside {self.mode_dir.name}/ (default {self.mode_dir.name}/prof_out)"
+            )
         if timeout:
             self.parser.add_argument("--timeout", help=TIMEOUT_HELP)
         if workload:
@@ -142,9 +167,17 @@ class Lesson:
     def parse(self, argv: list[str] | None) -> object:
         return self.parser.parse_args(sys.argv[1:] if argv is None else argv)
 
-    def start(self, argv: list[str] | None = None, *, args: object = None, command: list[str] | None = None,
-              out: Path | None = None, check: Callable[[Backend], dict | None] | None = None,
-              program: list[str] | None = None, **info: object) -> Run:
+    def start(
+        self,
+        argv: list[str] | None = None,
+        *,
+        args: object = None,
+        command: list[str] | None = None,
+        out: Path | None = None,
+        check: Callable[[Backend], dict | None] | None = None,
+        program: list[str] | None = None,
+        **info: object,
+    ) -> Run:
         """Banner, device, lock, a fresh output folder and run_info.json (extra keys from ``info``).
 
         ``program``: a program of the user's that the run profiles whole, recorded as such, with no workload (the
@@ -165,8 +198,9 @@ class Lesson:
         target = out or output_path(self.mode_dir, getattr(args, "output", None))
         # The workload is imported and run once here, before anything is deleted: a bad file stops the run.
         workload = load_workload(getattr(args, "workload", None)) if self.uses_workload and not program else None
-        identity = (None if program else
-                    workload.info() if workload else workload_identity(getattr(args, "workload", None)))
+        identity = (
+            None if program else workload.info() if workload else workload_identity(getattr(args, "workload", None))
+        )
         if threads is not None and not backend.is_npu:
             threads = set_threads(threads, child_env)
         else:
@@ -175,10 +209,17 @@ class Lesson:
         found = check(backend) if check is not None else None
         runlogs.use_run_logs(backend.is_npu, target, child_env)  # npu: CANN's logs of every program into <out>/logs
         target = prepare_output_dir(target)
-        record = start_run(target, mode=self.mode, backend=backend.name, device=device,
-                           command=command or sys.argv, workload=identity, threads=threads,
-                           **({"samples": workload.samples} if workload else {}),
-                           **{**(found or {}), **info, **({"program": list(program)} if program else {})})
+        record = start_run(
+            target,
+            mode=self.mode,
+            backend=backend.name,
+            device=device,
+            command=command or sys.argv,
+            workload=identity,
+            threads=threads,
+            **({"samples": workload.samples} if workload else {}),
+            **{**(found or {}), **info, **({"program": list(program)} if program else {})},
+        )
         run = Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
         STARTED.append(run)
         return run
@@ -193,8 +234,10 @@ def parse_threads(text: object) -> int | None:
         return None
     value = str(text).strip()
     if not value.isdigit() or int(value) > 1024:
-        raise LabError(f"--threads {text!r} is not an integer in 0..1024",
-                       "e.g. --threads 1 (one thread, the default) or --threads 0 (torch's default)")
+        raise LabError(
+            f"--threads {text!r} is not an integer in 0..1024",
+            "e.g. --threads 1 (one thread, the default) or --threads 0 (torch's default)",
+        )
     return int(value)
 
 

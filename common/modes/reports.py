@@ -1,14 +1,12 @@
 """Reports of an output folder: read its datasets, calibrate if needed, hand the numbers to render/.
 
-Shared by ``python -m common report`` and every mode's lesson harness; the only place where a
-report touches files (reading the data, writing report.md / report.html beside it).
+Shared by ``python -m common report`` and every mode's lesson harness; :mod:`common.modes.report_files` writes
+what these lay out (report.md / report.html beside the data).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from common.analyze import checks, families, memory
@@ -22,17 +20,9 @@ from common.collect.calibrate import peaks_for
 from common.formats.advice_input import rank_input
 from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
 from common.formats.records import StepTime
-from common.formats.rundir import prepare_output_dir, recorded_count
+from common.formats.rundir import recorded_count
 from common.render import html
-from common.render.text import (
-    STEP_ROWS,
-    TOP_N,
-    Section,
-    render_markdown,
-    render_text,
-    render_verdicts,
-    run_info_line,
-)
+from common.render.text import STEP_ROWS, TOP_N, Section, render_markdown, render_text, render_verdicts, run_info_line
 from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS
 
@@ -42,41 +32,70 @@ BOUND_ROWS = 8
 def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note: str) -> list[Section]:
     """Per-op lower bounds and roofline side; per-op dominant pipe when PMU ratios were collected."""
     if not ds.small:  # per-op bounds need per-task records: too many here
-        return [Section(f"Bottlenecks per op: {label}", lines=[
-            f"skipped: {ds.task_count:,} tasks (per-task records above {TASK_RECORDS_MAX:,} are not built)"])]
+        return [
+            Section(
+                f"Bottlenecks per op: {label}",
+                lines=[f"skipped: {ds.task_count:,} tasks (per-task records above {TASK_RECORDS_MAX:,} are not built)"],
+            )
+        ]
     op_bounds = bounds.op_bounds(ds.tasks, peaks)
     if not op_bounds:
         return []
     rows = []
     for b in op_bounds[:BOUND_ROWS]:
         w = b.work
-        rows.append([
-            b.op_type, b.shapes, b.count, b.mean_us,
-            w.flops / 1e9 if w else None, w.bytes / 1e6 if w else None,
-            b.lower_bound_us, 100 * b.achieved if b.achieved is not None else None,
-            b.verdict,
-        ])
+        rows.append(
+            [
+                b.op_type,
+                b.shapes,
+                b.count,
+                b.mean_us,
+                w.flops / 1e9 if w else None,
+                w.bytes / 1e6 if w else None,
+                b.lower_bound_us,
+                100 * b.achieved if b.achieved is not None else None,
+                b.verdict,
+            ]
+        )
     lines = [
         f"peaks: {peaks.source}" if peaks else f"peaks: none ({peaks_note})",
         "lower bound = max(FLOPs / peak FLOP/s, bytes moved / peak bytes/s) from the shapes in the profile; "
         "achieved = lower bound / mean time; bound = the larger of the two terms (roofline)",
     ]
-    sections = [Section(
-        f"Bottlenecks per op: {label}", lines=lines,
-        header=["OP Type", "Input Shapes", "Count", "Mean(us)", "GFLOP", "MB moved", "Lower bound(us)",
-                "Achieved(%)", "Bound"],
-        rows=rows, wrap=("Input Shapes", "Bound"),
-    )]
+    sections = [
+        Section(
+            f"Bottlenecks per op: {label}",
+            lines=lines,
+            header=[
+                "OP Type",
+                "Input Shapes",
+                "Count",
+                "Mean(us)",
+                "GFLOP",
+                "MB moved",
+                "Lower bound(us)",
+                "Achieved(%)",
+                "Bound",
+            ],
+            rows=rows,
+            wrap=("Input Shapes", "Bound"),
+        )
+    ]
     pipes = bounds.pipe_verdicts(ds.tasks)
     if pipes:
-        sections.append(Section(
-            f"Pipes (PMU): {label}",
-            lines=[f"dominant pipe: the busiest *_ratio; limited by it at >= {bounds.DOMINANT_RATIO}; "
-                   f"scalar leading with cube/vector below {bounds.COMPUTE_PIPE_LOW} = issue-bound"],
-            header=["OP Type", "Count", "ratios", "verdict"],
-            rows=[[p.op_type, p.count, ", ".join(f"{k} {v:.2f}" for k, v in p.ratios.items()), p.text]
-                  for p in pipes],
-        ))
+        sections.append(
+            Section(
+                f"Pipes (PMU): {label}",
+                lines=[
+                    f"dominant pipe: the busiest *_ratio; limited by it at >= {bounds.DOMINANT_RATIO}; "
+                    f"scalar leading with cube/vector below {bounds.COMPUTE_PIPE_LOW} = issue-bound"
+                ],
+                header=["OP Type", "Count", "ratios", "verdict"],
+                rows=[
+                    [p.op_type, p.count, ", ".join(f"{k} {v:.2f}" for k, v in p.ratios.items()), p.text] for p in pipes
+                ],
+            )
+        )
     return sections
 
 
@@ -86,10 +105,16 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None, samples: int
     label = ds.label(root)
     stats = ds.op_statistic
     if not stats:  # a timeline or a step table alone: nothing per op to show
-        sections = [Section(f"Ops: {label} ({ds.kind})", lines=[
-            *([ds.source] if ds.is_db or ds.skipped or ds.superseded else []),
-            "no op statistics and no task file (op_summary / kernel_details) in this export: top ops and op "
-            "families N/A"])]
+        sections = [
+            Section(
+                f"Ops: {label} ({ds.kind})",
+                lines=[
+                    *([ds.source] if ds.is_db or ds.skipped or ds.superseded else []),
+                    "no op statistics and no task file (op_summary / kernel_details) in this export: top ops and op "
+                    "families N/A",
+                ],
+            )
+        ]
         if ds.steps:
             sections.append(step_section(ds, label, samples))
         return sections + memory_sections(ds, label)
@@ -98,7 +123,10 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None, samples: int
             f"Top ops: {label} ({ds.kind})",
             lines=[ds.source] if ds.is_db or ds.skipped or ds.superseded else [],
             header=["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
-            rows=[[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in families.top_ops(stats, TOP_N)],
+            rows=[
+                [s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct]
+                for s in families.top_ops(stats, TOP_N)
+            ],
         )
     ]
     shares = families.family_share(stats)
@@ -115,16 +143,29 @@ def dataset_sections(ds: Dataset, root: Path, forwards: int | None, samples: int
                 per_fwd = f"{counts.get(family, 0) / forwards:.2f}" if forwards and has_tasks else "N/A"
             e = medians.get(family)
             median = f"{100 * e.median:.1f} ({100 * e.q1:.1f}-{100 * e.q3:.1f})" if e else "N/A"
-            fam_rows.append([family, 100 * shares[family], median, counts.get(family, 0) if has_tasks else "N/A",
-                             per_fwd, ", ".join(labels.get(family, []))])
+            fam_rows.append(
+                [
+                    family,
+                    100 * shares[family],
+                    median,
+                    counts.get(family, 0) if has_tasks else "N/A",
+                    per_fwd,
+                    ", ".join(labels.get(family, [])),
+                ]
+            )
     note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
-    per = (f"median share per {unit} over {len(groups)} {unit}s with its IQR (init excluded: what the checks judge)"
-           if medians else "median per forward N/A: the capture marks no forwards or steps")
+    per = (
+        f"median share per {unit} over {len(groups)} {unit}s with its IQR (init excluded: what the checks judge)"
+        if medians
+        else "median per forward N/A: the capture marks no forwards or steps"
+    )
     sections.append(
         Section(
             f"Op families: {label}",
-            lines=[f"share of summed op time; {per}; counts from "
-                   f"{'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"],
+            lines=[
+                f"share of summed op time; {per}; counts from "
+                f"{'op_summary/kernel_details' if has_tasks else 'no task file'}; {note}"
+            ],
             header=["family", "share(%)", "median(%) (IQR)", "tasks", "per forward", "largest ops"],
             rows=fam_rows,
         )
@@ -145,15 +186,23 @@ def forward_section(groups: list[list], label: str, samples: int | None = None) 
     wait = [sum(t.wait_us or 0.0 for t in g[1:]) for g in groups]
     b, w = statistics.median(busy), statistics.median(wait)
     durations = sorted(t.duration_us for g in groups for t in g)
-    hint = bounds.run_hint(step_bound.StepSummary(len(groups), b + w, b, w), None, None,
-                           bounds.compute_precision([t for g in groups for t in g]), samples)[:2]
+    hint = bounds.run_hint(
+        step_bound.StepSummary(len(groups), b + w, b, w),
+        None,
+        None,
+        bounds.compute_precision([t for g in groups for t in g]),
+        samples,
+    )[:2]
     share = 100 * w / (b + w) if b + w else 0.0
-    evidence = (f"evidence: per forward (median of {len(groups)}): op time {b:,.1f} us, Task Wait Time between its "
-                f"tasks {w:,.1f} us ({share:.1f}% of the forward waiting; host-bound above "
-                f"{100 * (1 - step_bound.HOST_BOUND_BELOW):.0f}%), {statistics.median(len(g) for g in groups):g} tasks "
-                f"per forward, median task {durations[len(durations) // 2]:,.1f} us")
-    return Section(f"Forwards: {label}", lines=[*hint, evidence,
-                                                "Task Wait Time: the gap before each task, in op_summary"])
+    evidence = (
+        f"evidence: per forward (median of {len(groups)}): op time {b:,.1f} us, Task Wait Time between its "
+        f"tasks {w:,.1f} us ({share:.1f}% of the forward waiting; host-bound above "
+        f"{100 * (1 - step_bound.HOST_BOUND_BELOW):.0f}%), {statistics.median(len(g) for g in groups):g} tasks "
+        f"per forward, median task {durations[len(durations) // 2]:,.1f} us"
+    )
+    return Section(
+        f"Forwards: {label}", lines=[*hint, evidence, "Task Wait Time: the gap before each task, in op_summary"]
+    )
 
 
 def forward_groups(ds: Dataset) -> tuple[list[list], str]:
@@ -167,8 +216,19 @@ def forward_groups(ds: Dataset) -> tuple[list[list], str]:
     return checks.measured_forward_groups(ds.tasks, checks.forward_windows([ds]), WARMUP_FORWARDS), "forward"
 
 
-STEP_HEADER = ["Step", "Computing(us)", "Comm Not Overlapped(us)", "Overlapped(us)", "Free(us)", "Preparing(us)",
-               "Step(us)", "Computing(%)", "Comm(%)", "Free(%)", "Bound"]
+STEP_HEADER = [
+    "Step",
+    "Computing(us)",
+    "Comm Not Overlapped(us)",
+    "Overlapped(us)",
+    "Free(us)",
+    "Preparing(us)",
+    "Step(us)",
+    "Computing(%)",
+    "Comm(%)",
+    "Free(%)",
+    "Bound",
+]
 
 
 def step_rows(steps: list[StepTime]) -> list[list[object]]:
@@ -176,13 +236,22 @@ def step_rows(steps: list[StepTime]) -> list[list[object]]:
     rows = []
     for s in steps:
         total = s.total_us
-        rows.append([
-            s.step if s.step is not None else "", s.computing_us, s.communication_not_overlapped_us, s.overlapped_us,
-            s.free_us, s.preparing_us, total,
-            *(100 * v / total if total else 0.0
-              for v in (s.computing_us, s.communication_not_overlapped_us, s.free_us)),
-            step_bound.step_kind(s),
-        ])
+        rows.append(
+            [
+                s.step if s.step is not None else "",
+                s.computing_us,
+                s.communication_not_overlapped_us,
+                s.overlapped_us,
+                s.free_us,
+                s.preparing_us,
+                total,
+                *(
+                    100 * v / total if total else 0.0
+                    for v in (s.computing_us, s.communication_not_overlapped_us, s.free_us)
+                ),
+                step_bound.step_kind(s),
+            ]
+        )
     return rows
 
 
@@ -203,8 +272,11 @@ def step_section(ds: Dataset, label: str, samples: int | None = None) -> Section
     shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
     return Section(
         f"Steps: {label}",
-        lines=[*step_lines(ds, samples), f"steps from {ds.steps_source}",
-               *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else [])],
+        lines=[
+            *step_lines(ds, samples),
+            f"steps from {ds.steps_source}",
+            *([f"{len(ds.steps):,} steps: the {TOP_N} longest are listed"] if shown is not ds.steps else []),
+        ],
         header=STEP_HEADER,
         rows=step_rows(shown),
     )
@@ -223,16 +295,25 @@ def memory_sections(ds: Dataset, label: str, summary: memory.MemorySummary | Non
     summary = summary or memory_summary(ds)
     if summary is None:
         return []
-    sections = [Section(
-        f"Memory: {label}", lines=memory.memory_lines(summary),
-        header=["Component", "Peak allocated(MB)", "Peak reserved(MB)", "Peak active(MB)", "Samples"],
-        rows=[[p.component, p.peak_allocated_mb, p.peak_reserved_mb, p.peak_active_mb, p.samples]
-              for p in summary.peaks],
-    )]
+    sections = [
+        Section(
+            f"Memory: {label}",
+            lines=memory.memory_lines(summary),
+            header=["Component", "Peak allocated(MB)", "Peak reserved(MB)", "Peak active(MB)", "Samples"],
+            rows=[
+                [p.component, p.peak_allocated_mb, p.peak_reserved_mb, p.peak_active_mb, p.samples]
+                for p in summary.peaks
+            ],
+        )
+    ]
     if summary.operators:
-        sections.append(Section(
-            f"Top ops by memory: {label}", header=MEMORY_OP_HEADER,
-            rows=[[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators]))
+        sections.append(
+            Section(
+                f"Top ops by memory: {label}",
+                header=MEMORY_OP_HEADER,
+                rows=[[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators],
+            )
+        )
     return sections
 
 
@@ -247,8 +328,10 @@ def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
     return len(stepped) / len(ds.steps), durations[len(durations) // 2]
 
 
-NOTHING_TO_CROSS_CHECK = ("nothing to cross-check: no export here holds two files derived from the same data "
-                          "(op_statistic and its task file, a step table and its timeline, text and database)")
+NOTHING_TO_CROSS_CHECK = (
+    "nothing to cross-check: no export here holds two files derived from the same data "
+    "(op_statistic and its task file, a step table and its timeline, text and database)"
+)
 
 
 def advisory_sections(ds: Dataset, label: str) -> list[Section]:
@@ -257,16 +340,31 @@ def advisory_sections(ds: Dataset, label: str) -> list[Section]:
     if not ds.small:
         return []
     found = [f for f in (rule(rank_input(ds)) for rule in RANK_RULES) if f.status == FOUND]
-    return [Section(f"Advisor: {f.rule}: {label}", lines=[f.text, f"rule: {f.threshold}",
-                                                          *([f"remedy: {f.remedy}"] if f.remedy else []),
-                                                          *([f"fix: nox -s fix -- 0 --pairs {f.fix}"] if f.fix else [])],
-                    header=f.header, rows=f.rows, wrap=("Dtypes (in -> out)", "Why", "Set"))
-            for f in found]
+    return [
+        Section(
+            f"Advisor: {f.rule}: {label}",
+            lines=[
+                f.text,
+                f"rule: {f.threshold}",
+                *([f"remedy: {f.remedy}"] if f.remedy else []),
+                *([f"fix: nox -s fix -- 0 --pairs {f.fix}"] if f.fix else []),
+            ],
+            header=f.header,
+            rows=f.rows,
+            wrap=("Dtypes (in -> out)", "Why", "Set"),
+        )
+        for f in found
+    ]
 
 
 def directory_report(
-    root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None, bottlenecks: bool = True,
-    peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (), datasets: list[Dataset] | None = None,
+    root: Path | str,
+    verdicts: list[Verdict] | None = None,
+    soc: str | None = None,
+    bottlenecks: bool = True,
+    peaks: tuple[Peaks | None, str] | None = None,
+    warnings: list[str] = (),
+    datasets: list[Dataset] | None = None,
     name: str | None = None,
 ) -> tuple[str, str, list[Verdict]]:
     """The report of everything under ``root``, with a mode's checks if given: (text, Markdown, integrity).
@@ -280,8 +378,9 @@ def directory_report(
     datasets = find_datasets(root) if datasets is None else datasets
     info = find_run_info(root)
     forwards = info.get("forwards") if info else None
-    sections = [Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(datasets)}",
-                                      *warnings])]
+    sections = [
+        Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(datasets)}", *warnings])
+    ]
     peaks, note = (peaks or peaks_for(info, datasets, soc)) if bottlenecks else (None, "")
     for ds in datasets:
         sections += dataset_sections(ds, root, forwards, recorded_count(info, "samples"))
@@ -291,37 +390,14 @@ def directory_report(
     integrity = integrity_verdicts(datasets, root)
     if verdicts:
         sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
-    sections.append(Section("Integrity (the files of each export agree with each other)", lines=(
-        render_verdicts(integrity).splitlines() if integrity else
-        [NOTHING_TO_CROSS_CHECK])))
+    sections.append(
+        Section(
+            "Integrity (the files of each export agree with each other)",
+            lines=(render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK]),
+        )
+    )
     title = f"msprof lab report: {name or root}"  # name: the input, when root is its converted copy
     return render_text(title, sections), render_markdown(title, sections), integrity
-
-
-def write_beside(root: Path, name: str, text: str) -> str:
-    """Save ``name`` (report.md, report.html) beside the data; say so, or say why not (read-only input is fine)."""
-    target = Path(root) / name
-    try:
-        target.write_text(text)
-    except OSError as err:
-        return f"({name} not written: {err.strerror} for {target})"
-    return f"(written to {target})"
-
-
-def write_lines_beside(root: Path, name: str, lines: Iterable[str]) -> str:
-    """:func:`write_beside` for a text made line by line (each line and a newline written as it comes)."""
-    target = Path(root) / name
-    try:
-        with target.open("w") as f:
-            for line in lines:
-                f.write(line + "\n")
-    except OSError as err:
-        return f"({name} not written: {err.strerror} for {target})"
-    return f"(written to {target})"
-
-
-def write_report_md(root: Path, markdown: str) -> str:
-    return write_beside(root, "report.md", markdown)
 
 
 def workload_lines(info: dict | None) -> list[str]:
@@ -337,64 +413,6 @@ def workload_lines(info: dict | None) -> list[str]:
     return [f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})" + suffix]
 
 
-def write_reports(root: Path, verdicts: list[Verdict], notes: list[str] = (),
-                  warnings: list[str] = ()) -> tuple[str, list[str], list[str], list[Verdict]]:
-    """A mode's report: (the text, the 'written to' lines of report.md and report.html, the warnings,
-    the integrity checks).
-
-    The peaks are found once (a calibration on the portable backend) and serve both files; a
-    calibration whose repeats spread widely adds its own 'disturbed' warning.
-    """
-    from common.collect.calibrate import calibration_disturbance
-
-    root = Path(root)
-    info, datasets = find_run_info(root), find_datasets(root)
-    found = peaks_for(info, datasets, None)
-    warnings = [*warnings, *([w] if found[1] == "calibrated" and (w := calibration_disturbance(recorded_count(info, "threads"))) else [])]
-    text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets)
-    page = directory_html(root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity,
-                          datasets=datasets)
-    written = [write_report_md(root, markdown + "".join(note_markdown(note) for note in notes)),
-               write_report_html(root, page)]
-    return text, written, warnings, integrity
-
-
-def note_markdown(note: str) -> str:
-    """A note below report.md: a line as it is, a block of several (a table) kept as printed."""
-    return f"\n```\n{note}\n```\n" if "\n" in note else f"\n{note}\n"
-
-
-@dataclass(frozen=True)
-class Checked:
-    """The datasets of a folder, read once, and their integrity checks (for a mode that renders its own report)."""
-
-    datasets: list[Dataset]
-    integrity: list[Verdict]
-
-
-def own_integrity(root: Path) -> Checked:
-    """Every dataset under ``root`` and its integrity checks: what write_own_report writes beside them."""
-    datasets = find_datasets(Path(root))
-    return Checked(datasets, integrity_verdicts(datasets, Path(root)))
-
-
-def write_own_report(root: Path, title: str, body: str, verdicts: list[Verdict], checked: Checked,
-                     out: Path | None = None) -> tuple[str, list[str]]:
-    """For a mode that renders its own report text (03's variant table): report.md (``body``, its checks, the
-    integrity checks of ``checked``, own_integrity's) and report.html of the data under ``root``, into ``out``
-    (default: beside the data), written once its run_info.json says how the run ended (the page shows that
-    status). Returns (the integrity section's text, the 'written to' lines)."""
-    root, integrity = Path(root), checked.integrity
-    section = Section("Integrity (the files of each export agree with each other)",
-                      lines=render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK])
-    markdown = render_markdown(title, [Section("Report", lines=["```", *body.splitlines(), "```"]),
-                                       Section("Checks", lines=render_verdicts(verdicts).splitlines()), section])
-    page = directory_html(root, verdicts, integrity=integrity, datasets=checked.datasets)
-    target = Path(out) if out is not None else root
-    written = [write_report_md(target, markdown), write_report_html(target, page)]
-    return render_text("", [section]).strip(), written
-
-
 # --- HTML ----------------------------------------------------------------------------------------
 def _family_rows(labelled_stats: list[tuple[str, list]]) -> list[tuple[str, dict[str, float]]]:
     return [(label, families.family_share(stats)) for label, stats in labelled_stats]
@@ -404,10 +422,18 @@ def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
     return [(pipe, value) for pipe, value in ratios.items()]
 
 
-def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc: str | None = None,
-                   peaks: tuple[Peaks | None, str] | None = None, warnings: list[str] = (),
-                   notes: list[str] = (), integrity: list[Verdict] | None = None,
-                   datasets: list[Dataset] | None = None, damaged: list[str] = (), name: str | None = None) -> str:
+def directory_html(
+    root: Path | str,
+    verdicts: list[Verdict] | None = None,
+    soc: str | None = None,
+    peaks: tuple[Peaks | None, str] | None = None,
+    warnings: list[str] = (),
+    notes: list[str] = (),
+    integrity: list[Verdict] | None = None,
+    datasets: list[Dataset] | None = None,
+    damaged: list[str] = (),
+    name: str | None = None,
+) -> str:
     """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG.
 
     ``integrity``: the checks :func:`directory_report` returned (computed here when not given);
@@ -418,60 +444,100 @@ def directory_html(root: Path | str, verdicts: list[Verdict] | None = None, soc:
     peaks, note = peaks if peaks is not None else peaks_for(info, datasets, soc)
     blocks = []
     if damaged:
-        blocks.append(html.section("Damaged files (left out; the rest is reported)",
-                                   "".join(f"<p class=\"v fail\">{html.esc(d)}</p>" for d in damaged)))
+        blocks.append(
+            html.section(
+                "Damaged files (left out; the rest is reported)",
+                "".join(f'<p class="v fail">{html.esc(d)}</p>' for d in damaged),
+            )
+        )
     if warnings:
-        blocks.append(html.section("Disturbed run", "".join(f"<p class=\"v\">{html.esc(w)}</p>" for w in warnings)))
+        blocks.append(html.section("Disturbed run", "".join(f'<p class="v">{html.esc(w)}</p>' for w in warnings)))
     if verdicts:
-        blocks.append(html.section("Checks", html.verdict_list(verdicts),
-                                   "".join(f"<p class=\"note\">{html.esc(n)}</p>" for n in notes)))
+        blocks.append(
+            html.section(
+                "Checks", html.verdict_list(verdicts), "".join(f'<p class="note">{html.esc(n)}</p>' for n in notes)
+            )
+        )
     if integrity is None:
         integrity = integrity_verdicts(datasets, root)
-    integrity_block = html.section("Integrity", html.verdict_list(integrity),
-                                   note="the files of each export agree with each other") if integrity else ""
+    integrity_block = (
+        html.section("Integrity", html.verdict_list(integrity), note="the files of each export agree with each other")
+        if integrity
+        else ""
+    )
     if any(not v.ok for v in integrity):  # a failed check first: the numbers below are not to be trusted
         blocks.append(integrity_block)
     rows = _family_rows([(_short(ds.label(root)), ds.op_statistic) for ds in datasets])
-    blocks.append(html.section(
-        "Op time by family", html.share_bars("op-share", rows, families.FAMILY_ORDER),
-        note="share of summed op time per dataset (init = one-off weight/input generation)"))
+    blocks.append(
+        html.section(
+            "Op time by family",
+            html.share_bars("op-share", rows, families.FAMILY_ORDER),
+            note="share of summed op time per dataset (init = one-off weight/input generation)",
+        )
+    )
     for ds in datasets:
         label = _short(ds.label(root))
         if ds.steps:
             shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
-            bars = [(f"step {s.step}" if s.step is not None else "whole trace", s.computing_us, s.free_us,
-                     s.communication_not_overlapped_us) for s in shown]
-            blocks.append(html.section(
-                f"Computing / Communication / Free per step: {label}", html.step_bars("steps", bars),
-                html.table(STEP_HEADER, step_rows(shown)),
-                note=" ".join(step_lines(ds, recorded_count(info, "samples")))))
+            bars = [
+                (
+                    f"step {s.step}" if s.step is not None else "whole trace",
+                    s.computing_us,
+                    s.free_us,
+                    s.communication_not_overlapped_us,
+                )
+                for s in shown
+            ]
+            blocks.append(
+                html.section(
+                    f"Computing / Communication / Free per step: {label}",
+                    html.step_bars("steps", bars),
+                    html.table(STEP_HEADER, step_rows(shown)),
+                    note=" ".join(step_lines(ds, recorded_count(info, "samples"))),
+                )
+            )
         mem = memory_summary(ds)
         if mem is not None:
-            blocks.append(html.section(f"Memory: {label}", html.memory_block(mem),
-                                       note=" ".join(memory.memory_lines(mem))))
+            blocks.append(
+                html.section(f"Memory: {label}", html.memory_block(mem), note=" ".join(memory.memory_lines(mem)))
+            )
         for sec in bottleneck_sections(ds, label, peaks, note):
             if sec.title.startswith("Pipes"):
                 # each op's chart under its own label (OP Type, count, verdict): unlabelled, 40 charts per rank
                 # could not be told apart
-                charts = html.chart_grid([
-                    f"<p class=\"v\"><b>{html.esc(v.op_type)}</b> ({v.count} tasks): {html.esc(v.text)}</p>"
-                    + html.value_bars("pipes", _pipe_items(v.ratios), "of core time", top=1.0, width=html.GRID_CHART)
-                    for v in bounds.pipe_verdicts(ds.tasks)])
+                charts = html.chart_grid(
+                    [
+                        f'<p class="v"><b>{html.esc(v.op_type)}</b> ({v.count} tasks): {html.esc(v.text)}</p>'
+                        + html.value_bars(
+                            "pipes", _pipe_items(v.ratios), "of core time", top=1.0, width=html.GRID_CHART
+                        )
+                        for v in bounds.pipe_verdicts(ds.tasks)
+                    ]
+                )
                 blocks.append(html.section(sec.title, charts, note=" ".join(sec.lines)))
             else:
-                blocks.append(html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap),
-                                           note=" ".join(sec.lines)))
+                blocks.append(
+                    html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap), note=" ".join(sec.lines))
+                )
         for sec in advisory_sections(ds, label):
-            blocks.append(html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap),
-                                       note=" ".join(sec.lines)))
+            blocks.append(
+                html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap), note=" ".join(sec.lines))
+            )
         top = families.top_ops(ds.op_statistic, TOP_N)
-        blocks.append(html.section(f"Top ops: {label}", html.table(
-            ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
-            [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top])))
+        blocks.append(
+            html.section(
+                f"Top ops: {label}",
+                html.table(
+                    ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
+                    [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top],
+                ),
+            )
+        )
     if integrity_block and all(v.ok for v in integrity):  # all held: last, after what people came to read
         blocks.append(integrity_block)
-    return html.page(f"msprof lab report: {name or root.name}", " | ".join([run_info_line(info), *workload_lines(info)]),
-                     blocks)
+    return html.page(
+        f"msprof lab report: {name or root.name}", " | ".join([run_info_line(info), *workload_lines(info)]), blocks
+    )
 
 
 def _short(label: str) -> str:
@@ -479,17 +545,3 @@ def _short(label: str) -> str:
     parts = [p for p in label.split("/") if p not in ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")]
     named = [p for p in parts if not p.startswith("PROF_") and not p.endswith("_ascend_pt")]
     return "/".join(named or parts) or label.split("/")[-1]  # generated names only: keep them (rank0_ascend_pt)
-
-
-def write_report_html(root: Path, page: str) -> str:
-    return write_beside(root, "report.html", page)
-
-
-# --- the cross-mode outputs ------------------------------------------------------------------------
-def write_agree_outputs(out: Path, markdown: str, page: str) -> list[str]:
-    """agree.md and report.html into ``out`` (a folder the lab owns); each mode wrote its own report.html."""
-    out = prepare_output_dir(out)
-    (out / "agree.md").write_text(markdown)
-    (out / "report.html").write_text(page)
-    lines = [f"(written to {out / 'agree.md'} and {out / 'report.html'})"]
-    return lines

@@ -21,7 +21,9 @@ def _fix_line(f: Finding) -> str | None:
 def _sections(findings: list[Finding]) -> list[Section]:
     sections = []
     for f in (f for f in findings if f.status == FOUND):
-        listed = ", ".join(map(str, f.ranks[:8])) + (f" ... {f.ranks[-1]}: {len(f.ranks)} ranks" if len(f.ranks) > 8 else "")
+        listed = ", ".join(map(str, f.ranks[:8])) + (
+            f" ... {f.ranks[-1]}: {len(f.ranks)} ranks" if len(f.ranks) > 8 else ""
+        )
         where = f" (ranks {listed})" if len(f.ranks) > 1 else f" (rank {f.ranks[0]})" if f.ranks else ""
         lines = [f.text, f"rule: {f.threshold}"]
         lines += [f"remedy: {f.remedy}"] if f.remedy else []
@@ -31,15 +33,23 @@ def _sections(findings: list[Finding]) -> list[Section]:
         chosen = [f for f in findings if f.status == status]
         if chosen:
             title = "Ran, nothing to fix" if status == CLEAR else "Not run (the capture lacks the data)"
-            sections.append(Section(title, header=["Rule", "Why" if status == NOT_RUN else "Figures"],
-                                    rows=[[f.rule, f.text] for f in chosen], wrap=("Why", "Figures")))
+            sections.append(
+                Section(
+                    title,
+                    header=["Rule", "Why" if status == NOT_RUN else "Figures"],
+                    rows=[[f.rule, f.text] for f in chosen],
+                    wrap=("Why", "Figures"),
+                )
+            )
     return sections
 
 
 def counts_line(findings: list[Finding]) -> str:
     count = {s: sum(1 for f in findings if f.status == s) for s in (FOUND, CLEAR, NOT_RUN)}
-    return (f"{len(findings)} rules: {count[FOUND]} found, {count[CLEAR]} ran with nothing to fix, "
-            f"{count[NOT_RUN]} not run (their data is not in the capture)")
+    return (
+        f"{len(findings)} rules: {count[FOUND]} found, {count[CLEAR]} ran with nothing to fix, "
+        f"{count[NOT_RUN]} not run (their data is not in the capture)"
+    )
 
 
 def advice_text(title: str, lines: list[str], findings: list[Finding]) -> str:
@@ -51,5 +61,8 @@ def advice_markdown(title: str, lines: list[str], findings: list[Finding]) -> st
 
 
 def advice_json(capture: str, ranks: list, findings: list[Finding]) -> str:
-    return json.dumps({"capture": capture, "ranks": ranks, "findings": [dataclasses.asdict(f) for f in findings]},
-                      indent=1, default=str)
+    return json.dumps(
+        {"capture": capture, "ranks": ranks, "findings": [dataclasses.asdict(f) for f in findings]},
+        indent=1,
+        default=str,
+    )

@@ -8,8 +8,16 @@ from common.render import html
 from common.render.text import Section, render_markdown, render_text
 
 TITLE = "msprof lab: from finding to fix"
-HEADER = ["pair", "mode", "before (median, range)", "after (median, range)", "gain", "answer", "verdict after",
-          "precision"]
+HEADER = [
+    "pair",
+    "mode",
+    "before (median, range)",
+    "after (median, range)",
+    "gain",
+    "answer",
+    "verdict after",
+    "precision",
+]
 
 
 def _side(s: dict | None, unit: str) -> str:
@@ -30,26 +38,58 @@ def _precision(p: dict | None, npu_only: bool = False) -> str:
         return "unchanged numerics"
     if p.get("max_abs_diff") is None:
         return f"NOT CHECKED: {p.get('detail', '')}"
-    return (f"{'ok' if p['ok'] else 'BEYOND TOLERANCE'}: max abs diff {p['max_abs_diff']:.3g} "
-            f"(tolerance {p['tolerance']:.3g})")
+    return (
+        f"{'ok' if p['ok'] else 'BEYOND TOLERANCE'}: max abs diff {p['max_abs_diff']:.3g} "
+        f"(tolerance {p['tolerance']:.3g})"
+    )
 
 
 def sections(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> list[Section]:
-    rows = [[p["name"], p["mode"], _side(p["before"], p["unit"]), _side(p["after"], p["unit"]),
-             f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A", p["answer"],
-             _kind(p["verdict_after"]), _precision(p["precision"], p["npu_only"])] for p in pairs]
-    out = [Section("Pairs", lines=[*header_lines, "gain: (before - after) / before of the medians; beyond the noise: "
-                                   "every run after the fix beat every run before it (the ranges do not overlap)"],
-                   header=HEADER, rows=rows, wrap=("verdict after", "precision"))]
+    rows = [
+        [
+            p["name"],
+            p["mode"],
+            _side(p["before"], p["unit"]),
+            _side(p["after"], p["unit"]),
+            f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A",
+            p["answer"],
+            _kind(p["verdict_after"]),
+            _precision(p["precision"], p["npu_only"]),
+        ]
+        for p in pairs
+    ]
+    out = [
+        Section(
+            "Pairs",
+            lines=[
+                *header_lines,
+                "gain: (before - after) / before of the medians; beyond the noise: "
+                "every run after the fix beat every run before it (the ranges do not overlap)",
+            ],
+            header=HEADER,
+            rows=rows,
+            wrap=("verdict after", "precision"),
+        )
+    ]
     for p in pairs:
         if p["npu_only"]:
-            out.append(Section(f"{p['name']} (needs an NPU): {p['finding_class']}", lines=[
-                f"fix: {p['fix']}", f"what the sources say to expect: {p['expect']}", f"source: {p['source']}"]))
+            out.append(
+                Section(
+                    f"{p['name']} (needs an NPU): {p['finding_class']}",
+                    lines=[
+                        f"fix: {p['fix']}",
+                        f"what the sources say to expect: {p['expect']}",
+                        f"source: {p['source']}",
+                    ],
+                )
+            )
             continue
-        lines = [f"finding (the baseline's own verdict): {p['verdict_before']}", f"fix: {p['fix']}",
-                 f"metric: {p['metric']}; {p['answer']}"
-                 + (f", {p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else ""),
-                 f"after the fix: {p['verdict_after']}"]
+        lines = [
+            f"finding (the baseline's own verdict): {p['verdict_before']}",
+            f"fix: {p['fix']}",
+            f"metric: {p['metric']}; {p['answer']}" + (f", {p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else ""),
+            f"after the fix: {p['verdict_after']}",
+        ]
         if p["precision"]:
             lines.append(f"precision re-check: {p['precision']['detail']}")
         if p.get("note"):
@@ -71,19 +111,44 @@ def fix_markdown(pairs: list[dict], skipped: dict[str, str], header_lines: list[
 
 def fix_html(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> str:
     """One section per pair: before and after as bars (median, with the range in the label), and its lines."""
-    blocks = [html.section("Pairs", html.table(HEADER, [
-        [p["name"], p["mode"], _side(p["before"], p["unit"]), _side(p["after"], p["unit"]),
-         f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A", p["answer"], _kind(p["verdict_after"]),
-         _precision(p["precision"], p["npu_only"])] for p in pairs], wrap=("verdict after", "precision")),
-        note=" ".join(header_lines))]
+    blocks = [
+        html.section(
+            "Pairs",
+            html.table(
+                HEADER,
+                [
+                    [
+                        p["name"],
+                        p["mode"],
+                        _side(p["before"], p["unit"]),
+                        _side(p["after"], p["unit"]),
+                        f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A",
+                        p["answer"],
+                        _kind(p["verdict_after"]),
+                        _precision(p["precision"], p["npu_only"]),
+                    ]
+                    for p in pairs
+                ],
+                wrap=("verdict after", "precision"),
+            ),
+            note=" ".join(header_lines),
+        )
+    ]
     for p, sec in zip(pairs, sections(pairs, {}, [])[1:]):
-        bars = [] if p["npu_only"] else [
-            (f"before ({p['before']['min']:,.1f}-{p['before']['max']:,.1f})", p["before"]["median"]),
-            (f"after ({p['after']['min']:,.1f}-{p['after']['max']:,.1f})", p["after"]["median"])]
+        bars = (
+            []
+            if p["npu_only"]
+            else [
+                (f"before ({p['before']['min']:,.1f}-{p['before']['max']:,.1f})", p["before"]["median"]),
+                (f"after ({p['after']['min']:,.1f}-{p['after']['max']:,.1f})", p["after"]["median"]),
+            ]
+        )
         chart = html.value_bars(f"fix-{p['name']}", bars, p["unit"], fmt=",.2f") if bars else ""
-        blocks.append(html.section(sec.title, chart, "".join(f"<p class=\"v\">{html.esc(line)}</p>"
-                                                             for line in sec.lines)))
+        blocks.append(
+            html.section(sec.title, chart, "".join(f'<p class="v">{html.esc(line)}</p>' for line in sec.lines))
+        )
     if skipped:
-        blocks.append(html.section("Skipped", "".join(f"<p class=\"v\">{html.esc(f'{k}: {v}')}</p>"
-                                                      for k, v in skipped.items())))
+        blocks.append(
+            html.section("Skipped", "".join(f'<p class="v">{html.esc(f"{k}: {v}")}</p>' for k, v in skipped.items()))
+        )
     return html.page(TITLE, header_lines[0] if header_lines else "", blocks)

@@ -17,10 +17,26 @@ from common.render.text import side_by_side, verdict_tag
 from common.verdict import Verdict
 
 FAMILY_COLORS = {
-    "matmul": "#4c78a8", "conv": "#3b3b98", "attention": "#9467bd", "recurrent": "#6b4e9b", "norm": "#17becf",
-    "activation": "#f58518", "softmax": "#bcbd22", "elementwise": "#72b7b2", "reduce": "#c7a76c", "pool": "#ff9da6",
-    "resize": "#e377c2", "embedding": "#2ca02c", "indexing": "#8c8c3a", "cast": "#e45756", "layout": "#d4a017",
-    "memcpy": "#54a24b", "communication": "#222222", "optimizer": "#8c564b", "init": "#b279a2", "other": "#9d9d9d",
+    "matmul": "#4c78a8",
+    "conv": "#3b3b98",
+    "attention": "#9467bd",
+    "recurrent": "#6b4e9b",
+    "norm": "#17becf",
+    "activation": "#f58518",
+    "softmax": "#bcbd22",
+    "elementwise": "#72b7b2",
+    "reduce": "#c7a76c",
+    "pool": "#ff9da6",
+    "resize": "#e377c2",
+    "embedding": "#2ca02c",
+    "indexing": "#8c8c3a",
+    "cast": "#e45756",
+    "layout": "#d4a017",
+    "memcpy": "#54a24b",
+    "communication": "#222222",
+    "optimizer": "#8c564b",
+    "init": "#b279a2",
+    "other": "#9d9d9d",
 }
 COMPUTING, FREE, COMMUNICATION, MEMORY = "#4c78a8", "#f2cf5b", "#e45756", "#54a24b"
 SERIES = ["#4c78a8", "#e45756", "#54a24b", "#b279a2"]
@@ -44,15 +60,15 @@ def esc(value: object) -> str:
 def page(title: str, subtitle: str, blocks: list[str]) -> str:
     """A complete HTML document: title, one subtitle line, then the blocks in order."""
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
-        f"<h1>{esc(title)}</h1><p class=\"sub\">{esc(subtitle)}</p>\n" + "\n".join(blocks) + "\n</body></html>\n"
+        f'<h1>{esc(title)}</h1><p class="sub">{esc(subtitle)}</p>\n' + "\n".join(blocks) + "\n</body></html>\n"
     )
 
 
 def section(title: str, *parts: str, note: str = "") -> str:
     body = "".join(parts)
-    return f"<section><h2>{esc(title)}</h2>{body}" + (f"<p class=\"note\">{esc(note)}</p>" if note else "") + "</section>"
+    return f"<section><h2>{esc(title)}</h2>{body}" + (f'<p class="note">{esc(note)}</p>' if note else "") + "</section>"
 
 
 LONG_CELL = 32  # characters: a text cell this long wraps like a ``wrap`` column's, wherever it is
@@ -62,13 +78,14 @@ def table(header: list[str], rows: list[list[object]], wrap: tuple[str, ...] = (
     """A table; the cells of the ``wrap`` columns, and any text cell of LONG_CELL characters or more, may break
     after each ``;`` (a shape list) and inside any longer token, so a wide cell wraps within the page instead of
     widening the table."""
+
     def cell(v: object, wraps: bool) -> str:
         numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
         text = (f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}") if isinstance(v, float) else ("N/A" if v is None else v)
         if numeric:
-            return f"<td class=\"n\">{esc(text)}</td>"
+            return f'<td class="n">{esc(text)}</td>'
         if wraps or len(str(text)) >= LONG_CELL:
-            return "<td class=\"w\">" + esc(text).replace(";", ";<wbr>") + "</td>"
+            return '<td class="w">' + esc(text).replace(";", ";<wbr>") + "</td>"
         return f"<td>{esc(text)}</td>"
 
     wraps = [h in wrap for h in header]
@@ -80,8 +97,9 @@ def table(header: list[str], rows: list[list[object]], wrap: tuple[str, ...] = (
 def verdict_list(verdicts: list) -> str:
     css = {"PASS": "pass", "FAIL": "fail", "N/A": "na"}
     return "".join(
-        f"<p class=\"v\"><span class=\"{css[verdict_tag(v)]}\">[{verdict_tag(v)}]</span> "
-        f"<b>{esc(v.name)}</b>: {esc(v.detail)}</p>" for v in verdicts
+        f'<p class="v"><span class="{css[verdict_tag(v)]}">[{verdict_tag(v)}]</span> '
+        f"<b>{esc(v.name)}</b>: {esc(v.detail)}</p>"
+        for v in verdicts
     )
 
 
@@ -94,8 +112,8 @@ def _row_label(text: str, y: int, room: int) -> str:
     px (both ends kept: a dataset's name and its rank or timestamp); the full text as its tooltip."""
     keep = max(int((room - 8) / CHAR_PX), 5)
     head = (keep - 1) // 2
-    shown = text if len(text) <= keep else f"{text[:head]}…{text[len(text) - (keep - 1 - head):]}"
-    return f"<text class=\"label\" x=\"0\" y=\"{y}\"><title>{esc(text)}</title>{esc(shown)}</text>"
+    shown = text if len(text) <= keep else f"{text[:head]}…{text[len(text) - (keep - 1 - head) :]}"
+    return f'<text class="label" x="0" y="{y}"><title>{esc(text)}</title>{esc(shown)}</text>'
 
 
 def _legend(items: list[tuple[str, str]], y: int, x0: int = 150, right: int = 900) -> tuple[str, int]:
@@ -106,10 +124,12 @@ def _legend(items: list[tuple[str, str]], y: int, x0: int = 150, right: int = 90
         if x > x0 and x + 15 + CHAR_PX * len(label) > right:
             x, row = x0, row + 1
         top = y + row * LEGEND_ROW
-        out.append(f"<rect x=\"{x}\" y=\"{top}\" width=\"11\" height=\"11\" fill=\"{color}\"/>"
-                   f"<text x=\"{x + 15}\" y=\"{top + 10}\">{esc(label)}</text>")
+        out.append(
+            f'<rect x="{x}" y="{top}" width="11" height="11" fill="{color}"/>'
+            f'<text x="{x + 15}" y="{top + 10}">{esc(label)}</text>'
+        )
         x += 22 + 7 * len(label)
-    return f"<g class=\"legend\">{''.join(out)}</g>", row + 1
+    return f'<g class="legend">{"".join(out)}</g>', row + 1
 
 
 def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list[str]) -> str:
@@ -125,18 +145,22 @@ def share_bars(chart: str, rows: list[tuple[str, dict[str, float]]], order: list
             w = share * (width - label_w)
             if w <= 0:
                 continue
-            parts.append(f"<rect class=\"seg\" data-family=\"{esc(family)}\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" "
-                         f"height=\"{bar_h}\" fill=\"{FAMILY_COLORS.get(family, '#999')}\">"
-                         f"<title>{esc(label)}: {esc(family)} {100 * share:.1f}%</title></rect>")
+            parts.append(
+                f'<rect class="seg" data-family="{esc(family)}" x="{x:.1f}" y="{y}" width="{w:.1f}" '
+                f'height="{bar_h}" fill="{FAMILY_COLORS.get(family, "#999")}">'
+                f"<title>{esc(label)}: {esc(family)} {100 * share:.1f}%</title></rect>"
+            )
             if w > 38:
-                parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + 15}\" style=\"fill:#fff\">{100 * share:.0f}%</text>")
+                parts.append(f'<text x="{x + 4:.1f}" y="{y + 15}" style="fill:#fff">{100 * share:.0f}%</text>')
             x += w
     bars_end = len(rows) * (bar_h + gap) + 14
     legend, legend_rows = _legend([(f, FAMILY_COLORS.get(f, "#999")) for f in present], bars_end)
     parts.append(legend)
     height = bars_end + LEGEND_ROW * legend_rows
-    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+    return (
+        f'<svg class="chart" data-chart="{esc(chart)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
+    )
 
 
 def step_bars(chart: str, steps: list[tuple]) -> str:
@@ -159,17 +183,21 @@ def step_bars(chart: str, steps: list[tuple]) -> str:
         segments.append(("free", "Free", free, FREE))
         for part, name, value, color in segments:
             w = value * scale
-            parts.append(f"<rect class=\"seg\" data-part=\"{part}\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" "
-                         f"height=\"{bar_h}\" fill=\"{color}\"><title>{esc(name)} {value:,.1f} us</title></rect>")
+            parts.append(
+                f'<rect class="seg" data-part="{part}" x="{x:.1f}" y="{y}" width="{w:.1f}" '
+                f'height="{bar_h}" fill="{color}"><title>{esc(name)} {value:,.1f} us</title></rect>'
+            )
             x += w
-        parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + 13}\">{computing + comm + free:,.0f} us</text>")
+        parts.append(f'<text x="{x + 4:.1f}" y="{y + 13}">{computing + comm + free:,.0f} us</text>')
     legend = [("Computing", COMPUTING)] + ([("Communication (not overlapped)", COMMUNICATION)] if with_comm else [])
     bars_end = len(rows) * (bar_h + gap) + 14
     legend, legend_rows = _legend(legend + [("Free", FREE)], bars_end)
     parts.append(legend)
     height = bars_end + LEGEND_ROW * legend_rows
-    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+    return (
+        f'<svg class="chart" data-chart="{esc(chart)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
+    )
 
 
 HEAT_COLUMNS = 256  # at most this many columns: more ranks share a column, which shows their largest value
@@ -194,15 +222,21 @@ def heat_map(chart: str, rows: list[tuple[str, Sequence[float]]], what: str) -> 
         low, high = min(binned), max(binned)
         for c, (value, ranks) in enumerate(zip(binned, labels)):
             t = (value - low) / (high - low) if high > low else 0.0
-            parts.append(f"<rect x=\"{label_w + c * cell_w:.2f}\" y=\"{y}\" width=\"{cell_w + 0.05:.2f}\" "
-                         f"height=\"{cell_h}\" fill=\"hsl(8,75%,{92 - 55 * t:.0f}%)\"><title>{esc(label)}, {ranks}: "
-                         f"{esc(what)} {value:,.1f} us</title></rect>")
+            parts.append(
+                f'<rect x="{label_w + c * cell_w:.2f}" y="{y}" width="{cell_w + 0.05:.2f}" '
+                f'height="{cell_h}" fill="hsl(8,75%,{92 - 55 * t:.0f}%)"><title>{esc(label)}, {ranks}: '
+                f"{esc(what)} {value:,.1f} us</title></rect>"
+            )
     bottom = len(rows) * (cell_h + gap) + 14
-    parts.append(f"<text x=\"{label_w}\" y=\"{bottom}\">rank 0</text><text x=\"{width - 10}\" y=\"{bottom}\" "
-                 f"text-anchor=\"end\">rank {n - 1}</text>")
+    parts.append(
+        f'<text x="{label_w}" y="{bottom}">rank 0</text><text x="{width - 10}" y="{bottom}" '
+        f'text-anchor="end">rank {n - 1}</text>'
+    )
     height = bottom + 6
-    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+    return (
+        f'<svg class="chart" data-chart="{esc(chart)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
+    )
 
 
 def memory_block(summary) -> str:
@@ -215,13 +249,22 @@ def memory_block(summary) -> str:
             items.append((f"{p.component} reserved", p.peak_reserved_mb))
     out = value_bars("memory-peaks", items, "MB", color=MEMORY, fmt=",.1f") if items else ""
     if summary.operators:
-        out += table(["Operator", "Allocations", "Allocated(MB)", "Largest(MB)", "Held(us)"],
-                     [[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators])
+        out += table(
+            ["Operator", "Allocations", "Allocated(MB)", "Largest(MB)", "Held(us)"],
+            [[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators],
+        )
     return out
 
 
-def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float | None = None,
-               color: str = "#4c78a8", fmt: str = ".3g", width: int = 900) -> str:
+def value_bars(
+    chart: str,
+    items: list[tuple[str, float]],
+    unit: str,
+    top: float | None = None,
+    color: str = "#4c78a8",
+    fmt: str = ".3g",
+    width: int = 900,
+) -> str:
     """Plain horizontal bars, one per item (pipe ratios, Casts per variant, MB ...), values printed with ``fmt``;
     ``width``: GRID_CHART for a chart in a :func:`chart_grid`."""
     label_w, bar_h, gap = 150, 18, 6
@@ -233,13 +276,15 @@ def value_bars(chart: str, items: list[tuple[str, float]], unit: str, top: float
     for i, (label, value) in enumerate(items):
         y, w = i * (bar_h + gap), max(value, 0.0) * scale
         parts.append(
-            _row_label(label, y + 13, label_w) +
-            f"<rect class=\"seg\" x=\"{label_w}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h}\" fill=\"{color}\">"
+            _row_label(label, y + 13, label_w)
+            + f'<rect class="seg" x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}">'
             f"<title>{esc(label)}: {value:g} {esc(unit)}</title></rect>"
-            f"<text x=\"{label_w + w + 4:.1f}\" y=\"{y + 13}\">{value:{fmt}} {esc(unit)}</text>"
+            f'<text x="{label_w + w + 4:.1f}" y="{y + 13}">{value:{fmt}} {esc(unit)}</text>'
         )
-    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+    return (
+        f'<svg class="chart" data-chart="{esc(chart)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
+    )
 
 
 GRID_CHART = 520  # px: the width of a chart in a chart_grid, two to a row on the page
@@ -248,11 +293,12 @@ GRID_CHART = 520  # px: the width of a chart in a chart_grid, two to a row on th
 def chart_grid(cells: list[str]) -> str:
     """Small charts (each with its label above it), side by side as the page's width allows: two to a row on a
     desktop, one on a narrow window."""
-    return "<div class=\"grid\">" + "".join(f"<div>{cell}</div>" for cell in cells) + "</div>"
+    return '<div class="grid">' + "".join(f"<div>{cell}</div>" for cell in cells) + "</div>"
 
 
-def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshold: float,
-                x_label: str = "hidden size") -> str:
+def sweep_chart(
+    chart: str, series: dict[str, list[tuple[int, float]]], threshold: float, x_label: str = "hidden size"
+) -> str:
     """Computing share of the step (y, 0..100%) against a size (x, log2: hidden size, or batch), one line per series."""
     width, height, left, bottom, top_pad = 900, 320, 60, 40, 14
     xs = sorted({x for pts in series.values() for x, _ in pts})
@@ -267,60 +313,87 @@ def sweep_chart(chart: str, series: dict[str, list[tuple[int, float]]], threshol
     def py(share: float) -> float:
         return top_pad + (1 - share) * plot_h
 
-    parts = [f"<line x1=\"{left}\" y1=\"{py(0)}\" x2=\"{left + plot_w}\" y2=\"{py(0)}\" stroke=\"#999\"/>",
-             f"<line x1=\"{left}\" y1=\"{py(0)}\" x2=\"{left}\" y2=\"{py(1)}\" stroke=\"#999\"/>",
-             f"<line x1=\"{left}\" y1=\"{py(threshold):.1f}\" x2=\"{left + plot_w}\" y2=\"{py(threshold):.1f}\" "
-             f"stroke=\"#c62828\" stroke-dasharray=\"5 4\"/>",
-             f"<text x=\"{left + plot_w + 6}\" y=\"{py(threshold) + 4:.1f}\" style=\"fill:#c62828\">"
-             f"host-bound below {100 * threshold:.0f}%</text>"]
+    parts = [
+        f'<line x1="{left}" y1="{py(0)}" x2="{left + plot_w}" y2="{py(0)}" stroke="#999"/>',
+        f'<line x1="{left}" y1="{py(0)}" x2="{left}" y2="{py(1)}" stroke="#999"/>',
+        f'<line x1="{left}" y1="{py(threshold):.1f}" x2="{left + plot_w}" y2="{py(threshold):.1f}" '
+        f'stroke="#c62828" stroke-dasharray="5 4"/>',
+        f'<text x="{left + plot_w + 6}" y="{py(threshold) + 4:.1f}" style="fill:#c62828">'
+        f"host-bound below {100 * threshold:.0f}%</text>",
+    ]
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f"<text x=\"{left - 8}\" y=\"{py(tick) + 4:.1f}\" text-anchor=\"end\">{100 * tick:.0f}%</text>")
+        parts.append(f'<text x="{left - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{100 * tick:.0f}%</text>')
     for x in xs:
-        parts.append(f"<text x=\"{px(x):.1f}\" y=\"{height - bottom + 18}\" text-anchor=\"middle\">{x}</text>")
-    parts.append(f"<text x=\"{left + plot_w / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\">{x_label} "
-                 "(log scale); y: Computing share of the step</text>")
+        parts.append(f'<text x="{px(x):.1f}" y="{height - bottom + 18}" text-anchor="middle">{x}</text>')
+    parts.append(
+        f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle">{x_label} '
+        "(log scale); y: Computing share of the step</text>"
+    )
     for i, (name, pts) in enumerate(series.items()):
         color = SERIES[i % len(SERIES)]
         pts = sorted(pts)
         path = " ".join(f"{px(x):.1f},{py(s):.1f}" for x, s in pts)
-        parts.append(f"<polyline class=\"series\" data-series=\"{esc(name)}\" points=\"{path}\" fill=\"none\" "
-                     f"stroke=\"{color}\" stroke-width=\"2\"/>")
-        parts += [f"<circle cx=\"{px(x):.1f}\" cy=\"{py(s):.1f}\" r=\"4\" fill=\"{color}\">"
-                  f"<title>{esc(name)}, hidden {x}: {100 * s:.1f}%</title></circle>" for x, s in pts]
-        parts.append(f"<rect x=\"{left + plot_w + 6}\" y=\"{top_pad + 20 * i + 30}\" width=\"11\" height=\"11\" "
-                     f"fill=\"{color}\"/><text x=\"{left + plot_w + 22}\" y=\"{top_pad + 20 * i + 40}\">"
-                     f"{esc(name)}</text>")
-    return (f"<svg class=\"chart\" data-chart=\"{esc(chart)}\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+        parts.append(
+            f'<polyline class="series" data-series="{esc(name)}" points="{path}" fill="none" '
+            f'stroke="{color}" stroke-width="2"/>'
+        )
+        parts += [
+            f'<circle cx="{px(x):.1f}" cy="{py(s):.1f}" r="4" fill="{color}">'
+            f"<title>{esc(name)}, hidden {x}: {100 * s:.1f}%</title></circle>"
+            for x, s in pts
+        ]
+        parts.append(
+            f'<rect x="{left + plot_w + 6}" y="{top_pad + 20 * i + 30}" width="11" height="11" '
+            f'fill="{color}"/><text x="{left + plot_w + 22}" y="{top_pad + 20 * i + 40}">'
+            f"{esc(name)}</text>"
+        )
+    return (
+        f'<svg class="chart" data-chart="{esc(chart)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
+    )
 
 
 def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str, charts: dict) -> str:
     """The cross-mode page: side-by-side table, verdicts, and the charts of every mode."""
     modes = side_by_side(cols, info_line)
     blocks = [
-        section("Op time by family, per mode",
-                     share_bars("op-share", [(c.label, c.shares) for c in cols],
-                                     FAMILY_ORDER),
-                     note="share of forward-pass time; init ops (one-off) excluded and listed in the table"),
+        section(
+            "Op time by family, per mode",
+            share_bars("op-share", [(c.label, c.shares) for c in cols], FAMILY_ORDER),
+            note="share of forward-pass time; init ops (one-off) excluded and listed in the table",
+        ),
         section("The four modes side by side", table(modes.header, modes.rows)),
         section("Verdicts", verdict_list(verdicts), note=" ".join(notes)),
     ]
     if charts.get("steps"):
-        blocks.append(section("04: Computing / Free per step", step_bars("steps", charts["steps"]),
-                                   note=charts.get("steps_note", "")))
+        blocks.append(
+            section(
+                "04: Computing / Free per step", step_bars("steps", charts["steps"]), note=charts.get("steps_note", "")
+            )
+        )
     if charts.get("pipes"):
-        blocks.append(section("02: AscendC pipe ratios (add_custom)",
-                                   value_bars("pipes", charts["pipes"], "of core time", top=1.0),
-                                   note=charts.get("pipes_note", "")))
+        blocks.append(
+            section(
+                "02: AscendC pipe ratios (add_custom)",
+                value_bars("pipes", charts["pipes"], "of core time", top=1.0),
+                note=charts.get("pipes_note", ""),
+            )
+        )
     if charts.get("cast_variants"):
-        blocks.append(section(
-            "03: the Cast variants",
-            share_bars("cast-variants", charts["cast_variants"], FAMILY_ORDER),
-            value_bars("cast-per-execute", charts["cast_counts"], "Cast per execute", color="#e45756"),
-            note="default = ATC's precision policy (fp16 compute, fp32 IO); fp16-io; fp32 = no precision change"))
+        blocks.append(
+            section(
+                "03: the Cast variants",
+                share_bars("cast-variants", charts["cast_variants"], FAMILY_ORDER),
+                value_bars("cast-per-execute", charts["cast_counts"], "Cast per execute", color="#e45756"),
+                note="default = ATC's precision policy (fp16 compute, fp32 IO); fp16-io; fp32 = no precision change",
+            )
+        )
     if charts.get("sweep"):
-        blocks.append(section("04 sweep: host-bound to compute-bound",
-                                   sweep_chart("sweep", charts["sweep"], HOST_BOUND_BELOW,
-                                               charts.get("sweep_x", "hidden size")),
-                                   note=charts.get("sweep_note", "")))
+        blocks.append(
+            section(
+                "04 sweep: host-bound to compute-bound",
+                sweep_chart("sweep", charts["sweep"], HOST_BOUND_BELOW, charts.get("sweep_x", "hidden size")),
+                note=charts.get("sweep_note", ""),
+            )
+        )
     return page("msprof lab: cross-mode agreement", info_line, blocks)

@@ -10,8 +10,18 @@ from common.analyze.precision import CandidateResult, first_divergence_line
 from common.render.html import SERIES, esc, page, section, table
 from common.render.text import render_table
 
-HEADER = ["#", "op (module path)", "computes", "cosine", "max abs err", "max rel err", "non-finite", "max|ref|",
-          "abs err / max|ref|", "verdict"]
+HEADER = [
+    "#",
+    "op (module path)",
+    "computes",
+    "cosine",
+    "max abs err",
+    "max rel err",
+    "non-finite",
+    "max|ref|",
+    "abs err / max|ref|",
+    "verdict",
+]
 WRAPPED = ("op (module path)", "computes", "verdict")  # long cells (a fused op's modules, a reason) wrap, text and page
 
 
@@ -20,9 +30,21 @@ def _g(value: float) -> str:
 
 
 def rows_of(result: CandidateResult) -> list[list[object]]:
-    return [[i, r.path, r.computes, f"{r.cosine:.6f}" if r.cosine == r.cosine else "nan", _g(r.max_abs_err),
-             _g(r.max_rel_err), f"{100 * r.nonfinite_share:.3g}%", _g(r.scale), _g(r.abs_err_of_scale),
-             "ok" if r.ok else f"OUT: {r.why}"] for i, r in enumerate(result.rows, 1)]
+    return [
+        [
+            i,
+            r.path,
+            r.computes,
+            f"{r.cosine:.6f}" if r.cosine == r.cosine else "nan",
+            _g(r.max_abs_err),
+            _g(r.max_rel_err),
+            f"{100 * r.nonfinite_share:.3g}%",
+            _g(r.scale),
+            _g(r.abs_err_of_scale),
+            "ok" if r.ok else f"OUT: {r.why}",
+        ]
+        for i, r in enumerate(result.rows, 1)
+    ]
 
 
 def precision_text(results: list[CandidateResult], head: list[str]) -> str:
@@ -39,8 +61,9 @@ def precision_text(results: list[CandidateResult], head: list[str]) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
-def first_divergent_marker(result: CandidateResult, k: int, color: str, points: list[tuple[float, float, object]],
-                           top_pad: int) -> list[str]:
+def first_divergent_marker(
+    result: CandidateResult, k: int, color: str, points: list[tuple[float, float, object]], top_pad: int
+) -> list[str]:
     """The chart's marker of ``result``'s first divergent op: a ring round its dot, a dashed line up to a label that
     names the op (staggered by the series' index ``k`` so that two paths diverging at one op stay readable); nothing
     for a path whose ops all keep the tolerance."""
@@ -52,12 +75,14 @@ def first_divergent_marker(result: CandidateResult, k: int, color: str, points: 
     text = f"first divergent: {row.path}"
     right_half = x > (points[0][0] + points[-1][0]) / 2  # a label there runs leftwards, off the legend
     anchor, text_x = ("end", x - 4) if right_half else ("start", x + 4)
-    return [f"<g class=\"first-divergent\" data-series=\"{esc(result.name)}\" data-op=\"{esc(row.path)}\">"
-            f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"9\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>"
-            f"<line x1=\"{x:.1f}\" y1=\"{y:.1f}\" x2=\"{x:.1f}\" y2=\"{label_y}\" stroke=\"{color}\" "
-            f"stroke-dasharray=\"3,3\"/><text x=\"{text_x:.1f}\" y=\"{label_y}\" text-anchor=\"{anchor}\" "
-            f"fill=\"{color}\">{esc(text)}</text>"
-            f"<title>{esc(result.name)}: {esc(text)} ({esc(row.computes)}): {esc(row.why)}</title></g>"]
+    return [
+        f'<g class="first-divergent" data-series="{esc(result.name)}" data-op="{esc(row.path)}">'
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="9" fill="none" stroke="{color}" stroke-width="2"/>'
+        f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{label_y}" stroke="{color}" '
+        f'stroke-dasharray="3,3"/><text x="{text_x:.1f}" y="{label_y}" text-anchor="{anchor}" '
+        f'fill="{color}">{esc(text)}</text>'
+        f"<title>{esc(result.name)}: {esc(text)} ({esc(row.computes)}): {esc(row.why)}</title></g>"
+    ]
 
 
 def growth_chart(results: list[CandidateResult]) -> str:
@@ -81,69 +106,117 @@ def growth_chart(results: list[CandidateResult]) -> str:
         e = hi if not math.isfinite(v) else (lo if v <= 0 else min(max(math.log10(v), lo), hi))
         return top_pad + (hi - e) / (hi - lo) * plot_h
 
-    parts = [f"<line x1=\"{left}\" y1=\"{py(0)}\" x2=\"{left + plot_w}\" y2=\"{py(0)}\" stroke=\"#999\"/>",
-             f"<line x1=\"{left}\" y1=\"{top_pad}\" x2=\"{left}\" y2=\"{py(0)}\" stroke=\"#999\"/>"]
+    parts = [
+        f'<line x1="{left}" y1="{py(0)}" x2="{left + plot_w}" y2="{py(0)}" stroke="#999"/>',
+        f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{py(0)}" stroke="#999"/>',
+    ]
     for e in range(lo, hi + 1):
-        parts.append(f"<text x=\"{left - 6}\" y=\"{py(10.0 ** e) + 4:.1f}\" text-anchor=\"end\">1e{e}</text>")
+        parts.append(f'<text x="{left - 6}" y="{py(10.0**e) + 4:.1f}" text-anchor="end">1e{e}</text>')
     for i in range(n):
-        parts.append(f"<text x=\"{px(i):.1f}\" y=\"{height - bottom + 16}\" text-anchor=\"middle\">{i + 1}</text>")
-    parts.append(f"<text x=\"{left + plot_w / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\">"
-                 "op, in execution order; y: max abs err / max|ref| (log scale)</text>")
+        parts.append(f'<text x="{px(i):.1f}" y="{height - bottom + 16}" text-anchor="middle">{i + 1}</text>')
+    parts.append(
+        f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle">'
+        "op, in execution order; y: max abs err / max|ref| (log scale)</text>"
+    )
     for k, result in enumerate(shown):
         color = SERIES[k % len(SERIES)]
         points = [(px(i), py(row.abs_err_of_scale), row) for i, row in enumerate(result.rows)]
-        parts.append(f"<polyline class=\"series\" data-series=\"{esc(result.name)}\" fill=\"none\" stroke=\"{color}\" "
-                     f"stroke-width=\"2\" points=\"{' '.join(f'{x:.1f},{y:.1f}' for x, y, _ in points)}\"/>")
-        parts += [f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"{3 if row.ok else 5}\" fill=\"{color}\">"
-                  f"<title>{esc(result.name)}, {esc(row.path)}: {_g(row.abs_err_of_scale)}"
-                  f"{'' if row.ok else ' (out of tolerance)'}</title></circle>" for x, y, row in points]
+        parts.append(
+            f'<polyline class="series" data-series="{esc(result.name)}" fill="none" stroke="{color}" '
+            f'stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points)}"/>'
+        )
+        parts += [
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{3 if row.ok else 5}" fill="{color}">'
+            f"<title>{esc(result.name)}, {esc(row.path)}: {_g(row.abs_err_of_scale)}"
+            f"{'' if row.ok else ' (out of tolerance)'}</title></circle>"
+            for x, y, row in points
+        ]
         parts += first_divergent_marker(result, k, color, points, top_pad)
-        parts.append(f"<rect x=\"{left + plot_w + 10}\" y=\"{top_pad + 18 * k}\" width=\"11\" height=\"11\" "
-                     f"fill=\"{color}\"/><text x=\"{left + plot_w + 26}\" y=\"{top_pad + 18 * k + 10}\">"
-                     f"{esc(result.name)}</text>")
-    return (f"<svg class=\"chart\" data-chart=\"precision-growth\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" role=\"img\">{''.join(parts)}</svg>")
+        parts.append(
+            f'<rect x="{left + plot_w + 10}" y="{top_pad + 18 * k}" width="11" height="11" '
+            f'fill="{color}"/><text x="{left + plot_w + 26}" y="{top_pad + 18 * k + 10}">'
+            f"{esc(result.name)}</text>"
+        )
+    return (
+        f'<svg class="chart" data-chart="precision-growth" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
+    )
 
 
 def precision_html(results: list[CandidateResult], head: list[str], extra: list[str] = ()) -> str:
     """report.html: the first divergent op of every candidate, the growth chart, one table per candidate, then the
     ``extra`` sections (the cross-check against msprobe)."""
-    summary = "".join(f"<p class=\"v\">{esc(first_divergence_line(r))}</p>" for r in results)
-    blocks = [section("First divergent op per candidate", summary, note=" ".join(head[1:])),
-              section("How the error grows, op by op", growth_chart(results),
-                      note="a larger dot: out of tolerance; a ring and a label: the path's first divergent op; "
-                            "non-finite errors are drawn at the top edge")]
+    summary = "".join(f'<p class="v">{esc(first_divergence_line(r))}</p>' for r in results)
+    blocks = [
+        section("First divergent op per candidate", summary, note=" ".join(head[1:])),
+        section(
+            "How the error grows, op by op",
+            growth_chart(results),
+            note="a larger dot: out of tolerance; a ring and a label: the path's first divergent op; "
+            "non-finite errors are drawn at the top edge",
+        ),
+    ]
     for result in results:
-        unmatched = "".join(f"<p class=\"note\">no match: {esc(line)}</p>" for line in result.unmatched)
-        blocks.append(section(f"{result.name}", table(HEADER, rows_of(result), wrap=WRAPPED),
-                              unmatched, note=f"{result.how}. Tolerance {result.tolerance.describe()} "
-                                              f"({result.tolerance.why}). {result.note}".strip()))
+        unmatched = "".join(f'<p class="note">no match: {esc(line)}</p>' for line in result.unmatched)
+        blocks.append(
+            section(
+                f"{result.name}",
+                table(HEADER, rows_of(result), wrap=WRAPPED),
+                unmatched,
+                note=f"{result.how}. Tolerance {result.tolerance.describe()} "
+                f"({result.tolerance.why}). {result.note}".strip(),
+            )
+        )
     blocks += extra
     subtitle = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers, not the page's
     return page("msprof lab: per-op precision", subtitle, blocks)
 
 
 # ----- the cross-check against msprobe --------------------------------------------------------------
-CROSS_HEADER = ["op (module path)", "msprobe's name", "cosine (lab)", "cosine (msprobe)", "max abs err (lab)",
-                "max abs err (msprobe)", "agree"]
+CROSS_HEADER = [
+    "op (module path)",
+    "msprobe's name",
+    "cosine (lab)",
+    "cosine (msprobe)",
+    "max abs err (lab)",
+    "max abs err (msprobe)",
+    "agree",
+]
 
 
 def cross_check_rows(check: CrossCheck) -> list[list[object]]:
-    return [[r.path, r.probe_name, f"{r.lab_cosine:.6f}", f"{r.probe_cosine:.6f}", _g(r.lab_max_abs_err),
-             _g(r.probe_max_abs_err), r.why or "yes"] for r in check.rows]
+    return [
+        [
+            r.path,
+            r.probe_name,
+            f"{r.lab_cosine:.6f}",
+            f"{r.probe_cosine:.6f}",
+            _g(r.lab_max_abs_err),
+            _g(r.probe_max_abs_err),
+            r.why or "yes",
+        ]
+        for r in check.rows
+    ]
 
 
 def cross_check_notes(check: CrossCheck) -> list[str]:
     """Where the two differ in what they report, and the verdict, one line each."""
-    lines = [f"msprobe reports, the lab does not: {name} (not a leaf module: the lab hooks leaf modules only)"
-             for name in check.probe_only]
+    lines = [
+        f"msprobe reports, the lab does not: {name} (not a leaf module: the lab hooks leaf modules only)"
+        for name in check.probe_only
+    ]
     lines += [f"the lab reports, msprobe does not: {path}" for path in check.lab_only]
-    lines.append(f"msprobe's {check.not_compared} rows of module inputs and parameters (and outputs after the first) "
-                 "are not compared: the lab compares each leaf module's first output")
-    lines.append(f"-> {check.candidate}: the lab and msprobe agree on {len(check.rows)} modules (cosine within "
-                 f"{COSINE_AGREE:g}, max abs err within {ABS_ERR_AGREE_REL:g} of it)" if check.agree else
-                 f"-> {check.candidate}: the lab and msprobe DISAGREE on "
-                 f"{sum(1 for r in check.rows if r.why) or 'every'} module(s)")
+    lines.append(
+        f"msprobe's {check.not_compared} rows of module inputs and parameters (and outputs after the first) "
+        "are not compared: the lab compares each leaf module's first output"
+    )
+    lines.append(
+        f"-> {check.candidate}: the lab and msprobe agree on {len(check.rows)} modules (cosine within "
+        f"{COSINE_AGREE:g}, max abs err within {ABS_ERR_AGREE_REL:g} of it)"
+        if check.agree
+        else f"-> {check.candidate}: the lab and msprobe DISAGREE on "
+        f"{sum(1 for r in check.rows if r.why) or 'every'} module(s)"
+    )
     return lines
 
 
@@ -156,6 +229,10 @@ def cross_check_text(check: CrossCheck, how: str) -> str:
 
 
 def cross_check_html(check: CrossCheck, how: str) -> str:
-    notes = "".join(f"<p class=\"note\">{esc(line)}</p>" for line in cross_check_notes(check))
-    return section(f"Cross-check: {check.candidate} against msprobe",
-                   table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)), notes, note=how)
+    notes = "".join(f'<p class="note">{esc(line)}</p>' for line in cross_check_notes(check))
+    return section(
+        f"Cross-check: {check.candidate} against msprobe",
+        table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)),
+        notes,
+        note=how,
+    )

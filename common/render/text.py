@@ -78,7 +78,7 @@ def _pieces(word: str, width: int) -> list[str]:
     parts = [word]
     for pattern in _BREAK_AFTER:
         parts = [q for p in parts for q in (pattern.split(p) if len(p) > width else [p]) if q]
-    return [p[i:i + width] for p in parts for i in range(0, len(p), width)]
+    return [p[i : i + width] for p in parts for i in range(0, len(p), width)]
 
 
 def wrap_cell(text: str, width: int) -> list[str]:
@@ -96,8 +96,9 @@ def wrap_cell(text: str, width: int) -> list[str]:
     return [*(x for x in lines if x), line]
 
 
-def render_table(header: list[str], rows: Iterable[Sequence[object]], max_width: int = MAX_WIDTH,
-                 wrap: tuple[str, ...] = ()) -> str:
+def render_table(
+    header: list[str], rows: Iterable[Sequence[object]], max_width: int = MAX_WIDTH, wrap: tuple[str, ...] = ()
+) -> str:
     """A plain aligned text table (numeric columns right-aligned), at most ``max_width`` columns wide.
 
     A wider table first wraps its headers onto several lines (word by word, down to the widest
@@ -109,8 +110,9 @@ def render_table(header: list[str], rows: Iterable[Sequence[object]], max_width:
     return "\n".join(table_lines(header, rows, max_width, wrap))
 
 
-def table_lines(header: list[str], rows: Iterable[Sequence[object]], max_width: int = MAX_WIDTH,
-                wrap: tuple[str, ...] = ()) -> Iterator[str]:
+def table_lines(
+    header: list[str], rows: Iterable[Sequence[object]], max_width: int = MAX_WIDTH, wrap: tuple[str, ...] = ()
+) -> Iterator[str]:
     """:func:`render_table`'s lines, one at a time. ``rows`` is read twice (the widths, then the lines), so rows
     made as they are iterated (:class:`LazyRows`: a table of every rank of thousands) are never all held."""
     n = len(header)
@@ -145,9 +147,16 @@ def table_lines(header: list[str], rows: Iterable[Sequence[object]], max_width: 
     yield from (line([h[k] if k < len(h) else "" for h in heads]) for k in range(depth))
     yield "  ".join("-" * w for w in widths)
     for row in rows:
-        cells = [[c] if numeric[i] or len(c) <= widths[i] else wrap_cell(c, widths[i]) if header[i] in wrap else
-                 textwrap.wrap(c, widths[i]) if " " in c else [_cut(c, widths[i])]
-                 for i, c in enumerate(_fmt(c) for c in row)]
+        cells = [
+            [c]
+            if numeric[i] or len(c) <= widths[i]
+            else wrap_cell(c, widths[i])
+            if header[i] in wrap
+            else textwrap.wrap(c, widths[i])
+            if " " in c
+            else [_cut(c, widths[i])]
+            for i, c in enumerate(_fmt(c) for c in row)
+        ]
         yield from (line([cell[k] if k < len(cell) else "" for cell in cells]) for k in range(max(map(len, cells))))
 
 
@@ -221,29 +230,38 @@ def _pct(value: float | None) -> str:
 
 def side_by_side(cols: list, info_line: str) -> Section:
     """The four modes in one table: one column per mode, one row per figure."""
+
     def row(name: str, values: list[object]) -> list[object]:
         return [name, *values]
 
-    share_rows = [row(f"{family} share of forward time (median)", [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A"
-                                                          for c in cols])
-                  for family in FAMILY_ORDER if family != "init" and any(family in c.shares for c in cols)]
+    share_rows = [
+        row(
+            f"{family} share of forward time (median)",
+            [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A" for c in cols],
+        )
+        for family in FAMILY_ORDER
+        if family != "init" and any(family in c.shares for c in cols)
+    ]
     # the families the model runs (in any mode): a CNN gets conv and pool rows, an MLP none
-    count_rows = [row(f"{family} per forward", [f"{c.per_forward.get(family, 0):g}" if c.forwards else "N/A"
-                                                for c in cols])
-                  for family in FAMILY_ORDER if family != "init" and any(c.per_forward.get(family) for c in cols)]
+    count_rows = [
+        row(f"{family} per forward", [f"{c.per_forward.get(family, 0):g}" if c.forwards else "N/A" for c in cols])
+        for family in FAMILY_ORDER
+        if family != "init" and any(c.per_forward.get(family) for c in cols)
+    ]
     rows = [
         row("workload, sha256", [getattr(c, "workload", "") or "not recorded" for c in cols]),
         row("profiled forwards (02: kernel launches)", [c.forwards or c.launches or "N/A" for c in cols]),
-        row("op time per forward (us, median, init excluded)",
-            [f"{c.op_us_per_forward:,.1f}" if c.op_us_per_forward is not None else "N/A" for c in cols]),
+        row(
+            "op time per forward (us, median, init excluded)",
+            [f"{c.op_us_per_forward:,.1f}" if c.op_us_per_forward is not None else "N/A" for c in cols],
+        ),
         *share_rows,
         row("init ops, one-off (us, shown apart)", [f"{c.init_us:,.1f}" for c in cols]),
         *count_rows,
         row("Computing share of step", [_pct(c.computing_ratio) for c in cols]),
         row("output vs fp32 reference", [c.accuracy for c in cols]),
     ]
-    return Section("The four modes side by side", lines=[info_line],
-                   header=["", *[c.label for c in cols]], rows=rows)
+    return Section("The four modes side by side", lines=[info_line], header=["", *[c.label for c in cols]], rows=rows)
 
 
 def agree_report(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str) -> tuple[str, str]:
@@ -262,19 +280,28 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
     rows = []
     for d in cmp.ops:
         where, op_type, shapes = d.key
-        rows.append([
-            where or ".", op_type, shapes, d.base_us if d.base_us is not None else "absent",
-            d.cand_us if d.cand_us is not None else "absent", d.delta_us,
-            f"{d.delta_pct:+.1f}%" if d.delta_pct is not None else "new",
-            "REGRESSION" if d.flagged else "within noise" if d.within_noise else "",
-        ])
+        rows.append(
+            [
+                where or ".",
+                op_type,
+                shapes,
+                d.base_us if d.base_us is not None else "absent",
+                d.cand_us if d.cand_us is not None else "absent",
+                d.delta_us,
+                f"{d.delta_pct:+.1f}%" if d.delta_pct is not None else "new",
+                "REGRESSION" if d.flagged else "within noise" if d.within_noise else "",
+            ]
+        )
     lines = [
         f"baseline: {base} ({cmp.base_runs} run{'s' if cmp.base_runs > 1 else ''}); candidate: {cand} "
         f"({cmp.cand_runs} run{'s' if cmp.cand_runs > 1 else ''}); medians over runs, {unit}",
-        ("matched by (where, OP Type, Input Shapes)" if cmp.matched_by == "op" else
-         "matched by (where, op family): OP Type and Input Shapes cover too little of the time, as between a "
-         "Level0 export (kernel names, no OP Type) and a Level1/2 one, or one workload whose ops changed (another "
-         "batch, a fusion)")
+        (
+            "matched by (where, OP Type, Input Shapes)"
+            if cmp.matched_by == "op"
+            else "matched by (where, op family): OP Type and Input Shapes cover too little of the time, as between a "
+            "Level0 export (kernel names, no OP Type) and a Level1/2 one, or one workload whose ops changed (another "
+            "batch, a fusion)"
+        )
         + f"; flagged when slower by more than {cmp.threshold_pct:g}%, by more than the runs' own spread (IQRs "
         f"over the runs), and at least 1% of the baseline total; init ops listed, never flagged",
     ]
@@ -282,8 +309,9 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
     changed = []
     for label, keys in (("only in the candidate (added)", cmp.added), ("only in the baseline (removed)", cmp.removed)):
         if keys:
-            shown = ", ".join(f"{k[1]} [{k[2]}]" for k in keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6
-                                                                        else "")
+            shown = ", ".join(f"{k[1]} [{k[2]}]" for k in keys[:6]) + (
+                f" (+{len(keys) - 6} more)" if len(keys) > 6 else ""
+            )
             changed.append(f"ops {label}: {shown}")
     steps = [*compare_steps.lines(cmp.steps), *compare_steps.rank_lines(cmp.per_rank)] if cmp.steps else []
     return "\n".join([*lines, *sides_line(cmp), table, *changed, *steps, render_verdicts([verdict])])
@@ -292,17 +320,20 @@ def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
 def sides_line(cmp) -> list[str]:
     """What each side ran in: the compute's precision and the batch, where the captures say; a precision change
     named with what it trades."""
+
     def pair(name: str, values: tuple, unknown: str) -> str:
         shown = [str(v) if v is not None else unknown for v in values]
         return f"{name} {shown[0]} -> {shown[1]}" if shown[0] != shown[1] else f"{name} {shown[0]} (both)"
 
     if cmp.precision == (None, None) and cmp.samples == (None, None):
         return []
-    line = (f"sides: {pair('compute precision', cmp.precision, 'unknown')}; "
-            f"{pair('samples per step', cmp.samples, 'unknown')}")
+    line = (
+        f"sides: {pair('compute precision', cmp.precision, 'unknown')}; "
+        f"{pair('samples per step', cmp.samples, 'unknown')}"
+    )
     if cmp.precision_changed:
-        line += ("; a change of precision trades accuracy, which op times cannot show: python -m common precision "
-                 "measures it per op against fp32")
+        line += (
+            "; a change of precision trades accuracy, which op times cannot show: python -m common precision "
+            "measures it per op against fp32"
+        )
     return [line]
-
-

@@ -25,10 +25,28 @@ from common.workload.threads import use_threads
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ENV_VAR", "EXPECT_KEYS", "FORWARD_RANGE", "MEASURED_FORWARDS", "SEED", "TINY_MLP", "WARMUP_FORWARDS",
-           "FlopCount", "Workload", "build_model", "compare_outputs", "compare_to_reference", "flatten_output",
-           "load_workload", "make_input", "reference_output", "tiny_mlp", "tiny_mlp_module", "use_threads",
-           "workload_identity"]
+__all__ = [
+    "ENV_VAR",
+    "EXPECT_KEYS",
+    "FORWARD_RANGE",
+    "MEASURED_FORWARDS",
+    "SEED",
+    "TINY_MLP",
+    "WARMUP_FORWARDS",
+    "FlopCount",
+    "Workload",
+    "build_model",
+    "compare_outputs",
+    "compare_to_reference",
+    "flatten_output",
+    "load_workload",
+    "make_input",
+    "reference_output",
+    "tiny_mlp",
+    "tiny_mlp_module",
+    "use_threads",
+    "workload_identity",
+]
 
 
 def __getattr__(name: str) -> Any:  # TinyMLP's class and sizes, without importing torch with this package

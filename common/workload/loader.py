@@ -65,16 +65,21 @@ def workload_file(path: str | os.PathLike | None) -> tuple[Path, str] | None:
     if not file.is_absolute():  # from the current directory, and the message says where that led
         origin += f" (looked for {file.resolve()})"
     if not file.exists():
-        raise LabError(f"workload file {file}{origin} does not exist",
-                       f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}")
+        raise LabError(
+            f"workload file {file}{origin} does not exist",
+            f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}",
+        )
     if not file.is_file():
-        raise LabError(f"workload file {file}{origin} is not a file",
-                       f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}")
+        raise LabError(
+            f"workload file {file}{origin} is not a file",
+            f"pass the path of a Python file that defines build_model() and make_input(); {_HELP}",
+        )
     try:
         data = file.read_bytes()
     except OSError as err:
-        raise LabError(f"workload file {file}{origin} cannot be read: {err.strerror}",
-                       "check its permissions") from None
+        raise LabError(
+            f"workload file {file}{origin} cannot be read: {err.strerror}", "check its permissions"
+        ) from None
     return file.resolve(), hashlib.sha256(data).hexdigest()
 
 
@@ -129,8 +134,15 @@ def _restored(file: Path, sha: str, name: str, path: str | None) -> Workload | N
     module = functools.cache(lambda: _import(file, sha, beside=path is not None))
     result = found["result"]
     loss = (lambda output, x: module().loss(output, x)) if result.get("has_loss") else None
-    work = Workload(name, path, sha, _guard(lambda: module().build_model(), file, "build_model"),
-                    _guard(lambda: module().make_input(), file, "make_input"), loss, dict(result["expectations"]))
+    work = Workload(
+        name,
+        path,
+        sha,
+        _guard(lambda: module().build_model(), file, "build_model"),
+        _guard(lambda: module().make_input(), file, "make_input"),
+        loss,
+        dict(result["expectations"]),
+    )
     Record.restore(work, found)
     return work
 
@@ -149,15 +161,18 @@ def _import(file: Path, sha: str, *, beside: bool = True):
         loader.exec_module(module)
     except SyntaxError as err:
         sys.modules.pop(name, None)
-        raise LabError(f"workload file {file}: syntax error at line {err.lineno}: {err.msg}",
-                       "fix the Python syntax in that file") from None
+        raise LabError(
+            f"workload file {file}: syntax error at line {err.lineno}: {err.msg}", "fix the Python syntax in that file"
+        ) from None
     except ImportError as err:
         sys.modules.pop(name, None)
         raise import_failed(file, err) from None
     except (Exception, SystemExit) as err:  # noqa: BLE001 (the user's code, run at import)
         sys.modules.pop(name, None)
-        raise LabError(f"workload file {file}: running it failed: {first_line(err)}",
-                       "fix the code at its top level (it runs when the lab imports the file)") from None
+        raise LabError(
+            f"workload file {file}: running it failed: {first_line(err)}",
+            "fix the code at its top level (it runs when the lab imports the file)",
+        ) from None
     return module
 
 
@@ -167,35 +182,54 @@ def import_failed(file: Path, err: ImportError) -> LabError:
     here = f"this Python ({sys.prefix})"
     requirements = declared(file)
     if not requirements:
-        return LabError(f"workload file {file}: an import failed in {here}: {first_line(err)}",
-                        'declare what it needs at its top, e.g. REQUIRES = ["torchvision==0.28.0"], and the lab '
-                        "installs it into an environment of its own (docs/own_model.md); or fix the import")
+        return LabError(
+            f"workload file {file}: an import failed in {here}: {first_line(err)}",
+            'declare what it needs at its top, e.g. REQUIRES = ["torchvision==0.28.0"], and the lab '
+            "installs it into an environment of its own (docs/own_model.md); or fix the import",
+        )
     venv = environment_dir(requirements)
     if Path(sys.prefix).resolve() == venv.resolve():
-        return LabError(f"workload file {file}: an import failed in the environment of its REQUIRES ({venv}): "
-                        f"{first_line(err)}", "check the versions in REQUIRES (nox rebuilds the environment when "
-                                              "they change)")
+        return LabError(
+            f"workload file {file}: an import failed in the environment of its REQUIRES ({venv}): {first_line(err)}",
+            "check the versions in REQUIRES (nox rebuilds the environment when they change)",
+        )
     what = f"workload file {file}: an import failed in {here}: {first_line(err)}; its REQUIRES are in {venv}"
     if (venv / "bin" / "python").exists():
-        return LabError(what, f"run it with PYTHON={venv}/bin/python, or through nox, which uses that environment: "
-                              f"nox -s cmdline ascendc pyacl pytorch -- 0 --workload {file}")
-    return LabError(f"{what}, not built yet", f"build it with: nox -s workload -- --workload {file} (then every "
-                                               f"mode session uses it, or PYTHON={venv}/bin/python)")
+        return LabError(
+            what,
+            f"run it with PYTHON={venv}/bin/python, or through nox, which uses that environment: "
+            f"nox -s cmdline ascendc pyacl pytorch -- 0 --workload {file}",
+        )
+    return LabError(
+        f"{what}, not built yet",
+        f"build it with: nox -s workload -- --workload {file} (then every "
+        f"mode session uses it, or PYTHON={venv}/bin/python)",
+    )
 
 
 def _from_module(module, file: Path, sha: str, name: str, path: str | None) -> Workload:
     missing = [f for f in ("build_model", "make_input") if not callable(getattr(module, f, None))]
     if missing:
-        raise LabError(f"workload file {file} defines no {' and no '.join(f + '()' for f in missing)}",
-                       f"add def build_model() returning the nn.Module and def make_input() returning its input; "
-                       f"{_HELP}")
+        raise LabError(
+            f"workload file {file} defines no {' and no '.join(f + '()' for f in missing)}",
+            f"add def build_model() returning the nn.Module and def make_input() returning its input; {_HELP}",
+        )
     loss = getattr(module, "loss", None)
     if loss is not None and not callable(loss):
-        raise LabError(f"workload file {file}: loss is not a function but {type(loss).__name__}",
-                       "define loss(output, input) returning a scalar tensor, or remove it")
+        raise LabError(
+            f"workload file {file}: loss is not a function but {type(loss).__name__}",
+            "define loss(output, input) returning a scalar tensor, or remove it",
+        )
     expect = expectations(getattr(module, "EXPECT", {}), file)
-    return Workload(name, path, sha, _guard(module.build_model, file, "build_model"),
-                    _guard(module.make_input, file, "make_input"), loss, expect)
+    return Workload(
+        name,
+        path,
+        sha,
+        _guard(module.build_model, file, "build_model"),
+        _guard(module.make_input, file, "make_input"),
+        loss,
+        expect,
+    )
 
 
 def _guard(func: Callable[[], Any], file: Path, what: str) -> Callable[[], Any]:
@@ -207,7 +241,9 @@ def _guard(func: Callable[[], Any], file: Path, what: str) -> Callable[[], Any]:
         except LabError:
             raise
         except Exception as err:  # noqa: BLE001 (the user's code)
-            raise LabError(f"workload file {file}: {what}() failed: {first_line(err)}",
-                           f"fix {what}() in that file (it is called with no arguments)") from None
+            raise LabError(
+                f"workload file {file}: {what}() failed: {first_line(err)}",
+                f"fix {what}() in that file (it is called with no arguments)",
+            ) from None
 
     return call

@@ -72,8 +72,10 @@ class Workload:
             torch.manual_seed(SEED)
             model = self._build()
         if not isinstance(model, torch.nn.Module):
-            raise LabError(f"{self.where}: build_model() returned {type(model).__name__}, not a torch.nn.Module",
-                           "make build_model() return the model (an nn.Module instance)")
+            raise LabError(
+                f"{self.where}: build_model() returned {type(model).__name__}, not a torch.nn.Module",
+                "make build_model() return the model (an nn.Module instance)",
+            )
         return model.eval()
 
     def make_input(self):
@@ -85,8 +87,10 @@ class Workload:
             x = self._make_input()
         items = tuple(x) if isinstance(x, (tuple, list)) else (x,)
         if not items or not all(isinstance(t, torch.Tensor) for t in items):
-            raise LabError(f"{self.where}: make_input() returned {_kinds(x)}, not a tensor or a tuple of tensors",
-                           "make make_input() return the model's input: a torch.Tensor, or a tuple of them")
+            raise LabError(
+                f"{self.where}: make_input() returned {_kinds(x)}, not a tensor or a tuple of tensors",
+                "make make_input() return the model's input: a torch.Tensor, or a tuple of them",
+            )
         return items if isinstance(x, (tuple, list)) else x
 
     def inputs(self) -> tuple:
@@ -169,8 +173,10 @@ class Workload:
     def summary(self) -> str:
         """One line: the input and output shapes, the precision, whether a loss is defined."""
         outputs = ", ".join(str(a.shape) for a in self._reference_arrays())
-        return (f"workload {self.name} ({self.where}): input {self._inputs_desc}; output {outputs}; {self.precision}; "
-                f"loss {'defined' if self.loss else 'not defined'}")
+        return (
+            f"workload {self.name} ({self.where}): input {self._inputs_desc}; output {outputs}; {self.precision}; "
+            f"loss {'defined' if self.loss else 'not defined'}"
+        )
 
     def not_applicable(self, key: str) -> str:
         """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""
@@ -198,21 +204,24 @@ class Workload:
             shapes = ", ".join(str(tuple(t.shape)) for t in (x if isinstance(x, tuple) else (x,)))
             line = _user_line(err, self.path)
             if line:  # it failed in the user's own code: point there
-                raise LabError(f"{self.where}: forward() failed at {line} on the input of make_input() (shapes "
-                               f"{shapes}): {first_line(err)}",
-                               "fix the model's code there, or make make_input() return what forward() takes "
-                               "(a tuple is passed as separate arguments)") from None
-            raise LabError(f"{self.where}: the model rejects the input of make_input() (shapes {shapes}): "
-                           f"{first_line(err)}",
-                           "make make_input() return what forward() takes (a tuple is passed as separate "
-                           "arguments)") from None
+                raise LabError(
+                    f"{self.where}: forward() failed at {line} on the input of make_input() (shapes "
+                    f"{shapes}): {first_line(err)}",
+                    "fix the model's code there, or make make_input() return what forward() takes "
+                    "(a tuple is passed as separate arguments)",
+                ) from None
+            raise LabError(
+                f"{self.where}: the model rejects the input of make_input() (shapes {shapes}): {first_line(err)}",
+                "make make_input() return what forward() takes (a tuple is passed as separate arguments)",
+            ) from None
         finally:
             torch.set_num_threads(threads)
         items = flatten_output(out)
         if not items or not all(isinstance(t, torch.Tensor) for t in items):
-            raise LabError(f"{self.where}: the model returned {_kinds(out)}, not tensors",
-                           "make forward() return a tensor, or a tuple, list, dict or dataclass of tensors "
-                           "(docs/own_model.md)")
+            raise LabError(
+                f"{self.where}: the model returned {_kinds(out)}, not tensors",
+                "make forward() return a tensor, or a tuple, list, dict or dataclass of tensors (docs/own_model.md)",
+            )
         tensors = x if isinstance(x, tuple) else (x,)
         self._inputs_desc = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in tensors)
         self._fp32_inputs = tuple((t.float() if t.is_floating_point() else t).detach().cpu().numpy() for t in tensors)
@@ -226,14 +235,16 @@ class Workload:
                 with torch.no_grad():
                     value = self.loss(out, x)
             except Exception as err:  # noqa: BLE001 (the user's code)
-                raise LabError(f"{self.where}: loss(output, input) failed: {first_line(err)}",
-                               "make loss() take the model's output and make_input()'s value") from None
+                raise LabError(
+                    f"{self.where}: loss(output, input) failed: {first_line(err)}",
+                    "make loss() take the model's output and make_input()'s value",
+                ) from None
             if not isinstance(value, torch.Tensor) or value.numel() != 1:
-                raise LabError(f"{self.where}: loss(output, input) returned {_describe(value)}, not a scalar tensor",
-                               "make loss() return one number as a tensor (e.g. a .mean())")
+                raise LabError(
+                    f"{self.where}: loss(output, input) returned {_describe(value)}, not a scalar tensor",
+                    "make loss() return one number as a tensor (e.g. a .mean())",
+                )
         return out
-
-
 
 
 def _user_line(err: BaseException, path: str | None) -> str | None:
@@ -264,5 +275,3 @@ def _kinds(value) -> str:
 def _describe(value) -> str:
     shape = getattr(value, "shape", None)
     return f"a tensor of shape {tuple(shape)}" if shape is not None else type(value).__name__
-
-

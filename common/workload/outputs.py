@@ -74,8 +74,10 @@ def compare_outputs(output, reference) -> dict[str, float]:
     shapes = [tuple(a.shape) for a in outs], [tuple(a.shape) for a in refs]
     if shapes[0] != shapes[1]:
         got, want = (s[0] if len(s) == 1 else s for s in shapes)
-        raise LabError(f"output shape {got} does not match the reference {want}",
-                       "the run used a different input or model; rebuild it from the same workload")
+        raise LabError(
+            f"output shape {got} does not match the reference {want}",
+            "the run used a different input or model; rebuild it from the same workload",
+        )
     out = np.concatenate([a.astype(np.float64).ravel() for a in outs])
     ref = np.concatenate([a.astype(np.float64).ravel() for a in refs])
     if out.size == 0:
@@ -85,5 +87,3 @@ def compare_outputs(output, reference) -> dict[str, float]:
     # two all-zero outputs point the same way; one all-zero output against another does not
     cosine = float(out @ ref / denom) if denom else (1.0 if not diff.any() else 0.0)
     return {"max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()), "cosine": cosine}
-
-

@@ -15,8 +15,11 @@ from common import cache
 # The code that computes what the record keeps: the reference (model.py, outputs.py) and the FLOPs
 # (common/analyze/flops.py, which the caller of Workload.forward_flops passes in). A change to any of
 # them makes every record stale.
-COMPUTED_BY = (Path(__file__).with_name("model.py"), Path(__file__).with_name("outputs.py"),
-               Path(__file__).parents[1] / "analyze" / "flops.py")
+COMPUTED_BY = (
+    Path(__file__).with_name("model.py"),
+    Path(__file__).with_name("outputs.py"),
+    Path(__file__).parents[1] / "analyze" / "flops.py",
+)
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,22 @@ class Record:
         except OSError:
             return
         flops = work._flops
-        cache.save(self.KIND, self.key, self.inputs, {
-            "name": work.name, "path": work.path, "sha256": work.sha256, "precision": work._precision,
-            "inputs": work._inputs_desc, "n_inputs": len(work._fp32_inputs or ()), "parameters": work._parameters,
-            "outputs": len(work._reference),
-            "fp32_outputs": len(work._fp32_reference or ()), "expectations": work.expectations,
-            "has_loss": work.loss is not None,
-            "flops": {"per_family": flops.per_family, "uncounted": flops.uncounted} if flops else None})
-
-
+        cache.save(
+            self.KIND,
+            self.key,
+            self.inputs,
+            {
+                "name": work.name,
+                "path": work.path,
+                "sha256": work.sha256,
+                "precision": work._precision,
+                "inputs": work._inputs_desc,
+                "n_inputs": len(work._fp32_inputs or ()),
+                "parameters": work._parameters,
+                "outputs": len(work._reference),
+                "fp32_outputs": len(work._fp32_reference or ()),
+                "expectations": work.expectations,
+                "has_loss": work.loss is not None,
+                "flops": {"per_family": flops.per_family, "uncounted": flops.uncounted} if flops else None,
+            },
+        )

@@ -25,7 +25,8 @@ _VERSION = r"[A-Za-z0-9.*+!_-]+"
 _SPEC = rf"(===|==|!=|~=|<=|>=|<|>)\s*{_VERSION}"
 REQUIREMENT = re.compile(  # PEP 508's name, extras and version specifiers; no URL, path, marker or option
     rf"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[\s*[A-Za-z0-9._-]+(?:\s*,\s*[A-Za-z0-9._-]+)*\s*\])?"
-    rf"\s*(?:\(?\s*{_SPEC}(?:\s*,\s*{_SPEC})*\s*\)?)?")
+    rf"\s*(?:\(?\s*{_SPEC}(?:\s*,\s*{_SPEC})*\s*\)?)?"
+)
 _HOW = 'write REQUIRES = ["torchvision==0.28.0", "timm"]: a list of pip requirement strings (docs/own_model.md)'
 
 
@@ -34,21 +35,27 @@ def declared(file: Path) -> tuple[str, ...]:
     try:
         tree = ast.parse(Path(file).read_bytes(), str(file))
     except SyntaxError as err:
-        raise LabError(f"workload file {file}: syntax error at line {err.lineno}: {err.msg}",
-                       "fix the Python syntax in that file") from None
+        raise LabError(
+            f"workload file {file}: syntax error at line {err.lineno}: {err.msg}", "fix the Python syntax in that file"
+        ) from None
     found = [node for node in tree.body if _assigns_requires(node)]
     if not found:
         return ()
     if len(found) > 1:
-        raise LabError(f"workload file {file}: {NAME} is assigned {len(found)} times (lines "
-                       f"{', '.join(str(n.lineno) for n in found)})", f"keep one; {_HOW}")
+        raise LabError(
+            f"workload file {file}: {NAME} is assigned {len(found)} times (lines "
+            f"{', '.join(str(n.lineno) for n in found)})",
+            f"keep one; {_HOW}",
+        )
     node = found[0]
     where = f"workload file {file}, line {node.lineno}"
     try:
         value = ast.literal_eval(node.value)
     except ValueError:
-        raise LabError(f"{where}: {NAME} is not a literal (the lab reads it without running the file)",
-                       f"{_HOW}, written out, with no names, calls or f-strings") from None
+        raise LabError(
+            f"{where}: {NAME} is not a literal (the lab reads it without running the file)",
+            f"{_HOW}, written out, with no names, calls or f-strings",
+        ) from None
     if not isinstance(value, (list, tuple)):
         raise LabError(f"{where}: {NAME} is a {type(value).__name__}, not a list", _HOW)
     out = []
@@ -56,9 +63,11 @@ def declared(file: Path) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise LabError(f"{where}: {NAME}[{i}] is a {type(item).__name__} ({item!r}), not a string", _HOW)
         if not REQUIREMENT.fullmatch(item.strip()):
-            raise LabError(f"{where}: {NAME}[{i}] = {item!r} is not a package requirement",
-                           "name a package of the registry with optional [extras] and version specifiers, e.g. "
-                           "\"torchvision==0.28.0\" (no URLs, paths, markers or pip options)")
+            raise LabError(
+                f"{where}: {NAME}[{i}] = {item!r} is not a package requirement",
+                "name a package of the registry with optional [extras] and version specifiers, e.g. "
+                '"torchvision==0.28.0" (no URLs, paths, markers or pip options)',
+            )
         out.append(item.strip())
     return tuple(out)
 
@@ -66,16 +75,21 @@ def declared(file: Path) -> tuple[str, ...]:
 def _assigns_requires(node: ast.stmt) -> bool:
     if isinstance(node, ast.Assign):
         return any(isinstance(t, ast.Name) and t.id == NAME for t in node.targets)
-    return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == NAME \
+    return (
+        isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and node.target.id == NAME
         and node.value is not None
+    )
 
 
 def normalized(requirements: tuple[str, ...]) -> tuple[str, ...]:
     """The set in one spelling: without spaces, names lower-case with ``-`` for ``_``/``.``, sorted, once each."""
+
     def one(req: str) -> str:
         req = re.sub(r"\s+", "", req)
         name = re.match(r"[A-Za-z0-9._-]+", req).group(0)
-        return re.sub(r"[-_.]+", "-", name).lower() + req[len(name):]
+        return re.sub(r"[-_.]+", "-", name).lower() + req[len(name) :]
 
     return tuple(sorted({one(r) for r in requirements}))
 

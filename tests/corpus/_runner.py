@@ -35,8 +35,10 @@ def models(folder: Path, names: list[str]) -> list[Path]:
     wanted = [folder / (n if n.endswith(".py") else f"{n}.py") for n in names]
     unknown = [w.name for w in wanted if w not in found]
     if unknown:
-        sys.exit(f"Error: not in {folder.relative_to(ROOT)}: {', '.join(unknown)} — choose among "
-                 f"{', '.join(p.stem for p in found)}")
+        sys.exit(
+            f"Error: not in {folder.relative_to(ROOT)}: {', '.join(unknown)} — choose among "
+            f"{', '.join(p.stem for p in found)}"
+        )
     return wanted
 
 
@@ -95,15 +97,27 @@ def main(folder: Path, names: list[str]) -> int:
             wrong = file.stem.startswith("wrong_")
             failed = [k for k, c in codes.items() if c]
             ok = bool(failed) if wrong else not failed
-            rows.append((file.stem, " ".join(f"{k}={c}" for k, c in codes.items()),
-                         f"{time.perf_counter() - began:.0f} s", *(other_share(m) for m in OTHER_SHARE_MODES),
-                         "as expected" if ok else "NOT AS EXPECTED"))
+            rows.append(
+                (
+                    file.stem,
+                    " ".join(f"{k}={c}" for k, c in codes.items()),
+                    f"{time.perf_counter() - began:.0f} s",
+                    *(other_share(m) for m in OTHER_SHARE_MODES),
+                    "as expected" if ok else "NOT AS EXPECTED",
+                )
+            )
             name, steps, took, other01, other03, other04, verdict = rows[-1]
-            print(f"{name:30} {steps:32} {took:>6}  other {other01:>5} / {other03:>5} / {other04:>5}  "
-                  f"{'fails, as it must' if wrong and ok else verdict}", flush=True)
+            print(
+                f"{name:30} {steps:32} {took:>6}  other {other01:>5} / {other03:>5} / {other04:>5}  "
+                f"{'fails, as it must' if wrong and ok else verdict}",
+                flush=True,
+            )
             if not ok:
                 bad.append(file.stem)
         total = time.perf_counter() - start
-    print(f"{len(chosen)} models in {total:.0f} s; {len(chosen) - len(bad)} as expected"
-          + (f"; not as expected: {', '.join(bad)}" if bad else "") + f" (log: {log_path.relative_to(ROOT)})")
+    print(
+        f"{len(chosen)} models in {total:.0f} s; {len(chosen) - len(bad)} as expected"
+        + (f"; not as expected: {', '.join(bad)}" if bad else "")
+        + f" (log: {log_path.relative_to(ROOT)})"
+    )
     return 1 if bad else 0

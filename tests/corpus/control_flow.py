@@ -24,8 +24,8 @@ class RefineNet(nn.Module):
         while h.norm().item() > self.threshold and steps < self.max_steps:
             h = 0.6 * h + 0.4 * self.refine(h)
             steps += 1
-        h = h * (16.0 / h.norm())        # renormalise the state after refinement
-        if x.mean() > 0:                 # branch on the raw input's mean
+        h = h * (16.0 / h.norm())  # renormalise the state after refinement
+        if x.mean() > 0:  # branch on the raw input's mean
             return self.pos_head(h)
         return self.neg_head(h)
 

@@ -22,9 +22,12 @@ class CausalLMOutput(OrderedDict):
         super().__init__((k, v) for k, v in (("loss", loss), ("logits", logits), ("cache", cache)) if v is not None)
 
 
-pytree.register_pytree_node(CausalLMOutput, lambda o: (list(o.values()), list(o.keys())),
-                            lambda values, keys: CausalLMOutput(**dict(zip(keys, values))),
-                            serialized_type_name=f"{__name__}.CausalLMOutput")
+pytree.register_pytree_node(
+    CausalLMOutput,
+    lambda o: (list(o.values()), list(o.keys())),
+    lambda values, keys: CausalLMOutput(**dict(zip(keys, values))),
+    serialized_type_name=f"{__name__}.CausalLMOutput",
+)
 
 
 class CacheLayer:
@@ -47,8 +50,9 @@ class Block(nn.Module):
 
     def forward(self, x, cache):
         b, t, d = x.shape
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-                   for z in self.qkv(self.ln_1(x)).split(d, -1))
+        q, k, v = (
+            z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln_1(x)).split(d, -1)
+        )
         cache.layers.append(CacheLayer(k, v))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))

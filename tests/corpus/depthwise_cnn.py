@@ -26,9 +26,9 @@ class InvertedResidual(nn.Module):
         hidden = in_ch * expand_ratio
         self.use_res = stride == 1 and in_ch == out_ch
         self.block = nn.Sequential(
-            ConvBNAct(in_ch, hidden, kernel_size=1, act=act),                       # pointwise expand
-            ConvBNAct(hidden, hidden, stride=stride, groups=hidden, act=act),       # depthwise
-            ConvBNAct(hidden, out_ch, kernel_size=1, act=None),                     # pointwise project
+            ConvBNAct(in_ch, hidden, kernel_size=1, act=act),  # pointwise expand
+            ConvBNAct(hidden, hidden, stride=stride, groups=hidden, act=act),  # depthwise
+            ConvBNAct(hidden, out_ch, kernel_size=1, act=None),  # pointwise project
         )
 
     def forward(self, x):
@@ -49,10 +49,7 @@ class MobileNetTiny(nn.Module):
             ConvBNAct(48, 128, kernel_size=1, act=nn.Hardswish),
         )
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Sequential(
-            nn.Dropout(0.2),
-            nn.Linear(128, num_classes),
-        )
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(128, num_classes))
         self._init_weights()
 
     def _init_weights(self):

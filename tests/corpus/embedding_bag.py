@@ -16,11 +16,7 @@ class BagOfEmbeddings(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=PAD)
         self.mlp = nn.Sequential(
-            nn.Linear(dim, 256),
-            nn.ReLU(),
-            nn.Linear(256, 256),
-            nn.ReLU(),
-            nn.Linear(256, num_classes),
+            nn.Linear(dim, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, num_classes)
         )
         for m in self.mlp:
             if isinstance(m, nn.Linear):
@@ -28,7 +24,7 @@ class BagOfEmbeddings(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, token_ids):
-        emb = self.embedding(token_ids)                      # [B, L, D]
+        emb = self.embedding(token_ids)  # [B, L, D]
         mask = (token_ids != PAD).unsqueeze(-1).to(emb.dtype)  # [B, L, 1]
         summed = (emb * mask).sum(dim=1)
         counts = mask.sum(dim=1).clamp(min=1.0)

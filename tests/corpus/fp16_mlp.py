@@ -11,9 +11,7 @@ class MLP(nn.Module):
     def __init__(self, dim=256, hidden=512, out=32):
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(dim, hidden), nn.SiLU(),
-            nn.Linear(hidden, hidden), nn.SiLU(),
-            nn.Linear(hidden, out),
+            nn.Linear(dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, out)
         )
         for layer in self.net:
             if isinstance(layer, nn.Linear):

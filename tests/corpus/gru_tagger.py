@@ -16,8 +16,8 @@ class GRUTagger(nn.Module):
         self.tagger = nn.Linear(2 * hidden_size, num_tags)
 
     def forward(self, x):
-        out, _ = self.gru(x)        # [B, T, 2H]
-        return self.tagger(out)     # [B, T, num_tags]
+        out, _ = self.gru(x)  # [B, T, 2H]
+        return self.tagger(out)  # [B, T, num_tags]
 
 
 def build_model():

@@ -29,14 +29,14 @@ class MoELayer(nn.Module):
         self.experts = nn.ModuleList([Expert(dim, hidden) for _ in range(num_experts)])
 
     def forward(self, x):
-        h = self.norm(x)                                   # [N, D]
-        probs = F.softmax(self.router(h), dim=-1)          # [N, E]
+        h = self.norm(x)  # [N, D]
+        probs = F.softmax(self.router(h), dim=-1)  # [N, E]
         topk_probs, topk_idx = torch.topk(probs, self.top_k, dim=-1)
         topk_probs = topk_probs / topk_probs.sum(dim=-1, keepdim=True)
 
         out = torch.zeros_like(h)
         for e, expert in enumerate(self.experts):
-            token_idx, slot = torch.where(topk_idx == e)   # tokens routed to expert e
+            token_idx, slot = torch.where(topk_idx == e)  # tokens routed to expert e
             if token_idx.numel() == 0:
                 continue
             tokens = h.index_select(0, token_idx)

@@ -13,9 +13,14 @@ class ImageTabularNet(nn.Module):
     def __init__(self, num_features=10, num_classes=6, embed_dim=32):
         super().__init__()
         self.image_branch = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
         )
         self.tab_branch = nn.Sequential(nn.Linear(num_features, 32), nn.ReLU())
         self.fuse = nn.Linear(64, embed_dim)

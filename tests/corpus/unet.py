@@ -29,8 +29,7 @@ class TinyUNet(nn.Module):
         self.dec2 = double_conv(base * 4, base * 2)
         # level 1: fixed upsampling followed by a 1x1 conv to reduce channels
         self.up1 = nn.Sequential(
-            nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
-            nn.Conv2d(base * 2, base, 1),
+            nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), nn.Conv2d(base * 2, base, 1)
         )
         self.dec1 = double_conv(base * 2, base)
         self.head = nn.Conv2d(base, out_channels, 1)
@@ -41,8 +40,8 @@ class TinyUNet(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, x):
-        e1 = self.enc1(x)                 # [B, 12, 32, 32]
-        e2 = self.enc2(self.pool(e1))     # [B, 24, 16, 16]
+        e1 = self.enc1(x)  # [B, 12, 32, 32]
+        e2 = self.enc2(self.pool(e1))  # [B, 24, 16, 16]
         b = self.bottleneck(self.pool(e2))  # [B, 48, 8, 8]
         d2 = self.dec2(torch.cat([self.up2(b), e2], dim=1))
         d1 = self.dec1(torch.cat([self.up1(d2), e1], dim=1))

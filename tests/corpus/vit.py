@@ -15,11 +15,7 @@ class Block(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(
-            nn.Linear(dim, int(dim * mlp_ratio)),
-            nn.GELU(),
-            nn.Linear(int(dim * mlp_ratio), dim),
-        )
+        self.mlp = nn.Sequential(nn.Linear(dim, int(dim * mlp_ratio)), nn.GELU(), nn.Linear(int(dim * mlp_ratio), dim))
 
     def forward(self, x):
         h = self.norm1(x)
@@ -40,7 +36,7 @@ class ViT(nn.Module):
         self.head = nn.Linear(dim, num_classes)
 
     def forward(self, x):
-        x = self.patch_embed(x).flatten(2).transpose(1, 2)      # [B, N, D]
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)  # [B, N, D]
         cls = self.cls_token.expand(x.shape[0], -1, -1)
         x = torch.cat([cls, x], dim=1) + self.pos_embed
         for blk in self.blocks:

@@ -11,8 +11,9 @@ from torch import nn
 class ScaledFromSecondCall(nn.Module):
     def __init__(self, dim=128, hidden=256, out=16):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                                 nn.Linear(hidden, out))
+        self.net = nn.Sequential(
+            nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, out)
+        )
         for layer in self.net:
             if isinstance(layer, nn.Linear):
                 nn.init.kaiming_uniform_(layer.weight, nonlinearity="relu")

@@ -20,10 +20,16 @@ from helpers import MODES, copy_lab, error_lines, lab_env
 from common.workload import tiny_mlp
 
 
-
 def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), cwd=repo, env=lab_env(PYTHONPATH=str(repo), MSPROF_LAB_RUN_ID="agree-test-run"),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        list(args),
+        cwd=repo,
+        env=lab_env(PYTHONPATH=str(repo), MSPROF_LAB_RUN_ID="agree-test-run"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def lab(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -35,8 +41,14 @@ def lab(repo: Path, *args: str) -> subprocess.CompletedProcess:
 def repo(tmp_path_factory) -> Path:
     """A private repo copy in which every mode ran once, in one run (as nox runs them)."""
     target = copy_lab(tmp_path_factory.mktemp("lab") / "repo")
-    for script in (["01_cmdline/run.sh", "0"], ["02_api_AscendC/build.sh"], ["02_api_AscendC/run.sh", "0"],
-                   ["03_api_pyAcl/build_model.sh"], ["03_api_pyAcl/run.sh", "0"], ["04_pyTorch/run.sh", "0"]):
+    for script in (
+        ["01_cmdline/run.sh", "0"],
+        ["02_api_AscendC/build.sh"],
+        ["02_api_AscendC/run.sh", "0"],
+        ["03_api_pyAcl/build_model.sh"],
+        ["03_api_pyAcl/run.sh", "0"],
+        ["04_pyTorch/run.sh", "0"],
+    ):
         proc = _sh(target, "bash", *script)
         assert proc.returncode == 0, f"{script}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     return target
@@ -69,10 +81,12 @@ def edit_info(folder: Path, **changes: object) -> None:
 
 
 # --- agree ------------------------------------------------------------------------------------------
-SHARE_VERDICT = re.compile(r"^\[(PASS|FAIL|N/A)\] matmul share of forward time agrees \(01 vs 04\): (?:inconclusive: .*)?"
-                           r"01 median ([\d.]+)% \(IQR [\d.]+-[\d.]+, n 20\); 04 median ([\d.]+)% \(IQR [\d.]+-[\d.]+, n 5\): "
-                           r"difference ([\d.]+) points, tolerance ([\d.]+) points = 10 points allowed \+ [\d.]+ points "
-                           r"measured noise \(init ops excluded\)")
+SHARE_VERDICT = re.compile(
+    r"^\[(PASS|FAIL|N/A)\] matmul share of forward time agrees \(01 vs 04\): (?:inconclusive: .*)?"
+    r"01 median ([\d.]+)% \(IQR [\d.]+-[\d.]+, n 20\); 04 median ([\d.]+)% \(IQR [\d.]+-[\d.]+, n 5\): "
+    r"difference ([\d.]+) points, tolerance ([\d.]+) points = 10 points allowed \+ [\d.]+ points "
+    r"measured noise \(init ops excluded\)"
+)
 
 
 def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> None:
@@ -95,31 +109,58 @@ def test_agree_prints_the_table_then_passing_verdicts(repo: Path, agreed) -> Non
     others = [line for line in verdicts if not SHARE_VERDICT.match(line)]
     assert others and all(line.startswith("[PASS]") for line in others), others  # TinyMLP declares every EXPECT
     assert agreed.returncode == (1 if share[1] == "FAIL" else 0), agreed.stderr
-    for name in ("matmul dominates (01)", "matmul dominates (03)", "matmul dominates (04)",
-                 "cast present (03 default)", "every forward records the same ops (01, 23 forwards)",
-                 "every step records the same ops (04, 5 steps)", "01 and 04 record the same ops per forward",
-                 "op counts per execute match the built graph (03 default", "the exported graph computes what the model",
-                 "mode 01 ran and its own checks held", "mode 03 ran and its own checks held",
-                 "op counts per launch (02)", "op time vs Computing (04)",
-                 "output matches fp32 reference (01)", "output matches fp32 reference (04)", "output verified (02)",
-                 "output matches fp32 reference (03 default)", "output matches fp32 reference (03 fp32)"):
+    for name in (
+        "matmul dominates (01)",
+        "matmul dominates (03)",
+        "matmul dominates (04)",
+        "cast present (03 default)",
+        "every forward records the same ops (01, 23 forwards)",
+        "every step records the same ops (04, 5 steps)",
+        "01 and 04 record the same ops per forward",
+        "op counts per execute match the built graph (03 default",
+        "the exported graph computes what the model",
+        "mode 01 ran and its own checks held",
+        "mode 03 ran and its own checks held",
+        "op counts per launch (02)",
+        "op time vs Computing (04)",
+        "output matches fp32 reference (01)",
+        "output matches fp32 reference (04)",
+        "output verified (02)",
+        "output matches fp32 reference (03 default)",
+        "output matches fp32 reference (03 fp32)",
+    ):
         assert any(line.startswith(f"[PASS] {name}") for line in verdicts), name
     # the table shows measured counts: 4 MatMul and 3 GELU per forward in 01, 03 and 04; Casts only in 03
     # (read from agree.md: the terminal table may cut its first column to fit the screen)
     markdown = (repo / "agree_out" / "agree.md").read_text()
 
     def row(name: str) -> list[str]:
-        return [name, *(c.strip() for c in next(li for li in markdown.splitlines()
-                                                  if li.startswith(f"| {name} |")).strip(" |").split("|")[1:])]
+        return [
+            name,
+            *(
+                c.strip()
+                for c in next(li for li in markdown.splitlines() if li.startswith(f"| {name} |"))
+                .strip(" |")
+                .split("|")[1:]
+            ),
+        ]
 
-    assert row("workload, sha256")[1:] == [f"TinyMLP {sha[:12]}", "add_custom kernel", f"TinyMLP {sha[:12]}",
-                                           f"TinyMLP {sha[:12]}"]
+    assert row("workload, sha256")[1:] == [
+        f"TinyMLP {sha[:12]}",
+        "add_custom kernel",
+        f"TinyMLP {sha[:12]}",
+        f"TinyMLP {sha[:12]}",
+    ]
     assert not any(f"| {family} per forward |" in markdown for family in ("conv", "attention", "pool", "norm"))
 
     assert row("matmul per forward")[1:] == ["4", "0", "4", "4"]  # 02: per kernel launch
     assert row("activation per forward")[1:] == ["3", "0", "3", "3"]
     assert row("elementwise per forward")[2] == "1"  # one add_custom task per launch
-    assert row("cast per forward")[1] == "0" and float(row("cast per forward")[3]) > 0 and row("cast per forward")[4] == "0"
+    assert (
+        row("cast per forward")[1] == "0"
+        and float(row("cast per forward")[3]) > 0
+        and row("cast per forward")[4] == "0"
+    )
     assert float(row("init ops, one-off (us, shown apart)")[1].replace(",", "")) > 0  # 01 sees weight init
 
 
@@ -142,8 +183,10 @@ def test_agree_writes_markdown_and_html_for_the_run_and_each_mode(repo: Path, ag
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: edit_info(d[2], backend="npu"),
-         "Error: mixed backends: 01 portable, 02 portable, 03 npu, 04 portable"),
+        (
+            lambda d: edit_info(d[2], backend="npu"),
+            "Error: mixed backends: 01 portable, 02 portable, 03 npu, 04 portable",
+        ),
         (lambda d: edit_info(d[3], train=True), "Error: mode 04 ("),  # a training run is not an inference run
         (lambda d: shutil.rmtree(d[1]), "Error: mode 02 (02_api_AscendC) missing"),
         (lambda d: (d[1] / "run_info.json").unlink(), "no run_info.json, so its backend and run cannot be checked"),
@@ -161,8 +204,10 @@ def test_agree_refuses_bad_inputs_with_one_line(repo: Path, tmp_path: Path, chan
 def test_agree_refuses_a_bad_output_folder_before_its_work(repo: Path, tmp_path: Path) -> None:
     (tmp_path / "a_file").write_text("mine")
     (tmp_path / "not_the_labs").mkdir()
-    for out, message in ((tmp_path / "a_file", "exists and is not a directory"),
-                         (tmp_path / "not_the_labs", "was not made by msprof lab")):
+    for out, message in (
+        (tmp_path / "a_file", "exists and is not a directory"),
+        (tmp_path / "not_the_labs", "was not made by msprof lab"),
+    ):
         proc = lab(repo, "agree", "--out", str(out))
         assert proc.returncode == 2 and proc.stdout == "", proc.stdout  # no report printed before the refusal
         assert len(error_lines(proc.stderr)) == 1 and message in proc.stderr, proc.stderr
@@ -173,7 +218,8 @@ def test_agree_with_a_mode_left_out_names_it(repo: Path, tmp_path: Path) -> None
     dirs = copy_outputs(repo, tmp_path)
     proc = lab(repo, "agree", *map(str, [dirs[0], dirs[1], dirs[3]]), "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
-        "Error: mode 03 (03_api_pyAcl) missing from the inputs — run it (nox -s pyacl) and pass its prof_out/ too"]
+        "Error: mode 03 (03_api_pyAcl) missing from the inputs — run it (nox -s pyacl) and pass its prof_out/ too"
+    ]
 
 
 def test_agree_allows_mixed_runs_only_when_asked(repo: Path, tmp_path: Path) -> None:
@@ -191,29 +237,40 @@ def test_agree_fails_when_a_count_is_off(repo: Path, tmp_path: Path) -> None:
     (summary,) = dirs[0].glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv")
     lines = summary.read_text().splitlines(keepends=True)
     last = max(i for i, line in enumerate(lines) if ",aten::addmm," in line)
-    summary.write_text("".join(lines[:last] + lines[last + 1:]))
+    summary.write_text("".join(lines[:last] + lines[last + 1 :]))
     proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
     assert proc.returncode == 1
-    assert re.search(r"^\[FAIL\] every forward records the same ops \(01, 23 forwards\): 1 of 19 forwards differ "
-                     r"from the first measured \(after 3 warm-up\) .*: forward 23: missing aten::addmm x1 \(matmul\)",
-                     proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(
+        r"^\[FAIL\] every forward records the same ops \(01, 23 forwards\): 1 of 19 forwards differ "
+        r"from the first measured \(after 3 warm-up\) .*: forward 23: missing aten::addmm x1 \(matmul\)",
+        proc.stdout,
+        re.MULTILINE,
+    ), proc.stdout
 
 
-@pytest.mark.parametrize(("changes", "says"), [
-    ({"completed": False, "exit_code": 1}, "it did not run to the end (exit code 1"),
-    # an older run's output: e.g. 03's build failed in this run before its run.sh wrote anything
-    ({"run_id": "0123456789abcdef", "start": "2020-01-01T00:00:00+00:00"},
-     "its output is from another run (run 01234567, started 2020-01-01T00:00:00+00:00): it did not run in this one"),
-    ({"verdicts_passed": False, "exit_code": 1, "failed_checks": ["output matches fp32 reference (01)"]},
-     "its own checks failed (exit code 1): output matches fp32 reference (01)"),
-])
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"completed": False, "exit_code": 1}, "it did not run to the end (exit code 1"),
+        # an older run's output: e.g. 03's build failed in this run before its run.sh wrote anything
+        (
+            {"run_id": "0123456789abcdef", "start": "2020-01-01T00:00:00+00:00"},
+            "its output is from another run (run 01234567, started 2020-01-01T00:00:00+00:00): it did not run in this one",
+        ),
+        (
+            {"verdicts_passed": False, "exit_code": 1, "failed_checks": ["output matches fp32 reference (01)"]},
+            "its own checks failed (exit code 1): output matches fp32 reference (01)",
+        ),
+    ],
+)
 def test_agree_reports_a_failed_mode_as_fail_and_compares_the_rest(repo: Path, tmp_path: Path, changes, says) -> None:
     dirs = copy_outputs(repo, tmp_path)
     edit_info(dirs[0], **changes)
     proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert re.search(rf"^\[FAIL\] mode 01 ran and its own checks held \(01_cmdline\): {re.escape(says)}", proc.stdout,
-                     re.MULTILINE), proc.stdout
+    assert re.search(
+        rf"^\[FAIL\] mode 01 ran and its own checks held \(01_cmdline\): {re.escape(says)}", proc.stdout, re.MULTILINE
+    ), proc.stdout
     assert "[PASS] mode 04 ran and its own checks held" in proc.stdout  # the others are still compared
     assert "[PASS] op time vs Computing (04)" in proc.stdout
     assert "note: mode 01 failed; the checks that need it are left out" in proc.stdout
@@ -232,8 +289,10 @@ def test_agree_fails_when_op_statistic_was_tampered_with(repo: Path, tmp_path: P
     proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (line,) = [li for li in proc.stdout.splitlines() if li.startswith("[FAIL] op_statistic agrees with kernel_details")]
-    assert line.endswith(f"aten::gelu (CPU, device host): op_statistic.csv has no row, kernel_details.csv has "
-                         f"{len(gelus)} tasks, {sum(float(r['Duration(us)']) for r in gelus):,.3f} us")
+    assert line.endswith(
+        f"aten::gelu (CPU, device host): op_statistic.csv has no row, kernel_details.csv has "
+        f"{len(gelus)} tasks, {sum(float(r['Duration(us)']) for r in gelus):,.3f} us"
+    )
     assert "[04]" in line
 
 
@@ -245,8 +304,11 @@ def test_agree_fails_on_a_half_written_kernel_details(repo: Path, tmp_path: Path
     kernels.write_bytes(b"".join(lines[:-3]))
     proc = lab(repo, "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert re.search(r"^\[FAIL\] op_statistic agrees with kernel_details .*\[04\]: \d OP Type\(s\) disagree: aten::",
-                     proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(
+        r"^\[FAIL\] op_statistic agrees with kernel_details .*\[04\]: \d OP Type\(s\) disagree: aten::",
+        proc.stdout,
+        re.MULTILINE,
+    ), proc.stdout
 
 
 def test_agree_checks_the_integrity_of_every_mode(agreed) -> None:
@@ -300,8 +362,8 @@ def test_compare_uses_medians_over_repeated_runs(repo: Path, tmp_path: Path) -> 
 def test_compare_refuses_another_mode_or_another_workload(repo: Path, tmp_path: Path) -> None:
     proc = lab(repo, "compare", str(repo / "01_cmdline" / "prof_out"), str(repo / "04_pyTorch" / "prof_out"))
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
-        "Error: not the same mode: cmdline (baseline) vs pytorch (candidate) — "
-        "compare runs of one mode on one backend"]
+        "Error: not the same mode: cmdline (baseline) vs pytorch (candidate) — compare runs of one mode on one backend"
+    ]
     other = tmp_path / "other"
     shutil.copytree(repo / "04_pyTorch" / "prof_out", other)
     (path,) = other.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
@@ -319,29 +381,48 @@ def test_compare_refuses_another_mode_or_another_workload(repo: Path, tmp_path: 
 
 # --- the HTML report, opened in a real browser -------------------------------------------------------
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)"
+)
 def test_cross_mode_html_renders_its_charts_in_chromium(repo: Path, agreed, tmp_path: Path) -> None:
     page = repo / "agree_out" / "report.html"
     text = page.read_text()
     assert not re.search(r"(src|href)=\"(https?:)?//", text), "the page must not load anything"
     dom = browse(page, tmp_path / "profile", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    charts = {m.group(1): m.group(0) for m in re.finditer(r"<svg[^>]*data-chart=\"([a-z-]+)\".*?</svg>", dom.stdout, re.DOTALL)}
+    charts = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r"<svg[^>]*data-chart=\"([a-z-]+)\".*?</svg>", dom.stdout, re.DOTALL)
+    }
     assert {"op-share", "steps", "pipes", "cast-variants", "cast-per-execute", "sweep"} <= set(charts), sorted(charts)
     assert charts["sweep"].count("<circle") == 2  # the two sweep points
     assert charts["op-share"].count('data-family="matmul"') == 3  # 01, 03, 04 (02 runs no MatMul)
     assert charts["steps"].count('data-part="computing"') == 5  # the 5 active steps of 04
-    widths = [float(w) for w in re.findall(r'data-family="[a-z]+" x="[\d.]+" y="\d+" width="([\d.]+)"', charts["op-share"])]
+    widths = [
+        float(w) for w in re.findall(r'data-family="[a-z]+" x="[\d.]+" y="\d+" width="([\d.]+)"', charts["op-share"])
+    ]
     assert widths and all(w > 0 for w in widths)
     shot = tmp_path / "shot.png"
     proc = browse(page, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1150,1800", "--hide-scrollbars")
@@ -349,7 +430,9 @@ def test_cross_mode_html_renders_its_charts_in_chromium(repo: Path, agreed, tmp_
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)"
+)
 def test_run_html_of_04_shows_steps_and_bottlenecks(repo: Path, agreed, tmp_path: Path) -> None:
     dom = browse(repo / "04_pyTorch" / "prof_out" / "report.html", tmp_path / "profile", "--dump-dom")
     assert dom.returncode == 0
@@ -392,8 +475,9 @@ def test_sweep_small_grid(repo: Path, swept, agreed) -> None:
     for p in doc["points"]:
         assert 0 < p["computing_ratio"] <= 1 and abs(p["computing_us"] + p["free_us"] - p["step_us"]) < 1
         q1, q3 = p["computing_ratio_iqr"]  # steps straddling 50%: undecided, never a coin toss
-        assert p["bound"] == ("undecided" if q1 < 0.5 <= q3 else
-                              "host-bound" if p["computing_ratio"] < 0.5 else "compute-bound")
+        assert p["bound"] == (
+            "undecided" if q1 < 0.5 <= q3 else "host-bound" if p["computing_ratio"] < 0.5 else "compute-bound"
+        )
         assert p["flops"] == 2 * p["batch"] * p["hidden"] ** 2 * 4  # TinyMLP's 4 Linear layers, counted by torch
         assert p["above_peak"] == (p["gflops_per_s"] > doc["peak_gflops_per_s"])
     assert ("warning: (!)" in swept.stdout) == any(p["above_peak"] for p in doc["points"])
@@ -406,9 +490,11 @@ def test_sweep_bad_sizes_one_line(repo: Path, swept) -> None:
     proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--hidden", "64,zero")
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
         "Error: --hidden '64,zero' is not a comma-separated list of integers in 1..8192 — "
-        "e.g. --hidden 64,128,256,512,1024,2048,4096"]
+        "e.g. --hidden 64,128,256,512,1024,2048,4096"
+    ]
     before = sorted(p.name for p in (repo / "04_pyTorch" / "prof_sweep").iterdir())
     proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--batch", "4,1,4")
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
-        "Error: --batch '4,1,4' names 4 more than once — give each size once: every point of the sweep is profiled once"]
+        "Error: --batch '4,1,4' names 4 more than once — give each size once: every point of the sweep is profiled once"
+    ]
     assert sorted(p.name for p in (repo / "04_pyTorch" / "prof_sweep").iterdir()) == before  # the last sweep kept

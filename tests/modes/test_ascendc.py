@@ -51,9 +51,20 @@ def selftest(tmp_path_factory) -> Path:
         pytest.skip("needs a C++ compiler")
     exe = tmp_path_factory.mktemp("twin") / "twin_selftest"
     subprocess.run(
-        [CXX, "-std=c++20", "-O1", "-I", str(TWIN_DIR), str(ROOT / "tests" / "native" / "twin_selftest.cpp"),
-         "-pthread", "-o", str(exe)],
-        check=True, capture_output=True, text=True,
+        [
+            CXX,
+            "-std=c++20",
+            "-O1",
+            "-I",
+            str(TWIN_DIR),
+            str(ROOT / "tests" / "native" / "twin_selftest.cpp"),
+            "-pthread",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return exe
 
@@ -115,8 +126,22 @@ def test_twin_fp16_add_is_ieee_round_to_nearest_even(selftest):
 
 def test_twin_fp16_rounding_from_double(selftest):
     rng = random.Random(7)
-    values = [0.0, -0.0, 1.0, 65504.0, 65519.99, 65520.0, 1e6, 2.0**-24, 2.0**-25, 2.0**-25 * 1.0001, 3 * 2.0**-25,
-              1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, 2.0**-14 - 2.0**-25]
+    values = [
+        0.0,
+        -0.0,
+        1.0,
+        65504.0,
+        65519.99,
+        65520.0,
+        1e6,
+        2.0**-24,
+        2.0**-25,
+        2.0**-25 * 1.0001,
+        3 * 2.0**-25,
+        1.0 + 2.0**-11,
+        1.0 + 3 * 2.0**-11,
+        2.0**-14 - 2.0**-25,
+    ]
     values += [rng.uniform(-70000, 70000) for _ in range(5000)] + [rng.uniform(-1e-4, 1e-4) for _ in range(5000)]
     text = "".join(f"{v!r}\n" for v in values)
     out = subprocess.run([str(selftest), "fp16-round"], input=text, capture_output=True, text=True, check=True).stdout
@@ -138,8 +163,10 @@ def _build_copy(tmp_path: Path, replace: tuple[str, str]) -> Path:
     kernel.write_text(text.replace(replace[0], replace[1]))
     build = tmp_path / "build"
     cmake = shutil.which("cmake")
-    for argv in (build_kernel.cmake_configure_argv(cmake, src, build, "portable"),
-                 build_kernel.cmake_build_argv(cmake, build, 2)):
+    for argv in (
+        build_kernel.cmake_configure_argv(cmake, src, build, "portable"),
+        build_kernel.cmake_build_argv(cmake, build, 2),
+    ):
         subprocess.run(argv, check=True, capture_output=True, text=True)
     return build / build_kernel.BINARY_NAME
 
@@ -147,8 +174,13 @@ def _build_copy(tmp_path: Path, replace: tuple[str, str]) -> Path:
 @needs_cxx
 def test_broken_compute_fails_verification_with_first_mismatches(tmp_path):
     # Test material: Add only half of each tile; the other half keeps the UB's garbage (NaN).
-    binary = _build_copy(tmp_path, ("AscendC::Add(zLocal, xLocal, yLocal, TILE_LENGTH);",
-                                    "AscendC::Add(zLocal, xLocal, yLocal, TILE_LENGTH / 2);"))
+    binary = _build_copy(
+        tmp_path,
+        (
+            "AscendC::Add(zLocal, xLocal, yLocal, TILE_LENGTH);",
+            "AscendC::Add(zLocal, xLocal, yLocal, TILE_LENGTH / 2);",
+        ),
+    )
     proc = subprocess.run([str(binary), "--launches", "2"], capture_output=True, text=True)
     assert proc.returncode == 1
     assert "verification FAILED in launch 0" in proc.stdout
@@ -187,8 +219,13 @@ def test_portable_build_and_run_end_to_end(portable_build):
     lines = ran.stdout.splitlines()
     assert lines[0].startswith("=== msprof lab backend: PORTABLE")
     assert "[FAIL]" not in ran.stdout
-    for name in ("build succeeds", "all 8192 elements verified", "20 measured launches", "pipe ratios sum to ~1",
-                 "bound pipe stated"):
+    for name in (
+        "build succeeds",
+        "all 8192 elements verified",
+        "20 measured launches",
+        "pipe ratios sum to ~1",
+        "bound pipe stated",
+    ):
         assert any(line.startswith(f"[PASS] {name}") for line in lines), name
     assert "910B3: an estimate, not measured here" in ran.stdout
 
@@ -222,8 +259,9 @@ def test_portable_build_and_run_end_to_end(portable_build):
 
 @pytest.mark.parametrize("argv", [["run.sh", "abc"], ["build.sh", "--device", "abc"]])
 def test_bad_device_id_is_one_error_line(argv):
-    proc = subprocess.run(["bash", f"02_api_AscendC/{argv[0]}", *argv[1:]], cwd=ROOT, env=lab_env(),
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", f"02_api_AscendC/{argv[0]}", *argv[1:]], cwd=ROOT, env=lab_env(), capture_output=True, text=True
+    )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("Error: device id 'abc'")
@@ -272,14 +310,21 @@ def test_twin_timings_become_pipe_times(tmp_path):
 
 # --- npu: command builders (nothing runs) ----------------------------------------------------------
 def test_cmake_argv_for_npu_passes_soc_and_cann():
-    argv = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version="Ascend910B3",
-                                             cann_home="/opt/my cann")
+    argv = build_kernel.cmake_configure_argv(
+        "cmake", SRC, Path("/b"), "npu", soc_version="Ascend910B3", cann_home="/opt/my cann"
+    )
     assert argv[:5] == ["cmake", "-S", str(SRC), "-B", "/b"]
     assert "-DRUN_MODE=npu" in argv and "-DSOC_VERSION=Ascend910B3" in argv
     assert "-DASCEND_CANN_PACKAGE_PATH=/opt/my cann" in argv  # one argv item: spaces are inert
     # MetricsProfStart/Stop exist on Atlas A2/A3 only (AscendC API reference): the region is compiled there only.
-    for soc, region in [("Ascend910B3", "ON"), ("Ascend910B4-1", "ON"), ("Ascend910_9391", "ON"),
-                        ("Ascend910B", "OFF"), ("Ascend310P3", "OFF"), ("Ascend310B1", "OFF")]:
+    for soc, region in [
+        ("Ascend910B3", "ON"),
+        ("Ascend910B4-1", "ON"),
+        ("Ascend910_9391", "ON"),
+        ("Ascend910B", "OFF"),
+        ("Ascend310P3", "OFF"),
+        ("Ascend310B1", "OFF"),
+    ]:
         argv = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "npu", soc_version=soc, cann_home="/c")
         assert f"-DLAB_METRICS_PROF_REGION={region}" in argv, soc
     portable = build_kernel.cmake_configure_argv("cmake", SRC, Path("/b"), "portable")
@@ -298,15 +343,42 @@ def test_msprof_argv_builders_for_the_kernel():
     assert argv[1] == "--output=/out dir" and "--aic-metrics=PipeUtilization" in argv and argv[-5:] == app
     # msprof op honours the kernel's MetricsProfStart/Stop region only with --aic-metrics=KernelScale (A2/A3),
     # and skips the warm-up launches with --launch-skip-before-match (msOpProf user guide: 0..1000).
-    op = msprof_op_argv("/c/bin/msprof", Path("/out"), app, kernel_name="add_custom", launch_count=1,
-                        aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=3)
-    assert op == ["/c/bin/msprof", "op", "--output=/out", "--kernel-name=add_custom",
-                  "--aic-metrics=KernelScale,PipeUtilization", "--launch-skip-before-match=3", "--launch-count=1", *app]
+    op = msprof_op_argv(
+        "/c/bin/msprof",
+        Path("/out"),
+        app,
+        kernel_name="add_custom",
+        launch_count=1,
+        aic_metrics=MSPROF_OP_METRICS_REGION,
+        launch_skip=3,
+    )
+    assert op == [
+        "/c/bin/msprof",
+        "op",
+        "--output=/out",
+        "--kernel-name=add_custom",
+        "--aic-metrics=KernelScale,PipeUtilization",
+        "--launch-skip-before-match=3",
+        "--launch-count=1",
+        *app,
+    ]
     plain = msprof_op_argv("msprof", Path("/out"), app, aic_metrics=("PipeUtilization",), launch_skip=1000)
-    assert plain == ["msprof", "op", "--output=/out", "--aic-metrics=PipeUtilization",
-                     "--launch-skip-before-match=1000", "--launch-count=1", *app]
-    for bad in ({"launch_count": 0}, {"launch_count": 5001}, {"launch_skip": -1}, {"launch_skip": 1001},
-                {"aic_metrics": ()}):
+    assert plain == [
+        "msprof",
+        "op",
+        "--output=/out",
+        "--aic-metrics=PipeUtilization",
+        "--launch-skip-before-match=1000",
+        "--launch-count=1",
+        *app,
+    ]
+    for bad in (
+        {"launch_count": 0},
+        {"launch_count": 5001},
+        {"launch_skip": -1},
+        {"launch_skip": 1001},
+        {"aic_metrics": ()},
+    ):
         with pytest.raises(ValueError):
             msprof_op_argv("msprof", Path("/out"), app, **bad)
     with pytest.raises(ValueError):
@@ -338,8 +410,16 @@ def test_profile_npu_passes_the_device_and_skips_the_warm_up(tmp_path, monkeypat
     app = ["/b/add_custom_main", "--device", "3", "--warmup", "3", "--launches", "20"]
     assert [c[0] for c in calls] == [
         ["/c/bin/msprof", f"--output={tmp_path}", *MSPROF_SWITCHES, *app],
-        ["/c/bin/msprof", "op", f"--output={tmp_path}", "--kernel-name=add_custom",
-         "--aic-metrics=KernelScale,PipeUtilization", "--launch-skip-before-match=3", "--launch-count=1", *app],
+        [
+            "/c/bin/msprof",
+            "op",
+            f"--output={tmp_path}",
+            "--kernel-name=add_custom",
+            "--aic-metrics=KernelScale,PipeUtilization",
+            "--launch-skip-before-match=3",
+            "--launch-count=1",
+            *app,
+        ],
     ]
     assert all("ASCEND_RT_VISIBLE_DEVICES" not in c[1] for c in calls)
 
@@ -351,8 +431,14 @@ def test_npu_path_is_for_atlas_a2_a3_builds_only(tmp_path):
 
     npu = Backend("npu", "test", "/c", {"msprof": "/c/bin/msprof"}, tuple(range(8)))
     (tmp_path / build_kernel.BINARY_NAME).write_text("")
-    for soc, usable in [("Ascend910B3", True), ("Ascend910B4-1", True), ("Ascend910_9391", True),
-                        ("Ascend310P3", False), ("Ascend910B", False), ("Ascend310B1", False)]:
+    for soc, usable in [
+        ("Ascend910B3", True),
+        ("Ascend910B4-1", True),
+        ("Ascend910_9391", True),
+        ("Ascend310P3", False),
+        ("Ascend910B", False),
+        ("Ascend310B1", False),
+    ]:
         (tmp_path / build_kernel.BUILD_INFO).write_text(json.dumps({"run_mode": "npu", "soc_version": soc}))
         if usable:
             assert build_kernel.usable_build(npu, tmp_path)["soc_version"] == soc
@@ -394,7 +480,7 @@ def test_run_mode_choice_and_missing_tools(monkeypatch):
     cmake = (SRC / "CMakeLists.txt").read_text()
     main_cpp = (SRC / "main.cpp").read_text()
     assert "ASCENDC_CPU_DEBUG" not in main_cpp and "tikicpulib.h" not in main_cpp
-    assert 'STRINGS portable npu)' in cmake and 'RUN_MODE STREQUAL "cpu"' not in cmake
+    assert "STRINGS portable npu)" in cmake and 'RUN_MODE STREQUAL "cpu"' not in cmake
     assert driver.choose_run_mode is build_kernel.choose_run_mode  # the entry point's allow-list is the build's
     monkeypatch.setattr(build_kernel.shutil, "which", lambda name: None)
     monkeypatch.delenv("CXX", raising=False)
@@ -415,8 +501,12 @@ def test_kernel_source_is_the_only_kernel():
 
 def test_kernel_sizes_are_set_once_and_read_from_the_program():
     # add_kernel.cpp sets them; main.cpp includes its sizes section, the harness reads what the program prints.
-    setters = [p.name for p in SRC.rglob("*") if p.suffix in (".cpp", ".h")
-               and re.search(r"constexpr\s+\w+\s+(TOTAL_LENGTH|USE_CORE_NUM|kTotalLength)\s*=\s*\d", p.read_text())]
+    setters = [
+        p.name
+        for p in SRC.rglob("*")
+        if p.suffix in (".cpp", ".h")
+        and re.search(r"constexpr\s+\w+\s+(TOTAL_LENGTH|USE_CORE_NUM|kTotalLength)\s*=\s*\d", p.read_text())
+    ]
     assert setters == ["add_kernel.cpp"]
     assert '#define ADD_SIZES_ONLY\n#include "add_kernel.cpp"' in (SRC / "main.cpp").read_text()
     for module in (ROOT / "common" / "modes" / "ascendc").glob("*.py"):
@@ -431,8 +521,9 @@ def test_kernel_sizes_are_set_once_and_read_from_the_program():
 
 def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
     # msprof op's CSV style: NA for missing, a trailing comma on every line (msprof_formats.md §3.3).
-    header = ("block_id,sub_block_id,aic_time(us),aiv_time(us),aiv_vec_ratio,aiv_scalar_ratio,aiv_mte2_ratio,"
-              "aiv_mte3_ratio,")
+    header = (
+        "block_id,sub_block_id,aic_time(us),aiv_time(us),aiv_vec_ratio,aiv_scalar_ratio,aiv_mte2_ratio,aiv_mte3_ratio,"
+    )
     folder = tmp_path / "OPPROF_20260129023104_QHUFJZWUFYIGWZSD"
     folder.mkdir()
     (folder / "PipeUtilization.csv").write_text(
@@ -447,7 +538,8 @@ def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
     nested.mkdir(parents=True)
     (nested / "PipeUtilization_20260129023105284.csv").write_text(header + "\n0,vector0,NA,5.0,0.5,0.2,0.2,0.1,\n")
     assert kernel_report.read_msprof_op_pipes(tmp_path / "multi") == pytest.approx(
-        {"vec": 0.5, "scalar": 0.2, "mte2": 0.2, "mte3": 0.1})
+        {"vec": 0.5, "scalar": 0.2, "mte2": 0.2, "mte3": 0.1}
+    )
 
 
 # --- the in-process Profiler (common/collect/profiling.py) around the built twin -----------------------
@@ -460,9 +552,14 @@ def test_the_in_process_profiler_on_a_real_twin_run(portable_build: Path) -> Non
     with profiler.profile():
         out = Path(profiler.result_path)
         # the twin writes every launch's timers to $ASCENDC_TWIN_TIMINGS at exit; the first one is the warm-up
-        run = subprocess.run([str(portable_build), "--warmup", "1", "--launches", "5"], capture_output=True, text=True,
-                             env={**os.environ, twin_profile.TIMINGS_VAR: str(out / "twin_timings.csv")},
-                             timeout=120, check=True)
+        run = subprocess.run(
+            [str(portable_build), "--warmup", "1", "--launches", "5"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, twin_profile.TIMINGS_VAR: str(out / "twin_timings.csv")},
+            timeout=120,
+            check=True,
+        )
         launches = twin_profile.parse_twin_timings(out / "twin_timings.csv")[1:]
         sizes = kernel_report.read_sizes(run.stdout)
         twin_profile.write_portable_profile(out, twin_profile.twin_tasks(launches, sizes))
@@ -472,5 +569,3 @@ def test_the_in_process_profiler_on_a_real_twin_run(portable_build: Path) -> Non
     assert len(durations) == 5 and {t.type for t in profiler.last_result.tasks} == {"CPU"}
     assert durations == pytest.approx([launch.duration_us for launch in launches], abs=0.001)
     assert task_time_median(profiler.last_result.tasks) == pytest.approx(sorted(durations)[2], abs=0.001)
-
-

@@ -36,24 +36,40 @@ pytestmark = pytest.mark.skipif(CXX is None, reason="needs a C++ compiler (g++ o
 
 
 def compile_cxx(out: Path, std: str, *args: str) -> Path:
-    proc = subprocess.run([CXX, f"-std={std}", *SANITIZE, *args, "-o", str(out)], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [CXX, f"-std={std}", *SANITIZE, *args, "-o", str(out)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr  # a compiler that cannot link the sanitizers fails here, not skips
     return out
 
 
 def run_clean(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **SAN_ENV, **kwargs.pop("env", {})},
-                          timeout=120, check=False, **kwargs)
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SAN_ENV, **kwargs.pop("env", {})},
+        timeout=120,
+        check=False,
+        **kwargs,
+    )
     assert not SANITIZER_REPORT.search(proc.stderr), proc.stderr
     return proc
 
 
 # ----- the portable twin under the sanitizers ---------------------------------------------------------
 def test_portable_host_program_is_sanitizer_clean(tmp_path: Path) -> None:
-    exe = compile_cxx(tmp_path / "add_custom_main", "c++20", "-DLAB_RUN_PORTABLE", "-DLAB_METRICS_PROF_REGION",
-                      "-I", str(TWIN),
-                      str(SRC / "main.cpp"), str(SRC / "add_kernel.cpp"), "-pthread")
+    exe = compile_cxx(
+        tmp_path / "add_custom_main",
+        "c++20",
+        "-DLAB_RUN_PORTABLE",
+        "-DLAB_METRICS_PROF_REGION",
+        "-I",
+        str(TWIN),
+        str(SRC / "main.cpp"),
+        str(SRC / "add_kernel.cpp"),
+        "-pthread",
+    )
     timings = tmp_path / "timings.csv"
     proc = run_clean([str(exe), "--warmup", "1", "--launches", "3"], env={"ASCENDC_TWIN_TIMINGS": str(timings)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -70,8 +86,19 @@ def selftest(tmp_path_factory) -> Path:
     return compile_cxx(out, "c++20", "-I", str(TWIN), str(ROOT / "tests" / "native" / "twin_selftest.cpp"), "-pthread")
 
 
-SCENARIOS = ["ok", "alloc-over-depth", "deque-empty", "enque-over-depth", "tile-too-big", "gm-past-end",
-             "partial-block", "free-twice", "free-wrong-queue", "missing-free", "write-after-enque"]
+SCENARIOS = [
+    "ok",
+    "alloc-over-depth",
+    "deque-empty",
+    "enque-over-depth",
+    "tile-too-big",
+    "gm-past-end",
+    "partial-block",
+    "free-twice",
+    "free-wrong-queue",
+    "missing-free",
+    "write-after-enque",
+]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -93,24 +120,44 @@ def test_twin_fp16_is_sanitizer_clean(selftest: Path) -> None:
 LAUNCHES = 2
 WARMUP = 1
 SETUP_CALLS = ["aclInit", "aclrtSetDevice", "aclrtCreateStream", "aclrtMalloc", "aclrtMalloc", "aclrtMalloc"]
-PER_LAUNCH = ["aclrtMemcpy", "aclrtMemcpy", "aclrtMemcpy", "aclrtlaunch_add_custom", "aclrtSynchronizeStream",
-              "aclrtMemcpy"]
+PER_LAUNCH = [
+    "aclrtMemcpy",
+    "aclrtMemcpy",
+    "aclrtMemcpy",
+    "aclrtlaunch_add_custom",
+    "aclrtSynchronizeStream",
+    "aclrtMemcpy",
+]
 FAILABLE = SETUP_CALLS + PER_LAUNCH * (WARMUP + LAUNCHES)  # 24: every call that can fail, in order
 IN_SOURCE = {"aclrtlaunch_add_custom": "ACLRT_LAUNCH_KERNEL(add_custom)"}  # what CHECK_ACL names
-RELEASES = {"aclFinalize": "session", "aclrtResetDevice": "device", "aclrtDestroyStream": "stream",
-            "aclrtFree": "buffer"}
+RELEASES = {
+    "aclFinalize": "session",
+    "aclrtResetDevice": "device",
+    "aclrtDestroyStream": "stream",
+    "aclrtFree": "buffer",
+}
 
 
 @pytest.fixture(scope="module")
 def npu_branch(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("npu_stub") / "add_custom_main_npu"
-    return compile_cxx(out, "c++17", "-DLAB_RUN_NPU", "-I", str(STUB), "-I", str(TWIN), str(SRC / "main.cpp"),
-                       str(STUB / "acl_stub.cpp"))
+    return compile_cxx(
+        out,
+        "c++17",
+        "-DLAB_RUN_NPU",
+        "-I",
+        str(STUB),
+        "-I",
+        str(TWIN),
+        str(SRC / "main.cpp"),
+        str(STUB / "acl_stub.cpp"),
+    )
 
 
 def run_stub(exe: Path, log: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[tuple[str, ...]]]:
-    proc = run_clean([str(exe), "--warmup", str(WARMUP), "--launches", str(LAUNCHES)],
-                     env={"LAB_ACL_LOG": str(log), **env})
+    proc = run_clean(
+        [str(exe), "--warmup", str(WARMUP), "--launches", str(LAUNCHES)], env={"LAB_ACL_LOG": str(log), **env}
+    )
     return proc, [tuple(line.split()) for line in log.read_text().splitlines()]
 
 
@@ -146,12 +193,15 @@ def test_npu_branch_failing_at_each_call_releases_what_it_acquired(npu_branch: P
 
 @pytest.mark.fault
 @pytest.mark.parametrize("release", sorted(RELEASES))
-def test_npu_branch_failed_release_is_reported_and_the_rest_still_released(npu_branch: Path, tmp_path: Path,
-                                                                            release: str) -> None:
+def test_npu_branch_failed_release_is_reported_and_the_rest_still_released(
+    npu_branch: Path, tmp_path: Path, release: str
+) -> None:
     # The stub keeps what a failed release should have freed, so leak detection is off for this case only.
     proc, events = run_stub(npu_branch, tmp_path / "log", LAB_ACL_FAIL_RELEASE=release, ASAN_OPTIONS="detect_leaks=0")
     assert proc.returncode == 0, proc.stderr  # verification passed; the release failure is a named warning
-    assert re.search(rf"^warning: {release}\(\w*\) returned 507899 while releasing$", proc.stderr, re.MULTILINE), proc.stderr
+    assert re.search(rf"^warning: {release}\(\w*\) returned 507899 while releasing$", proc.stderr, re.MULTILINE), (
+        proc.stderr
+    )
     kind = RELEASES[release]
     acquired = [e[1:] for e in events if e[0] == "acquire" and e[1] != kind]
     released = [e[1:] for e in events if e[0] == "release" and e[1] != kind]

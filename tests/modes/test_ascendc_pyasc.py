@@ -66,23 +66,40 @@ def test_a_sub_kernel_fails_verification(twin, tmp_path):
 
 
 def test_missing_wait_flag_names_the_line_that_reads(twin, tmp_path):
-    lesson = load_copy(tmp_path, "lesson_copy_nowait",
-                       lambda text: text.replace("        asc.wait_flag(asc.HardEvent.MTE2_V, slot)\n", ""))
+    lesson = load_copy(
+        tmp_path,
+        "lesson_copy_nowait",
+        lambda text: text.replace("        asc.wait_flag(asc.HardEvent.MTE2_V, slot)\n", ""),
+    )
     with pytest.raises(twin._twin.TwinError) as err:
         lesson.launch(*lesson.make_inputs())
-    line = next(n for n, text in enumerate((tmp_path / "lesson_copy_nowait.py").read_text().splitlines(), 1)
-                if "asc.add(" in text)
+    line = next(
+        n
+        for n, text in enumerate((tmp_path / "lesson_copy_nowait.py").read_text().splitlines(), 1)
+        if "asc.add(" in text
+    )
     assert f"add at lesson_copy_nowait.py:{line}: V reads UB bytes" in str(err.value)
     assert "HardEvent.MTE2_V" in str(err.value)
 
 
 def test_wait_without_set_and_bad_copies_stop(twin, tmp_path):
-    no_preset = load_copy(tmp_path, "lesson_copy_nopreset", lambda text: text.replace(
-        "        asc.set_flag(asc.HardEvent.MTE3_MTE2, slot)\n\n    asc.metrics_prof_start()", "        pass\n\n    asc.metrics_prof_start()"))
+    no_preset = load_copy(
+        tmp_path,
+        "lesson_copy_nopreset",
+        lambda text: text.replace(
+            "        asc.set_flag(asc.HardEvent.MTE3_MTE2, slot)\n\n    asc.metrics_prof_start()",
+            "        pass\n\n    asc.metrics_prof_start()",
+        ),
+    )
     with pytest.raises(twin._twin.TwinError, match="MTE3_MTE2 id 0 was never set"):
         no_preset.launch(*no_preset.make_inputs())
-    odd = load_copy(tmp_path, "lesson_copy_odd", lambda text: text.replace(
-        "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile)", "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile - 1)"))
+    odd = load_copy(
+        tmp_path,
+        "lesson_copy_odd",
+        lambda text: text.replace(
+            "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile)", "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile - 1)"
+        ),
+    )
     with pytest.raises(twin._twin.TwinError, match="126 bytes, not a whole number of 32-byte blocks"):
         odd.launch(*odd.make_inputs())
 
@@ -122,11 +139,18 @@ def test_lesson_sizes_are_the_cpp_kernels(twin, tmp_path):
 
 def test_lesson_runs_as_a_program_and_the_twin_writes_its_timers(tmp_path):
     timings = tmp_path / "timings.csv"
-    proc = subprocess.run([sys.executable, str(SRC / "add_pyasc.py"), "--warmup", "1", "--launches", "2"],
-                          env=twin_env(timings), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(SRC / "add_pyasc.py"), "--warmup", "1", "--launches", "2"],
+        env=twin_env(timings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "kernel sizes: total_length=8192 block_dim=8 block_length=1024 tile_num=8 buffer_num=2 tile_length=64" \
+    assert (
+        "kernel sizes: total_length=8192 block_dim=8 block_length=1024 tile_num=8 buffer_num=2 tile_length=64"
         in proc.stdout
+    )
     assert pyasc_twin_verdict(proc.returncode, proc.stdout, 3).ok
     with timings.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -138,8 +162,13 @@ def test_the_lesson_hands_set_platform_a_platform_member_and_the_twin_takes_noth
     PYASC): ``-r Model -v Ascend910B1`` must arrive as config.Platform.Ascend910B1, as pyasc's examples pass it."""
     from asc.runtime import config
 
-    proc = subprocess.run([sys.executable, str(SRC / "add_pyasc.py"), "-r", "Model", "-v", "Ascend910B1"],
-                          env=twin_env(tmp_path / "t.csv"), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(SRC / "add_pyasc.py"), "-r", "Model", "-v", "Ascend910B1"],
+        env=twin_env(tmp_path / "t.csv"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "verified: 8192 of 8192" in proc.stdout, proc.stderr
     with pytest.raises(Exception, match="not a config.Platform member"):
         config.set_platform(config.Backend.Model, "Ascend910B1")
@@ -149,10 +178,12 @@ def test_the_lesson_hands_set_platform_a_platform_member_and_the_twin_takes_noth
 
 def test_a_kernel_misuse_in_the_program_is_one_error_line(tmp_path):
     lesson = tmp_path / "add_pyasc.py"
-    lesson.write_text((SRC / "add_pyasc.py").read_text().replace(
-        "        asc.wait_flag(asc.HardEvent.MTE2_V, slot)\n", ""))
-    proc = subprocess.run([sys.executable, str(lesson)], env=twin_env(tmp_path / "t.csv"), capture_output=True,
-                          text=True, timeout=120)
+    lesson.write_text(
+        (SRC / "add_pyasc.py").read_text().replace("        asc.wait_flag(asc.HardEvent.MTE2_V, slot)\n", "")
+    )
+    proc = subprocess.run(
+        [sys.executable, str(lesson)], env=twin_env(tmp_path / "t.csv"), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("Error: add at add_pyasc.py:") and "HardEvent.MTE2_V" in line
@@ -163,8 +194,13 @@ def test_a_kernel_misuse_in_the_program_is_one_error_line(tmp_path):
 def test_a_wrong_sum_fails_the_programs_verification(tmp_path):
     lesson = tmp_path / "add_pyasc.py"
     lesson.write_text((SRC / "add_pyasc.py").read_text().replace("asc.add(", "asc.sub("))
-    proc = subprocess.run([sys.executable, str(lesson), "--launches", "2"], env=twin_env(tmp_path / "t.csv"),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(lesson), "--launches", "2"],
+        env=twin_env(tmp_path / "t.csv"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "mismatch in launch 0 at 0:" in proc.stdout
     assert not pyasc_twin_verdict(proc.returncode, proc.stdout, 2).ok
 
@@ -181,22 +217,34 @@ PEAKS = Peaks("test", 1e12, 100e9, "test bandwidth")
 
 
 def facts(**changes) -> KernelFacts:
-    base = dict(kernel="k", median_us=10.0, busy_us=9.0, ratios={"vec": 0.3, "scalar": 0.3, "mte2": 0.2, "mte3": 0.1},
-                bytes_moved=200_000, block_dim=8, concurrent_blocks=8)
+    base = dict(
+        kernel="k",
+        median_us=10.0,
+        busy_us=9.0,
+        ratios={"vec": 0.3, "scalar": 0.3, "mte2": 0.2, "mte3": 0.1},
+        bytes_moved=200_000,
+        block_dim=8,
+        concurrent_blocks=8,
+    )
     return KernelFacts(**{**base, **changes})
 
 
-@pytest.mark.parametrize("changes, expected", [
-    ({"busy_us": 2.0}, "launch"),
-    ({"ratios": {"vec": 0.3, "scalar": 0.2, "mte2": 0.6, "mte3": 0.3}}, "memory"),
-    ({"ratios": {"vec": 0.85, "scalar": 0.1, "mte2": 0.2, "mte3": 0.1}}, "compute"),
-    ({"ratios": {"vec": 0.04, "scalar": 0.65, "mte2": 0.03, "mte3": None}}, "stall"),
-    # the 910B3 estimate of README: mte2 / vec = 8 > 1, so CANN's indicator calls it memory-bound before stall
-    ({"ratios": {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}}, "memory"),
-    ({"ratios": {"vec": 0.3, "scalar": 0.2, "mte2": 0.25, "mte3": 0.2}, "median_us": 100.0, "busy_us": 90.0},
-     "access pattern"),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"busy_us": 2.0}, "launch"),
+        ({"ratios": {"vec": 0.3, "scalar": 0.2, "mte2": 0.6, "mte3": 0.3}}, "memory"),
+        ({"ratios": {"vec": 0.85, "scalar": 0.1, "mte2": 0.2, "mte3": 0.1}}, "compute"),
+        ({"ratios": {"vec": 0.04, "scalar": 0.65, "mte2": 0.03, "mte3": None}}, "stall"),
+        # the 910B3 estimate of README: mte2 / vec = 8 > 1, so CANN's indicator calls it memory-bound before stall
+        ({"ratios": {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}}, "memory"),
+        (
+            {"ratios": {"vec": 0.3, "scalar": 0.2, "mte2": 0.25, "mte3": 0.2}, "median_us": 100.0, "busy_us": 90.0},
+            "access pattern",
+        ),
+        ({}, None),
+    ],
+)
 def test_kernel_verdict_classes(changes, expected):
     verdict = classify_kernel(facts(**changes), PEAKS)
     assert verdict.bottleneck == expected
@@ -220,10 +268,17 @@ def test_kernel_verdict_waves_and_missing_data():
 
 # --- run.sh --kernel pyasc, end to end -------------------------------------------------------------
 def test_run_sh_kernel_pyasc_prints_median_and_class():
-    proc = subprocess.run(["bash", str(ROOT / "02_api_AscendC" / "run.sh"), "0", "--kernel", "pyasc"],
-                          capture_output=True, text=True, env=lab_env(), timeout=60)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "02_api_AscendC" / "run.sh"), "0", "--kernel", "pyasc"],
+        capture_output=True,
+        text=True,
+        env=lab_env(),
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert re.search(r"^Median kernel time: [\d.]+ us \(common\.collect\.profiling\.task_time_median\)$", proc.stdout, re.M)
+    assert re.search(
+        r"^Median kernel time: [\d.]+ us \(common\.collect\.profiling\.task_time_median\)$", proc.stdout, re.M
+    )
     assert re.search(r"^Bottleneck class: (launch|memory|compute|stall|access pattern) — ", proc.stdout, re.M)
     assert "[PASS] all 8192 elements verified" in proc.stdout
     assert "[PASS] 20 measured launches" in proc.stdout and "[FAIL]" not in proc.stdout

@@ -15,8 +15,14 @@ def test_report_into_a_closed_pipe_stops_quietly(npu_fixtures: Path) -> None:
     read, write = os.pipe()
     os.close(read)
     try:
-        proc = subprocess.run([sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")],
-                              cwd=ROOT, env=lab_env(), stdout=write, stderr=subprocess.PIPE, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")],
+            cwd=ROOT,
+            env=lab_env(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     finally:
         os.close(write)
     stderr = proc.stderr.decode()
@@ -27,8 +33,13 @@ def test_report_into_a_closed_pipe_stops_quietly(npu_fixtures: Path) -> None:
 def test_report_into_head_stops_quietly(npu_fixtures: Path) -> None:
     """``| head -1``: the reader leaves after one line, while the report writes or after it has written
     everything into the pipe (a race: exit 141 or 0); either way nothing but the report is printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")],
-                            cwd=ROOT, env=lab_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "common", "report", str(npu_fixtures / "cann85_minimal")],
+        cwd=ROOT,
+        env=lab_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = proc.stdout.readline()
     proc.stdout.close()  # what `| head -1` does after its line
     stderr = proc.stderr.read().decode()

@@ -43,19 +43,22 @@ def test_src_holds_only_the_lesson_files_and_none_reaches_into_the_lab():
     for name in (*CPP_PROJECT, "add_pyasc.py"):
         text = (SRC / name).read_text()
         assert not IMPORTS_COMMON.search(text), name
-        assert "#include \"twin/" not in text and "add_sizes.h" not in text and "device_npu.h" not in text, name
+        assert '#include "twin/' not in text and "add_sizes.h" not in text and "device_npu.h" not in text, name
 
 
 def build_and_run(project: Path, *args: str) -> subprocess.CompletedProcess:
     build = project / "build"
-    for argv in (["cmake", "-S", str(project), "-B", str(build), "-DRUN_MODE=portable", f"-DASCENDC_TWIN_DIR={TWIN}"],
-                 ["cmake", "--build", str(build), "--parallel", "2"]):
+    for argv in (
+        ["cmake", "-S", str(project), "-B", str(build), "-DRUN_MODE=portable", f"-DASCENDC_TWIN_DIR={TWIN}"],
+        ["cmake", "--build", str(build), "--parallel", "2"],
+    ):
         step = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
         assert step.returncode == 0, step.stdout + step.stderr
     timings = project / "twin_timings.csv"
     env = {**os.environ, "ASCENDC_TWIN_TIMINGS": str(timings)}
-    return subprocess.run([str(build / "add_custom_main"), *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [str(build / "add_custom_main"), *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def timer_rows(path: Path) -> list[dict[str, str]]:
@@ -73,8 +76,17 @@ def test_the_cpp_project_copied_alone_builds_runs_and_verifies(outside: Path):
     rows = timer_rows(outside / "twin_timings.csv")  # the stand-in's profiler output: 3 launches x 8 blocks
     assert len(rows) == 3 * 8 and all(int(r["vec_ns"]) > 0 and int(r["mte2_ns"]) > 0 for r in rows)
     # the lab reads that file as it is, through the mode's own conversion: launches 1 and 2 (the first: warm-up)
-    compared = run([sys.executable, "-m", "common", "compare", str(outside / "twin_timings.csv"),
-                    str(outside / "twin_timings.csv"), "--json"])
+    compared = run(
+        [
+            sys.executable,
+            "-m",
+            "common",
+            "compare",
+            str(outside / "twin_timings.csv"),
+            str(outside / "twin_timings.csv"),
+            "--json",
+        ]
+    )
     assert compared.returncode == 0, compared.stderr
     assert "3 launches recorded, the first left out as a warm-up, 2 read" in compared.stderr
     walls = {r["launch"]: int(r["wall_ns"]) / 1000 for r in rows}
@@ -90,16 +102,20 @@ def test_the_cpp_project_with_sizes_of_your_own(outside: Path):
         shutil.copy(SRC / name, outside / name)
     kernel = outside / "add_kernel.cpp"
     text = kernel.read_text()
-    for old, new in [("TOTAL_LENGTH = 8 * 1024;", "TOTAL_LENGTH = 3 * 4096;"),
-                     ("USE_CORE_NUM = 8;", "USE_CORE_NUM = 6;"),
-                     ("#define ADD_TILE_NUM 8", "#define ADD_TILE_NUM 4")]:  # the default of the tiling variant
+    for old, new in [
+        ("TOTAL_LENGTH = 8 * 1024;", "TOTAL_LENGTH = 3 * 4096;"),
+        ("USE_CORE_NUM = 8;", "USE_CORE_NUM = 6;"),
+        ("#define ADD_TILE_NUM 8", "#define ADD_TILE_NUM 4"),
+    ]:  # the default of the tiling variant
         assert old in text
         text = text.replace(old, new)
     kernel.write_text(text)
     proc = build_and_run(outside, "--launches", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ("kernel sizes: total_length=12288 block_dim=6 block_length=2048 tile_num=4 buffer_num=2 tile_length=256"
-            in proc.stdout)
+    assert (
+        "kernel sizes: total_length=12288 block_dim=6 block_length=2048 tile_num=4 buffer_num=2 tile_length=256"
+        in proc.stdout
+    )
     assert "verified: 12288 of 12288 elements" in proc.stdout
     assert len(timer_rows(outside / "twin_timings.csv")) == 2 * 6
 
@@ -108,23 +124,36 @@ def test_the_cpp_project_with_sizes_of_your_own(outside: Path):
 def test_the_portable_build_without_the_stand_in_headers_says_what_it_needs(outside: Path):
     for name in CPP_PROJECT:
         shutil.copy(SRC / name, outside / name)
-    proc = subprocess.run(["cmake", "-S", str(outside), "-B", str(outside / "build"), "-DRUN_MODE=portable"],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        ["cmake", "-S", str(outside), "-B", str(outside / "build"), "-DRUN_MODE=portable"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode != 0 and "RUN_MODE=portable needs -DASCENDC_TWIN_DIR=" in proc.stderr
 
 
 def run_pyasc(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(PYASC_SITE), "ASCENDC_TWIN_TIMINGS": str(folder / "timings.csv")}
-    return subprocess.run([sys.executable, "add_pyasc.py", *args], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "add_pyasc.py", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_add_pyasc_copied_alone_runs_on_the_stand_in_and_verifies(outside: Path):
     shutil.copy(SRC / "add_pyasc.py", outside / "add_pyasc.py")
     proc = run_pyasc(outside, "--warmup", "1", "--launches", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "verified: 8192 of 8192 elements equal numpy's fp16 x + y (within 0 ULP) in each of 2 launches" \
-        in proc.stdout
+    assert (
+        "verified: 8192 of 8192 elements equal numpy's fp16 x + y (within 0 ULP) in each of 2 launches" in proc.stdout
+    )
     assert len(timer_rows(outside / "timings.csv")) == 2 * 8
     # PYTHONPATH is the stand-in's folder alone, so an import of the lab would have failed the run
     assert "Error" not in proc.stderr

@@ -18,7 +18,7 @@ LESSON = ROOT / "01_cmdline" / "src" / "model.py"
 IMPORTS_THE_LAB = re.compile(r"^\s*(from|import)\s+common\b", re.MULTILINE)
 
 # Not a model of the lab's: a Conv1d block with LayerNorm, SiLU and a residual, two outputs.
-MODEL = '''
+MODEL = """
 import torch
 from torch import nn
 
@@ -41,7 +41,7 @@ def build_model():
 
 def make_input():
     return torch.randn(2, 6, 20)
-'''
+"""
 
 
 def lesson_copy(tmp_path: Path) -> Path:
@@ -55,8 +55,15 @@ def lesson_copy(tmp_path: Path) -> Path:
 
 def run_copy(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the lab on the path
-    return subprocess.run([sys.executable, "model.py", *args], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "model.py", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_the_lesson_file_imports_nothing_of_the_lab() -> None:
@@ -95,10 +102,13 @@ def test_a_copy_runs_tinymlp_without_a_model(tmp_path: Path) -> None:
     assert np.load(folder / "out.npy").shape == (32, 1024)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "missing.py"], "--model missing.py: no such file"),
-    (["--device", "gpu"], "--device 'gpu' is not cpu, npu or npu:<logical device id>"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "missing.py"], "--model missing.py: no such file"),
+        (["--device", "gpu"], "--device 'gpu' is not cpu, npu or npu:<logical device id>"),
+    ],
+)
 def test_a_copy_refuses_bad_arguments_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = run_copy(lesson_copy(tmp_path), *args)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr

@@ -19,7 +19,7 @@ from helpers import ROOT, run
 LESSON = ROOT / "04_pyTorch" / "src" / "ddp_with_profiler.py"
 
 # Conv1d + LayerNorm + SiLU with a residual, and its own loss: nothing the lab ships.
-CONV_MODEL = '''
+CONV_MODEL = """
 import torch
 from torch import nn
 
@@ -45,10 +45,10 @@ def make_input():
 
 def loss(output, x):
     return (output - x[:, :4, :4].mean()).pow(2).mean()
-'''
+"""
 
 # A GRU that returns a tuple (output, hidden state), no loss(): the lesson's mean square of both.
-GRU_MODEL = '''
+GRU_MODEL = """
 import torch
 
 
@@ -58,7 +58,7 @@ def build_model():
 
 def make_input():
     return torch.randn(4, 5, 12)
-'''
+"""
 
 
 def launch(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -66,8 +66,19 @@ def launch(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(GLOO_SOCKET_IFNAME="lo", KINETO_LOG_LEVEL="5")  # gloo on loopback: nothing leaves this machine
     cpu = ["--devices", "cpu"] if importlib.util.find_spec("torch_npu") else []  # an NPU environment: the CPU anyway
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            "ddp_with_profiler.py", "--out", "prof", *cpu, *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "ddp_with_profiler.py",
+        "--out",
+        "prof",
+        *cpu,
+        *args,
+    ]
     return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -111,11 +122,18 @@ def assert_each_ranks_trace_is_read(project: Path) -> None:
 
 
 def test_a_missing_model_file_is_one_error_line(project: Path) -> None:
-    proc = subprocess.run([sys.executable, "ddp_with_profiler.py", "--model", "nope.py"], cwd=project,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "ddp_with_profiler.py", "--model", "nope.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert [line for line in proc.stderr.splitlines() if "error:" in line] == [
-        "ddp_with_profiler.py: error: --model nope.py: no such readable file"]
+        "ddp_with_profiler.py: error: --model nope.py: no such readable file"
+    ]
 
 
 def _per_step(trace: Path, name: str) -> int:

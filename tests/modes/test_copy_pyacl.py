@@ -17,7 +17,7 @@ from helpers import ROOT, run as run_lab
 
 LESSONS = ROOT / "03_api_pyAcl" / "src"
 # A model of the test's own: Conv1d + LayerNorm + SiLU with a residual, and a GRU head; two outputs, as a dict.
-MODEL = '''
+MODEL = """
 import torch
 from torch import nn
 
@@ -42,7 +42,7 @@ def build_model():
 
 def make_input():
     return torch.randn(2, 8, 16)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,9 @@ def alone() -> Path:
 
 def run(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MSPROF_LAB_WORKLOAD")}  # no lab
-    return subprocess.run([sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def test_export_then_infer_with_onnx_runtime(alone: Path) -> None:
@@ -88,10 +89,13 @@ def test_export_then_infer_with_onnx_runtime(alone: Path) -> None:
     doc = json.loads(compared.stdout)
     first = min(e["ts"] for e in events if e.get("name") == "model_run")
     measured = sum(e["dur"] for e in nodes if e["ts"] > first + 1e-9 and not _in_first_run(e, events))
-    assert doc["total"]["baseline_us"] == pytest.approx(measured, rel=1e-9) and doc["total"]["candidate_us"] == \
-        doc["total"]["baseline_us"]
+    assert (
+        doc["total"]["baseline_us"] == pytest.approx(measured, rel=1e-9)
+        and doc["total"]["candidate_us"] == doc["total"]["baseline_us"]
+    )
     assert profile.read_bytes() == kept and sorted(p.name for p in (alone / "prof_out").iterdir()) == sorted(
-        [profile.name, "report.md", "report.html"])  # read only: the report beside it, nothing else
+        [profile.name, "report.md", "report.html"]
+    )  # read only: the report beside it, nothing else
 
 
 def _in_first_run(event: dict, events: list[dict]) -> bool:
@@ -101,11 +105,25 @@ def _in_first_run(event: dict, events: list[dict]) -> bool:
 
 def test_the_lessons_own_tinymlp_without_a_model_file(alone: Path, tmp_path: Path) -> None:
     exported = run(alone, "export_onnx.py", "--out", str(tmp_path / "tiny.onnx"))
-    assert exported.returncode == 0 and "--input_shape=\"x:32,1024\"" in exported.stdout, exported.stderr
+    assert exported.returncode == 0 and '--input_shape="x:32,1024"' in exported.stdout, exported.stderr
     inputs = tmp_path / "x.npz"
     np.savez(inputs, np.ones((32, 1024), np.float32))
-    ran = run(alone, "infer.py", "--onnx", str(tmp_path / "tiny.onnx"), "--inputs", str(inputs), "--out",
-              str(tmp_path / "prof"), "--warmup", "1", "--measured", "2", "--save-output", str(tmp_path / "y.npy"))
+    ran = run(
+        alone,
+        "infer.py",
+        "--onnx",
+        str(tmp_path / "tiny.onnx"),
+        "--inputs",
+        str(inputs),
+        "--out",
+        str(tmp_path / "prof"),
+        "--warmup",
+        "1",
+        "--measured",
+        "2",
+        "--save-output",
+        str(tmp_path / "y.npy"),
+    )
     assert ran.returncode == 0, ran.stderr
     assert np.load(tmp_path / "y.npy").shape == (32, 1024) and list((tmp_path / "prof").glob("*.json"))
 

@@ -19,7 +19,7 @@ from common.modes import pytorch as harness
 
 SRC = ROOT / "04_pyTorch" / "src"
 LESSONS = ("model_with_profiler.py", "dynamic_profile.py")
-MODEL = '''import torch
+MODEL = """import torch
 from torch import nn
 
 
@@ -42,7 +42,7 @@ def make_input():
 
 def loss(output, x):
     return (output - x).square().mean()
-'''
+"""
 
 
 def _copy(tmp_path: Path, name: str) -> Path:
@@ -67,8 +67,17 @@ def test_the_lesson_keeps_the_schedule_the_lab_reads() -> None:
 @pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
 def test_model_with_profiler_runs_from_a_copy(tmp_path: Path, train: bool) -> None:
     folder = _copy(tmp_path, "model_with_profiler.py")
-    argv = [sys.executable, "model_with_profiler.py", "--model", "my_model.py", "--out", "prof_out",
-            "--save-output", "out.npy", *(["--train"] if train else [])]
+    argv = [
+        sys.executable,
+        "model_with_profiler.py",
+        "--model",
+        "my_model.py",
+        "--out",
+        "prof_out",
+        "--save-output",
+        "out.npy",
+        *(["--train"] if train else []),
+    ]
     proc = subprocess.run(argv, cwd=folder, env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     (trace,) = (folder / "prof_out").glob("*.pt.trace.json")
@@ -82,24 +91,42 @@ def test_model_with_profiler_runs_from_a_copy(tmp_path: Path, train: bool) -> No
 
 def test_model_with_profiler_refuses_a_missing_model_in_one_line(tmp_path: Path) -> None:
     folder = _copy(tmp_path, "model_with_profiler.py")
-    proc = subprocess.run([sys.executable, "model_with_profiler.py", "--model", "nope.py", "--out", "p"], cwd=folder,
-                          env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "model_with_profiler.py", "--model", "nope.py", "--out", "p"],
+        cwd=folder,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nope.py: no such file" in proc.stderr
 
 
 def test_dynamic_profile_runs_from_a_copy_and_collects_on_request(tmp_path: Path) -> None:
     folder = _copy(tmp_path, "dynamic_profile.py")
     config = folder / "prof_cfg"
-    job = subprocess.Popen([sys.executable, "dynamic_profile.py", "--model", "my_model.py", "--steps", "100000"],
-                           cwd=folder, env=_env(PROF_CONFIG_PATH=str(config)), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, "dynamic_profile.py", "--model", "my_model.py", "--steps", "100000"],
+        cwd=folder,
+        env=_env(PROF_CONFIG_PATH=str(config)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (config / "profiler_config.json").is_file() and time.monotonic() < deadline and job.poll() is None:
             time.sleep(0.1)
         template = json.loads((config / "profiler_config.json").read_text())
-        edited = {**template, "start_step": -1, "warmup": 1, "active": 3, "record_shapes": True,
-                  "prof_dir": str(folder / "prof_out")}
+        edited = {
+            **template,
+            "start_step": -1,
+            "warmup": 1,
+            "active": 3,
+            "record_shapes": True,
+            "prof_dir": str(folder / "prof_out"),
+        }
         (config / "edit.tmp").write_text(json.dumps(edited))
         os.replace(config / "edit.tmp", config / "profiler_config.json")  # a new file in one move, as an editor saves
         while not list((folder / "prof_out").glob("*.pt.trace.json")) and time.monotonic() < deadline:
@@ -115,7 +142,7 @@ def test_dynamic_profile_runs_from_a_copy_and_collects_on_request(tmp_path: Path
     assert len({e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")}) == 3  # active 3
 
 
-BATCHED_MODEL = '''import os
+BATCHED_MODEL = """import os
 
 import torch
 from torch import nn
@@ -128,7 +155,7 @@ def build_model():
 
 def make_input():
     return torch.randn(int(os.environ["BATCH"]), 64, generator=torch.Generator().manual_seed(2))
-'''
+"""
 
 
 def _tiled_median_us(trace: Path) -> float:
@@ -136,8 +163,14 @@ def _tiled_median_us(trace: Path) -> float:
     own length), the median."""
     import statistics
 
-    steps = sorted((e for e in json.loads(trace.read_text())["traceEvents"]
-                    if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    steps = sorted(
+        (
+            e
+            for e in json.loads(trace.read_text())["traceEvents"]
+            if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+        ),
+        key=lambda e: e["ts"],
+    )
     return statistics.median([b["ts"] - a["ts"] for a, b in zip(steps, steps[1:])] + [steps[-1]["dur"]])
 
 
@@ -147,13 +180,36 @@ def test_compare_judges_two_batches_of_a_copied_lessons_traces_per_sample(tmp_pa
     folder = _copy(tmp_path, "model_with_profiler.py")
     (folder / "batched.py").write_text(BATCHED_MODEL)
     for batch in ("1", "32"):
-        proc = subprocess.run([sys.executable, "model_with_profiler.py", "--model", "batched.py", "--out",
-                               f"b{batch}"], cwd=folder, env=_env(BATCH=batch), capture_output=True, text=True,
-                              timeout=300, check=False)
+        proc = subprocess.run(
+            [sys.executable, "model_with_profiler.py", "--model", "batched.py", "--out", f"b{batch}"],
+            cwd=folder,
+            env=_env(BATCH=batch),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "common", "compare", str(folder / "b1"), str(folder / "b32"),
-                           "--samples", "1", "32", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "common",
+            "compare",
+            str(folder / "b1"),
+            str(folder / "b32"),
+            "--samples",
+            "1",
+            "32",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode in (0, 1), proc.stderr  # a verdict, never a refusal
     doc = json.loads(proc.stdout)
     b1, b32 = (_tiled_median_us(next((folder / f"b{n}").glob("*.pt.trace.json"))) for n in (1, 32))

@@ -81,11 +81,14 @@ def test_damaged_db_gives_one_error_line(db_capture: Path) -> None:
 
 
 def test_report_on_db_export_shows_memory_from_its_tables(db_capture: Path) -> None:
-    conn = sqlite3.connect(f"file:{db_capture / 'rank1_ascend_pt' / OUT / 'ascend_pytorch_profiler_1.db'}?mode=ro",
-                           uri=True)
+    conn = sqlite3.connect(
+        f"file:{db_capture / 'rank1_ascend_pt' / OUT / 'ascend_pytorch_profiler_1.db'}?mode=ro", uri=True
+    )
     try:
-        (peak,) = conn.execute("SELECT max(m.totalAllocated) FROM MEMORY_RECORD AS m JOIN STRING_IDS AS s "
-                               "ON s.id = m.component WHERE s.value = 'PTA+GE'").fetchone()
+        (peak,) = conn.execute(
+            "SELECT max(m.totalAllocated) FROM MEMORY_RECORD AS m JOIN STRING_IDS AS s "
+            "ON s.id = m.component WHERE s.value = 'PTA+GE'"
+        ).fetchone()
         (ops,) = conn.execute("SELECT count(*) FROM OP_MEMORY").fetchone()
     finally:
         conn.close()
@@ -106,12 +109,18 @@ def test_cluster_cross_check_on_db_export_reads_cluster_analysis_db(db_capture: 
         from common.collect import msprof_analyze
 
         msprof_analyze.ensure_tool()
-    proc = run([sys.executable, "-m", "common", "cluster", str(db_capture), "--cross-check"],
-               MSPROF_ANALYZE=str(MSPROF_ANALYZE))
+    proc = run(
+        [sys.executable, "-m", "common", "cluster", str(db_capture), "--cross-check"],
+        MSPROF_ANALYZE=str(MSPROF_ANALYZE),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [li for li in proc.stdout.splitlines() if "msprof-analyze cluster" in li]
-    assert line.startswith("[PASS] agrees with msprof-analyze cluster (cluster_analysis.db ClusterStepTraceTime): "
-                           "2 rank-steps x Computing, Communication(Not Overlapped)"), line
-    assert ("arrival at the collectives (COMMUNICATION_OP): the largest gap is hcom_allReduce__210_0_1, which rank 1 "
-            "started 3,532.8 us after the first rank") in proc.stdout
+    assert line.startswith(
+        "[PASS] agrees with msprof-analyze cluster (cluster_analysis.db ClusterStepTraceTime): "
+        "2 rank-steps x Computing, Communication(Not Overlapped)"
+    ), line
+    assert (
+        "arrival at the collectives (COMMUNICATION_OP): the largest gap is hcom_allReduce__210_0_1, which rank 1 "
+        "started 3,532.8 us after the first rank"
+    ) in proc.stdout
     assert "started last (of 4): rank 0 0, rank 1 4" in proc.stdout

@@ -24,8 +24,23 @@ def slow_run():
     rank 1 with 8x its local batch (so it stands clear of this host's noise)."""
     out = MODE / f"prof_out_ddp_test_{os.getpid()}"  # own folder: other test sessions may run at the same time
     # --cross-check installs msprof-analyze (into .nox/ecosystem, once) and checks the view against it
-    proc = run(["bash", "04_pyTorch/run_ddp.sh", "2", "--workload", str(ROOT / "workloads" / "cnn.py"),
-                "--slow-rank", "1", "--slow-factor", "8", "--cross-check", "--output", str(out)], timeout=900)
+    proc = run(
+        [
+            "bash",
+            "04_pyTorch/run_ddp.sh",
+            "2",
+            "--workload",
+            str(ROOT / "workloads" / "cnn.py"),
+            "--slow-rank",
+            "1",
+            "--slow-factor",
+            "8",
+            "--cross-check",
+            "--output",
+            str(out),
+        ],
+        timeout=900,
+    )
     yield proc, out
     remove_lab_output(out)
 
@@ -94,7 +109,8 @@ def test_per_rank_layout_is_torch_npus(slow_run) -> None:
             for op in step["collective"].values():
                 assert set(op["Communication Time Info"]) == {"Start Timestamp(us)", "Elapse Time(ms)"}
             assert total["Communication Time Info"]["Elapse Time(ms)"] == pytest.approx(
-                sum(op["Communication Time Info"]["Elapse Time(ms)"] for op in step["collective"].values()), abs=1e-5)
+                sum(op["Communication Time Info"]["Elapse Time(ms)"] for op in step["collective"].values()), abs=1e-5
+            )
 
 
 def test_slow_rank_computes_more_and_the_other_waits(slow_run) -> None:
@@ -204,8 +220,17 @@ def test_a_failing_rank_ends_the_run_named_and_leaves_nothing_running(fault: str
     try:
         proc = run(
             # a hang is detected by the timeout (20 s: the test's cost); a crash must end the run long before it
-            ["bash", "04_pyTorch/run_ddp.sh", "2", "--fault", fault, "--timeout", "20" if fault.startswith("hang") else "90",
-             "--output", str(out)],
+            [
+                "bash",
+                "04_pyTorch/run_ddp.sh",
+                "2",
+                "--fault",
+                fault,
+                "--timeout",
+                "20" if fault.startswith("hang") else "90",
+                "--output",
+                str(out),
+            ],
             timeout=120,
         )
         assert proc.returncode == 1 and "Traceback" not in proc.stderr

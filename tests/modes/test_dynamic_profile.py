@@ -50,12 +50,24 @@ for _ in range(5):
 def run_job(tmp_path: Path, changes: dict, release: str = "7.2.0", when: str = "later") -> tuple[list[dict], Path]:
     config, out = tmp_path / "profiler_config_path", tmp_path / "prof"
     log = tmp_path / "calls.jsonl"
-    env = {**os.environ, "PYTHONPATH": f"{MODULES}{os.pathsep}{ROOT}", "PROF_CONFIG_PATH": str(config),
-           "NPU_DRYRUN_LOG": str(log), "NPU_DRYRUN_CAPTURES": str(ROOT / "tests" / "npu_dryrun" / "captures"),
-           "NPU_DRYRUN_FIXTURES": str(ROOT / "tests" / "fixtures" / "npu"), "NPU_DRYRUN_PTA_VERSION": release,
-           "NPU_DRYRUN_POLL_S": "0"}  # the watcher looks at every step: these steps take milliseconds
-    proc = subprocess.run([sys.executable, "-c", JOB, json.dumps({**changes, "prof_dir": str(out)}), when], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{MODULES}{os.pathsep}{ROOT}",
+        "PROF_CONFIG_PATH": str(config),
+        "NPU_DRYRUN_LOG": str(log),
+        "NPU_DRYRUN_CAPTURES": str(ROOT / "tests" / "npu_dryrun" / "captures"),
+        "NPU_DRYRUN_FIXTURES": str(ROOT / "tests" / "fixtures" / "npu"),
+        "NPU_DRYRUN_PTA_VERSION": release,
+        "NPU_DRYRUN_POLL_S": "0",
+    }  # the watcher looks at every step: these steps take milliseconds
+    proc = subprocess.run(
+        [sys.executable, "-c", JOB, json.dumps({**changes, "prof_dir": str(out)}), when],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
     return calls, out
@@ -66,8 +78,11 @@ def test_portable_run_collects_with_the_lessons_own_watcher() -> None:
     try:
         proc = run(["bash", "04_pyTorch/run_dynamic.sh", "0", "--output", str(out)], timeout=300)
         assert proc.returncode == 0, proc.stderr
-        for check in ("files present", "every training step records the same ops (04 dynamic, 5 active steps)",
-                      "op time vs Computing (04 dynamic)"):
+        for check in (
+            "files present",
+            "every training step records the same ops (04 dynamic, 5 active steps)",
+            "op time vs Computing (04 dynamic)",
+        ):
             assert f"[PASS] {check}" in proc.stdout
         assert "collected by the lesson's watcher (torch.profiler)" in proc.stdout
         config = json.loads((out / "profiler_config_path" / "profiler_config.json").read_text())
@@ -78,10 +93,14 @@ def test_portable_run_collects_with_the_lessons_own_watcher() -> None:
         remove_lab_output(out)
 
 
-@pytest.mark.parametrize("release, start, at", [("7.2.0", -1, 4), ("7.2.0", 5, 5), ("7.1.0", 5, 5)],
-                         ids=["7.2.0, -1: the next step", "7.2.0, step 5", "7.1.0, step 5"])
-def test_stand_in_collects_the_configured_steps_after_the_edit(tmp_path: Path, release: str, start: int,
-                                                               at: int) -> None:
+@pytest.mark.parametrize(
+    "release, start, at",
+    [("7.2.0", -1, 4), ("7.2.0", 5, 5), ("7.1.0", 5, 5)],
+    ids=["7.2.0, -1: the next step", "7.2.0, step 5", "7.1.0, step 5"],
+)
+def test_stand_in_collects_the_configured_steps_after_the_edit(
+    tmp_path: Path, release: str, start: int, at: int
+) -> None:
     calls, out = run_job(tmp_path, {"start_step": start, "warmup": 1, "active": 2}, release)
     inits = [c for c in calls if c["call"] == "dynamic_profile.init"]
     collects = [c for c in calls if c["call"] == "dynamic_profile.collect"]
@@ -92,13 +111,21 @@ def test_stand_in_collects_the_configured_steps_after_the_edit(tmp_path: Path, r
     assert len(list(out.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))) == 1
 
 
-@pytest.mark.parametrize("release, changes, when", [
-    ("7.2.0", {"start_step": 0, "active": 2}, "later"),
-    ("7.2.0", {"start_step": 2, "active": 2}, "later"),
-    ("7.1.0", {"start_step": -1, "active": 2}, "later"),  # before 7.2.0 a negative start_step is 0
-    ("7.2.0", {"start_step": -1, "active": 2}, "init second"),  # mtime not later than init's whole second
-], ids=["start_step 0 collects nothing", "a step already past is ignored", "7.1.0: start_step -1 is 0",
-        "an edit in the second of init is not seen"])
+@pytest.mark.parametrize(
+    "release, changes, when",
+    [
+        ("7.2.0", {"start_step": 0, "active": 2}, "later"),
+        ("7.2.0", {"start_step": 2, "active": 2}, "later"),
+        ("7.1.0", {"start_step": -1, "active": 2}, "later"),  # before 7.2.0 a negative start_step is 0
+        ("7.2.0", {"start_step": -1, "active": 2}, "init second"),  # mtime not later than init's whole second
+    ],
+    ids=[
+        "start_step 0 collects nothing",
+        "a step already past is ignored",
+        "7.1.0: start_step -1 is 0",
+        "an edit in the second of init is not seen",
+    ],
+)
 def test_stand_in_collects_nothing(tmp_path: Path, release: str, changes: dict, when: str) -> None:
     calls, out = run_job(tmp_path, changes, release, when)
     assert not [c for c in calls if c["call"] == "dynamic_profile.collect"]

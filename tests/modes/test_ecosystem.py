@@ -47,8 +47,20 @@ def test_portable_overlap_tracks_tile_the_steps(portable_04: Path) -> None:
 def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_path: Path) -> None:
     candidate = tmp_path / "candidate"  # a copy: the tool's output goes inside it, as without --output
     shutil.copytree(portable_04, candidate)
-    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(candidate),
-                "--output", str(candidate / "msa"), "--advise-on", "candidate"], timeout=1500)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "common.cli.ecosystem",
+            "--candidate",
+            str(candidate),
+            "--output",
+            str(candidate / "msa"),
+            "--advise-on",
+            "candidate",
+        ],
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("msprof-analyze 26.2.0 ") for line in lines)
@@ -66,8 +78,10 @@ def test_msprof_analyze_reads_the_lab_output_and_agrees(portable_04: Path, tmp_p
 
 
 def test_missing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
-               MSPROF_ANALYZE=str(tmp_path / "nowhere" / "msprof-analyze"))
+    proc = run(
+        [sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+        MSPROF_ANALYZE=str(tmp_path / "nowhere" / "msprof-analyze"),
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
     assert "MSPROF_ANALYZE" in line and "not an executable file" in line
@@ -77,8 +91,10 @@ def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
     fake = tmp_path / "msprof-analyze"
     fake.write_text("#!/bin/sh\necho '[ERROR] cannot parse the profiling data' >&2\nexit 3\n")
     fake.chmod(0o755)
-    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
-               MSPROF_ANALYZE=str(fake))
+    proc = run(
+        [sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(REAL), "--output", str(tmp_path / "o")],
+        MSPROF_ANALYZE=str(fake),
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
     assert "msprof-analyze advisor all failed (exit 3): [ERROR] cannot parse the profiling data" in line
@@ -86,8 +102,17 @@ def test_failing_msprof_analyze_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_candidate_without_torch_npu_output_is_one_error_line(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.cli.ecosystem", "--candidate", str(FIXTURES / "npu" / "cann85_minimal"),
-                "--output", str(tmp_path / "o")])
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "common.cli.ecosystem",
+            "--candidate",
+            str(FIXTURES / "npu" / "cann85_minimal"),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = error_lines(proc.stderr)
     assert "0 torch_npu outputs found" in line

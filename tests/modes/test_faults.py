@@ -136,8 +136,9 @@ def test_grandchild_left_running_after_a_clean_exit_is_stopped(program) -> None:
 def test_sigterm_to_the_program_still_flushes_its_profile(program, tmp_path: Path) -> None:
     script, pid_file = program
     raw = tmp_path / "raw"
-    run = launcher.run_app([sys.executable, str(script), str(pid_file), "term-self", "torch"], raw,
-                           lab_env(), grace_s=10)
+    run = launcher.run_app(
+        [sys.executable, str(script), str(pid_file), "term-self", "torch"], raw, lab_env(), grace_s=10
+    )
     assert run.exit_code == 128 + signal.SIGTERM  # the start-up hook's SystemExit: the shell's code for SIGTERM
     assert "ended by SIGTERM" in run.describe
     (profile,) = launcher.load_raw(raw)
@@ -148,6 +149,7 @@ def test_sigterm_to_the_program_still_flushes_its_profile(program, tmp_path: Pat
 @fault
 def test_ascendc_host_program_timeout_is_reported(program, capsys) -> None:
     from common.modes.ascendc import add_profile as driver
+
     script, pid_file = program
     code, output = driver.run_binary([sys.executable, str(script), str(pid_file), "hang"], timeout_s=2)
     assert code == launcher.EXIT_TIMEOUT and output == ""
@@ -158,13 +160,16 @@ def test_ascendc_host_program_timeout_is_reported(program, capsys) -> None:
 
 
 # ----- the mode lock --------------------------------------------------------------------------------
-HOLD = ("import sys, time; from common.formats.rundir import lock_mode; lock_mode(sys.argv[1]); "
-        "print('held', flush=True); time.sleep(120)")
+HOLD = (
+    "import sys, time; from common.formats.rundir import lock_mode; lock_mode(sys.argv[1]); "
+    "print('held', flush=True); time.sleep(120)"
+)
 
 
 def hold_lock(mode_dir: Path) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(mode_dir)], env=lab_env(), stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(mode_dir)], env=lab_env(), stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
@@ -187,16 +192,31 @@ def test_lock_refuses_a_second_run_and_a_killed_holder_frees_it(tmp_path: Path) 
 
 
 @fault
-@pytest.mark.parametrize("script", ["01_cmdline/run.sh", "02_api_AscendC/run.sh", "02_api_AscendC/build.sh",
-                                    "03_api_pyAcl/run.sh", "04_pyTorch/run.sh"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "01_cmdline/run.sh",
+        "02_api_AscendC/run.sh",
+        "02_api_AscendC/build.sh",
+        "03_api_pyAcl/run.sh",
+        "04_pyTorch/run.sh",
+    ],
+)
 def test_every_mode_refuses_to_run_while_another_run_holds_it(tmp_path: Path, script: str) -> None:
     lab = copy_lab(tmp_path / "lab")
     mode = lab / script.split("/")[0]
     previous = plant(mode / "prof_out")
     holder = hold_lock(mode)
     try:
-        result = subprocess.run(["bash", str(lab / script), "0"] if "run.sh" in script else ["bash", str(lab / script)],
-                                cwd=lab, env=lab_env(), capture_output=True, text=True, timeout=300, check=False)
+        result = subprocess.run(
+            ["bash", str(lab / script), "0"] if "run.sh" in script else ["bash", str(lab / script)],
+            cwd=lab,
+            env=lab_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -218,14 +238,21 @@ def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
 
 # A background job (CI runners, this test's own parent) may inherit SIGINT ignored; in a terminal
 # Ctrl-C is live. This restores that for the lab, so the SIGINT below means what a user's Ctrl-C means.
-AS_IN_A_TERMINAL = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                    "os.execvp('bash', sys.argv[1:])")
+AS_IN_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp('bash', sys.argv[1:])"
+)
 
 
 def lab_run(lab: Path, out: str, *app: str, options: tuple[str, ...] = ()) -> subprocess.Popen:
     argv = ["bash", str(lab / "01_cmdline/run.sh"), "0", "--output", out, *options, "--", *app]
-    return subprocess.Popen([sys.executable, "-c", AS_IN_A_TERMINAL, *argv], cwd=lab, env=lab_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", AS_IN_A_TERMINAL, *argv],
+        cwd=lab,
+        env=lab_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def assert_partial_profile_kept(out: Path, stderr: str, describe: str) -> dict:

@@ -10,15 +10,29 @@ import sys
 import pytest
 from helpers import ROOT, error_lines, remove_lab_output, run
 
-SCHEMA = {"finding", "fix", "mode", "metric", "unit", "before", "after", "gain_pct", "beyond_noise", "verdict_before",
-          "verdict_after", "precision", "npu_only"}
+SCHEMA = {
+    "finding",
+    "fix",
+    "mode",
+    "metric",
+    "unit",
+    "before",
+    "after",
+    "gain_pct",
+    "beyond_noise",
+    "verdict_before",
+    "verdict_after",
+    "precision",
+    "npu_only",
+}
 
 
 @pytest.fixture(scope="module")
 def fixed():
-    proc = run([sys.executable, "-m", "common.modes.fix", "--pairs", "batch,graph-optimization,tiles",
-                "--repeat", "2"],
-               timeout=600)
+    proc = run(
+        [sys.executable, "-m", "common.modes.fix", "--pairs", "batch,graph-optimization,tiles", "--repeat", "2"],
+        timeout=600,
+    )
     yield proc, json.loads((ROOT / "fix_out" / "fix.json").read_text()) if proc.returncode == 0 else None
     remove_lab_output(ROOT / "fix_out")
 
@@ -34,10 +48,13 @@ def test_the_run_writes_every_pair_with_the_schema_and_the_npu_only_ones_listed(
         for side in ("before", "after"):
             s = p[side]
             assert s["n"] == 2 and s["min"] <= s["median"] <= s["max"]
-        assert p["gain_pct"] == pytest.approx(100 * (p["before"]["median"] - p["after"]["median"]) /
-                                             p["before"]["median"])
+        assert p["gain_pct"] == pytest.approx(
+            100 * (p["before"]["median"] - p["after"]["median"]) / p["before"]["median"]
+        )
     npu = [p for p in pairs.values() if p["npu_only"]]
-    assert {"double-buffer", "task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe"} <= {p["name"] for p in npu}
+    assert {"double-buffer", "task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe"} <= {
+        p["name"] for p in npu
+    }
     assert all(p["answer"] == "needs an NPU" and p["before"] is None and "http" in p["source"] for p in npu)
     for name in ("fix.md", "report.html"):
         assert (ROOT / "fix_out" / name).is_file()

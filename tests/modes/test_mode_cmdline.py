@@ -31,7 +31,12 @@ def test_default_program_profiles_and_checks(out_dir: Path) -> None:
     result = run(["bash", "01_cmdline/run.sh", "0", "--output", str(out_dir)])
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("=== msprof lab backend: PORTABLE")
-    for check in ("files present", "every forward records the same ops (01, 23 forwards)", "matmul dominates (01)", "output matches"):
+    for check in (
+        "files present",
+        "every forward records the same ops (01, 23 forwards)",
+        "matmul dominates (01)",
+        "output matches",
+    ):
         assert f"[PASS] {check}" in result.stdout
     output = msprof_output(out_dir)
     (summary,) = output.glob("op_summary_*.csv")
@@ -49,14 +54,25 @@ def test_default_program_profiles_and_checks(out_dir: Path) -> None:
     # what the README says to read: the Task Wait Time between a forward's tasks, the hypothesis, what to try
     forwards = result.stdout.split("-- Forwards: ")[1].split("\n-- ")[0]
     assert re.search(r"^hypothesis: (host|device)-bound", forwards, re.MULTILINE) and "\ntry: " in forwards
-    assert re.search(r"evidence: per forward \(median of 20\): op time [\d,.]+ us, Task Wait Time between its tasks",
-                     forwards)
+    assert re.search(
+        r"evidence: per forward \(median of 20\): op time [\d,.]+ us, Task Wait Time between its tasks", forwards
+    )
 
 
 def test_second_run_replaces_only_its_own_output(out_dir: Path) -> None:
-    assert run(["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "tests/apps/other_model.py"]).returncode == 0
+    assert (
+        run(
+            ["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "tests/apps/other_model.py"]
+        ).returncode
+        == 0
+    )
     first = {p.name for p in out_dir.glob("PROF_*")}
-    assert run(["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "tests/apps/other_model.py"]).returncode == 0
+    assert (
+        run(
+            ["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "tests/apps/other_model.py"]
+        ).returncode
+        == 0
+    )
     assert first.isdisjoint({p.name for p in out_dir.glob("PROF_*")})
 
 
@@ -80,7 +96,9 @@ def test_unchanged_foreign_program_and_its_child_are_profiled(out_dir: Path) -> 
 
 
 def test_crashing_program_status_propagates_and_data_is_kept(out_dir: Path) -> None:
-    result = run(["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "tests/apps/other_model.py", "--crash"])
+    result = run(
+        ["bash", "01_cmdline/run.sh", "--output", str(out_dir), "--", "python3", "tests/apps/other_model.py", "--crash"]
+    )
     assert result.returncode == 1
     assert "deliberate failure" in result.stderr
     assert any("exited with code 1" in line and "marked incomplete" in line for line in error_lines(result.stderr))
@@ -113,7 +131,9 @@ def test_existing_foreign_directory_is_refused(out_dir: Path) -> None:
 
 def test_missing_program_and_outside_output() -> None:
     result = run(["bash", "01_cmdline/run.sh", "0", "--", "python3", "no/such/app.py"])
-    assert result.returncode == 2 and error_lines(result.stderr) == ["Error: program no/such/app.py does not exist — check the path of the script to profile"]
+    assert result.returncode == 2 and error_lines(result.stderr) == [
+        "Error: program no/such/app.py does not exist — check the path of the script to profile"
+    ]
     result = run(["bash", "01_cmdline/run.sh", "0", "--output", "/tmp"])
     assert result.returncode == 2 and "is not inside" in result.stderr
 
@@ -136,8 +156,11 @@ def test_workload_files_profile_and_check(workload: str, families: set[str], out
     assert result.returncode == 0, result.stderr
     assert_workload_checks(result.stdout, "01", workload, families)
     info = json.loads((out_dir / "run_info.json").read_text())
-    assert info["workload"]["path"] == str(path) and info["workload"]["sha256"] == hashlib.sha256(
-        path.read_bytes()).hexdigest() and info["threads"] == 1
+    assert (
+        info["workload"]["path"] == str(path)
+        and info["workload"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        and info["threads"] == 1
+    )
     assert "--model" in info["command"] and (out_dir / "report.html").read_text().startswith("<!DOCTYPE html>")
 
 
@@ -160,8 +183,9 @@ def _without_lab_python() -> dict[str, str]:
 
 def test_own_program_command_as_written_finds_the_lab_environment(out_dir: Path, tmp_path: Path) -> None:
     prog = tmp_path / "prog.py"
-    prog.write_text("import torch\nm = torch.nn.Linear(8, 8)\nfor _ in range(3):\n    m(torch.ones(2, 8))\n"
-                    "print('prog ran')\n")
+    prog.write_text(
+        "import torch\nm = torch.nn.Linear(8, 8)\nfor _ in range(3):\n    m(torch.ones(2, 8))\nprint('prog ran')\n"
+    )
     env = _without_lab_python()
     if not (ROOT / ".nox" / "lab-portable" / ".lab-stamp").is_file():
         pytest.skip("the lab environment .nox/lab-portable is not built in this checkout")
@@ -175,9 +199,15 @@ def test_own_program_without_a_lab_environment_says_how_to_build_it(tmp_path: Pa
     from helpers import copy_lab
 
     lab = copy_lab(tmp_path / "lab")  # a checkout where nox never ran: no .nox/
-    result = subprocess.run(["bash", str(lab / "01_cmdline/run.sh"), "0", "--", "python3", "prog.py"], cwd=tmp_path,
-                            env={**os.environ, "PYTHON": "", "PATH": "/usr/local/bin:/usr/bin:/bin"},
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        ["bash", str(lab / "01_cmdline/run.sh"), "0", "--", "python3", "prog.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHON": "", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr and result.stdout == ""
     (line,) = error_lines(result.stderr)
     assert "python3 -m pip install nox && nox -s cmdline" in line

@@ -24,8 +24,13 @@ def test_run_passes_its_checks(result) -> None:
     proc, _ = result
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("=== msprof lab backend: PORTABLE")
-    for check in ("files present", "every step records the same ops (04, 5 active steps)", "matmul dominates (04)",
-                  "op time vs Computing (04)", "output matches"):
+    for check in (
+        "files present",
+        "every step records the same ops (04, 5 active steps)",
+        "matmul dominates (04)",
+        "op time vs Computing (04)",
+        "output matches",
+    ):
         assert f"[PASS] {check}" in proc.stdout
     assert "profiling overhead: median step" in proc.stdout
 
@@ -83,11 +88,24 @@ def test_workload_inference(workload: str, families: set[str], out_dir) -> None:
 
 
 def test_workload_training_steps(out_dir) -> None:
-    proc = run(["bash", "04_pyTorch/run.sh", "0", "--workload", str(ROOT / "workloads/cnn.py"), "--train",
-                "--output", str(out_dir)])
+    proc = run(
+        [
+            "bash",
+            "04_pyTorch/run.sh",
+            "0",
+            "--workload",
+            str(ROOT / "workloads/cnn.py"),
+            "--train",
+            "--output",
+            str(out_dir),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
-    for check in ("every training step records the same ops (04", "op time vs Computing (04)",
-                  "training losses match an unprofiled run (04)"):
+    for check in (
+        "every training step records the same ops (04",
+        "op time vs Computing (04)",
+        "training losses match an unprofiled run (04)",
+    ):
         assert f"[PASS] {check}" in proc.stdout
     output = next(out_dir.glob("*_ascend_pt")) / "ASCEND_PROFILER_OUTPUT"
     ops = {t.op_type for t in readers.read_kernel_details(output / "kernel_details.csv")}

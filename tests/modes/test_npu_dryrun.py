@@ -50,10 +50,15 @@ TOOLS = DRYRUN / "tools.py"
 @pytest.fixture(scope="module")
 def dryrun(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("npu_dryrun") / "out"
-    proc = subprocess.run([sys.executable, "-m", "tests.npu_dryrun", str(DEVICE), "--out", str(out), "--steps",
-                           ",".join(suite_steps())], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "SOC_VERSION": SUITE_SOC}, capture_output=True,
-                          text=True, timeout=1500, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.npu_dryrun", str(DEVICE), "--out", str(out), "--steps", ",".join(suite_steps())],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SOC_VERSION": SUITE_SOC},
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 2: the dry run itself could not run
     assert (out / "calls.jsonl").is_file() and (out / "summary.json").is_file(), proc.stdout + proc.stderr
     return out
@@ -82,7 +87,16 @@ def test_documented_npu_behaviour(dryrun: Path, check: str) -> None:
 
 def test_every_call_is_one_json_object_with_tool_call_args_env(dryrun: Path) -> None:
     calls = expectations.load(dryrun)
-    assert {c["tool"] for c in calls} >= {"msprof", "msprof op", "atc", "npu-smi", "cmake", "acl", "ascendcl", "torch_npu"}
+    assert {c["tool"] for c in calls} >= {
+        "msprof",
+        "msprof op",
+        "atc",
+        "npu-smi",
+        "cmake",
+        "acl",
+        "ascendcl",
+        "torch_npu",
+    }
     for c in calls:
         assert isinstance(c["call"], str) and isinstance(c["args"], list) and isinstance(c["env"], dict), c
 
@@ -90,8 +104,13 @@ def test_every_call_is_one_json_object_with_tool_call_args_env(dryrun: Path) -> 
 def test_the_modes_ran_in_a_private_copy_of_the_lab(dryrun: Path) -> None:
     """Builds, models and prof_out/ folders of the dry run stay in its own folder, never in the working tree."""
     lab = json.loads((dryrun / "summary.json").read_text())["lab"]
-    outputs = [a.split("=", 1)[1] for c in expectations.load(dryrun) if c["tool"] in ("msprof", "msprof op", "atc")
-               for a in c["args"] if a.startswith(("--output=", "--om=", "--json="))]
+    outputs = [
+        a.split("=", 1)[1]
+        for c in expectations.load(dryrun)
+        if c["tool"] in ("msprof", "msprof op", "atc")
+        for a in c["args"]
+        if a.startswith(("--output=", "--om=", "--json="))
+    ]
     assert outputs and all(Path(o).resolve().is_relative_to(Path(lab).resolve()) for o in outputs), outputs
 
 
@@ -100,15 +119,40 @@ SOC_STEPS = "detect,02.build,02,03.build"  # the steps whose behaviour depends o
 SOC_CHECKS = ("detection", "select_02", "msprof_op", "atc_variants", "no_refusals")
 
 
-@pytest.mark.parametrize("args, env, soc", [
-    (["--chip", "310P3"], {}, "Ascend310P3"),  # npu-smi lists 310P3 chips: no KernelScale, no region, mode 02 refuses
-], ids=["chip 310P3"])
+@pytest.mark.parametrize(
+    "args, env, soc",
+    [
+        (
+            ["--chip", "310P3"],
+            {},
+            "Ascend310P3",
+        )  # npu-smi lists 310P3 chips: no KernelScale, no region, mode 02 refuses
+    ],
+    ids=["chip 310P3"],
+)
 def test_dry_run_on_other_socs(tmp_path: Path, args: list[str], env: dict[str, str], soc: str) -> None:
     out = tmp_path / "out"
     base = {k: v for k, v in os.environ.items() if k != "SOC_VERSION"}
-    proc = subprocess.run([sys.executable, "-m", "tests.npu_dryrun", str(DEVICE), "--out", str(out), "--skip-ddp",
-                           "--steps", SOC_STEPS, *args], cwd=ROOT, env={**base, "PYTHONPATH": str(ROOT), **env},
-                          capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.npu_dryrun",
+            str(DEVICE),
+            "--out",
+            str(out),
+            "--skip-ddp",
+            "--steps",
+            SOC_STEPS,
+            *args,
+        ],
+        cwd=ROOT,
+        env={**base, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert expectations.soc_of(out) == soc
     for check in SOC_CHECKS:
@@ -121,38 +165,60 @@ def test_dry_run_on_other_socs(tmp_path: Path, args: list[str], env: dict[str, s
 # ----- the stand-ins refuse what the real tools refuse ------------------------------------------------
 def stand_in_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "ASCEND_RT_VISIBLE_DEVICES"}
-    env.update(PYTHONPATH=str(MODULES), NPU_DRYRUN_LOG=str(tmp_path / "calls.jsonl"),
-               NPU_DRYRUN_CAPTURES=str(DRYRUN / "captures"), NPU_DRYRUN_FIXTURES=str(ROOT / "tests/fixtures/npu"))
+    env.update(
+        PYTHONPATH=str(MODULES),
+        NPU_DRYRUN_LOG=str(tmp_path / "calls.jsonl"),
+        NPU_DRYRUN_CAPTURES=str(DRYRUN / "captures"),
+        NPU_DRYRUN_FIXTURES=str(ROOT / "tests/fixtures/npu"),
+    )
     env.update(extra)
     return env
 
 
 def tool(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(TOOLS), *argv], env=stand_in_env(tmp_path, **extra), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, str(TOOLS), *argv],
+        env=stand_in_env(tmp_path, **extra),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def refusals(tmp_path: Path) -> list[str]:
     return [c.get("refused") for c in expectations.load(tmp_path) if c.get("refused")]
 
 
-@pytest.mark.parametrize("argv", [
-    ["msprof", "--output=o", "--bogus=on", "true"],  # an option msprof does not have
-    ["msprof", "--output", "o", "true"],  # msprof takes --name=value only
-    ["msprof", "--output=o", "--aic-metrics=PipelineExecuteUtilization", "true"],  # 310B only
-    ["msprof", "--output=o", "--ascendcl=on"],  # no program
-    ["msprof", "--export=on", "--output=nowhere"],  # nothing collected there
-    ["msprof", "op", "--output=o", "--aic-metrics=Kernelscale", "true"],  # metric names are case-sensitive
-    ["msprof", "op", "--output=o", "--launch-count=0", "true"],  # 1..5000
-    ["msprof", "op", "--output=o", "--launch-skip-before-match=1001", "true"],  # 0..1000
-    ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3", "--precision_mode=fp32"],
-    ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3",
-     "--precision_mode=force_fp16", "--precision_mode_v2=origin"],  # not together
-    ["atc", "--mode=1", "--om=missing.om", "--json=m.json"],
-    ["npu-smi", "info", "-t", "board"],
-    ["msaccucmp", "convert", "-d", ".", "-out", "."],  # no dump file in the folder (-d is not recursive)
-    ["msaccucmp", "convert", "-d", ".", "-t", "txt"],  # npy, msnpy, bin or pt
-], ids=lambda argv: " ".join(argv[:3]))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["msprof", "--output=o", "--bogus=on", "true"],  # an option msprof does not have
+        ["msprof", "--output", "o", "true"],  # msprof takes --name=value only
+        ["msprof", "--output=o", "--aic-metrics=PipelineExecuteUtilization", "true"],  # 310B only
+        ["msprof", "--output=o", "--ascendcl=on"],  # no program
+        ["msprof", "--export=on", "--output=nowhere"],  # nothing collected there
+        ["msprof", "op", "--output=o", "--aic-metrics=Kernelscale", "true"],  # metric names are case-sensitive
+        ["msprof", "op", "--output=o", "--launch-count=0", "true"],  # 1..5000
+        ["msprof", "op", "--output=o", "--launch-skip-before-match=1001", "true"],  # 0..1000
+        ["atc", "--model=m.onnx", "--framework=5", "--output=m", "--soc_version=Ascend910B3", "--precision_mode=fp32"],
+        [
+            "atc",
+            "--model=m.onnx",
+            "--framework=5",
+            "--output=m",
+            "--soc_version=Ascend910B3",
+            "--precision_mode=force_fp16",
+            "--precision_mode_v2=origin",
+        ],  # not together
+        ["atc", "--mode=1", "--om=missing.om", "--json=m.json"],
+        ["npu-smi", "info", "-t", "board"],
+        ["msaccucmp", "convert", "-d", ".", "-out", "."],  # no dump file in the folder (-d is not recursive)
+        ["msaccucmp", "convert", "-d", ".", "-t", "txt"],  # npy, msnpy, bin or pt
+    ],
+    ids=lambda argv: " ".join(argv[:3]),
+)
 def test_tool_stand_ins_refuse_what_the_tools_refuse(tmp_path: Path, argv: list[str]) -> None:
     proc = tool(tmp_path, *argv)
     assert proc.returncode != 0 and proc.stderr.startswith("[ERROR]"), proc.stdout + proc.stderr
@@ -167,19 +233,34 @@ config.set_platform(config.Backend.Model, soc)
 """
 
 
-@pytest.mark.parametrize("soc, member, lib, refused", [
-    ("Ascend910B1", "string", True, "soc_version is not a Platform member"),  # pyasc reads soc_version.value
-    ("Ascend910B1", "member", False, "not on LD_LIBRARY_PATH"),  # the Model backend loads the simulator's libraries
-    ("Ascend910B1", "member", True, None),
-], ids=["a string SoC", "no simulator lib on LD_LIBRARY_PATH", "a Platform member, the lib on the path"])
-def test_asc_stand_in_takes_a_platform_member_and_the_simulators_libraries(tmp_path: Path, soc: str, member: str,
-                                                                          lib: bool, refused: str | None) -> None:
+@pytest.mark.parametrize(
+    "soc, member, lib, refused",
+    [
+        ("Ascend910B1", "string", True, "soc_version is not a Platform member"),  # pyasc reads soc_version.value
+        ("Ascend910B1", "member", False, "not on LD_LIBRARY_PATH"),  # the Model backend loads the simulator's libraries
+        ("Ascend910B1", "member", True, None),
+    ],
+    ids=["a string SoC", "no simulator lib on LD_LIBRARY_PATH", "a Platform member, the lib on the path"],
+)
+def test_asc_stand_in_takes_a_platform_member_and_the_simulators_libraries(
+    tmp_path: Path, soc: str, member: str, lib: bool, refused: str | None
+) -> None:
     cann = tmp_path / "cann"
-    env = stand_in_env(tmp_path, ASCEND_HOME_PATH=str(cann),
-                       NPU_DRYRUN_PYASC_TWIN=str(ROOT / "common" / "modes" / "ascendc" / "pyasc_twin" / "site" / "asc"),
-                       LD_LIBRARY_PATH=str(cann / "tools" / "simulator" / soc / "lib") if lib else "")
-    proc = subprocess.run([sys.executable, "-c", SET_PLATFORM, soc, member], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)
+    env = stand_in_env(
+        tmp_path,
+        ASCEND_HOME_PATH=str(cann),
+        NPU_DRYRUN_PYASC_TWIN=str(ROOT / "common" / "modes" / "ascendc" / "pyasc_twin" / "site" / "asc"),
+        LD_LIBRARY_PATH=str(cann / "tools" / "simulator" / soc / "lib") if lib else "",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SET_PLATFORM, soc, member],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (proc.returncode == 0) == (refused is None), proc.stderr
     assert [r for r in refusals(tmp_path) if refused and refused in r] or (refused is None and not refusals(tmp_path))
 
@@ -192,13 +273,26 @@ for kernel in sys.argv[1:]:  # what ACLRT_LAUNCH_KERNEL records in the AscendCL 
 
 
 @pytest.mark.parametrize("skip, collected", [("0", 1), ("1", 1), ("2", 0)])
-def test_msprof_op_stand_in_skips_launches_before_it_matches_the_kernel_name(tmp_path: Path, skip: str,
-                                                                              collected: int) -> None:
+def test_msprof_op_stand_in_skips_launches_before_it_matches_the_kernel_name(
+    tmp_path: Path, skip: str, collected: int
+) -> None:
     # msOpProf: the skip counter counts every launch, matching --kernel-name or not, then the name is matched.
     # Launches: other_kernel, add_custom, other_kernel. Skipping 1 leaves add_custom; skipping 2 leaves none.
-    proc = tool(tmp_path, "msprof", "op", f"--output={tmp_path / 'o'}", "--kernel-name=add_custom",
-                f"--launch-skip-before-match={skip}", "--launch-count=5", sys.executable, "-c", LAUNCHES,
-                "other_kernel", "add_custom", "other_kernel")
+    proc = tool(
+        tmp_path,
+        "msprof",
+        "op",
+        f"--output={tmp_path / 'o'}",
+        "--kernel-name=add_custom",
+        f"--launch-skip-before-match={skip}",
+        "--launch-count=5",
+        sys.executable,
+        "-c",
+        LAUNCHES,
+        "other_kernel",
+        "add_custom",
+        "other_kernel",
+    )
     assert proc.returncode == 0, proc.stderr
     (done,) = [c for c in expectations.load(tmp_path) if c["call"] == "collect.done"]
     assert done["launches"] == collected
@@ -230,11 +324,24 @@ print(json.dumps(out))
 def test_pyacl_stand_in_enforces_the_documented_order_and_device_ids(tmp_path: Path) -> None:
     om = tmp_path / "m.om"
     om.write_text(json.dumps({"magic": "NPU_DRYRUN_OM", "name": "m", "inputs": [], "outputs": [], "ops": []}))
-    proc = subprocess.run([sys.executable, "-c", PYACL, str(om), str(tmp_path)], env=stand_in_env(tmp_path),
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", PYACL, str(om), str(tmp_path)],
+        env=stand_in_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     got = json.loads(proc.stdout)
-    assert got == {"set_device_before_init": 100001, "init": 0, "prof_start_before_init": 500005,
-                   "set_device_8": 107001, "set_device_3": 0, "load": 0, "prof_init_after_load": 500005}
+    assert got == {
+        "set_device_before_init": 100001,
+        "init": 0,
+        "prof_start_before_init": 500005,
+        "set_device_8": 107001,
+        "set_device_3": 0,
+        "load": 0,
+        "prof_init_after_load": 500005,
+    }
 
 
 PYACL_TEARDOWN = """
@@ -245,8 +352,14 @@ print(acl.rt.reset_device(0), acl.prof.finalize(), acl.finalize())
 
 
 def test_pyacl_stand_in_refuses_prof_finalize_after_the_device_is_reset(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", PYACL_TEARDOWN, str(tmp_path)], env=stand_in_env(tmp_path),
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", PYACL_TEARDOWN, str(tmp_path)],
+        env=stand_in_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.stdout.split() == ["0", "500005", "500005"], proc.stderr  # finalize: profiling is still initialized
     assert refusals(tmp_path)[0].startswith("acl.prof.finalize must come before the runtime resources are released")
 
@@ -257,26 +370,45 @@ print(acl.init(sys.argv[1]))
 """
 
 
-@pytest.mark.parametrize("dump, rc", [
-    ({"dump_path": "{tmp}", "dump_list": [{"model_name": "m"}], "dump_mode": "output"}, 0),
-    ({"dump_path": "{tmp}/missing", "dump_list": [{"model_name": "m"}]}, 100000),  # dump_path must exist
-    ({"dump_path": "{tmp}", "dump_list": [{"layer": ["x"]}]}, 100000),  # every entry names its model
-    ({"dump_path": "{tmp}", "dump_list": [{"model_name": "m"}], "dump_mode": "outputs"}, 100000),
-], ids=["documented", "missing dump_path", "no model_name", "bad dump_mode"])
+@pytest.mark.parametrize(
+    "dump, rc",
+    [
+        ({"dump_path": "{tmp}", "dump_list": [{"model_name": "m"}], "dump_mode": "output"}, 0),
+        ({"dump_path": "{tmp}/missing", "dump_list": [{"model_name": "m"}]}, 100000),  # dump_path must exist
+        ({"dump_path": "{tmp}", "dump_list": [{"layer": ["x"]}]}, 100000),  # every entry names its model
+        ({"dump_path": "{tmp}", "dump_list": [{"model_name": "m"}], "dump_mode": "outputs"}, 100000),
+    ],
+    ids=["documented", "missing dump_path", "no model_name", "bad dump_mode"],
+)
 def test_pyacl_stand_in_checks_the_dump_block_of_acl_init(tmp_path: Path, dump: dict, rc: int) -> None:
     config = tmp_path / "acl.json"
-    config.write_text(json.dumps({"dump": {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v
-                                           for k, v in dump.items()}}))
-    proc = subprocess.run([sys.executable, "-c", PYACL_DUMP, str(config)], env=stand_in_env(tmp_path),
-                          capture_output=True, text=True, timeout=120, check=False)
+    config.write_text(
+        json.dumps(
+            {"dump": {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for k, v in dump.items()}}
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", PYACL_DUMP, str(config)],
+        env=stand_in_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.stdout.split() == [str(rc)], proc.stderr
     assert len(refusals(tmp_path)) == (rc != 0)
 
 
 def test_pyacl_stand_in_numbers_devices_under_ascend_rt_visible_devices(tmp_path: Path) -> None:
     code = "import acl; acl.init(); print(acl.rt.set_device(3), acl.rt.set_device(0))"
-    proc = subprocess.run([sys.executable, "-c", code], env=stand_in_env(tmp_path, ASCEND_RT_VISIBLE_DEVICES="3"),
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=stand_in_env(tmp_path, ASCEND_RT_VISIBLE_DEVICES="3"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.stdout.split() == ["107001", "0"]  # one visible card: it is logical device 0
 
 
@@ -299,10 +431,23 @@ print(rid)
 
 
 def test_torch_npu_stand_in_refuses_bad_devices_and_arguments(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", TORCH_NPU], env=stand_in_env(tmp_path), capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert proc.stdout.splitlines() == ["RuntimeError", "RuntimeError", "TypeError", "RuntimeError", "RuntimeError",
-                                        "cpu 3", "1"], proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-c", TORCH_NPU],
+        env=stand_in_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.stdout.splitlines() == [
+        "RuntimeError",
+        "RuntimeError",
+        "TypeError",
+        "RuntimeError",
+        "RuntimeError",
+        "cpu 3",
+        "1",
+    ], proc.stderr
 
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="needs a C++ compiler")
@@ -310,19 +455,42 @@ def test_ascendcl_stand_in_refuses_a_device_id_past_the_last(tmp_path: Path) -> 
     cxx = shutil.which("g++") or shutil.which("clang++")
     exe = tmp_path / "add_custom_main"
     src, twin = ROOT / "02_api_AscendC" / "src", ROOT / "common" / "modes" / "ascendc" / "twin"
-    subprocess.run([cxx, "-std=c++17", "-DLAB_RUN_NPU", "-I", str(ROOT / "tests/native/acl_stub"), "-I", str(twin),
-                    str(src / "main.cpp"), str(DRYRUN / "native" / "acl_dryrun.cpp"), "-o", str(exe)], check=True)
-    proc = subprocess.run([str(exe), "--device", "8", "--launches", "1"], env=stand_in_env(tmp_path),
-                          capture_output=True, text=True, timeout=120, check=False)
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-DLAB_RUN_NPU",
+            "-I",
+            str(ROOT / "tests/native/acl_stub"),
+            "-I",
+            str(twin),
+            str(src / "main.cpp"),
+            str(DRYRUN / "native" / "acl_dryrun.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
+    proc = subprocess.run(
+        [str(exe), "--device", "8", "--launches", "1"],
+        env=stand_in_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 1 and "107001" in proc.stderr
     calls = [(c["call"], c["args"], c["rc"]) for c in expectations.load(tmp_path)]
     assert ("aclrtSetDevice", [8], 107001) in calls
 
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="needs a C++ compiler")
-@pytest.mark.parametrize("default, given, rc", [(True, [], 0), (False, [], 2), (False, ["-DCMAKE_BUILD_TYPE=Release"], 0)])
-def test_cmake_stand_in_fails_like_canns_kernel_scripts_without_a_build_type(tmp_path: Path, default: bool,
-                                                                            given: list[str], rc: int) -> None:
+@pytest.mark.parametrize(
+    "default, given, rc", [(True, [], 0), (False, [], 2), (False, ["-DCMAKE_BUILD_TYPE=Release"], 0)]
+)
+def test_cmake_stand_in_fails_like_canns_kernel_scripts_without_a_build_type(
+    tmp_path: Path, default: bool, given: list[str], rc: int
+) -> None:
     """The copied project builds only when a build type reaches CANN's kernel scripts: its CMakeLists.txt's default
     (the lab's sets Release) or one on the command line; with neither the stand-in's build stops as they do."""
     project = tmp_path / "project"
@@ -335,8 +503,18 @@ def test_cmake_stand_in_fails_like_canns_kernel_scripts_without_a_build_type(tmp
     cann = tmp_path / "cann" / "compiler" / "tikcpp" / "ascendc_kernel_cmake"
     cann.mkdir(parents=True)
     (cann / "ascendc.cmake").write_text("")
-    configure = tool(tmp_path, "cmake", "-S", str(project), "-B", str(project / "build"), "-DRUN_MODE=npu",
-                     "-DSOC_VERSION=Ascend910B3", f"-DASCEND_CANN_PACKAGE_PATH={tmp_path / 'cann'}", *given)
+    configure = tool(
+        tmp_path,
+        "cmake",
+        "-S",
+        str(project),
+        "-B",
+        str(project / "build"),
+        "-DRUN_MODE=npu",
+        "-DSOC_VERSION=Ascend910B3",
+        f"-DASCEND_CANN_PACKAGE_PATH={tmp_path / 'cann'}",
+        *given,
+    )
     assert configure.returncode == 0, configure.stderr
     build = tool(tmp_path, "cmake", "--build", str(project / "build"))
     assert build.returncode == rc, build.stderr

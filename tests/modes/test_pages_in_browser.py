@@ -26,8 +26,16 @@ from common.modes.reports import directory_html
 from common.render.cluster import cluster_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 WIDTH = 1366  # a common laptop screen: the narrowest desktop the pages are read at
 TALLEST_SHOT = 8_000  # px: a longer page is shot to here only (a 12,000 px shot takes Chromium 6 s)
 ARTEFACTS = ROOT / "tests_artifacts" / "pages"
@@ -67,8 +75,13 @@ PROBE = """<script>(() => {
 
 
 def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def measure_and_shoot(page_html: str, name: str, tmp_path: Path) -> dict:
@@ -81,7 +94,7 @@ def measure_and_shoot(page_html: str, name: str, tmp_path: Path) -> dict:
     dom = _chromium(probed, tmp_path / "profile_dom", f"--window-size={WIDTH},900", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     start = dom.stdout.index('<pre id="probe">') + len('<pre id="probe">')
-    found = json.loads(html.unescape(dom.stdout[start:dom.stdout.index("</pre>", start)]))
+    found = json.loads(html.unescape(dom.stdout[start : dom.stdout.index("</pre>", start)]))
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTEFACTS / f"{name}.png"
     height = min(found["height"], TALLEST_SHOT)
@@ -101,8 +114,12 @@ def assert_readable_at_a_glance(found: dict) -> None:
         assert found["sections"][where] == "Integrity", found["sections"]
 
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it: apt-get install chromium)"
+    ),
+]
 
 
 # the sections each cluster page must show (title starts), beyond the steps and the per-rank means
@@ -115,8 +132,11 @@ CLUSTER_SECTIONS = {
 @pytest.mark.parametrize("capture", list(CLUSTER_SECTIONS), ids=lambda p: p.parent.name)
 def test_cluster_page(capture: Path, tmp_path: Path) -> None:
     view = load_cluster(capture)
-    found = measure_and_shoot(cluster_html(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
-                              f"cluster_{capture.parent.name}_{capture.name}", tmp_path)
+    found = measure_and_shoot(
+        cluster_html(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
+        f"cluster_{capture.parent.name}_{capture.name}",
+        tmp_path,
+    )
     assert_readable_at_a_glance(found)
     titles = found["sections"]
     assert titles[0] == "Computing / Communication / Free per rank (median of the steps, us)"
@@ -139,5 +159,9 @@ def test_precision_page(tmp_path: Path, capsys) -> None:
     assert run_precision("0", str(workload), str(tmp_path / "precision"), torch_only=True) == 1
     found = measure_and_shoot((tmp_path / "precision" / "report.html").read_text(), "precision_fp16_overflow", tmp_path)
     assert_readable_at_a_glance(found)
-    assert found["sections"] == ["First divergent op per candidate", "How the error grows, op by op", "torch fp32",
-                                 "torch fp16"]
+    assert found["sections"] == [
+        "First divergent op per candidate",
+        "How the error grows, op by op",
+        "torch fp32",
+        "torch fp16",
+    ]

@@ -19,11 +19,17 @@ TINY_MLP_MODULES = [f"net.{i}" for i in range(7)]
 @pytest.mark.probe  # its 1.4 GB environment: outside `nox -s tests`, run with `-m probe`
 def test_cross_check_prints_the_labs_and_msprobes_cosine_per_module_and_they_agree(tmp_path: Path) -> None:
     out = tmp_path / "precision"
-    proc = run([sys.executable, "-m", "common", "precision", "0", "--torch-only", "--cross-check", "--out", str(out)],
-               timeout=1800)
+    proc = run(
+        [sys.executable, "-m", "common", "precision", "0", "--torch-only", "--cross-check", "--out", str(out)],
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    side_by_side = re.findall(r"^(net\.\d)\s+Module\.(net\.\d)\.\w+\.forward\.0\.output\.0\s+(\S+)\s+(\S+)\s+\S+\s+\S+"
-                              r"\s+yes$", proc.stdout, re.MULTILINE)
+    side_by_side = re.findall(
+        r"^(net\.\d)\s+Module\.(net\.\d)\.\w+\.forward\.0\.output\.0\s+(\S+)\s+(\S+)\s+\S+\s+\S+"
+        r"\s+yes$",
+        proc.stdout,
+        re.MULTILINE,
+    )
     assert [m[0] for m in side_by_side] == TINY_MLP_MODULES
     assert all(path == probe_path and lab == probe for path, probe_path, lab, probe in side_by_side)  # 6 decimals
     assert "the lab and msprobe agree on 7 modules" in proc.stdout

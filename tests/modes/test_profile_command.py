@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import SHELLISH, error_lines, run
 
-SCRIPT = '''import sys
+SCRIPT = """import sys
 import torch
 
 block = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3, padding=1), torch.nn.LayerNorm(16), torch.nn.SiLU())
@@ -17,7 +17,7 @@ for _ in range(int(sys.argv[1])):
     block(torch.randn(2, 4, 16))
 print("ran", sys.argv[1])
 sys.exit(int(sys.argv[2]))
-'''
+"""
 
 
 def lab(*args: object):
@@ -41,8 +41,9 @@ def test_the_programs_exit_status_is_passed_on_and_its_profile_kept(tmp_path: Pa
     (tmp_path / "mine.py").write_text(SCRIPT)
     proc = lab("profile", "--out", tmp_path / "prof", "--", sys.executable, tmp_path / "mine.py", 1, 7)
     assert proc.returncode == 7
-    assert error_lines(proc.stderr) == [f"Error: the profiled program exited with code 7; what was collected is kept "
-                                        f"in {tmp_path / 'prof'}"]
+    assert error_lines(proc.stderr) == [
+        f"Error: the profiled program exited with code 7; what was collected is kept in {tmp_path / 'prof'}"
+    ]
     assert list((tmp_path / "prof").glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
 
 

@@ -90,12 +90,20 @@ def test_report_rebuilds_03s_own_report_beside_the_data_or_into_out(ran, tmp_pat
     folder = repo / MODE.name / "prof_out"
     own = (folder / "report.md").read_text()
     out = tmp_path / "elsewhere"
-    proc = subprocess.run([sys.executable, "-m", "common", "report", str(folder), "--out", str(out)], cwd=repo,
-                          env=lab_env(), capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "common", "report", str(folder), "--out", str(out)],
+        cwd=repo,
+        env=lab_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     rebuilt = (out / "report.md").read_text()
-    assert [li for li in rebuilt.splitlines() if li.startswith("[")] == [li for li in own.splitlines()
-                                                                        if li.startswith("[")]
+    assert [li for li in rebuilt.splitlines() if li.startswith("[")] == [
+        li for li in own.splitlines() if li.startswith("[")
+    ]
     assert "default" in rebuilt and "fp16-io" in rebuilt  # the variant table 03 recorded
     assert 'data-chart="op-share"' in (out / "report.html").read_text()  # drawn from the data, not from --out
 
@@ -317,8 +325,9 @@ def test_build_npu_reads_the_soc_of_the_device_it_is_given(monkeypatch, tmp_path
     seen = []
     monkeypatch.setattr(build_model, "soc_version", lambda backend, device: seen.append(device) or "Ascend910B4-1")
     monkeypatch.setattr(variants.ModelFiles, "om_stem", lambda self, v: tmp_path / f"tiny_mlp_{v.name}")
-    monkeypatch.setattr(build_model.subprocess, "run",
-                        lambda argv, check: seen.append(argv) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(
+        build_model.subprocess, "run", lambda argv, check: seen.append(argv) or subprocess.CompletedProcess(argv, 0)
+    )
     build_model.build_npu(variants.VARIANTS["default"], TINY, fake_npu(), 3)
     assert seen[0] == 3 and "--soc_version=Ascend910B4-1" in seen[1]
 
@@ -385,8 +394,13 @@ class FakeAcl:
         "prof.stop": "prof.start",
     }
 
-    def __init__(self, nbytes: int | list[int], fail_at: int | None = None, fail_release: str | None = None,
-                 outputs: list[tuple[tuple[int, ...], int]] | None = None):
+    def __init__(
+        self,
+        nbytes: int | list[int],
+        fail_at: int | None = None,
+        fail_release: str | None = None,
+        outputs: list[tuple[tuple[int, ...], int]] | None = None,
+    ):
         # The model's inputs by size in bytes (one int: one input).
         self.nbytes = [nbytes] if isinstance(nbytes, int) else list(nbytes)
         self.fail_at, self.fail_release = fail_at, fail_release
@@ -505,7 +519,7 @@ class FakeAcl:
         self.executes = getattr(self, "executes", 0) + 1
         # The fake model: output k is the inputs' bytes one after the other, cut or repeated to output k's size.
         ptrs = [h for k, h in self.live if k == "rt.malloc"]
-        in_ptrs, out_ptrs = ptrs[: len(self.nbytes)], ptrs[len(self.nbytes):]
+        in_ptrs, out_ptrs = ptrs[: len(self.nbytes)], ptrs[len(self.nbytes) :]
         data = b"".join(self.memory.get(p, b"") for p in in_ptrs)
         for ptr, (dims, code) in zip(out_ptrs, self.outputs):
             size = int(np.prod(dims)) * np.dtype(lesson.ACL_DTYPES[code]).itemsize
@@ -580,8 +594,11 @@ def test_chain_success_releases_everything(prof):
     # Each data buffer is destroyed before its device memory is freed, and the dataset that held it after both.
     order = [name for name in acl.calls if name in ("mdl.destroy_dataset", "destroy_data_buffer", "rt.free")]
     assert order == ["destroy_data_buffer", "rt.free", "mdl.destroy_dataset"] * 2
-    assert [c for c in acl.calls if not c.startswith("prof.")][-3:] == ["rt.destroy_context", "rt.reset_device",
-                                                                        "finalize"]
+    assert [c for c in acl.calls if not c.startswith("prof.")][-3:] == [
+        "rt.destroy_context",
+        "rt.reset_device",
+        "finalize",
+    ]
     assert acl.executes == 23
     if prof:
         # CANN pyACL reference, "Profiling pyACL API": prof.init after acl.init and before the model load;
@@ -607,8 +624,12 @@ def test_chain_success_releases_everything(prof):
         assert acl.calls.index("prof.finalize") < acl.calls.index("finalize") == len(acl.calls) - 1
         # oam-tools "使用acl C&C++接口采集性能数据": unload the model, stop / destroy_config / finalize
         # profiling, then release the runtime resources, then acl.finalize.
-        assert (acl.calls.index("mdl.unload") < acl.calls.index("prof.finalize")
-                < acl.calls.index("rt.destroy_context") < acl.calls.index("rt.reset_device"))
+        assert (
+            acl.calls.index("mdl.unload")
+            < acl.calls.index("prof.finalize")
+            < acl.calls.index("rt.destroy_context")
+            < acl.calls.index("rt.reset_device")
+        )
 
 
 def _failable_calls(prof: bool) -> int:
@@ -807,7 +828,9 @@ def test_cnn_runs_with_its_fusions_named(cnn_repo):
     assert info["workload"] == load_workload(repo / "workloads" / "cnn.py").info()
     assert info["workload"]["name"] == "cnn" and len(info["workload"]["sha256"]) == 64
     counts = graph_counts(repo, "fp32", "cnn")
-    flatten = "Reshape" if counts["Reshape"] else "Flatten"  # torch.flatten: the dynamo exporter's Reshape, the tracer's
+    flatten = (
+        "Reshape" if counts["Reshape"] else "Flatten"
+    )  # torch.flatten: the dynamo exporter's Reshape, the tracer's
     assert counts == Counter({"FusedConv": 2, "MaxPool": 2, flatten: 1, "Gemm": 1}), counts
     changes = {c["change"] for c in info["results"]["fp32"]["graph_changes"]}
     assert "Conv+Relu -> FusedConv x2" in changes
@@ -841,8 +864,9 @@ def test_two_inputs_two_outputs(tmp_path):
     lines = verdict_lines(result)
     for name in VARIANT_NAMES:  # one accuracy verdict per output, every output of every variant
         for output in ("y0", "y1"):
-            assert any(line.startswith(f"[PASS] output matches fp32 reference ({name}, output {output})")
-                       for line in lines), output
+            assert any(
+                line.startswith(f"[PASS] output matches fp32 reference ({name}, output {output})") for line in lines
+            ), output
     results = run_info(repo)["results"]
     assert [o["name"] for o in results["default"]["accuracy_per_output"]] == ["y0", "y1"]
 
@@ -881,8 +905,12 @@ def test_graph_changes_are_named_not_silent():
     exported = Counter(Conv=2, Relu=2, MatMul=1, Add=1, Shape=2)
     built = Counter(FusedConv=2, Gemm=1, Mystery=1)
     changes = graph_changes.build_changes(exported, built, "onnxruntime", Counter(Relu=2))
-    assert [str(c) for c in changes] == ["Conv+Relu -> FusedConv x2", "MatMul+Add -> Gemm x1", "removed Shape x2",
-                                         "added Mystery x1"]
+    assert [str(c) for c in changes] == [
+        "Conv+Relu -> FusedConv x2",
+        "MatMul+Add -> Gemm x1",
+        "removed Shape x2",
+        "added Mystery x1",
+    ]
 
 
 def _graph(nodes, inputs, initializers=(), outputs=("y",)):
@@ -891,7 +919,9 @@ def _graph(nodes, inputs, initializers=(), outputs=("y",)):
     value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in inputs]
     inits = [helper.make_tensor(n, TensorProto.FLOAT, shape, [0.0] * math.prod(shape)) for n, shape in initializers]
     out = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
-    return helper.make_model(helper.make_graph(nodes, "g", value, out, inits), opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(
+        helper.make_graph(nodes, "g", value, out, inits), opset_imports=[helper.make_opsetid("", 17)]
+    )
 
 
 def test_the_graph_is_compared_with_the_model_by_flops():
@@ -907,18 +937,32 @@ def test_the_graph_is_compared_with_the_model_by_flops():
     other = graph_changes.compute_verdict(FlopCount({"matmul": 96.0}), matmul)  # the graph lost half the work
     assert not other.ok and "off by 50.00%" in other.detail and "computes something else" in other.detail
     # an einsum's products, an LSTM without a formula, a shape known only at run time: said, not guessed
-    einsum = _graph([helper.make_node("Einsum", ["q", "k"], ["y"], equation="bhqd,bhkd->bhqk")],
-                    [("q", [2, 3, 5, 4]), ("k", [2, 3, 6, 4])])
+    einsum = _graph(
+        [helper.make_node("Einsum", ["q", "k"], ["y"], equation="bhqd,bhkd->bhqk")],
+        [("q", [2, 3, 5, 4]), ("k", [2, 3, 6, 4])],
+    )
     assert graph_changes.graph_flops(einsum)[0] == {"matmul": 2 * 2 * 3 * 5 * 6 * 4}
-    lstm = _graph([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=8)], [("x", [3, 2, 4])],
-                  [("w", [1, 32, 4]), ("r", [1, 32, 8])])
+    lstm = _graph(
+        [helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=8)],
+        [("x", [3, 2, 4])],
+        [("w", [1, 32, 4]), ("r", [1, 32, 8])],
+    )
     assert graph_changes.graph_flops(lstm)[0] == {"recurrent": 2 * 3 * 2 * 32 * (4 + 8)}  # 4 gates x hidden 8
     unknown = _graph([helper.make_node("ConvInteger", ["x", "w"], ["y"])], [("x", [1, 1, 4, 4])], [("w", [1, 1, 2, 2])])
     verdict = graph_changes.compute_verdict(FlopCount({"conv": 18.0}, {"aten::miopen_convolution": 1}), unknown)
     assert not verdict.applicable and "convolutions: not compared" in verdict.detail
-    assert "aten::miopen_convolution" in verdict.detail and "the graph's ConvInteger (no formula here)" in verdict.detail
-    dynamic = _graph([helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Cast", ["i"], ["f"], to=1),
-                      helper.make_node("MatMul", ["f", "w"], ["y"])], [("x", [4])], [("w", [1, 3])])
+    assert (
+        "aten::miopen_convolution" in verdict.detail and "the graph's ConvInteger (no formula here)" in verdict.detail
+    )
+    dynamic = _graph(
+        [
+            helper.make_node("NonZero", ["x"], ["i"]),
+            helper.make_node("Cast", ["i"], ["f"], to=1),
+            helper.make_node("MatMul", ["f", "w"], ["y"]),
+        ],
+        [("x", [4])],
+        [("w", [1, 3])],
+    )
     assert graph_changes.graph_flops(dynamic)[1] == {"MatMul (shapes known only at run time)": 1}
     # given the graph's input, the shapes it computes at run time are read from a run (ONNX Runtime)
     one_nonzero = {"x": np.array([0.0, 0.0, 5.0, 0.0], dtype=np.float32)}  # NonZero -> [1, 1]

@@ -36,8 +36,14 @@ def test_report_on_real_kernel_details(npu_fixtures: Path) -> None:
     ("damage", "message"),
     [
         (lambda p: p.write_text(""), "file is empty"),
-        (lambda p: p.write_text(p.read_text().splitlines()[0] + "\n0,4294967295,0,1716,k,k\n"), "fields where the header has"),
-        (lambda p: p.write_text(p.read_text().replace("Task Duration(us)", "Duration")), "column 'Task Duration(us)' missing"),
+        (
+            lambda p: p.write_text(p.read_text().splitlines()[0] + "\n0,4294967295,0,1716,k,k\n"),
+            "fields where the header has",
+        ),
+        (
+            lambda p: p.write_text(p.read_text().replace("Task Duration(us)", "Duration")),
+            "column 'Task Duration(us)' missing",
+        ),
     ],
     ids=["empty", "truncated", "wrong-header"],
 )
@@ -85,24 +91,52 @@ def test_report_on_npu_capture_without_shapes_says_unavailable(npu_fixtures) -> 
 
 
 def test_report_with_soc_bounds_npu_ops(npu_fixtures) -> None:
-    proc = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
-                "--soc", "Ascend910B3"])
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "common",
+            "report",
+            str(npu_fixtures / "torch_npu_kernel_details"),
+            "--soc",
+            "Ascend910B3",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     # The table's figures have no published source: the report says they are estimates.
-    assert ("peaks: estimate (no published source): 20 cube cores x 8192 FLOP/cycle x 1.8 GHz, 1600 GB/s memory"
-            in proc.stdout)
+    assert (
+        "peaks: estimate (no published source): 20 cube cores x 8192 FLOP/cycle x 1.8 GHz, 1600 GB/s memory"
+        in proc.stdout
+    )
     add = next(li for li in proc.stdout.splitlines() if li.startswith("Add ") and "512,2,4096" in li)
     assert add.rstrip().endswith("memory")
-    bad = run([sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"),
-               "--soc", "Ascend999"])
+    bad = run(
+        [sys.executable, "-m", "common", "report", str(npu_fixtures / "torch_npu_kernel_details"), "--soc", "Ascend999"]
+    )
     assert bad.returncode == 0 and "peaks: none (Ascend999 is not in the peak table" in bad.stdout
     assert error_lines(bad.stderr) == []
 
 
 # --- python -m common.bench -------------------------------------------------------------------------
 def test_bench_make_small_and_bad_arguments(tmp_path: Path) -> None:
-    proc = run([sys.executable, "-m", "common.bench", "make", "--rows", "30", "--events", "3000", "--tasks", "200",
-                "--ranks", "2", "--out", str(tmp_path)])
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "common.bench",
+            "make",
+            "--rows",
+            "30",
+            "--events",
+            "3000",
+            "--tasks",
+            "200",
+            "--ranks",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(list(tmp_path.rglob("op_summary_*.csv"))) == 1 and (tmp_path / "trace_view_3000").is_dir()
     assert len(list((tmp_path / "db_200").rglob("*.db"))) == 1
@@ -119,7 +153,9 @@ def test_report_exits_1_when_op_statistic_was_tampered_with(npu_fixtures: Path) 
     assert proc.stdout.count("[PASS] op_statistic agrees with kernel_details") == 2
     assert proc.stdout.count("[PASS] step table agrees with the Overlap Analysis") == 2
     stat = capture / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"
-    stat.write_text("".join(line for line in stat.read_text().splitlines(keepends=True) if not line.startswith("Conv2D,")))
+    stat.write_text(
+        "".join(line for line in stat.read_text().splitlines(keepends=True) if not line.startswith("Conv2D,"))
+    )
     proc = report(capture)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     (failed,) = [line for line in proc.stdout.splitlines() if line.startswith("[FAIL]")]

@@ -30,14 +30,31 @@ hostile = pytest.mark.hostile
 HOSTILE_DEVICE_IDS = [*SHELLISH, "--output=/", "../0", "0x1", "1e1", "\u0663", "-1", "64", "", " "]
 HOSTILE_VARIANTS = ["default;rm -rf /", "$(id)", "`id`", "fp32\nfp16-io", "../fp32", "--output=/", "ALL", "fp32 x", "*"]
 # Arguments for the profiled program: they must reach it exactly as given, one argv item each.
-INERT_APP_ARGS = ["$(touch PWNED)", "`touch PWNED`", "; touch PWNED", "| touch PWNED", "&& touch PWNED", "a\nb",
-                  "--output=/", "'\"", "*", "~"]
+INERT_APP_ARGS = [
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "; touch PWNED",
+    "| touch PWNED",
+    "&& touch PWNED",
+    "a\nb",
+    "--output=/",
+    "'\"",
+    "*",
+    "~",
+]
 
 
 # ----- --output through run.sh ----------------------------------------------------------------------
 def run_script(lab: Path, script: str, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(lab / script), *args], cwd=lab, env=lab_env(**extra), capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        ["bash", str(lab / script), *args],
+        cwd=lab,
+        env=lab_env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def assert_refused(result: subprocess.CompletedProcess, needle: str = "") -> None:
@@ -87,20 +104,24 @@ def test_every_mode_refuses_hostile_device_ids(mode: str, device: str, portable:
 
 @hostile
 @pytest.mark.parametrize("mode", sorted(DRIVERS))
-@pytest.mark.parametrize(("device", "visible", "needle"), [
-    ("2", None, "device 2 is not a logical device id here (valid: 0, 1)"),
-    ("63", None, "device 63 is not a logical device id here (valid: 0, 1)"),
-    ("0", "1", "ASCEND_RT_VISIBLE_DEVICES='1' is set; CANN does not support it while profiling"),
-])
-def test_every_mode_refuses_a_device_the_npu_runtime_does_not_have(mode: str, device: str, visible: str | None,
-                                                                   needle: str, portable: Path, monkeypatch,
-                                                                   capsys) -> None:
+@pytest.mark.parametrize(
+    ("device", "visible", "needle"),
+    [
+        ("2", None, "device 2 is not a logical device id here (valid: 0, 1)"),
+        ("63", None, "device 63 is not a logical device id here (valid: 0, 1)"),
+        ("0", "1", "ASCEND_RT_VISIBLE_DEVICES='1' is set; CANN does not support it while profiling"),
+    ],
+)
+def test_every_mode_refuses_a_device_the_npu_runtime_does_not_have(
+    mode: str, device: str, visible: str | None, needle: str, portable: Path, monkeypatch, capsys
+) -> None:
     """On the npu backend the id is a logical one (0..N-1, N from `npu-smi info -l`), checked before anything runs."""
     import common.modes.lesson
     from common.backend import Backend
 
-    npu = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, (0, 1),
-                  ("torch_npu", "acl"))
+    npu = Backend(
+        "npu", "test", "/cann", {"msprof": "/cann/bin/msprof", "atc": "/cann/bin/atc"}, (0, 1), ("torch_npu", "acl")
+    )
     if visible is None:
         monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
     else:
@@ -132,8 +153,11 @@ def test_timeout_option_is_validated_before_anything_runs(mode: str, portable: P
     argv = {"01": ["0", "--timeout", "$(sleep 100)"], "02": ["run", "--timeout", "$(sleep 100)"]}[mode]
     code, stderr = run_cli_in_process(DRIVERS[mode]().main, argv, capsys)
     assert code == 2 and error_lines(stderr) == [
-        ("Error: timeout '$(sleep 100)' is not a positive number of seconds — pass e.g. --timeout 600 "
-         f"(or set {rundir.TIMEOUT_VAR}); leave it out for no limit")]
+        (
+            "Error: timeout '$(sleep 100)' is not a positive number of seconds — pass e.g. --timeout 600 "
+            f"(or set {rundir.TIMEOUT_VAR}); leave it out for no limit"
+        )
+    ]
     assert_nothing_ran(portable)
 
 
@@ -143,8 +167,9 @@ def test_program_arguments_reach_the_program_inert(tmp_path: Path) -> None:
     """Through 01's run.sh, as a user runs it: every argument arrives as one argv item, none is run."""
     lab = copy_lab(tmp_path / "lab")
     app = tmp_path / "record_argv.py"
-    app.write_text("import json, sys, torch\ntorch.ones(2).sum()\n"
-                   "open(sys.argv[1], 'w').write(json.dumps(sys.argv[2:]))\n")
+    app.write_text(
+        "import json, sys, torch\ntorch.ones(2).sum()\nopen(sys.argv[1], 'w').write(json.dumps(sys.argv[2:]))\n"
+    )
     record = tmp_path / "argv.json"
     result = run_script(lab, "01_cmdline/run.sh", "0", "--", "python3", str(app), str(record), *INERT_APP_ARGS)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -153,6 +178,5 @@ def test_program_arguments_reach_the_program_inert(tmp_path: Path) -> None:
 
 
 def test_run_command_passes_shell_syntax_as_data(tmp_path: Path) -> None:
-    run = launcher.run_command([sys.executable, "-c", "import sys; print(repr(sys.argv[1:]))", *SHELLISH],
-                               capture=True)
+    run = launcher.run_command([sys.executable, "-c", "import sys; print(repr(sys.argv[1:]))", *SHELLISH], capture=True)
     assert run.ok and run.output.strip() == repr(SHELLISH)

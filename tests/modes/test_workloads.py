@@ -35,8 +35,15 @@ WORKLOADS = ["cnn", CORPUS_SLICE]
 
 
 def _sh(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), cwd=repo, env=lab_env(PYTHONPATH=str(repo), MSPROF_LAB_RUN_ID=RUN_ID),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        list(args),
+        cwd=repo,
+        env=lab_env(PYTHONPATH=str(repo), MSPROF_LAB_RUN_ID=RUN_ID),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +69,12 @@ def results(repo: Path) -> dict[str, dict]:
         file = workload_file(repo, name)
         flag = ["--workload", str(file)]
         steps = {}
-        for key, script in (("01", ["01_cmdline/run.sh", "0"]), ("03 build", ["03_api_pyAcl/build_model.sh", "default"]),
-                            ("03", ["03_api_pyAcl/run.sh", "0", "default"]), ("04", ["04_pyTorch/run.sh", "0"])):
+        for key, script in (
+            ("01", ["01_cmdline/run.sh", "0"]),
+            ("03 build", ["03_api_pyAcl/build_model.sh", "default"]),
+            ("03", ["03_api_pyAcl/run.sh", "0", "default"]),
+            ("04", ["04_pyTorch/run.sh", "0"]),
+        ):
             steps[key] = _sh(repo, "bash", *script, *flag)
         if all(p.returncode == 0 for p in steps.values()):
             agree_out = repo / f"agree_{name}"
@@ -108,18 +119,27 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
     not_applicable = [line for line in verdicts if line.startswith("[N/A]")]
     assert len(not_applicable) == 5, verdicts  # 3 x top family, the share, the cast check
     assert all(f"not applicable: {name} declares no EXPECT[" in line for line in not_applicable)
-    for check in ("every forward records the same ops (01", "every step records the same ops (04",
-                  "01 and 04 record the same ops per forward", "op counts per execute match the built graph (03",
-                  "the exported graph computes what the model computes (03",
-                  "output matches fp32 reference (01)", "output matches fp32 reference (04)",
-                  "output matches fp32 reference (03 default"):
+    for check in (
+        "every forward records the same ops (01",
+        "every step records the same ops (04",
+        "01 and 04 record the same ops per forward",
+        "op counts per execute match the built graph (03",
+        "the exported graph computes what the model computes (03",
+        "output matches fp32 reference (01)",
+        "output matches fp32 reference (04)",
+        "output matches fp32 reference (03 default",
+    ):
         assert any(line.startswith(f"[PASS] {check}") for line in verdicts), (check, verdicts)
 
     # the count rows are the model's families: 01 and 04 record the same compute ops per forward (01's rows
     # also hold the one-off ops of building the model); no row of a family that no mode ran
     rows = table_rows(steps["markdown"])
-    assert rows["workload, sha256"] == [f"{name} {sha[:12]}", "add_custom kernel", f"{name} {sha[:12]}",
-                                        f"{name} {sha[:12]}"]
+    assert rows["workload, sha256"] == [
+        f"{name} {sha[:12]}",
+        "add_custom kernel",
+        f"{name} {sha[:12]}",
+        f"{name} {sha[:12]}",
+    ]
     count_rows = {r.removesuffix(" per forward"): cells for r, cells in rows.items() if r.endswith(" per forward")}
     for family in set(count_rows) & {"matmul", "conv", "attention", "norm", "pool", "softmax"}:
         assert float(count_rows[family][0]) == float(count_rows[family][3]) > 0, family
@@ -130,8 +150,14 @@ def test_a_workload_runs_through_every_mode_and_agree(repo: Path, results, name:
 
 def test_each_workload_shows_its_own_families(results) -> None:
     """The rows differ by model: what a CNN and the token classifier run, read from agree.md."""
-    families = {name: {r.removesuffix(" per forward") for r in table_rows(results[name].get("markdown", ""))
-                       if r.endswith(" per forward")} for name in WORKLOADS}
+    families = {
+        name: {
+            r.removesuffix(" per forward")
+            for r in table_rows(results[name].get("markdown", ""))
+            if r.endswith(" per forward")
+        }
+        for name in WORKLOADS
+    }
     assert {"conv", "pool", "norm"} <= families["cnn"] and "attention" not in families["cnn"]
     assert {"matmul", "norm", "activation"} <= families[CORPUS_SLICE] and "conv" not in families[CORPUS_SLICE]
 
@@ -151,8 +177,10 @@ def test_agree_refuses_outputs_of_different_workloads(repo: Path, results, tmp_p
     (line,) = error_lines(proc.stderr)
     last = WORKLOADS[-1]
     sha = hashlib.sha256((repo / "workloads" / f"{last}.py").read_bytes()).hexdigest()[:12]
-    assert line.startswith(f"Error: different workloads: 01 {last} (sha256 {sha}), 03 {last} (sha256 {sha}), "
-                           f"04 TinyMLP (sha256 {tiny_mlp().sha256[:12]}) — "), line
+    assert line.startswith(
+        f"Error: different workloads: 01 {last} (sha256 {sha}), 03 {last} (sha256 {sha}), "
+        f"04 TinyMLP (sha256 {tiny_mlp().sha256[:12]}) — "
+    ), line
     # 02 is exempt: it profiles its own kernel, whatever workload its run_info names
     info["workload"] = json.loads((dirs[0] / "run_info.json").read_text())["workload"]
     info_path.write_text(json.dumps(info))
@@ -168,7 +196,8 @@ def test_agree_refuses_outputs_of_different_workloads(repo: Path, results, tmp_p
     proc = _sh(repo, sys.executable, "-m", "common", "agree", *map(str, dirs), "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and error_lines(proc.stderr) == [
         "Error: run_info.json of mode 03 records no workload, so it cannot be checked that 01, 03 and 04 profiled "
-        "the same model — re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE]"]
+        "the same model — re-run the modes: nox -s cmdline ascendc pyacl pytorch -- 0 [--workload FILE]"
+    ]
 
 
 def test_agree_refuses_a_workload_file_edited_after_the_run(repo: Path, results, tmp_path: Path) -> None:
@@ -185,7 +214,9 @@ def test_agree_refuses_a_workload_file_edited_after_the_run(repo: Path, results,
 
 # --- the sweep on a workload that is not TinyMLP ------------------------------------------------------
 def test_sweep_of_a_cnn_sweeps_its_batch_and_checks_the_peak(repo: Path) -> None:
-    proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--workload", "workloads/cnn.py", "--batch", "1,2")
+    proc = _sh(
+        repo, sys.executable, "-m", "common.modes.pytorch.sweep", "--workload", "workloads/cnn.py", "--batch", "1,2"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     doc = json.loads((repo / "04_pyTorch" / "prof_sweep" / "sweep.json").read_text())
     assert doc["x"] == "batch" and doc["workload"]["name"] == "cnn" and doc["peak_gflops_per_s"] > 0
@@ -205,18 +236,24 @@ def test_sweep_of_a_cnn_sweeps_its_batch_and_checks_the_peak(repo: Path) -> None
 
 def test_sweep_refuses_what_it_cannot_sweep_with_one_line(repo: Path, tmp_path: Path) -> None:
     fixed = tmp_path / "fixed_batch.py"
-    fixed.write_text("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
-                     "        super().__init__()\n        self.lin = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
-                     "        return self.lin(x.reshape(4, 8))\n\n\ndef build_model():\n    return M()\n\n\n"
-                     "def make_input():\n    return torch.randn(4, 8)\n")
+    fixed.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.lin = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
+        "        return self.lin(x.reshape(4, 8))\n\n\ndef build_model():\n    return M()\n\n\n"
+        "def make_input():\n    return torch.randn(4, 8)\n"
+    )
     for args, message in (
-        (["--workload", "workloads/cnn.py", "--hidden", "64"],
-         "Error: --hidden sizes TinyMLP's layers; cnn has no hidden size the sweep can change — "
-         "sweep its batch: --batch 1,4,16,64"),
-        (["--workload", str(fixed), "--batch", "2"],
-         f"Error: workload file {fixed.resolve()}: the model rejects batch 2 (make_input()'s first dimension 4 "
-         "scaled, shapes (4, 8)): RuntimeError: shape '[4, 8]' is invalid for input of size 16 — profile it at "
-         f"its own size instead: nox -s pytorch -- 0 --workload {fixed.resolve()}"),
+        (
+            ["--workload", "workloads/cnn.py", "--hidden", "64"],
+            "Error: --hidden sizes TinyMLP's layers; cnn has no hidden size the sweep can change — "
+            "sweep its batch: --batch 1,4,16,64",
+        ),
+        (
+            ["--workload", str(fixed), "--batch", "2"],
+            f"Error: workload file {fixed.resolve()}: the model rejects batch 2 (make_input()'s first dimension 4 "
+            "scaled, shapes (4, 8)): RuntimeError: shape '[4, 8]' is invalid for input of size 16 — profile it at "
+            f"its own size instead: nox -s pytorch -- 0 --workload {fixed.resolve()}",
+        ),
     ):
         proc = _sh(repo, sys.executable, "-m", "common.modes.pytorch.sweep", *args)
         assert proc.returncode == 2 and error_lines(proc.stderr) == [message], proc.stderr
@@ -224,8 +261,19 @@ def test_sweep_refuses_what_it_cannot_sweep_with_one_line(repo: Path, tmp_path: 
 
 def test_sweep_warns_about_a_figure_above_the_peak() -> None:
     from common.modes.pytorch import sweep
-    point = {"series": "cnn", "hidden": None, "batch": 8, "step_us": 100.0, "computing_us": 1.0, "free_us": 99.0,
-             "computing_ratio": 0.01, "bound": "host-bound", "flops": 10**9, "gflops_per_s": 1000.0}
+
+    point = {
+        "series": "cnn",
+        "hidden": None,
+        "batch": 8,
+        "step_us": 100.0,
+        "computing_us": 1.0,
+        "free_us": 99.0,
+        "computing_ratio": 0.01,
+        "bound": "host-bound",
+        "flops": 10**9,
+        "gflops_per_s": 1000.0,
+    }
     text = sweep.render([{**point, "above_peak": True}], "test", "batch", 100e9, "a stated peak")
     assert "1,000.0 (!)" in text and "warning: (!) 1 point(s) above the peak" in text
     assert "peak 100.0 GFLOP/s (a stated peak)" in text
@@ -237,8 +285,14 @@ def test_agree_judges_03_outputs_by_03s_recorded_tolerance_and_checks_its_scale(
     """agree applies the tolerance 03 recorded, after checking the scale 03 used against the reference."""
     from common.analyze import cross_mode
 
-    good = {"max_abs_diff": 0.01, "mean_abs_diff": 0.001, "cosine": 0.9999, "scale": 1.0, "tol": 0.02,
-            "cosine_min": 0.999}
+    good = {
+        "max_abs_diff": 0.01,
+        "mean_abs_diff": 0.001,
+        "cosine": 0.9999,
+        "scale": 1.0,
+        "tol": 0.02,
+        "cosine_min": 0.999,
+    }
     assert cross_mode.recorded_accuracy_verdict(good, 1.0, "03 x").ok
     assert not cross_mode.recorded_accuracy_verdict({**good, "max_abs_diff": 0.03}, 1.0, "03 x").ok
     wrong_scale = cross_mode.recorded_accuracy_verdict(good, 50.0, "03 x")

@@ -67,8 +67,11 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
         ("02.build", ["bash", "02_api_AscendC/build.sh", "--device", d], None),
         ("02", ["bash", "02_api_AscendC/run.sh", d], "02_api_AscendC/prof_out"),
         ("02.pyasc", ["bash", "02_api_AscendC/run.sh", d, "--kernel", "pyasc"], "02_api_AscendC/prof_out"),
-        ("02.pyasc_sim", ["bash", "02_api_AscendC/run.sh", d, "--kernel", "pyasc", "--simulator", SIMULATOR_SOC],
-         "02_api_AscendC/prof_out"),
+        (
+            "02.pyasc_sim",
+            ["bash", "02_api_AscendC/run.sh", d, "--kernel", "pyasc", "--simulator", SIMULATOR_SOC],
+            "02_api_AscendC/prof_out",
+        ),
         ("03.build", ["bash", "03_api_pyAcl/build_model.sh", "all", "--device", d], None),
         ("03.msprof", ["bash", "03_api_pyAcl/run.sh", d, "all"], "03_api_pyAcl/prof_out"),
         ("03.acl_prof", ["bash", "03_api_pyAcl/run.sh", d, "default", "--acl-prof"], "03_api_pyAcl/prof_out"),
@@ -80,8 +83,13 @@ def steps(device: int, ddp: bool) -> list[tuple[str, list[str], str | None]]:
     ]
     if ddp:
         pair = sorted({device, (device + 1) % 8})
-        out.append(("04.ddp", ["bash", "04_pyTorch/run_ddp.sh", str(len(pair)), ",".join(map(str, pair))],
-                    "04_pyTorch/prof_out_ddp"))
+        out.append(
+            (
+                "04.ddp",
+                ["bash", "04_pyTorch/run_ddp.sh", str(len(pair)), ",".join(map(str, pair))],
+                "04_pyTorch/prof_out_ddp",
+            )
+        )
     return out
 
 
@@ -109,8 +117,11 @@ def lessons(device: int, lab: Path) -> list[tuple[str, str, list[str]]]:
         ("alone.02", "02_api_AscendC/src/add_pyasc.py", ["-r", "NPU", "--device", d]),
         ("alone.03", "03_api_pyAcl/src/infer.py", ["--om", str(lab / LESSON_OM), "--device", d, "--out", "prof_out"]),
         ("alone.04", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out"]),
-        ("alone.04.tuning", "04_pyTorch/src/model_with_profiler.py", ["--device", f"npu:{d}", "--out", "prof_out",
-                                                                      "--npu-tuning", *TUNINGS]),
+        (
+            "alone.04.tuning",
+            "04_pyTorch/src/model_with_profiler.py",
+            ["--device", f"npu:{d}", "--out", "prof_out", "--npu-tuning", *TUNINGS],
+        ),
     ]
 
 
@@ -157,22 +168,46 @@ def run_lesson(name: str, lesson: str, args: list[str], out: Path, env: dict[str
     folder.mkdir(parents=True)
     shutil.copy2(ROOT / lesson, folder)
     copied = sorted(p.name for p in folder.iterdir())
-    probe = subprocess.run([sys.executable, "-c", FIND_COMMON], cwd=folder, env=env, capture_output=True, text=True,
-                           timeout=60, check=False)
+    probe = subprocess.run(
+        [sys.executable, "-c", FIND_COMMON],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     result = run_step(name, [sys.executable, Path(lesson).name, *args], None, folder, out, env)
-    return {**result, "lesson": lesson, "folder": str(folder), "copied": copied,
-            "pythonpath": env.get("PYTHONPATH", "").split(os.pathsep), "common_found": probe.stdout.strip()}
+    return {
+        **result,
+        "lesson": lesson,
+        "folder": str(folder),
+        "copied": copied,
+        "pythonpath": env.get("PYTHONPATH", "").split(os.pathsep),
+        "common_found": probe.stdout.strip(),
+    }
 
 
 def base_env(out: Path, cann: Path, torch_site: Path, chip: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ASCEND_RT_VISIBLE_DEVICES", "RUN_MODE", "PYTHONPATH", "MSPROF_LAB_BACKEND")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ASCEND_RT_VISIBLE_DEVICES", "RUN_MODE", "PYTHONPATH", "MSPROF_LAB_BACKEND")
+    }
     env = fake_cann.environment(env, cann, torch_site)
-    env.update(MSPROF_LAB_BACKEND="npu", PYTHON=sys.executable, KINETO_LOG_LEVEL="5", NPU_DRYRUN_CHIP=chip,
-               MSPROF_LAB_RUN_ID=uuid.uuid4().hex, MSPROF_LAB_TIMEOUT_S=str(STEP_TIMEOUT_S - 60),
-               NPU_DRYRUN_LOG=str(out / "calls.jsonl"), NPU_DRYRUN_CAPTURES=str(HERE / "captures"),
-               NPU_DRYRUN_FIXTURES=str(ROOT / "tests" / "fixtures" / "npu"),
-               NPU_DRYRUN_CANN_VERSION=fake_cann.CANN_VERSION, NPU_DRYRUN_PTA_VERSION=PTA_RELEASE)
+    env.update(
+        MSPROF_LAB_BACKEND="npu",
+        PYTHON=sys.executable,
+        KINETO_LOG_LEVEL="5",
+        NPU_DRYRUN_CHIP=chip,
+        MSPROF_LAB_RUN_ID=uuid.uuid4().hex,
+        MSPROF_LAB_TIMEOUT_S=str(STEP_TIMEOUT_S - 60),
+        NPU_DRYRUN_LOG=str(out / "calls.jsonl"),
+        NPU_DRYRUN_CAPTURES=str(HERE / "captures"),
+        NPU_DRYRUN_FIXTURES=str(ROOT / "tests" / "fixtures" / "npu"),
+        NPU_DRYRUN_CANN_VERSION=fake_cann.CANN_VERSION,
+        NPU_DRYRUN_PTA_VERSION=PTA_RELEASE,
+    )
     return env
 
 
@@ -187,8 +222,9 @@ def run_step(name: str, argv: list[str], keep: str | None, cwd: Path, out: Path,
     mark(log, "step.begin", name)
     start = time.monotonic()
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
-                              check=False)
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S, check=False
+        )
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as err:
         code, stdout, stderr = 124, str(err.stdout or ""), str(err.stderr or "") + f"\n(timed out, {STEP_TIMEOUT_S} s)"
@@ -200,10 +236,17 @@ def run_step(name: str, argv: list[str], keep: str | None, cwd: Path, out: Path,
         kept = out / "results" / name
         shutil.copytree(cwd / keep, kept, symlinks=True)
         kept = str(kept.relative_to(out))
-    return {"name": name, "argv": argv, "rc": code, "seconds": seconds, "kept": kept,
-            "traceback": "Traceback (most recent call last)" in stdout + stderr,
-            "error_lines": [line for line in stderr.splitlines() if line.startswith("Error:")],
-            "stdout_tail": stdout[-2000:], "stderr_tail": stderr[-2000:]}
+    return {
+        "name": name,
+        "argv": argv,
+        "rc": code,
+        "seconds": seconds,
+        "kept": kept,
+        "traceback": "Traceback (most recent call last)" in stdout + stderr,
+        "error_lines": [line for line in stderr.splitlines() if line.startswith("Error:")],
+        "stdout_tail": stdout[-2000:],
+        "stderr_tail": stderr[-2000:],
+    }
 
 
 def shown(result: dict) -> dict:
@@ -227,8 +270,15 @@ def run(device: int, out: Path, ddp: bool = True, chip: str = DEFAULT_CHIP, only
     env["NPU_DRYRUN_PYASC_TWIN"] = str(lab / "common" / "modes" / "ascendc" / "pyasc_twin" / "site" / "asc")
     # The SoC every step must use: $SOC_VERSION when the user set it, else the chip npu-smi lists.
     soc = os.environ.get("SOC_VERSION") or f"Ascend{chip}"
-    summary = {"device": device, "out": str(out), "cann": str(cann), "lab": str(lab), "chip": chip, "soc": soc,
-               "steps": []}
+    summary = {
+        "device": device,
+        "out": str(out),
+        "cann": str(cann),
+        "lab": str(lab),
+        "chip": chip,
+        "soc": soc,
+        "steps": [],
+    }
     for name, argv, keep in steps(device, ddp):
         if only is not None and name not in only:
             continue
@@ -252,17 +302,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.npu_dryrun", description=__doc__.splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="logical NPU id 0..7 (default 0)")
     parser.add_argument("--out", default=str(ROOT / "npu_dryrun"), help="output folder (default npu_dryrun/)")
-    parser.add_argument("--chip", default=DEFAULT_CHIP, help=f"chip Name npu-smi lists (default {DEFAULT_CHIP}; "
-                        "e.g. 910B4-1, 310P3)")
+    parser.add_argument(
+        "--chip", default=DEFAULT_CHIP, help=f"chip Name npu-smi lists (default {DEFAULT_CHIP}; e.g. 910B4-1, 310P3)"
+    )
     parser.add_argument("--skip-ddp", action="store_true", help="leave out the 2-rank DDP step")
-    parser.add_argument("--steps", help="run only these steps, comma-separated (e.g. detect,02.build,02,03.build); "
-                        "the checks of steps left out fail")
+    parser.add_argument(
+        "--steps",
+        help="run only these steps, comma-separated (e.g. detect,02.build,02,03.build); "
+        "the checks of steps left out fail",
+    )
     args = parser.parse_args(argv)
     names = step_names()
     only = set(args.steps.split(",")) if args.steps else None
     if only is not None and not only <= set(names):
-        print(f"Error: --steps {args.steps!r} names a step the dry run does not have — pick from {', '.join(names)}",
-              file=sys.stderr)
+        print(
+            f"Error: --steps {args.steps!r} names a step the dry run does not have — pick from {', '.join(names)}",
+            file=sys.stderr,
+        )
         return 2
     if not args.device.isdigit() or not 0 <= int(args.device) < 8:
         print(f"Error: device {args.device!r} is not a logical id of the stand-in machine — pass 0..7", file=sys.stderr)

@@ -39,13 +39,16 @@ def build(root: Path, python: str, modules: Path) -> Path:
     (root / "bin").mkdir(parents=True)
     for tool in TOOLS:
         shim = root / "bin" / tool
-        shim.write_text("#!/bin/sh\n# TEST DOUBLE (NPU dry run): the stand-in " + tool + ", never used outside tests.\n"
-                        f"exec {shlex.quote(python)} {shlex.quote(str(HERE / 'tools.py'))} {tool} \"$@\"\n")
+        shim.write_text(
+            "#!/bin/sh\n# TEST DOUBLE (NPU dry run): the stand-in " + tool + ", never used outside tests.\n"
+            f'exec {shlex.quote(python)} {shlex.quote(str(HERE / "tools.py"))} {tool} "$@"\n'
+        )
         shim.chmod(0o755)
     kernel_cmake = root / "compiler" / "tikcpp" / "ascendc_kernel_cmake"
     kernel_cmake.mkdir(parents=True)
-    (kernel_cmake / "ascendc.cmake").write_text("# TEST DOUBLE (NPU dry run): never included; the stand-in cmake "
-                                                "builds the host program itself.\n")
+    (kernel_cmake / "ascendc.cmake").write_text(
+        "# TEST DOUBLE (NPU dry run): never included; the stand-in cmake builds the host program itself.\n"
+    )
     for folder in ("include", "x86_64-linux/lib64", "aarch64-linux/lib64"):
         (root / folder).mkdir(parents=True)
     compare = root / "tools" / "operator_cmp" / "compare"  # where CANN keeps msaccucmp.py (MSACCUCMP-CONVERT)
@@ -54,17 +57,20 @@ def build(root: Path, python: str, modules: Path) -> Path:
         "# TEST DOUBLE (NPU dry run): the stand-in msaccucmp.py, never used outside tests.\n"
         "import runpy, sys\n"
         f"sys.argv = [{str(HERE / 'tools.py')!r}, 'msaccucmp', *sys.argv[1:]]\n"
-        f"runpy.run_path({str(HERE / 'tools.py')!r}, run_name='__main__')\n")
+        f"runpy.run_path({str(HERE / 'tools.py')!r}, run_name='__main__')\n"
+    )
     install_modules(modules, root / "python" / "site-packages", ("acl",))
     (root / "version.cfg").write_text(f"# TEST DOUBLE (NPU dry run)\nversion={CANN_VERSION}\n")
     (root / "ascend_toolkit_install.info").write_text(
-        f"package_name=Ascend-cann-toolkit\nversion={CANN_VERSION}\ninnerversion=V100R001C25\narch=x86_64\n")
+        f"package_name=Ascend-cann-toolkit\nversion={CANN_VERSION}\ninnerversion=V100R001C25\narch=x86_64\n"
+    )
     (root / "set_env.sh").write_text(
         "# TEST DOUBLE (NPU dry run): what CANN's set_env.sh exports, for this fake tree; never used outside tests.\n"
         f"export ASCEND_HOME_PATH={shlex.quote(str(root))}\n"
         f"export ASCEND_TOOLKIT_HOME={shlex.quote(str(root))}\n"
         f"export PATH={shlex.quote(str(root / 'bin'))}:$PATH\n"
-        f"export PYTHONPATH={shlex.quote(str(root / 'python/site-packages'))}:$PYTHONPATH\n")
+        f"export PYTHONPATH={shlex.quote(str(root / 'python/site-packages'))}:$PYTHONPATH\n"
+    )
     return root
 
 
@@ -72,8 +78,13 @@ def environment(base: dict[str, str], root: Path, torch_site: Path) -> dict[str,
     """``base`` as CANN's set_env.sh leaves it for this tree (PATH, PYTHONPATH, ASCEND_* homes), with the
     folder holding the torch_npu stand-in (a pip package, not part of CANN) on PYTHONPATH as well."""
     env = dict(base)
-    env.update(ASCEND_HOME_PATH=str(root), ASCEND_TOOLKIT_HOME=str(root), NPU_DRYRUN_BIN=str(root / "bin"),
-               PATH=f"{root / 'bin'}:{base.get('PATH', '/usr/bin:/bin')}",
-               PYTHONPATH=":".join(filter(None, [str(torch_site), str(root / "python/site-packages"),
-                                                 base.get("PYTHONPATH")])))
+    env.update(
+        ASCEND_HOME_PATH=str(root),
+        ASCEND_TOOLKIT_HOME=str(root),
+        NPU_DRYRUN_BIN=str(root / "bin"),
+        PATH=f"{root / 'bin'}:{base.get('PATH', '/usr/bin:/bin')}",
+        PYTHONPATH=":".join(
+            filter(None, [str(torch_site), str(root / "python/site-packages"), base.get("PYTHONPATH")])
+        ),
+    )
     return env

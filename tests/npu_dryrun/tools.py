@@ -55,14 +55,39 @@ def parse_options(options: list[str]) -> tuple[dict[str, str], str | None]:
 
 # ----- msprof ---------------------------------------------------------------------------------------
 ON_OFF = ("on", "off")
-MSPROF_METRICS = ("ArithmeticUtilization", "PipeUtilization", "Memory", "MemoryL0", "MemoryUB",
-                  "ResourceConflictRatio", "L2Cache", "MemoryAccess")  # 910B: no PipelineExecuteUtilization
+MSPROF_METRICS = (
+    "ArithmeticUtilization",
+    "PipeUtilization",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "ResourceConflictRatio",
+    "L2Cache",
+    "MemoryAccess",
+)  # 910B: no PipelineExecuteUtilization
 MSPROF_OPTIONS = {
-    "output": None, "ascendcl": ON_OFF, "runtime-api": ON_OFF, "task-time": ("on", "off", "l0", "l1", "l2", "l3"),
-    "task-memory": ON_OFF, "ai-core": ON_OFF, "aic-mode": ("task-based", "sample-based"), "aic-metrics": MSPROF_METRICS,
-    "aicpu": ON_OFF, "msproftx": ON_OFF, "hccl": ON_OFF, "l2": ON_OFF, "ge-api": ("off", "l0", "l1"),
-    "export": ON_OFF, "analyze": ON_OFF, "parse": ON_OFF, "type": ("text", "db"), "clear": ON_OFF,
-    "summary-format": ("csv", "json"), "storage-limit": None, "sys-hardware-mem": ON_OFF, "rule": None,
+    "output": None,
+    "ascendcl": ON_OFF,
+    "runtime-api": ON_OFF,
+    "task-time": ("on", "off", "l0", "l1", "l2", "l3"),
+    "task-memory": ON_OFF,
+    "ai-core": ON_OFF,
+    "aic-mode": ("task-based", "sample-based"),
+    "aic-metrics": MSPROF_METRICS,
+    "aicpu": ON_OFF,
+    "msproftx": ON_OFF,
+    "hccl": ON_OFF,
+    "l2": ON_OFF,
+    "ge-api": ("off", "l0", "l1"),
+    "export": ON_OFF,
+    "analyze": ON_OFF,
+    "parse": ON_OFF,
+    "type": ("text", "db"),
+    "clear": ON_OFF,
+    "summary-format": ("csv", "json"),
+    "storage-limit": None,
+    "sys-hardware-mem": ON_OFF,
+    "rule": None,
 }
 
 
@@ -93,8 +118,12 @@ def devices_used(calls: list[dict]) -> list[int]:
     for c in calls:
         if c.get("rc", 0) != 0:
             continue
-        if (c["tool"], c["call"]) in {("acl", "rt.set_device"), ("ascendcl", "aclrtSetDevice"),
-                                      ("torch_npu", "npu.set_device"), ("torch_npu", "tensor.to")}:
+        if (c["tool"], c["call"]) in {
+            ("acl", "rt.set_device"),
+            ("ascendcl", "aclrtSetDevice"),
+            ("torch_npu", "npu.set_device"),
+            ("torch_npu", "tensor.to"),
+        }:
             used.add(int(c["args"][0]))
     return sorted(used)
 
@@ -138,12 +167,36 @@ def msprof(argv: list[str]) -> int:
     return code
 
 
-OP_METRICS = ("Default", "ArithmeticUtilization", "L2Cache", "Memory", "MemoryL0", "MemoryUB", "PipeUtilization",
-              "ResourceConflictRatio", "BasicInfo", "KernelScale", "Roofline", "TimelineDetail", "Occupancy",
-              "MemoryDetail", "Source", "PipeTimeline", "PcSampling")
-MSPROF_OP_OPTIONS = {"output": None, "kernel-name": None, "launch-count": None, "aic-metrics": None,
-                     "launch-skip-before-match": None, "warm-up": None, "replay-mode": ("kernel", "application", "range"),
-                     "kill": ON_OFF, "mstx": ON_OFF}
+OP_METRICS = (
+    "Default",
+    "ArithmeticUtilization",
+    "L2Cache",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "PipeUtilization",
+    "ResourceConflictRatio",
+    "BasicInfo",
+    "KernelScale",
+    "Roofline",
+    "TimelineDetail",
+    "Occupancy",
+    "MemoryDetail",
+    "Source",
+    "PipeTimeline",
+    "PcSampling",
+)
+MSPROF_OP_OPTIONS = {
+    "output": None,
+    "kernel-name": None,
+    "launch-count": None,
+    "aic-metrics": None,
+    "launch-skip-before-match": None,
+    "warm-up": None,
+    "replay-mode": ("kernel", "application", "range"),
+    "kill": ON_OFF,
+    "mstx": ON_OFF,
+}
 
 
 def msprof_op(argv: list[str]) -> int:
@@ -153,8 +206,9 @@ def msprof_op(argv: list[str]) -> int:
     values, app, metrics, problem = read_op_options(argv, MSPROF_OP_OPTIONS, "Default", OP_METRICS, "unknown metric")
     # msOpProf user guide (docs/en/user_guide/msopprof_user_guide.md): --launch-count 1..5000,
     # --launch-skip-before-match 0..1000. --warm-up's range is not read here: the stand-in only checks it is a count.
-    problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000),
-                                               ("warm-up", 0, 10**6)))
+    problem = problem or out_of_range(
+        values, (("launch-count", 1, 5000), ("launch-skip-before-match", 0, 1000), ("warm-up", 0, 10**6))
+    )
     code, made = collect_app(tool, argv, app, problem, "msprof-op")
     if made is None:
         return code
@@ -162,7 +216,7 @@ def msprof_op(argv: list[str]) -> int:
     # run ("the counter increases regardless of whether [it] matches the operator specified in
     # kernel-name"), then launches whose kernel name starts with --kernel-name are collected.
     name = values.get("kernel-name", "")
-    launches = [c for c in made if c["call"] == "launch"][int(values.get("launch-skip-before-match", 0)):]
+    launches = [c for c in made if c["call"] == "launch"][int(values.get("launch-skip-before-match", 0)) :]
     matching = [c for c in launches if str(c["args"][0]).startswith(name)]
     collected = matching[: int(values.get("launch-count", 1))]
     if not collected:
@@ -170,13 +224,15 @@ def msprof_op(argv: list[str]) -> int:
         rec.record(tool, "collect.done", [], rc=code, launches=0)
         return code
     out = replay.write_opprof(Path(values.get("output", ".")), int(collected[0]["args"][2]))
-    rec.record(tool, "collect.done", [str(out)], rc=code, launches=len(collected),
-               region_honoured="KernelScale" in metrics)
+    rec.record(
+        tool, "collect.done", [str(out)], rc=code, launches=len(collected), region_honoured="KernelScale" in metrics
+    )
     return code
 
 
-def read_op_options(argv: list[str], table: dict, default_metrics: str, known: tuple[str, ...],
-                    unknown: str) -> tuple[dict[str, str], list[str], list[str], str | None]:
+def read_op_options(
+    argv: list[str], table: dict, default_metrics: str, known: tuple[str, ...], unknown: str
+) -> tuple[dict[str, str], list[str], list[str], str | None]:
     """msprof op's and its simulator's ``--key=value`` options: (values, the application, the --aic-metrics list,
     the first problem: a malformed or unknown option, a value off its list, a metric not in ``known``)."""
     options, app = split_options(argv)
@@ -213,21 +269,35 @@ def out_of_range(values: dict[str, str], ranges) -> str | None:
 
 # msOpProf simulator mode user guide (docs/en/user_guide/msopprof_simulator_user_guide.md), "Command Reference".
 SIM_METRICS = ("PipeUtilization", "ResourceConflictRatio", "PMSampling")
-MSPROF_OP_SIM_OPTIONS = {"output": None, "kernel-name": None, "launch-count": None, "aic-metrics": None,
-                         "core-id": None, "timeout": None, "mstx": ON_OFF, "mstx-include": None, "soc-version": None,
-                         "dump": ON_OFF, "config": None, "export": None}
+MSPROF_OP_SIM_OPTIONS = {
+    "output": None,
+    "kernel-name": None,
+    "launch-count": None,
+    "aic-metrics": None,
+    "core-id": None,
+    "timeout": None,
+    "mstx": ON_OFF,
+    "mstx-include": None,
+    "soc-version": None,
+    "dump": ON_OFF,
+    "config": None,
+    "export": None,
+}
 
 
 def msprof_op_simulator(argv: list[str]) -> int:
     tool = "msprof op simulator"
-    values, app, metrics, problem = read_op_options(argv, MSPROF_OP_SIM_OPTIONS, "PipeUtilization,ResourceConflictRatio",
-                                                    SIM_METRICS, "not a simulator metric")
+    values, app, metrics, problem = read_op_options(
+        argv, MSPROF_OP_SIM_OPTIONS, "PipeUtilization,ResourceConflictRatio", SIM_METRICS, "not a simulator metric"
+    )
     problem = problem or out_of_range(values, (("launch-count", 1, 5000), ("timeout", 1, 2880)))
     # --soc-version names a simulator under ${INSTALL_DIR}/tools/simulator; without it LD_LIBRARY_PATH must.
     if not problem and "soc-version" in values and not SOC_VERSIONS.fullmatch(values["soc-version"]):
         problem = f"--soc-version={values['soc-version']!r} is not a simulator of this CANN"
     if not problem and "soc-version" not in values and "tools/simulator/" not in os.environ.get("LD_LIBRARY_PATH", ""):
-        problem = "no simulator chosen: pass --soc-version or put ${INSTALL_DIR}/tools/simulator/<soc>/lib on LD_LIBRARY_PATH"
+        problem = (
+            "no simulator chosen: pass --soc-version or put ${INSTALL_DIR}/tools/simulator/<soc>/lib on LD_LIBRARY_PATH"
+        )
     code, made = collect_app(tool, argv, app, problem, "msprof-op-sim")
     if made is None:
         return code
@@ -239,27 +309,68 @@ def msprof_op_simulator(argv: list[str]) -> int:
         rec.record(tool, "collect.done", [], rc=code, launches=0)
         return code
     out = replay.write_opprof_simulator(Path(values.get("output", ".")), int(collected[0]["args"][1]))
-    rec.record(tool, "collect.done", [str(out)], rc=code, launches=len(collected),
-               soc_version=values.get("soc-version"), backend=collected[0].get("backend"))
+    rec.record(
+        tool,
+        "collect.done",
+        [str(out)],
+        rc=code,
+        launches=len(collected),
+        soc_version=values.get("soc-version"),
+        backend=collected[0].get("backend"),
+    )
     return code
 
 
 # ----- atc --------------------------------------------------------------------------------------------
-PRECISION_MODES = ("force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix_precision", "allow_fp32_to_fp16",
-                   "must_keep_origin_dtype", "allow_mix_precision_fp16", "allow_mix_precision_bf16",
-                   "allow_fp32_to_bf16")
-PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "cube_hif8",
-                      "mixed_hif8")
-ATC_OPTIONS = {"model": None, "framework": ("0", "1", "3", "5"), "output": None, "soc_version": None,
-               "input_shape": None, "input_fp16_nodes": None, "output_type": None, "precision_mode": PRECISION_MODES,
-               "precision_mode_v2": PRECISION_MODES_V2, "mode": ("0", "1", "3", "6"), "om": None, "json": None,
-               "log": ("debug", "info", "warning", "error", "null"), "input_format": None, "out_nodes": None,
-               "keep_dtype": None, "op_select_implmode": None, "allow_hf32": ("true", "false"),
-               "is_input_adjust_hw_layout": None, "modify_mixlist": None, "op_precision_mode": None}
+PRECISION_MODES = (
+    "force_fp16",
+    "force_fp32",
+    "cube_fp16in_fp32out",
+    "allow_mix_precision",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision_fp16",
+    "allow_mix_precision_bf16",
+    "allow_fp32_to_bf16",
+)
+PRECISION_MODES_V2 = (
+    "fp16",
+    "origin",
+    "cube_fp16in_fp32out",
+    "mixed_float16",
+    "mixed_bfloat16",
+    "cube_hif8",
+    "mixed_hif8",
+)
+ATC_OPTIONS = {
+    "model": None,
+    "framework": ("0", "1", "3", "5"),
+    "output": None,
+    "soc_version": None,
+    "input_shape": None,
+    "input_fp16_nodes": None,
+    "output_type": None,
+    "precision_mode": PRECISION_MODES,
+    "precision_mode_v2": PRECISION_MODES_V2,
+    "mode": ("0", "1", "3", "6"),
+    "om": None,
+    "json": None,
+    "log": ("debug", "info", "warning", "error", "null"),
+    "input_format": None,
+    "out_nodes": None,
+    "keep_dtype": None,
+    "op_select_implmode": None,
+    "allow_hf32": ("true", "false"),
+    "is_input_adjust_hw_layout": None,
+    "modify_mixlist": None,
+    "op_precision_mode": None,
+}
 OM_MAGIC = "NPU_DRYRUN_OM"
 # The SoC names CANN knows (torch_npu NpuVariables.cpp socVersionMap; 310P5/7 from its SocVersion enum).
-SOC_VERSIONS = re.compile(r"Ascend(910PremiumA|910ProA|910A|910ProB|910B|310P[1-57]|910B[1-4]|910B2C|910B4-1"
-                          r"|310B[1-4]|910_93[0-9]{2})")
+SOC_VERSIONS = re.compile(
+    r"Ascend(910PremiumA|910ProA|910A|910ProB|910B|310P[1-57]|910B[1-4]|910B2C|910B4-1"
+    r"|310B[1-4]|910_93[0-9]{2})"
+)
 DTYPES = {"FP32": "float32", "FP16": "float16", "UINT8": "uint8", "INT8": "int8"}
 
 
@@ -321,8 +432,10 @@ def om_header(model: Path, values: dict[str, str]) -> dict:
         if name not in inputs:
             raise ValueError(f"node {name!r} is not an input of the model ({', '.join(inputs)})")
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    feeds = {i.name: np.zeros(shapes.get(i.name, [d if isinstance(d, int) else 1 for d in i.shape]), np.float32)
-             for i in session.get_inputs()}
+    feeds = {
+        i.name: np.zeros(shapes.get(i.name, [d if isinstance(d, int) else 1 for d in i.shape]), np.float32)
+        for i in session.get_inputs()
+    }
     outs = session.run(None, feeds)
     out_type = values.get("output_type", "FP32")
     if out_type not in DTYPES:
@@ -331,13 +444,19 @@ def om_header(model: Path, values: dict[str, str]) -> dict:
     ops += [{"name": node.name or f"{node.op_type}_{k}", "type": node.op_type} for k, node in enumerate(graph.node)]
     ops.append({"name": "output_0", "type": "NetOutput"})
     return {
-        "magic": OM_MAGIC, "name": Path(values["output"]).name, "onnx": str(model.resolve()),
+        "magic": OM_MAGIC,
+        "name": Path(values["output"]).name,
+        "onnx": str(model.resolve()),
         "graph_name": graph.name or "main_graph",  # the model's own name inside the .om, from the ONNX graph
-        "soc_version": values["soc_version"], "precision_mode": values.get("precision_mode", "force_fp16"),
-        "inputs": [{"name": n, "dims": list(feeds[n].shape), "dtype": "float16" if n in fp16_in else "float32"}
-                   for n in inputs],
-        "outputs": [{"name": o.name, "dims": list(v.shape), "dtype": DTYPES[out_type]}
-                    for o, v in zip(session.get_outputs(), outs)],
+        "soc_version": values["soc_version"],
+        "precision_mode": values.get("precision_mode", "force_fp16"),
+        "inputs": [
+            {"name": n, "dims": list(feeds[n].shape), "dtype": "float16" if n in fp16_in else "float32"} for n in inputs
+        ],
+        "outputs": [
+            {"name": o.name, "dims": list(v.shape), "dtype": DTYPES[out_type]}
+            for o, v in zip(session.get_outputs(), outs)
+        ],
         "ops": ops,
         "note": "NPU dry run stand-in: ops listed from the ONNX graph, nothing compiled",
     }
@@ -348,33 +467,46 @@ def npu_smi(argv: list[str]) -> int:
     n, chip = rec.physical_count(), os.environ.get(rec.SOC_VAR, "910B3")
     rule = "+===========================+===============+====================================================+"
     if argv == ["info"]:
-        lines = ["+------------------------------------------------------------------------------------------------+",
-                 "| npu-smi 24.1.0                   Version: 24.1.0                                               |",
-                 "+---------------------------+---------------+----------------------------------------------------+",
-                 "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|",
-                 "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |",
-                 rule]
+        lines = [
+            "+------------------------------------------------------------------------------------------------+",
+            "| npu-smi 24.1.0                   Version: 24.1.0                                               |",
+            "+---------------------------+---------------+----------------------------------------------------+",
+            "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|",
+            "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |",
+            rule,
+        ]
         for i in range(n):
             lines.append(f"| {i:<5} {chip:<19} | OK            | 92.6        38                0    / 0             |")
-            lines.append(f"| 0                         | 0000:{0xC1 + i:02X}:00.0  | 0           0    / 0          3387 / 65536         |")
+            lines.append(
+                f"| 0                         | 0000:{0xC1 + i:02X}:00.0  | 0           0    / 0          3387 / 65536         |"
+            )
             lines.append(rule)
-        lines += ["+---------------------------+---------------+----------------------------------------------------+",
-                  "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |",
-                  rule,
-                  "| No running processes found in NPU 0                                                            |",
-                  rule]
+        lines += [
+            "+---------------------------+---------------+----------------------------------------------------+",
+            "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |",
+            rule,
+            "| No running processes found in NPU 0                                                            |",
+            rule,
+        ]
         print("\n".join(lines))
     elif argv == ["info", "-l"]:
         print(f"        Total Count                    : {n}\n")
         for i in range(n):
             print(f"        NPU ID                         : {i}\n        Chip Count                     : 1\n")
     elif argv == ["info", "-m"]:
-        print("        NPU ID                         Chip ID                        Chip Logic ID                  Chip Name")
+        print(
+            "        NPU ID                         Chip ID                        Chip Logic ID                  Chip Name"
+        )
         for i in range(n):
             print(f"        {i:<30} {0:<30} {i:<30} Ascend {chip}")
     else:
-        return refuse("npu-smi", " ".join(argv[:1]) or "(none)", argv, "command not supported by the stand-in "
-                      "(info, info -l, info -m)", 2)
+        return refuse(
+            "npu-smi",
+            " ".join(argv[:1]) or "(none)",
+            argv,
+            "command not supported by the stand-in (info, info -l, info -m)",
+            2,
+        )
     rec.record("npu-smi", " ".join(argv), argv, rc=0)
     return 0
 
@@ -383,16 +515,23 @@ def npu_smi(argv: list[str]) -> int:
 ACL_STUB = HERE.parent / "native" / "acl_stub"  # CANN's declarations for main.cpp's NPU branch (headers only)
 RUNTIME = HERE / "native" / "acl_dryrun.cpp"
 TWIN = HERE.parents[1] / "common" / "modes" / "ascendc" / "twin"  # the runtime adds fp16 with the twin's twin_half.h
-ASCENDC_CMAKE = ("compiler/tikcpp/ascendc_kernel_cmake", "tools/tikcpp/ascendc_kernel_cmake",
-                 "ascendc_devkit/tikcpp/samples/cmake")
+ASCENDC_CMAKE = (
+    "compiler/tikcpp/ascendc_kernel_cmake",
+    "tools/tikcpp/ascendc_kernel_cmake",
+    "ascendc_devkit/tikcpp/samples/cmake",
+)
 CONFIGURE = "npu_dryrun_configure.json"
 
 
 def real_cmake() -> str | None:
     ours = Path(sys.argv[0]).resolve().parent
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                           if p and Path(p).resolve() != Path(os.environ.get("NPU_DRYRUN_BIN", "/nonexistent")).resolve()
-                           and Path(p).resolve() != ours)
+    path = os.pathsep.join(
+        p
+        for p in os.environ.get("PATH", "").split(os.pathsep)
+        if p
+        and Path(p).resolve() != Path(os.environ.get("NPU_DRYRUN_BIN", "/nonexistent")).resolve()
+        and Path(p).resolve() != ours
+    )
     return shutil.which("cmake", path=path)
 
 
@@ -414,23 +553,31 @@ def cmake(argv: list[str]) -> int:
         return refuse("cmake", "configure", argv, f"{source} has no CMakeLists.txt")
     has_ascendc = any((cann / d / "ascendc.cmake").is_file() for d in ASCENDC_CMAKE)
     if not defs.get("SOC_VERSION") or not defs.get("ASCEND_CANN_PACKAGE_PATH") or not has_ascendc:
-        return refuse("cmake", "configure", argv, "RUN_MODE=npu needs SOC_VERSION and CANN's ascendc.cmake under "
-                      "ASCEND_CANN_PACKAGE_PATH")
+        return refuse(
+            "cmake",
+            "configure",
+            argv,
+            "RUN_MODE=npu needs SOC_VERSION and CANN's ascendc.cmake under ASCEND_CANN_PACKAGE_PATH",
+        )
     build_type = defs.get("CMAKE_BUILD_TYPE") or default_build_type(source / "CMakeLists.txt")
     build.mkdir(parents=True, exist_ok=True)
-    (build / CONFIGURE).write_text(json.dumps({"source": str(source.resolve()), "defs": defs,
-                                               "build_type": build_type}, indent=2))
+    (build / CONFIGURE).write_text(
+        json.dumps({"source": str(source.resolve()), "defs": defs, "build_type": build_type}, indent=2)
+    )
     rec.record("cmake", "configure", argv, rc=0, build_type=build_type)
-    print(f"-- add_custom: RUN_MODE=npu (dry run stand-in), SOC_VERSION={defs['SOC_VERSION']}, "
-          f"CMAKE_BUILD_TYPE={build_type or '(empty)'}")
+    print(
+        f"-- add_custom: RUN_MODE=npu (dry run stand-in), SOC_VERSION={defs['SOC_VERSION']}, "
+        f"CMAKE_BUILD_TYPE={build_type or '(empty)'}"
+    )
     return 0
 
 
 def default_build_type(cmakelists: Path) -> str:
     """The build type a CMakeLists.txt sets when none is given (``if(NOT CMAKE_BUILD_TYPE) set(... X ...)``): what
     CMake would hand CANN's ascendc_library; empty when the file sets none."""
-    found = re.search(r"if\s*\(\s*NOT\s+CMAKE_BUILD_TYPE\s*\)\s*set\s*\(\s*CMAKE_BUILD_TYPE\s+(\w+)",
-                      cmakelists.read_text())
+    found = re.search(
+        r"if\s*\(\s*NOT\s+CMAKE_BUILD_TYPE\s*\)\s*set\s*\(\s*CMAKE_BUILD_TYPE\s+(\w+)", cmakelists.read_text()
+    )
     return found[1] if found else ""
 
 
@@ -439,25 +586,52 @@ def cmake_build(argv: list[str]) -> int:
     conf = build / CONFIGURE
     if not conf.is_file():
         found = real_cmake()
-        return subprocess.run([found, *argv], check=False).returncode if found else refuse(
-            "cmake", "build", argv, f"{build} was not configured")
+        return (
+            subprocess.run([found, *argv], check=False).returncode
+            if found
+            else refuse("cmake", "build", argv, f"{build} was not configured")
+        )
     configured = json.loads(conf.read_text())
     source = Path(configured["source"])
     if not configured.get("build_type"):
         # CANN 8.5's ascendc_library hands CMAKE_BUILD_TYPE to merge_mix_obj.sh as --build-type; with no value the
         # script's argument loop fails under set -e and the kernel never links (npu_reference.md CANN-KERNEL-CMAKE)
-        return refuse("cmake", "build", argv, "CANN's kernel merge script got no build type (CMAKE_BUILD_TYPE is "
-                      "empty: pass -DCMAKE_BUILD_TYPE=Release or set a default in CMakeLists.txt)", code=2)
+        return refuse(
+            "cmake",
+            "build",
+            argv,
+            "CANN's kernel merge script got no build type (CMAKE_BUILD_TYPE is "
+            "empty: pass -DCMAKE_BUILD_TYPE=Release or set a default in CMakeLists.txt)",
+            code=2,
+        )
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
     if not cxx:
         return refuse("cmake", "build", argv, "no C++ compiler for the stand-in host program")
     # main.cpp's NPU branch, unchanged, against CANN's declarations (tests/native/acl_stub headers)
     # and a recording runtime; add_kernel.cpp is device code, built only by ascendc_library.
-    compile_argv = [cxx, "-std=c++17", "-O1", "-DLAB_RUN_NPU", "-I", str(ACL_STUB), "-I", str(TWIN),
-                    str(source / "main.cpp"), str(RUNTIME), "-o", str(build / "add_custom_main")]
+    compile_argv = [
+        cxx,
+        "-std=c++17",
+        "-O1",
+        "-DLAB_RUN_NPU",
+        "-I",
+        str(ACL_STUB),
+        "-I",
+        str(TWIN),
+        str(source / "main.cpp"),
+        str(RUNTIME),
+        "-o",
+        str(build / "add_custom_main"),
+    ]
     code = subprocess.run(compile_argv, check=False).returncode
-    rec.record("cmake", "build", argv, rc=code, compiled=compile_argv[1:],
-               kernel_calls=kernel_calls(cxx, source, json.loads(conf.read_text())["defs"], build))
+    rec.record(
+        "cmake",
+        "build",
+        argv,
+        rc=code,
+        compiled=compile_argv[1:],
+        kernel_calls=kernel_calls(cxx, source, json.loads(conf.read_text())["defs"], build),
+    )
     return code
 
 
@@ -468,15 +642,38 @@ def kernel_calls(cxx: str, source: Path, defs: dict[str, str], build: Path) -> l
     headers.mkdir(exist_ok=True)
     (headers / "kernel_operator.h").write_text("")
     region = defs.get("LAB_METRICS_PROF_REGION", "OFF").upper() in ("ON", "1", "TRUE", "YES")
-    proc = subprocess.run([cxx, "-E", "-P", "-x", "c++", "-I", str(headers), "-I", str(source),
-                           *(["-DLAB_METRICS_PROF_REGION"] if region else []), str(source / "add_kernel.cpp")],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            cxx,
+            "-E",
+            "-P",
+            "-x",
+            "c++",
+            "-I",
+            str(headers),
+            "-I",
+            str(source),
+            *(["-DLAB_METRICS_PROF_REGION"] if region else []),
+            str(source / "add_kernel.cpp"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return sorted(set(re.findall(r"\bMetricsProf(?:Start|Stop)\b", proc.stdout)))
 
 
 # msaccucmp.py convert's options (MSACCUCMP-CONVERT) and its -t values; a dump file's name (ACL-DUMP-DATA).
-MSACCUCMP_OPTIONS = {"-d": "dump_file", "--dump_file": "dump_file", "-out": "output", "--output": "output",
-                     "-v": "version", "--version": "version", "-t": "type", "--type": "type"}
+MSACCUCMP_OPTIONS = {
+    "-d": "dump_file",
+    "--dump_file": "dump_file",
+    "-out": "output",
+    "--output": "output",
+    "-v": "version",
+    "--version": "version",
+    "-t": "type",
+    "--type": "type",
+}
 MSACCUCMP_TYPES = ("npy", "msnpy", "bin", "pt")
 DUMP_FILE = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[0-9]+\.[0-9]+\.[0-9]{16}$")
 

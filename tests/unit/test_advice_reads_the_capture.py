@@ -17,8 +17,6 @@ from common.render.text import sides_line
 from common.workload import load_workload
 
 
-
-
 def test_host_bound_advice_names_the_runs_batch_and_the_compare_that_judges_a_larger_one() -> None:
     host_bound = StepSummary(5, 1000.0, 200.0, 800.0)
     knows = " ".join(bounds.run_hint(host_bound, None, None, "fp32", 32))
@@ -35,10 +33,17 @@ def test_host_bound_advice_names_the_runs_batch_and_the_compare_that_judges_a_la
 
 def _side(precision: str, samples: int, us: float) -> list[RunOps]:
     dtypes = {"fp32": "float;float;float", "bf16": "c10::BFloat16;c10::BFloat16;c10::BFloat16"}[precision]
-    return [RunOps(Path(f"{precision}{i}"), {"mode": "pytorch", "backend": "portable", "workload": {"name": "m"}},
-                   "forward", {("", "aten::addmm", "32,1024"): us + i}, samples=samples,
-                   dtype_us={("aten::addmm", dtypes): us + i, ("aten::gelu", "float"): 10.0})
-            for i in range(3)]
+    return [
+        RunOps(
+            Path(f"{precision}{i}"),
+            {"mode": "pytorch", "backend": "portable", "workload": {"name": "m"}},
+            "forward",
+            {("", "aten::addmm", "32,1024"): us + i},
+            samples=samples,
+            dtype_us={("aten::addmm", dtypes): us + i, ("aten::gelu", "float"): 10.0},
+        )
+        for i in range(3)
+    ]
 
 
 def test_compare_shows_both_sides_precision_and_batch_and_points_to_precision_when_it_changed() -> None:
@@ -64,5 +69,9 @@ def test_the_output_check_of_a_bf16_model_says_its_reference_is_itself_and_names
     assert verdict.ok and "the reference is the model itself in bf16" in verdict.detail
     assert f"python -m common precision --workload {work.path}" in verdict.detail
     fp32 = load_workload(ROOT / "workloads/cnn.py")
-    assert "python -m common precision" not in checks.check_output_file(
-        SavedOutput(Path("o.npy"), list(fp32.reference_output_arrays())), "04", fp32).detail
+    assert (
+        "python -m common precision"
+        not in checks.check_output_file(
+            SavedOutput(Path("o.npy"), list(fp32.reference_output_arrays())), "04", fp32
+        ).detail
+    )

@@ -76,10 +76,21 @@ def test_the_command_prints_every_rule_once_and_its_json_holds_the_figures(tmp_p
 
 
 def test_a_torch_profiler_trace_is_advised_through_the_harness_conversion(tmp_path: Path) -> None:
-    events = [{"ph": "X", "cat": "cpu_op", "name": name, "ts": 100.0 * i, "dur": 50.0, "pid": 1, "tid": 1}
-              for i, name in enumerate(["aten::linear", "aten::gelu", "aten::linear", "aten::gelu"])]
-    events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#AdamW.step", "ts": 500.0,
-                   "dur": 40.0, "pid": 1, "tid": 1})
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "ts": 100.0 * i, "dur": 50.0, "pid": 1, "tid": 1}
+        for i, name in enumerate(["aten::linear", "aten::gelu", "aten::linear", "aten::gelu"])
+    ]
+    events.append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "Optimizer.step#AdamW.step",
+            "ts": 500.0,
+            "dur": 40.0,
+            "pid": 1,
+            "tid": 1,
+        }
+    )
     trace = tmp_path / "mine" / "host_1.pt.trace.json"
     trace.parent.mkdir()
     trace.write_text(json.dumps({"traceEvents": events}))
@@ -104,10 +115,9 @@ def test_the_recorded_environment_of_a_lab_run_is_judged(tmp_path: Path) -> None
     assert env.figures["variables"] == ["HOST_CACHE_CAPACITY", "PYTORCH_NPU_ALLOC_CONF"]  # ACLNN_CACHE_LIMIT is set
 
 
-@pytest.mark.parametrize("args, message", [
-    (["no_such_folder"], "no_such_folder"),
-    (["tests/fixtures/npu/README.md"], "README.md"),
-])
+@pytest.mark.parametrize(
+    "args, message", [(["no_such_folder"], "no_such_folder"), (["tests/fixtures/npu/README.md"], "README.md")]
+)
 def test_a_mistake_is_one_line(args: list[str], message: str) -> None:
     proc = lab("advise", *args)
     assert proc.returncode != 0
@@ -131,8 +141,13 @@ def test_a_portable_run_is_not_judged_on_npu_variables_and_report_shows_what_fir
 def _tasks(gap_us: float, mte_us: float, repeats: int = 8) -> list:
     from common.formats.records import Task
 
-    pmu = {"aic_mte2_time(us)": mte_us, "aiv_mte2_time(us)": 0.0, "aic_fixpipe_time(us)": 0.0,
-           "aiv_mte3_time(us)": 0.0, "aicore_time(us)": 10.0}
+    pmu = {
+        "aic_mte2_time(us)": mte_us,
+        "aiv_mte2_time(us)": 0.0,
+        "aic_fixpipe_time(us)": 0.0,
+        "aiv_mte3_time(us)": 0.0,
+        "aicore_time(us)": 10.0,
+    }
     tasks, start = [], 0.0
     for _ in range(repeats):
         for name in ("Mul", "Add", "Relu"):
@@ -178,10 +193,22 @@ def test_an_sdma_op_under_a_long_matmul_is_contended_however_many_matmuls_starte
     short = [Task(f"MatMul_{i}", "MatMul", "AI_CORE", 10.0 + i, 0.5) for i in range(100)]
 
     def op(start_us: float, gbs: float) -> CommTiming:
-        return CommTiming("step1", "collective", f"hcom_allReduce_{start_us:g}", "g", start_us, 0.1, 0.1, 0, 0, 0,
-                          (LinkTransfer("SDMA", 1.0, 0.1, gbs),))
+        return CommTiming(
+            "step1",
+            "collective",
+            f"hcom_allReduce_{start_us:g}",
+            "g",
+            start_us,
+            0.1,
+            0.1,
+            0,
+            0,
+            0,
+            (LinkTransfer("SDMA", 1.0, 0.1, gbs),),
+        )
 
-    rank = SimpleNamespace(tasks=[long, *short], communication=[op(5_000.0, 10.0), op(5_000.0, 20.0),
-                                                                 op(20_000.0, 10.0)])
+    rank = SimpleNamespace(
+        tasks=[long, *short], communication=[op(5_000.0, 10.0), op(5_000.0, 20.0), op(20_000.0, 10.0)]
+    )
     f = bandwidth_contention(rank)
     assert f.status == FOUND and [r[0] for r in f.rows] == ["hcom_allReduce_5000"]  # slow and under a MatMul only

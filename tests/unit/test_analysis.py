@@ -13,10 +13,20 @@ from common.formats.records import OpStat, StepTime, Task
 @pytest.mark.parametrize(
     ("op_type", "family"),
     [
-        ("MatMulV2", "matmul"), ("MatMulV3", "matmul"), ("BatchMatMul", "matmul"), ("aten::addmm", "matmul"),
-        ("Gemm", "matmul"), ("Gelu", "activation"), ("aten::gelu", "activation"), ("Cast", "cast"),
-        ("DSARandomNormal", "init"), ("aten::uniform_", "init"), ("aten::randn", "init"), ("MemcpyAsync", "memcpy"),
-        ("Add", "elementwise"), ("FlashAttentionScore", "attention"),
+        ("MatMulV2", "matmul"),
+        ("MatMulV3", "matmul"),
+        ("BatchMatMul", "matmul"),
+        ("aten::addmm", "matmul"),
+        ("Gemm", "matmul"),
+        ("Gelu", "activation"),
+        ("aten::gelu", "activation"),
+        ("Cast", "cast"),
+        ("DSARandomNormal", "init"),
+        ("aten::uniform_", "init"),
+        ("aten::randn", "init"),
+        ("MemcpyAsync", "memcpy"),
+        ("Add", "elementwise"),
+        ("FlashAttentionScore", "attention"),
     ],
 )
 def test_op_family(op_type: str, family: str) -> None:
@@ -57,9 +67,13 @@ def test_warm_up_forwards_may_differ_and_are_said() -> None:
     tasks = first + _forward(10, ops) + _forward(20, ops) + _forward(30, ops)
     records = checks.records_in(tasks, [(0, 10), (10, 20), (20, 30), (30, 40)])
     verdict = checks.check_same_records(records, 4, "t", warmup=1)
-    assert verdict.ok and "each 2 ops (activation 1, matmul 1) as the first measured (after 1 warm-up)" in verdict.detail
-    assert "warm-up forwards differ (not failed: a first call may do one-off work): forward 1: extra TransData x1" \
+    assert (
+        verdict.ok and "each 2 ops (activation 1, matmul 1) as the first measured (after 1 warm-up)" in verdict.detail
+    )
+    assert (
+        "warm-up forwards differ (not failed: a first call may do one-off work): forward 1: extra TransData x1"
         in verdict.detail
+    )
     assert not checks.check_same_records(records, 4, "t").ok  # without warm-up, the first forward is the reference
 
 
@@ -69,8 +83,11 @@ def test_steps_are_grouped_by_step_id() -> None:
 
 
 def test_top_family_excludes_init() -> None:
-    stats = [OpStat("aten::uniform_", "CPU", 1, 500, 500, 500, 500, 50), OpStat("aten::addmm", "CPU", 4, 300, 1, 1, 1, 30),
-             OpStat("aten::gelu", "CPU", 3, 200, 1, 1, 1, 20)]
+    stats = [
+        OpStat("aten::uniform_", "CPU", 1, 500, 500, 500, 500, 50),
+        OpStat("aten::addmm", "CPU", 4, 300, 1, 1, 1, 30),
+        OpStat("aten::gelu", "CPU", 3, 200, 1, 1, 1, 20),
+    ]
     verdict = timing_checks.check_top_family(stats, "matmul", "t")
     assert verdict.ok and "matmul 60.0%" in verdict.detail
     assert not timing_checks.check_top_family(stats, "activation", "t").ok

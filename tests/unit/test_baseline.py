@@ -39,9 +39,12 @@ def test_a_run_checked_against_its_own_baseline_passes_and_against_a_faster_one_
 def test_bad_names_missing_baselines_and_overwrites_are_one_line_each(tmp_path) -> None:
     store = str(tmp_path / "kept")
     assert _baseline("save", "main", str(CAPTURE), "--store", store).returncode == 0
-    for args, said in ((["save", "main", str(CAPTURE)], "exists"), (["check", "nope", str(CAPTURE)], "no baseline"),
-                       (["save", "../up", str(CAPTURE)], "is not letters"),
-                       (["check", "main", str(CAPTURE), "--threshold", "0"], "--threshold 0")):
+    for args, said in (
+        (["save", "main", str(CAPTURE)], "exists"),
+        (["check", "nope", str(CAPTURE)], "no baseline"),
+        (["save", "../up", str(CAPTURE)], "is not letters"),
+        (["check", "main", str(CAPTURE), "--threshold", "0"], "--threshold 0"),
+    ):
         proc = _baseline(*args, "--store", store)
         assert proc.returncode == 2 and len(error_lines(proc.stderr)) == 1 and said in proc.stderr, proc.stderr
     (tmp_path / "kept" / "broken.json").write_text('{"format": 99, "runs": []}')

@@ -18,8 +18,10 @@ from common.errors import LabError
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("bench")
-    assert bench.main(["make", "--rows", "400", "--events", "4000", "--tasks", "600", "--ranks", "3",
-                       "--out", str(out)]) == 0
+    assert (
+        bench.main(["make", "--rows", "400", "--events", "4000", "--tasks", "600", "--ranks", "3", "--out", str(out)])
+        == 0
+    )
     return out
 
 
@@ -35,7 +37,8 @@ def test_make_writes_every_kind(made: Path) -> None:
     assert (trace.parent / "expected_steps.csv").is_file() and (trace.parent.parent / "profiler_info.json").is_file()
     assert len(list(made.glob("db_600/*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"))) == 1
     assert sorted(p.name for p in made.glob("cluster_3/rank*/*_ascend_pt/profiler_info_*.json")) == [
-        f"profiler_info_{r}.json" for r in range(3)]
+        f"profiler_info_{r}.json" for r in range(3)
+    ]
 
 
 def test_each_measurement_reports_its_totals(made: Path, capsys) -> None:
@@ -80,8 +83,12 @@ def test_each_csv_baseline_reports_the_labs_totals(made: Path, capsys, monkeypat
 def test_the_cluster_scale_table_runs_each_size_warm_and_cold(made: Path, capsys, monkeypatch, tmp_path) -> None:
     """``python -m common.bench cluster`` on the 3-rank capture (msprof-analyze left out: its rows say N/A)."""
     monkeypatch.setenv(measure.MSA_EXE_VAR, str(tmp_path / "no-such-tool"))
-    assert bench.main(["cluster", "--ranks", "3", "--rank-tasks", "200", "--repeat", "1", "--no-install",
-                       "--out", str(made)]) == 0
+    assert (
+        bench.main(
+            ["cluster", "--ranks", "3", "--rank-tasks", "200", "--repeat", "1", "--no-install", "--out", str(made)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith("3 ")]
     assert [r[1] for r in rows] == ["warm", "cold"]
@@ -91,8 +98,10 @@ def test_the_cluster_scale_table_runs_each_size_warm_and_cold(made: Path, capsys
 
 def test_a_process_trees_peaks_are_sampled(tmp_path) -> None:
     """spawn's own and child peaks: a parent that starts a child holding 60 MB shows it as the child's."""
-    script = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
-              "'import time; b = bytearray(60 * 2**20); b[::4096] = bytes(len(b[::4096])); time.sleep(0.5)'])")
+    script = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import time; b = bytearray(60 * 2**20); b[::4096] = bytes(len(b[::4096])); time.sleep(0.5)'])"
+    )
     run = measure.spawn(measure.python_argv("-c", script))
     assert run.child_peak_mib is not None and run.child_peak_mib > 60
     assert run.own_peak_mib is not None and run.own_peak_mib < run.child_peak_mib

@@ -13,8 +13,18 @@ PEAKS = Peaks("test", flops_per_s=1e12, bytes_per_s=1e11, source="test figures")
 
 
 def _task(op: str, shapes: str | None, dtypes: str | None, out: str | None = None, dur: float = 10.0, **pmu) -> Task:
-    return Task(op, op, "CPU", 0.0, dur, input_shapes=shapes, input_dtypes=dtypes, output_shapes=out,
-                output_dtypes=None if out is None else "FLOAT", pmu=pmu)
+    return Task(
+        op,
+        op,
+        "CPU",
+        0.0,
+        dur,
+        input_shapes=shapes,
+        input_dtypes=dtypes,
+        output_shapes=out,
+        output_dtypes=None if out is None else "FLOAT",
+        pmu=pmu,
+    )
 
 
 def test_addmm_work_from_logical_shapes() -> None:
@@ -55,7 +65,9 @@ def test_lower_bound_roofline_and_achieved_fraction() -> None:
     assert mm.compute_us == pytest.approx(2 * 1024**3 / 1e12 * 1e6)
     assert mm.memory_us == pytest.approx(3 * 4 * 1024**2 / 1e11 * 1e6)
     assert mm.bound == "compute" and mm.achieved == pytest.approx(mm.compute_us / 4000.0)
-    assert rows["aten::gelu"].bound == "memory" and rows["aten::gelu"].lower_bound_us == pytest.approx(8 * 1024**2 / 1e5)
+    assert rows["aten::gelu"].bound == "memory" and rows["aten::gelu"].lower_bound_us == pytest.approx(
+        8 * 1024**2 / 1e5
+    )
     (no_peaks,) = bounds.op_bounds([gelu], None)
     assert no_peaks.reason == "no device peaks for this data" and no_peaks.lower_bound_us is None
 
@@ -69,8 +81,9 @@ def test_device_peak_table_lookup() -> None:
 
 
 def test_pipe_verdicts_state_thresholds() -> None:
-    scalar = _task("Kernel", None, None, aiv_vec_ratio=0.04, aiv_scalar_ratio=0.65, aiv_mte2_ratio=0.33,
-                   aiv_mte3_ratio=0.0)
+    scalar = _task(
+        "Kernel", None, None, aiv_vec_ratio=0.04, aiv_scalar_ratio=0.65, aiv_mte2_ratio=0.33, aiv_mte3_ratio=0.0
+    )
     mte = _task("MatMulV2", None, None, aic_mac_ratio=0.5, aic_scalar_ratio=0.2, aic_mte2_ratio=0.95)
     verdicts = {v.op_type: v for v in bounds.pipe_verdicts([scalar, mte, _task("NoPmu", None, None)])}
     assert set(verdicts) == {"Kernel", "MatMulV2"}
@@ -118,9 +131,9 @@ def test_wide_bound_table_cells_wrap_and_are_never_cut() -> None:
     body = lines[2:]
     shape_col = lines[1].split("  ")[1]  # the dashes under Input Shapes
     start = lines[0].index("Input Shapes")
-    cells = [line[start:start + len(shape_col)].strip() for line in body]
+    cells = [line[start : start + len(shape_col)].strip() for line in body]
     assert "".join(cells) == shapes and all(c.endswith(";") for c in cells[:-1] if c)  # whole shapes per line
-    assert " ".join(line[lines[0].index("Bound"):].strip() for line in body).split() == reason.split()
+    assert " ".join(line[lines[0].index("Bound") :].strip() for line in body).split() == reason.split()
     cut = render_table(header, rows, max_width=70)  # a column not in wrap is still cut
     assert "…" in cut
     markup = table(header, rows, wrap=("Input Shapes",))

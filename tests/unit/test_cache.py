@@ -99,8 +99,9 @@ print(json.dumps({"out": work.reference_output_arrays()[0].tolist(), "torch": "t
 
 
 def _load(file, env) -> dict:
-    done = subprocess.run([sys.executable, "-c", LOAD, str(file)], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, str(file)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout)
 
 
@@ -123,7 +124,8 @@ def test_the_workload_record_skips_torch_until_the_model_or_a_file_it_read_chang
 
 
 def test_a_restored_workload_builds_its_model_and_keeps_its_flops(tmp_path, cache_dir):
-    (tmp_path / "model.py").write_text(textwrap.dedent("""
+    (tmp_path / "model.py").write_text(
+        textwrap.dedent("""
         import torch
         def build_model():
             return torch.nn.Linear(4, 3)
@@ -131,7 +133,8 @@ def test_a_restored_workload_builds_its_model_and_keeps_its_flops(tmp_path, cach
             return torch.ones(2, 4)
         def loss(output, x):
             return output.sum()
-    """))
+    """)
+    )
     file = tmp_path / "model.py"
     first = workload.load_workload(file)
     flops = first.forward_flops(count_flops)  # kept with the record

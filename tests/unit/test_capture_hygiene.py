@@ -28,8 +28,9 @@ def _files(root: Path) -> list[str]:
 
 
 def _lab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "common", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "common", *args], capture_output=True, text=True, cwd=REPO, timeout=180
+    )
 
 
 def test_reading_a_wal_database_creates_nothing_beside_it(tmp_path: Path) -> None:
@@ -53,12 +54,22 @@ def test_a_database_that_changes_while_read_is_refused(tmp_path: Path, monkeypat
         sqlite_file.SqliteFile(path, "torch_npu").query("SELECT count(*) FROM TASK")
 
 
-@pytest.mark.parametrize(("name", "damage", "lost"), [
-    ("trace_view.json", lambda p: p.write_bytes(p.read_bytes()[:200_000]), "the trace ends before its closing ']'"),
-    ("kernel_details.csv", lambda p: p.write_text("\n".join(
-        line if i != 10 else ",".join(line.split(",")[:5]) for i, line in enumerate(p.read_text().split("\n")))),
-     "kernel_details.csv:11: 5 fields where the header has 46"),
-])
+@pytest.mark.parametrize(
+    ("name", "damage", "lost"),
+    [
+        ("trace_view.json", lambda p: p.write_bytes(p.read_bytes()[:200_000]), "the trace ends before its closing ']'"),
+        (
+            "kernel_details.csv",
+            lambda p: p.write_text(
+                "\n".join(
+                    line if i != 10 else ",".join(line.split(",")[:5])
+                    for i, line in enumerate(p.read_text().split("\n"))
+                )
+            ),
+            "kernel_details.csv:11: 5 fields where the header has 46",
+        ),
+    ],
+)
 def test_one_damaged_file_is_named_and_the_rest_is_reported(tmp_path: Path, name: str, damage, lost: str) -> None:
     """Before: exit 2 and one Error line, although step_trace_time.csv and the rest were intact."""
     rank = tmp_path / "rank0_ascend_pt"

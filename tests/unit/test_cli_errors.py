@@ -95,8 +95,17 @@ SHAPES = "8192,15365;8192,4096;4096,15365;" * 6
 
 
 def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
-    header = ["OP Type", "Input Shapes", "Count", "Mean(us)", "GFLOP", "MB moved", "Lower bound(us)", "Achieved(%)",
-              "Bound"]
+    header = [
+        "OP Type",
+        "Input Shapes",
+        "Count",
+        "Mean(us)",
+        "GFLOP",
+        "MB moved",
+        "Lower bound(us)",
+        "Achieved(%)",
+        "Bound",
+    ]
     rows = [["FlashAttentionScoreGrad", SHAPES, 4, 759.61, None, None, None, None, "unavailable: no work model"]]
     text = render_table(header, rows)
     assert max(len(line) for line in text.splitlines()) <= MAX_WIDTH
@@ -104,8 +113,9 @@ def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
     body = lines[next(i for i, line in enumerate(lines) if line.startswith("----")) + 1]
     assert ELLIPSIS in body and SHAPES not in body and body.startswith("FlashAttentionScoreGrad ")
     assert "759.610" in body  # numbers are never cut, nor the op's name
-    words = " ".join(" ".join(line[body.index("unavailable"):] for line in lines if len(line) > body.index(
-        "unavailable")).split())
+    words = " ".join(
+        " ".join(line[body.index("unavailable") :] for line in lines if len(line) > body.index("unavailable")).split()
+    )
     assert "unavailable: no work model" in words  # a cell of words wraps, whole, onto more lines
     assert SHAPES in render_markdown_table(header, rows)
 
@@ -113,8 +123,19 @@ def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
 def test_a_wide_step_table_wraps_its_headers_and_keeps_every_value() -> None:
     from common.modes.reports import STEP_HEADER
 
-    row = [50, 8903.431, 98071.947, 4036.153, 25258.144, 18055.693, 132233.522, 6.733, 74.166, 19.101,
-           "communication-bound"]
+    row = [
+        50,
+        8903.431,
+        98071.947,
+        4036.153,
+        25258.144,
+        18055.693,
+        132233.522,
+        6.733,
+        74.166,
+        19.101,
+        "communication-bound",
+    ]
     text = render_table(STEP_HEADER, [row])
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= MAX_WIDTH
@@ -129,7 +150,10 @@ def test_a_wide_step_table_wraps_its_headers_and_keeps_every_value() -> None:
 
 def test_a_narrow_table_is_unchanged() -> None:
     assert render_table(["OP Type", "Count"], [["MatMulV2", 8]]).splitlines() == [
-        "OP Type   Count", "--------  -----", "MatMulV2      8"]
+        "OP Type   Count",
+        "--------  -----",
+        "MatMulV2      8",
+    ]
 
 
 def test_reports_of_every_real_capture_fit_the_terminal(tmp_path: Path) -> None:
@@ -176,8 +200,9 @@ def test_compare_of_a_lab_run_with_an_outside_capture_names_each_side(tmp_path: 
     import json
 
     lab, outside = msprof_copy(tmp_path, "lab"), msprof_copy(tmp_path, "outside")
-    (lab / "run_info.json").write_text(json.dumps({"mode": "cmdline", "backend": "npu", "completed": True,
-                                                    "forwards": 23}))
+    (lab / "run_info.json").write_text(
+        json.dumps({"mode": "cmdline", "backend": "npu", "completed": True, "forwards": 23})
+    )
     for base, cand, counted in ((lab, outside, "baseline"), (outside, lab, "candidate")):
         with pytest.raises(LabError) as err:
             compare(load_side(base), load_side(cand), 10.0)
@@ -188,6 +213,5 @@ def test_ops_only_on_one_side_are_listed_largest_first() -> None:
     from common.analyze.compare import _largest_only
 
     ops = {("", f"Op{i}", "1,2"): float(i) for i in range(7)}
-    assert _largest_only(ops, {("", "Op6", "1,2"): 1.0}) == (
-        "Op5 [1,2], Op4 [1,2], Op3 [1,2], Op2 [1,2] (+2 more)")
+    assert _largest_only(ops, {("", "Op6", "1,2"): 1.0}) == ("Op5 [1,2], Op4 [1,2], Op3 [1,2], Op2 [1,2] (+2 more)")
     assert _largest_only({}, ops) == "-"

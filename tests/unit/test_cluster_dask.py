@@ -48,8 +48,9 @@ def _view(capsys, *args: object) -> str:
     return capsys.readouterr().out
 
 
-def test_a_dask_cluster_gives_the_same_view_and_files(capture: Path, scheduler: str, tmp_path: Path, capsys,
-                                                      monkeypatch) -> None:
+def test_a_dask_cluster_gives_the_same_view_and_files(
+    capture: Path, scheduler: str, tmp_path: Path, capsys, monkeypatch
+) -> None:
     local = _view(capsys, capture, "--out", tmp_path / "local")
     before = _transitions(scheduler)
     dask = _view(capsys, capture, "--out", tmp_path / "dask", "--scheduler", scheduler)

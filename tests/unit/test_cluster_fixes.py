@@ -57,8 +57,10 @@ def test_cross_check_matches_msprof_analyzes_rows_with_an_empty_step(tmp_path: P
     view = load_cluster(_no_schedule_copy(tmp_path))
     verdict = compare_with_msprof_analyze(view.steps, MSA / "no_step.csv")
     assert verdict.ok, verdict.detail
-    assert verdict.detail.startswith("2 rank-steps x Computing, Communication(Not Overlapped), Overlapped, "
-                                     "Communication, Free, Stage, Bubble, Preparing (16 values)")
+    assert verdict.detail.startswith(
+        "2 rank-steps x Computing, Communication(Not Overlapped), Overlapped, "
+        "Communication, Free, Stage, Bubble, Preparing (16 values)"
+    )
 
 
 def test_cross_check_with_steps_and_what_makes_it_fail(tmp_path: Path) -> None:
@@ -87,8 +89,9 @@ def test_cross_check_with_steps_and_what_makes_it_fail(tmp_path: Path) -> None:
     assert not off.ok and "largest difference 1.0000 us (rank 1 step 50 Stage)" in off.detail
     nan = compare_with_msprof_analyze(view.steps, variant("nan.csv", lambda rs: rs[0].update({"Free": "nan"})))
     assert not nan.ok and "Free: msprof-analyze wrote 'nan'" in nan.detail
-    stage = compare_with_msprof_analyze(view.steps, variant("stage.csv", lambda rs: rs.append(
-        {**rs[0], "Type": "stage", "Index": "(0, 1)"})))
+    stage = compare_with_msprof_analyze(
+        view.steps, variant("stage.csv", lambda rs: rs.append({**rs[0], "Type": "stage", "Index": "(0, 1)"}))
+    )
     assert stage.ok and "rows of other types not compared: {'stage': 1}" in stage.detail
 
 
@@ -99,8 +102,10 @@ def test_the_spread_is_largest_minus_smallest_not_the_excess_over_the_median() -
     assert (gap.us, gap.high, gap.low) == (60.0, 2, 0)  # 160 - 100, where 160 - median(100, 150) is only 35
     slow = find_slow_rank(summaries)
     assert slow.rank is None
-    assert slow.text.startswith("no slow rank: median Computing + Free differ by at most 60.0 us between ranks "
-                                "(rank 2 vs rank 0); rank 2 exceeds the other ranks' median by 35.0 us")
+    assert slow.text.startswith(
+        "no slow rank: median Computing + Free differ by at most 60.0 us between ranks "
+        "(rank 2 vs rank 0); rank 2 exceeds the other ranks' median by 35.0 us"
+    )
 
 
 def test_the_largest_gap_within_one_step_is_named() -> None:
@@ -127,8 +132,7 @@ def test_the_real_capture_spread_equals_the_csvs() -> None:
 @pytest.mark.parametrize("step", ["", "50", "50.0"])
 def test_step_cells_msprof_analyze_writes(step: str, tmp_path: Path) -> None:
     path = tmp_path / "c.csv"
-    path.write_text("Step,Type,Index,Computing,Communication(Not Overlapped),Free\n"
-                    f"{step},rank,0,1.0,2.0,3.0\n")
+    path.write_text(f"Step,Type,Index,Computing,Communication(Not Overlapped),Free\n{step},rank,0,1.0,2.0,3.0\n")
     want = None if not step else 50
     steps = {0: [StepTime(want, 1.0, 2.0, 0.0, 2.0, 3.0, 6.0, 0.0, None)]}
     verdict = compare_with_msprof_analyze(steps, path)

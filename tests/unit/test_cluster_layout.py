@@ -46,8 +46,11 @@ def test_the_groups_come_from_parallel_group_info(report: cluster.ClusterReport)
 
 def test_a_group_name_maps_to_the_group_communication_json_writes() -> None:
     assert group_hash("group_name_19") == "3985310405473756128"  # rank 0's pp group [0, 2]
-    p2p_groups = {t.group for t in read_communication_json(CAPTURE / "rank_0_ascend_pt" / OUT / "communication.json")
-                  if t.kind == "p2p"}
+    p2p_groups = {
+        t.group
+        for t in read_communication_json(CAPTURE / "rank_0_ascend_pt" / OUT / "communication.json")
+        if t.kind == "p2p"
+    }
     pp = next(g for g in read_rank_metadata(CAPTURE / "rank_0_ascend_pt").groups if g.name == "pp")
     assert p2p_groups == {group_hash(pp.group_id)}
 
@@ -88,8 +91,10 @@ def test_p2p_waits_per_stage(report: cluster.ClusterReport) -> None:
 
 def test_the_verdict_names_the_unbalanced_pipeline_and_advises_for_it(report: cluster.ClusterReport) -> None:
     text = "\n".join(report.layout_lines)
-    assert ("UNBALANCED PIPELINE — step 13: pipeline stage 1 (ranks 2, 3) computes 401,131.7 us, stage 0 "
-            "(ranks 0, 1) 231,290.1 us: a difference of 42.3% of the larger (level within 5%") in text
+    assert (
+        "UNBALANCED PIPELINE — step 13: pipeline stage 1 (ranks 2, 3) computes 401,131.7 us, stage 0 "
+        "(ranks 0, 1) 231,290.1 us: a difference of 42.3% of the larger (level within 5%"
+    ) in text
     assert "stage 0 318,429.2 us (wait 161,278.4, idle 157,150.8)" in text
     assert "step_trace_time's Bubble is 0: it counts receive ops only" in text
     assert "try (pipeline): move layers from stage 1 to stage 0" in text
@@ -103,9 +108,13 @@ def test_slow_rank_is_judged_within_each_group_with_its_threshold(report: cluste
     assert report.slow.text.startswith(
         "no slow rank within any group: DP group [0, 1]: level, largest gap 22,124.8 us (rank 0 vs 1), threshold "
         "49,495.1 us (spread elsewhere 16,498.4 us); DP group [2, 3]: level, largest gap 16,498.4 us (rank 3 vs 2), "
-        "threshold 66,374.5 us (spread elsewhere 22,124.8 us)")
-    assert any("exceeds the median of its group's other ranks by more than 3 x the median such excess in the other "
-               "groups, and by more than 5% of that median" in line for line in report.layout_lines)
+        "threshold 66,374.5 us (spread elsewhere 22,124.8 us)"
+    )
+    assert any(
+        "exceeds the median of its group's other ranks by more than 3 x the median such excess in the other "
+        "groups, and by more than 5% of that median" in line
+        for line in report.layout_lines
+    )
 
 
 def _slow_down(root: Path, rank: int, by_us: float) -> None:
@@ -127,7 +136,8 @@ def test_a_rank_slower_than_its_dp_peer_is_named(tmp_path: Path) -> None:
     assert report.slow.rank == 1
     assert report.slow.text.startswith(
         "slowest rank within its group: DP group [0, 1]: rank 1 is slow — Computing + Free 467,723.3 us vs "
-        "389,848.1 us (median of the others; +77,875.2 us, threshold 49,495.1 us)")
+        "389,848.1 us (median of the others; +77,875.2 us, threshold 49,495.1 us)"
+    )
     assert "peers wait for it in the data-parallel gradient collectives" in report.slow.text
 
 
@@ -154,16 +164,20 @@ def test_without_metadata_the_view_is_as_before() -> None:
 
 
 def test_cli_prints_the_layout_and_the_stages() -> None:
-    run = subprocess.run([sys.executable, "-m", "common", "cluster", str(CAPTURE)], capture_output=True, text=True,
-                         cwd=REPO, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "common", "cluster", str(CAPTURE)], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert "-- Parallel layout (profiler_metadata.json: distributed_args, parallel_group_info) --" in lines
     assert any(line.startswith("layout (profiler_metadata.json): TP 1 x PP 2 x DP 2 x CP 1 x EP 1; ") for line in lines)
     assert any(line.startswith("UNBALANCED PIPELINE — step 13: pipeline stage 1 (ranks 2, 3)") for line in lines)
     assert any(line.split()[:3] == ["PP", "pp", "0,"] and "3985310405473756128" in line for line in lines)
-    stage_rows = [line.split() for line in lines if line.split()[:2] in (["13", "0"], ["13", "1"]) and "," in line
-                  and len(line.split()) == 12]
+    stage_rows = [
+        line.split()
+        for line in lines
+        if line.split()[:2] in (["13", "0"], ["13", "1"]) and "," in line and len(line.split()) == 12
+    ]
     assert [row[:4] for row in stage_rows] == [["13", "0", "0,", "1"], ["13", "1", "2,", "3"]]
     assert stage_rows[0][4] == "231,290.1" and stage_rows[1][4] == "401,131.7"
 
@@ -195,5 +209,7 @@ def test_a_tensor_parallel_layout_gets_tensor_parallel_advice(tmp_path: Path) ->
     report = cluster.cluster_report(view)
     assert report.slow.rank == 1 and report.slow.text.startswith("slowest rank within its group: TP group [0, 1]: ")
     assert "the group's collectives (all-reduce / all-gather of activations) wait for it" in report.slow.text
-    assert any(line.startswith("tensor parallel: every layer's TP collectives sit on the critical path")
-               for line in render_cluster(report).splitlines())
+    assert any(
+        line.startswith("tensor parallel: every layer's TP collectives sit on the critical path")
+        for line in render_cluster(report).splitlines()
+    )

@@ -36,8 +36,9 @@ def test_spread_of_values() -> None:
     assert (s.low, s.median, s.p95, s.high) == (1.0, 10.5, 19.0, 20.0)
 
 
-def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp_path: Path, capsys,
-                                                               monkeypatch) -> None:
+def test_many_ranks_print_the_summary_and_out_holds_every_row(
+    capture: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     out = tmp_path / "out"
     assert main(["cluster", str(capture), "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -45,7 +46,7 @@ def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp
     assert f"-- Per step, over the {RANKS} ranks" in text and "Per step and rank (us)" not in text
     step_rows = [x for x in lines if x.strip().split(" ")[0].isdigit() and " / " in x]
     assert len(step_rows) == STEPS
-    slowest = text[text.index("-- Slowest ranks"):text.index("-- Fastest ranks")]
+    slowest = text[text.index("-- Slowest ranks") : text.index("-- Fastest ranks")]
     assert f"slowest rank: {RANKS - 1}" in slowest
     assert [x.split()[0] for x in slowest.splitlines() if x.strip()[:1].isdigit()][0] == str(RANKS - 1)
     assert len(lines) < 100
@@ -56,7 +57,7 @@ def test_many_ranks_print_the_summary_and_out_holds_every_row(capture: Path, tmp
     with (out / "cluster_steps.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == RANKS * STEPS and {int(r["Rank"]) for r in rows} == set(range(RANKS))
-    assert [int(r["Step"]) for r in rows[:RANKS + 1]] == [1] * RANKS + [2]  # by step, then rank
+    assert [int(r["Step"]) for r in rows[: RANKS + 1]] == [1] * RANKS + [2]  # by step, then rank
     assert all(float(r["Step(us)"]) > float(r["Computing(us)"]) for r in rows)
     page = (out / "report.html").read_text()
     assert 'data-chart="rank-own"' in page and 'data-chart="rank-wait"' in page
@@ -69,9 +70,9 @@ def test_the_full_text_has_every_ranks_lines(capture: Path) -> None:
     report = cluster_report(load_cluster(capture))
     assert report.summarized and report.per_step == []  # the rows stay in the columns: the CSV is written from them
     full = render_cluster(report)
-    means = full[full.index("-- Per rank, median of the steps"):]
+    means = full[full.index("-- Per rank, median of the steps") :]
     assert [int(x.split()[0]) for x in means.splitlines() if x.strip()[:1].isdigit()][:RANKS] == list(range(RANKS))
-    per_rank = full[full.index("-- Collectives per rank"):]
+    per_rank = full[full.index("-- Collectives per rank") :]
     assert all(f"rank {r}: " in per_rank for r in range(RANKS))
 
 
@@ -86,8 +87,11 @@ def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch
     assert pooled.starts.spilled
     assert pooled.steps == alone.steps
     assert pooled.starts.names == alone.starts.names and pooled.starts.ranks == alone.starts.ranks
-    assert np.array_equal(np.concatenate(list(pooled.starts.row_blocks())),
-                          np.concatenate(list(alone.starts.row_blocks())), equal_nan=True)
+    assert np.array_equal(
+        np.concatenate(list(pooled.starts.row_blocks())),
+        np.concatenate(list(alone.starts.row_blocks())),
+        equal_nan=True,
+    )
     assert (pooled.starts.on_every_rank() == alone.starts.on_every_rank()).all()
     assert pooled.communication.splits == alone.communication.splits
     assert "steps" not in pooled.ranks[0].__dict__ and "communication_files" not in pooled.ranks[0].__dict__
@@ -109,8 +113,15 @@ def test_msprof_analyze_runs_only_when_asked(capture: Path, tmp_path: Path, caps
     assert "msprof-analyze wrote neither" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("capture_dir", ["megatron_pp2_dp2", "msinsight_torch_npu/db_level1",
-                                         "msinsight_torch_npu/text_level0", "msinsight_torch_npu/text_level1"])
+@pytest.mark.parametrize(
+    "capture_dir",
+    [
+        "megatron_pp2_dp2",
+        "msinsight_torch_npu/db_level1",
+        "msinsight_torch_npu/text_level0",
+        "msinsight_torch_npu/text_level1",
+    ],
+)
 def test_real_captures_read_in_chunks_give_the_same_view(capture_dir: str, monkeypatch) -> None:
     """The pool's path (each chunk added up in a worker, merged in rank order, step columns spilled) on real NPU
     captures — a pipeline layout with P2P, a database export, Level0 and Level1 text — against one process."""
@@ -144,7 +155,9 @@ def test_rank_blocks_are_the_rank_by_step_table_cut_into_blocks_of_ranks() -> No
 
     store = StepStore()
     for rank in range(7):
-        store.add(rank, [StepTime(step, 10.0 * rank + step, 1.0, 0.0, 2.0, 3.0 + rank, 0.0, 0.0, None) for step in range(4)])
+        store.add(
+            rank, [StepTime(step, 10.0 * rank + step, 1.0, 0.0, 2.0, 3.0 + rank, 0.0, 0.0, None) for step in range(4)]
+        )
     blocks = list(store.rank_blocks(("computing_us", "free_us"), ranks=3))
     assert [ranks for ranks, _ in blocks] == [[0, 1, 2], [3, 4, 5], [6]]
     for name in ("computing_us", "free_us"):
@@ -174,8 +187,7 @@ def test_spilled_tables_travel_with_their_rows(monkeypatch) -> None:
     steps_back, starts_back = pickle.loads(pickle.dumps(steps)), pickle.loads(pickle.dumps(starts))
     del steps, starts  # their folders go with them
     assert not steps_back.spilled and [s.computing_us for s in steps_back[3]] == [4.0, 4.0]
-    assert np.array_equal(np.concatenate(list(starts_back.row_blocks())),
-                          [[10.0 + r, 20.0 + r] for r in range(4)])
+    assert np.array_equal(np.concatenate(list(starts_back.row_blocks())), [[10.0 + r, 20.0 + r] for r in range(4)])
 
 
 def test_rank_folders_are_found_in_rank_order_whatever_their_names(tmp_path: Path) -> None:
@@ -202,9 +214,11 @@ def test_a_rank_table_keeps_one_profiler_info_for_ranks_that_differ_only_in_rank
     for rank in range(3):
         table.set_info(rank, {"rank_id": str(rank) if rank < 2 else rank, "config": {"launch": "x"}})
     assert len(table._infos) == 2  # rank_id a string (ranks 0, 1) or a number (rank 2)
-    assert [p.info for p in table] == [{"rank_id": "0", "config": {"launch": "x"}},
-                                       {"rank_id": "1", "config": {"launch": "x"}},
-                                       {"rank_id": 2, "config": {"launch": "x"}}]
+    assert [p.info for p in table] == [
+        {"rank_id": "0", "config": {"launch": "x"}},
+        {"rank_id": "1", "config": {"launch": "x"}},
+        {"rank_id": 2, "config": {"launch": "x"}},
+    ]
 
 
 def test_missing_ranks_are_named_as_runs(capture: Path, tmp_path: Path) -> None:

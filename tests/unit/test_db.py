@@ -54,13 +54,27 @@ def raw(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
 @pytest.mark.parametrize("rank", RANKS)
 def test_per_op_type_totals_equal_raw_sql(db_capture: Path, rank: int) -> None:
     path = db_path(db_capture, rank)
-    expected = {op: (count, ns) for op, count, ns in raw(path, """
+    expected = {
+        op: (count, ns)
+        for op, count, ns in raw(
+            path,
+            """
         SELECT s.value, count(*), sum(t.endNs - t.startNs) FROM TASK t
         JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId JOIN STRING_IDS s ON s.id = c.opType
-        GROUP BY s.value""")}
-    expected.update({op: (count, ns) for op, count, ns in raw(path, """
+        GROUP BY s.value""",
+        )
+    }
+    expected.update(
+        {
+            op: (count, ns)
+            for op, count, ns in raw(
+                path,
+                """
         SELECT s.value, count(*), sum(endNs - startNs) FROM COMMUNICATION_OP o
-        JOIN STRING_IDS s ON s.id = o.opType GROUP BY s.value""")})
+        JOIN STRING_IDS s ON s.id = o.opType GROUP BY s.value""",
+            )
+        }
+    )
     db = ProfilerDb(path)
     got_totals = {}
     for task in db.tasks():
@@ -75,11 +89,14 @@ def test_per_op_type_totals_equal_raw_sql(db_capture: Path, rank: int) -> None:
 @pytest.mark.parametrize("rank", RANKS)
 def test_task_fields_equal_raw_rows(db_capture: Path, rank: int) -> None:
     path = db_path(db_capture, rank)
-    rows = raw(path, """
+    rows = raw(
+        path,
+        """
         SELECT t.startNs, t.endNs, n.value, ty.value, core.value, c.blockDim, sh.value FROM TASK t
         JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId JOIN STRING_IDS n ON n.id = c.name
         JOIN STRING_IDS ty ON ty.id = c.opType JOIN STRING_IDS core ON core.id = c.taskType
-        LEFT JOIN STRING_IDS sh ON sh.id = c.inputShapes ORDER BY t.startNs, t.globalTaskId""")
+        LEFT JOIN STRING_IDS sh ON sh.id = c.inputShapes ORDER BY t.startNs, t.globalTaskId""",
+    )
     tasks = [t for t in ProfilerDb(path).tasks() if t.task_type != "HCCL"]
     assert len(tasks) == len(rows) == 187
     for task, (start, end, name, op_type, core, block, shapes) in zip(tasks, rows):
@@ -88,16 +105,29 @@ def test_task_fields_equal_raw_rows(db_capture: Path, rank: int) -> None:
         assert abs(task.start_us - start / 1000) <= 0.5  # an absolute µs float keeps ~0.25 µs
         # the database keeps msprof's quotes around shapes; the text readers strip them
         assert task.input_shapes == (shapes.strip('"') if shapes not in (None, "N/A") else None)
-    assert {t.task_type for t in tasks} == {core for (core,) in raw(path, """
-        SELECT DISTINCT s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.taskType""")}
+    assert {t.task_type for t in tasks} == {
+        core
+        for (core,) in raw(
+            path,
+            """
+        SELECT DISTINCT s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.taskType""",
+        )
+    }
 
 
 @pytest.mark.parametrize("rank", RANKS)
 def test_pmu_times_in_us_like_op_summary(db_capture: Path, rank: int) -> None:
     path = db_path(db_capture, rank)
-    aiv = dict(raw(path, """SELECT p.globalTaskId, p.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name
-                            WHERE s.value = 'aiv_total_time'"""))
-    names = dict(raw(path, "SELECT c.globalTaskId, s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.name"))
+    aiv = dict(
+        raw(
+            path,
+            """SELECT p.globalTaskId, p.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name
+                            WHERE s.value = 'aiv_total_time'""",
+        )
+    )
+    names = dict(
+        raw(path, "SELECT c.globalTaskId, s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.name")
+    )
     by_name = {}
     for gid, value in aiv.items():
         by_name.setdefault(names[gid], []).append(value / 1000)
@@ -113,8 +143,11 @@ def test_pmu_times_in_us_like_op_summary(db_capture: Path, rank: int) -> None:
 @pytest.mark.parametrize("rank", RANKS)
 def test_step_ids_from_step_time(db_capture: Path, rank: int) -> None:
     path = db_path(db_capture, rank)
-    ((step, inside),) = raw(path, """SELECT s.id, count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c USING (globalTaskId),
-                                     STEP_TIME s WHERE t.startNs BETWEEN s.startNs AND s.endNs GROUP BY s.id""")
+    ((step, inside),) = raw(
+        path,
+        """SELECT s.id, count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c USING (globalTaskId),
+                                     STEP_TIME s WHERE t.startNs BETWEEN s.startNs AND s.endNs GROUP BY s.id""",
+    )
     tasks = ProfilerDb(path).compute_tasks()
     assert sum(t.step_id == step for t in tasks) == inside
     assert step == 50
@@ -123,13 +156,24 @@ def test_step_ids_from_step_time(db_capture: Path, rank: int) -> None:
 @pytest.mark.parametrize("rank", RANKS)
 def test_steps_equal_analysis_db(db_capture: Path, rank: int) -> None:
     analysis = db_path(db_capture, rank).parent / "analysis.db"
-    ((step, *values),) = raw(analysis, """SELECT step, computing, communication_not_overlapped, overlapped,
-        communication, free, stage, bubble, preparing FROM StepTraceTime""")
+    ((step, *values),) = raw(
+        analysis,
+        """SELECT step, computing, communication_not_overlapped, overlapped,
+        communication, free, stage, bubble, preparing FROM StepTraceTime""",
+    )
     db = ProfilerDb(db_path(db_capture, rank))
     (row,) = db.steps()
     assert row.step == int(step)
-    assert [row.computing_us, row.communication_not_overlapped_us, row.overlapped_us, row.communication_us,
-            row.free_us, row.stage_us, row.bubble_us, row.preparing_us] == values
+    assert [
+        row.computing_us,
+        row.communication_not_overlapped_us,
+        row.overlapped_us,
+        row.communication_us,
+        row.free_us,
+        row.stage_us,
+        row.bubble_us,
+        row.preparing_us,
+    ] == values
     assert db.steps_and_source[1] == "analysis.db StepTraceTime"
     # the fixture's fact: communication not overlapped is about 70% of the step
     assert 0.6 < row.communication_not_overlapped_us / row.total_us < 0.8
@@ -139,7 +183,8 @@ def test_steps_rebuilt_from_overlap_analysis_agree_with_step_trace_time(db_captu
     """Without analysis.db, rank 0's OVERLAP_ANALYSIS events rebuild StepTraceTime to the ns."""
     analysis = db_path(db_capture, 0).parent / "analysis.db"
     ((computing, not_overlapped, free, stage, preparing),) = raw(
-        analysis, "SELECT computing, communication_not_overlapped, free, stage, preparing FROM StepTraceTime")
+        analysis, "SELECT computing, communication_not_overlapped, free, stage, preparing FROM StepTraceTime"
+    )
     analysis.unlink()
     db = ProfilerDb(db_path(db_capture, 0))
     (row,) = db.steps()
@@ -154,8 +199,11 @@ def test_steps_rebuilt_from_overlap_analysis_agree_with_step_trace_time(db_captu
 @pytest.mark.parametrize("rank", RANKS)
 def test_communication_equals_communication_op(db_capture: Path, rank: int) -> None:
     path = db_path(db_capture, rank)
-    rows = raw(path, """SELECT s.value, o.startNs, o.endNs FROM COMMUNICATION_OP o
-                        JOIN STRING_IDS s ON s.id = o.opName ORDER BY o.startNs""")
+    rows = raw(
+        path,
+        """SELECT s.value, o.startNs, o.endNs FROM COMMUNICATION_OP o
+                        JOIN STRING_IDS s ON s.id = o.opName ORDER BY o.startNs""",
+    )
     ops = ProfilerDb(path).communication()
     assert [(c.op_name, round(c.duration_us * 1000)) for c in ops] == [(name, end - start) for name, start, end in rows]
     # waitNs is a column only rank 0's database has (added by MindStudio Insight): N/A on rank 1
@@ -169,8 +217,11 @@ def test_communication_equals_communication_op(db_capture: Path, rank: int) -> N
 @pytest.mark.parametrize("rank", RANKS)
 def test_memory_readers_equal_raw_sql(db_capture: Path, rank: int) -> None:
     path = db_path(db_capture, rank)
-    ((records, reserved_max, allocated_last),) = raw(path, """SELECT count(*), max(totalReserved),
-        (SELECT totalAllocated FROM MEMORY_RECORD ORDER BY timestamp DESC, rowid DESC LIMIT 1) FROM MEMORY_RECORD""")
+    ((records, reserved_max, allocated_last),) = raw(
+        path,
+        """SELECT count(*), max(totalReserved),
+        (SELECT totalAllocated FROM MEMORY_RECORD ORDER BY timestamp DESC, rowid DESC LIMIT 1) FROM MEMORY_RECORD""",
+    )
     ((ops, size_sum),) = raw(path, "SELECT count(*), sum(size) FROM OP_MEMORY")
     db = ProfilerDb(path)
     memory = db.memory_records()
@@ -212,7 +263,8 @@ def test_db_has_the_text_exports_structure(db_capture: Path, rank: int, tmp_path
     assert db.tasks[0].pmu["cube_utilization(%)"] is None and text.tasks[0].pmu["cube_utilization(%)"] is not None
     # op_statistic: the text file's rows (compute only) vs the db's, built from its compute tasks
     assert sorted((s.op_type, s.core_type, s.count) for s in db.op_statistic) == sorted(
-        (s.op_type, s.core_type, s.count) for s in text.op_statistic)
+        (s.op_type, s.core_type, s.count) for s in text.op_statistic
+    )
     assert [s.step for s in db.steps] == [s.step for s in text.steps] == [50]
 
 
@@ -220,7 +272,9 @@ def test_db_has_the_text_exports_structure(db_capture: Path, rank: int, tmp_path
 def test_find_datasets_finds_db_exports(db_capture: Path) -> None:
     found = find_datasets(db_capture)
     assert [(d.kind, d.db.name) for d in found] == [
-        ("torch_npu_db", "ascend_pytorch_profiler_0.db"), ("torch_npu_db", "ascend_pytorch_profiler_1.db")]
+        ("torch_npu_db", "ascend_pytorch_profiler_0.db"),
+        ("torch_npu_db", "ascend_pytorch_profiler_1.db"),
+    ]
     assert found[0].source == "read: database export ascend_pytorch_profiler_0.db"
 
 
@@ -240,9 +294,14 @@ def test_text_and_db_in_one_folder_read_once_text_first(tmp_path: Path) -> None:
     assert "not read: ascend_pytorch_profiler_0.db" in ds.source
     text, db = export_sides(ds)
     assert (text.source, db.source) == ("kernel_details", "ascend_pytorch_profiler_0.db")
-    raw_counts = dict(raw(root / "rank0_ascend_pt" / OUT / "ascend_pytorch_profiler_0.db", """
+    raw_counts = dict(
+        raw(
+            root / "rank0_ascend_pt" / OUT / "ascend_pytorch_profiler_0.db",
+            """
         SELECT s.value, count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c USING (globalTaskId)
-        JOIN STRING_IDS s ON s.id = c.opType GROUP BY s.value"""))
+        JOIN STRING_IDS s ON s.id = c.opType GROUP BY s.value""",
+        )
+    )
     assert {op: c for op, (c, _) in db.per_type.items() if op != "hcom_allReduce_"} == raw_counts
     assert {op: c for op, (c, _) in text.per_type.items()} == {op: c for op, (c, _) in db.per_type.items()}
     assert (text.steps_source, db.steps_source) == ("step_trace_time.csv", "analysis.db StepTraceTime")
@@ -281,8 +340,9 @@ def test_msprof_db_beside_its_text_export_and_alone(tmp_path: Path) -> None:
 def test_load_cluster_reads_step_trace_time_from_db(db_capture: Path) -> None:
     view = load_cluster(db_capture)
     for rank in RANKS:
-        ((computing, free),) = raw(db_path(db_capture, rank).parent / "analysis.db",
-                                   "SELECT computing, free FROM StepTraceTime")
+        ((computing, free),) = raw(
+            db_path(db_capture, rank).parent / "analysis.db", "SELECT computing, free FROM StepTraceTime"
+        )
         (row,) = view.steps[rank]
         assert (row.step, row.computing_us, row.free_us) == (50, computing, free)
     assert [len(p.communication()) for p in view.ranks] == [4, 4]
@@ -384,11 +444,20 @@ def test_msprof_analyze_cluster_db_read_as_its_csv(tmp_path: Path) -> None:
     """Given database exports, msprof-analyze writes ClusterStepTraceTime into cluster_analysis.db, not a CSV."""
     path = tmp_path / "cluster_analysis.db"
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE ClusterStepTraceTime (step TEXT, type TEXT, \"index\" INTEGER, computing NUMERIC, "
-                 "communication_not_overlapped NUMERIC, free NUMERIC, dp_index INTEGER)")
+    conn.execute(
+        'CREATE TABLE ClusterStepTraceTime (step TEXT, type TEXT, "index" INTEGER, computing NUMERIC, '
+        "communication_not_overlapped NUMERIC, free NUMERIC, dp_index INTEGER)"
+    )
     conn.execute("INSERT INTO ClusterStepTraceTime VALUES ('50', 'rank', 1, 8915.634, 94556.05, 25840.499, 0)")
     conn.commit()
     conn.close()
-    assert cluster_analysis_db.read_cluster_step_trace_time(path) == [{
-        "Step": "50", "Type": "rank", "Index": "1", "Computing": "8915.634",
-        "Communication(Not Overlapped)": "94556.05", "Free": "25840.499"}]
+    assert cluster_analysis_db.read_cluster_step_trace_time(path) == [
+        {
+            "Step": "50",
+            "Type": "rank",
+            "Index": "1",
+            "Computing": "8915.634",
+            "Communication(Not Overlapped)": "94556.05",
+            "Free": "25840.499",
+        }
+    ]

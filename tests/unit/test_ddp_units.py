@@ -199,8 +199,9 @@ def test_rank_selects_its_device_before_hccl(monkeypatch: pytest.MonkeyPatch) ->
     lesson = load_lesson("04_pyTorch/src/ddp_with_profiler.py")
     calls = []
     monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
-    monkeypatch.setattr(torch, "npu", types.SimpleNamespace(set_device=lambda d: calls.append(("set_device", d))),
-                        raising=False)
+    monkeypatch.setattr(
+        torch, "npu", types.SimpleNamespace(set_device=lambda d: calls.append(("set_device", d))), raising=False
+    )
     monkeypatch.setattr(dist, "init_process_group", lambda backend, timeout: calls.append(("init", backend)))
     monkeypatch.setattr(torch, "device", lambda text: ("device", text))  # CPU-only torch has no "npu" type
     devices = lesson.parse_args(["--devices", "7,3"]).devices
@@ -213,7 +214,7 @@ def test_rank_selects_its_device_before_hccl(monkeypatch: pytest.MonkeyPatch) ->
 def test_torchrun_argv_is_loopback_and_an_argv_list() -> None:
     argv = ranks.torchrun_argv(4, 29555, Path("/w/ddp_rank.py"), ["--status-dir", "/x y", "/w/lesson.py"])
     assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert argv[argv.index("/w/ddp_rank.py") + 1:] == ["--status-dir", "/x y", "/w/lesson.py"]
+    assert argv[argv.index("/w/ddp_rank.py") + 1 :] == ["--status-dir", "/x y", "/w/lesson.py"]
     assert argv[argv.index("--nproc-per-node") + 1] == "4"
     assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:29555"
     assert argv[argv.index("--max-restarts") + 1] == "0"
@@ -243,8 +244,13 @@ def test_diagnose_uses_torchrun_root_cause_and_rank_reports() -> None:
 def test_diagnose_blames_the_rank_that_failed_on_its_own_not_the_peer_whose_collective_broke_first() -> None:
     # rank 0's all-reduce noticed the lost peer before rank 1 wrote its report, and torchrun names rank 0
     statuses = {
-        0: {"rank": 0, "state": "failed", "step": 4, "time": 1.0,
-            "error": "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"},
+        0: {
+            "rank": 0,
+            "state": "failed",
+            "step": 4,
+            "time": 1.0,
+            "error": "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer",
+        },
         1: {"rank": 1, "state": "failed", "step": 4, "time": 2.0, "error": "RuntimeError: fault drill"},
     }
     log = TORCHRUN_FAILURE.replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")
@@ -297,7 +303,12 @@ def test_a_rank_error_is_recorded_for_the_driver(tmp_path) -> None:
         raise ValueError("bad batch")
     assert status.exit_code == 1
     assert ranks.read_statuses(tmp_path, 2)[1] | {"time": 0} == {
-        "rank": 1, "pid": status.data["pid"], "state": "failed", "step": 4, "error": "ValueError: bad batch", "time": 0,
+        "rank": 1,
+        "pid": status.data["pid"],
+        "state": "failed",
+        "step": 4,
+        "error": "ValueError: bad batch",
+        "time": 0,
     }
     with ddp_rank.RankStatus.start(tmp_path / ranks.STATUS_DIR, 0) as ok:
         ok.update(state="done")
@@ -327,8 +338,11 @@ def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     assert small.ok and not small.applicable and "too little work on this model" in small.detail
     assert "None" not in small.detail
     noise = check_slow_rank(quiet, rank0_held, 1, 4)
-    assert noise.ok and not noise.applicable and "waited for longest at the collectives: 0 (9,000.0 us in all, last " \
-        "at 9 of 10)" in noise.detail
+    assert (
+        noise.ok
+        and not noise.applicable
+        and "waited for longest at the collectives: 0 (9,000.0 us in all, last at 9 of 10)" in noise.detail
+    )
     blamed = check_slow_rank(SlowRank(0, "computing", "rank 0"), rank0_held, 1, 4)
     assert not blamed.ok and "the view names rank 0 (computing)" in blamed.detail
     found = check_slow_rank(SlowRank(1, "computing", "rank 1"), rank1_held, 1, 4)
@@ -352,9 +366,11 @@ def test_nodes_are_torchrun_agents_of_one_rendezvous(tmp_path: Path) -> None:
     args = ranks.parse_args(["2", "--nodes", "2", "--slow-rank", "3"], None, "run_ddp.sh", tmp_path)
     plan = ranks.validate(args)
     assert (plan.world, plan.slow_rank, plan.devices, plan.node_devices(1)) == (4, 3, [0, 1, 2, 3], [2, 3])
-    for bad, what in ((["2", "--nodes", "5"], "--nodes '5' is not an integer in 1..4"),
-                      (["2", "--nodes", "x"], "--nodes 'x'"),
-                      (["2", "--nodes", "2", "--slow-rank", "4"], "--slow-rank '4' is not a rank in 0..3")):
+    for bad, what in (
+        (["2", "--nodes", "5"], "--nodes '5' is not an integer in 1..4"),
+        (["2", "--nodes", "x"], "--nodes 'x'"),
+        (["2", "--nodes", "2", "--slow-rank", "4"], "--slow-rank '4' is not a rank in 0..3"),
+    ):
         with pytest.raises(LabError, match=what):
             ranks.validate(ranks.parse_args(bad, None, "run_ddp.sh", tmp_path))
 
@@ -363,8 +379,11 @@ def test_the_nodes_program_stops_every_agent_when_one_fails(tmp_path: Path) -> N
     from common.modes.pytorch import ddp_nodes
 
     agents = tmp_path / "agents.json"
-    agents.write_text(json.dumps([[sys.executable, "-c", "import time; time.sleep(60)"],
-                                  [sys.executable, "-c", "raise SystemExit(3)"]]))
+    agents.write_text(
+        json.dumps(
+            [[sys.executable, "-c", "import time; time.sleep(60)"], [sys.executable, "-c", "raise SystemExit(3)"]]
+        )
+    )
     start = time.monotonic()
     assert ddp_nodes.main([str(agents)]) == 3
     assert time.monotonic() - start < 30  # at once, not after the sleeping agent's minute

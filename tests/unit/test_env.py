@@ -5,12 +5,23 @@ from __future__ import annotations
 import pytest
 
 from common import backend as backend_module
-from common.backend import (Backend, chip_names, count_from_npu_smi_list, detect, host_arch_dir, logical_devices,
-                            parse_device_id, select_device, soc_version)
+from common.backend import (
+    Backend,
+    chip_names,
+    count_from_npu_smi_list,
+    detect,
+    host_arch_dir,
+    logical_devices,
+    parse_device_id,
+    select_device,
+    soc_version,
+)
 from common.errors import LabError
 
 
-@pytest.mark.parametrize("bad", ["abc", "-1", "0;rm -rf /", "99999", "64", "", "1.5", "$(id)", "`id`", "0\n1", "--output=/"])
+@pytest.mark.parametrize(
+    "bad", ["abc", "-1", "0;rm -rf /", "99999", "64", "", "1.5", "$(id)", "`id`", "0\n1", "--output=/"]
+)
 def test_bad_device_ids_are_refused(bad: str) -> None:
     with pytest.raises(LabError, match="not an integer in 0..63"):
         parse_device_id(bad)
@@ -31,7 +42,9 @@ def test_forced_portable_and_unknown_backend(monkeypatch: pytest.MonkeyPatch) ->
 def test_forced_npu_without_cann_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
     monkeypatch.setattr(backend_module, "_CANN_CANDIDATES", ())
-    monkeypatch.setattr(backend_module, "logical_devices", lambda npu_smi: ((), "/dev/davinci* nodes, npu-smi not found"))
+    monkeypatch.setattr(
+        backend_module, "logical_devices", lambda npu_smi: ((), "/dev/davinci* nodes, npu-smi not found")
+    )
     detect.cache_clear()
     with pytest.raises(LabError, match="lacks CANN"):
         detect("npu")
@@ -67,8 +80,9 @@ def test_ascend_rt_visible_devices_is_refused_while_profiling(monkeypatch: pytes
     """CANN's ASCEND_RT_VISIBLE_DEVICES page: not supported while profiling; the lab says so, in one line."""
     backend = Backend("npu", "test", "/cann", {"msprof": "/cann/bin/msprof"}, tuple(range(8)))
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "3")
-    with pytest.raises(LabError, match="ASCEND_RT_VISIBLE_DEVICES='3' is set; CANN does not support it while "
-                       "profiling") as err:
+    with pytest.raises(
+        LabError, match="ASCEND_RT_VISIBLE_DEVICES='3' is set; CANN does not support it while profiling"
+    ) as err:
         select_device(backend, 0)
     assert "logical device id (0..7)" in err.value.fix
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "3")  # the portable backend has no NPU runtime to confuse
@@ -77,11 +91,17 @@ def test_ascend_rt_visible_devices_is_refused_while_profiling(monkeypatch: pytes
 
 NPU_SMI_LIST_8 = "\n".join(
     ["        Total Count                    : 8", ""]
-    + [line for k in range(8) for line in (
-        f"        NPU ID                         : {k}",
-        "        Product Name                   : IT21DMDA",
-        f"        Serial Number                  : 033ALXX0000{k}",
-        "        Chip Count                     : 1", "")]
+    + [
+        line
+        for k in range(8)
+        for line in (
+            f"        NPU ID                         : {k}",
+            "        Product Name                   : IT21DMDA",
+            f"        Serial Number                  : 033ALXX0000{k}",
+            "        Chip Count                     : 1",
+            "",
+        )
+    ]
 )
 NPU_SMI_LIST_DUO = """
         Total Count                    : 1
@@ -93,13 +113,18 @@ NPU_SMI_LIST_DUO = """
 """
 
 
-@pytest.mark.parametrize(("text", "count"), [
-    (NPU_SMI_LIST_8, 8),
-    (NPU_SMI_LIST_DUO, 2),  # one card, two chips: two logical devices
-    ("        Total Count                    : 4\n", 4),  # no per-NPU blocks: the total
-    ("        NPU ID : 4\n        Product Name : x\n", 1),  # a container that mounts one card: logical 0
-    ("", None), ("npu-smi: command not permitted\n", None), ("        Total Count : 0\n", None),
-])
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        (NPU_SMI_LIST_8, 8),
+        (NPU_SMI_LIST_DUO, 2),  # one card, two chips: two logical devices
+        ("        Total Count                    : 4\n", 4),  # no per-NPU blocks: the total
+        ("        NPU ID : 4\n        Product Name : x\n", 1),  # a container that mounts one card: logical 0
+        ("", None),
+        ("npu-smi: command not permitted\n", None),
+        ("        Total Count : 0\n", None),
+    ],
+)
 def test_device_count_from_npu_smi_list(text: str, count: int | None) -> None:
     assert count_from_npu_smi_list(text) == count
 
@@ -182,15 +207,18 @@ def test_chip_names_are_read_by_column() -> None:
     assert chip_names("npu-smi: not found\n") == {}
 
 
-@pytest.mark.parametrize(("text", "device", "soc"), [
-    (_npu_smi_910b(8), 0, "Ascend910B3"),
-    (_npu_smi_910b(8), 7, "Ascend910B3"),
-    (_npu_smi_910b(2, "910B4"), 1, "Ascend910B4"),
-    (_npu_smi_910b(2, "910B4-1"), 1, "Ascend910B4-1"),  # a hyphenated name (torch_npu's socVersionMap)
-    # "3105 / 65536" (HBM), a pid 3105 and memory 3105 sit in other columns: never read as a chip
-    (_npu_smi_910b(1), 0, "Ascend910B3"),
-    (NPU_SMI_310P_DUO, 1, "Ascend310P3"),
-])
+@pytest.mark.parametrize(
+    ("text", "device", "soc"),
+    [
+        (_npu_smi_910b(8), 0, "Ascend910B3"),
+        (_npu_smi_910b(8), 7, "Ascend910B3"),
+        (_npu_smi_910b(2, "910B4"), 1, "Ascend910B4"),
+        (_npu_smi_910b(2, "910B4-1"), 1, "Ascend910B4-1"),  # a hyphenated name (torch_npu's socVersionMap)
+        # "3105 / 65536" (HBM), a pid 3105 and memory 3105 sit in other columns: never read as a chip
+        (_npu_smi_910b(1), 0, "Ascend910B3"),
+        (NPU_SMI_310P_DUO, 1, "Ascend310P3"),
+    ],
+)
 def test_soc_version_from_the_npu_smi_table(text, device, soc, tmp_path, monkeypatch) -> None:
     npu_smi = tmp_path / "npu-smi"
     (tmp_path / "out.txt").write_text(text)

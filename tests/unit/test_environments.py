@@ -63,8 +63,10 @@ def built_env(venv: Path, stamp: str, *scripts: tuple[str, str]) -> None:
 
 def test_group_requirements_resolve_included_groups(tmp_path: Path) -> None:
     pyproject = tmp_path / "pyproject.toml"
-    pyproject.write_text('[project]\nname = "x"\n\n[dependency-groups]\nlab = ["numpy>=1.24"]\n'
-                         'portable = [{ include-group = "lab" }, "torch==2.13.0"]\ndev = ["pytest>=8"]\n')
+    pyproject.write_text(
+        '[project]\nname = "x"\n\n[dependency-groups]\nlab = ["numpy>=1.24"]\n'
+        'portable = [{ include-group = "lab" }, "torch==2.13.0"]\ndev = ["pytest>=8"]\n'
+    )
     got = environments.group_requirements(["portable", "dev"], pyproject)
     assert got == ["numpy>=1.24", "torch==2.13.0", "pytest>=8"]
     with pytest.raises(LabError, match="no dependency group 'ecosystem'"):
@@ -111,11 +113,18 @@ def test_without_ensurepips_wheel_the_venv_brings_pip_and_upgrades_it(fake_run: 
     assert [argv[1:3] for argv in ran[2:]] == [["-m", "pip"], ["-m", "compileall"]]
 
 
-@pytest.mark.parametrize(("path", "left_out"), [
-    ("pandas/tests/frame/test_api.py", True), ("numpy/_core/tests/test_umath.py", True), ("sympy/core/tests/x.py", True),
-    ("torch/testing/_internal/common_utils.py", False), ("torch/nn/modules/linear.py", False),
-    ("_pytest/python.py", False), ("torch/utils/data/test.py", False),
-])
+@pytest.mark.parametrize(
+    ("path", "left_out"),
+    [
+        ("pandas/tests/frame/test_api.py", True),
+        ("numpy/_core/tests/test_umath.py", True),
+        ("sympy/core/tests/x.py", True),
+        ("torch/testing/_internal/common_utils.py", False),
+        ("torch/nn/modules/linear.py", False),
+        ("_pytest/python.py", False),
+        ("torch/utils/data/test.py", False),
+    ],
+)
 def test_the_build_leaves_out_only_the_packages_test_folders(path: str, left_out: bool) -> None:
     full = f"/x/.nox/lab-portable/lib/python3.11/site-packages/{path}"
     assert bool(re.search(environments.PACKAGE_TESTS, full)) is left_out
@@ -141,8 +150,12 @@ def test_two_processes_wanting_one_environment_build_it_once(fake_run: FakeRun) 
     """Two test workers (or two nox sessions) needing .nox/ecosystem at once: the second waits for the first's build."""
     fake_run.venv_delay_s = 0.3  # long enough for the other one to arrive while this one builds
     pythons = []
-    threads = [threading.Thread(target=lambda: pythons.append(
-        environments.ensure_environment(fake_run.venv, ["ecosystem"], log=quiet))) for _ in range(2)]
+    threads = [
+        threading.Thread(
+            target=lambda: pythons.append(environments.ensure_environment(fake_run.venv, ["ecosystem"], log=quiet))
+        )
+        for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -151,7 +164,8 @@ def test_two_processes_wanting_one_environment_build_it_once(fake_run: FakeRun) 
 
 
 def test_an_environment_whose_scripts_name_a_gone_interpreter_is_rebuilt_where_it_really_is(
-        tmp_path: Path, fake_run: FakeRun) -> None:
+    tmp_path: Path, fake_run: FakeRun
+) -> None:
     """pip writes a script's #! as the path it was given: an environment reached through a symlink that later went
     (a test's private copy of the lab) would be left with scripts that cannot start."""
     real = tmp_path / "checkout" / ".nox"
@@ -169,11 +183,13 @@ def test_the_requirements_join_the_stamp_and_the_install(fake_run: FakeRun) -> N
     plain = environments.stamp_of(["portable"])
     assert environments.stamp_of(["portable"], requirements=()) == plain  # older stamps still hold
     assert environments.stamp_of(["portable"], requirements=("timm",)) != plain
-    assert environments.stamp_of(["portable"], requirements=("timm", "torch===2.13.0")) != \
-        environments.stamp_of(["portable"], requirements=("timm", "torch===2.13.0+cpu"))
+    assert environments.stamp_of(["portable"], requirements=("timm", "torch===2.13.0")) != environments.stamp_of(
+        ["portable"], requirements=("timm", "torch===2.13.0+cpu")
+    )
     venv, verified = fake_run.venv, []
-    environments.ensure_environment(venv, ["ecosystem"], requirements=("timm", "torch===2.13.0+cpu"),
-                                    verify=verified.append, log=quiet)
+    environments.ensure_environment(
+        venv, ["ecosystem"], requirements=("timm", "torch===2.13.0+cpu"), verify=verified.append, log=quiet
+    )
     install = next(a for a in fake_run.ran if "--group" in a)
     assert install[-4:] == ["--group", "ecosystem", "timm", "torch===2.13.0+cpu"]
     assert verified == [venv.resolve() / "bin" / "python"]
@@ -202,5 +218,6 @@ def test_a_failed_verify_leaves_the_environment_unstamped(fake_run: FakeRun) -> 
     assert not (venv / environments.STAMP).exists()
     (venv / environments.STAMP).write_text(environments.stamp_of(["ecosystem"], requirements=("six",)))
     with pytest.raises(LabError, match="no import"):  # kept on top of a built one: that one's stamp goes first
-        environments.ensure_environment(venv, ["ecosystem"], requirements=("timm",), verify=refuse, keep=True,
-                                        log=quiet)
+        environments.ensure_environment(
+            venv, ["ecosystem"], requirements=("timm",), verify=refuse, keep=True, log=quiet
+        )

@@ -22,9 +22,16 @@ MSA_ROWS = FIXTURES / "msprof_analyze_cluster" / "megatron_pp2_dp2.csv"
 # What msprof-analyze's ClusterStepTraceTime held for this capture read with each rank's analysis.db:
 # the text's values, but rank 1's Preparing 0.16 us off (the database computes it from ns rows).
 DB_PREPARING_RANK1 = 205.16
-COLUMNS = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped",
-           "Overlapped": "overlapped", "Communication": "communication", "Free": "free", "Stage": "stage",
-           "Bubble": "bubble", "Preparing": "preparing"}
+COLUMNS = {
+    "Computing": "computing",
+    "Communication(Not Overlapped)": "communication_not_overlapped",
+    "Overlapped": "overlapped",
+    "Communication": "communication",
+    "Free": "free",
+    "Stage": "stage",
+    "Bubble": "bubble",
+    "Preparing": "preparing",
+}
 
 
 def _cluster_db(path: Path, edit=None) -> Path:
@@ -39,8 +46,10 @@ def _cluster_db(path: Path, edit=None) -> Path:
     conn = sqlite3.connect(path)
     names = ", ".join(f'"{c}" NUMERIC' for c in COLUMNS.values())
     conn.execute(f'CREATE TABLE ClusterStepTraceTime (step TEXT, type TEXT, "index" INTEGER, {names})')
-    conn.executemany(f"INSERT INTO ClusterStepTraceTime VALUES ({', '.join('?' * (3 + len(COLUMNS)))})",
-                     [[r["Step"], r["Type"], int(r["Index"]), *(float(r[c]) for c in COLUMNS)] for r in rows])
+    conn.executemany(
+        f"INSERT INTO ClusterStepTraceTime VALUES ({', '.join('?' * (3 + len(COLUMNS)))})",
+        [[r["Step"], r["Type"], int(r["Index"]), *(float(r[c]) for c in COLUMNS)] for r in rows],
+    )
     conn.commit()
     conn.close()
     return path
@@ -63,22 +72,28 @@ def test_the_real_capture_resolution_is_its_stage_grid() -> None:
 
 def test_text_beside_analysis_db_passes_within_the_text_resolution(tmp_path: Path) -> None:
     steps = load_cluster(MEGATRON).steps
-    verdict = compare_with_cluster_db(steps, _cluster_db(tmp_path / "cluster_analysis.db"),
-                                      rounding=text_rounding(steps))
+    verdict = compare_with_cluster_db(
+        steps, _cluster_db(tmp_path / "cluster_analysis.db"), rounding=text_rounding(steps)
+    )
     assert verdict.ok, verdict.detail
     assert "largest difference 0.1600 us (rank 1 step 13 Preparing)" in verdict.detail
-    assert ("its Stage values sit on a 0.25 us grid, so a span between two of its timestamps may differ by "
-            "0.25 us") in verdict.detail
+    assert (
+        "its Stage values sit on a 0.25 us grid, so a span between two of its timestamps may differ by 0.25 us"
+    ) in verdict.detail
     # the same export read twice still allows only its printed digits
     strict = compare_with_cluster_db(steps, tmp_path / "cluster_analysis.db")
     assert not strict.ok and "tolerance 0.002 us" in strict.detail
 
 
-@pytest.mark.parametrize(("column", "shift", "named"), [("Computing", 1.0, "rank 2 step 13 Computing by 1.0000 us"),
-                                                        ("Preparing", 0.3, "rank 2 step 13 Preparing by 0.3000 us"),
-                                                        ("Communication", 0.6, "rank 2 step 13 Communication by")])
-def test_a_difference_beyond_the_resolution_still_fails(tmp_path: Path, column: str, shift: float,
-                                                        named: str) -> None:
+@pytest.mark.parametrize(
+    ("column", "shift", "named"),
+    [
+        ("Computing", 1.0, "rank 2 step 13 Computing by 1.0000 us"),
+        ("Preparing", 0.3, "rank 2 step 13 Preparing by 0.3000 us"),
+        ("Communication", 0.6, "rank 2 step 13 Communication by"),
+    ],
+)
+def test_a_difference_beyond_the_resolution_still_fails(tmp_path: Path, column: str, shift: float, named: str) -> None:
     def edit(row: dict) -> None:
         if row["Index"] == "2":
             row[column] = str(float(row[column]) + shift)
@@ -92,10 +107,12 @@ def test_the_cluster_command_on_text_beside_analysis_db_exits_0(tmp_path: Path, 
     """The whole command, msprof-analyze replaced by a stand-in that writes the database table it writes."""
     made = _cluster_db(tmp_path / "made.db")
     tool = tmp_path / "msprof-analyze"
-    tool.write_text(f"#!{sys.executable}\nimport shutil, sys, pathlib\n"
-                    "out = pathlib.Path(sys.argv[sys.argv.index('-o') + 1]) / 'cluster_analysis_output'\n"
-                    "out.mkdir(parents=True, exist_ok=True)\n"
-                    f"shutil.copy({str(made)!r}, out / 'cluster_analysis.db')\n")
+    tool.write_text(
+        f"#!{sys.executable}\nimport shutil, sys, pathlib\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('-o') + 1]) / 'cluster_analysis_output'\n"
+        "out.mkdir(parents=True, exist_ok=True)\n"
+        f"shutil.copy({str(made)!r}, out / 'cluster_analysis.db')\n"
+    )
     tool.chmod(0o755)
     monkeypatch.setenv("MSPROF_ANALYZE", str(tool))
     code = main(["cluster", str(MEGATRON), "--cross-check"])

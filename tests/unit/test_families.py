@@ -52,58 +52,112 @@ REAL_NAMES = [
     ("aclnnMatmul_MatMulV3Common_MatMulV5", "matmul", "MatMulV5"),
     ("aclnnAdd_AddAiCore_Add", "elementwise", "Add"),
     # graph-node names with a counter (the version of MatMulV2 is not one)
-    ("Cast16", "cast", "Cast"), ("Add18", "elementwise", "Add"), ("Conv2D1", "conv", "Conv2D"),
-    ("Conv2DBackpropFilter10", "conv", "Conv2DBackpropFilter"), ("ReduceSum7", "reduce", "ReduceSum"),
+    ("Cast16", "cast", "Cast"),
+    ("Add18", "elementwise", "Add"),
+    ("Conv2D1", "conv", "Conv2D"),
+    ("Conv2DBackpropFilter10", "conv", "Conv2DBackpropFilter"),
+    ("ReduceSum7", "reduce", "ReduceSum"),
     # Level1 / msprof OP Types
-    ("MatMulV2", "matmul", "MatMulV2"), ("MatMulV3", "matmul", "MatMulV3"), ("BatchMatMul", "matmul", "BatchMatMul"),
-    ("BatchMatMulV2", "matmul", "BatchMatMulV2"), ("Conv2D", "conv", "Conv2D"),
-    ("Conv2DBackpropFilter", "conv", "Conv2DBackpropFilter"), ("Conv2DBackpropInput", "conv", "Conv2DBackpropInput"),
+    ("MatMulV2", "matmul", "MatMulV2"),
+    ("MatMulV3", "matmul", "MatMulV3"),
+    ("BatchMatMul", "matmul", "BatchMatMul"),
+    ("BatchMatMulV2", "matmul", "BatchMatMulV2"),
+    ("Conv2D", "conv", "Conv2D"),
+    ("Conv2DBackpropFilter", "conv", "Conv2DBackpropFilter"),
+    ("Conv2DBackpropInput", "conv", "Conv2DBackpropInput"),
     ("FlashAttentionScore", "attention", "FlashAttentionScore"),
     ("FlashAttentionScoreGrad", "attention", "FlashAttentionScoreGrad"),
-    ("LayerNormV3", "norm", "LayerNormV3"), ("LayerNormGrad", "norm", "LayerNormGrad"), ("RmsNorm", "norm", "RmsNorm"),
-    ("Swiglu", "activation", "Swiglu"), ("Relu", "activation", "Relu"), ("ReluGrad", "activation", "Relu backward"),
-    ("Gelu", "activation", "Gelu"), ("FastGelu", "activation", "Gelu"), ("GeluGrad", "activation", "Gelu backward"),
-    ("Sigmoid", "activation", "Sigmoid"), ("SoftmaxV2", "softmax", "SoftmaxV2"),
-    ("MaxPoolWithArgmaxV2", "pool", "MaxPoolWithArgmaxV2"), ("AvgPool", "pool", "AvgPool"),
-    ("AdaptiveAvgPool3dGrad", "pool", "AdaptiveAvgPool3dGrad"), ("ReduceSum", "reduce", "ReduceSum"),
-    ("TopKV2", "indexing", "TopKV2"), ("Add", "elementwise", "Add"), ("Mul", "elementwise", "Mul"),
-    ("RealDiv", "elementwise", "RealDiv"), ("Sub", "elementwise", "Sub"), ("Equal", "elementwise", "Equal"),
-    ("Cast", "cast", "Cast"), ("TransData", "layout", "TransData"), ("TensorMove", "layout", "TensorMove"),
-    ("Transpose", "layout", "Transpose"), ("MemSet", "init", "MemSet"), ("Fill", "init", "Fill"),
-    ("OnesLike", "init", "OnesLike"), ("DSARandomNormal", "init", "DSARandomNormal"),
-    ("MemcpyAsync", "memcpy", "MemcpyAsync"), ("hcom_allReduce_", "communication", "AllReduce"),
+    ("LayerNormV3", "norm", "LayerNormV3"),
+    ("LayerNormGrad", "norm", "LayerNormGrad"),
+    ("RmsNorm", "norm", "RmsNorm"),
+    ("Swiglu", "activation", "Swiglu"),
+    ("Relu", "activation", "Relu"),
+    ("ReluGrad", "activation", "Relu backward"),
+    ("Gelu", "activation", "Gelu"),
+    ("FastGelu", "activation", "Gelu"),
+    ("GeluGrad", "activation", "Gelu backward"),
+    ("Sigmoid", "activation", "Sigmoid"),
+    ("SoftmaxV2", "softmax", "SoftmaxV2"),
+    ("MaxPoolWithArgmaxV2", "pool", "MaxPoolWithArgmaxV2"),
+    ("AvgPool", "pool", "AvgPool"),
+    ("AdaptiveAvgPool3dGrad", "pool", "AdaptiveAvgPool3dGrad"),
+    ("ReduceSum", "reduce", "ReduceSum"),
+    ("TopKV2", "indexing", "TopKV2"),
+    ("Add", "elementwise", "Add"),
+    ("Mul", "elementwise", "Mul"),
+    ("RealDiv", "elementwise", "RealDiv"),
+    ("Sub", "elementwise", "Sub"),
+    ("Equal", "elementwise", "Equal"),
+    ("Cast", "cast", "Cast"),
+    ("TransData", "layout", "TransData"),
+    ("TensorMove", "layout", "TensorMove"),
+    ("Transpose", "layout", "Transpose"),
+    ("MemSet", "init", "MemSet"),
+    ("Fill", "init", "Fill"),
+    ("OnesLike", "init", "OnesLike"),
+    ("DSARandomNormal", "init", "DSARandomNormal"),
+    ("MemcpyAsync", "memcpy", "MemcpyAsync"),
+    ("hcom_allReduce_", "communication", "AllReduce"),
     ("ApplyAdamD", "optimizer", "ApplyAdamD"),
     # aten ops (portable backend, torch_npu host side)
-    ("aten::addmm", "matmul", "aten::addmm"), ("aten::mm", "matmul", "aten::mm"), ("aten::bmm", "matmul", "aten::bmm"),
-    ("aten::convolution", "conv", "aten::convolution"), ("aten::_convolution", "conv", "aten::_convolution"),
+    ("aten::addmm", "matmul", "aten::addmm"),
+    ("aten::mm", "matmul", "aten::mm"),
+    ("aten::bmm", "matmul", "aten::bmm"),
+    ("aten::convolution", "conv", "aten::convolution"),
+    ("aten::_convolution", "conv", "aten::_convolution"),
     ("aten::mkldnn_convolution", "conv", "aten::mkldnn_convolution"),
     ("aten::cudnn_convolution", "conv", "aten::cudnn_convolution"),
-    ("aten::native_layer_norm", "norm", "aten::native_layer_norm"), ("aten::batch_norm", "norm", "aten::batch_norm"),
-    ("aten::unsafe_split", "layout", "aten::unsafe_split"), ("aten::unsafe_chunk", "layout", "aten::unsafe_chunk"),
-    ("aten::native_batch_norm", "norm", "aten::native_batch_norm"), ("aten::relu", "activation", "Relu"),
-    ("aten::relu_", "activation", "Relu"), ("aten::threshold_backward", "activation", "Relu backward"),
-    ("aten::gelu", "activation", "Gelu"), ("aten::gelu_backward", "activation", "Gelu backward"),
-    ("aten::silu", "activation", "Silu"), ("aten::_softmax", "softmax", "aten::_softmax"),
+    ("aten::native_layer_norm", "norm", "aten::native_layer_norm"),
+    ("aten::batch_norm", "norm", "aten::batch_norm"),
+    ("aten::unsafe_split", "layout", "aten::unsafe_split"),
+    ("aten::unsafe_chunk", "layout", "aten::unsafe_chunk"),
+    ("aten::native_batch_norm", "norm", "aten::native_batch_norm"),
+    ("aten::relu", "activation", "Relu"),
+    ("aten::relu_", "activation", "Relu"),
+    ("aten::threshold_backward", "activation", "Relu backward"),
+    ("aten::gelu", "activation", "Gelu"),
+    ("aten::gelu_backward", "activation", "Gelu backward"),
+    ("aten::silu", "activation", "Silu"),
+    ("aten::_softmax", "softmax", "aten::_softmax"),
     ("aten::max_pool2d_with_indices", "pool", "aten::max_pool2d_with_indices"),
-    ("aten::add", "elementwise", "aten::add"), ("aten::add_", "elementwise", "aten::add_"),
-    ("aten::mul", "elementwise", "aten::mul"), ("aten::div", "elementwise", "aten::div"),
-    ("aten::sum", "reduce", "aten::sum"), ("aten::mean", "reduce", "aten::mean"),
+    ("aten::add", "elementwise", "aten::add"),
+    ("aten::add_", "elementwise", "aten::add_"),
+    ("aten::mul", "elementwise", "aten::mul"),
+    ("aten::div", "elementwise", "aten::div"),
+    ("aten::sum", "reduce", "aten::sum"),
+    ("aten::mean", "reduce", "aten::mean"),
     ("aten::_native_multi_head_attention", "attention", "aten::_native_multi_head_attention"),
     ("aten::scaled_dot_product_attention", "attention", "aten::scaled_dot_product_attention"),
-    ("aten::_foreach_add_", "optimizer", "aten::_foreach_add_"), ("aten::copy_", "layout", "aten::copy_"),
-    ("aten::to", "cast", "aten::to"), ("aten::_to_copy", "cast", "aten::_to_copy"),
-    ("aten::contiguous", "layout", "aten::contiguous"), ("aten::reshape", "layout", "aten::reshape"),
-    ("aten::uniform_", "init", "aten::uniform_"), ("aten::erfinv_", "init", "aten::erfinv_"), ("aten::randn", "init", "aten::randn"),
-    ("aten::ones_like", "init", "aten::ones_like"), ("gloo:all_reduce", "communication", "AllReduce"),
+    ("aten::_foreach_add_", "optimizer", "aten::_foreach_add_"),
+    ("aten::copy_", "layout", "aten::copy_"),
+    ("aten::to", "cast", "aten::to"),
+    ("aten::_to_copy", "cast", "aten::_to_copy"),
+    ("aten::contiguous", "layout", "aten::contiguous"),
+    ("aten::reshape", "layout", "aten::reshape"),
+    ("aten::uniform_", "init", "aten::uniform_"),
+    ("aten::erfinv_", "init", "aten::erfinv_"),
+    ("aten::randn", "init", "aten::randn"),
+    ("aten::ones_like", "init", "aten::ones_like"),
+    ("gloo:all_reduce", "communication", "AllReduce"),
     ("add_custom", "elementwise", "add_custom"),  # 02's AscendC kernel
     # ONNX Runtime node types (03); Erf is one per decomposed GELU
-    ("Gemm", "matmul", "Gemm"), ("MatMul", "matmul", "MatMul"), ("FusedMatMul", "matmul", "FusedMatMul"),
-    ("Conv", "conv", "Conv"), ("FusedConv", "conv", "FusedConv"), ("BatchNormalization", "norm", "BatchNormalization"),
+    ("Gemm", "matmul", "Gemm"),
+    ("MatMul", "matmul", "MatMul"),
+    ("FusedMatMul", "matmul", "FusedMatMul"),
+    ("Conv", "conv", "Conv"),
+    ("FusedConv", "conv", "FusedConv"),
+    ("BatchNormalization", "norm", "BatchNormalization"),
     ("LayerNormalization", "norm", "LayerNormalization"),
-    ("SkipLayerNormalization", "norm", "SkipLayerNormalization"), ("Softmax", "softmax", "Softmax"),
-    ("Erf", "activation", "Erf"), ("MaxPool", "pool", "MaxPool"), ("GlobalAveragePool", "pool", "GlobalAveragePool"),
-    ("Div", "elementwise", "Div"), ("ReduceMean", "reduce", "ReduceMean"), ("Reshape", "layout", "Reshape"),
-    ("Attention", "attention", "Attention"), ("MultiHeadAttention", "attention", "MultiHeadAttention"),
+    ("SkipLayerNormalization", "norm", "SkipLayerNormalization"),
+    ("Softmax", "softmax", "Softmax"),
+    ("Erf", "activation", "Erf"),
+    ("MaxPool", "pool", "MaxPool"),
+    ("GlobalAveragePool", "pool", "GlobalAveragePool"),
+    ("Div", "elementwise", "Div"),
+    ("ReduceMean", "reduce", "ReduceMean"),
+    ("Reshape", "layout", "Reshape"),
+    ("Attention", "attention", "Attention"),
+    ("MultiHeadAttention", "attention", "MultiHeadAttention"),
     ("sanitized_kernel", "other", "sanitized_kernel"),
 ]
 
@@ -116,19 +170,33 @@ def test_real_names_map_to_family_and_label(name: str, family: str, label: str) 
 def test_a_relu_is_never_reported_as_a_gelu() -> None:
     for relu in ("Relu", "aten::relu", "aclnnInplaceRelu_Relu_Relu", "ReluGrad", "aten::threshold_backward"):
         assert families.op_family(relu) == "activation" and "Gelu" not in families.op_label(relu)
-    stats = [OpStat("Relu", "AI_VECTOR_CORE", 7, 64.0, 2.7, 9.1, 15.5, 70.0),
-             OpStat("ReluGrad", "AI_VECTOR_CORE", 7, 27.0, 8.1, 3.9, 26.4, 30.0)]
+    stats = [
+        OpStat("Relu", "AI_VECTOR_CORE", 7, 64.0, 2.7, 9.1, 15.5, 70.0),
+        OpStat("ReluGrad", "AI_VECTOR_CORE", 7, 27.0, 8.1, 3.9, 26.4, 30.0),
+    ]
     assert families.family_labels(stats) == {"activation": ["Relu", "Relu backward"]}
 
 
 def test_real_model_ops_have_families() -> None:
     # what the models people bring run: recurrent layers, resizes, embeddings, routing, transposed convs
-    cases = {"aten::mkldnn_rnn_layer": "recurrent", "LSTM": "recurrent", "DynamicRNN": "recurrent",
-             "aten::_transformer_encoder_layer_fwd": "attention", "aten::upsample_bilinear2d": "resize",
-             "Resize": "resize", "aten::embedding": "embedding", "Gather": "indexing",
-             "aten::index_add_": "indexing", "aten::topk": "indexing", "aten::nonzero": "indexing",
-             "aten::where": "indexing", "aten::slow_conv_transpose2d": "conv", "ConvTranspose": "conv",
-             "aten::_local_scalar_dense": "memcpy", "aten::group_norm": "norm"}
+    cases = {
+        "aten::mkldnn_rnn_layer": "recurrent",
+        "LSTM": "recurrent",
+        "DynamicRNN": "recurrent",
+        "aten::_transformer_encoder_layer_fwd": "attention",
+        "aten::upsample_bilinear2d": "resize",
+        "Resize": "resize",
+        "aten::embedding": "embedding",
+        "Gather": "indexing",
+        "aten::index_add_": "indexing",
+        "aten::topk": "indexing",
+        "aten::nonzero": "indexing",
+        "aten::where": "indexing",
+        "aten::slow_conv_transpose2d": "conv",
+        "ConvTranspose": "conv",
+        "aten::_local_scalar_dense": "memcpy",
+        "aten::group_norm": "norm",
+    }
     assert {op: families.op_family(op) for op in cases} == cases
     assert families.op_label("QuickGelu") == "QuickGelu"  # ORT's x * sigmoid(alpha x): not labelled a GELU
 
@@ -156,10 +224,12 @@ def test_level0_kernel_names_classify_as_level1_op_types(rank: int) -> None:
     assert {r["Type"] for r in level0} == {"N/A"} and len(level0) == len(level1) == 191
     # Level1 names the same kernels and adds their OP Type: a name must land where its type does,
     # under the same label
-    assert [(r["Name"], families.classify(r["Name"])) for r in level1] == \
-           [(r["Name"], families.classify(r["Type"])) for r in level1]
-    assert Counter(families.classify(r["Name"]) for r in level0) == \
-           Counter(families.classify(r["Type"]) for r in level1)
+    assert [(r["Name"], families.classify(r["Name"])) for r in level1] == [
+        (r["Name"], families.classify(r["Type"])) for r in level1
+    ]
+    assert Counter(families.classify(r["Name"]) for r in level0) == Counter(
+        families.classify(r["Type"]) for r in level1
+    )
 
 
 @pytest.mark.parametrize("rank", [0, 1])
@@ -185,8 +255,9 @@ def _tinymlp_tasks(train: bool):
     model, x = build_model().train(train), make_input()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                record_shapes=True) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule, record_shapes=True
+    ) as prof:
         for _ in range(3):
             if train:
                 optimizer.zero_grad(set_to_none=True)
@@ -203,13 +274,19 @@ def _tinymlp_tasks(train: bool):
 @pytest.mark.parametrize("train", [False, True])
 def test_tinymlp_ops_have_families(train: bool) -> None:
     tasks = _tinymlp_tasks(train)
-    stats = [OpStat(op, "CPU", 1, sum(t.duration_us for t in tasks if t.op_type == op), 0, 0, 0, 0)
-             for op in {t.op_type for t in tasks}]
+    stats = [
+        OpStat(op, "CPU", 1, sum(t.duration_us for t in tasks if t.op_type == op), 0, 0, 0, 0)
+        for op in {t.op_type for t in tasks}
+    ]
     assert families.family_share(stats).get("other", 0.0) <= OTHER_MAX
-    per_step = {f: n / 2 for f, n in families.family_counts(tasks).items()  # 2 recorded steps
-                if f in ("matmul", "activation")}  # a training step's loss and SGD ops come on top
+    per_step = {
+        f: n / 2
+        for f, n in families.family_counts(tasks).items()  # 2 recorded steps
+        if f in ("matmul", "activation")
+    }  # a training step's loss and SGD ops come on top
     # forward: 4 Linear (addmm), 3 GELU; backward: two MatMuls per Linear but the first (its input needs
     # no gradient), one per GELU
     assert per_step == ({"matmul": 11, "activation": 6} if train else {"matmul": 4, "activation": 3}), per_step
-    assert {families.op_label(t.op_type) for t in tasks if families.op_family(t.op_type) == "activation"} == \
-           ({"Gelu", "Gelu backward"} if train else {"Gelu"})
+    assert {families.op_label(t.op_type) for t in tasks if families.op_family(t.op_type) == "activation"} == (
+        {"Gelu", "Gelu backward"} if train else {"Gelu"}
+    )

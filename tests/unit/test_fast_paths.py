@@ -77,14 +77,17 @@ def test_a_block_cut_inside_a_quoted_field_never_gives_wrong_totals(tmp_path: Pa
     assert gave_up  # some cuts did land inside a quoted field
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda cells: cells[:-3], "fields where the header has"),  # a short row
-    (lambda cells: [*cells, "extra"], "fields where the header has"),  # a long row
-    (lambda cells: [c if i != 9 else "N/A" for i, c in enumerate(cells)], "'Task Duration(us)' is empty"),
-    (lambda cells: [c if i != 9 else "-1.0" for i, c in enumerate(cells)], "below 0"),
-    (lambda cells: [c if i != 9 else "nan" for i, c in enumerate(cells)], "not a number"),
-    (lambda cells: [c if i != 9 else "12us" for i, c in enumerate(cells)], "not a number"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda cells: cells[:-3], "fields where the header has"),  # a short row
+        (lambda cells: [*cells, "extra"], "fields where the header has"),  # a long row
+        (lambda cells: [c if i != 9 else "N/A" for i, c in enumerate(cells)], "'Task Duration(us)' is empty"),
+        (lambda cells: [c if i != 9 else "-1.0" for i, c in enumerate(cells)], "below 0"),
+        (lambda cells: [c if i != 9 else "nan" for i, c in enumerate(cells)], "not a number"),
+        (lambda cells: [c if i != 9 else "12us" for i, c in enumerate(cells)], "not a number"),
+    ],
+)
 def test_a_bad_row_falls_back_to_the_exact_error(tmp_path: Path, monkeypatch, damage, message: str) -> None:
     (path,) = generate.write_op_summary(tmp_path, 500, seed=6)
     monkeypatch.setattr(readers, "FAST_BLOCK_BYTES", 8192)  # the bad row is in a later block: the pass stops early
@@ -162,17 +165,25 @@ def test_step_sums_equal_the_mask_computation(data) -> None:
     ts = np.round(rng.uniform(0, 100, n), 3)
     starts = sorted(data.draw(st.lists(st.sampled_from([0.0, 10.0, 10.0, 33.3, 50.0, 99.0, 150.0]), max_size=5)))
     events = OverlapEvents(
-        kind=rng.integers(0, 4, n).astype(np.int8), ts_us=ts, dur_us=rng.uniform(0, 5, n),
-        steps=[(i + 1, s) for i, s in enumerate(starts)], bubble_ts_us=np.round(rng.uniform(0, 100, 5), 1),
-        bubble_dur_us=rng.uniform(0, 1, 5), labels=["NPU 3"],
+        kind=rng.integers(0, 4, n).astype(np.int8),
+        ts_us=ts,
+        dur_us=rng.uniform(0, 5, n),
+        steps=[(i + 1, s) for i, s in enumerate(starts)],
+        bubble_ts_us=np.round(rng.uniform(0, 100, 5), 1),
+        bubble_dur_us=rng.uniform(0, 1, 5),
+        labels=["NPU 3"],
     )
     fast = overlap.overlap_step_times(events)
     ends = events.ts_us + events.dur_us
     if starts:
         assert fast == overlap._step_times_by_mask(events, "3", ends)
     else:
-        assert len(fast) == 1 and fast[0].step is None and fast[0].computing_us == pytest.approx(
-            float(events.dur_us[events.kind == 0].sum()), abs=0) and not math.isnan(fast[0].stage_us)
+        assert (
+            len(fast) == 1
+            and fast[0].step is None
+            and fast[0].computing_us == pytest.approx(float(events.dur_us[events.kind == 0].sum()), abs=0)
+            and not math.isnan(fast[0].stage_us)
+        )
 
 
 def test_fast_csv_block_smaller_than_a_record(tmp_path: Path, monkeypatch) -> None:
@@ -180,5 +191,5 @@ def test_fast_csv_block_smaller_than_a_record(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setattr(readers, "FAST_BLOCK_BYTES", 64)  # every record is longer than a block
     file = table.CsvFile(path, "test")
     chunks = list(file.large_chunks(64))
-    assert b"".join(c for _, c in chunks) == path.read_bytes()[file.data_offset:]
+    assert b"".join(c for _, c in chunks) == path.read_bytes()[file.data_offset :]
     _same_totals(readers._fast_totals(file, readers._OP_SUMMARY_NAMES), _exact(path, "op_summary"))

@@ -53,8 +53,11 @@ def test_every_pair_names_its_finding_fix_and_source_and_the_pages_show_them() -
     assert all(p.npu_only and p.expect and "http" in p.source for p in NPU_ONLY)
     pair = next(p for p in PAIRS if p.name == "batch")
     rows = [pair_json(Outcome(pair, _side([100, 104, 98]), _side([60, 66, 61], "compute-bound: ...")))]
-    for page in (fix_text(rows, {"fp16": "why"}, ["head"]), fix_markdown(rows, {}, ["head"]),
-                 fix_html(rows, {}, ["head"])):
+    for page in (
+        fix_text(rows, {"fp16": "why"}, ["head"]),
+        fix_markdown(rows, {}, ["head"]),
+        fix_html(rows, {}, ["head"]),
+    ):
         assert "batch" in page and "+39.0%" in page
     assert "fp16: why" in fix_text(rows, {"fp16": "why"}, ["head"])
 
@@ -64,8 +67,9 @@ def test_a_users_model_picks_its_pairs_and_the_kernel_pair_stays_the_labs(tmp_pa
     so it is skipped there, saying how to run it."""
     from common.modes.fix.workloads import plan
 
-    sides, skipped = plan(str(ROOT / "workloads" / "transformer.py"), {"batch", "tiles"}, tmp_path / "models",
-                          tmp_path / "ddp")
+    sides, skipped = plan(
+        str(ROOT / "workloads" / "transformer.py"), {"batch", "tiles"}, tmp_path / "models", tmp_path / "ddp"
+    )
     assert "batch" in sides and "tiles" not in sides
     assert "without --workload" in skipped["tiles"]
     default, _ = plan(None, {"tiles"}, tmp_path / "models", tmp_path / "ddp")

@@ -23,7 +23,12 @@ def test_op_summary_real_capture(cann: Path) -> None:
     tasks = readers.read_op_summary(path)
     assert len(tasks) == 2
     first = tasks[0]
-    assert (first.op_type, first.task_type, first.device_id, first.block_dim) == ("sanitized_kernel", "MIX_AIC", "0", 256)
+    assert (first.op_type, first.task_type, first.device_id, first.block_dim) == (
+        "sanitized_kernel",
+        "MIX_AIC",
+        "0",
+        256,
+    )
     assert first.duration_us == pytest.approx(42399.12)
     assert first.input_shapes is None  # N/A reads as missing
     assert first.pmu["aiv_scalar_ratio"] == pytest.approx(0.995)
@@ -64,8 +69,19 @@ def test_block_num_alias_and_no_device_id(tmp_path: Path) -> None:
 
 
 def test_op_summary_round_trip_keeps_msprof_quirks(tmp_path: Path) -> None:
-    tasks = [Task("aten::addmm", "aten::addmm", "CPU", 1700000000000000.25, 12.5, 0.0, "host",
-                  input_shapes="32,1024;1024,1024", input_dtypes="FLOAT;FLOAT")]
+    tasks = [
+        Task(
+            "aten::addmm",
+            "aten::addmm",
+            "CPU",
+            1700000000000000.25,
+            12.5,
+            0.0,
+            "host",
+            input_shapes="32,1024;1024,1024",
+            input_dtypes="FLOAT;FLOAT",
+        )
+    ]
     path = writers.write_op_summary(tmp_path / "op_summary_20260101000000.csv", tasks)
     lines = path.read_text().splitlines()
     assert lines[0].split(",") == OP_SUMMARY
@@ -74,7 +90,11 @@ def test_op_summary_round_trip_keeps_msprof_quirks(tmp_path: Path) -> None:
     assert lines[1].count("N/A") >= 20  # every PMU column unmeasured
     (back,) = readers.read_op_summary(path)
     assert (back.op_type, back.start_us, back.duration_us, back.input_shapes) == (
-        "aten::addmm", 1700000000000000.25, 12.5, "32,1024;1024,1024")
+        "aten::addmm",
+        1700000000000000.25,
+        12.5,
+        "32,1024;1024,1024",
+    )
 
 
 def test_kernel_details_and_step_trace_headers(tmp_path: Path) -> None:
@@ -101,12 +121,21 @@ def test_step_trace_time_old_ten_columns(tmp_path: Path) -> None:
     [
         ("", "file is empty"),
         ("OP Type,Core Type,Count\nMatMul,AI_CORE,3\n", "column 'Total Time(us)'"),
-        ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
-         "0,MatMul,AI_CORE,3,30.0,10.0\n", ":2: 6 fields where the header has 9"),
-        ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
-         "0,MatMul,AI_CORE,three,30,10,10,10,100\n", ":2: column 'Count' holds 'three'"),
-        ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
-         "0,MatMul,AI_CORE,3,nan,10,10,10,100\n", "column 'Total Time(us)' holds 'nan'"),
+        (
+            "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+            "0,MatMul,AI_CORE,3,30.0,10.0\n",
+            ":2: 6 fields where the header has 9",
+        ),
+        (
+            "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+            "0,MatMul,AI_CORE,three,30,10,10,10,100\n",
+            ":2: column 'Count' holds 'three'",
+        ),
+        (
+            "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+            "0,MatMul,AI_CORE,3,nan,10,10,10,100\n",
+            "column 'Total Time(us)' holds 'nan'",
+        ),
     ],
 )
 def test_damaged_op_statistic_names_file_line_column(tmp_path: Path, content: str, message: str) -> None:

@@ -78,7 +78,9 @@ def test_kernel_details_steps(tmp_path: Path) -> None:
     tasks = readers.read_kernel_details(path)
     assert [t.step_id for t in tasks[::1000]] == [1, 2, 3]
     assert readers.op_statistic_from_totals(readers.task_totals(path, "kernel_details"))[0].op_type in {
-        "MatMulV2", "MatMulV3"}
+        "MatMulV2",
+        "MatMulV3",
+    }
 
 
 def test_trace_view_per_step_computing_free_match_the_generator(tmp_path: Path, monkeypatch) -> None:
@@ -86,7 +88,10 @@ def test_trace_view_per_step_computing_free_match_the_generator(tmp_path: Path, 
     events = json.loads(path.read_text())  # plain JSON: any viewer opens it
     assert abs(len(events) - 12_000) < 1_000
     assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
-        "Python", "Ascend Hardware", "Overlap Analysis"}
+        "Python",
+        "Ascend Hardware",
+        "Overlap Analysis",
+    }
     monkeypatch.setattr(chrome_trace, "TRACE_BLOCK_BYTES", 3_000)  # many blocks; cuts inside args get rejoined
     steps = overlap_step_times(readers.read_overlap(path))
     assert [s.step for s in steps] == expected["step"].to_list()
@@ -98,8 +103,18 @@ def test_trace_view_per_step_computing_free_match_the_generator(tmp_path: Path, 
 
 
 def test_trace_blocks_rejoin_cuts_inside_strings_and_nested_objects(tmp_path: Path, monkeypatch) -> None:
-    events = [{"name": "a},{b", "ph": "X", "pid": 1, "tid": 1, "ts": "1.000", "dur": 2,
-               "args": {"Call stack": "f() }, {g()", "list": [{"x": 1}, {"y": "}, {"}]}} for _ in range(40)]
+    events = [
+        {
+            "name": "a},{b",
+            "ph": "X",
+            "pid": 1,
+            "tid": 1,
+            "ts": "1.000",
+            "dur": 2,
+            "args": {"Call stack": "f() }, {g()", "list": [{"x": 1}, {"y": "}, {"}]},
+        }
+        for _ in range(40)
+    ]
     path = writers.write_trace(tmp_path / "trace_view.json", events)
     monkeypatch.setattr(chrome_trace, "TRACE_BLOCK_BYTES", 50)
     got = readers.read_trace(path)
@@ -111,8 +126,12 @@ def test_whole_trace_row_without_profiler_steps() -> None:
 
     from common.formats.records import OverlapEvents
 
-    overlap = OverlapEvents(kind=np.array([0, 3, 0], dtype=np.int8), ts_us=np.array([0.0, 5.0, 7.0]),
-                            dur_us=np.array([5.0, 2.0, 3.0]), labels=["CPU"])
+    overlap = OverlapEvents(
+        kind=np.array([0, 3, 0], dtype=np.int8),
+        ts_us=np.array([0.0, 5.0, 7.0]),
+        dur_us=np.array([5.0, 2.0, 3.0]),
+        labels=["CPU"],
+    )
     (row,) = overlap_step_times(overlap)
     assert (row.step, row.computing_us, row.free_us, row.stage_us, row.device_id) == (None, 8.0, 2.0, 10.0, "host")
 
@@ -136,6 +155,6 @@ def test_step_table_lists_the_longest_steps_when_there_are_many(tmp_path: Path) 
     writers.write_kernel_details(out / "kernel_details.csv", [Task("m", "MatMulV2", "AI_CORE", 1.0, 2.0, 0.0, "0")])
     text, _, _ = reports.directory_report(tmp_path)
     assert "50 steps: the 10 longest are listed" in text
-    steps_table = text[text.index("-- Steps:"):]
+    steps_table = text[text.index("-- Steps:") :]
     table_lines = [line.split() for line in steps_table.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
     assert [int(t[0]) for t in table_lines if t[-1].endswith("-bound")][:10] == list(range(50, 40, -1))

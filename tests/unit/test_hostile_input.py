@@ -54,13 +54,27 @@ def outputs(sandbox: Path) -> list[tuple[str, str]]:
     """(id, value) of every hostile --output: each must be refused before anything is deleted."""
     home, repo, mode = sandbox / "home", sandbox / "lab", sandbox / "lab" / "01_cmdline"
     return [
-        ("root", "/"), ("home", str(home)), ("repo root", str(repo)), ("repo parent", str(sandbox)),
-        ("dotdot", ".."), ("dot", "."), ("mode folder", "01_cmdline"), ("mode/..", "01_cmdline/.."),
-        ("unmarked", "01_cmdline/foreign"), ("symlink", "01_cmdline/link_out"),
-        ("through symlink", "01_cmdline/link_parent/sub"), ("other mode", "04_pyTorch/prof_out"),
-        ("outside", str(sandbox / "outside")), ("climb", "01_cmdline/prof_out/../../04_pyTorch/prof_out"),
-        ("tmp", "/tmp"), ("a file", "01_cmdline/run.sh"), ("the marker", "01_cmdline/prof_out/.msprof_lab"),
-        ("option", "--output=/"), ("tilde", "~"), ("env var", "$HOME"), ("absolute mode", str(mode)),
+        ("root", "/"),
+        ("home", str(home)),
+        ("repo root", str(repo)),
+        ("repo parent", str(sandbox)),
+        ("dotdot", ".."),
+        ("dot", "."),
+        ("mode folder", "01_cmdline"),
+        ("mode/..", "01_cmdline/.."),
+        ("unmarked", "01_cmdline/foreign"),
+        ("symlink", "01_cmdline/link_out"),
+        ("through symlink", "01_cmdline/link_parent/sub"),
+        ("other mode", "04_pyTorch/prof_out"),
+        ("outside", str(sandbox / "outside")),
+        ("climb", "01_cmdline/prof_out/../../04_pyTorch/prof_out"),
+        ("tmp", "/tmp"),
+        ("a file", "01_cmdline/run.sh"),
+        ("the marker", "01_cmdline/prof_out/.msprof_lab"),
+        ("option", "--output=/"),
+        ("tilde", "~"),
+        ("env var", "$HOME"),
+        ("absolute mode", str(mode)),
     ]
 
 
@@ -82,8 +96,13 @@ def test_hostile_output_is_refused_and_nothing_changes(sandbox: Path, name: str)
 @hostile
 @pytest.mark.parametrize("name", ["root", "home", "repo root", "repo parent", "cwd"])
 def test_protected_folders_are_refused_even_with_a_planted_marker(sandbox: Path, name: str) -> None:
-    target = {"root": Path("/"), "home": sandbox / "home", "repo root": sandbox / "lab", "repo parent": sandbox,
-              "cwd": sandbox / "lab"}[name]
+    target = {
+        "root": Path("/"),
+        "home": sandbox / "home",
+        "repo root": sandbox / "lab",
+        "repo parent": sandbox,
+        "cwd": sandbox / "lab",
+    }[name]
     if name == "cwd":
         os.chdir(plant(sandbox / "lab" / "01_cmdline" / "prof_out" / "deep"))
         target = sandbox / "lab" / "01_cmdline" / "prof_out"  # a folder above the current one
@@ -179,8 +198,12 @@ def lab_sources() -> list[Path]:
 
 
 def test_no_shell_in_the_lab_code() -> None:
-    offenders = [f"{p.relative_to(ROOT)}:{n}" for p in lab_sources()
-                 for n, line in enumerate(p.read_text().splitlines(), 1) if SHELL_CALLS.search(line)]
+    offenders = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in lab_sources()
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if SHELL_CALLS.search(line)
+    ]
     assert len(lab_sources()) > 20 and offenders == []
 
 

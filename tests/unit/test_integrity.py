@@ -50,8 +50,9 @@ def level1(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("capture", ["cann85_minimal", "msinsight_torch_npu/text_level1",
-                                     "msinsight_torch_npu/db_level1"])
+@pytest.mark.parametrize(
+    "capture", ["cann85_minimal", "msinsight_torch_npu/text_level1", "msinsight_torch_npu/db_level1"]
+)
 def test_shared_captures_pass(tmp_path: Path, capture: str) -> None:
     root = tmp_path / "c"
     shutil.copytree(NPU / capture, root)
@@ -69,8 +70,10 @@ def test_op_statistic_rows_deleted_fail_naming_the_op_and_both_numbers(level1: P
     total = sum(float(r["Duration(us)"]) for r in kernels)
     (failed,) = [v for v in verdicts(level1) if not v.ok]
     assert failed.name.startswith("op_statistic agrees with kernel_details")
-    assert (f"MaxPoolWithArgmaxV1 (AI_VECTOR_CORE): op_statistic.csv has no row, kernel_details.csv has "
-            f"{len(kernels)} tasks, {total:,.3f} us") in failed.detail
+    assert (
+        f"MaxPoolWithArgmaxV1 (AI_VECTOR_CORE): op_statistic.csv has no row, kernel_details.csv has "
+        f"{len(kernels)} tasks, {total:,.3f} us"
+    ) in failed.detail
 
 
 def test_half_written_kernel_details_fails(level1: Path) -> None:
@@ -111,8 +114,9 @@ def test_step_table_edited_fails_against_the_timeline(level1: Path) -> None:
     write_rows(path, list(records[0]), records)
     (failed,) = [v for v in verdicts(level1) if not v.ok]
     assert failed.name.startswith("step table agrees with the Overlap Analysis")
-    assert (f"step 50 Free: step_trace_time.csv {free + 100:,.3f} us, trace_view.json Overlap Analysis "
-            f"{free:,.3f} us") in failed.detail
+    assert (
+        f"step 50 Free: step_trace_time.csv {free + 100:,.3f} us, trace_view.json Overlap Analysis {free:,.3f} us"
+    ) in failed.detail
 
 
 def test_report_prints_integrity_and_returns_it_beside_a_modes_checks(level1: Path) -> None:
@@ -129,7 +133,8 @@ def test_report_prints_integrity_and_returns_it_beside_a_modes_checks(level1: Pa
     assert "[PASS] a mode's own check" in text and any(not v.ok for v in returned)  # the run's exit counts it
     page = directory_html(level1, mine, integrity=returned)
     assert page.count("op_statistic agrees with kernel_details") == len(  # shown once, not computed again
-        [v for v in returned if v.name.startswith("op_statistic agrees with kernel_details")])
+        [v for v in returned if v.name.startswith("op_statistic agrees with kernel_details")]
+    )
 
 
 # --- text and database exports of one capture --------------------------------------------------------
@@ -142,9 +147,12 @@ def test_text_and_db_of_different_runs_fail(tmp_path: Path) -> None:
     tasks = next(v for v in failed if v.name.startswith("text and database exports agree"))
     assert "kernel_details: tasks per OP Type" not in tasks.name and "tasks per OP Type" in tasks.name
     # the first op (by name) both exports ran, with both numbers: the same count, another time
-    text_total = sum(float(r["Duration(us)"]) for r in rows(out / "kernel_details.csv") if r["Type"] == "AdaptiveAvgPool3d")
-    assert tasks.detail.startswith(f"AdaptiveAvgPool3d: kernel_details 1 tasks, {text_total:,.3f} us; "
-                                   "ascend_pytorch_profiler_0.db 1 tasks, ")
+    text_total = sum(
+        float(r["Duration(us)"]) for r in rows(out / "kernel_details.csv") if r["Type"] == "AdaptiveAvgPool3d"
+    )
+    assert tasks.detail.startswith(
+        f"AdaptiveAvgPool3d: kernel_details 1 tasks, {text_total:,.3f} us; ascend_pytorch_profiler_0.db 1 tasks, "
+    )
 
 
 def test_text_written_from_the_db_agrees_with_it(tmp_path: Path) -> None:
@@ -177,10 +185,14 @@ def test_step_rows_of_the_two_exports_agree_within_their_rounding(tmp_path: Path
     writers.write_kernel_details(out / "kernel_details.csv", db.tasks)
     (step,) = db.steps
     assert sum(1 for t in db.tasks if t.task_type != "HCCL") == 187 and len(db.tasks) == 191
-    writers.write_step_trace_time(out / "step_trace_time.csv",
-                                  [dataclasses.replace(step, computing_us=step.computing_us + shift_us)])
-    (table,) = [v for v in verdicts(tmp_path) if v.name.endswith("exports agree (rank0_ascend_pt/ASCEND_PROFILER_OUTPUT): "
-                                                                    "step table")]
+    writers.write_step_trace_time(
+        out / "step_trace_time.csv", [dataclasses.replace(step, computing_us=step.computing_us + shift_us)]
+    )
+    (table,) = [
+        v
+        for v in verdicts(tmp_path)
+        if v.name.endswith("exports agree (rank0_ascend_pt/ASCEND_PROFILER_OUTPUT): step table")
+    ]
     assert table.ok is ok, table.detail
     if ok:
         assert "0.001 us per task of the step" in table.detail

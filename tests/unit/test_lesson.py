@@ -78,8 +78,9 @@ def test_start_records_workload_and_threads(tmp_path: Path, portable) -> None:
         torch.set_num_threads(before)
 
 
-def test_a_failure_in_the_harness_own_work_is_kept_in_the_runs_logs_and_named(tmp_path: Path, portable,
-                                                                               capsys: pytest.CaptureFixture) -> None:
+def test_a_failure_in_the_harness_own_work_is_kept_in_the_runs_logs_and_named(
+    tmp_path: Path, portable, capsys: pytest.CaptureFixture
+) -> None:
     """Mode 04 runs the workload's forward in its own process too (the steps without the profiler): a forward that
     raises there is kept under logs/ and named, as the stderr of a launched program is, and the run is incomplete."""
     from common.modes.lesson import keep_failure
@@ -107,14 +108,18 @@ def test_a_failure_in_the_harness_own_work_is_kept_in_the_runs_logs_and_named(tm
 
 # --- checks from the workload -------------------------------------------------------------------------
 def test_top_family_is_declared_or_not_applicable() -> None:
-    stats = [OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
-             OpStat("aten::gelu", "CPU", 3, 10.0, 3.0, 3.3, 3.6, 10.0)]
+    stats = [
+        OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
+        OpStat("aten::gelu", "CPU", 3, 10.0, 3.0, 3.3, 3.6, 10.0),
+    ]
     assert timing_checks.check_declared_top_family(stats, tiny_mlp(), "t").ok
     na = timing_checks.check_declared_top_family(stats, load_workload(CNN), "t")
     assert na.ok and not na.applicable and na.detail == "not applicable: cnn declares no EXPECT['top_family']"
     line = render_verdicts([na, checks.Verdict("x", False, "y")])
-    assert line.splitlines() == ["[N/A] top family (t): not applicable: cnn declares no EXPECT['top_family']",
-                                 "[FAIL] x: y"]
+    assert line.splitlines() == [
+        "[N/A] top family (t): not applicable: cnn declares no EXPECT['top_family']",
+        "[FAIL] x: y",
+    ]
     assert "[N/A]" in html.verdict_list([na]) and "[PASS]" not in html.verdict_list([na])
 
 
@@ -125,7 +130,9 @@ def test_output_files_one_or_several(tmp_path: Path) -> None:
         y = model(*work.inputs())
     save_output(tmp_path / "output.npy", y)
     assert checks.check_output_file(read_output(tmp_path / "output.npy"), "t", work).ok
-    assert not checks.check_output_file(read_output(tmp_path / "output.npy"), "t", load_workload(CNN)).ok  # another shape
+    assert not checks.check_output_file(
+        read_output(tmp_path / "output.npy"), "t", load_workload(CNN)
+    ).ok  # another shape
     save_output(tmp_path / "two.npy", (y, y))
     arrays = load_output(tmp_path / "two.npy")
     assert len(arrays) == 2 and np.array_equal(arrays[1], y.numpy())
@@ -165,8 +172,9 @@ def test_the_profilers_slow_step_switch_is_not_a_disturbance(tmp_path: Path) -> 
 
 def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatch) -> None:
     peaks = calibrate.calibrate()
-    monkeypatch.setattr(calibrate, "_measure", lambda threads=None: calibrate.Measured(
-        peaks, {"copy 64 MB": 1.1, "GEMM 1024^3": 3.0}))
+    monkeypatch.setattr(
+        calibrate, "_measure", lambda threads=None: calibrate.Measured(peaks, {"copy 64 MB": 1.1, "GEMM 1024^3": 3.0})
+    )
     line = calibrate.calibration_disturbance()
     assert "GEMM 1024^3 median 3.00x its best" in line and "copy" not in line
     monkeypatch.setattr(calibrate, "_measure", lambda threads=None: calibrate.Measured(peaks, {"copy 64 MB": 1.1}))
@@ -175,14 +183,21 @@ def test_calibration_spread_marks_a_disturbed_run(monkeypatch: pytest.MonkeyPatc
 
 def test_a_kept_calibration_says_when_it_was_measured_not_now(monkeypatch: pytest.MonkeyPatch) -> None:
     made_now = f"{calibrate.NOW} copy 64 MB 20.0 GB/s (peak = the faster), fp32 GEMM 1024^3 90.0 GFLOP/s"
-    kept = {"name": "vm (x86_64, 2 threads)", "flops_per_s": 9e10, "bytes_per_s": 2e10, "source": made_now,
-            "when": "2026-12-02 08:49 UTC", "more_flops": [["bf16", 4.5e11]]}
+    kept = {
+        "name": "vm (x86_64, 2 threads)",
+        "flops_per_s": 9e10,
+        "bytes_per_s": 2e10,
+        "source": made_now,
+        "when": "2026-12-02 08:49 UTC",
+        "more_flops": [["bf16", 4.5e11]],
+    }
     monkeypatch.setattr(calibrate.cache, "load", lambda kind, key: {"result": kept})
     monkeypatch.setattr(calibrate, "_probe_spread", lambda: {})
     peaks = calibrate._measure.__wrapped__().peaks
     assert peaks.source.startswith("calibrated on this machine: copy 64 MB 20.0 GB/s") and " now" not in peaks.source
-    assert peaks.source.endswith("measured 2026-12-02 08:49 UTC, kept while this machine, its thread count and torch "
-                                 "are unchanged")
+    assert peaks.source.endswith(
+        "measured 2026-12-02 08:49 UTC, kept while this machine, its thread count and torch are unchanged"
+    )
     assert peaks.flops_at("bf16") == 4.5e11 and peaks.flops_at("fp32") == 9e10  # each precision's own peak kept
 
 
@@ -218,8 +233,9 @@ def test_a_calibration_made_while_the_machine_is_busy_is_said_and_not_kept(monke
 
 def test_a_captures_peaks_are_calibrated_at_the_thread_count_the_run_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = []
-    monkeypatch.setattr(calibrate, "calibrate", lambda threads=None: asked.append(threads) or calibrate.Peaks(
-        "vm", 1e11, 1e10, "fake"))
+    monkeypatch.setattr(
+        calibrate, "calibrate", lambda threads=None: asked.append(threads) or calibrate.Peaks("vm", 1e11, 1e10, "fake")
+    )
     calibrate.peaks_for({"backend": "portable", "threads": 1}, [], None)
     calibrate.peaks_for({"backend": "portable"}, [], None)
     assert asked == [1, None]

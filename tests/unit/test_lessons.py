@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import MODES, ROOT
+from helpers import MODES, ROOT, code_lines
 
 LESSONS = sorted(p for mode in MODES for p in (ROOT / mode / "src").iterdir() if p.is_file())
 PYTHON_LESSONS = [p for p in LESSONS if p.suffix == ".py"]
@@ -27,22 +27,11 @@ def test_every_mode_has_lesson_files_and_nothing_else_in_src() -> None:
     assert not folders, "src/ holds the lesson files a user copies; the lab's own parts live elsewhere"
 
 
-def code_lines(text: str) -> int:
-    """Lines of a Python lesson that are code: its docstrings, comment-only and blank lines are not counted (the
-    budget is on code, so a lesson keeps its explanations and PEP 8's spacing)."""
-    docstrings = set()
-    for node in ast.walk(ast.parse(text)):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            docstrings |= set(range(body[0].lineno, body[0].end_lineno + 1))
-    return sum(1 for i, line in enumerate(text.splitlines(), 1)
-               if i not in docstrings and line.strip() and not line.strip().startswith("#"))
-
-
 def test_code_lines_leave_out_docstrings_comments_and_blank_lines() -> None:
-    text = ('"""A lesson.\n\nTwo lines."""\n\nimport os  # a comment\n# only a comment\n\ndef f():\n'
-            '    """Doc."""\n    return 1\n')
+    text = (
+        '"""A lesson.\n\nTwo lines."""\n\nimport os  # a comment\n# only a comment\n\ndef f():\n'
+        '    """Doc."""\n    return 1\n'
+    )
     assert code_lines(text) == 3  # import, def, return
 
 
@@ -79,16 +68,24 @@ def test_no_module_of_common_imports_from_a_mode_folder() -> None:
     """The lab launches lesson files (their paths come from common.modes.lesson_file / lesson_dir); it never
     imports them nor puts a mode's folder on sys.path. Only the workload loader (the user's model folder), the
     start-up hooks and the pyasc stand-in (its own package) change sys.path."""
-    may_change_path = {"common/workload/loader.py", "common/collect/autoprofile/sitecustomize.py",
-                       "common/bench/proclog/sitecustomize.py",
-                       "common/modes/ascendc/pyasc_twin/__init__.py"}  # its own stand-in package, for in-process tests
+    may_change_path = {
+        "common/workload/loader.py",
+        "common/collect/autoprofile/sitecustomize.py",
+        "common/bench/proclog/sitecustomize.py",
+        "common/modes/ascendc/pyasc_twin/__init__.py",
+    }  # its own stand-in package, for in-process tests
     wrong = []
     for path in sorted((ROOT / "common").rglob("*.py")):
         name, tree = _name(path), ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value == "src" and name != "common/modes/__init__.py":
                 wrong.append(f"{name}:{node.lineno}: a path into a mode's src/ (use common.modes.lesson_file)")
-            elif (isinstance(node, ast.Attribute) and node.attr in ("insert", "append") and isinstance(node.value,
-                  ast.Attribute) and node.value.attr == "path" and name not in may_change_path):
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("insert", "append")
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "path"
+                and name not in may_change_path
+            ):
                 wrong.append(f"{name}:{node.lineno}: sys.path changed")
     assert not wrong

@@ -73,8 +73,10 @@ def test_cann_modules_from_npu_module_mem() -> None:
 
 def test_report_text_and_html_show_the_peaks_and_top_ops() -> None:
     rows = _rows(OUT0 / "memory_record.csv")
-    line = (f"peak allocated {_peak(rows, 'PTA+GE', 'Total Allocated(MB)'):,.1f} MB, peak reserved "
-            f"{_peak(rows, 'PTA+GE', 'Total Reserved(MB)'):,.1f} MB (PTA+GE")
+    line = (
+        f"peak allocated {_peak(rows, 'PTA+GE', 'Total Allocated(MB)'):,.1f} MB, peak reserved "
+        f"{_peak(rows, 'PTA+GE', 'Total Reserved(MB)'):,.1f} MB (PTA+GE"
+    )
     text, markdown, _ = directory_report(CAPTURE, bottlenecks=False)
     assert line in text and line in markdown
     assert "-- Top ops by memory: rank0_ascend_pt/ASCEND_PROFILER_OUTPUT --" in text
@@ -89,8 +91,7 @@ def test_no_memory_files_no_memory_section(tmp_path: Path) -> None:
 
 def test_kb_columns_are_read_as_mb(tmp_path: Path) -> None:
     path = tmp_path / "memory_record.csv"
-    path.write_text("Component,Timestamp(us),Total Allocated(KB),Total Reserved(KB),Device\n"
-                    "PTA,10.5,2048,4096,NPU:0\n")
+    path.write_text("Component,Timestamp(us),Total Allocated(KB),Total Reserved(KB),Device\nPTA,10.5,2048,4096,NPU:0\n")
     (row,) = read_memory_record(path)
     assert (row.allocated_mb, row.reserved_mb, row.device) == (2.0, 4.0, "NPU:0")
 
@@ -114,10 +115,16 @@ def test_writer_pairs_allocations_with_releases(tmp_path: Path) -> None:
     write_memory_files(tmp_path, events)
     record = read_memory_record(tmp_path / "memory_record.csv")
     assert [(r.component, r.ts_us, r.allocated_mb, r.reserved_mb) for r in record] == [
-        ("PTA", 100.0, 2.0, None), ("PTA", 150.0, 3.0, None), ("PTA", 200.0, 1.0, None), ("PTA", 250.0, 5.0, None)]
+        ("PTA", 100.0, 2.0, None),
+        ("PTA", 150.0, 3.0, None),
+        ("PTA", 200.0, 1.0, None),
+        ("PTA", 250.0, 5.0, None),
+    ]
     ops = read_operator_memory(tmp_path / "operator_memory.csv")
     assert [(o.name, o.size_kb, o.allocation_us, o.release_us, o.duration_us) for o in ops] == [
-        ("aten::mm", 2048.0, 100.0, 200.0, 100.0), ("aten::gelu", 4096.0, 250.0, None, None)]
+        ("aten::mm", 2048.0, 100.0, 200.0, 100.0),
+        ("aten::gelu", 4096.0, 250.0, None, None),
+    ]
     assert _header(tmp_path / "operator_memory.csv") == _header(OUT0 / "operator_memory.csv")  # torch_npu's columns
     assert _header(tmp_path / "memory_record.csv") == _header(OUT0 / "memory_record.csv")
     assert write_memory_files(tmp_path / "none", []) == []
@@ -125,8 +132,10 @@ def test_writer_pairs_allocations_with_releases(tmp_path: Path) -> None:
 
 def test_portable_profile_memory_agrees_with_torch_profilers_own_trace(tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 64))
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                                 profile_memory=True) as prof:
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         model(torch.randn(8, 64))
     prof.export_chrome_trace(str(tmp_path / "trace.json"))
     events = read_trace(tmp_path / "trace.json").allocations
@@ -146,9 +155,13 @@ def test_mode_04_profiles_memory_on_both_backends(tmp_path: Path, monkeypatch: p
     seen: dict = {}
     profiler = types.SimpleNamespace(
         ProfilerActivity=types.SimpleNamespace(CPU="CPU", NPU="NPU"),
-        ProfilerLevel=types.SimpleNamespace(Level1="Level1"), AiCMetrics=types.SimpleNamespace(PipeUtilization="P"),
-        _ExperimentalConfig=lambda **kw: kw, schedule=lambda **kw: kw, tensorboard_trace_handler=lambda d: d,
-        profile=lambda **kw: seen.update(kw))
+        ProfilerLevel=types.SimpleNamespace(Level1="Level1"),
+        AiCMetrics=types.SimpleNamespace(PipeUtilization="P"),
+        _ExperimentalConfig=lambda **kw: kw,
+        schedule=lambda **kw: kw,
+        tensorboard_trace_handler=lambda d: d,
+        profile=lambda **kw: seen.update(kw),
+    )
     monkeypatch.setitem(sys.modules, "torch_npu", types.SimpleNamespace(profiler=profiler))
     mode.npu_profiler(tmp_path)
     assert seen["profile_memory"] is True

@@ -41,9 +41,15 @@ def test_no_overlap_process_gives_no_step_row(tmp_path: Path) -> None:
     assert overlap.overlap_step_time(readers.read_trace(trace)) is None  # no process_name "Overlap Analysis"
 
 
-@pytest.mark.parametrize(("lab", "tool", "ok"), [
-    (100.0, 100.99, True), (100.0, 101.01, False), (100.0, 98.9, False),
-    (0.0179, 0.018, True), (0.0179, 0.019, False),  # below 0.05 ms: half of advisor's 0.001 ms print step
-])
+@pytest.mark.parametrize(
+    ("lab", "tool", "ok"),
+    [
+        (100.0, 100.99, True),
+        (100.0, 101.01, False),
+        (100.0, 98.9, False),
+        (0.0179, 0.018, True),
+        (0.0179, 0.019, False),  # below 0.05 ms: half of advisor's 0.001 ms print step
+    ],
+)
 def test_agreement_tolerance(lab: float, tool: float, ok: bool) -> None:
     assert msprof_analyze.check_agreement("Free", lab, tool, "x").ok is ok

@@ -20,8 +20,9 @@ def noxfile():
 class _Session:
     """What noxfile.py's sessions use of a nox session, recording the commands instead of running them."""
 
-    def __init__(self, posargs: list[str], name: str = "pytorch", invoked_from: str | None = None,
-                 fail: bool = False) -> None:
+    def __init__(
+        self, posargs: list[str], name: str = "pytorch", invoked_from: str | None = None, fail: bool = False
+    ) -> None:
         self.posargs, self.name = posargs, name
         self.invoked_from = invoked_from or str(ROOT)
         self.ran: list[tuple[tuple[str, ...], str]] = []
@@ -36,6 +37,7 @@ class _Session:
             self.cwd = folder
             yield
             self.cwd = None
+
         return inside()
 
     def run(self, *args: str, **kwargs) -> None:
@@ -77,9 +79,15 @@ def test_the_mode_sessions_require_the_workload_check_and_queue_agree_passed_or_
 
 def test_the_other_sessions_pass_their_arguments_through(noxfile, monkeypatch) -> None:
     monkeypatch.setattr(noxfile, "lab_python", lambda session: "lab-python")
-    want = {"agree": ("-m", "common.cli.sessions", "agree"), "sweep": ("-m", "common.modes.pytorch.sweep"),
-            "precision": ("-m", "common", "precision"), "corpus": ("-m", "tests.corpus"), "zoo": ("-m", "tests.zoo"),
-            "npu_dryrun": ("-m", "tests.npu_dryrun"), "fix": ("-m", "common.modes.fix")}
+    want = {
+        "agree": ("-m", "common.cli.sessions", "agree"),
+        "sweep": ("-m", "common.modes.pytorch.sweep"),
+        "precision": ("-m", "common", "precision"),
+        "corpus": ("-m", "tests.corpus"),
+        "zoo": ("-m", "tests.zoo"),
+        "npu_dryrun": ("-m", "tests.npu_dryrun"),
+        "fix": ("-m", "common.modes.fix"),
+    }
     for name, command in want.items():
         session = _Session(["3", "--workload", "x.py"], name)
         getattr(noxfile, name)(session)
@@ -126,6 +134,10 @@ def test_no_test_module_runs_the_checkout_its_file_sits_in() -> None:
     import helpers
 
     pattern = re.compile(r"Path\(__file__\)\.resolve\(\)\.(parents\[2\]|parent\.parent\.parent)")
-    offenders = [p.name for folder in ("unit", "modes") for p in sorted((helpers.CHECKOUT / "tests" / folder).glob(
-        "test_*.py")) if pattern.search(p.read_text())]
+    offenders = [
+        p.name
+        for folder in ("unit", "modes")
+        for p in sorted((helpers.CHECKOUT / "tests" / folder).glob("test_*.py"))
+        if pattern.search(p.read_text())
+    ]
     assert offenders == [], offenders

@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, load_lesson
 
-from common.collect.npu_commands import (MSPROF_OP_METRICS_REGION, atc_argv, atc_om_to_json_argv, msprof_argv,
-                                         msprof_op_argv)
+from common.collect.npu_commands import (
+    MSPROF_OP_METRICS_REGION,
+    atc_argv,
+    atc_om_to_json_argv,
+    msprof_argv,
+    msprof_op_argv,
+)
 
 DEV = "<dev>"
 PAGES = ["README.md", "01_cmdline/README.md", "02_api_AscendC/README.md", "03_api_pyAcl/README.md"]
@@ -39,8 +44,11 @@ def test_msprof_wrapping_a_program_is_the_builders_command_on_every_page() -> No
     # The program's own argv differs per mode; what msprof adds in front of it must be the builder's.
     prefix = _shown(msprof_argv("msprof", Path("01_cmdline/prof_out"), ["APP"])[:-1])
     assert prefix in _code(ALL_MODES)
-    for page, out in [(ALL_MODES, "02_api_AscendC/prof_out"), ("02_api_AscendC/README.md", "02_api_AscendC/prof_out"),
-                      (ALL_MODES, "03_api_pyAcl/prof_out/default")]:
+    for page, out in [
+        (ALL_MODES, "02_api_AscendC/prof_out"),
+        ("02_api_AscendC/README.md", "02_api_AscendC/prof_out"),
+        (ALL_MODES, "03_api_pyAcl/prof_out/default"),
+    ]:
         assert _shown(msprof_argv("msprof", Path(out), ["APP"])[:-1]) in _code(page), (page, out)
 
 
@@ -48,8 +56,9 @@ def test_03_lesson_line_is_the_harness_argv_on_both_pages() -> None:
     from common.modes.pyacl import acl_worker
 
     out = Path("03_api_pyAcl/prof_out/default")
-    argv = acl_worker.lesson_argv(Path("03_api_pyAcl/model/npu/tiny_mlp_default.om"), out / "inputs.npz",
-                                  out / "output.npy", device=DEV)
+    argv = acl_worker.lesson_argv(
+        Path("03_api_pyAcl/model/npu/tiny_mlp_default.om"), out / "inputs.npz", out / "output.npy", device=DEV
+    )
     shown = "python3 03_api_pyAcl/src/infer.py " + _shown(argv[2:])
     for page in (ALL_MODES, "03_api_pyAcl/README.md"):
         assert shown in _code(page), page
@@ -60,7 +69,7 @@ def test_torchrun_options_are_the_drivers_on_both_pages() -> None:
 
     script = RANK_PROGRAM
     argv = [str(a) for a in torchrun_argv(2, 29500, script, [])]
-    options = argv[argv.index("torch.distributed.run"):argv.index(str(script.resolve()))]
+    options = argv[argv.index("torch.distributed.run") : argv.index(str(script.resolve()))]
     shown = _shown(options).replace("29500", "<free port>")
     assert shown in _code(ALL_MODES), ALL_MODES
     assert shown.replace("--nproc-per-node 2", "--nproc-per-node N") in _code("04_pyTorch/README.md")
@@ -74,10 +83,24 @@ def test_01_program_selects_its_device_itself() -> None:
 
 def test_msprof_op_lines_are_the_builders() -> None:
     from common.modes.ascendc import add_profile
-    app = ["02_api_AscendC/build/add_custom_main", "--device", DEV, "--warmup", str(add_profile.WARMUP_LAUNCHES),
-           "--launches", str(add_profile.MEASURED_LAUNCHES)]
-    argv = msprof_op_argv("msprof", Path("02_api_AscendC/prof_out"), app, kernel_name="add_custom",
-                          aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=add_profile.WARMUP_LAUNCHES)
+
+    app = [
+        "02_api_AscendC/build/add_custom_main",
+        "--device",
+        DEV,
+        "--warmup",
+        str(add_profile.WARMUP_LAUNCHES),
+        "--launches",
+        str(add_profile.MEASURED_LAUNCHES),
+    ]
+    argv = msprof_op_argv(
+        "msprof",
+        Path("02_api_AscendC/prof_out"),
+        app,
+        kernel_name="add_custom",
+        aic_metrics=MSPROF_OP_METRICS_REGION,
+        launch_skip=add_profile.WARMUP_LAUNCHES,
+    )
     for page in (ALL_MODES, "02_api_AscendC/README.md"):
         assert _shown(argv) in _code(page), page
 
@@ -86,8 +109,13 @@ def test_atc_lines_are_the_builders() -> None:
     from common.modes.pyacl import variants
 
     code = _code(ALL_MODES)
-    base = atc_argv("atc", Path("03_api_pyAcl/model/tiny_mlp.onnx"), Path("03_api_pyAcl/model/npu/tiny_mlp_default"),
-                    "Ascend910B3", "x:32,1024")
+    base = atc_argv(
+        "atc",
+        Path("03_api_pyAcl/model/tiny_mlp.onnx"),
+        Path("03_api_pyAcl/model/npu/tiny_mlp_default"),
+        "Ascend910B3",
+        "x:32,1024",
+    )
     assert _shown(base).replace("Ascend910B3", "<soc>") in code  # the README leaves the SoC as a placeholder
     for name in ("fp16-io", "fp32"):
         options = variants.VARIANTS[name].atc_options(["x"])  # TinyMLP: one floating-point input, x
@@ -105,9 +133,12 @@ def test_the_torch_npu_profiler_call_shows_every_argument_mode_04_passes(monkeyp
 
     names = types.SimpleNamespace
     profiler = names(
-        ProfilerLevel=names(Level1="Level1"), AiCMetrics=names(PipeUtilization="PipeUtilization"),
-        ProfilerActivity=names(CPU="CPU", NPU="NPU"), profile=Profile,
-        _ExperimentalConfig=lambda **kw: ("experimental", kw), schedule=lambda **kw: ("schedule", kw),
+        ProfilerLevel=names(Level1="Level1"),
+        AiCMetrics=names(PipeUtilization="PipeUtilization"),
+        ProfilerActivity=names(CPU="CPU", NPU="NPU"),
+        profile=Profile,
+        _ExperimentalConfig=lambda **kw: ("experimental", kw),
+        schedule=lambda **kw: ("schedule", kw),
         tensorboard_trace_handler=lambda path: ("handler", path),
     )
     monkeypatch.setitem(sys.modules, "torch_npu", names(profiler=profiler))

@@ -35,8 +35,17 @@ def test_cmdline_msprof_argv_and_environment(tmp_path: Path) -> None:
     app = ["/usr/bin/python3", "/lab/01_cmdline/src/model.py", "--device", "npu"]
     argv = cmdline.collect_command(NPU, tmp_path / "prof out", app)
     assert argv == [
-        "/cann/bin/msprof", f"--output={tmp_path / 'prof out'}", "--ascendcl=on", "--runtime-api=on", "--task-time=on",
-        "--task-memory=on", "--ai-core=on", "--aic-metrics=PipeUtilization", "--aicpu=on", "--msproftx=on", *app,
+        "/cann/bin/msprof",
+        f"--output={tmp_path / 'prof out'}",
+        "--ascendcl=on",
+        "--runtime-api=on",
+        "--task-time=on",
+        "--task-memory=on",
+        "--ai-core=on",
+        "--aic-metrics=PipeUtilization",
+        "--aicpu=on",
+        "--msproftx=on",
+        *app,
     ]
     # The program selects the logical device itself (model.py --device npu:3 -> torch.npu.set_device(3));
     # CANN does not support ASCEND_RT_VISIBLE_DEVICES while profiling, so the lab never sets it.
@@ -92,7 +101,9 @@ def test_pytorch_torch_npu_profiler_configuration(tmp_path: Path, monkeypatch: p
     assert calls["schedule"] == ("schedule", {"wait": 1, "warmup": 3, "active": 5, "repeat": 1})
     assert calls["on_trace_ready"] == ("handler", str(tmp_path))
     assert calls["with_stack"] is False and calls["record_shapes"] is True
-    assert calls["experimental_config"] == ("experimental", {
-        "profiler_level": "Level1", "aic_metrics": "PipeUtilization", "data_simplification": False})
+    assert calls["experimental_config"] == (
+        "experimental",
+        {"profiler_level": "Level1", "aic_metrics": "PipeUtilization", "data_simplification": False},
+    )
     # wait 1 + warmup 3 + active 5, one prof.step() each
     assert recorder.steps == len(results) == 9

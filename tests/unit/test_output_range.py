@@ -12,8 +12,10 @@ GOOD = {"max_abs_diff": 1e-7, "mean_abs_diff": 1e-8, "cosine": 1.0}
 ZEROED = {"max_abs_diff": 8e-10, "mean_abs_diff": 4e-10, "cosine": 0.0}  # fp16 rounded every value to 0
 
 
-@pytest.mark.parametrize("scale, says", [(8e-10, "below fp16's smallest normal number"), (0.0, "below"),
-                                         (1e6, "above fp16's largest number 65504")])
+@pytest.mark.parametrize(
+    "scale, says",
+    [(8e-10, "below fp16's smallest normal number"), (0.0, "below"), (1e6, "above fp16's largest number 65504")],
+)
 def test_outside_fp16s_normal_range_is_named(scale: float, says: str) -> None:
     assert says in fp16_range(scale)
 

@@ -48,8 +48,12 @@ def test_judge_names_what_leaves_the_tolerance() -> None:
 
 def test_the_first_op_out_of_tolerance_is_named_with_its_path_and_what_it_computes() -> None:
     ref = {"a": np.ones(4), "b": np.ones(4), "c": np.ones(4)}
-    outputs = [OpOutput("a", "A()", np.ones(4)), OpOutput("b", "Linear(2)", np.full(4, 2.0)),
-               OpOutput("c", "C()", np.full(4, 3.0)), OpOutput("d", "D()", np.ones(4))]
+    outputs = [
+        OpOutput("a", "A()", np.ones(4)),
+        OpOutput("b", "Linear(2)", np.full(4, 2.0)),
+        OpOutput("c", "C()", np.full(4, 3.0)),
+        OpOutput("d", "D()", np.ones(4)),
+    ]
     result = compare_ops("cand", "how", FP32, outputs, ref)
     assert [r.ok for r in result.rows] == [True, False, False]
     assert result.first_divergent.path == "b"
@@ -57,22 +61,27 @@ def test_the_first_op_out_of_tolerance_is_named_with_its_path_and_what_it_comput
     assert result.unmatched == ["d (D()): no reference op of that path"]
 
 
-@pytest.mark.parametrize(("name", "path"), [
-    ("/model/net/net.0/Gemm", "net.0"),
-    ("/model/blocks/blocks.0/act/Erf", "blocks.0.act"),
-    ("InsertedPrecisionFreeCast_/model/net/net.3/Mul_1_output_0", "net.3"),
-    ("/model/net/net.1/Mul_1_output_0", "net.1"),
-    ("Gelu_token_0", None),
-    ("/model/Add", None),
-])
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("/model/net/net.0/Gemm", "net.0"),
+        ("/model/blocks/blocks.0/act/Erf", "blocks.0.act"),
+        ("InsertedPrecisionFreeCast_/model/net/net.3/Mul_1_output_0", "net.3"),
+        ("/model/net/net.1/Mul_1_output_0", "net.1"),
+        ("Gelu_token_0", None),
+        ("/model/Add", None),
+    ],
+)
 def test_scope_names_give_module_paths(name: str, path: str | None) -> None:
     assert collect.scope_path(name) == path
 
 
 def _by_name(work, device: str = "cpu") -> dict:
     reference = collect.reference_outputs(work)
-    return {name: compare_ops(name, how, FP16 if precision == "fp16" else FP32, outputs, reference)
-            for name, how, precision, outputs in collect.torch_candidates(work, device)}
+    return {
+        name: compare_ops(name, how, FP16 if precision == "fp16" else FP32, outputs, reference)
+        for name, how, precision, outputs in collect.torch_candidates(work, device)
+    }
 
 
 def test_tiny_mlp_torch_paths_name_no_divergent_op() -> None:
@@ -112,8 +121,16 @@ def _export(model, x, path: Path, exporter: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wrapper = Wrapper().train(model.training)  # the export leaves every module in the wrapper's mode
-        torch.onnx.export(wrapper, x, str(path), opset_version=18 if exporter == "dynamo" else 17,
-                          input_names=["x"], output_names=["y"], dynamo=exporter == "dynamo", verbose=False)
+        torch.onnx.export(
+            wrapper,
+            x,
+            str(path),
+            opset_version=18 if exporter == "dynamo" else 17,
+            input_names=["x"],
+            output_names=["y"],
+            dynamo=exporter == "dynamo",
+            verbose=False,
+        )
     if exporter == "dynamo":
         graph = onnx.load(str(path))
         name_by_module(graph)
@@ -121,8 +138,9 @@ def _export(model, x, path: Path, exporter: str) -> None:
 
 
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
-def test_onnx_runtime_fp16_graph_names_the_overflowing_layer_and_its_fp32_graph_none(tmp_path: Path,
-                                                                                       exporter: str) -> None:
+def test_onnx_runtime_fp16_graph_names_the_overflowing_layer_and_its_fp32_graph_none(
+    tmp_path: Path, exporter: str
+) -> None:
     import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
@@ -174,7 +192,8 @@ class _InPlaceCNN(__import__("torch").nn.Module):
         torch.manual_seed(0)
         self.features = nn.Sequential(
             nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.Hardswish(inplace=True)),
-            nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True)))
+            nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True)),
+        )
         self.head = nn.Linear(8 * 8 * 8, 4)
         with torch.no_grad():
             for m in self.modules():
@@ -206,8 +225,9 @@ def _reference(model, x) -> dict:
 
 
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
-def test_a_fused_gemm_relu_is_compared_where_the_fusion_ends_and_the_fp32_graph_names_no_op(tmp_path: Path,
-                                                                                           exporter: str) -> None:
+def test_a_fused_gemm_relu_is_compared_where_the_fusion_ends_and_the_fp32_graph_names_no_op(
+    tmp_path: Path, exporter: str
+) -> None:
     import torch
 
     model, x = _Brief().eval(), (torch.randn(16, 32, generator=torch.Generator().manual_seed(1)),)
@@ -231,8 +251,9 @@ def test_a_captured_output_is_a_copy_that_an_in_place_op_after_it_cannot_change(
 
 
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
-def test_fused_conv_bn_relu_with_in_place_activations_names_no_op_on_the_fp32_graph(tmp_path: Path,
-                                                                                  exporter: str) -> None:
+def test_fused_conv_bn_relu_with_in_place_activations_names_no_op_on_the_fp32_graph(
+    tmp_path: Path, exporter: str
+) -> None:
     import torch
 
     model, x = _InPlaceCNN(), (torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1)),)
@@ -260,8 +281,14 @@ def test_a_module_fused_into_an_op_no_leaf_module_ends_is_not_compared() -> None
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("MSPROF_LAB_WORKLOAD", None)
-    return subprocess.run([sys.executable, "-m", "common", "precision", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "common", "precision", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_names_the_layer_writes_the_report_and_exits_1(tmp_path: Path) -> None:
@@ -304,12 +331,28 @@ def test_cli_foreign_out_folder_is_one_line(tmp_path: Path) -> None:
 
 def test_acl_dump_config_and_conversion_argv() -> None:
     config = collect.acl_dump_config("/tmp/dump", "tiny_mlp_default")
-    assert config == {"dump": {"dump_path": "/tmp/dump", "dump_list": [{"model_name": "tiny_mlp_default"}],
-                               "dump_mode": "output", "dump_op_switch": "off", "dump_data": "tensor"}}
+    assert config == {
+        "dump": {
+            "dump_path": "/tmp/dump",
+            "dump_list": [{"model_name": "tiny_mlp_default"}],
+            "dump_mode": "output",
+            "dump_op_switch": "off",
+            "dump_data": "tensor",
+        }
+    }
     layers = collect.acl_dump_config("d", "m", ["Gemm_1"])["dump"]["dump_list"]
     assert layers == [{"model_name": "m", "layer": ["Gemm_1"]}]
     assert collect.msaccucmp_convert_argv("python3", "/x/msaccucmp.py", "in", "out") == [
-        "python3", "/x/msaccucmp.py", "convert", "-d", "in", "-out", "out", "-t", "npy"]
+        "python3",
+        "/x/msaccucmp.py",
+        "convert",
+        "-d",
+        "in",
+        "-out",
+        "out",
+        "-t",
+        "npy",
+    ]
 
 
 @pytest.mark.parametrize("shape", ["", ".2x2"], ids=["<name>.output.0.npy", "<name>.output.0.<shape>.npy"])
@@ -320,28 +363,39 @@ def test_converted_dump_files_map_to_leaf_modules_by_their_onnx_node_names(tmp_p
     import onnx
     from onnx import TensorProto, helper
 
-    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["/model/net/net.0/Gemm_output_0"], name="/model/net/net.0/Gemm"),
-             helper.make_node("Erf", ["/model/net/net.0/Gemm_output_0"], ["e"], name="/model/net/net.1/Erf"),
-             helper.make_node("Mul", ["e", "e"], ["y"], name="/model/net/net.1/Mul_1")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    nodes = [
+        helper.make_node("Gemm", ["x", "w", "b"], ["/model/net/net.0/Gemm_output_0"], name="/model/net/net.0/Gemm"),
+        helper.make_node("Erf", ["/model/net/net.0/Gemm_output_0"], ["e"], name="/model/net/net.1/Erf"),
+        helper.make_node("Mul", ["e", "e"], ["y"], name="/model/net/net.1/Mul_1"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+    )
     onnx.save(helper.make_model(graph), tmp_path / "m.onnx")
     npy = tmp_path / "npy"
     npy.mkdir()
     stamp = 1700000000000000
-    files = {"MatMulV2._model_net_net_0_Gemm.3.0.{t}.output.0{s}.npy": 1.0,  # ATC's op type, the node's name
-             "Erf._model_net_net_1_Erf.4.0.{t}.output.0{s}.npy": 2.0,
-             "Mul._model_net_net_1_Mul_1.5.0.{t}.output.0{s}.npy": 3.0,  # net.1's last node: its output
-             "Mul._model_net_net_1_Mul_1.5.0.{t}.input.0{s}.npy": 9.0,  # an input: not an op's output
-             "Cast.trans_Cast_7.6.0.{t}.output.0{s}.npy": 4.0}  # inserted by ATC: no node of the model
+    files = {
+        "MatMulV2._model_net_net_0_Gemm.3.0.{t}.output.0{s}.npy": 1.0,  # ATC's op type, the node's name
+        "Erf._model_net_net_1_Erf.4.0.{t}.output.0{s}.npy": 2.0,
+        "Mul._model_net_net_1_Mul_1.5.0.{t}.output.0{s}.npy": 3.0,  # net.1's last node: its output
+        "Mul._model_net_net_1_Mul_1.5.0.{t}.input.0{s}.npy": 9.0,  # an input: not an op's output
+        "Cast.trans_Cast_7.6.0.{t}.output.0{s}.npy": 4.0,
+    }  # inserted by ATC: no node of the model
     for i, (name, value) in enumerate(files.items()):
         np.save(npy / name.format(t=stamp + i, s=shape), np.full((2, 2), value, np.float16))
     leaves = {"net.0": "Linear", "net.1": "GELU"}
     outputs, unmatched = collect.dump_op_outputs(npy, tmp_path / "m.onnx", leaves)
     assert [(o.path, o.computes, float(o.array[0, 0]), o.array.dtype) for o in outputs] == [
-        ("net.0", "Linear as the device's MatMulV2", 1.0, np.float32), ("net.1", "GELU as the device's Mul", 3.0, np.float32)]
-    assert unmatched == [("1 dumped Cast op(s) named by no node of a leaf module (ATC fused or renamed them), "
-                          "e.g. trans_Cast_7")]
+        ("net.0", "Linear as the device's MatMulV2", 1.0, np.float32),
+        ("net.1", "GELU as the device's Mul", 3.0, np.float32),
+    ]
+    assert unmatched == [
+        ("1 dumped Cast op(s) named by no node of a leaf module (ATC fused or renamed them), e.g. trans_Cast_7")
+    ]
     assert collect.dump_name("/model/net/net.0/Gemm") == "_model_net_net_0_Gemm"
 
 
@@ -362,8 +416,17 @@ def test_the_chart_marks_and_names_each_paths_first_divergent_op_and_nothing_for
     from common.render.precision import precision_html
 
     ref = {"a": np.ones(4), "b": np.ones(4), "c": np.ones(4)}
-    diverging = compare_ops("torch fp16", "how", FP16, [OpOutput("a", "A()", np.ones(4)),
-                            OpOutput("b", "Linear(2)", np.full(4, 2.0)), OpOutput("c", "C()", np.full(4, 3.0))], ref)
+    diverging = compare_ops(
+        "torch fp16",
+        "how",
+        FP16,
+        [
+            OpOutput("a", "A()", np.ones(4)),
+            OpOutput("b", "Linear(2)", np.full(4, 2.0)),
+            OpOutput("c", "C()", np.full(4, 3.0)),
+        ],
+        ref,
+    )
     clean = compare_ops("torch fp32", "how", FP32, [OpOutput(p, "X()", np.ones(4)) for p in "abc"], ref)
     html = precision_html([clean, diverging], ["banner", "reference"])
     chart = re.search(r"<svg[^>]*data-chart=\"precision-growth\".*?</svg>", html, re.DOTALL).group(0)
@@ -380,12 +443,18 @@ def test_a_variant_says_which_ops_onnx_runtimes_cpu_provider_computed_in_fp32() 
 
     from common.collect.precision import cpu_fp32_note, cpu_fp32_ops
 
-    nodes = [helper.make_node("Cast", ["x"], ["x32"], name="InsertedPrecisionFreeCast_/m/Gemm_input_0", to=1),
-             helper.make_node("Gemm", ["x32", "w", "b"], ["y32"], name="/m/Gemm"),
-             helper.make_node("Cast", ["y32"], ["y"], name="InsertedPrecisionFreeCast_/m/Gemm_output_0", to=10),
-             helper.make_node("Relu", ["y"], ["z"], name="/m/Relu")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4])],
-                              [helper.make_tensor_value_info("z", TensorProto.FLOAT16, [2, 4])])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["x32"], name="InsertedPrecisionFreeCast_/m/Gemm_input_0", to=1),
+        helper.make_node("Gemm", ["x32", "w", "b"], ["y32"], name="/m/Gemm"),
+        helper.make_node("Cast", ["y32"], ["y"], name="InsertedPrecisionFreeCast_/m/Gemm_output_0", to=10),
+        helper.make_node("Relu", ["y"], ["z"], name="/m/Relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT16, [2, 4])],
+    )
     assert cpu_fp32_ops(graph) == {"Gemm": 1}  # the fp16 Relu after it is not counted, nor the Casts
     note = cpu_fp32_note(cpu_fp32_ops(graph))
     assert "computes 1 ops of it in fp32 (Gemm x1" in note and "not fp16 arithmetic" in note

@@ -42,17 +42,33 @@ def task(name: str, kind: str, duration: float, task_id: int | None = 0) -> Prof
 # --- the enums: acl_prof.h's values --------------------------------------------------------------
 def test_aicore_metrics_are_acl_prof_h_values() -> None:
     assert {m.name: m.value for m in AicoreMetrics} == {
-        "ARITHMETIC_UTILIZATION": 0, "PIPE_UTILIZATION": 1, "MEMORY_BANDWIDTH": 2, "L0B_AND_WIDTH": 3,
-        "RESOURCE_CONFLICT_RATIO": 4, "MEMORY_UB": 5, "L2_CACHE": 6, "PIPE_EXECUTE_UTILIZATION": 7,
-        "MEMORY_ACCESS": 8, "NONE": 0xFF,
+        "ARITHMETIC_UTILIZATION": 0,
+        "PIPE_UTILIZATION": 1,
+        "MEMORY_BANDWIDTH": 2,
+        "L0B_AND_WIDTH": 3,
+        "RESOURCE_CONFLICT_RATIO": 4,
+        "MEMORY_UB": 5,
+        "L2_CACHE": 6,
+        "PIPE_EXECUTE_UTILIZATION": 7,
+        "MEMORY_ACCESS": 8,
+        "NONE": 0xFF,
     }
 
 
 def test_profile_types_are_acl_prof_flags() -> None:
     assert {t.name: t.value for t in ProfileType} == {
-        "ACL_API": 0x0001, "TASK_TIME": 0x0002, "AICORE_METRICS": 0x0004, "AICPU": 0x0008, "L2CACHE": 0x0010,
-        "HCCL_TRACE": 0x0020, "TRAINING_TRACE": 0x0040, "MSPROFTX": 0x0080, "RUNTIME_API": 0x0100,
-        "TASK_TIME_L0": 0x0800, "TASK_MEMORY": 0x1000, "OP_ATTR": 0x4000,
+        "ACL_API": 0x0001,
+        "TASK_TIME": 0x0002,
+        "AICORE_METRICS": 0x0004,
+        "AICPU": 0x0008,
+        "L2CACHE": 0x0010,
+        "HCCL_TRACE": 0x0020,
+        "TRAINING_TRACE": 0x0040,
+        "MSPROFTX": 0x0080,
+        "RUNTIME_API": 0x0100,
+        "TASK_TIME_L0": 0x0800,
+        "TASK_MEMORY": 0x1000,
+        "OP_ATTR": 0x4000,
     }
 
 
@@ -67,10 +83,15 @@ def test_profile_types_default_combined_and_listed() -> None:
 
 # --- task_time_median ----------------------------------------------------------------------------
 def test_median_counts_ai_core_types_only_and_defaults_to_the_first_ai_core_name() -> None:
-    tasks = [task("Cast", "AI_CPU", 900.0), task("memcpy", "MEMCPY_ASYNC", 5.0),
-             task("add_custom", "AI_VECTOR_CORE", 10.0), task("Cast", "AI_CPU", 800.0),
-             task("add_custom", "AI_VECTOR_CORE", 30.0), task("mm", "AI_CORE", 1000.0),
-             task("add_custom", "AI_VECTOR_CORE", 20.0)]
+    tasks = [
+        task("Cast", "AI_CPU", 900.0),
+        task("memcpy", "MEMCPY_ASYNC", 5.0),
+        task("add_custom", "AI_VECTOR_CORE", 10.0),
+        task("Cast", "AI_CPU", 800.0),
+        task("add_custom", "AI_VECTOR_CORE", 30.0),
+        task("mm", "AI_CORE", 1000.0),
+        task("add_custom", "AI_VECTOR_CORE", 20.0),
+    ]
     assert task_time_median(tasks) == 20.0  # add_custom: 10, 30, 20
     assert task_time_median(tasks, name="mm") == 1000.0
     for kind in ("AI_CORE", "AIV_SQE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "KERNEL_AIVEC", "KERNEL_AICORE"):
@@ -123,8 +144,10 @@ def test_real_npu_capture_is_read_from_op_summary(tmp_path: Path) -> None:
     profiler = Profiler(copy_run(tmp_path), backend=PORTABLE)
     result = profiler.store_last_result()
     assert isinstance(result, ProfilingResult) and result.run_id == NPU_RUN.name and profiler.last_result is result
-    assert result.tasks == (ProfilingTask(0, "sanitized_kernel", "MIX_AIC", 42399.12),
-                            ProfilingTask(1, "sanitized_kernel", "MIX_AIC", 42058.48))
+    assert result.tasks == (
+        ProfilingTask(0, "sanitized_kernel", "MIX_AIC", 42399.12),
+        ProfilingTask(1, "sanitized_kernel", "MIX_AIC", 42058.48),
+    )
     assert task_time_median(result.tasks) == 42228.8
 
 
@@ -133,9 +156,11 @@ def test_real_npu_capture_without_op_summary_is_read_from_task_time(tmp_path: Pa
     for path in results.rglob("op_summary_*.csv"):
         path.unlink()
     result = Profiler(results, backend=PORTABLE).store_result(NPU_RUN.name)
-    assert result.tasks == (ProfilingTask(4, "N/A", "PROFILING_ENABLE", 0.02),
-                            ProfilingTask(0, "sanitized_kernel", "MIX_AIC", 42401.72),
-                            ProfilingTask(1, "sanitized_kernel", "MIX_AIC", 42061.08))
+    assert result.tasks == (
+        ProfilingTask(4, "N/A", "PROFILING_ENABLE", 0.02),
+        ProfilingTask(0, "sanitized_kernel", "MIX_AIC", 42401.72),
+        ProfilingTask(1, "sanitized_kernel", "MIX_AIC", 42061.08),
+    )
     assert task_time_median(result.tasks) == 42231.4  # PROFILING_ENABLE is not an AI Core task
 
 
@@ -171,7 +196,10 @@ def test_portable_profiler_reads_what_the_twins_writer_puts_in_msprofs_layout(tm
         twin_profile.write_portable_profile(out, tasks)
     result = profiler.last_result
     assert [(t.id, t.name, t.type, t.duration) for t in result.tasks] == [
-        (None, "add_custom", "CPU", 500.0), (None, "add_custom", "CPU", 700.0), (None, "add_custom", "CPU", 600.0)]
+        (None, "add_custom", "CPU", 500.0),
+        (None, "add_custom", "CPU", 700.0),
+        (None, "add_custom", "CPU", 600.0),
+    ]
     assert task_time_median(result.tasks) == 600.0 and task_time_median(result.tasks, skip=1) == 650.0
     assert (tmp_path / "results").is_dir()  # a result_path it was given is never deleted
 
@@ -228,8 +256,12 @@ def standin(tmp_path_factory) -> Path:
         pytest.skip("needs a C compiler")
     folder = tmp_path_factory.mktemp("standin")
     (folder / "standin.c").write_text(STANDIN_C)
-    subprocess.run([CC, "-shared", "-fPIC", "-o", str(folder / "libmsprofiler.so"), str(folder / "standin.c")],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [CC, "-shared", "-fPIC", "-o", str(folder / "libmsprofiler.so"), str(folder / "standin.c")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return folder / "libmsprofiler.so"
 
 
@@ -246,7 +278,10 @@ def test_interface_passes_the_documented_c_arguments(standin: Path) -> None:
     assert lib.standin_log().decode().split(";")[:-1] == [
         f"init /tmp/prof dir/é {len('/tmp/prof dir/é'.encode())}",  # the byte length, not the character count
         "create 0 5 n=2 metric=8 events=NULL types=0x4002",
-        "start config", "stop config", "destroy config", "finalize",
+        "start config",
+        "stop config",
+        "destroy config",
+        "finalize",
     ]
 
 
@@ -354,8 +389,15 @@ def test_profile_starts_runs_the_block_stops_exports_parses_then_cleans_up(tmp_p
         made = Path(profiler.result_path)
         assert inside is profiler and made.is_dir() and made.name.startswith("msprof_lab_profiler_")
         log.append("block")
-    assert log == ["init", "create_config [1] MEMORY_BANDWIDTH ['AICORE_METRICS', 'L2CACHE', 'TASK_TIME']",
-                   "start config", "block", "stop config", "destroy_config config", "finalize"]
+    assert log == [
+        "init",
+        "create_config [1] MEMORY_BANDWIDTH ['AICORE_METRICS', 'L2CACHE', 'TASK_TIME']",
+        "start config",
+        "block",
+        "stop config",
+        "destroy_config config",
+        "finalize",
+    ]
     assert [(t.id, t.type) for t in profiler.last_result.tasks] == [(0, "MIX_AIC"), (1, "MIX_AIC")]
     assert profiler.last_result.run_id == "PROF_000001_20260101000000000_RECORDEDRUNXXXXX"
     assert not made.exists() and profiler.result_path is None and not profiler.started
@@ -423,8 +465,15 @@ def test_init_before_start_keeps_the_session_open_until_finalize(tmp_path: Path)
     profiler.finalize()
     profiler.finalize()  # a second one does nothing
     assert [entry.split(" [")[0] for entry in log] == [
-        "init", "load model", "create_config", "start config", "stop config", "destroy_config config",
-        "unload model", "finalize"]
+        "init",
+        "load model",
+        "create_config",
+        "start config",
+        "stop config",
+        "destroy_config config",
+        "unload model",
+        "finalize",
+    ]
 
     class FailingStart(RecordingInterface):
         def start(self, config) -> None:
@@ -438,4 +487,3 @@ def test_init_before_start_keeps_the_session_open_until_finalize(tmp_path: Path)
     assert log[-1] == "destroy_config config" and profiler.initialized  # the caller's finalize closes it
     profiler.finalize()
     assert log[-1] == "finalize" and not profiler.initialized
-

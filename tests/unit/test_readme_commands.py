@@ -65,7 +65,7 @@ def read_page(path: str, text: str | None = None) -> Page:
             blocks.append((lang, "\n".join(current) + "\n"))
             current = None
         elif current is not None:
-            current.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
+            current.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
         else:
             prose.append(line)
     return Page(path, blocks, "\n".join(prose))
@@ -141,7 +141,7 @@ def program(argv: list[str]) -> list[str]:
         argv = argv[1:]
     if argv and Path(argv[0]).name in WRAPPERS:
         starts = [i for i, t in enumerate(argv) if is_python(t) or t in ("bash", "sh")]
-        return argv[starts[0]:] if starts else []
+        return argv[starts[0] :] if starts else []
     return argv
 
 
@@ -235,7 +235,7 @@ def nox_problems(args: list[str], shown: str) -> list[str]:
     names, posargs, i = [], None, 0
     while i < len(args):
         if args[i] == "--":
-            posargs = args[i + 1:]
+            posargs = args[i + 1 :]
             break
         if args[i] in ("-s", "--session", "--sessions", "-e"):
             i += 1
@@ -258,8 +258,22 @@ PATH_SUFFIXES = (".py", ".sh", ".md", ".txt", ".json", ".toml", ".cmake", ".cpp"
 # folders is output the page describes, not a file to find: the modes' outputs, the environments and records, 02's
 # build, the top-level bench/ (the benchmark's and the noise harness's output only), nox -s fix's fix_out/ and
 # its DDP runs, and the baselines python -m common baseline keeps.
-PRODUCED_DIRS = {"prof_out", "prof_out_ddp", "prof_out_dynamic", "prof_runs", "prof_sweep", "agree_out",
-                 "precision_out", ".nox", ".lab_cache", "build", "bench", "fix_out", "prof_out_fix", "baselines"}
+PRODUCED_DIRS = {
+    "prof_out",
+    "prof_out_ddp",
+    "prof_out_dynamic",
+    "prof_runs",
+    "prof_sweep",
+    "agree_out",
+    "precision_out",
+    ".nox",
+    ".lab_cache",
+    "build",
+    "bench",
+    "fix_out",
+    "prof_out_fix",
+    "baselines",
+}
 PRODUCED_UNDER = ("03_api_pyAcl/model/",)  # 03's exported and built models, from the root or from 03's folder
 # Pages cited from other projects' repositories (mstt's msprobe guide): named by path, not files of this lab.
 FOREIGN = {"docs/10.accuracy_compare_PyTorch.md"}
@@ -320,8 +334,13 @@ def link_problems(page: Page) -> list[str]:
 @pytest.mark.parametrize("path", pages())
 def test_every_command_a_page_shows_runs_as_written(path: str) -> None:
     page = read_page(path)
-    problems = [f"{path}: {p}" for lang, text in page.blocks if lang in SHELL
-                for argv in commands(text) for p in command_problems(argv, page.folder)]
+    problems = [
+        f"{path}: {p}"
+        for lang, text in page.blocks
+        if lang in SHELL
+        for argv in commands(text)
+        for p in command_problems(argv, page.folder)
+    ]
     assert problems == []
 
 
@@ -333,8 +352,13 @@ def test_every_file_and_link_a_page_names_exists(path: str) -> None:
 
 def test_the_pages_show_commands_to_check() -> None:
     """The checks above read something: the pages hold commands of each kind they check."""
-    shown = [program(argv) for path in pages() for lang, text in read_page(path).blocks if lang in SHELL
-             for argv in commands(text)]
+    shown = [
+        program(argv)
+        for path in pages()
+        for lang, text in read_page(path).blocks
+        if lang in SHELL
+        for argv in commands(text)
+    ]
     heads = {(Path(a[0]).name, a[2] if len(a) > 2 and a[1] == "-m" else "") for a in shown if a}
     assert ("python", "common") in heads and ("nox", "") in heads and ("bash", "") in heads
     assert {"cmdline", "ascendc", "pyacl", "pytorch", "tests"} <= SESSIONS
@@ -344,66 +368,86 @@ def problems_of(block: str, folder: Path = ROOT) -> list[str]:
     return [p for argv in commands(block) for p in command_problems(argv, folder)]
 
 
-@pytest.mark.parametrize("block", [
-    "python -m common reprot 01_cmdline/prof_out\n",  # a command the CLI does not have
-    "python -m common compare <baseline>\n",  # a positional missing
-    "python -m common report 01_cmdline/prof_out --soc\n",  # an option without its value
-    "python -m common compare A B --samples 1 x\n",  # a value of the wrong type
-    "nox -s nosuchsession -- 0\n",
-    "nox -s cmdline pytroch -- 0\n",  # one name of several
-    "nox -s pyacl -- 0 --workload\n",  # a mode session's option without its value
-    "nox -s pytorch -- 0 --kernal pyasc\n",  # an option the mode sessions do not take
-    "bash 01_cmdline/runn.sh 0\n",
-    "python3 03_api_pyAcl/src/inference.py --om x.om\n",
-    "msprof --output=prof_out --task-time=on python3 01_cmdline/src/modle.py --device npu:0\n",
-    "bash 02_api_AscendC/build.sh && bash 02_api_AscendC/rn.sh 0\n",  # the second of a chain
-    "python -m common.modes.nosuchmode 0\n",
-    "python -m common \\\n    cluster\n",  # a continuation line, joined: cluster without its folder
-])
+@pytest.mark.parametrize(
+    "block",
+    [
+        "python -m common reprot 01_cmdline/prof_out\n",  # a command the CLI does not have
+        "python -m common compare <baseline>\n",  # a positional missing
+        "python -m common report 01_cmdline/prof_out --soc\n",  # an option without its value
+        "python -m common compare A B --samples 1 x\n",  # a value of the wrong type
+        "nox -s nosuchsession -- 0\n",
+        "nox -s cmdline pytroch -- 0\n",  # one name of several
+        "nox -s pyacl -- 0 --workload\n",  # a mode session's option without its value
+        "nox -s pytorch -- 0 --kernal pyasc\n",  # an option the mode sessions do not take
+        "bash 01_cmdline/runn.sh 0\n",
+        "python3 03_api_pyAcl/src/inference.py --om x.om\n",
+        "msprof --output=prof_out --task-time=on python3 01_cmdline/src/modle.py --device npu:0\n",
+        "bash 02_api_AscendC/build.sh && bash 02_api_AscendC/rn.sh 0\n",  # the second of a chain
+        "python -m common.modes.nosuchmode 0\n",
+        "python -m common \\\n    cluster\n",  # a continuation line, joined: cluster without its folder
+    ],
+)
 def test_a_broken_command_is_found(block: str) -> None:
     assert problems_of(block), block
 
 
-@pytest.mark.parametrize("block", [
-    "python -m common report 01_cmdline/prof_out            # a comment: --no-such-flag\n",
-    "python -m common compare <baseline> <candidate> --samples 1 64 --json\n",
-    "python -m common precision [dev] [--workload FILE] [--out DIR] [--torch-only] [--cross-check]\n",
-    "$ python -m common cluster <dir> --out cluster_out\n",
-    "MSPROF_LAB_CACHE=off nox -s cmdline ascendc pyacl pytorch -- 0 --workload my_model.py\n",
-    "nox -s tests -- -m \"not e2e\"\n",
-    "bash 02_api_AscendC/build.sh && bash 02_api_AscendC/run.sh 0 --kernel pyasc\n",
-    "msprof --output=<out> --task-time=on python3 01_cmdline/src/model.py --device npu:<dev>\n",
-    "python3 model.py --model my_model.py\n",  # a copied lesson, in the reader's folder
-    "bash 01_cmdline/run.sh 0 -- python3 path/to/your_program.py --its --args\n",
-    "python -m common.modes.ascendc\n",
-    "lab: python -m common report              0.61     N/A\n",  # output shown in a block, not a command
-])
+@pytest.mark.parametrize(
+    "block",
+    [
+        "python -m common report 01_cmdline/prof_out            # a comment: --no-such-flag\n",
+        "python -m common compare <baseline> <candidate> --samples 1 64 --json\n",
+        "python -m common precision [dev] [--workload FILE] [--out DIR] [--torch-only] [--cross-check]\n",
+        "$ python -m common cluster <dir> --out cluster_out\n",
+        "MSPROF_LAB_CACHE=off nox -s cmdline ascendc pyacl pytorch -- 0 --workload my_model.py\n",
+        'nox -s tests -- -m "not e2e"\n',
+        "bash 02_api_AscendC/build.sh && bash 02_api_AscendC/run.sh 0 --kernel pyasc\n",
+        "msprof --output=<out> --task-time=on python3 01_cmdline/src/model.py --device npu:<dev>\n",
+        "python3 model.py --model my_model.py\n",  # a copied lesson, in the reader's folder
+        "bash 01_cmdline/run.sh 0 -- python3 path/to/your_program.py --its --args\n",
+        "python -m common.modes.ascendc\n",
+        "lab: python -m common report              0.61     N/A\n",  # output shown in a block, not a command
+    ],
+)
 def test_a_working_command_passes(block: str) -> None:
     assert problems_of(block) == [], block
 
 
 def test_a_wrong_path_or_link_in_the_prose_is_found() -> None:
-    page = read_page("03_api_pyAcl/README.md", text=(
-        "Read `src/infer.py` and `common/modes/pyacl/export.py`, then `common/modes/pyacl/exporter.py`.\n"
-        "The folder `common/modes/nosuch/` and `src/export_onnx.py`; `prof_out/default/report.md` is written,\n"
-        "and so are `model/npu/tiny_mlp_default.json` and `03_api_pyAcl/model/tiny_mlp.workload.json`.\n"
-        "See [the docs](../docs/no_such_page.md), [own model](../docs/own_model.md#no-such-heading),\n"
-        "[the workload file](../docs/own_model.md#the-workload-file) and [NPU](../docs/npu_reference.md).\n"))
+    page = read_page(
+        "03_api_pyAcl/README.md",
+        text=(
+            "Read `src/infer.py` and `common/modes/pyacl/export.py`, then `common/modes/pyacl/exporter.py`.\n"
+            "The folder `common/modes/nosuch/` and `src/export_onnx.py`; `prof_out/default/report.md` is written,\n"
+            "and so are `model/npu/tiny_mlp_default.json` and `03_api_pyAcl/model/tiny_mlp.workload.json`.\n"
+            "See [the docs](../docs/no_such_page.md), [own model](../docs/own_model.md#no-such-heading),\n"
+            "[the workload file](../docs/own_model.md#the-workload-file) and [NPU](../docs/npu_reference.md).\n"
+        ),
+    )
     assert path_problems(page) == [
         "03_api_pyAcl/README.md: `common/modes/pyacl/exporter.py` does not exist (from the root or from 03_api_pyAcl/)",
-        "03_api_pyAcl/README.md: `common/modes/nosuch/` does not exist (from the root or from 03_api_pyAcl/)"]
+        "03_api_pyAcl/README.md: `common/modes/nosuch/` does not exist (from the root or from 03_api_pyAcl/)",
+    ]
     assert link_problems(page) == [
         "03_api_pyAcl/README.md: link to ../docs/no_such_page.md: no such file",
-        "03_api_pyAcl/README.md: link to ../docs/own_model.md#no-such-heading: no such heading in own_model.md"]
+        "03_api_pyAcl/README.md: link to ../docs/own_model.md#no-such-heading: no such heading in own_model.md",
+    ]
 
 
 def test_fences_and_anchors_are_read_as_github_shows_them() -> None:
-    page = read_page("x.md", text=(
-        "# 01 · cmdline — msprof wraps\n## Timing a kernel from Python: `common.collect.profiling`\n"
-        "## Figures\n### Figures\n  ```bash\n  bash 01_cmdline/run.sh 0\n  ```\n```text\n# not a heading\n```\n"))
+    page = read_page(
+        "x.md",
+        text=(
+            "# 01 · cmdline — msprof wraps\n## Timing a kernel from Python: `common.collect.profiling`\n"
+            "## Figures\n### Figures\n  ```bash\n  bash 01_cmdline/run.sh 0\n  ```\n```text\n# not a heading\n```\n"
+        ),
+    )
     assert page.blocks == [("bash", "bash 01_cmdline/run.sh 0\n"), ("text", "# not a heading\n")]
-    assert anchors(page) == {"01--cmdline--msprof-wraps", "timing-a-kernel-from-python-commoncollectprofiling",
-                             "figures", "figures-1"}
+    assert anchors(page) == {
+        "01--cmdline--msprof-wraps",
+        "timing-a-kernel-from-python-commoncollectprofiling",
+        "figures",
+        "figures-1",
+    }
 
 
 def test_the_top_readme_is_within_its_budget() -> None:

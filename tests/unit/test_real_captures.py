@@ -48,7 +48,9 @@ def csv_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def per_type(records: list[dict[str, str]], op: str, core: str, duration: str) -> dict[tuple[str, str], tuple[int, float]]:
+def per_type(
+    records: list[dict[str, str]], op: str, core: str, duration: str
+) -> dict[tuple[str, str], tuple[int, float]]:
     out: dict[tuple[str, str], tuple[int, float]] = {}
     for r in records:
         key = (r[op].strip(), r[core].strip())
@@ -73,8 +75,10 @@ def assert_same_totals(lab: dict, expected: dict) -> None:
 
 
 def step_csv(path: Path) -> list[tuple[int, float, float, float]]:
-    return [(int(r["Step"]), float(r["Computing"]), float(r["Communication(Not Overlapped)"]), float(r["Free"]))
-            for r in csv_rows(path)]
+    return [
+        (int(r["Step"]), float(r["Computing"]), float(r["Communication(Not Overlapped)"]), float(r["Free"]))
+        for r in csv_rows(path)
+    ]
 
 
 def query(db: Path, sql: str) -> list[tuple]:
@@ -98,13 +102,16 @@ def assert_bound(ds, kind: str, computing: float, comm: float, free: float) -> N
     assert verdict.kind == kind, verdict.text
     step = computing + comm + free
     if kind == "host-bound":  # one device, no communication: Computing against Free
-        assert verdict.text.startswith(f"host-bound: Computing {computing:.1f} us vs Free {free:.1f} us per step "
-                                       f"(Computing = {100 * computing / step:.1f}% of the step"), verdict.text
+        assert verdict.text.startswith(
+            f"host-bound: Computing {computing:.1f} us vs Free {free:.1f} us per step "
+            f"(Computing = {100 * computing / step:.1f}% of the step"
+        ), verdict.text
     else:
         assert verdict.text.startswith(
             f"{kind}: Computing {computing:.1f} us ({100 * computing / step:.1f}%), Communication(Not Overlapped) "
             f"{comm:.1f} us ({100 * comm / step:.1f}%), Free {free:.1f} us ({100 * free / step:.1f}%) of the "
-            f"{step:.1f} us step"), verdict.text
+            f"{step:.1f} us step"
+        ), verdict.text
 
 
 def integrity(root: Path, ds_list) -> list[checks.Verdict]:
@@ -119,8 +126,10 @@ def expect_cann85(root: Path) -> None:
     assert summary == {("sanitized_kernel", "MIX_AIC"): (2, pytest.approx(84457.6, abs=1e-6))}
     assert ds.kind == "msprof" and ds.task_count == 2
     assert_same_totals(lab_per_type(ds), summary)
-    stat = {(r["OP Type"], r["Core Type"]): (int(r["Count"]), float(r["Total Time(us)"]))
-            for r in csv_rows(next(out.glob("op_statistic_*.csv")))}
+    stat = {
+        (r["OP Type"], r["Core Type"]): (int(r["Count"]), float(r["Total Time(us)"]))
+        for r in csv_rows(next(out.glob("op_statistic_*.csv")))
+    }
     assert {(s.op_type, s.core_type): (s.count, s.total_us) for s in ds.op_statistic} == stat
     assert ds.steps == []  # msprof in single-op mode writes no step table
     (verdict,) = integrity(root, [ds])
@@ -151,8 +160,13 @@ def expect_aicpu_kernel_details(root: Path) -> None:
 
 def overlap_sums(trace: Path) -> dict[str, tuple[int, float]]:
     events = json.loads(trace.read_text())
-    pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-            and (e.get("args") or {}).get("name") == "Overlap Analysis"}
+    pids = {
+        e["pid"]
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "process_name"
+        and (e.get("args") or {}).get("name") == "Overlap Analysis"
+    }
     out: dict[str, tuple[int, float]] = {}
     for e in events:
         if e.get("ph") == "X" and e.get("pid") in pids:
@@ -169,7 +183,8 @@ def expect_trace_view(root: Path) -> None:
     (row,) = ds.steps  # no step_trace_time.csv, no ProfilerStep: one whole-trace row
     assert row.step is None
     assert (row.computing_us, row.communication_not_overlapped_us, row.free_us) == pytest.approx(
-        (sums["Computing"][1], comm, sums["Free"][1]), abs=1e-6)
+        (sums["Computing"][1], comm, sums["Free"][1]), abs=1e-6
+    )
     assert sums["Computing"][1] / (sums["Computing"][1] + comm + sums["Free"][1]) < 0.5
     assert_bound(ds, "host-bound", sums["Computing"][1], comm, sums["Free"][1])
     assert integrity(root, [ds]) == []  # a timeline alone: nothing to cross-check
@@ -186,7 +201,7 @@ def expect_text_level0(root: Path) -> None:
         assert {r["Type"] for r in records} == {"N/A"}  # Level0: kernels known by name only
         steps = step_csv(ds.folder / "step_trace_time.csv")
         assert_steps(ds, steps)
-        (_, computing, comm, free), = steps
+        ((_, computing, comm, free),) = steps
         assert comm / (computing + comm + free) > 0.5
         assert_bound(ds, "communication-bound", computing, comm, free)
         # the Level0 and Level1 exports of one capture: the same families, kernel for kernel
@@ -202,19 +217,24 @@ def expect_text_level1(root: Path) -> None:
         expected = per_type(kernels, "Type", "Accelerator Core", "Duration(us)")
         assert_same_totals(lab_per_type(ds), expected)
         assert sum(c for (_, core), (c, _) in expected.items() if core == "HCCL") == 4
-        stat = {(r["OP Type"], r["Core Type"]): (int(r["Count"]), float(r["Total Time(us)"]))
-                for r in csv_rows(ds.folder / "op_statistic.csv")}
+        stat = {
+            (r["OP Type"], r["Core Type"]): (int(r["Count"]), float(r["Total Time(us)"]))
+            for r in csv_rows(ds.folder / "op_statistic.csv")
+        }
         assert {(s.op_type, s.core_type): (s.count, s.total_us) for s in ds.op_statistic} == stat
         # op_statistic is kernel_details without its HCCL rows, count for count
         assert {k: v[0] for k, v in expected.items() if k[1] not in COMM_CORES} == {k: v[0] for k, v in stat.items()}
         steps = step_csv(ds.folder / "step_trace_time.csv")
         assert_steps(ds, steps)
-        (step, computing, comm, free), = steps
+        ((step, computing, comm, free),) = steps
         assert step == 50 and 0.70 <= comm / (computing + comm + free) <= 0.75  # the README's 70-75%
         assert_bound(ds, "communication-bound", computing, comm, free)
         mem = memory_summary(ds)
-        peak = max(float(r["Total Allocated(MB)"]) for r in csv_rows(ds.folder / "memory_record.csv")
-                   if r["Component"] == mem.headline.component)
+        peak = max(
+            float(r["Total Allocated(MB)"])
+            for r in csv_rows(ds.folder / "memory_record.csv")
+            if r["Component"] == mem.headline.component
+        )
         assert mem.headline.peak_allocated_mb == pytest.approx(peak)
     found = integrity(root, datasets)
     assert len(found) == 4 and all(v.ok for v in found), found  # op_statistic and step table, per rank
@@ -227,19 +247,26 @@ def expect_db_level1(root: Path) -> None:
     assert [ds.kind for ds in datasets] == ["torch_npu_db", "torch_npu_db"]
     for ds in datasets:
         db = ds.db
-        (compute,) = query(db, "SELECT count(*) FROM TASK AS t JOIN COMPUTE_TASK_INFO AS c "
-                               "ON c.globalTaskId = t.globalTaskId")[0]
+        (compute,) = query(
+            db, "SELECT count(*) FROM TASK AS t JOIN COMPUTE_TASK_INFO AS c ON c.globalTaskId = t.globalTaskId"
+        )[0]
         (comm,) = query(db, "SELECT count(*) FROM COMMUNICATION_OP")[0]
         assert (compute, comm) == (187, 4) and ds.task_count == compute + comm
-        (row,) = query(db.parent / "analysis.db", "SELECT step, computing, communication_not_overlapped, free "
-                                                  "FROM StepTraceTime")
+        (row,) = query(
+            db.parent / "analysis.db", "SELECT step, computing, communication_not_overlapped, free FROM StepTraceTime"
+        )
         steps = [(int(row[0]), *map(float, row[1:]))]
         assert_steps(ds, steps)
         _, computing, not_overlapped, free = steps[0]
         assert 0.70 <= not_overlapped / (computing + not_overlapped + free) <= 0.75
         assert_bound(ds, "communication-bound", computing, not_overlapped, free)
-        peaks = dict(query(db, "SELECT s.value, max(m.totalAllocated) FROM MEMORY_RECORD AS m "
-                               "JOIN STRING_IDS AS s ON s.id = m.component GROUP BY s.value"))
+        peaks = dict(
+            query(
+                db,
+                "SELECT s.value, max(m.totalAllocated) FROM MEMORY_RECORD AS m "
+                "JOIN STRING_IDS AS s ON s.id = m.component GROUP BY s.value",
+            )
+        )
         mem = memory_summary(ds)
         assert mem.headline.component == "PTA+GE"
         assert mem.headline.peak_allocated_mb == pytest.approx(peaks["PTA+GE"] / 2**20)
@@ -250,11 +277,19 @@ def expect_db_level1(root: Path) -> None:
     assert verdict.ok and "db_level1" not in verdict.name and "rank0" in verdict.name, verdict
     view = load_cluster(root)
     assert ddp_checks.check_collectives(rank_collectives(view.ranks)).ok
-    starts = {r: dict(query(next((root / f"rank{r}_ascend_pt" / OUT).glob("ascend_pytorch_profiler_*.db")),
-                            "SELECT s.value, o.startNs FROM COMMUNICATION_OP AS o JOIN STRING_IDS AS s "
-                            "ON s.id = o.opName")) for r in (0, 1)}
-    waits = {r: sum(max(starts[0][n], starts[1][n]) - starts[r][n] for n in starts[0]) / len(starts[0]) / 1000
-             for r in (0, 1)}
+    starts = {
+        r: dict(
+            query(
+                next((root / f"rank{r}_ascend_pt" / OUT).glob("ascend_pytorch_profiler_*.db")),
+                "SELECT s.value, o.startNs FROM COMMUNICATION_OP AS o JOIN STRING_IDS AS s ON s.id = o.opName",
+            )
+        )
+        for r in (0, 1)
+    }
+    waits = {
+        r: sum(max(starts[0][n], starts[1][n]) - starts[r][n] for n in starts[0]) / len(starts[0]) / 1000
+        for r in (0, 1)
+    }
     arrivals = collective_arrivals(view)
     assert arrivals.collectives == 4 and arrivals.source == "COMMUNICATION_OP"
     assert arrivals.wait_us == pytest.approx(waits, abs=0.5)  # µs floats of ~1.7e15 keep ~0.25 us
@@ -266,7 +301,7 @@ def expect_megatron_level2(root: Path) -> None:
     for rank, ds in enumerate(datasets):
         steps = step_csv(ds.folder / "step_trace_time.csv")
         assert_steps(ds, steps)
-        (step, computing, comm, free), = steps
+        ((step, computing, comm, free),) = steps
         assert step == 13
         if comm / (computing + comm + free) >= 0.5:  # stage 0 (ranks 0, 1) waits in P2P: over half the step
             assert rank in (0, 1)
@@ -276,9 +311,14 @@ def expect_megatron_level2(root: Path) -> None:
             assert step_bound.step_verdict(step_bound.summarize_steps(ds.steps)).kind == "mixed"
     assert integrity(root, datasets) == []  # step tables and communication.json only: nothing to cross-check
     metadata = json.loads((root / "rank_0_ascend_pt" / "profiler_metadata.json").read_text())
-    pp = sorted(tuple(g["global_ranks"]) for r in range(4) for g in json.loads(
-        (root / f"rank_{r}_ascend_pt" / "profiler_metadata.json").read_text())["parallel_group_info"].values()
-        if g["group_name"] == "pp")
+    pp = sorted(
+        tuple(g["global_ranks"])
+        for r in range(4)
+        for g in json.loads((root / f"rank_{r}_ascend_pt" / "profiler_metadata.json").read_text())[
+            "parallel_group_info"
+        ].values()
+        if g["group_name"] == "pp"
+    )
     assert metadata["distributed_args"]["pipeline_model_parallel_size"] == 2 and set(pp) == {(0, 2), (1, 3)}
     layout = parallel_layout(load_cluster(root))
     assert layout.stages == [(0, 1), (2, 3)]  # stage s: index s of every PP group
@@ -303,8 +343,10 @@ def test_the_corpus_is_what_the_readme_lists() -> None:
 
 @pytest.mark.parametrize("capture", captures())
 def test_real_capture(capture: str, tmp_path: Path) -> None:
-    assert capture in EXPECT, (f"{capture}: a capture without expectations: add expectations for it to EXPECT "
-                               "in tests/unit/test_real_captures.py")
+    assert capture in EXPECT, (
+        f"{capture}: a capture without expectations: add expectations for it to EXPECT "
+        "in tests/unit/test_real_captures.py"
+    )
     root = tmp_path / Path(capture).name
     shutil.copytree(NPU / capture, root)  # databases get -wal/-shm files beside them while read
     EXPECT[capture](root)

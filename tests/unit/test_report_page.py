@@ -20,8 +20,11 @@ def _titles(page: str) -> list[str]:
 def test_every_pmu_chart_is_labelled_with_its_op() -> None:
     page = directory_html(CAPTURE)
     for section in re.findall(r"<h2>Pipes \(PMU\).*?</section>", page, flags=re.S):
-        charts = re.findall(r"(<p class=\"v\"><b>[^<]+</b> \(\d+ tasks\):[^<]*</p>)?<svg class=\"chart\" "
-                            r"data-chart=\"pipes\"", section)
+        charts = re.findall(
+            r"(<p class=\"v\"><b>[^<]+</b> \(\d+ tasks\):[^<]*</p>)?<svg class=\"chart\" "
+            r"data-chart=\"pipes\"",
+            section,
+        )
         assert charts and all(charts), "a pipes chart without its op label"
     assert '<p class="v"><b>TransData</b> (57 tasks): aiv_mte2 0.35 leads' in page
 

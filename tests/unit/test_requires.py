@@ -28,12 +28,15 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_requires_is_read_without_running_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, '''
+    path = write(
+        tmp_path,
+        '''
         """A model."""
         REQUIRES = ["torchvision==0.28.0", "timm", "transformers[torch] >= 5.0, < 6", "pkg (>=1.0)"]
         import no_such_package_anywhere
         raise SystemExit("never run")
-    ''')
+    ''',
+    )
     assert declared(path) == ("torchvision==0.28.0", "timm", "transformers[torch] >= 5.0, < 6", "pkg (>=1.0)")
     annotated = write(tmp_path, 'REQUIRES: list[str] = ("timm",)\n')
     assert declared(annotated) == ("timm",)
@@ -79,16 +82,19 @@ def test_the_environment_is_keyed_by_the_set_however_it_is_written(tmp_path: Pat
 
 
 def test_pips_conflict_line_is_the_one_reported() -> None:
-    pip_says = ("Collecting torchvision==0.20.0\n"
-                "ERROR: Cannot install torch===2.13.0+cpu and torchvision==0.20.0 because these package versions have "
-                "conflicting dependencies.\n\nThe conflict is caused by:\n    torchvision 0.20.0 depends on torch==2.5.0\n"
-                "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution\n")
+    pip_says = (
+        "Collecting torchvision==0.20.0\n"
+        "ERROR: Cannot install torch===2.13.0+cpu and torchvision==0.20.0 because these package versions have "
+        "conflicting dependencies.\n\nThe conflict is caused by:\n    torchvision 0.20.0 depends on torch==2.5.0\n"
+        "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution\n"
+    )
     assert environments._what_failed(pip_says).startswith("ERROR: Cannot install torch===2.13.0+cpu and torchvision")
     assert environments._what_failed("a\nlast words\n") == "last words"
 
 
 def test_torch_is_held_at_the_labs_build_and_the_registrys_is_taken_only_when_an_import_needs_it(
-        tmp_path: Path, monkeypatch) -> None:
+    tmp_path: Path, monkeypatch
+) -> None:
     """The first build pins the lab's torch (2.13.0+cpu); a package whose import fails there (torchvision from the
     registry: operator torchvision::nms does not exist) gets the registry's build of the same version, said in one
     line; a later call finds either stamp and builds nothing."""
@@ -102,8 +108,9 @@ def test_torch_is_held_at_the_labs_build_and_the_registrys_is_taken_only_when_an
         builds.append(requirements)
         assert keep == (len(builds) == 2)  # the registry's build goes on top of the first: only torch is swapped
         if requirements[-1] == "torch===2.13.0+cpu":
-            raise workload_env.ImportFailed("torchvision", "torchvision",
-                                            "RuntimeError: operator torchvision::nms does not exist", venv)
+            raise workload_env.ImportFailed(
+                "torchvision", "torchvision", "RuntimeError: operator torchvision::nms does not exist", venv
+            )
         return venv / "bin" / "python"
 
     monkeypatch.setattr(workload_env, "ensure_environment", build)
@@ -142,7 +149,7 @@ def test_the_import_check_names_the_package_that_fails(tmp_path: Path) -> None:
     (info / "RECORD").write_text("brokenpkg/__init__.py,,\nbrokenpkg-1.0.dist-info/METADATA,,\n")
     python = tmp_path / "bin" / "python"
     python.parent.mkdir()
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     with pytest.raises(workload_env.ImportFailed) as err:
         workload_env.import_check(("brokenpkg==1.0",))(python)
@@ -184,8 +191,9 @@ def test_an_import_error_with_the_environment_built_says_how_to_use_it(tmp_path:
 def test_a_real_environment_with_a_small_package(tmp_path: Path) -> None:
     """The builder for real: a venv with a small pure-Python package beside no group, its import checked."""
     venv = tmp_path / "env"
-    python = environments.ensure_environment(venv, [], requirements=("six",), verify=workload_env.import_check(("six",)),
-                                             log=lambda *_: None, timeout_s=300)
+    python = environments.ensure_environment(
+        venv, [], requirements=("six",), verify=workload_env.import_check(("six",)), log=lambda *_: None, timeout_s=300
+    )
     out = subprocess.run([str(python), "-c", "import six; print(six.__name__)"], capture_output=True, text=True)
     assert out.stdout.strip() == "six"
     assert environments.is_built(venv, [], requirements=("six",))

@@ -29,8 +29,9 @@ def _mlp(gelu_us: float, addmm_us: float = 700.0, step: int | None = None, start
 
 
 # --- the statistics ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0],
-                                    list(np.random.default_rng(0).random(37))])
+@pytest.mark.parametrize(
+    "values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0], list(np.random.default_rng(0).random(37))]
+)
 def test_quantiles_follow_numpys_default_rule(values: list[float]) -> None:
     for q in (0.0, 0.25, 0.5, 0.75, 1.0):
         assert robust.quantile(values, q) == pytest.approx(float(np.quantile(values, q)))
@@ -125,8 +126,9 @@ def test_op_time_vs_computing_is_judged_per_step_on_the_median() -> None:
 
 # --- the slow rank: one stalled step does not decide -------------------------------------------------------
 def _rank_rows(computing: list[float], free: list[float], comm: float) -> list[StepTime]:
-    return [StepTime(i + 1, c, comm, 0.0, comm, f, c + comm + f, 0.0, None)
-            for i, (c, f) in enumerate(zip(computing, free))]
+    return [
+        StepTime(i + 1, c, comm, 0.0, comm, f, c + comm + f, 0.0, None) for i, (c, f) in enumerate(zip(computing, free))
+    ]
 
 
 def test_a_host_stall_in_one_step_does_not_turn_a_compute_slow_rank_into_a_free_one() -> None:
@@ -139,9 +141,15 @@ def test_a_host_stall_in_one_step_does_not_turn_a_compute_slow_rank_into_a_free_
 
 # --- compare: a regression beyond the threshold and beyond the runs' own spread -----------------------------
 def _runs(addmm: list[float], gelu: list[float]) -> list[RunOps]:
-    return [RunOps(Path(f"r{i}"), {"mode": "pytorch", "backend": "portable"}, "forward",
-                   {("", "aten::addmm", "32,1024"): a, ("", "aten::gelu", "32,1024"): g})
-            for i, (a, g) in enumerate(zip(addmm, gelu))]
+    return [
+        RunOps(
+            Path(f"r{i}"),
+            {"mode": "pytorch", "backend": "portable"},
+            "forward",
+            {("", "aten::addmm", "32,1024"): a, ("", "aten::gelu", "32,1024"): g},
+        )
+        for i, (a, g) in enumerate(zip(addmm, gelu))
+    ]
 
 
 def test_compare_flags_a_slowdown_beyond_the_spread_and_says_when_the_spread_decides() -> None:
@@ -215,8 +223,9 @@ def test_a_bf16_op_is_not_judged_against_an_fp32_peak_and_lower_precision_is_not
     peaks = bounds.Peaks("cpu", 1e11, 2e10, "calibrated", "fp32")
 
     def mm(dtypes: str) -> Task:
-        return Task("aten::addmm", "aten::addmm", "CPU", 0.0, 50.0, input_shapes="256;8,1024;1024,256",
-                    input_dtypes=dtypes)
+        return Task(
+            "aten::addmm", "aten::addmm", "CPU", 0.0, 50.0, input_shapes="256;8,1024;1024,256", input_dtypes=dtypes
+        )
 
     (bf16,) = bounds.op_bounds([mm("BFloat16;BFloat16;BFloat16")], peaks)  # as torch.profiler names them
     (fp32,) = bounds.op_bounds([mm("float;float;float")], peaks)
@@ -253,14 +262,18 @@ def test_the_streamed_median_is_numpys_median_read_in_blocks(shape: str, monkeyp
     monkeypatch.setattr(robust, "CANDIDATES", 50)
     rng = np.random.default_rng(7)
     for n in (1, 2, 51, 1000, 4001):
-        values = {"normal": rng.normal(size=n) * 1e3,
-                  "ties": np.round(rng.exponential(size=n) * 5),
-                  "one value mostly": np.where(rng.random(n) < 0.8, 3.25, rng.normal(size=n)),
-                  "two neighbouring values": np.where(rng.random(n) < 0.5, 1.0, np.nextafter(1.0, 2.0)),
-                  "lognormal": rng.lognormal(size=n) * 1e6}[shape]
+        values = {
+            "normal": rng.normal(size=n) * 1e3,
+            "ties": np.round(rng.exponential(size=n) * 5),
+            "one value mostly": np.where(rng.random(n) < 0.8, 3.25, rng.normal(size=n)),
+            "two neighbouring values": np.where(rng.random(n) < 0.5, 1.0, np.nextafter(1.0, 2.0)),
+            "lognormal": rng.lognormal(size=n) * 1e6,
+        }[shape]
         for size in (7, 333, n):
+
             def blocks(size=size):
-                return (values[i:i + size] for i in range(0, n, size))
+                return (values[i : i + size] for i in range(0, n, size))
+
             assert robust.streamed_median(blocks) == float(np.median(values))
     assert np.isnan(robust.streamed_median(lambda: iter([np.array([1.0, np.nan])])))
     assert np.isnan(robust.streamed_median(lambda: iter([])))

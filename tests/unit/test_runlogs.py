@@ -32,8 +32,10 @@ def _write_plog(root: Path, kind: str = "debug", pid: int = 40321, text: str = P
 # --- the environment of npu programs -----------------------------------------------------------------
 def test_npu_children_log_into_the_output_folder_at_cann_default_level(tmp_path: Path) -> None:
     env = runlogs.npu_log_env({}, tmp_path / "prof_out")
-    assert env == {"ASCEND_PROCESS_LOG_PATH": str((tmp_path / "prof_out" / "logs").resolve()),
-                   "ASCEND_GLOBAL_LOG_LEVEL": "3"}
+    assert env == {
+        "ASCEND_PROCESS_LOG_PATH": str((tmp_path / "prof_out" / "logs").resolve()),
+        "ASCEND_GLOBAL_LOG_LEVEL": "3",
+    }
     assert Path(env["ASCEND_PROCESS_LOG_PATH"]).is_relative_to((tmp_path / "prof_out").resolve())
 
 

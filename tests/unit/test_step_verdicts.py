@@ -33,12 +33,15 @@ def _expected_line(rows: list[dict[str, float]]) -> str:
     n = statistics.fmean(r["Communication(Not Overlapped)"] for r in rows)
     f = statistics.fmean(r["Free"] for r in rows)
     t = c + n + f
-    return (f"communication-bound: Computing {c:.1f} us ({100 * c / t:.1f}%), Communication(Not Overlapped) "
-            f"{n:.1f} us ({100 * n / t:.1f}%), Free {f:.1f} us ({100 * f / t:.1f}%) of the {t:.1f} us step")
+    return (
+        f"communication-bound: Computing {c:.1f} us ({100 * c / t:.1f}%), Communication(Not Overlapped) "
+        f"{n:.1f} us ({100 * n / t:.1f}%), Free {f:.1f} us ({100 * f / t:.1f}%) of the {t:.1f} us step"
+    )
 
 
-def _step(computing: float, comm: float, free: float, overlapped: float = 0.0,
-          preparing: float | None = None) -> StepTime:
+def _step(
+    computing: float, comm: float, free: float, overlapped: float = 0.0, preparing: float | None = None
+) -> StepTime:
     return StepTime(1, computing, comm, overlapped, comm + overlapped, free, computing + comm + free, 0.0, preparing)
 
 
@@ -46,8 +49,10 @@ def _step(computing: float, comm: float, free: float, overlapped: float = 0.0,
 def test_one_device_keeps_its_computing_vs_free_verdict() -> None:
     host = step_bound.step_verdict(step_bound.summarize_steps([_step(10, 0, 90)]))
     assert host.kind == "host-bound"
-    assert host.text == ("host-bound: Computing 10.0 us vs Free 90.0 us per step (Computing = 10.0% of the step; "
-                         "host-bound below 50%; median of 1 step)")
+    assert host.text == (
+        "host-bound: Computing 10.0 us vs Free 90.0 us per step (Computing = 10.0% of the step; "
+        "host-bound below 50%; median of 1 step)"
+    )
     busy = step_bound.step_verdict(step_bound.summarize_steps([_step(90, 0, 10)]))
     assert busy.kind == "compute-bound" and busy.text.startswith("compute-bound: Computing 90.0 us vs Free 10.0 us")
     tie = step_bound.step_verdict(step_bound.summarize_steps([_step(50, 0, 50)]))
@@ -71,7 +76,8 @@ def test_no_dominant_part_is_mixed_and_names_the_parts_above_a_quarter() -> None
     verdict = step_bound.step_verdict(summary)
     assert verdict.kind == "mixed" and verdict.parts == ("computing", "communication", "free")
     assert verdict.text.startswith(
-        "mixed (Computing + Communication(Not Overlapped) + Free): Computing 40.0 us (40.0%)")
+        "mixed (Computing + Communication(Not Overlapped) + Free): Computing 40.0 us (40.0%)"
+    )
     two = step_bound.step_verdict(step_bound.summarize_steps([_step(45, 40, 15)]))
     assert two.parts == ("computing", "communication")  # Free at 15% is under MIXED_PART_SHARE
     advice = step_bound.advice(step_bound.summarize_steps([_step(45, 40, 15)]), two)
@@ -98,11 +104,14 @@ def test_report_on_the_2_rank_capture_says_communication_bound_with_its_numbers(
         assert line in text and line in markdown
         r = rows[0]
         total = r["Computing"] + r["Communication(Not Overlapped)"] + r["Free"]
-        table_row = (f"{int(r['Step'])}  {r['Computing']:,.1f}  {r['Communication(Not Overlapped)']:,.1f}  "
-                     f"{r['Overlapped']:,.1f}  {r['Free']:,.1f}  {r['Preparing']:,.1f}  {total:,.1f}")
+        table_row = (
+            f"{int(r['Step'])}  {r['Computing']:,.1f}  {r['Communication(Not Overlapped)']:,.1f}  "
+            f"{r['Overlapped']:,.1f}  {r['Free']:,.1f}  {r['Preparing']:,.1f}  {total:,.1f}"
+        )
         squeezed = [" ".join(row.split()) for row in text.splitlines()]
-        assert any(row.startswith(" ".join(table_row.split())) and row.endswith("communication-bound")
-                   for row in squeezed), table_row
+        assert any(
+            row.startswith(" ".join(table_row.split())) and row.endswith("communication-bound") for row in squeezed
+        ), table_row
         hidden = 100 * r["Overlapped"] / r["Communication"]
         assert f"({hidden:.1f}% hidden under computing; low" in text
     assert "hypothesis: communication-bound" in text and "bucket_cap_mb" in text
@@ -143,5 +152,6 @@ def test_the_verdict_is_over_the_median_step_and_an_outlier_step_is_named() -> N
     steps.insert(0, StepTime(1, 900, 0, 0, 0, 4100, 5000, 0, None))
     verdict = step_bound.step_verdict(step_bound.summarize_steps(steps))
     assert verdict.kind == "compute-bound"  # the mean step would be 900 vs 900: a coin toss
-    assert verdict.text.endswith("; step 1 (5,000.0 us) over 1.5x the 1,000.0 us median step: named here, "
-                                 "not averaged in")
+    assert verdict.text.endswith(
+        "; step 1 (5,000.0 us) over 1.5x the 1,000.0 us median step: named here, not averaged in"
+    )

@@ -11,10 +11,22 @@ from common.modes.pytorch import sweep
 
 
 def _point(batch: int, flops: float, computing_us: float = 100.0, **extra) -> dict:
-    return {"series": "m", "hidden": None, "batch": batch, "step_us": 200.0, "computing_us": computing_us,
-            "free_us": 200.0 - computing_us, "computing_ratio": computing_us / 200.0, "bound": "compute-bound",
-            "flops": flops, "gflops_per_s": flops / computing_us / 1e3 if flops else None, "above_peak": False,
-            "flops_from_shapes": [], "flops_missing": [], **extra}
+    return {
+        "series": "m",
+        "hidden": None,
+        "batch": batch,
+        "step_us": 200.0,
+        "computing_us": computing_us,
+        "free_us": 200.0 - computing_us,
+        "computing_ratio": computing_us / 200.0,
+        "bound": "compute-bound",
+        "flops": flops,
+        "gflops_per_s": flops / computing_us / 1e3 if flops else None,
+        "above_peak": False,
+        "flops_from_shapes": [],
+        "flops_missing": [],
+        **extra,
+    }
 
 
 def test_counted_flops_reuses_count_flops_and_names_what_it_cannot_count() -> None:
@@ -39,10 +51,18 @@ def test_counted_flops_passes_on_what_count_flops_could_not_count(monkeypatch) -
 
 
 def test_uncounted_rnn_layers_get_their_flops_from_the_profiled_shapes() -> None:
-    layer = Task("aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer", "CPU", 0.0, 5.0,
-                 input_shapes="5,2,8;64,8;64,16;64;64;2,16;2,16;", input_dtypes="FLOAT;" * 7 + "SCALARLIST")
-    other = Task("aten::addmm", "aten::addmm", "CPU", 0.0, 1.0, input_shapes="4;2,16;16,4", input_dtypes="FLOAT;" * 2
-                 + "FLOAT")
+    layer = Task(
+        "aten::mkldnn_rnn_layer",
+        "aten::mkldnn_rnn_layer",
+        "CPU",
+        0.0,
+        5.0,
+        input_shapes="5,2,8;64,8;64,16;64;64;2,16;2,16;",
+        input_dtypes="FLOAT;" * 7 + "SCALARLIST",
+    )
+    other = Task(
+        "aten::addmm", "aten::addmm", "CPU", 0.0, 1.0, input_shapes="4;2,16;16,4", input_dtypes="FLOAT;" * 2 + "FLOAT"
+    )
     flops, found, missing = sweep.shape_flops([layer, other, layer], ["aten::mkldnn_rnn_layer"], steps=2)
     assert flops == 2 * 5 * 2 * 64 * (8 + 16) and found == ["aten::mkldnn_rnn_layer"] and missing == []
     _, _, missing = sweep.shape_flops([other], ["aten::mkldnn_rnn_layer"], steps=1)
@@ -65,8 +85,12 @@ def test_no_zero_gflops_point_is_printed_without_a_reason() -> None:
 def test_a_point_whose_steps_straddle_the_threshold_is_undecided_and_said_so() -> None:
     from common.modes.pytorch.sweep import turning_points
 
-    points = [{"series": "m", "batch": b, "bound": bound} for b, bound in
-              ((1, "host-bound"), (4, "undecided"), (16, "compute-bound"))]
+    points = [
+        {"series": "m", "batch": b, "bound": bound}
+        for b, bound in ((1, "host-bound"), (4, "undecided"), (16, "compute-bound"))
+    ]
     (line,) = turning_points(points, "batch")
-    assert line == ("m: host-bound up to batch 1, compute-bound from batch 16; undecided at batch 4 (its steps' "
-                    "Computing shares straddle 50%: too noisy to call)")
+    assert line == (
+        "m: host-bound up to batch 1, compute-bound from batch 16; undecided at batch 4 (its steps' "
+        "Computing shares straddle 50%: too noisy to call)"
+    )

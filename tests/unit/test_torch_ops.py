@@ -11,8 +11,12 @@ from common.workload import build_model, make_input
 def _profile(steps: int = 4):
     model, x = build_model(), make_input()
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps - 1, repeat=1)
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                                 record_shapes=True) as prof:
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule, record_shapes=True
+        ) as prof,
+    ):
         for _ in range(steps):
             model(x)
             prof.step()
@@ -35,7 +39,9 @@ def test_steps_and_json_round_trip() -> None:
     roots, start = _profile()
     again = torch_ops.nodes_from_json(torch_ops.nodes_to_json(roots))
     tasks = torch_ops.tasks_from_nodes(again, start)
-    assert [(t.op_type, t.start_us) for t in tasks] == [(t.op_type, t.start_us) for t in torch_ops.tasks_from_nodes(roots, start)]
+    assert [(t.op_type, t.start_us) for t in tasks] == [
+        (t.op_type, t.start_us) for t in torch_ops.tasks_from_nodes(roots, start)
+    ]
     ranges = torch_ops.step_ranges(again, start, first_step=1)
     assert [r.step for r in ranges] == [1, 2, 3]
     torch_ops.assign_steps(tasks, ranges)

@@ -34,9 +34,13 @@ def _profile(folder: Path):
     net, x = _Net(), torch.randn(2, 4, 16)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     schedule = torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                on_trace_ready=torch.profiler.tensorboard_trace_handler(str(folder)),
-                                record_shapes=True, profile_memory=True) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=schedule,
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(str(folder)),
+        record_shapes=True,
+        profile_memory=True,
+    ) as prof:
         for _ in range(WAIT + WARMUP + ACTIVE):
             optimizer.zero_grad()
             net(x).square().mean().backward()
@@ -54,8 +58,17 @@ def _in_memory(prof) -> tuple[list[torch_ops.OpNode], float, list[Allocation]]:
         stack.extend(node.children)
         if hasattr(node.extra_fields, "alloc_size"):
             f = node.extra_fields
-            allocations.append(Allocation(node.start_time_ns / 1000.0, int(f.ptr), int(f.alloc_size),
-                                          int(f.total_allocated), None, "CPU", node.parent.name if node.parent else None))
+            allocations.append(
+                Allocation(
+                    node.start_time_ns / 1000.0,
+                    int(f.ptr),
+                    int(f.alloc_size),
+                    int(f.total_allocated),
+                    None,
+                    "CPU",
+                    node.parent.name if node.parent else None,
+                )
+            )
     return torch_ops.nodes_from_events(prof.events()), start, sorted(allocations, key=lambda a: a.ts_us)
 
 
@@ -78,7 +91,8 @@ def test_the_trace_gives_the_same_op_tree_as_the_profiler_object(captured) -> No
     mine, theirs = _tasks(read.roots, read.trace_start_us), _tasks(roots, start)
     assert len(mine) == len(theirs) > 0
     assert [(t.op_type, t.input_shapes, t.input_dtypes, t.output_shapes, t.step_id) for t in mine] == [
-        (t.op_type, t.input_shapes, t.input_dtypes, t.output_shapes, t.step_id) for t in theirs]
+        (t.op_type, t.input_shapes, t.input_dtypes, t.output_shapes, t.step_id) for t in theirs
+    ]
     assert any(t.output_shapes for t in mine)  # the convolution's, from its concrete inputs (stride, padding)
     assert [t.start_us for t in mine] == pytest.approx([t.start_us for t in theirs], abs=1.0)
     assert [t.duration_us for t in mine] == pytest.approx([t.duration_us for t in theirs], abs=0.01)
@@ -118,9 +132,18 @@ def test_both_ways_write_the_same_folder(captured, tmp_path: Path) -> None:
     assert [r[1] for r in _table(from_trace / "step_trace_time.csv")[1:]] == ["2", "3", "4"]  # Device_id, Step
 
 
-@pytest.mark.parametrize(("cell", "value"), [("", None), ("1", 1), ("[2, 1]", [2, 1]), ("False", False),
-                                             ("1e-05", 1e-05), ("[False, True]", [False, True]),
-                                             ("tanh", "tanh")])
+@pytest.mark.parametrize(
+    ("cell", "value"),
+    [
+        ("", None),
+        ("1", 1),
+        ("[2, 1]", [2, 1]),
+        ("False", False),
+        ("1e-05", 1e-05),
+        ("[False, True]", [False, True]),
+        ("tanh", "tanh"),
+    ],
+)
 def test_concrete_inputs_as_the_profiler_object_gives_them(cell: str, value) -> None:
     assert concrete_value(cell) == value
 

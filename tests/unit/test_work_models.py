@@ -26,8 +26,17 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "npu"
 
 def _task(op: str, shapes: str, dtypes: str, out: str | None = None, out_dtypes: str | None = None) -> Task:
     n_out = len(out.split(";")) if out else 0
-    return Task(op, op, "AI_CORE", 0.0, 10.0, input_shapes=shapes, input_dtypes=dtypes, output_shapes=out,
-                output_dtypes=out_dtypes or (";".join(["FLOAT"] * n_out) if out else None))
+    return Task(
+        op,
+        op,
+        "AI_CORE",
+        0.0,
+        10.0,
+        input_shapes=shapes,
+        input_dtypes=dtypes,
+        output_shapes=out,
+        output_dtypes=out_dtypes or (";".join(["FLOAT"] * n_out) if out else None),
+    )
 
 
 def _csv(*shapes) -> str:
@@ -69,8 +78,9 @@ def test_transposed_conv_matches_torchs_formula_and_a_hand_count() -> None:
 
 
 def test_conv_without_output_shapes_says_why() -> None:
-    work = bounds.op_work(_task("aten::mkldnn_convolution", "4,3,32,32;16,3,3,3;;;", "FLOAT;FLOAT;SCALARLIST;"
-                                "SCALARLIST;SCALARLIST"))
+    work = bounds.op_work(
+        _task("aten::mkldnn_convolution", "4,3,32,32;16,3,3,3;;;", "FLOAT;FLOAT;SCALARLIST;SCALARLIST;SCALARLIST")
+    )
     assert work == "no Output Shapes: stride and padding unknown"
     folded = bounds.op_work(_task("Conv", "1,3,32,32", "FLOAT", "1,16,32,32"))  # ONNX: weight an initializer
     assert folded.startswith("weights folded into the op")
@@ -92,8 +102,9 @@ def test_npu_conv_rows_of_a_real_capture() -> None:
     pool = _work(rows[("MaxPoolWithArgmaxV1", "32,4,55,55,16")])
     assert pool.flops == 32 * 4 * 27 * 27 * 16  # >= 1 per output element
     # argmax is UINT16 in the pooling gradient: a dtype bounds knows
-    assert not isinstance(bounds.op_work(rows[("MaxPoolGradWithArgmaxV1", "32,16,13,13,16;32,16,6,6,16;"
-                                               "32,256,9,9,4,16")]), str)
+    assert not isinstance(
+        bounds.op_work(rows[("MaxPoolGradWithArgmaxV1", "32,16,13,13,16;32,16,6,6,16;32,256,9,9,4,16")]), str
+    )
 
 
 # --- attention: torch's sdpa formulas -----------------------------------------------------------------
@@ -120,8 +131,10 @@ def test_sdpa_with_grouped_kv_heads_matches_torch() -> None:
 # --- portable captures of small models: the collector's rows against count_flops / hand counts -------------
 def _capture(model: nn.Module, *x: torch.Tensor) -> list[Task]:
     model.eval()
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                                 record_shapes=True) as prof:
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof,
+    ):
         model(*x)
     start = prof.profiler.kineto_results.trace_start_ns() / 1000.0
     return torch_ops.tasks_from_nodes(torch_ops.nodes_from_events(prof.events()), start)
@@ -166,10 +179,13 @@ def test_portable_attention_rows_count_what_torchs_counter_counts() -> None:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
     q = torch.randn(2, 4, 32, 16)
-    assert _flops_by_family(_capture(Sdpa(), q, q, q))["attention"] == \
-        count_flops(Sdpa(), (q, q, q)).per_family["attention"]
-    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), 2,
-                                    enable_nested_tensor=False)
+    assert (
+        _flops_by_family(_capture(Sdpa(), q, q, q))["attention"]
+        == count_flops(Sdpa(), (q, q, q)).per_family["attention"]
+    )
+    encoder = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), 2, enable_nested_tensor=False
+    )
     x = torch.randn(2, 16, 64)
     tasks = _capture(encoder, x)
     assert any(t.op_type == "aten::_transformer_encoder_layer_fwd" for t in tasks)  # the fused fast path
@@ -217,8 +233,15 @@ def test_norm_embedding_and_pool_models() -> None:
     assert bn.flops == 2 * 4 * 16 * 8 * 8
     emb = _work(_task("aten::embedding", "1000,64;4,24", "FLOAT;INT64"))
     assert emb.flops == 0 and emb.bytes == 96 * 8 + 2 * 96 * 64 * 4  # the 96 rows picked, not the table
-    pool = _work(_task("aten::max_pool2d_with_indices", "4,16,32,32;;;;", "FLOAT;SCALARLIST;SCALARLIST;SCALARLIST;"
-                       "SCALARLIST", "4,16,16,16;4,16,16,16", "FLOAT;INT64"))
+    pool = _work(
+        _task(
+            "aten::max_pool2d_with_indices",
+            "4,16,32,32;;;;",
+            "FLOAT;SCALARLIST;SCALARLIST;SCALARLIST;SCALARLIST",
+            "4,16,16,16;4,16,16,16",
+            "FLOAT;INT64",
+        )
+    )
     assert pool.flops == 4 * 16 * 16 * 16 and pool.bytes == 4 * 4 * 16 * 32 * 32 + (4 + 8) * 4 * 16 * 16 * 16
     resize = _work(_task("Resize", "1,4,8,8;0;4", "FLOAT;FLOAT;FLOAT", "1,4,16,16"))  # ONNX: X, roi, scales
     assert resize.flops == 4 * 16 * 16 and resize.bytes == 4 * (4 * 8 * 8 + 4 + 4 * 16 * 16)
@@ -238,8 +261,11 @@ def test_ops_without_a_model_say_why_in_a_short_cell() -> None:
 
 def test_collector_output_shapes_use_torchs_shape_functions() -> None:
     x, w = [4, 16, 17, 17], [32, 16, 3, 3]
-    got = output_shapes("aten::mkldnn_convolution", [x, w, [], [], [], []],
-                        ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"][:6] + ["Scalar"],
-                        [None, None, None, [1, 1], [2, 2], [1, 1], 1])
+    got = output_shapes(
+        "aten::mkldnn_convolution",
+        [x, w, [], [], [], []],
+        ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"][:6] + ["Scalar"],
+        [None, None, None, [1, 1], [2, 2], [1, 1], 1],
+    )
     assert got == (",".join(map(str, F.conv2d(torch.zeros(x), torch.zeros(w), stride=2, padding=1).shape)), "FLOAT")
     assert output_shapes("aten::addmm", [[3], [2, 4], [4, 3]], ["float"] * 3, [None] * 3) is None  # not needed

@@ -73,7 +73,9 @@ def test_default_is_tiny_mlp_with_4_matmul_and_3_gelu_per_forward() -> None:
     # 4 Linear(1024, 1024) on 32 rows: 2 x 32 x 1024 x 1024 FLOPs each (GELU does no multiply-add)
     assert tiny.forward_flops(count_flops) == wl.FlopCount({"matmul": 4 * 2 * 32 * 1024 * 1024})
     assert tiny.precision == "fp32"
-    assert tiny.expectations["top_family"] == "matmul" and tiny.not_applicable("top_family").startswith("not applicable")
+    assert tiny.expectations["top_family"] == "matmul" and tiny.not_applicable("top_family").startswith(
+        "not applicable"
+    )
 
 
 def test_tiny_mlp_reference_and_the_old_names() -> None:
@@ -102,8 +104,9 @@ def test_environment_variable_names_the_workload_and_a_path_wins(monkeypatch) ->
     assert wl.load_workload(None).name == "TinyMLP"
 
 
-@pytest.mark.parametrize(("path", "in_shape", "out_shape"), [
-    (CNN, (8, 3, 32, 32), (8, 10)), (TRANSFORMER, (4, 64, 128), (4, 64, 128))])
+@pytest.mark.parametrize(
+    ("path", "in_shape", "out_shape"), [(CNN, (8, 3, 32, 32), (8, 10)), (TRANSFORMER, (4, 64, 128), (4, 64, 128))]
+)
 def test_shipped_workload_loads_runs_and_trains(path: Path, in_shape, out_shape) -> None:
     work = wl.load_workload(path)
     assert work.name == path.stem and work.path == str(path.resolve())
@@ -138,8 +141,9 @@ def test_flops_of_attention_fused_and_written_out(tmp_path: Path) -> None:
     products = 2 * (2 * 2 * 4 * 8 * 8 * 16)  # q @ k^T and a @ v: batch 2, 4 heads, 8 x 8, head size 16
     assert flops.per_family == {"matmul": qkv + products, "attention": products}  # SDPA: the same two products
     # nn.MultiheadAttention's inference fast path is one fused op torch's counter has no formula for: counted here
-    encoder = count_flops(torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval(),
-                             (torch.randn(2, 5, 16),))
+    encoder = count_flops(
+        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval(), (torch.randn(2, 5, 16),)
+    )
     tokens = 2 * 5
     assert encoder.per_family == {"attention": 2 * tokens * 16 * 16 * 4 + 4 * 2 * 5 * 5 * 16 + 4 * tokens * 16 * 32}
     # an LSTM layer (one fused op on the CPU) by hand: every step's input and hidden projections into 4 gates;
@@ -151,7 +155,9 @@ def test_flops_of_attention_fused_and_written_out(tmp_path: Path) -> None:
 
 
 def test_several_inputs_and_outputs(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         import torch
         class Two(torch.nn.Module):
             def forward(self, a, b):
@@ -163,7 +169,8 @@ def test_several_inputs_and_outputs(tmp_path: Path) -> None:
         def loss(output, inputs):
             return output[0].sum()
         EXPECT = {"top_family": "matmul"}
-        """)
+        """,
+    )
     work = wl.load_workload(path)
     x = work.make_input()
     assert isinstance(x, tuple) and len(x) == 2 and work.expectations == {"top_family": "matmul"}
@@ -174,10 +181,18 @@ def test_several_inputs_and_outputs(tmp_path: Path) -> None:
         work.compare_to_reference(a)
 
 
-@pytest.mark.parametrize("returns", ["{'logits': a @ b, 'hidden': {'h': torch.relu(a)}}",
-                                     "Out(a @ b, None, torch.relu(a))", "[a @ b, (torch.relu(a),)]"])
+@pytest.mark.parametrize(
+    "returns",
+    [
+        "{'logits': a @ b, 'hidden': {'h': torch.relu(a)}}",
+        "Out(a @ b, None, torch.relu(a))",
+        "[a @ b, (torch.relu(a),)]",
+    ],
+)
 def test_dict_dataclass_and_nested_outputs_flatten_in_order(tmp_path: Path, returns: str) -> None:
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         import dataclasses
         import torch
 
@@ -194,7 +209,8 @@ def test_dict_dataclass_and_nested_outputs_flatten_in_order(tmp_path: Path, retu
             return Two()
         def make_input():
             return torch.randn(3, 4), torch.randn(4, 5)
-        """)
+        """,
+    )
     work = wl.load_workload(path)
     logits, hidden = work.reference_output()  # declaration / insertion order, depth first; None left out
     assert logits.shape == (3, 5) and hidden.shape == (3, 4)
@@ -202,13 +218,16 @@ def test_dict_dataclass_and_nested_outputs_flatten_in_order(tmp_path: Path, retu
 
 @pytest.mark.parametrize(("dtype", "precision"), [("torch.float16", "fp16"), ("torch.bfloat16", "bf16")])
 def test_low_precision_models_and_their_fp32_copy(tmp_path: Path, dtype: str, precision: str) -> None:
-    path = write(tmp_path, f"""
+    path = write(
+        tmp_path,
+        f"""
         import torch
         def build_model():
             return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()).to({dtype})
         def make_input():
             return torch.randn(4, 8).to({dtype})
-        """)
+        """,
+    )
     work = wl.load_workload(path)
     assert work.precision == precision
     model, (x,) = work.fp32_copy()
@@ -236,21 +255,38 @@ BAD = {
     "no build_model": ("import torch\ndef make_input():\n    return torch.ones(1)\n", "defines no build_model()"),
     "no make_input": ("import torch\ndef build_model():\n    return torch.nn.ReLU()\n", "defines no make_input()"),
     "build_model not a Module": (GOOD.replace("return torch.nn.Linear(4, 2)", "return 42"), "returned int"),
-    "build_model raises": (GOOD.replace("return torch.nn.Linear(4, 2)", "raise ValueError('no weights')"),
-                           "build_model() failed: ValueError: no weights"),
+    "build_model raises": (
+        GOOD.replace("return torch.nn.Linear(4, 2)", "raise ValueError('no weights')"),
+        "build_model() failed: ValueError: no weights",
+    ),
     "make_input not tensors": (GOOD.replace("return torch.ones(3, 4)", "return [1, 2]"), "returned a list of int, int"),
     "make_input a string": (GOOD.replace("return torch.ones(3, 4)", "return 'x'"), "returned str"),
-    "input rejected": (GOOD.replace("torch.ones(3, 4)", "torch.ones(3, 5)"), "mat1 and mat2 shapes cannot be multiplied"),
-    "output not tensors": (("import torch\nclass D(torch.nn.Module):\n    def forward(self, x):\n        return {'y': 3}\n"
-                           "def build_model():\n    return D()\ndef make_input():\n    return torch.ones(3, 4)\n"),
-                           "returned a dict of int, not tensors"),
-    "output only None": (("import torch\nclass P(torch.nn.Module):\n    def forward(self, x):\n        return None, None\n"
-                          "def build_model():\n    return P()\ndef make_input():\n    return torch.ones(3, 4)\n"),
-                         "returned a tuple of NoneType, NoneType"),
-    "forward raises": (("import torch\nclass R(torch.nn.Module):\n    def forward(self, x):\n        y = x * 2\n"
-                        "        raise ValueError('boom')\n"
-                        "def build_model():\n    return R()\ndef make_input():\n    return torch.ones(3, 4)\n"),
-                       "forward() failed at"),
+    "input rejected": (
+        GOOD.replace("torch.ones(3, 4)", "torch.ones(3, 5)"),
+        "mat1 and mat2 shapes cannot be multiplied",
+    ),
+    "output not tensors": (
+        (
+            "import torch\nclass D(torch.nn.Module):\n    def forward(self, x):\n        return {'y': 3}\n"
+            "def build_model():\n    return D()\ndef make_input():\n    return torch.ones(3, 4)\n"
+        ),
+        "returned a dict of int, not tensors",
+    ),
+    "output only None": (
+        (
+            "import torch\nclass P(torch.nn.Module):\n    def forward(self, x):\n        return None, None\n"
+            "def build_model():\n    return P()\ndef make_input():\n    return torch.ones(3, 4)\n"
+        ),
+        "returned a tuple of NoneType, NoneType",
+    ),
+    "forward raises": (
+        (
+            "import torch\nclass R(torch.nn.Module):\n    def forward(self, x):\n        y = x * 2\n"
+            "        raise ValueError('boom')\n"
+            "def build_model():\n    return R()\ndef make_input():\n    return torch.ones(3, 4)\n"
+        ),
+        "forward() failed at",
+    ),
     "loss not scalar": (GOOD + "def loss(output, inputs):\n    return output\n", "not a scalar tensor"),
     "loss not callable": (GOOD + "loss = 3\n", "not a function but int"),
     "EXPECT unknown key": (GOOD + "EXPECT = {'fastest': True}\n", "unknown key 'fastest'"),
@@ -329,9 +365,13 @@ def test_own_model_doc_example_loads(tmp_path: Path) -> None:
 
 # ----- outputs flattened by torch's pytree: Hugging Face's ModelOutput and its KV cache ----------------------------
 DECODER = ROOT / "tests" / "corpus" / "decoder_kv_cache.py"
-LESSONS_WITH_THE_CONTRACT = ["01_cmdline/src/model.py", "03_api_pyAcl/src/export_onnx.py",
-                             "04_pyTorch/src/model_with_profiler.py", "04_pyTorch/src/dynamic_profile.py",
-                             "04_pyTorch/src/ddp_with_profiler.py"]
+LESSONS_WITH_THE_CONTRACT = [
+    "01_cmdline/src/model.py",
+    "03_api_pyAcl/src/export_onnx.py",
+    "04_pyTorch/src/model_with_profiler.py",
+    "04_pyTorch/src/dynamic_profile.py",
+    "04_pyTorch/src/ddp_with_profiler.py",
+]
 
 
 def test_a_registered_output_and_an_unregistered_cache_flatten_in_the_documented_order() -> None:

@@ -22,9 +22,11 @@ def main() -> int:
     files = models(ZOO, sys.argv[1:])
     sets = {file.name: normalized(declared(file)) for file in files}
     if len(set(sets.values())) != 1 or not next(iter(sets.values())):
-        raise LabError(f"tests/zoo: its files must declare one REQUIRES set, found {len(set(sets.values()))} "
-                       f"({', '.join(f'{k}: {list(v)}' for k, v in sets.items())})"[:400],
-                       "give every file the same REQUIRES")
+        raise LabError(
+            f"tests/zoo: its files must declare one REQUIRES set, found {len(set(sets.values()))} "
+            f"({', '.join(f'{k}: {list(v)}' for k, v in sets.items())})"[:400],
+            "give every file the same REQUIRES",
+        )
     os.environ["PYTHON"] = str(workload_env.ensure(files[0], capture=False))
     print(f"zoo environment: {Path(os.environ['PYTHON']).parents[1]}", flush=True)
     return run_models(ZOO, sys.argv[1:])

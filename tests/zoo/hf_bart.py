@@ -7,9 +7,19 @@ from transformers import BartConfig, BartForConditionalGeneration
 
 
 def build_model():
-    return BartForConditionalGeneration(BartConfig(
-        vocab_size=1000, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64))
+    return BartForConditionalGeneration(
+        BartConfig(
+            vocab_size=1000,
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            max_position_embeddings=64,
+        )
+    )
 
 
 def make_input():  # forward(input_ids, attention_mask, decoder_input_ids)

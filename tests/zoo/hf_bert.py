@@ -7,8 +7,16 @@ from transformers import BertConfig, BertModel
 
 
 def build_model():
-    return BertModel(BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                intermediate_size=128, max_position_embeddings=64))
+    return BertModel(
+        BertConfig(
+            vocab_size=1000,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=64,
+        )
+    )
 
 
 def make_input():

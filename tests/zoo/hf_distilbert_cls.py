@@ -7,8 +7,11 @@ from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
 
 def build_model():
-    return DistilBertForSequenceClassification(DistilBertConfig(
-        vocab_size=1000, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64, num_labels=3))
+    return DistilBertForSequenceClassification(
+        DistilBertConfig(
+            vocab_size=1000, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64, num_labels=3
+        )
+    )
 
 
 def make_input():

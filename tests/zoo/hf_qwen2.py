@@ -7,8 +7,17 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 
 def build_model():
-    return Qwen2ForCausalLM(Qwen2Config(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+        )
+    )
 
 
 def make_input():

@@ -7,8 +7,9 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 
 def build_model():
-    return T5ForConditionalGeneration(T5Config(vocab_size=1000, d_model=64, d_kv=32, d_ff=128, num_layers=2,
-                                               num_heads=2, decoder_start_token_id=0))
+    return T5ForConditionalGeneration(
+        T5Config(vocab_size=1000, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2, decoder_start_token_id=0)
+    )
 
 
 def make_input():  # forward(input_ids, attention_mask, decoder_input_ids)

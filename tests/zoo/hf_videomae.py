@@ -7,8 +7,18 @@ from transformers import VideoMAEConfig, VideoMAEModel
 
 
 def build_model():
-    return VideoMAEModel(VideoMAEConfig(image_size=32, patch_size=8, num_frames=4, tubelet_size=2, hidden_size=64,
-                                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=128))
+    return VideoMAEModel(
+        VideoMAEConfig(
+            image_size=32,
+            patch_size=8,
+            num_frames=4,
+            tubelet_size=2,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+        )
+    )
 
 
 def make_input():  # [batch, frames, channels, height, width]

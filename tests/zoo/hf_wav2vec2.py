@@ -8,9 +8,19 @@ from transformers import Wav2Vec2Config, Wav2Vec2Model
 
 
 def build_model():
-    return Wav2Vec2Model(Wav2Vec2Config(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, conv_dim=(32, 32, 32),
-        conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))
+    return Wav2Vec2Model(
+        Wav2Vec2Config(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            conv_dim=(32, 32, 32),
+            conv_stride=(5, 2, 2),
+            conv_kernel=(10, 3, 3),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2,
+        )
+    )
 
 
 def make_input():

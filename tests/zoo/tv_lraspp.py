@@ -7,8 +7,7 @@ import torchvision
 
 
 def build_model():
-    return torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
-                                                                      num_classes=4)
+    return torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=4)
 
 
 def make_input():

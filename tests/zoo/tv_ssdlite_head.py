@@ -13,8 +13,9 @@ class SSDNetwork(nn.Module):
 
     def __init__(self):
         super().__init__()
-        ssd = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None,
-                                                                          num_classes=5)
+        ssd = torchvision.models.detection.ssdlite320_mobilenet_v3_large(
+            weights=None, weights_backbone=None, num_classes=5
+        )
         self.backbone, self.head = ssd.backbone, ssd.head
 
     def forward(self, images):

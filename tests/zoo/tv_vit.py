@@ -7,8 +7,9 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 
 def build_model():
-    return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128,
-                             num_classes=10)
+    return VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128, num_classes=10
+    )
 
 
 def make_input():

@@ -24,8 +24,10 @@ import math
 
 from common.analyze.advisor import Finding, clear, found, not_run
 
-SOURCE = ("msprof-analyze advisor computation/ai_core_performance/ai_core_performance_checker.py and "
-          "rules/en/aicore_performance.yaml")
+SOURCE = (
+    "msprof-analyze advisor computation/ai_core_performance/ai_core_performance_checker.py and "
+    "rules/en/aicore_performance.yaml"
+)
 CUBE_MIN_MB = 100  # CUBE_OPERATOR_MEMORY_SIZE_MB
 VECTOR_MIN_SHARE = 0.01
 TOP = 5
@@ -107,8 +109,11 @@ def _judge(kind: str, tasks) -> tuple[str, float] | None:
         return "", max(0.8 - mac, 0.95 - mte2)
     if kind == "fa":
         mte2 = _mean(tasks, "aic_mte2_ratio")
-        other, name, limit = (("aic_fixpipe_ratio", "fixpipe", 0.75) if tasks[0].op_type.endswith("Grad")
-                              else ("aiv_vec_ratio", "vec", 0.75))
+        other, name, limit = (
+            ("aic_fixpipe_ratio", "fixpipe", 0.75)
+            if tasks[0].op_type.endswith("Grad")
+            else ("aiv_vec_ratio", "vec", 0.75)
+        )
         second = _mean(tasks, other)
         if mte2 is None or second is None:
             return None
@@ -166,8 +171,9 @@ def _sets(kind: str, groups: dict) -> dict[str, list[list[object]]]:
         if bound:
             out["bound"].append([name, ts[0].input_shapes, ts[0].input_dtypes, spent, f"{bound} bound"])
         else:
-            out["performance optimization"].append([name, ts[0].input_shapes, ts[0].input_dtypes, spent,
-                                                    f"{round(space * 100, 2)}% from a bound"])
+            out["performance optimization"].append(
+                [name, ts[0].input_shapes, ts[0].input_dtypes, spent, f"{round(space * 100, 2)}% from a bound"]
+            )
     out["performance optimization"].sort(key=lambda r: -float(r[4].split("%")[0]))
     out["bound"].sort(key=lambda r: -r[3])
     out["unaffine"].sort(key=lambda r: -r[3])
@@ -180,18 +186,26 @@ def _rule(kind: str, title: str, fix: str | None):
     def check(rank) -> Finding:
         threshold = f"{title} ops as the advisor selects and judges them ({SOURCE})"
         if not rank.tasks or not any(t.input_shapes for t in rank.tasks):
-            return not_run(rule, "the task table has no Input Shapes (Level0 or a task table without shapes)", threshold)
+            return not_run(
+                rule, "the task table has no Input Shapes (Level0 or a task table without shapes)", threshold
+            )
         sets = _sets(kind, _candidates(rank.tasks)[kind])
         if not sets:
             return clear(rule, f"no {title} op selected (or none with pipe ratios to judge)", threshold)
         rows = [[s, *r] for s, rs in sets.items() for r in rs]
         named = "; ".join(f"{s}: {', '.join(dict.fromkeys(r[0] for r in rs))}" for s, rs in sets.items())
-        return found(rule, f"{named}. A bound op is as fast as that pipe allows (a smaller dtype or fewer bytes moved "
-                           "help); a space says how far the best pipe is from its bound (its tiling or shape limits it); "
-                           "an unaffine shape wastes cube or vector lanes", threshold,
-                     remedy="pad or choose shapes with aligned inner axes; AOE for the ops with space", fix=fix,
-                     figures={s: list(dict.fromkeys(r[0] for r in rs)) for s, rs in sets.items()},
-                     header=["Set", "Op", "Input Shapes", "Dtypes", "Total(us)", "Judgement"], rows=rows)
+        return found(
+            rule,
+            f"{named}. A bound op is as fast as that pipe allows (a smaller dtype or fewer bytes moved "
+            "help); a space says how far the best pipe is from its bound (its tiling or shape limits it); "
+            "an unaffine shape wastes cube or vector lanes",
+            threshold,
+            remedy="pad or choose shapes with aligned inner axes; AOE for the ops with space",
+            fix=fix,
+            figures={s: list(dict.fromkeys(r[0] for r in rs)) for s, rs in sets.items()},
+            header=["Set", "Op", "Input Shapes", "Dtypes", "Total(us)", "Judgement"],
+            rows=rows,
+        )
 
     check.__name__ = f"{kind}_performance"
     return check

@@ -50,7 +50,9 @@ def _perf_sets(rows: list[dict]) -> dict[str, set[str]]:
     out = {}
     for row in rows:
         kind = row.get("Type", "").removeprefix("set of ").removesuffix(" operators")
-        out[kind] = {line.split(" Op shape:")[0].strip() for line in row.get("Description", "").splitlines() if line.strip()}
+        out[kind] = {
+            line.split(" Op shape:")[0].strip() for line in row.get("Description", "").splitlines() if line.strip()
+        }
     return out
 
 
@@ -58,41 +60,84 @@ def _compare(category: str, problem: dict, rows: list[dict], f: Finding) -> tupl
     """(figure, advisor's value, lab's value, equal) for one category."""
     if category == "environment variable issues":
         want = {r["Environment"] for r in rows}
-        return "variables", ", ".join(sorted(want)), ", ".join(sorted(f.figures.get("variables", []))), \
-            _any(f, lambda g: set(g.get("variables", [])) == want)
+        return (
+            "variables",
+            ", ".join(sorted(want)),
+            ", ".join(sorted(f.figures.get("variables", []))),
+            _any(f, lambda g: set(g.get("variables", [])) == want),
+        )
     if category == "slow rank":
-        want = {m[0]: float(m[1]) for m in re.findall(r"(\w+) \n\s*has some issues.*?reached ([\d.]+)ms", problem["description"], re.S)}
+        want = {
+            m[0]: float(m[1])
+            for m in re.findall(r"(\w+) \n\s*has some issues.*?reached ([\d.]+)ms", problem["description"], re.S)
+        }
         got = {k: v["difference_ms"] for k, v in f.figures.items() if isinstance(v, dict) and "difference_ms" in v}
         return "parts uneven (max - min, ms)", str(want or "none"), str(got or "none"), want == got
     if category == "slow link":
-        want = {k: float(v) for k, v in re.findall(r"(\w+) bandwidth\(GB/s\): \n\s*The average is ([\d.]+)", problem["description"])}
+        want = {
+            k: float(v)
+            for k, v in re.findall(r"(\w+) bandwidth\(GB/s\): \n\s*The average is ([\d.]+)", problem["description"])
+        }
         got = {k: v["average"] for k, v in f.figures.items() if isinstance(v, dict)}
-        return "average bandwidth (GB/s)", str(want), str(got), all(abs(got.get(k, -1) - v) < 1e-3 for k, v in want.items())
+        return (
+            "average bandwidth (GB/s)",
+            str(want),
+            str(got),
+            all(abs(got.get(k, -1) - v) < 1e-3 for k, v in want.items()),
+        )
     if category == "byte alignment analysis":
         want = {r["op name"]: int(float(r["total size(Byte)"])) for r in rows}
-        return "misaligned ops and sizes", str(want), str(_figures(f)[0].get("ops")), _any(f, lambda g: g.get("ops") == want)
+        return (
+            "misaligned ops and sizes",
+            str(want),
+            str(_figures(f)[0].get("ops")),
+            _any(f, lambda g: g.get("ops") == want),
+        )
     if category == "packet analysis":
-        want = {link: (int(rows[0][f"{link} total count"]), int(rows[0][f"Small {link} count"]))
-                for link in ("SDMA", "RDMA") if rows and f"{link} total count" in rows[0]}
+        want = {
+            link: (int(rows[0][f"{link} total count"]), int(rows[0][f"Small {link} count"]))
+            for link in ("SDMA", "RDMA")
+            if rows and f"{link} total count" in rows[0]
+        }
         got = lambda g: {k: (v["advisor_count"], v["advisor_small"]) for k, v in g.items() if k in ("SDMA", "RDMA")}
-        return "ops moving data, small ones (as the advisor counts)", str(want), str(got(_figures(f)[0])), \
-            _any(f, lambda g: got(g) == want)
+        return (
+            "ops moving data, small ones (as the advisor counts)",
+            str(want),
+            str(got(_figures(f)[0])),
+            _any(f, lambda g: got(g) == want),
+        )
     if category.endswith("operator perf analysis"):
         want = _perf_sets(rows)
-        return "op names per set", str(want), str(_figures(f)[0]), \
-            _any(f, lambda g: all(set(g.get(k, [])) == v for k, v in want.items()))
+        return (
+            "op names per set",
+            str(want),
+            str(_figures(f)[0]),
+            _any(f, lambda g: all(set(g.get(k, [])) == v for k, v in want.items())),
+        )
     if category == "affinity api issues":
         want = {r["Affinity API"] for r in rows}
-        return "APIs", ", ".join(sorted(want)), str(f.figures.get("apis")), _any(f, lambda g: want <= set(g.get("apis", [])))
+        return (
+            "APIs",
+            ", ".join(sorted(want)),
+            str(f.figures.get("apis")),
+            _any(f, lambda g: want <= set(g.get("apis", []))),
+        )
     if category in ("aicpu issues", "operator no bound issues", "block dim issues"):
         want = int(problem["problem count"])
         return "task count", str(want), str(_figures(f)[0].get("count")), _any(f, lambda g: g.get("count") == want)
     if category == "overall summary":
         values = {r["Performance Index"].strip(): float(r["Duration(ms)"]) for r in rows}
-        want = {"Computing": values.get("Computing Time"), "Communication": values.get("Uncovered Communication Time"),
-                "Free": values.get("Free Time")}
-        return "step parts (ms)", str(want), str(f.figures), all(
-            v is None or abs(f.figures.get(k, -1) - v) <= 0.0015 for k, v in want.items())
+        want = {
+            "Computing": values.get("Computing Time"),
+            "Communication": values.get("Uncovered Communication Time"),
+            "Free": values.get("Free Time"),
+        }
+        return (
+            "step parts (ms)",
+            str(want),
+            str(f.figures),
+            all(v is None or abs(f.figures.get(k, -1) - v) <= 0.0015 for k, v in want.items()),
+        )
     return "found", "reported", f.status, f.status == FOUND
 
 
@@ -110,8 +155,16 @@ def parity(record: dict, findings: list[Finding]) -> list[Match]:
             continue
         if category == "operator dynamic shape issues" and f.status == NOT_RUN:
             # the advisor calls a capture without OP State "all dynamic"; the lab says it cannot judge, and why
-            out.append(Match(problem["category"], f.rule, "judged", "all dynamic", f"not judged: {f.text}",
-                             "msprof-analyze calls" in f.text))
+            out.append(
+                Match(
+                    problem["category"],
+                    f.rule,
+                    "judged",
+                    "all dynamic",
+                    f"not judged: {f.text}",
+                    "msprof-analyze calls" in f.text,
+                )
+            )
             continue
         figure, advisor, lab, ok = _compare(category, problem, _sheet(record, problem["category"]), f)
         out.append(Match(problem["category"], f.rule, figure, advisor, lab, ok))

@@ -5,12 +5,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from common.analyze.advisor import Finding, aicore, cluster, communication, environment, merge_ranks, operators, schedule
+from common.analyze.advisor import (
+    Finding,
+    aicore,
+    cluster,
+    communication,
+    environment,
+    merge_ranks,
+    operators,
+    schedule,
+)
 
-RANK_RULES = (environment.environment, cluster.overall, *communication.RULES, *aicore.RULES, operators.ai_cpu,
-              operators.dynamic_shape, operators.block_dim, operators.no_bound, operators.fusible_operators,
-              *schedule.RULES,
-              operators.launch_bound, operators.conversions)
+RANK_RULES = (
+    environment.environment,
+    cluster.overall,
+    *communication.RULES,
+    *aicore.RULES,
+    operators.ai_cpu,
+    operators.dynamic_shape,
+    operators.block_dim,
+    operators.no_bound,
+    operators.fusible_operators,
+    *schedule.RULES,
+    operators.launch_bound,
+    operators.conversions,
+)
 CLUSTER_RULES = (cluster.slow_rank, cluster.slow_link, cluster.retransmission)
 CAPTURE_RULES = (cluster.graph_fusion, cluster.comparison)  # what needs more than the capture holds
 

@@ -80,14 +80,19 @@ class KernelVerdict:
 
     def lines(self) -> list[str]:
         """The verdict, its lower bound and every rule with its evidence, threshold and source."""
-        head = (f"Bottleneck class: {self.bottleneck} — {FIX[self.bottleneck]}. This is the answer for this kernel: "
-                f"the first of the five rules below that holds; the busiest pipe above and the roofline side of the "
-                f"per-op table are evidence for it, not other answers" if self.bottleneck
-                else "Bottleneck class: none of the five rules holds (the pipes overlap or the data cannot tell)")
+        head = (
+            f"Bottleneck class: {self.bottleneck} — {FIX[self.bottleneck]}. This is the answer for this kernel: "
+            f"the first of the five rules below that holds; the busiest pipe above and the roofline side of the "
+            f"per-op table are evidence for it, not other answers"
+            if self.bottleneck
+            else "Bottleneck class: none of the five rules holds (the pipes overlap or the data cannot tell)"
+        )
         out = [f"Median kernel time: {self.median_us:.3f} us (common.collect.profiling.task_time_median)", head]
         if self.lower_bound_us is not None and self.peaks is not None:
-            out.append(f"Lower bound: {self.lower_bound_us:.3f} us = bytes moved / {self.peaks.bytes_per_s / 1e9:.1f} GB/s "
-                       f"({self.peaks.source}); achieved {100 * self.achieved:.3f}% of it")
+            out.append(
+                f"Lower bound: {self.lower_bound_us:.3f} us = bytes moved / {self.peaks.bytes_per_s / 1e9:.1f} GB/s "
+                f"({self.peaks.source}); achieved {100 * self.achieved:.3f}% of it"
+            )
         else:
             out.append("Lower bound: N/A (no bandwidth for this device)")
         for rule in self.rules:
@@ -109,45 +114,94 @@ def classify_kernel(facts: KernelFacts, peaks: Peaks | None) -> KernelVerdict:
         waves = math.ceil(facts.block_dim / max(1, facts.concurrent_blocks))
         share = facts.busy_us * waves / facts.median_us
         body = facts.busy_us * waves
-        said = (f"= {100 * share:.1f}% of the {facts.median_us:.1f} us task" if share <= 1 else
-                f"= {body:.1f} us, longer than the {facts.median_us:.1f} us task (the blocks were timed apart from "
-                f"the task: taken as 100%)")
-        rules.append(Rule("launch", share < LAUNCH_BODY_SHARE_BELOW,
-                          f"kernel body {facts.busy_us:.2f} us x {waves} wave(s) of {facts.concurrent_blocks} block(s) "
-                          f"{said}",
-                          f"body share < {LAUNCH_BODY_SHARE_BELOW}", LAB_CHOICE))
+        said = (
+            f"= {100 * share:.1f}% of the {facts.median_us:.1f} us task"
+            if share <= 1
+            else f"= {body:.1f} us, longer than the {facts.median_us:.1f} us task (the blocks were timed apart from "
+            f"the task: taken as 100%)"
+        )
+        rules.append(
+            Rule(
+                "launch",
+                share < LAUNCH_BODY_SHARE_BELOW,
+                f"kernel body {facts.busy_us:.2f} us x {waves} wave(s) of {facts.concurrent_blocks} block(s) {said}",
+                f"body share < {LAUNCH_BODY_SHARE_BELOW}",
+                LAB_CHOICE,
+            )
+        )
     else:
-        rules.append(Rule("launch", None, "no per-core busy time (aiv_time)", f"body share < {LAUNCH_BODY_SHARE_BELOW}",
-                          LAB_CHOICE))
+        rules.append(
+            Rule(
+                "launch",
+                None,
+                "no per-core busy time (aiv_time)",
+                f"body share < {LAUNCH_BODY_SHARE_BELOW}",
+                LAB_CHOICE,
+            )
+        )
     # memory: CANN's memory_bound indicator
     if mte2 is not None and vec is not None:
         bound = mte2 / vec if vec > 0 else math.inf
-        rules.append(Rule("memory", bound > MEMORY_BOUND_ABOVE, f"mte2 {mte2:.3f} / vec {vec:.3f} = {bound:.2f}",
-                          f"memory_bound > {MEMORY_BOUND_ABOVE:g}", CANN_MEMORY_BOUND))
+        rules.append(
+            Rule(
+                "memory",
+                bound > MEMORY_BOUND_ABOVE,
+                f"mte2 {mte2:.3f} / vec {vec:.3f} = {bound:.2f}",
+                f"memory_bound > {MEMORY_BOUND_ABOVE:g}",
+                CANN_MEMORY_BOUND,
+            )
+        )
     else:
-        rules.append(Rule("memory", None, "no mte2 / vec ratio", f"memory_bound > {MEMORY_BOUND_ABOVE:g}",
-                          CANN_MEMORY_BOUND))
-    rules.append(Rule("compute", None if vec is None else vec >= COMPUTE_RATIO_AT_LEAST,
-                      "no vec ratio" if vec is None else f"vec {vec:.3f}", f"vec >= {COMPUTE_RATIO_AT_LEAST}",
-                      LAB_CHOICE))
+        rules.append(
+            Rule("memory", None, "no mte2 / vec ratio", f"memory_bound > {MEMORY_BOUND_ABOVE:g}", CANN_MEMORY_BOUND)
+        )
+    rules.append(
+        Rule(
+            "compute",
+            None if vec is None else vec >= COMPUTE_RATIO_AT_LEAST,
+            "no vec ratio" if vec is None else f"vec {vec:.3f}",
+            f"vec >= {COMPUTE_RATIO_AT_LEAST}",
+            LAB_CHOICE,
+        )
+    )
     known = {p: v for p, v in r.items() if v is not None}
     leader = max(known, key=known.get) if known else None
     if leader is not None and vec is not None:
-        rules.append(Rule("stall", leader == "scalar" and vec < STALL_VEC_BELOW,
-                          f"leading pipe {leader} {known[leader]:.3f}, vec {vec:.3f}",
-                          f"scalar leads and vec < {STALL_VEC_BELOW}", LAB_CHOICE))
+        rules.append(
+            Rule(
+                "stall",
+                leader == "scalar" and vec < STALL_VEC_BELOW,
+                f"leading pipe {leader} {known[leader]:.3f}, vec {vec:.3f}",
+                f"scalar leads and vec < {STALL_VEC_BELOW}",
+                LAB_CHOICE,
+            )
+        )
     else:
         rules.append(Rule("stall", None, "no pipe ratios", f"scalar leads and vec < {STALL_VEC_BELOW}", LAB_CHOICE))
     if leader is not None and achieved is not None:
         memory_side = (mte2 or 0.0) + (mte3 or 0.0) >= max(vec or 0.0, scalar or 0.0)
-        rules.append(Rule("access pattern", memory_side and achieved < ACCESS_ACHIEVED_BELOW,
-                          f"mte2+mte3 {(mte2 or 0) + (mte3 or 0):.3f} vs vec/scalar {max(vec or 0, scalar or 0):.3f}, "
-                          f"achieved {100 * achieved:.3f}% of the bandwidth bound",
-                          f"copies lead and achieved < {100 * ACCESS_ACHIEVED_BELOW:.0f}%", LAB_CHOICE))
+        rules.append(
+            Rule(
+                "access pattern",
+                memory_side and achieved < ACCESS_ACHIEVED_BELOW,
+                f"mte2+mte3 {(mte2 or 0) + (mte3 or 0):.3f} vs vec/scalar {max(vec or 0, scalar or 0):.3f}, "
+                f"achieved {100 * achieved:.3f}% of the bandwidth bound",
+                f"copies lead and achieved < {100 * ACCESS_ACHIEVED_BELOW:.0f}%",
+                LAB_CHOICE,
+            )
+        )
     else:
-        rules.append(Rule("access pattern", None, "no pipe ratios or no bandwidth",
-                          f"copies lead and achieved < {100 * ACCESS_ACHIEVED_BELOW:.0f}%", LAB_CHOICE))
+        rules.append(
+            Rule(
+                "access pattern",
+                None,
+                "no pipe ratios or no bandwidth",
+                f"copies lead and achieved < {100 * ACCESS_ACHIEVED_BELOW:.0f}%",
+                LAB_CHOICE,
+            )
+        )
     by_name = {rule.name: rule for rule in rules}
     bottleneck = next((name for name in ORDER if by_name[name].holds), None)
-    return KernelVerdict(facts.kernel, bottleneck, tuple(by_name[n] for n in ORDER), lower, achieved, peaks,
-                         facts.median_us)
+    return KernelVerdict(
+        facts.kernel, bottleneck, tuple(by_name[n] for n in ORDER), lower, achieved, peaks, facts.median_us
+    )

@@ -58,9 +58,13 @@ class Peaks:
 # lower bound as long as the figures are not too low.
 _CUBE_FLOP_PER_CYCLE = 16 * 16 * 16 * 2
 DEVICE_PEAKS: dict[str, Peaks] = {
-    name: Peaks(name, cores * _CUBE_FLOP_PER_CYCLE * ghz * 1e9, gbps * 1e9,
-                f"estimate (no published source): {cores} cube cores x 8192 FLOP/cycle x {ghz} GHz, "
-                f"{gbps:g} GB/s memory", dtype="fp16")
+    name: Peaks(
+        name,
+        cores * _CUBE_FLOP_PER_CYCLE * ghz * 1e9,
+        gbps * 1e9,
+        f"estimate (no published source): {cores} cube cores x 8192 FLOP/cycle x {ghz} GHz, {gbps:g} GB/s memory",
+        dtype="fp16",
+    )
     for name, cores, ghz, gbps in [
         ("Ascend910B1", 24, 1.85, 1600),
         ("Ascend910B2", 24, 1.8, 1600),
@@ -82,11 +86,39 @@ def device_peaks(soc: str) -> Peaks | None:
 
 # --- shapes --------------------------------------------------------------------------------------
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "dt_float": 4, "fp32": 4, "int32": 4, "dt_int32": 4, "uint32": 4,
-    "float16": 2, "dt_float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "dt_bf16": 2, "bf16": 2,
-    "int16": 2, "dt_int16": 2, "int8": 1, "dt_int8": 1, "uint8": 1, "dt_uint8": 1, "bool": 1, "dt_bool": 1,
-    "double": 8, "float64": 8, "dt_double": 8, "int64": 8, "dt_int64": 8, "long": 8,
-    "uint16": 2, "dt_uint16": 2, "dt_uint32": 4, "uint64": 8, "dt_uint64": 8,
+    "float": 4,
+    "float32": 4,
+    "dt_float": 4,
+    "fp32": 4,
+    "int32": 4,
+    "dt_int32": 4,
+    "uint32": 4,
+    "float16": 2,
+    "dt_float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "dt_bf16": 2,
+    "bf16": 2,
+    "int16": 2,
+    "dt_int16": 2,
+    "int8": 1,
+    "dt_int8": 1,
+    "uint8": 1,
+    "dt_uint8": 1,
+    "bool": 1,
+    "dt_bool": 1,
+    "double": 8,
+    "float64": 8,
+    "dt_double": 8,
+    "int64": 8,
+    "dt_int64": 8,
+    "long": 8,
+    "uint16": 2,
+    "dt_uint16": 2,
+    "dt_uint32": 4,
+    "uint64": 8,
+    "dt_uint64": 8,
 }
 # Arguments that are not tensors (torch's record_shapes names them by kind, with an empty shape):
 # nothing moves through memory for them.
@@ -136,8 +168,9 @@ def op_work(task: Task) -> Work | str:
     if family == "matmul":
         return _matmul_work(inputs, sizes, outputs, out_sizes)
     if family in work_models.MODELS:
-        return work_models.MODELS[family](task.op_type, work_models.tensors(inputs, sizes),
-                                          work_models.tensors(outputs, out_sizes))
+        return work_models.MODELS[family](
+            task.op_type, work_models.tensors(inputs, sizes), work_models.tensors(outputs, out_sizes)
+        )
     # Element-wise families read every input once and write an output the size of the largest
     # input, at least one operation per output element. Any other op is modelled so only when its
     # tensor inputs all have one size.
@@ -148,8 +181,12 @@ def op_work(task: Task) -> Work | str:
     out_size = out_sizes[0] if out_sizes else sizes[numels.index(max(numels))]
     moved = sum(n * b for n, b in zip(numels, sizes)) + out_numel * out_size
     flops = 0.0 if family in NO_ARITHMETIC_FAMILIES else float(out_numel)
-    return Work(flops, float(moved), f"element-wise: read inputs, write {out_numel} elements, "
-                f"{'no arithmetic' if not flops else '>= 1 FLOP per element'}")
+    return Work(
+        flops,
+        float(moved),
+        f"element-wise: read inputs, write {out_numel} elements, "
+        f"{'no arithmetic' if not flops else '>= 1 FLOP per element'}",
+    )
 
 
 def _matmul_work(inputs, sizes, outputs, out_sizes) -> Work | str:
@@ -234,9 +271,19 @@ class OpBound:
 # Bits of each precision the lab recognises in an op's Input Data Types: a compute lower bound from a peak of a
 # wider precision than the op's (a bf16 MatMul against a CPU's fp32 GEMM peak) is no lower bound at all.
 PRECISION_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
-_PRECISIONS = {"float": "fp32", "float32": "fp32", "dt_float": "fp32", "fp32": "fp32", "float16": "fp16",
-               "dt_float16": "fp16", "half": "fp16", "fp16": "fp16", "bfloat16": "bf16", "dt_bf16": "bf16",
-               "bf16": "bf16"}
+_PRECISIONS = {
+    "float": "fp32",
+    "float32": "fp32",
+    "dt_float": "fp32",
+    "fp32": "fp32",
+    "float16": "fp16",
+    "dt_float16": "fp16",
+    "half": "fp16",
+    "fp16": "fp16",
+    "bfloat16": "bf16",
+    "dt_bf16": "bf16",
+    "bf16": "bf16",
+}
 
 
 def op_precision(input_dtypes: str | None) -> str | None:
@@ -282,12 +329,31 @@ def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
             flops_per_s = peaks.flops_at(own)
             memory_us = 1e6 * work.bytes / peaks.bytes_per_s
             if work.flops and flops_per_s is None:
-                rows.append(OpBound(op_type, shapes, len(group), mean, work,
-                                    f"{own} op, no {own} peak ({peaks.dtype} measured): no compute bound", None,
-                                    memory_us))
+                rows.append(
+                    OpBound(
+                        op_type,
+                        shapes,
+                        len(group),
+                        mean,
+                        work,
+                        f"{own} op, no {own} peak ({peaks.dtype} measured): no compute bound",
+                        None,
+                        memory_us,
+                    )
+                )
             else:
-                rows.append(OpBound(op_type, shapes, len(group), mean, work, None,
-                                    1e6 * work.flops / flops_per_s if work.flops else 0.0, memory_us))
+                rows.append(
+                    OpBound(
+                        op_type,
+                        shapes,
+                        len(group),
+                        mean,
+                        work,
+                        None,
+                        1e6 * work.flops / flops_per_s if work.flops else 0.0,
+                        memory_us,
+                    )
+                )
     return sorted(rows, key=lambda r: -r.mean_us * r.count)
 
 
@@ -299,9 +365,14 @@ def op_bounds(tasks: list[Task], peaks: Peaks | None) -> list[OpBound]:
 DOMINANT_RATIO = 0.8
 COMPUTE_PIPE_LOW = 0.5
 PIPE_GROUPS = {
-    "aic_mac": "compute (cube)", "aiv_vec": "compute (vector)", "aic_scalar": "scalar", "aiv_scalar": "scalar",
-    "aic_mte1": "data movement (MTE1, L1 -> L0)", "aic_mte2": "data movement (MTE2, GM -> core)",
-    "aiv_mte2": "data movement (MTE2, GM -> core)", "aiv_mte3": "data movement (MTE3, core -> GM)",
+    "aic_mac": "compute (cube)",
+    "aiv_vec": "compute (vector)",
+    "aic_scalar": "scalar",
+    "aiv_scalar": "scalar",
+    "aic_mte1": "data movement (MTE1, L1 -> L0)",
+    "aic_mte2": "data movement (MTE2, GM -> core)",
+    "aiv_mte2": "data movement (MTE2, GM -> core)",
+    "aiv_mte3": "data movement (MTE3, core -> GM)",
     "aic_fixpipe": "data movement (fixpipe, L0C -> GM)",
 }
 
@@ -364,8 +435,10 @@ def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
         else:
             text = f"{pipe} {value:.2f} leads ({role}), no pipe >= {DOMINANT_RATIO}: pipes overlap or wait"
         if role == "scalar" and compute < COMPUTE_PIPE_LOW:
-            text += (f"; compute pipes at {compute:.2f} < {COMPUTE_PIPE_LOW}: issue and bookkeeping set the pace "
-                     "(larger tiles, fewer loop trips and syncs)")
+            text += (
+                f"; compute pipes at {compute:.2f} < {COMPUTE_PIPE_LOW}: issue and bookkeeping set the pace "
+                "(larger tiles, fewer loop trips and syncs)"
+            )
         elif role.startswith("data movement"):
             text += "; hypothesis: memory-bound on the core's side (double-buffer, larger contiguous copies)"
         out.append(PipeVerdict(op_type, len(group), ratios, pipe, text))
@@ -373,14 +446,21 @@ def pipe_verdicts(tasks: list[Task]) -> list[PipeVerdict]:
 
 
 # --- per run: host-bound or device-bound, and what to try ----------------------------------------
-def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us: float | None,
-             precision: str | None = None, samples: int | None = None) -> list[str]:
+def run_hint(
+    summary: StepSummary,
+    per_step_tasks: float | None,
+    median_task_us: float | None,
+    precision: str | None = None,
+    samples: int | None = None,
+) -> list[str]:
     """The Computing:Free verdict as a hypothesis: what it suggests trying (knowing the compute's ``precision``,
     compute_precision, and the run's ``samples`` per step), and the evidence."""
     ratio = summary.computing_ratio
     free_per_task = summary.median_free_us / per_step_tasks if per_step_tasks else None
-    evidence = (f"evidence: Computing {summary.median_computing_us:.1f} us : Free {summary.median_free_us:.1f} us "
-                f"per step ({100 * ratio:.1f}% computing, threshold {100 * HOST_BOUND_BELOW:.0f}%)")
+    evidence = (
+        f"evidence: Computing {summary.median_computing_us:.1f} us : Free {summary.median_free_us:.1f} us "
+        f"per step ({100 * ratio:.1f}% computing, threshold {100 * HOST_BOUND_BELOW:.0f}%)"
+    )
     if per_step_tasks:
         evidence += f"; {per_step_tasks:g} tasks per step"
         if median_task_us is not None:
@@ -395,8 +475,7 @@ def run_hint(summary: StepSummary, per_step_tasks: float | None, median_task_us:
         ]
     else:
         lines = [
-            "hypothesis: device-bound — the device is busy most of the step, so the kernels themselves are the "
-            "cost.",
+            "hypothesis: device-bound — the device is busy most of the step, so the kernels themselves are the cost.",
             f"try: the ops with the lowest achieved fraction of their lower bound first; {precision_try(precision)}; "
             "fusing element-wise ops into their neighbours to save memory traffic.",
         ]

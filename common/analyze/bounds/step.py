@@ -37,8 +37,10 @@ SLOW_STEP = 1.5
 SLOW_NAMED = 3  # slow steps named in the verdict; the others are counted
 
 # What to try about precision for device-bound work, in one wording everywhere.
-LOWER_PRECISION_TRY = ("lower precision (fp16/bf16) for the families that take most of the time (the families table; "
-                       "it trades accuracy: python -m common precision shows how much)")
+LOWER_PRECISION_TRY = (
+    "lower precision (fp16/bf16) for the families that take most of the time (the families table; "
+    "it trades accuracy: python -m common precision shows how much)"
+)
 
 
 def precision_try(precision: str | None = None) -> str:
@@ -46,8 +48,10 @@ def precision_try(precision: str | None = None) -> str:
     lower it, saying that it trades accuracy; where it already runs in fp16 or bf16, that is done, and what it cost
     is what to look at."""
     if precision in ("fp16", "bf16"):
-        return (f"(the compute already runs in {precision}: lower precision is done, and what it cost in accuracy "
-                f"is for python -m common precision to show)")
+        return (
+            f"(the compute already runs in {precision}: lower precision is done, and what it cost in accuracy "
+            f"is for python -m common precision to show)"
+        )
     return LOWER_PRECISION_TRY
 
 
@@ -86,11 +90,14 @@ class StepSummary:
         """The steps far longer than the median, named: they are outliers, not the step the verdict is about."""
         if not self.slow_steps:
             return ""
-        named = ", ".join(f"step {'(none)' if step is None else step} ({us:,.1f} us)"
-                          for step, us in self.slow_steps[:SLOW_NAMED])
+        named = ", ".join(
+            f"step {'(none)' if step is None else step} ({us:,.1f} us)" for step, us in self.slow_steps[:SLOW_NAMED]
+        )
         more = f" and {self.slow_count - SLOW_NAMED} more" if self.slow_count > SLOW_NAMED else ""
-        return (f"; {named}{more} over {SLOW_STEP:g}x the {self.median_step_us:,.1f} us median step: named here, "
-                f"not averaged in")
+        return (
+            f"; {named}{more} over {SLOW_STEP:g}x the {self.median_step_us:,.1f} us median step: named here, "
+            f"not averaged in"
+        )
 
 
 @dataclass(frozen=True)
@@ -108,9 +115,16 @@ def summarize_steps(steps: list[StepTime]) -> StepSummary | None:
     if not steps:
         return None
     nan = float("nan")
-    columns = {name: np.array([getattr(s, f) for s in steps], dtype=np.float64) for name, f in (
-        ("computing", "computing_us"), ("comm_not_overlapped", "communication_not_overlapped_us"),
-        ("overlapped", "overlapped_us"), ("communication", "communication_us"), ("free", "free_us"))}
+    columns = {
+        name: np.array([getattr(s, f) for s in steps], dtype=np.float64)
+        for name, f in (
+            ("computing", "computing_us"),
+            ("comm_not_overlapped", "communication_not_overlapped_us"),
+            ("overlapped", "overlapped_us"),
+            ("communication", "communication_us"),
+            ("free", "free_us"),
+        )
+    }
     columns["preparing"] = np.array([nan if s.preparing_us is None else s.preparing_us for s in steps])
     columns["step"] = np.array([nan if s.step is None else s.step for s in steps], dtype=np.float64)
     return summarize_blocks(lambda names: [columns])
@@ -124,6 +138,7 @@ def summarize_blocks(blocks: Blocks) -> StepSummary | None:
     time (float64 arrays named as :data:`common.formats.step_store.SUMMARY_COLUMNS` and "step"; a missing
     Preparing or Step is NaN). Each median is exact and reads the blocks again rather than hold a column
     (:func:`common.analyze.robust.streamed_median`), so a cluster's rows are never in memory at once."""
+
     def column(name: str):
         return lambda: (block[name] for block in blocks((name,)))
 
@@ -134,8 +149,10 @@ def summarize_blocks(blocks: Blocks) -> StepSummary | None:
     steps = sum(len(block["computing"]) for block in blocks(("computing",)))
     if not steps:
         return None
-    medians = {name: streamed_median(column(name))
-               for name in ("computing", "comm_not_overlapped", "free", "overlapped", "communication")}
+    medians = {
+        name: streamed_median(column(name))
+        for name in ("computing", "comm_not_overlapped", "free", "overlapped", "communication")
+    }
     preparing = streamed_median(lambda: (b[~np.isnan(b)] for b in column("preparing")()))
     median_step = streamed_median(total)
     slow, count = [], 0
@@ -143,8 +160,9 @@ def summarize_blocks(blocks: Blocks) -> StepSummary | None:
         for block, sums in zip(blocks(("step",)), total()):
             step, over = block["step"], np.flatnonzero(sums > SLOW_STEP * median_step)
             count += len(over)
-            slow += [(None if step[i] != step[i] else int(step[i]), float(sums[i]))
-                     for i in over[:SLOW_NAMED - len(slow)]]
+            slow += [
+                (None if step[i] != step[i] else int(step[i]), float(sums[i])) for i in over[: SLOW_NAMED - len(slow)]
+            ]
     return StepSummary(
         steps=steps,
         median_step_us=median_step,
@@ -185,21 +203,29 @@ def step_verdict(summary: StepSummary) -> StepVerdict:
     kind, parts, shares = classify(c, n, f)
     if not summary.has_communication:  # one device: the Computing-vs-Free line it always had
         label = "compute-bound" if kind == "compute-bound" else "host-bound"
-        text = (f"{label}: Computing {c:.1f} us vs Free {f:.1f} us per step "
-                f"(Computing = {100 * summary.computing_ratio:.1f}% of the step; host-bound below "
-                f"{100 * HOST_BOUND_BELOW:.0f}%; median of {summary.steps} step{'s' if summary.steps != 1 else ''})"
-                + summary.slow_note())
+        text = (
+            f"{label}: Computing {c:.1f} us vs Free {f:.1f} us per step "
+            f"(Computing = {100 * summary.computing_ratio:.1f}% of the step; host-bound below "
+            f"{100 * HOST_BOUND_BELOW:.0f}%; median of {summary.steps} step{'s' if summary.steps != 1 else ''})"
+            + summary.slow_note()
+        )
         return StepVerdict(label, ("computing",) if label == "compute-bound" else ("free",), shares, text)
-    split = (f"Computing {c:.1f} us ({100 * shares['computing']:.1f}%), Communication(Not Overlapped) {n:.1f} us "
-             f"({100 * shares['communication']:.1f}%), Free {f:.1f} us ({100 * shares['free']:.1f}%) "
-             f"of the {summary.median_step_us:.1f} us step")
+    split = (
+        f"Computing {c:.1f} us ({100 * shares['computing']:.1f}%), Communication(Not Overlapped) {n:.1f} us "
+        f"({100 * shares['communication']:.1f}%), Free {f:.1f} us ({100 * shares['free']:.1f}%) "
+        f"of the {summary.median_step_us:.1f} us step"
+    )
     if kind == "mixed":
         named = " + ".join(PART_NAMES[p] for p in parts)
-        text = (f"mixed ({named}): {split}; no part reaches {100 * DOMINANT_SHARE:.0f}%, parts at or above "
-                f"{100 * MIXED_PART_SHARE:.0f}% are named" + summary.slow_note())
+        text = (
+            f"mixed ({named}): {split}; no part reaches {100 * DOMINANT_SHARE:.0f}%, parts at or above "
+            f"{100 * MIXED_PART_SHARE:.0f}% are named" + summary.slow_note()
+        )
     else:
-        text = (f"{kind}: {split}; {PART_NAMES[parts[0]]} holds at least {100 * DOMINANT_SHARE:.0f}% of the "
-                f"step (median of {summary.steps} step{'s' if summary.steps != 1 else ''})" + summary.slow_note())
+        text = (
+            f"{kind}: {split}; {PART_NAMES[parts[0]]} holds at least {100 * DOMINANT_SHARE:.0f}% of the "
+            f"step (median of {summary.steps} step{'s' if summary.steps != 1 else ''})" + summary.slow_note()
+        )
     return StepVerdict(kind, parts, shares, text)
 
 
@@ -233,24 +259,29 @@ def batch_try(samples: int | None = None) -> str:
     """What to try about the batch for host-bound work, knowing the run's ``samples`` per step (run_info.json)."""
     if not samples:
         return "batch more work per launch (a larger batch amortizes the fixed per-op host cost)"
-    return (f"batch more work per launch: this run's batch is {samples} sample{'' if samples == 1 else 's'}; "
-            f"{2 * samples} or more amortizes the fixed per-op host cost over more samples (compare step time per "
-            f"sample: python -m common compare <before> <after> --samples {samples} {2 * samples})")
+    return (
+        f"batch more work per launch: this run's batch is {samples} sample{'' if samples == 1 else 's'}; "
+        f"{2 * samples} or more amortizes the fixed per-op host cost over more samples (compare step time per "
+        f"sample: python -m common compare <before> <after> --samples {samples} {2 * samples})"
+    )
 
 
 def part_try(part: str, precision: str | None = None, samples: int | None = None) -> str:
     """What to try for the part of the step that bounds it (ADVICE; Computing's knows the compute's precision, Free's
     the batch)."""
     if part == "computing":
-        return (f"the per-op bounds: the ops furthest from their lower bound first; {precision_try(precision)}; fuse "
-                "element-wise ops into their neighbours")
+        return (
+            f"the per-op bounds: the ops furthest from their lower bound first; {precision_try(precision)}; fuse "
+            "element-wise ops into their neighbours"
+        )
     if part == "free":
         return f"{batch_try(samples)}; {ADVICE['free']}"
     return ADVICE[part]
 
 
-def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: str | None = None,
-           samples: int | None = None) -> list[str]:
+def advice(
+    summary: StepSummary, verdict: StepVerdict | None = None, precision: str | None = None, samples: int | None = None
+) -> list[str]:
     """Hypothesis, what to try and the evidence, for communication-bound and mixed steps.
 
     (Host- and compute-bound steps get :func:`common.analyze.bounds.op.run_hint`, which adds
@@ -258,13 +289,16 @@ def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: 
     """
     verdict = verdict or step_verdict(summary)
     overlap = overlap_share(summary)
-    evidence = (f"evidence: per step Computing {summary.median_computing_us:.1f} us, Communication(Not Overlapped) "
-                f"{summary.median_comm_not_overlapped_us:.1f} us, Free {summary.median_free_us:.1f} us; Overlapped "
-                f"{summary.median_overlapped_us:.1f} us of {summary.median_communication_us:.1f} us communication")
+    evidence = (
+        f"evidence: per step Computing {summary.median_computing_us:.1f} us, Communication(Not Overlapped) "
+        f"{summary.median_comm_not_overlapped_us:.1f} us, Free {summary.median_free_us:.1f} us; Overlapped "
+        f"{summary.median_overlapped_us:.1f} us of {summary.median_communication_us:.1f} us communication"
+    )
     if overlap is not None:
         low = "low" if overlap < LOW_OVERLAP_SHARE else "not low"
-        evidence += (f" ({100 * overlap:.1f}% hidden under computing; {low}, "
-                     f"under {100 * LOW_OVERLAP_SHARE:.0f}% is low)")
+        evidence += (
+            f" ({100 * overlap:.1f}% hidden under computing; {low}, under {100 * LOW_OVERLAP_SHARE:.0f}% is low)"
+        )
     if verdict.kind == "communication-bound":
         lines = [
             "hypothesis: communication-bound — the ranks spend most of the step in collectives that no computation "
@@ -272,8 +306,10 @@ def advice(summary: StepSummary, verdict: StepVerdict | None = None, precision: 
             f"try: {ADVICE['communication']}.",
         ]
     elif verdict.kind == "mixed":
-        lines = [f"hypothesis: mixed — no single part holds {100 * DOMINANT_SHARE:.0f}% of the step; work on the "
-                 f"named parts, largest first."]
+        lines = [
+            f"hypothesis: mixed — no single part holds {100 * DOMINANT_SHARE:.0f}% of the step; work on the "
+            f"named parts, largest first."
+        ]
         lines += [f"try ({PART_NAMES[p]}): {part_try(p, precision, samples)}." for p in verdict.parts]
     else:
         lines = []
@@ -286,6 +322,8 @@ def preparing_note(summary: StepSummary) -> list[str]:
     if p is None or not summary.median_step_us or p < PREPARING_NOTE_SHARE * summary.median_step_us:
         return []
     share = 100 * p / summary.median_step_us
-    return [f"note: Preparing {p:.1f} us per step before the first device task ({share:.1f}% "
-            f"of the step, outside it; named above {100 * PREPARING_NOTE_SHARE:.0f}%): host work before the step's "
-            "first launch — data loading, input copies, the previous step's tail"]
+    return [
+        f"note: Preparing {p:.1f} us per step before the first device task ({share:.1f}% "
+        f"of the step, outside it; named above {100 * PREPARING_NOTE_SHARE:.0f}%): host work before the step's "
+        "first launch — data loading, input copies, the previous step's tail"
+    ]

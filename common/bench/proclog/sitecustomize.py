@@ -27,7 +27,7 @@ def _chain_hidden_sitecustomize() -> None:
     """Run the ``sitecustomize`` this one hides: the next one on sys.path *after* this folder (only those
     after it: another chaining module before it would find this one again, and the two would loop)."""
     here = [i for i, p in enumerate(sys.path) if os.path.abspath(p or os.curdir) == _HERE]
-    path = sys.path[here[0] + 1:] if here else sys.path
+    path = sys.path[here[0] + 1 :] if here else sys.path
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is not None and spec.loader is not None:
         module = importlib.util.module_from_spec(spec)
@@ -73,8 +73,14 @@ class _TimeImports(importlib.abc.MetaPathFinder):
 
 
 def _write() -> None:
-    line = {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "started": _STARTED,
-            "ended": time.time(), "imports": _IMPORTS}
+    line = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "argv": sys.argv,
+        "started": _STARTED,
+        "ended": time.time(),
+        "imports": _IMPORTS,
+    }
     try:
         with open(_LOG, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")

@@ -37,7 +37,7 @@ def _chain_hidden_sitecustomize() -> None:
     """Run the ``sitecustomize`` this one hides: the next one on sys.path *after* this folder (only those
     after it: another chaining module before it would find this one again, and the two would loop)."""
     here = [i for i, p in enumerate(sys.path) if os.path.abspath(p or os.curdir) == _HERE]
-    path = sys.path[here[0] + 1:] if here else sys.path
+    path = sys.path[here[0] + 1 :] if here else sys.path
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec and spec.loader and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) != _HERE:
         module = importlib.util.module_from_spec(spec)
@@ -47,8 +47,14 @@ def _chain_hidden_sitecustomize() -> None:
 def _plain(values) -> list:
     """An op's scalar arguments (``concrete_inputs``) as JSON values; anything else None."""
     simple = (bool, int, float, str, type(None))
-    return [v if isinstance(v, simple) else list(v) if isinstance(v, (list, tuple)) and all(
-        isinstance(x, simple) for x in v) else None for v in (values or [])]
+    return [
+        v
+        if isinstance(v, simple)
+        else list(v)
+        if isinstance(v, (list, tuple)) and all(isinstance(x, simple) for x in v)
+        else None
+        for v in (values or [])
+    ]
 
 
 def _flatten(events) -> list:
@@ -56,16 +62,18 @@ def _flatten(events) -> list:
     flat = []
     for e in events:
         parent = e.cpu_parent
-        flat.append({
-            "name": e.name,
-            "start": e.time_range.start,
-            "end": e.time_range.end,
-            "parent": index.get(id(parent), -1) if parent is not None else -1,
-            "shapes": [list(s) if isinstance(s, (list, tuple)) else [] for s in (e.input_shapes or [])],
-            "dtypes": [str(d) for d in (e.input_dtypes or [])],
-            "range": bool(getattr(e, "is_user_annotation", False)),
-            "concrete": _plain(getattr(e, "concrete_inputs", None)),
-        })
+        flat.append(
+            {
+                "name": e.name,
+                "start": e.time_range.start,
+                "end": e.time_range.end,
+                "parent": index.get(id(parent), -1) if parent is not None else -1,
+                "shapes": [list(s) if isinstance(s, (list, tuple)) else [] for s in (e.input_shapes or [])],
+                "dtypes": [str(d) for d in (e.input_dtypes or [])],
+                "range": bool(getattr(e, "is_user_annotation", False)),
+                "concrete": _plain(getattr(e, "concrete_inputs", None)),
+            }
+        )
     return flat
 
 

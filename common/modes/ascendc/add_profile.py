@@ -17,7 +17,7 @@ from pathlib import Path
 from common.analyze.bounds.op import busiest_pipe, device_peaks
 from common.analyze.bounds.kernel import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
-from common.modes.reports import write_report_md
+from common.modes.report_files import write_report_md
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
@@ -26,9 +26,19 @@ from common.formats.records import Task
 from common.modes.ascendc import MODE, MODE_DIR
 from common.modes.ascendc.build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
 from common.modes.ascendc.build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also here)
-from common.modes.ascendc.kernel_report import (KERNEL, PIPE_ROLE, PIPES, kernel_facts, kernel_tasks,
-                                                mean_ratios, read_msprof_op_pipes, read_simulator_cores, read_sizes,
-                                                render_report, render_simulator)
+from common.modes.ascendc.kernel_report import (
+    KERNEL,
+    PIPE_ROLE,
+    PIPES,
+    kernel_facts,
+    kernel_tasks,
+    mean_ratios,
+    read_msprof_op_pipes,
+    read_simulator_cores,
+    read_sizes,
+    render_report,
+    render_simulator,
+)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
 from common.collect.calibrate import step_disturbance
 from common.collect.profiling import Profiler, read_run_tasks, task_time_median
@@ -45,23 +55,38 @@ TWIN = Backend("portable", "the AscendC twin: the kernel runs on the host CPU")
 def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict | None]:
     """msprof around the host program (op_summary per launch), then msprof op (per-block PMU of one launch)."""
     # The program selects the logical device itself (aclrtSetDevice in main.cpp); msprof follows it.
-    app = [str(binary), "--device", str(run.device), "--warmup", str(WARMUP_LAUNCHES),
-           "--launches", str(MEASURED_LAUNCHES)]
+    app = [
+        str(binary),
+        "--device",
+        str(run.device),
+        "--warmup",
+        str(WARMUP_LAUNCHES),
+        "--launches",
+        str(MEASURED_LAUNCHES),
+    ]
     argv = msprof_argv(run.backend.tools["msprof"], run.out, app)  # --aic-metrics=PipeUtilization
     print("$ " + " ".join(argv))
     code, stdout = run_binary(argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, argv))
     verdicts = [verification_verdict(code, stdout)]
     summaries = sorted(run.out.glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
     if not summaries:
-        raise LabError(f"msprof wrote no op_summary_*.csv under {run.out}",
-                       "check msprof's log in PROF_*/mindstudio_profiler_log")
+        raise LabError(
+            f"msprof wrote no op_summary_*.csv under {run.out}", "check msprof's log in PROF_*/mindstudio_profiler_log"
+        )
     rows = sorted(kernel_tasks(readers.read_op_summary(summaries[-1])), key=lambda t: t.start_us)
 
     # msprof op: per-block PMU of the first measured launch. KernelScale makes it honour the kernel's
     # MetricsProfStart/Stop region (the build is for Atlas A2/A3: usable_build checked it); the warm-up
     # launches are skipped, as they are in op_summary.
-    op_argv = msprof_op_argv(run.backend.tools["msprof"], run.out, app, kernel_name=KERNEL, launch_count=1,
-                             aic_metrics=MSPROF_OP_METRICS_REGION, launch_skip=WARMUP_LAUNCHES)
+    op_argv = msprof_op_argv(
+        run.backend.tools["msprof"],
+        run.out,
+        app,
+        kernel_name=KERNEL,
+        launch_count=1,
+        aic_metrics=MSPROF_OP_METRICS_REGION,
+        launch_skip=WARMUP_LAUNCHES,
+    )
     print("$ " + " ".join(op_argv))
     op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, op_argv))
     verdicts.append(msprof_op_verdict(op_code, read_msprof_op_pipes(run.out), "the MetricsProf region"))
@@ -71,20 +96,28 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
 def msprof_op_verdict(code: int, pipes: dict[str, float | None] | None, region: str) -> Verdict:
     """msprof op exited 0 and its PipeUtilization.csv was read (``pipes``: read_msprof_op_pipes), for either kernel."""
     found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
-    return Verdict("msprof op wrote PipeUtilization", code == 0 and pipes is not None,
-                   "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found + f"; {region}")
+    return Verdict(
+        "msprof op wrote PipeUtilization",
+        code == 0 and pipes is not None,
+        "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found + f"; {region}",
+    )
 
 
 def profile_twin(run, binary: Path) -> tuple[int, str]:
     """No msprof without an NPU: the portable twin times each pipe itself, into ``$ASCENDC_TWIN_TIMINGS``."""
     app = [str(binary), "--warmup", str(WARMUP_LAUNCHES), "--launches", str(MEASURED_LAUNCHES)]
     print(f"$ {TIMINGS_VAR}={run.out / TWIN_TIMINGS} " + " ".join(app))
-    return run_binary(app, {**os.environ, TIMINGS_VAR: str(run.out / TWIN_TIMINGS)}, run.timeout_s,
-                      runlogs.stderr_log(run.out, app))
+    return run_binary(
+        app, {**os.environ, TIMINGS_VAR: str(run.out / TWIN_TIMINGS)}, run.timeout_s, runlogs.stderr_log(run.out, app)
+    )
 
 
-def run_binary(argv: list[str], child_env: dict[str, str] | None = None,
-               timeout_s: float | None = None, stderr_log: Path | None = None) -> tuple[int, str]:
+def run_binary(
+    argv: list[str],
+    child_env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+    stderr_log: Path | None = None,
+) -> tuple[int, str]:
     """Run the host program; its output is shown as it is (verification lines included), its stderr also
     kept in ``stderr_log`` (prof_out/logs/, for after a failure)."""
     run = launcher.run_command(argv, child_env, timeout_s, capture=True, stderr_log=stderr_log)
@@ -123,7 +156,8 @@ def verification_verdict(returncode: int, stdout: str) -> Verdict:
 
 def check_launch_count(tasks: list[Task], where: str, kernel: str = KERNEL) -> Verdict:
     return Verdict(
-        f"{MEASURED_LAUNCHES} measured launches ({where})", len(tasks) == MEASURED_LAUNCHES,
+        f"{MEASURED_LAUNCHES} measured launches ({where})",
+        len(tasks) == MEASURED_LAUNCHES,
         f"{len(tasks)} {kernel} rows after {WARMUP_LAUNCHES} warm-up launches (want {MEASURED_LAUNCHES})",
     )
 
@@ -146,8 +180,12 @@ def check_ratio_sums(tasks: list[Task], backend_name: str) -> Verdict:
     else:
         ok = out_of_range == 0 and RATIO_SUM_RANGE_NPU[0] <= lo and hi <= RATIO_SUM_RANGE_NPU[1]
         rule = f"sum in [{RATIO_SUM_RANGE_NPU[0]}, {RATIO_SUM_RANGE_NPU[1]}] (NPU: pipes overlap)"
-    return Verdict("pipe ratios sum to ~1", ok, f"vec+scalar+mte2+mte3 per launch in [{lo:.3f}, {hi:.3f}] over "
-                   f"{len(sums)} launches, {out_of_range} ratios outside [0, 1]; rule {rule}")
+    return Verdict(
+        "pipe ratios sum to ~1",
+        ok,
+        f"vec+scalar+mte2+mte3 per launch in [{lo:.3f}, {hi:.3f}] over "
+        f"{len(sums)} launches, {out_of_range} ratios outside [0, 1]; rule {rule}",
+    )
 
 
 def check_bound(ratios: dict[str, float | None]) -> Verdict:
@@ -180,12 +218,25 @@ def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str
         return verification_verdict(code, stdout), [], "", sizes, None
     median = task_time_median(profiler.store_last_result().tasks, name=KERNEL)
     # what was written, not what we meant
-    return verification_verdict(code, stdout), kernel_tasks(readers.read_op_summary(summary)), summary.name, sizes, median
+    return (
+        verification_verdict(code, stdout),
+        kernel_tasks(readers.read_op_summary(summary)),
+        summary.name,
+        sizes,
+        median,
+    )
 
 
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
-def kernel_answer(tasks: list[Task], sizes: dict[str, int], where: str, kernel: str, median_us: float,
-                  concurrent_blocks: int, backend_name: str) -> tuple[Verdict, str]:
+def kernel_answer(
+    tasks: list[Task],
+    sizes: dict[str, int],
+    where: str,
+    kernel: str,
+    median_us: float,
+    concurrent_blocks: int,
+    backend_name: str,
+) -> tuple[Verdict, str]:
     """The kernel's one answer: its pipe table (the evidence) and its bottleneck class (common.analyze.bounds.kernel)
     as one text, kept in report.md and report.html as in the terminal, and the check that a class was decided."""
     text = render_report(tasks, backend_name, where, sizes, kernel=kernel)
@@ -193,16 +244,21 @@ def kernel_answer(tasks: list[Task], sizes: dict[str, int], where: str, kernel: 
     return verdict[0], "\n".join([text, *verdict[1]])
 
 
-def report_verdict(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
-                   concurrent_blocks: int, backend_name: str) -> tuple[Verdict, list[str]]:
+def report_verdict(
+    tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float, concurrent_blocks: int, backend_name: str
+) -> tuple[Verdict, list[str]]:
     """The kernel's bottleneck class (common.analyze.bounds.kernel), its lines, and the check that one was decided."""
     peaks = kernel_peaks(backend_name)
     verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
     decided = verdict.bottleneck is not None
-    return Verdict("bottleneck class stated", decided,
-                   f"{verdict.bottleneck}; median {median_us:.1f} us, lower bound "
-                   + (f"{verdict.lower_bound_us:.3f} us" if verdict.lower_bound_us is not None else "N/A")
-                   if decided else "no rule holds: see the rules printed above"), verdict.lines()
+    return Verdict(
+        "bottleneck class stated",
+        decided,
+        f"{verdict.bottleneck}; median {median_us:.1f} us, lower bound "
+        + (f"{verdict.lower_bound_us:.3f} us" if verdict.lower_bound_us is not None else "N/A")
+        if decided
+        else "no rule holds: see the rules printed above",
+    ), verdict.lines()
 
 
 def kernel_peaks(backend_name: str):
@@ -219,14 +275,18 @@ def where_run(out: Path, summary_name: str) -> str:
     """The PROF_* folder under ``out`` that holds the op_summary file ``summary_name``."""
     found = sorted(out.glob(f"PROF_*/mindstudio_profiler_output/{summary_name}"))
     if not found:
-        raise LabError(f"{summary_name} is not under {out}/PROF_*/mindstudio_profiler_output",
-                       "re-run: the export was moved or removed during the run")
+        raise LabError(
+            f"{summary_name} is not under {out}/PROF_*/mindstudio_profiler_output",
+            "re-run: the export was moved or removed during the run",
+        )
     return found[-1].parent.parent.name
 
 
 def workload_not_applicable(run) -> Verdict:
-    return not_applicable(f"workload ({run.info['workload']['name']})", "not applicable: mode 02 profiles one "
-                          "AscendC kernel (fp16 Add), not the workload")
+    return not_applicable(
+        f"workload ({run.info['workload']['name']})",
+        "not applicable: mode 02 profiles one AscendC kernel (fp16 Add), not the workload",
+    )
 
 
 def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], str]:
@@ -242,21 +302,37 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
     code, stdout = run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
     match = VERIFIED_RE.search(stdout)
     verified = code == 0 and match is not None and match.group(1) == match.group(2)
-    verdicts = [Verdict("all elements verified", verified,
-                        f"{match.group(1)} of {match.group(2)} equal numpy's fp16 x + y" if match
-                        else f"the program exited {code} without its 'verified:' line")]
+    verdicts = [
+        Verdict(
+            "all elements verified",
+            verified,
+            f"{match.group(1)} of {match.group(2)} equal numpy's fp16 x + y"
+            if match
+            else f"the program exited {code} without its 'verified:' line",
+        )
+    ]
     if simulator_soc:  # per-core instruction and code-line data; no PMU ratios in the simulator
         cores = read_simulator_cores(run.out)
         traced = sum(c["trace"] for c in cores)
-        verdicts.append(Verdict("msprof op simulator wrote per-core data", code == 0 and bool(cores),
-                                f"{len(cores)} core folders under OPPROF_*/simulator, {traced} with trace.json"))
+        verdicts.append(
+            Verdict(
+                "msprof op simulator wrote per-core data",
+                code == 0 and bool(cores),
+                f"{len(cores)} core folders under OPPROF_*/simulator, {traced} with trace.json",
+            )
+        )
         return verdicts, f"msprof op simulator, {simulator_soc}, one launch of add_kernel:\n" + render_simulator(cores)
     pipes = read_msprof_op_pipes(run.out)  # the C++ kernel's reader: OPPROF_*/PipeUtilization*.csv
-    verdicts += [msprof_op_verdict(code, pipes, "the metrics_prof region (KernelScale)"),
-                 check_bound(pipes or dict.fromkeys(PIPES))]
-    body = ("msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
-            + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
-            if pipes else "msprof op wrote no PipeUtilization.csv")
+    verdicts += [
+        msprof_op_verdict(code, pipes, "the metrics_prof region (KernelScale)"),
+        check_bound(pipes or dict.fromkeys(PIPES)),
+    ]
+    body = (
+        "msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
+        + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
+        if pipes
+        else "msprof op wrote no PipeUtilization.csv"
+    )
     return verdicts, body
 
 
@@ -266,8 +342,9 @@ def pyasc_twin_verdict(returncode: int, stdout: str, launches: int) -> Verdict:
     total = sizes["total_length"] if sizes else None
     name = f"all {total} elements verified" if total else "all elements verified"
     if returncode == 0 and match and int(match.group(1)) == int(match.group(2)) == total:
-        return Verdict(name, True, f"{total} of {total} equal numpy's fp16 x + y bit for bit in each of "
-                       f"{launches} launches")
+        return Verdict(
+            name, True, f"{total} of {total} equal numpy's fp16 x + y bit for bit in each of {launches} launches"
+        )
     found = f"; its last line: {match.group(0)}" if match else " without its 'verified:' line"
     return Verdict(name, False, f"add_pyasc.py exited {returncode}{found}; see the mismatches printed above")
 
@@ -277,9 +354,13 @@ def report_msprof_op_only(run, verdicts: list[Verdict], body: str) -> int:
     report.md. The lab's directory report reads PROF_* / torch_npu exports, which msprof op does not write."""
     print(body)
     print(render_verdicts(verdicts))
-    markdown = render_markdown(f"msprof lab report: {run.out}", [
-        Section("Report", lines=["```", *body.splitlines(), "```"]),
-        Section("Checks", lines=render_verdicts(verdicts).splitlines())])
+    markdown = render_markdown(
+        f"msprof lab report: {run.out}",
+        [
+            Section("Report", lines=["```", *body.splitlines(), "```"]),
+            Section("Checks", lines=render_verdicts(verdicts).splitlines()),
+        ],
+    )
     print(write_report_md(run.out, markdown))
     failed = [v.name for v in verdicts if not v.ok]
     run.record(verdicts_passed=not failed, failed_checks=failed)
@@ -290,9 +371,11 @@ def check_pyasc_npu(backend, args) -> dict:
     """npu backend: the SoC msprof op's reader knows (Atlas A2/A3), checked before prof_out is replaced."""
     soc = args.simulator or soc_version(backend, parse_device_id(args.device))
     if not is_atlas_a2_a3(soc):
-        raise LabError(f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id, core*.veccore*); "
-                       f"{'--simulator ' if args.simulator else 'the device is '}{soc}, whose msprof op output differs",
-                       "use --simulator Ascend910B1 (any Atlas A2/A3 simulator), or the portable twin")
+        raise LabError(
+            f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id, core*.veccore*); "
+            f"{'--simulator ' if args.simulator else 'the device is '}{soc}, whose msprof op output differs",
+            "use --simulator Ascend910B1 (any Atlas A2/A3 simulator), or the portable twin",
+        )
     return {"run_mode": "pyasc-simulator" if args.simulator else "pyasc", "soc_version": soc}
 
 
@@ -305,8 +388,10 @@ def run_pyasc(lesson, args) -> int:
         if backend.is_npu:
             return {**check_pyasc_npu(backend, args), "pyasc_lesson": str(LESSON_FILE)}
         if args.simulator:
-            raise LabError("--simulator runs msprof op simulator, which needs CANN (the npu backend)",
-                           "drop --simulator to run the kernel on the pyasc twin")
+            raise LabError(
+                "--simulator runs msprof op simulator, which needs CANN (the npu backend)",
+                "drop --simulator to run the kernel on the pyasc twin",
+            )
         twin_env(Path("unused"))  # a real pyasc without an NPU is refused here, before prof_out is replaced
         return {"run_mode": "pyasc-twin", "pyasc_lesson": str(LESSON_FILE)}
 
@@ -314,8 +399,9 @@ def run_pyasc(lesson, args) -> int:
         print("$ " + " ".join(argv))
         return run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
 
-    run = lesson.start(args=args, check=check, warmup_launches=WARMUP_LAUNCHES,
-                       measured_launches=MEASURED_LAUNCHES, kernel="pyasc")
+    run = lesson.start(
+        args=args, check=check, warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="pyasc"
+    )
     verdicts, finished, body, answer = [workload_not_applicable(run)], False, None, None
     data_backend = "npu" if run.backend.is_npu else "portable"
     try:
@@ -324,12 +410,16 @@ def run_pyasc(lesson, args) -> int:
             verdicts += more
         else:
             twin = run_twin(run.out, WARMUP_LAUNCHES, MEASURED_LAUNCHES, run_lesson)
-            verdicts += [pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
-                         check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
-                         check_ratio_sums(twin.tasks, "portable"), check_bound(mean_ratios(twin.tasks))]
+            verdicts += [
+                pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
+                check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
+                check_ratio_sums(twin.tasks, "portable"),
+                check_bound(mean_ratios(twin.tasks)),
+            ]
             if twin.tasks and twin.sizes:
-                verdict, answer = kernel_answer(twin.tasks, twin.sizes, twin.summary, PYASC_KERNEL, twin.median_us, 1,
-                                                "portable")  # one by one
+                verdict, answer = kernel_answer(
+                    twin.tasks, twin.sizes, twin.summary, PYASC_KERNEL, twin.median_us, 1, "portable"
+                )  # one by one
                 verdicts.append(verdict)
         finished = True
     finally:
@@ -343,20 +433,31 @@ def main(argv: list[str] | None = None) -> int:
     from common.errors import ArgumentParser
     from common.modes.lesson import TIMEOUT_HELP, Lesson
 
-    lesson = Lesson(MODE, MODE_DIR, __doc__, prog="python -m common.modes.ascendc", device=False, output=False,
-                    workload=False)
+    lesson = Lesson(
+        MODE, MODE_DIR, __doc__, prog="python -m common.modes.ascendc", device=False, output=False, workload=False
+    )
     commands = lesson.parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
-    build_command = commands.add_parser("build", help="configure and build with CMake (RUN_MODE from the backend "
-                                        "or $RUN_MODE)")
-    build_command.add_argument("--device", default="0", help="npu: build for this logical device's SoC (default 0; "
-                               "$SOC_VERSION overrides)")
+    build_command = commands.add_parser(
+        "build", help="configure and build with CMake (RUN_MODE from the backend or $RUN_MODE)"
+    )
+    build_command.add_argument(
+        "--device", default="0", help="npu: build for this logical device's SoC (default 0; $SOC_VERSION overrides)"
+    )
     run_command = commands.add_parser("run", help="run, verify, profile and report")
     run_command.add_argument("--device", default="0", help="logical NPU id (0..63); ignored by the portable twin")
     run_command.add_argument("--timeout", help=TIMEOUT_HELP)
-    run_command.add_argument("--kernel", choices=("cpp", "pyasc"), default="cpp",
-                             help="cpp: add_kernel.cpp (default); pyasc: add_pyasc.py, launched from Python")
-    run_command.add_argument("--simulator", metavar="SOC", help="with --kernel pyasc on the npu backend: run it in "
-                             "CANN's simulator for this SoC (msprof op simulator, e.g. Ascend910B1)")
+    run_command.add_argument(
+        "--kernel",
+        choices=("cpp", "pyasc"),
+        default="cpp",
+        help="cpp: add_kernel.cpp (default); pyasc: add_pyasc.py, launched from Python",
+    )
+    run_command.add_argument(
+        "--simulator",
+        metavar="SOC",
+        help="with --kernel pyasc on the npu backend: run it in "
+        "CANN's simulator for this SoC (msprof op simulator, e.g. Ascend910B1)",
+    )
     lesson.add_workload_option(run_command)  # accepted and recorded, like every mode; this one profiles a kernel
     args = lesson.parse(argv)
     if args.command == "build":
@@ -367,25 +468,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.simulator:
         raise LabError("--simulator is for --kernel pyasc", "add --kernel pyasc, or drop --simulator")
     # The build is checked under the mode's lock, before prof_out is replaced: no build, nothing deleted.
-    run = lesson.start(args=args, check=lambda backend: {"run_mode": usable_build(backend)["run_mode"]},
-                       warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="cpp")
+    run = lesson.start(
+        args=args,
+        check=lambda backend: {"run_mode": usable_build(backend)["run_mode"]},
+        warmup_launches=WARMUP_LAUNCHES,
+        measured_launches=MEASURED_LAUNCHES,
+        kernel="cpp",
+    )
     run_mode, binary = run.info["run_mode"], BUILD_DIR / BINARY_NAME
     data_backend = "npu" if run_mode == "npu" else "portable"  # what the numbers come from, not the machine
-    verdicts = [Verdict("build succeeds", True, f"{binary.name} built {read_build_info()['built_at']} "
-                        f"(RUN_MODE={run_mode})"), workload_not_applicable(run)]
+    verdicts = [
+        Verdict("build succeeds", True, f"{binary.name} built {read_build_info()['built_at']} (RUN_MODE={run_mode})"),
+        workload_not_applicable(run),
+    ]
     finished, answer = False, None
     try:
         if run_mode == "npu":
             more, tasks, where, sizes = profile_npu(run, binary)
             verdicts += more
             # Median over the measured launches: on an NPU op_summary also holds the warm-up ones.
-            median = (task_time_median(read_run_tasks(run.out / where_run(run.out, where)), name=KERNEL,
-                                       skip=WARMUP_LAUNCHES) if tasks else None)
+            median = (
+                task_time_median(read_run_tasks(run.out / where_run(run.out, where)), name=KERNEL, skip=WARMUP_LAUNCHES)
+                if tasks
+                else None
+            )
         else:
             verified, tasks, where, sizes, median = profile_twin_in_process(run, binary)
             verdicts.append(verified)
-        verdicts += [check_launch_count(tasks, where or "no op_summary"), check_ratio_sums(tasks, data_backend),
-                     check_bound(mean_ratios(tasks))]
+        verdicts += [
+            check_launch_count(tasks, where or "no op_summary"),
+            check_ratio_sums(tasks, data_backend),
+            check_bound(mean_ratios(tasks)),
+        ]
         if tasks and sizes:
             concurrent = sizes["block_dim"] if data_backend == "npu" else min(sizes["block_dim"], os.cpu_count() or 1)
             verdict, answer = kernel_answer(tasks, sizes, where, KERNEL, median, concurrent, data_backend)
@@ -394,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # Ctrl-C, a timeout or a missing export: what was collected stays, marked incomplete
         run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
     # the launches run the same kernel on the same data: a wide spread of their times says the run was interrupted
-    disturbed = step_disturbance([t.duration_us for t in tasks or []],
-                                 f"the {MEASURED_LAUNCHES} launches' kernel times")
+    disturbed = step_disturbance(
+        [t.duration_us for t in tasks or []], f"the {MEASURED_LAUNCHES} launches' kernel times"
+    )
     return run.report(verdicts, notes=[answer] if answer else [], warnings=[disturbed] if disturbed else [])

@@ -38,8 +38,10 @@ def choose_run_mode(backend: Backend, override: str | None) -> tuple[str, str]:
     if override:
         mode = override.strip().lower()
         if mode == "cpu":  # CANN's CPU debug route (tikicpulib, ICPU_RUN_KF) is a separate build the lab does not offer
-            raise LabError(f"{RUN_MODE_VAR}=cpu is not offered: ascendc_library builds device code only",
-                           "use RUN_MODE=portable (the twin, on any CPU) or npu; see 02_api_AscendC/README.md")
+            raise LabError(
+                f"{RUN_MODE_VAR}=cpu is not offered: ascendc_library builds device code only",
+                "use RUN_MODE=portable (the twin, on any CPU) or npu; see 02_api_AscendC/README.md",
+            )
         if mode not in RUN_MODES:
             raise LabError(f"{RUN_MODE_VAR}={override!r} is not one of {', '.join(RUN_MODES)}", "unset it or pick one")
         return mode, f"set by {RUN_MODE_VAR}={mode}"
@@ -49,8 +51,15 @@ def choose_run_mode(backend: Backend, override: str | None) -> tuple[str, str]:
 
 
 def cmake_configure_argv(
-    cmake: str, source: Path, build: Path, run_mode: str, *, cxx: str | None = None,
-    soc_version: str | None = None, cann_home: str | None = None, twin_dir: Path = TWIN_DIR,
+    cmake: str,
+    source: Path,
+    build: Path,
+    run_mode: str,
+    *,
+    cxx: str | None = None,
+    soc_version: str | None = None,
+    cann_home: str | None = None,
+    twin_dir: Path = TWIN_DIR,
 ) -> list[str]:
     """``cmake -S src -B build -DRUN_MODE=...``; portable names the stand-in headers (``twin_dir``); npu needs
     the SoC and the CANN root, and compiles the kernel's MetricsProfStart/Stop region only for an Atlas A2/A3
@@ -63,8 +72,11 @@ def cmake_configure_argv(
     else:
         if not soc_version or not cann_home:
             raise ValueError(f"RUN_MODE={run_mode} needs soc_version and cann_home")
-        argv += [f"-DSOC_VERSION={soc_version}", f"-DASCEND_CANN_PACKAGE_PATH={cann_home}",
-                 f"-DLAB_METRICS_PROF_REGION={'ON' if is_atlas_a2_a3(soc_version) else 'OFF'}"]
+        argv += [
+            f"-DSOC_VERSION={soc_version}",
+            f"-DASCEND_CANN_PACKAGE_PATH={cann_home}",
+            f"-DLAB_METRICS_PROF_REGION={'ON' if is_atlas_a2_a3(soc_version) else 'OFF'}",
+        ]
     if cxx:
         argv.append(f"-DCMAKE_CXX_COMPILER={cxx}")
     return argv
@@ -142,8 +154,12 @@ def build(build_dir: Path = BUILD_DIR, device: int = 0) -> int:
     ok = ok and binary.is_file()
     if ok:
         info = {
-            "run_mode": run_mode, "soc_version": soc, "cann_home": cann_home, "cxx": cxx,
-            "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "binary": str(binary),
+            "run_mode": run_mode,
+            "soc_version": soc,
+            "cann_home": cann_home,
+            "cxx": cxx,
+            "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "binary": str(binary),
         }
         info_file.write_text(json.dumps(info, indent=2) + "\n")
         (build_dir / MARKER).write_text("created by msprof lab; safe for the lab to delete and recreate\n")
@@ -164,18 +180,24 @@ def usable_build(backend: Backend, build_dir: Path = BUILD_DIR) -> dict:
     info = read_build_info(build_dir)
     run_mode = info["run_mode"]
     if run_mode not in RUN_MODES:
-        raise LabError(f"build/ is RUN_MODE={run_mode}, which this lab no longer builds",
-                       "rebuild: `bash 02_api_AscendC/build.sh`")
+        raise LabError(
+            f"build/ is RUN_MODE={run_mode}, which this lab no longer builds", "rebuild: `bash 02_api_AscendC/build.sh`"
+        )
     if run_mode == "npu" and not backend.is_npu:
-        raise LabError("the build is RUN_MODE=npu but this machine has no NPU backend",
-                       "rebuild: `bash 02_api_AscendC/build.sh` (it picks the portable twin here)")
+        raise LabError(
+            "the build is RUN_MODE=npu but this machine has no NPU backend",
+            "rebuild: `bash 02_api_AscendC/build.sh` (it picks the portable twin here)",
+        )
     if run_mode == "npu" and not is_atlas_a2_a3(info.get("soc_version")):
         # The report reads the A2/A3 PipeUtilization layout: aiv_* columns in op_summary, sub_block_id
         # rows in msprof op's CSV. Other SoCs write other columns (msprof's metric lists), which it does not read.
-        raise LabError(f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id); build/ is for "
-                       f"{info.get('soc_version')}, whose msprof output has other columns",
-                       "on this machine use the portable twin: `RUN_MODE=portable bash 02_api_AscendC/build.sh`")
+        raise LabError(
+            f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id); build/ is for "
+            f"{info.get('soc_version')}, whose msprof output has other columns",
+            "on this machine use the portable twin: `RUN_MODE=portable bash 02_api_AscendC/build.sh`",
+        )
     if run_mode != "npu" and backend.is_npu:
-        print(f"note: build/ is RUN_MODE={run_mode}; running that build, not the NPU "
-              "(rebuild without RUN_MODE for npu)")
+        print(
+            f"note: build/ is RUN_MODE={run_mode}; running that build, not the NPU (rebuild without RUN_MODE for npu)"
+        )
     return info

@@ -76,13 +76,20 @@ def read_simulator_cores(out_dir: Path) -> list[dict]:
         return []
     cores = []
     for folder in sorted(p for p in runs[-1].iterdir() if p.is_dir() and SIMULATOR_CORE.fullmatch(p.name)):
-        core = {"core": folder.name, "trace": (folder / "trace.json").is_file(), "pipe_cycles": None,
-                "hot_line": None, "running_us": None}
+        core = {
+            "core": folder.name,
+            "trace": (folder / "trace.json").is_file(),
+            "pipe_cycles": None,
+            "hot_line": None,
+            "running_us": None,
+        }
         code_exe, instr_exe = folder / f"{folder.name}_code_exe.csv", folder / f"{folder.name}_instr_exe.csv"
         if code_exe.is_file():
             table = read_table(code_exe, ["code", "cycles", "running_time(us)"], "msprof op simulator (code_exe)")
-            rows = [(table.text(r, "code"), table.number(r, "cycles") or 0.0, table.number(r, "running_time(us)") or 0.0)
-                    for r in range(len(table))]
+            rows = [
+                (table.text(r, "code"), table.number(r, "cycles") or 0.0, table.number(r, "running_time(us)") or 0.0)
+                for r in range(len(table))
+            ]
             core["running_us"] = sum(t for _, _, t in rows)
             core["hot_line"] = max(rows, key=lambda row: row[1])[:2] if rows else None
         if instr_exe.is_file():
@@ -102,13 +109,17 @@ def render_simulator(cores: list[dict]) -> str:
         return "msprof op simulator: no OPPROF_*/simulator/core* folders were written"
     rows = []
     for c in cores:
-        pipes = ", ".join(f"{p} {n:.0f}" for p, n in sorted(c["pipe_cycles"].items(), key=lambda kv: -kv[1])) \
-            if c["pipe_cycles"] is not None else "no instr_exe.csv"
+        pipes = (
+            ", ".join(f"{p} {n:.0f}" for p, n in sorted(c["pipe_cycles"].items(), key=lambda kv: -kv[1]))
+            if c["pipe_cycles"] is not None
+            else "no instr_exe.csv"
+        )
         hot = f"{c['hot_line'][0]} ({c['hot_line'][1]:.0f} cycles)" if c["hot_line"] else "no code_exe.csv"
         running = f"{c['running_us']:.3f}" if c["running_us"] is not None else "N/A"
         rows.append([c["core"], running, pipes, hot, "yes" if c["trace"] else "missing"])
-    return render_table(["core", "running_time (us)", "cycles per pipe (instr_exe)", "hottest code line (code_exe)",
-                         "trace.json"], rows)
+    return render_table(
+        ["core", "running_time (us)", "cycles per pipe (instr_exe)", "hottest code line (code_exe)", "trace.json"], rows
+    )
 
 
 def mean_ratios(tasks: list[Task]) -> dict[str, float | None]:
@@ -121,13 +132,21 @@ def mean_times(tasks: list[Task]) -> dict[str, float | None]:
     return mean_pmu(tasks, ["aiv_time(us)"] + [f"aiv_{p}_time(us)" for p in PIPES])
 
 
-def kernel_facts(tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float,
-                 concurrent_blocks: int) -> KernelFacts:
+def kernel_facts(
+    tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float, concurrent_blocks: int
+) -> KernelFacts:
     """What bounds.kernel needs: median time, per-block busy time, pipe ratios, and the bytes an Add of
     ``total_length`` fp16 elements must move (read x and y, write z)."""
     busy = mean_times(tasks)["aiv_time(us)"]
-    return KernelFacts(kernel, median_us, busy, mean_ratios(tasks), 3 * sizes["total_length"] * FP16_BYTES,
-                       sizes["block_dim"], concurrent_blocks)
+    return KernelFacts(
+        kernel,
+        median_us,
+        busy,
+        mean_ratios(tasks),
+        3 * sizes["total_length"] * FP16_BYTES,
+        sizes["block_dim"],
+        concurrent_blocks,
+    )
 
 
 def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[str, int], kernel: str = KERNEL) -> str:
@@ -136,7 +155,7 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
     durations = [t.duration_us for t in tasks]
     lines = [
         f"--- {kernel}: {len(tasks)} launches x {sizes['block_dim']} blocks x {sizes['block_length']} fp16 elements "
-        f"({backend_name}; from {where}) ---",
+        f"({backend_name}; from {where}) ---"
     ]
     if durations:
         lines.append(
@@ -148,14 +167,16 @@ def render_report(tasks: list[Task], backend_name: str, where: str, sizes: dict[
     rows = []
     for pipe in PIPES:
         ref = ESTIMATE_910B3[pipe]
-        rows.append([
-            pipe, PIPE_ROLE[pipe], times[f"aiv_{pipe}_time(us)"], ratios[pipe],
-            "-" if ref is None else f"~{ref:.2f}",
-        ])
-    lines.append(f"ratio = the pipe's share of the block's time; this run: {label}; 910B3: an estimate, not measured "
-                 "here and without a published source")
-    lines.append(render_table(["pipe", "what runs there", "time(us)", "ratio (this run)", "ratio (910B3 estimate)"],
-                              rows))
+        rows.append(
+            [pipe, PIPE_ROLE[pipe], times[f"aiv_{pipe}_time(us)"], ratios[pipe], "-" if ref is None else f"~{ref:.2f}"]
+        )
+    lines.append(
+        f"ratio = the pipe's share of the block's time; this run: {label}; 910B3: an estimate, not measured "
+        "here and without a published source"
+    )
+    lines.append(
+        render_table(["pipe", "what runs there", "time(us)", "ratio (this run)", "ratio (910B3 estimate)"], rows)
+    )
     found = busiest_pipe(ratios)
     ref_pipe = max((p for p in PIPES if ESTIMATE_910B3[p] is not None), key=lambda p: ESTIMATE_910B3[p])
     if found:

@@ -35,17 +35,30 @@ TWIN_TIMINGS = "pyasc_twin_timings.csv"  # the twin's timers, in prof_out/
 TWIN = Backend("portable", "the pyasc twin: the kernel runs on the host CPU")
 
 
-def pyasc_msprof_argv(msprof: str, out: Path, device: int, simulator_soc: str | None = None,
-                      python: str = sys.executable) -> list[str]:
+def pyasc_msprof_argv(
+    msprof: str, out: Path, device: int, simulator_soc: str | None = None, python: str = sys.executable
+) -> list[str]:
     """The ``msprof op`` command that runs ``add_pyasc.py`` once: on the board (``-r NPU --device <dev>``,
     KernelScale so the kernel's metrics_prof region is honoured) or, with ``simulator_soc``, in CANN's
     simulator (``msprof op simulator --soc-version=<soc> ... -r Model -v <soc>``). One launch is collected."""
     lesson = [python, str(LESSON_FILE)]
     if simulator_soc:
-        return msprof_op_simulator_argv(msprof, out, [*lesson, "-r", "Model", "-v", simulator_soc], simulator_soc,
-                                        kernel_name=PYASC_KERNEL, launch_count=1)
-    return msprof_op_argv(msprof, out, [*lesson, "-r", "NPU", "--device", str(device)], kernel_name=PYASC_KERNEL,
-                          launch_count=1, aic_metrics=MSPROF_OP_METRICS_REGION)
+        return msprof_op_simulator_argv(
+            msprof,
+            out,
+            [*lesson, "-r", "Model", "-v", simulator_soc],
+            simulator_soc,
+            kernel_name=PYASC_KERNEL,
+            launch_count=1,
+        )
+    return msprof_op_argv(
+        msprof,
+        out,
+        [*lesson, "-r", "NPU", "--device", str(device)],
+        kernel_name=PYASC_KERNEL,
+        launch_count=1,
+        aic_metrics=MSPROF_OP_METRICS_REGION,
+    )
 
 
 def simulator_env(env: dict[str, str], soc: str, cann_home: str | None) -> dict[str, str]:
@@ -67,9 +80,11 @@ def twin_env(timings: Path) -> dict[str, str]:
     """The child's environment: the twin first on ``PYTHONPATH`` as ``asc``, its timers to ``timings``.
     Only where pyasc itself is missing: the lab never hides a real pyasc behind its twin."""
     if pyasc_twin.real_pyasc_available():
-        raise LabError("pyasc is installed, but this machine has no NPU and CANN for it to run on (and the lab "
-                       "never hides a real pyasc behind its twin)",
-                       "run --kernel pyasc on an NPU, or from an environment without pyasc to use the twin")
+        raise LabError(
+            "pyasc is installed, but this machine has no NPU and CANN for it to run on (and the lab "
+            "never hides a real pyasc behind its twin)",
+            "run --kernel pyasc on an NPU, or from an environment without pyasc to use the twin",
+        )
     path = os.pathsep.join(filter(None, [str(pyasc_twin.SITE), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, TIMINGS_VAR: str(timings)}
 
@@ -105,5 +120,6 @@ def run_twin(out: Path, warmup: int, launches: int, run_program) -> TwinRun:
     if summary is None:
         return TwinRun(code, stdout, [], "", sizes, None)
     median = task_time_median(profiler.store_last_result().tasks, name=PYASC_KERNEL)
-    return TwinRun(code, stdout, kernel_tasks(readers.read_op_summary(summary), PYASC_KERNEL), summary.name, sizes,
-                   median)
+    return TwinRun(
+        code, stdout, kernel_tasks(readers.read_op_summary(summary), PYASC_KERNEL), summary.name, sizes, median
+    )

@@ -52,8 +52,10 @@ def launch_pipes(rows) -> list[LaunchPipes]:
         blocks.setdefault(int(row["launch"]), []).append(row)
     launches = []
     for _, rows in sorted(blocks.items()):
-        aiv, vec, mte2, mte3 = (statistics.fmean(int(r[key]) for r in rows) / 1000.0
-                                for key in ("kernel_ns", "vec_ns", "mte2_ns", "mte3_ns"))
+        aiv, vec, mte2, mte3 = (
+            statistics.fmean(int(r[key]) for r in rows) / 1000.0
+            for key in ("kernel_ns", "vec_ns", "mte2_ns", "mte3_ns")
+        )
         launches.append(
             LaunchPipes(
                 start_us=int(rows[0]["start_unix_ns"]) / 1000.0,
@@ -82,10 +84,18 @@ def twin_tasks(launches: list[LaunchPipes], sizes: dict[str, int], kernel: str =
             pmu[f"aiv_{pipe}_ratio"] = t / launch.aiv_time_us if launch.aiv_time_us else None
         tasks.append(
             Task(
-                op_name=kernel, op_type=kernel, task_type="CPU", start_us=launch.start_us,
-                duration_us=launch.duration_us, device_id="host", block_dim=sizes.get("block_dim", launch.blocks),
-                input_shapes=f"{total};{total}" if total else None, input_dtypes="DT_FLOAT16;DT_FLOAT16",
-                output_shapes=f"{total}" if total else None, output_dtypes="DT_FLOAT16", pmu=pmu,
+                op_name=kernel,
+                op_type=kernel,
+                task_type="CPU",
+                start_us=launch.start_us,
+                duration_us=launch.duration_us,
+                device_id="host",
+                block_dim=sizes.get("block_dim", launch.blocks),
+                input_shapes=f"{total};{total}" if total else None,
+                input_dtypes="DT_FLOAT16;DT_FLOAT16",
+                output_shapes=f"{total}" if total else None,
+                output_dtypes="DT_FLOAT16",
+                pmu=pmu,
             )
         )
     return writers.with_wait_times(tasks)
@@ -109,14 +119,18 @@ def convert_timings(path: Path, into: Path) -> str:
     try:
         launches = parse_twin_timings(path)
     except (KeyError, ValueError, csv.Error) as err:
-        raise LabError(f"{path}: not a twin timings CSV ({err!r})",
-                       "give the file $ASCENDC_TWIN_TIMINGS named when the kernel ran") from None
+        raise LabError(
+            f"{path}: not a twin timings CSV ({err!r})", "give the file $ASCENDC_TWIN_TIMINGS named when the kernel ran"
+        ) from None
     if not launches:
         raise LabError(f"{path}: a twin timings CSV with no launch", "run the kernel with at least two launches")
     skip = 1 if len(launches) > 1 else 0
     write_portable_profile(into, twin_tasks(launches[skip:], {}))
-    return (f"{len(launches)} launches recorded, " + ("the first left out as a warm-up, " if skip else "") +
-            f"{len(launches) - skip} read (the twin's pipe timers; input shapes are N/A: the CSV does not hold them)")
+    return (
+        f"{len(launches)} launches recorded, "
+        + ("the first left out as a warm-up, " if skip else "")
+        + f"{len(launches) - skip} read (the twin's pipe timers; input shapes are N/A: the CSV does not hold them)"
+    )
 
 
 def write_portable_profile(out_dir: Path, tasks: list[Task]) -> tuple[Path, Path]:

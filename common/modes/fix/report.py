@@ -14,9 +14,11 @@ from common.render.fix import fix_html, fix_markdown, fix_text
 
 
 def header_lines(workload: str | None, repeat: int) -> list[str]:
-    return [f"portable backend on {socket.gethostname()} ({platform.machine()}, one intra-op thread per run), "
-            f"{time.strftime('%Y-%m-%d %H:%M %Z')}; workload: {workload or 'TinyMLP (the lab default set-up)'}; "
-            f"{repeat} run(s) per side, interleaved"]
+    return [
+        f"portable backend on {socket.gethostname()} ({platform.machine()}, one intra-op thread per run), "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}; workload: {workload or 'TinyMLP (the lab default set-up)'}; "
+        f"{repeat} run(s) per side, interleaved"
+    ]
 
 
 def write_outputs(out: Path, pairs: list[dict], skipped: dict[str, str], workload: str | None, repeat: int) -> str:

@@ -75,67 +75,111 @@ def precision_check(outcome: Outcome) -> dict | None:
         return None
     ref, got = Outcome.middle(outcome.before).output, Outcome.middle(outcome.after).output
     if not ref or not got or [a.shape for a in ref] != [a.shape for a in got]:
-        return {"max_abs_diff": None, "tolerance": None, "ok": False,
-                "detail": "no output to compare (or another shape) in the runs' output.npy"}
+        return {
+            "max_abs_diff": None,
+            "tolerance": None,
+            "ok": False,
+            "detail": "no output to compare (or another shape) in the runs' output.npy",
+        }
     tol = TOLERANCES[pair.numerics]
     flat_r, flat_g = (np.concatenate([a.ravel() for a in side]) for side in (ref, got))
     metrics = op_metrics(flat_g, flat_r)  # the per-op precision check's metrics and judgement, on the output
     beyond = judge(metrics, tol, float((~np.isfinite(flat_r)).mean()))  # what the reference has is not blamed
     diff, scale, limit = metrics["max_abs_err"], metrics["scale"], tol.abs_limit(metrics["scale"])
-    return {"max_abs_diff": diff, "tolerance": limit, "ok": not beyond,
-            "detail": f"against the baseline's fp32 output: max abs diff {diff:.3g} (tolerance {tol.describe()}: "
-                      f"{limit:.3g} at max|ref| {scale:.3g}), cosine {metrics['cosine']:.6f}"
-                      + (f"; beyond: {beyond}" if beyond else "")}
+    return {
+        "max_abs_diff": diff,
+        "tolerance": limit,
+        "ok": not beyond,
+        "detail": f"against the baseline's fp32 output: max abs diff {diff:.3g} (tolerance {tol.describe()}: "
+        f"{limit:.3g} at max|ref| {scale:.3g}), cosine {metrics['cosine']:.6f}"
+        + (f"; beyond: {beyond}" if beyond else ""),
+    }
 
 
 def pair_json(o: Outcome) -> dict:
     p = o.pair
     return {
-        "name": p.name, "finding": Outcome.middle(o.before).verdict, "finding_class": p.finding, "fix": p.fix,
-        "mode": p.mode, "metric": p.metric, "unit": p.unit, "before": o.stats(o.before), "after": o.stats(o.after),
-        "gain_pct": o.gain_pct, "beyond_noise": o.beyond_noise, "answer": o.answer,
-        "verdict_before": Outcome.middle(o.before).verdict, "verdict_after": Outcome.middle(o.after).verdict,
-        "precision": precision_check(o), "npu_only": False, "source": p.source, "note": p.note,
+        "name": p.name,
+        "finding": Outcome.middle(o.before).verdict,
+        "finding_class": p.finding,
+        "fix": p.fix,
+        "mode": p.mode,
+        "metric": p.metric,
+        "unit": p.unit,
+        "before": o.stats(o.before),
+        "after": o.stats(o.after),
+        "gain_pct": o.gain_pct,
+        "beyond_noise": o.beyond_noise,
+        "answer": o.answer,
+        "verdict_before": Outcome.middle(o.before).verdict,
+        "verdict_after": Outcome.middle(o.after).verdict,
+        "precision": precision_check(o),
+        "npu_only": False,
+        "source": p.source,
+        "note": p.note,
         "runs": {"before": [str(s.folder) for s in o.before], "after": [str(s.folder) for s in o.after]},
     }
 
 
 def npu_only_json(p: Pair) -> dict:
-    return {"name": p.name, "finding": p.finding, "finding_class": p.finding, "fix": p.fix, "mode": p.mode,
-            "metric": p.metric, "unit": p.unit, "before": None, "after": None, "gain_pct": None,
-            "beyond_noise": None, "answer": "needs an NPU", "verdict_before": None, "verdict_after": None,
-            "precision": None, "npu_only": True, "source": p.source, "note": p.note, "expect": p.expect}
+    return {
+        "name": p.name,
+        "finding": p.finding,
+        "finding_class": p.finding,
+        "fix": p.fix,
+        "mode": p.mode,
+        "metric": p.metric,
+        "unit": p.unit,
+        "before": None,
+        "after": None,
+        "gain_pct": None,
+        "beyond_noise": None,
+        "answer": "needs an NPU",
+        "verdict_before": None,
+        "verdict_after": None,
+        "precision": None,
+        "npu_only": True,
+        "source": p.source,
+        "note": p.note,
+        "expect": p.expect,
+    }
 
 
 Side = Callable[[Path, bool], Sample]  # (the run's folder, the fix applied?) -> the run
 
 
-def run_pair(pair: Pair, side: Side, fires: Callable[[Sample], bool], runs: Path, repeat: int,
-             say: Callable[[str], None]) -> Outcome | str:
+def run_pair(
+    pair: Pair, side: Side, fires: Callable[[Sample], bool], runs: Path, repeat: int, say: Callable[[str], None]
+) -> Outcome | str:
     """The baseline once: does the finding fire? Then baseline and fix ``repeat`` times each, interleaved (the
     first baseline run counts as the first of its side). A string: why the pair was skipped."""
+
     def folder(label: str, i: int) -> Path:
         return prepare_output_dir(runs / pair.name / f"{label}-{i}")
 
     started = time.monotonic()
     first = side(folder("before", 1), False)
     if not fires(first):
-        return f"its finding did not fire on this workload: the baseline says \"{first.verdict}\""
+        return f'its finding did not fire on this workload: the baseline says "{first.verdict}"'
     before, after = [first], []
     for i in range(1, repeat + 1):
         if i > 1:
             before.append(side(folder("before", i), False))
         after.append(side(folder("after", i), True))
-        say(f"  [{pair.name}] {i}/{repeat}: before {before[-1].value:,.2f} {pair.unit}, after "
-            f"{after[-1].value:,.2f} {pair.unit} ({time.monotonic() - started:.0f} s)")
+        say(
+            f"  [{pair.name}] {i}/{repeat}: before {before[-1].value:,.2f} {pair.unit}, after "
+            f"{after[-1].value:,.2f} {pair.unit} ({time.monotonic() - started:.0f} s)"
+        )
     return Outcome(pair, before, after)
 
 
 def check_repeat(text: str) -> int:
     """--repeat: an integer in 1..MAX_REPEAT."""
     if not text.isdigit() or not 1 <= int(text) <= MAX_REPEAT:
-        raise LabError(f"--repeat {text!r} is not an integer in 1..{MAX_REPEAT}",
-                       f"e.g. --repeat {DEFAULT_REPEAT} (at least 3 for a range worth reading)")
+        raise LabError(
+            f"--repeat {text!r} is not an integer in 1..{MAX_REPEAT}",
+            f"e.g. --repeat {DEFAULT_REPEAT} (at least 3 for a range worth reading)",
+        )
     return int(text)
 
 
@@ -147,10 +191,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="nox -s fix --", description=__doc__.strip().splitlines()[0])
     parser.add_argument("device", nargs="?", default="0", help="NPU device id (the NPU-only pairs need one)")
-    parser.add_argument("--repeat", default=str(DEFAULT_REPEAT), help=f"runs per side, 1..{MAX_REPEAT} "
-                        f"(default {DEFAULT_REPEAT})")
-    parser.add_argument("--workload", metavar="FILE", help="your model file (docs/own_model.md): the pairs whose "
-                        "finding fires on it")
+    parser.add_argument(
+        "--repeat", default=str(DEFAULT_REPEAT), help=f"runs per side, 1..{MAX_REPEAT} (default {DEFAULT_REPEAT})"
+    )
+    parser.add_argument(
+        "--workload", metavar="FILE", help="your model file (docs/own_model.md): the pairs whose finding fires on it"
+    )
     parser.add_argument("--pairs", help=f"a comma-separated subset of {','.join(p.name for p in PAIRS)}")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     repeat = check_repeat(args.repeat)

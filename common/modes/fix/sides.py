@@ -41,35 +41,68 @@ class Sample:
 def _env() -> dict[str, str]:
     """The lessons' environment: one intra-op thread (as the modes' default), the profiler's logging quiet, gloo on
     the loopback interface (two ranks on this machine: nothing leaves it)."""
-    return {"GLOO_SOCKET_IFNAME": "lo", **os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            "KINETO_LOG_LEVEL": "5"}
+    return {
+        "GLOO_SOCKET_IFNAME": "lo",
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "KINETO_LOG_LEVEL": "5",
+    }
 
 
 def _launch(argv: list[object], folder: Path, extra: dict[str, str] | None = None) -> str:
-    run = launcher.run_command([str(a) for a in argv], {**_env(), **(extra or {})}, TIMEOUT_S, capture=True,
-                               stderr=folder / "lesson_stderr.txt")
+    run = launcher.run_command(
+        [str(a) for a in argv],
+        {**_env(), **(extra or {})},
+        TIMEOUT_S,
+        capture=True,
+        stderr=folder / "lesson_stderr.txt",
+    )
     run.raise_if_stopped()
     if not run.ok:
         said = (folder / "lesson_stderr.txt").read_text(errors="replace").strip().splitlines()
         program = next((Path(str(a)).name for a in argv if str(a).endswith(".py")), Path(str(argv[0])).name)
-        raise LabError(f"{program} {run.describe} in {folder}: {said[-1] if said else 'no message'}",
-                       "run the same lesson command by hand to see its whole output (the argv is in run_info.json)")
+        raise LabError(
+            f"{program} {run.describe} in {folder}: {said[-1] if said else 'no message'}",
+            "run the same lesson command by hand to see its whole output (the argv is in run_info.json)",
+        )
     return run.output
 
 
 def _record(folder: Path, argv: list[object], samples: int | None, workload: dict | None) -> dict:
-    return start_run(folder, mode="fix", backend="portable", device=0, command=[str(a) for a in argv],
-                     lesson=[str(a) for a in argv[1:]], threads=1, workload=workload,
-                     **({"samples": samples} if samples else {}))
+    return start_run(
+        folder,
+        mode="fix",
+        backend="portable",
+        device=0,
+        command=[str(a) for a in argv],
+        lesson=[str(a) for a in argv[1:]],
+        threads=1,
+        workload=workload,
+        **({"samples": samples} if samples else {}),
+    )
 
 
-def pytorch_side(folder: Path, model_file: Path, flags: list[str], *, train: bool, samples: int,
-                 workload: dict | None = None) -> Sample:
+def pytorch_side(
+    folder: Path, model_file: Path, flags: list[str], *, train: bool, samples: int, workload: dict | None = None
+) -> Sample:
     """The 04 lesson on ``model_file`` with ``flags`` (a fix's, or none): its steps read back, the median step per
     sample as the metric, the median step's verdict (host-, compute-bound) as the finding."""
     raw = folder / "torch_profiler"
-    argv = [sys.executable, lesson_file("04_pyTorch", "model_with_profiler.py"), "--out", raw, "--device", "cpu",
-            "--model", model_file, *(["--train"] if train else []), "--save-output", folder / "output.npy", *flags]
+    argv = [
+        sys.executable,
+        lesson_file("04_pyTorch", "model_with_profiler.py"),
+        "--out",
+        raw,
+        "--device",
+        "cpu",
+        "--model",
+        model_file,
+        *(["--train"] if train else []),
+        "--save-output",
+        folder / "output.npy",
+        *flags,
+    ]
     info = _record(folder, argv, samples, workload)
     _launch(argv, folder)
     trace = raw_trace(raw)
@@ -85,21 +118,41 @@ def pytorch_side(folder: Path, model_file: Path, flags: list[str], *, train: boo
     ops = {t.op_type for ds in datasets for t in ds.tasks}
     finish_run(folder, info, exit_code=0, completed=True)
     saved = folder / "output.npy"
-    return Sample(summary.median_step_us / samples, verdict.text, folder,
-                  [np.load(saved).astype(np.float64)] if saved.is_file() else None,
-                  {"kind": verdict.kind, "ops": sorted(ops), "median_step_us": summary.median_step_us,
-                   "steps": len(steps)})
+    return Sample(
+        summary.median_step_us / samples,
+        verdict.text,
+        folder,
+        [np.load(saved).astype(np.float64)] if saved.is_file() else None,
+        {"kind": verdict.kind, "ops": sorted(ops), "median_step_us": summary.median_step_us, "steps": len(steps)},
+    )
 
 
-def onnx_side(folder: Path, onnx: Path, inputs: Path, flags: list[str], *, samples: int,
-              workload: dict | None = None) -> Sample:
+def onnx_side(
+    folder: Path, onnx: Path, inputs: Path, flags: list[str], *, samples: int, workload: dict | None = None
+) -> Sample:
     """The 03 lesson on an ONNX file under ONNX Runtime with ``flags``: the median measured execute per sample as
     the metric, the nodes one execute ran as the finding (what ran unfused)."""
     from common.modes.pyacl.ort_profile import PROFILE_LINE, load_profile, measured_events, run_of
 
-    argv = [sys.executable, lesson_file("03_api_pyAcl", "infer.py"), "--onnx", onnx, "--inputs", inputs,
-            "--out", folder, "--save-output", folder / "output.npy", "--threads", "1", "--warmup", ORT_WARMUP,
-            "--measured", ORT_MEASURED, *flags]
+    argv = [
+        sys.executable,
+        lesson_file("03_api_pyAcl", "infer.py"),
+        "--onnx",
+        onnx,
+        "--inputs",
+        inputs,
+        "--out",
+        folder,
+        "--save-output",
+        folder / "output.npy",
+        "--threads",
+        "1",
+        "--warmup",
+        ORT_WARMUP,
+        "--measured",
+        ORT_MEASURED,
+        *flags,
+    ]
     info = _record(folder, argv, samples, workload)
     said = _launch(argv, folder)
     found = PROFILE_LINE.search(said)
@@ -118,12 +171,18 @@ def onnx_side(folder: Path, onnx: Path, inputs: Path, flags: list[str], *, sampl
     verdict = f"{len(first)} nodes per execute: {listed}; median execute {execute_us:,.1f} us"
     finish_run(folder, info, exit_code=0, completed=True)
     outputs = sorted(folder.glob("output*.npy"))
-    return Sample(execute_us / samples, verdict, folder, [np.load(p).astype(np.float64) for p in outputs] or None,
-                  {"nodes": len(first), "node_kinds": kinds})
+    return Sample(
+        execute_us / samples,
+        verdict,
+        folder,
+        [np.load(p).astype(np.float64) for p in outputs] or None,
+        {"nodes": len(first), "node_kinds": kinds},
+    )
 
 
-def ddp_lesson_side(folder: Path, model_file: Path | None, flags: list[str], *, samples: int,
-                    workload: dict | None = None) -> Sample:
+def ddp_lesson_side(
+    folder: Path, model_file: Path | None, flags: list[str], *, samples: int, workload: dict | None = None
+) -> Sample:
     """The DDP lesson as a user starts it (torchrun, two CPU ranks, gloo) with ``flags``: each rank's trace read
     through the lab's conversion, the slowest rank's median step per sample as the metric, the median step's
     verdict over every rank's steps (how much of it is Communication(Not Overlapped)) as the finding."""
@@ -132,9 +191,21 @@ def ddp_lesson_side(folder: Path, model_file: Path | None, flags: list[str], *, 
     from common.formats.cluster import load_cluster
 
     raw = folder / "torch_traces"
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            lesson_file("04_pyTorch", "ddp_with_profiler.py"), "--out", raw, "--devices", "cpu",
-            *(["--model", model_file] if model_file else []), *flags]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        lesson_file("04_pyTorch", "ddp_with_profiler.py"),
+        "--out",
+        raw,
+        "--devices",
+        "cpu",
+        *(["--model", model_file] if model_file else []),
+        *flags,
+    ]
     info = _record(folder, argv, samples, workload)
     _launch(argv, folder)
     convert_rank_traces(raw_traces(raw), folder)
@@ -157,8 +228,9 @@ def ddp_side(folder: Path, flags: list[object], *, samples: int) -> Sample:
     _launch(argv, folder.parent)
     ranks = rank_summaries(load_cluster(folder))
     slow = find_slow_rank(ranks)
-    return Sample(max(r.step_us for r in ranks) / samples, slow.text, folder, None,
-                  {"slow_rank": slow.rank, "ranks": len(ranks)})
+    return Sample(
+        max(r.step_us for r in ranks) / samples, slow.text, folder, None, {"slow_rank": slow.rank, "ranks": len(ranks)}
+    )
 
 
 # 02's kernel on the twin: the launches the mode runs (warm-up first, not measured), built once per tiling variant
@@ -169,8 +241,14 @@ def build_kernel_variant(build: Path, tiling: dict[str, int]) -> Path:
     """02's CMake project built for the twin with ``tiling`` (``{"TILE_NUM": 2}`` ...) as a user builds a variant:
     ``cmake -S src -B build -DRUN_MODE=portable ... -DTILE_NUM=2``; the binary, built once per folder."""
     from common.modes.ascendc import SRC_DIR
-    from common.modes.ascendc.build_kernel import (BINARY_NAME, cmake_build_argv, cmake_configure_argv, cmake_step,
-                                                   find_cmake, find_cxx)
+    from common.modes.ascendc.build_kernel import (
+        BINARY_NAME,
+        cmake_build_argv,
+        cmake_configure_argv,
+        cmake_step,
+        find_cmake,
+        find_cxx,
+    )
 
     binary = build / BINARY_NAME
     if binary.is_file():
@@ -202,10 +280,14 @@ def kernel_side(folder: Path, binary: Path) -> Sample:
         raise LabError(f"{timings}: the twin timed no measured launch", "see lesson_stderr.txt beside it")
     sizes = read_sizes(said) or {}
     block_us = statistics.median(x.aiv_time_us for x in launches)
-    parts = {p: statistics.median(x.pipe_us[p] / x.aiv_time_us for x in launches if x.aiv_time_us)
-             for p in ("scalar", "vec", "mte2", "mte3")}
+    parts = {
+        p: statistics.median(x.pipe_us[p] / x.aiv_time_us for x in launches if x.aiv_time_us)
+        for p in ("scalar", "vec", "mte2", "mte3")
+    }
     tiles = f"{sizes.get('tile_num', '?')} x {sizes.get('buffer_num', '?')} tiles of {sizes.get('tile_length', '?')}"
-    verdict = (f"scalar {parts['scalar']:.0%} of the kernel's {block_us:.2f} us per block (vec {parts['vec']:.0%}, "
-               f"mte2 {parts['mte2']:.0%}, mte3 {parts['mte3']:.0%}); {tiles} elements per core")
+    verdict = (
+        f"scalar {parts['scalar']:.0%} of the kernel's {block_us:.2f} us per block (vec {parts['vec']:.0%}, "
+        f"mte2 {parts['mte2']:.0%}, mte3 {parts['mte3']:.0%}); {tiles} elements per core"
+    )
     finish_run(folder, info, exit_code=0, completed=True)
     return Sample(block_us, verdict, folder, None, {"shares": parts, "sizes": sizes})

@@ -14,8 +14,15 @@ from pathlib import Path
 from common.analyze.bounds.step import MIXED_PART_SHARE
 from common.errors import LabError
 from common.modes import ROOT
-from common.modes.fix.sides import (Sample, build_kernel_variant, ddp_lesson_side, ddp_side, kernel_side, onnx_side,
-                                    pytorch_side)
+from common.modes.fix.sides import (
+    Sample,
+    build_kernel_variant,
+    ddp_lesson_side,
+    ddp_side,
+    kernel_side,
+    onnx_side,
+    pytorch_side,
+)
 from common.modes.pytorch.sweep import TINY_MLP_POINT, WORKLOAD_POINT
 from common.workload import load_workload
 
@@ -67,31 +74,41 @@ def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -
 
     def step_side(file: Path, flags: list[str], n: int, n_fixed: int, train: bool = False):
         def run(folder: Path, fixed: bool) -> Sample:
-            return pytorch_side(folder, file, flags if fixed else [], train=train, samples=n_fixed if fixed else n,
-                                workload=work.info())
+            return pytorch_side(
+                folder, file, flags if fixed else [], train=train, samples=n_fixed if fixed else n, workload=work.info()
+            )
+
         return run
 
     if workload:
         fixed_batch = samples * BATCH_FACTOR
-        sides["batch"] = (step_side(model, ["--batch", str(fixed_batch)], samples, fixed_batch),
-                          _fires_kind("host-bound"))
+        sides["batch"] = (
+            step_side(model, ["--batch", str(fixed_batch)], samples, fixed_batch),
+            _fires_kind("host-bound"),
+        )
     else:  # the sweep's host-bound corner, as the sweep writes its grid points
         corner = _write(models, "tiny_mlp_h64_b1.py", TINY_MLP_POINT.format(h=64, b=1))
         sides["batch"] = (step_side(corner, ["--batch", "32"], 1, 32), _fires_kind("host-bound"))
     for precision in ("bf16", "fp16"):
         if work.precision != "fp32":
-            skipped[precision] = (f"the model already runs in {work.precision}: python -m common precision shows "
-                                  "its cost")
+            skipped[precision] = (
+                f"the model already runs in {work.precision}: python -m common precision shows its cost"
+            )
         else:
-            sides[precision] = (step_side(model, ["--precision", precision], samples, samples),
-                                _fires_kind("compute-bound"))
+            sides[precision] = (
+                step_side(model, ["--precision", precision], samples, samples),
+                _fires_kind("compute-bound"),
+            )
     if workload and work.loss is None:
         skipped["fused-optimizer"] = f"{work.where} defines no loss(): no training step to profile"
     else:
-        trainable = model if workload else _write(models, "tiny_mlp_train.py",
-                                                  TRAINABLE_TINY.format(path=str(TINY_MLP)))
-        sides["fused-optimizer"] = (step_side(trainable, ["--fused-optimizer"], samples, samples, train=True),
-                                    lambda s: not any(FUSED_OP in op for op in s.facts.get("ops", [])))
+        trainable = (
+            model if workload else _write(models, "tiny_mlp_train.py", TRAINABLE_TINY.format(path=str(TINY_MLP)))
+        )
+        sides["fused-optimizer"] = (
+            step_side(trainable, ["--fused-optimizer"], samples, samples, train=True),
+            lambda s: not any(FUSED_OP in op for op in s.facts.get("ops", [])),
+        )
     if "graph-optimization" in chosen:  # the export takes seconds: only for a run that asks for the pair
         graph = _graph_pair(work if workload else load_workload(GRAPH_DEFAULT), models)
         if isinstance(graph, str):
@@ -104,9 +121,14 @@ def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -
         per_rank = max(1, samples // 2) if workload else 32  # the lesson splits the batch over its 2 ranks
 
         def accumulate(folder: Path, fixed: bool) -> Sample:
-            return ddp_lesson_side(folder, model if workload else None,
-                                   ["--accumulate", str(ACCUMULATE)] if fixed else [],
-                                   samples=per_rank * (ACCUMULATE if fixed else 1), workload=work.info())
+            return ddp_lesson_side(
+                folder,
+                model if workload else None,
+                ["--accumulate", str(ACCUMULATE)] if fixed else [],
+                samples=per_rank * (ACCUMULATE if fixed else 1),
+                workload=work.info(),
+            )
+
         # fires when the all-reduce's exposed part is one the step verdict names (a quarter of the step or more)
         sides["accumulate"] = (accumulate, lambda s: s.facts["shares"].get("communication", 0.0) >= MIXED_PART_SHARE)
     # the same global batch both ways: rank 1 with SLOW_FACTOR x the batch, then every rank with the average
@@ -114,26 +136,32 @@ def plan(workload: str | None, chosen: set[str], models: Path, ddp_runs: Path) -
 
     def ranks(folder: Path, fixed: bool) -> Sample:
         target = ddp_runs / folder.parent.name / folder.name
-        flags = ["--workload", even] if fixed else ["--slow-rank", "1", "--slow-factor", str(SLOW_FACTOR),
-                                                       *(["--workload", model] if workload else [])]
+        flags = (
+            ["--workload", even]
+            if fixed
+            else ["--slow-rank", "1", "--slow-factor", str(SLOW_FACTOR), *(["--workload", model] if workload else [])]
+        )
         return ddp_side(target, flags, samples=samples * (1 + SLOW_FACTOR))
+
     sides["rebalance"] = (ranks, lambda s: s.facts.get("slow_rank") is not None)
     if workload:
-        skipped["tiles"] = ("it measures 02's own Add kernel, not a model: run nox -s fix -- 0 --pairs tiles without "
-                            "--workload")
+        skipped["tiles"] = (
+            "it measures 02's own Add kernel, not a model: run nox -s fix -- 0 --pairs tiles without --workload"
+        )
     else:
-        sides["tiles"] = (_kernel_pair(models.parent / "builds"),
-                          lambda s: s.facts["shares"]["scalar"] >= SCALAR_SHARE)
+        sides["tiles"] = (_kernel_pair(models.parent / "builds"), lambda s: s.facts["shares"]["scalar"] >= SCALAR_SHARE)
     return sides, {name: why for name, why in skipped.items() if name in chosen}
 
 
 def _kernel_pair(builds: Path):
     """02's kernel on the twin, as the lesson sets it (TILE_NUM 8) and with the fix (TILE_NUM 2): each variant built
     once, in its own folder, the first time a run needs it."""
+
     def side(folder: Path, fixed: bool) -> Sample:
         tiling = {"TILE_NUM": TILES_FIXED if fixed else TILES_LESSON}
         binary = build_kernel_variant(builds / f"tile_num_{tiling['TILE_NUM']}", tiling)
         return kernel_side(folder, binary)
+
     return side
 
 
@@ -144,12 +172,20 @@ def _graph_pair(work, models: Path):
     except LabError as err:
         return f"the model could not be exported to ONNX: {err}"
     if not fused:
-        return (f"ONNX Runtime's optimizer finds nothing to fuse in {onnx.name}: the graph runs as exported at every "
-                "level")
+        return (
+            f"ONNX Runtime's optimizer finds nothing to fuse in {onnx.name}: the graph runs as exported at every level"
+        )
 
     def side(folder: Path, fixed: bool) -> Sample:
-        return onnx_side(folder, onnx, inputs, ["--graph-optimization", "all"] if fixed else [],
-                         samples=work.samples or 1, workload=work.info())
+        return onnx_side(
+            folder,
+            onnx,
+            inputs,
+            ["--graph-optimization", "all"] if fixed else [],
+            samples=work.samples or 1,
+            workload=work.info(),
+        )
+
     return side, lambda s: True  # fires: the optimizer changes the graph (found above, before any run)
 
 

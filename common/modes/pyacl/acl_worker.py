@@ -24,15 +24,32 @@ from common.modes.pyacl.variants import BUILD, MEASURED, WARMUP, Variant
 LESSON = lesson_file("03_api_pyAcl", "infer.py")
 
 
-def lesson_argv(model: Path, inputs: Path, output_npy: Path, *, device: int | None = None, out: Path | None = None,
-                warmup: int = WARMUP, measured: int = MEASURED, extra: tuple[str, ...] = ()) -> list[str]:
+def lesson_argv(
+    model: Path,
+    inputs: Path,
+    output_npy: Path,
+    *,
+    device: int | None = None,
+    out: Path | None = None,
+    warmup: int = WARMUP,
+    measured: int = MEASURED,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """The lesson run on one variant's model (this interpreter): ``--om`` with ``device`` (the logical device it
     selects itself with acl.rt.set_device), else ``--onnx``; ``out``: where its profiler writes (acl.prof or ONNX
     Runtime), None on the NPU: no acl.prof (msprof wraps the program)."""
     argv = [sys.executable, str(LESSON)]
     argv += ["--om", str(model), "--device", str(device)] if device is not None else ["--onnx", str(model)]
-    argv += ["--inputs", str(inputs), "--save-output", str(output_npy), "--warmup", str(warmup),
-             "--measured", str(measured)]
+    argv += [
+        "--inputs",
+        str(inputs),
+        "--save-output",
+        str(output_npy),
+        "--warmup",
+        str(warmup),
+        "--measured",
+        str(measured),
+    ]
     argv += ["--out", str(out)] if out is not None else ["--no-acl-prof"]
     return [*argv, *extra]
 
@@ -53,13 +70,16 @@ def read_outputs(variant: Variant, model: Path, output_npy: Path, count: int) ->
     paths = output_paths(output_npy, count)
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
-        raise LabError(f"the lesson infer.py saved no {', '.join(missing)} in {output_npy.parent}",
-                       "read its messages above")
+        raise LabError(
+            f"the lesson infer.py saved no {', '.join(missing)} in {output_npy.parent}", "read its messages above"
+        )
     outputs = [np.load(p) for p in paths]
     for i, out in enumerate(outputs):
         if np.issubdtype(out.dtype, np.floating) and out.dtype != variant.numpy_io_dtype:
-            raise LabError(f"{model} gives {out.dtype} at output {i}, variant {variant.name} expects "
-                           f"{variant.io_dtype}", f"rebuild the model for this variant: {BUILD}")
+            raise LabError(
+                f"{model} gives {out.dtype} at output {i}, variant {variant.name} expects {variant.io_dtype}",
+                f"rebuild the model for this variant: {BUILD}",
+            )
     return outputs
 
 

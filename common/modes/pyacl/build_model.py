@@ -55,8 +55,10 @@ def load_onnx(path: Path, files: ModelFiles, *, check_record: bool = True, optim
         if not optimized:
             onnx.checker.check_model(model)
     except Exception as err:  # protobuf DecodeError, ValidationError, ...: all mean "not a usable file"
-        raise LabError(f"{path} is not a valid ONNX model ({type(err).__name__})",
-                       f"rebuild it: {_build_hint(files).removeprefix('build it first: ')}") from None
+        raise LabError(
+            f"{path} is not a valid ONNX model ({type(err).__name__})",
+            f"rebuild it: {_build_hint(files).removeprefix('build it first: ')}",
+        ) from None
     check_inputs(path, {i.name: _dims(i) for i in model.graph.input}, files)
     if check_record:
         files.check_record(path, recorded(model))
@@ -68,18 +70,22 @@ def _build_hint(files: ModelFiles) -> str:
 
 
 def _dims(value_info) -> list[int | str]:
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-            for d in value_info.type.tensor_type.shape.dim]
+    return [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in value_info.type.tensor_type.shape.dim
+    ]
 
 
 def check_inputs(path: Path, inputs: dict[str, list], files: ModelFiles) -> None:
     """The model takes exactly the workload's inputs, by name and shape; anything else was built for others."""
     if inputs != files.input_shapes:
+
         def listed(items: dict) -> str:
             return ", ".join(f"{name}{list(dims)}" for name, dims in items.items()) or "no input"
 
-        raise LabError(f"{path} takes {listed(inputs)}, but the lab feeds {listed(files.input_shapes)}",
-                       f"rebuild it from the workload: {_build_hint(files).removeprefix('build it first: ')}")
+        raise LabError(
+            f"{path} takes {listed(inputs)}, but the lab feeds {listed(files.input_shapes)}",
+            f"rebuild it from the workload: {_build_hint(files).removeprefix('build it first: ')}",
+        )
 
 
 def onnx_types(model) -> Counter[str]:
@@ -159,12 +165,16 @@ def build_portable(variant: Variant, files: ModelFiles) -> Path:
             break
         op = next((t for t in sorted(onnx_types(exported)) if t in refused and t not in kept), None)
         if op is None or len(kept) >= FP32_RETRIES or not variant.fp16_compute:
-            raise LabError(f"ONNX Runtime cannot run variant {variant.name}: {refused}",
-                           "the portable backend runs what ONNX Runtime's CPU provider supports; try variant fp32")
+            raise LabError(
+                f"ONNX Runtime cannot run variant {variant.name}: {refused}",
+                "the portable backend runs what ONNX Runtime's CPU provider supports; try variant fp32",
+            )
         kept.append(op)
     if kept:
-        print(f"  [{variant.name}] kept in fp32, as ATC keeps an op without an fp16 kernel: {', '.join(kept)} "
-              "(ONNX Runtime's CPU provider refused it in fp16)")
+        print(
+            f"  [{variant.name}] kept in fp32, as ATC keeps an op without an fp16 kernel: {', '.join(kept)} "
+            "(ONNX Runtime's CPU provider refused it in fp16)"
+        )
     optimized = onnx.load(str(out))
     stamp(optimized, files)  # the file records its workload: run.sh refuses it for another one
     onnx.save(optimized, str(out))
@@ -197,8 +207,9 @@ def _build_portable_once(variant: Variant, files: ModelFiles, model, kept: list[
         # the model's inputs and outputs fp32, which is exactly what forces a Cast at each boundary.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "value truncated to fp16": expected here
-            model = convert_float_to_float16(model, keep_io_types=variant.io_dtype == "float32",
-                                             op_block_list=[*DEFAULT_OP_BLOCK_LIST, *kept])
+            model = convert_float_to_float16(
+                model, keep_io_types=variant.io_dtype == "float32", op_block_list=[*DEFAULT_OP_BLOCK_LIST, *kept]
+            )
     out = files.portable_path(variant)
     out.parent.mkdir(parents=True, exist_ok=True)
     converted = out.with_name(out.name.replace(".opt.onnx", ".converted.onnx"))
@@ -213,9 +224,10 @@ def _build_portable_once(variant: Variant, files: ModelFiles, model, kept: list[
     try:
         ort.InferenceSession(str(converted), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT's own exception types: an op or dtype its CPU provider cannot run
-        raise LabError(f"ONNX Runtime cannot build variant {variant.name}: {str(err).strip().splitlines()[0]}",
-                       "the portable backend runs what ONNX Runtime's CPU provider supports; try variant fp32",
-                       ) from None
+        raise LabError(
+            f"ONNX Runtime cannot build variant {variant.name}: {str(err).strip().splitlines()[0]}",
+            "the portable backend runs what ONNX Runtime's CPU provider supports; try variant fp32",
+        ) from None
     finally:
         converted.unlink(missing_ok=True)
     return out
@@ -239,8 +251,9 @@ def build_npu(variant: Variant, files: ModelFiles, backend: Backend, device: int
         print("$ " + " ".join(argv), flush=True)
         code = subprocess.run(argv, check=False).returncode
         if code != 0:
-            raise LabError(f"{Path(argv[0]).name} exited with {code} for variant {variant.name}",
-                           "read ATC's messages above")
+            raise LabError(
+                f"{Path(argv[0]).name} exited with {code} for variant {variant.name}", "read ATC's messages above"
+            )
     files.write_om_record(variant)
     return files.om_path(variant)
 
@@ -249,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant", nargs="?", default="all", help="default, fp16-io, fp32 or all (default all)")
     Lesson.add_workload_option(parser)  # --workload FILE, as run.sh takes it
-    parser.add_argument("--device", default="0", help="npu: build for this logical device's SoC (default 0; "
-                        "$SOC_VERSION overrides)")
+    parser.add_argument(
+        "--device", default="0", help="npu: build for this logical device's SoC (default 0; $SOC_VERSION overrides)"
+    )
     args = parser.parse_args(argv)
     variants = parse_variants(args.variant)  # validated before anything is written
     device = parse_device_id(args.device)
@@ -266,11 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
 
     source = export(files)
-    lines = _say(f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
-                 f"(fp32, opset {opset(onnx.load(str(source), load_external_data=False))}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
-                 *export_notes(files, source))
-    paths = {v.name: build_npu(v, files, backend, device) if backend.is_npu else build_portable(v, files)
-             for v in variants}
+    lines = _say(
+        f"exported {source.relative_to(MODEL_DIR.parent)} for workload {files.workload.name} "
+        f"(fp32, opset {opset(onnx.load(str(source), load_external_data=False))}; inputs {files.atc_input_shape()}; outputs {', '.join(files.output_names)})",
+        *export_notes(files, source),
+    )
+    paths = {
+        v.name: build_npu(v, files, backend, device) if backend.is_npu else build_portable(v, files) for v in variants
+    }
     facts = graph_facts(files, variants, backend.is_npu)
     try:  # the model's side of run.sh's FLOPs check, counted here where torch is loaded, kept with the workload
         files.workload.forward_flops(count_flops)
@@ -279,8 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     for variant in variants:
         built, changes = variant_facts(facts, variant)
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(built.items()))
-        lines += _say(f"[{variant.name}] {paths[variant.name].relative_to(MODEL_DIR.parent)}: {ops}",
-                      f"  {'ATC' if backend.is_npu else 'ONNX Runtime'} changed: {describe(changes)}")
+        lines += _say(
+            f"[{variant.name}] {paths[variant.name].relative_to(MODEL_DIR.parent)}: {ops}",
+            f"  {'ATC' if backend.is_npu else 'ONNX Runtime'} changed: {describe(changes)}",
+        )
     kept.keep(lines, facts)
     return 0
 
@@ -312,8 +331,10 @@ class BuildRecord:
         if self.npu:
             atc = Path(backend.tools.get("atc") or "atc").resolve()
             stat = atc.stat() if atc.exists() else None
-            extra |= {"soc": soc_version(backend, device), "atc": [str(atc), *((stat.st_size, stat.st_mtime_ns)
-                                                                               if stat else ())]}
+            extra |= {
+                "soc": soc_version(backend, device),
+                "atc": [str(atc), *((stat.st_size, stat.st_mtime_ns) if stat else ())],
+            }
         self.extra = extra
         self.sources = [*sorted(Path(__file__).parent.glob("*.py")), EXPORT_LESSON]  # the harness and the lesson
         self.workload_files = work.record_files()
@@ -321,8 +342,10 @@ class BuildRecord:
         found = cache.load(self.KIND, self.key, extra) if self.workload_files is not None else None
         if found is not None and cache.fingerprint(self.outputs) == found["result"]["outputs"]:
             self.lines, self.facts = found["result"]["lines"], found["result"]["facts"]
-            self.why = (f"the model files were built {found['result']['when']} from this workload, build code and "
-                        f"toolchain, and are unchanged since ({cache.CACHE_VAR}=off rebuilds every time)")
+            self.why = (
+                f"the model files were built {found['result']['when']} from this workload, build code and "
+                f"toolchain, and are unchanged since ({cache.CACHE_VAR}=off rebuilds every time)"
+            )
 
     def _written(self, variant: Variant) -> list[Path]:
         files = self.files
@@ -334,9 +357,17 @@ class BuildRecord:
         """Record a build that printed ``lines`` and whose graphs say ``facts`` (:func:`graph_facts`)."""
         if self.workload_files is None:  # a workload without a record (the cache is off): nothing to vouch for
             return
-        cache.save(self.KIND, self.key, cache.inputs_of([*self.workload_files, *self.sources], self.extra),
-                   {"outputs": cache.fingerprint(self.outputs), "lines": lines, "facts": facts,
-                    "when": time.strftime("%Y-%m-%d %H:%M %Z")})
+        cache.save(
+            self.KIND,
+            self.key,
+            cache.inputs_of([*self.workload_files, *self.sources], self.extra),
+            {
+                "outputs": cache.fingerprint(self.outputs),
+                "lines": lines,
+                "facts": facts,
+                "when": time.strftime("%Y-%m-%d %H:%M %Z"),
+            },
+        )
 
 
 if __name__ == "__main__":

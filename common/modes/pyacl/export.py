@@ -130,8 +130,13 @@ def export(files: ModelFiles) -> Path:
     path = files.onnx
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.onnx")
-    argv = [sys.executable, str(LESSON), *(["--model", files.workload.path] if files.workload.path else []),
-            "--out", str(tmp)]
+    argv = [
+        sys.executable,
+        str(LESSON),
+        *(["--model", files.workload.path] if files.workload.path else []),
+        "--out",
+        str(tmp),
+    ]
     with tempfile.TemporaryDirectory() as folder:
         # stdout kept back (on a failure the exporter prints the whole traced graph); stderr read for the warnings
         log = Path(folder) / "stderr.txt"
@@ -141,22 +146,31 @@ def export(files: ModelFiles) -> Path:
     if not run.ok or not tmp.is_file():
         tmp.unlink(missing_ok=True)
         said = [line for line in stderr.splitlines() if line.startswith("Error: ")]
-        reason = _reason(said[-1].removeprefix("Error: ").removeprefix("torch.onnx.export failed: ")) if said else (
-            f"{LESSON.name} {run.describe}")
-        raise LabError(f"{files.workload.where}: torch.onnx.export failed: {reason}",
-                       "mode 03 needs a model torch.export (the dynamo exporter) or the TorchScript tracer can write")
+        reason = (
+            _reason(said[-1].removeprefix("Error: ").removeprefix("torch.onnx.export failed: "))
+            if said
+            else (f"{LESSON.name} {run.describe}")
+        )
+        raise LabError(
+            f"{files.workload.where}: torch.onnx.export failed: {reason}",
+            "mode 03 needs a model torch.export (the dynamo exporter) or the TorchScript tracer can write",
+        )
     graph = onnx.load(str(tmp))
     refused = atc_refusal(graph)
     if refused:
         tmp.unlink()
-        raise LabError(f"{files.workload.where}: ATC cannot take the exported graph: {refused}",
-                       f"write that part of the model with ops of ONNX opsets {ATC_OPSETS[0]}-{ATC_OPSETS[-1]}")
+        raise LabError(
+            f"{files.workload.where}: ATC cannot take the exported graph: {refused}",
+            f"write that part of the model with ops of ONNX opsets {ATC_OPSETS[0]}-{ATC_OPSETS[-1]}",
+        )
     names = [i.name for i in graph.graph.input], [o.name for o in graph.graph.output]
     if names != (files.input_names, files.output_names):
         tmp.unlink()
-        raise LabError(f"{files.workload.where}: the exported graph takes {names[0]} and gives {names[1]}, "
-                       f"the model {files.input_names} and {files.output_names}",
-                       "make every input of make_input() used by forward() and every output a distinct tensor")
+        raise LabError(
+            f"{files.workload.where}: the exported graph takes {names[0]} and gives {names[1]}, "
+            f"the model {files.input_names} and {files.output_names}",
+            "make every input of make_input() used by forward() and every output a distinct tensor",
+        )
     name_by_module(graph)
     fallback = [line for line in stderr.splitlines() if line.startswith("note: the dynamo exporter")]
     stamp(graph, files, frozen_places(stderr), fallback[-1].removeprefix("note: ") if fallback else None)
@@ -170,7 +184,7 @@ def _reason(text: str, most: int = 240) -> str:
     """The exporter's message without the traced graph it appends (``[Caused by the value ...``), at most
     ``most`` characters."""
     text = text.split("[Caused by")[0].strip().strip("\"'")  # a message some exporter errors quote
-    return text if len(text) <= most else text[:most - 3].rstrip() + "..."
+    return text if len(text) <= most else text[: most - 3].rstrip() + "..."
 
 
 def export_notes(files: ModelFiles, path: Path) -> list[str]:
@@ -179,15 +193,19 @@ def export_notes(files: ModelFiles, path: Path) -> list[str]:
 
     notes = []
     if files.workload.precision != "fp32":
-        notes.append(f"note: {files.workload.name} is an {files.workload.precision} model; the graph is an fp32 copy "
-                     "of it (model.float()), and 03's outputs are compared with that copy's CPU output")
+        notes.append(
+            f"note: {files.workload.name} is an {files.workload.precision} model; the graph is an fp32 copy "
+            "of it (model.float()), and 03's outputs are compared with that copy's CPU output"
+        )
     graph = onnx.load(str(path), load_external_data=False)
     fallback = metadata_value(graph, FALLBACK_KEY)
     if fallback:
         notes.append(f"note: {fallback}")
     frozen = frozen_path(graph)
     if frozen:
-        notes.append(f"note: the trace turned tensors into Python values at {', '.join(frozen)}: the graph keeps "
-                     "them as constants (a shape's value holds for any input of this shape; a branch or a loop count "
-                     "on the input's values holds for this input only)")
+        notes.append(
+            f"note: the trace turned tensors into Python values at {', '.join(frozen)}: the graph keeps "
+            "them as constants (a shape's value holds for any input of this shape; a branch or a loop count "
+            "on the input's values holds for this input only)"
+        )
     return notes

@@ -28,19 +28,30 @@ ORT_RULES: list[tuple[str, dict[str, int], dict[str, int]]] = [
     ("GELU's Erf formula + bias Add -> BiasGelu", {"Div": 1, "Erf": 1, "Add": 2, "Mul": 2}, {"BiasGelu": 1}),
     ("GELU's Erf formula (Div, Erf, Add, Mul, Mul) -> Gelu", {"Div": 1, "Erf": 1, "Add": 1, "Mul": 2}, {"Gelu": 1}),
     ("Add+Gelu -> BiasGelu", {"Add": 1, "Gelu": 1}, {"BiasGelu": 1}),
-    ("LayerNorm formula -> LayerNormalization",
-     {"ReduceMean": 2, "Sub": 1, "Pow": 1, "Add": 1, "Sqrt": 1, "Div": 1}, {"LayerNormalization": 1}),
-    ("Add+LayerNormalization -> SkipLayerNormalization", {"Add": 1, "LayerNormalization": 1},
-     {"SkipLayerNormalization": 1}),
+    (
+        "LayerNorm formula -> LayerNormalization",
+        {"ReduceMean": 2, "Sub": 1, "Pow": 1, "Add": 1, "Sqrt": 1, "Div": 1},
+        {"LayerNormalization": 1},
+    ),
+    (
+        "Add+LayerNormalization -> SkipLayerNormalization",
+        {"Add": 1, "LayerNormalization": 1},
+        {"SkipLayerNormalization": 1},
+    ),
     ("MatMul+Add -> Gemm", {"MatMul": 1, "Add": 1}, {"Gemm": 1}),
     ("MatMul+scale (Mul) -> FusedMatMul", {"MatMul": 1, "Mul": 1}, {"FusedMatMul": 1}),
     ("MatMul+scale (Div) -> FusedMatMul", {"MatMul": 1, "Div": 1}, {"FusedMatMul": 1}),
     ("Transpose+MatMul -> FusedMatMul", {"MatMul": 1, "Transpose": 1}, {"FusedMatMul": 1}),
     ("BatchNormalization folded into Conv", {"BatchNormalization": 1}, {}),
-    ("Softmax written as its formula (ReduceMax, Sub, Exp, ReduceSum, Div)", {"Softmax": 1},
-     {"ReduceMax": 1, "Sub": 1, "Exp": 1, "ReduceSum": 1, "Div": 1}),
+    (
+        "Softmax written as its formula (ReduceMax, Sub, Exp, ReduceSum, Div)",
+        {"Softmax": 1},
+        {"ReduceMax": 1, "Sub": 1, "Exp": 1, "ReduceSum": 1, "Div": 1},
+    ),
     ("Gather -> Split", {"Gather": 1}, {"Split": 1}),
 ]
+
+
 @dataclass(frozen=True)
 class Change:
     """One named difference between two graphs of the model."""
@@ -191,8 +202,11 @@ def graph_flops(model, feeds: dict | None = None) -> tuple[dict[str, int], dict[
     ``ConvInteger (no formula here)``, ``Gemm (shapes known only at run time)``."""
     shapes = _shapes(model)
     groups = set().union(*FLOP_GROUPS.values())
-    wanted = [n.input[:3] + (list(n.output[:1]) if n.op_type == "Conv" else []) for n in model.graph.node
-              if n.op_type in FLOP_OPS and op_family(n.op_type) in groups]
+    wanted = [
+        n.input[:3] + (list(n.output[:1]) if n.op_type == "Conv" else [])
+        for n in model.graph.node
+        if n.op_type in FLOP_OPS and op_family(n.op_type) in groups
+    ]
     missing = sorted({name for names in wanted for name in names if name and name not in shapes})
     if missing and feeds:
         shapes.update(_run_shapes(model, missing, feeds))
@@ -236,8 +250,10 @@ def flops_verdict(model_flops: FlopCount, graph: dict[str, int], unknown: dict[s
         rel = abs(got - want) / max(want, got)
         ok &= rel <= FLOPS_RTOL
         verdict = "" if rel <= FLOPS_RTOL else " — the graph computes something else than the model"
-        parts.append(f"{group}: model {want:.4g}, graph {got:.4g} FLOP per forward (off by {100 * rel:.2f}%, "
-                     f"tolerance {100 * FLOPS_RTOL:g}%){verdict}")
+        parts.append(
+            f"{group}: model {want:.4g}, graph {got:.4g} FLOP per forward (off by {100 * rel:.2f}%, "
+            f"tolerance {100 * FLOPS_RTOL:g}%){verdict}"
+        )
     if not parts:
         reason = "; ".join(skipped) or "neither the model nor the graph has matrix products, convolutions or RNNs"
         return not_applicable(name, f"not applicable: {reason}")
@@ -245,16 +261,26 @@ def flops_verdict(model_flops: FlopCount, graph: dict[str, int], unknown: dict[s
 
 
 # ----- ONNX -> built graph ------------------------------------------------------------------------------
-def build_changes(exported: Counter[str], built: Counter[str], stage: str,
-                  fused_conv_activations: Counter[str] | None = None) -> list[Change]:
+def build_changes(
+    exported: Counter[str], built: Counter[str], stage: str, fused_conv_activations: Counter[str] | None = None
+) -> list[Change]:
     """What the converter changed: ``exported`` and ``built`` are op types counted per graph."""
     removed, added = exported - built, built - exported
     changes = []
     for activation, n in (fused_conv_activations or Counter()).items():  # FusedConv's activation attribute
         n = min(n, removed["Conv"], removed[activation], added["FusedConv"])
         if n:
-            changes.append(_apply(stage, f"Conv+{activation} -> FusedConv", n, Counter(Conv=1, **{activation: 1}),
-                                  Counter(FusedConv=1), removed, added))
+            changes.append(
+                _apply(
+                    stage,
+                    f"Conv+{activation} -> FusedConv",
+                    n,
+                    Counter(Conv=1, **{activation: 1}),
+                    Counter(FusedConv=1),
+                    removed,
+                    added,
+                )
+            )
     for what, consumed, produced in ORT_RULES if stage == "onnxruntime" else []:
         n = min([removed[t] // k for t, k in consumed.items()] + [added[t] // k for t, k in produced.items()])
         if what.startswith("BatchNormalization") and not built["Conv"] + built["FusedConv"]:
@@ -262,8 +288,9 @@ def build_changes(exported: Counter[str], built: Counter[str], stage: str,
         if n:
             changes.append(_apply(stage, what, n, Counter(consumed), Counter(produced), removed, added))
     if added["Cast"]:
-        changes.append(_apply(stage, "Cast inserted (precision)", added["Cast"], Counter(), Counter(Cast=1),
-                              removed, added))
+        changes.append(
+            _apply(stage, "Cast inserted (precision)", added["Cast"], Counter(), Counter(Cast=1), removed, added)
+        )
     if +removed:
         listed = ", ".join(f"{t} x{n}" for t, n in sorted((+removed).items()))
         changes.append(Change(stage, f"removed {listed}", 1, _delta(+removed, Counter())))

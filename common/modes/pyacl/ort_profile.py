@@ -30,9 +30,16 @@ KERNEL_SUFFIX = "_kernel_time"
 TASK_TYPE = "CPU"  # the portable backend's core type, never an NPU core name
 DEVICE_ID = "host"
 
-_ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
-              "tensor(bool)": "bool"}
+_ORT_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+}
 # ORT's tensor type names -> the upper-case names msprof prints in "Input Data Types".
 _DTYPE_NAMES = {"float": "FLOAT", "float16": "FLOAT16", "double": "DOUBLE", "int64": "INT64", "int32": "INT32"}
 
@@ -56,10 +63,7 @@ def load_profile(path: Path) -> Profile:
         events = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise LabError(f"{path}: cannot read the ONNX Runtime profile ({err})", "re-run the mode") from None
-    runs = sorted(
-        (e for e in events if e.get("name") == "model_run" and e.get("ph") == "X"),
-        key=lambda e: e["ts"],
-    )
+    runs = sorted((e for e in events if e.get("name") == "model_run" and e.get("ph") == "X"), key=lambda e: e["ts"])
     nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)]
     return Profile([Run(i, float(e["ts"]), float(e["ts"]) + float(e["dur"])) for i, e in enumerate(runs)], nodes)
 
@@ -160,19 +164,24 @@ def validate_portable(variant: Variant, files: ModelFiles) -> None:
         check_feed(feed, inp.shape, _ORT_TYPES.get(inp.type, inp.type), f"{path.name} input {inp.name}")
 
 
-def collect_portable(variant: Variant, files: ModelFiles, variant_dir: Path,
-                     threads: int | None = None) -> tuple[dict[str, Path], list[np.ndarray], Path, str, bool]:
+def collect_portable(
+    variant: Variant, files: ModelFiles, variant_dir: Path, threads: int | None = None
+) -> tuple[dict[str, Path], list[np.ndarray], Path, str, bool]:
     """Run the lesson on the variant's model under ORT's profiler (every input fed, every output kept) and write
     msprof-schema files of the measured runs."""
     path = files.portable_path(variant)
     inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))
     output_npy = variant_dir / "output.npy"
-    said = run_lesson(lesson_argv(path, inputs, output_npy, out=variant_dir,
-                                  extra=("--threads", str(threads)) if threads else ()), path)
+    said = run_lesson(
+        lesson_argv(path, inputs, output_npy, out=variant_dir, extra=("--threads", str(threads)) if threads else ()),
+        path,
+    )
     found = PROFILE_LINE.search(said)
     if found is None or not Path(found["file"]).is_file():
-        raise LabError(f"{LESSON.name} named no ONNX Runtime profile for {path} (it printed {said.strip()[-200:]!r})",
-                       "re-run the mode")
+        raise LabError(
+            f"{LESSON.name} named no ONNX Runtime profile for {path} (it printed {said.strip()[-200:]!r})",
+            "re-run the mode",
+        )
     raw = Path(found["file"]).rename(variant_dir / "onnxruntime_profile.json")
     outputs = read_outputs(variant, path, output_npy, len(files.output_names))
     profile = load_profile(raw)
@@ -203,10 +212,15 @@ def convert_profile(path: Path, into: Path) -> str:
     Returns a line saying so."""
     profile = load_profile(path)
     if not profile.runs:
-        raise LabError(f"{path}: an ONNX Runtime profile with no model_run event (no InferenceSession.run)",
-                       "profile a session that ran the model at least twice")
+        raise LabError(
+            f"{path}: an ONNX Runtime profile with no model_run event (no InferenceSession.run)",
+            "profile a session that ran the model at least twice",
+        )
     skip = 1 if len(profile.runs) > 1 else 0
     events = [e for e in profile.node_events if (run := run_of(e, profile.runs)) is not None and run >= skip]
     write_msprof_files(into, to_tasks(events, 0))
-    return (f"{len(profile.runs)} runs recorded, " + ("the first left out as a warm-up, " if skip else "") +
-            f"{len(profile.runs) - skip} read (per-op times are summed over them)")
+    return (
+        f"{len(profile.runs)} runs recorded, "
+        + ("the first left out as a warm-up, " if skip else "")
+        + f"{len(profile.runs) - skip} read (per-op times are summed over them)"
+    )

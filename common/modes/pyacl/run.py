@@ -24,28 +24,32 @@ import numpy as np
 
 from common.analyze import checks, timing_checks
 from common.analyze.flops import count_flops
-from common.modes.reports import own_integrity, write_own_report
+from common.modes.report_files import own_integrity, write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, writers
 from common.modes.lesson import Lesson, main_of
 from common.render import text
-from common.modes.pyacl.acl_worker import (find_export, lesson_argv, measured_window_npu, read_outputs, run_step,
-                                           save_inputs)
+from common.modes.pyacl.acl_worker import (
+    find_export,
+    lesson_argv,
+    measured_window_npu,
+    read_outputs,
+    run_step,
+    save_inputs,
+)
 from common.modes.pyacl.build_model import BuildRecord, graph_facts, variant_facts
 from common.modes.pyacl.graph_changes import COMPUTE_CHECK, flops_verdict
 from common.modes.pyacl.ort_profile import collect_portable, validate_portable
-from common.modes.pyacl.variant_report import (VariantResult, explain, file_verdict, graph_count_verdict, render,
-                                               summary)
+from common.modes.pyacl.variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
 from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants
 from common.verdict import Verdict, as_record
 from common.workload import Workload, compare_outputs, load_workload
 
 
 # --- 1. profile ------------------------------------------------------------------------------------
-def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend: Backend, device: int,
-                acl_prof: bool):
+def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend: Backend, device: int, acl_prof: bool):
     """pyACL under msprof: msprof starts the lesson infer.py (``--om ... --no-acl-prof``) and exports its CSVs.
 
     With ``--acl-prof`` the lesson profiles itself (``--out <variant dir>``): acl.prof.init after the context
@@ -58,8 +62,11 @@ def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend:
     om, output_npy = files.om_path(variant), variant_dir / "output.npy"
     inputs = save_inputs(variant_dir / "inputs.npz", files.feeds(variant))  # every input, in the variant's dtype
     if acl_prof:
-        run_step(lesson_argv(om, inputs, output_npy, device=device, out=variant_dir), env_vars,
-                 "the lesson infer.py (acl.prof)")
+        run_step(
+            lesson_argv(om, inputs, output_npy, device=device, out=variant_dir),
+            env_vars,
+            "the lesson infer.py (acl.prof)",
+        )
         for prof_dir in sorted(variant_dir.glob("PROF_*")):  # acl.prof writes raw data; msprof exports it
             run_step(npu_commands.msprof_export_argv(msprof, prof_dir), env_vars, "msprof --export")
     else:
@@ -81,7 +88,7 @@ FP16_REL_TOL = 2e-2  # 2^-11 ~ 4.9e-4 per rounding, compounded over layers, norm
 FP32_REL_TOL = 1e-3  # an NPU's fp32 MatMul may sum in another order, or in HF32 where --allow_hf32 enables it
 FP16_ABS_FLOOR = 1e-5  # an output of scale ~0 still meets fp16's spacing near 0.01 (2^-17 ~ 7.6e-6)
 FP32_ABS_FLOOR = 1e-6
-FP16_SMALLEST_NORMAL, FP16_MAX = 2.0 ** -14, 65504.0  # IEEE half precision: its normal range
+FP16_SMALLEST_NORMAL, FP16_MAX = 2.0**-14, 65504.0  # IEEE half precision: its normal range
 
 
 def tolerance(variant: Variant, scale: float) -> float:
@@ -94,14 +101,23 @@ def tolerance(variant: Variant, scale: float) -> float:
 def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], reference) -> list[dict]:
     """Per output: max/mean abs diff and cosine against the reference, its scale and its tolerance."""
     if len(outputs) != len(reference):
-        raise LabError(f"the model gave {len(outputs)} outputs, the workload's reference has {len(reference)}",
-                       f"rebuild the model: {BUILD}")
+        raise LabError(
+            f"the model gave {len(outputs)} outputs, the workload's reference has {len(reference)}",
+            f"rebuild the model: {BUILD}",
+        )
     rows = []
     for name, out, ref in zip(files.output_names, outputs, reference):
         scale = float(np.abs(ref).max()) if ref.size else 0.0
-        rows.append({"name": name, **compare_outputs(out.astype(np.float32), ref), "scale": scale,
-                     "tol": tolerance(variant, scale), "cosine_min": COSINE_MIN,
-                     **({"fp16_range": fp16_range(scale)} if variant.fp16_compute and fp16_range(scale) else {})})
+        rows.append(
+            {
+                "name": name,
+                **compare_outputs(out.astype(np.float32), ref),
+                "scale": scale,
+                "tol": tolerance(variant, scale),
+                "cosine_min": COSINE_MIN,
+                **({"fp16_range": fp16_range(scale)} if variant.fp16_compute and fp16_range(scale) else {}),
+            }
+        )
     return rows
 
 
@@ -125,8 +141,9 @@ def output_verdicts(result: VariantResult) -> list[Verdict]:
             verdicts.append(v)
             continue
         per_op = "" if v.ok else "; which op diverges first: nox -s precision -- <device> (docs/precision.md)"
-        verdicts.append(Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} "
-                                              f"+ {floor:g}{per_op}"))
+        verdicts.append(
+            Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} + {floor:g}{per_op}")
+        )
     return verdicts
 
 
@@ -138,8 +155,9 @@ def execute_disturbance(results: dict[str, VariantResult]) -> list[str]:
     out = []
     for name, result in results.items():
         groups = checks.tasks_by_execute(result.tasks, MEASURED) or []
-        line = step_disturbance([sum(t.duration_us for t in g) for g in groups],
-                                f"{name}: the {MEASURED} measured executes' op times")
+        line = step_disturbance(
+            [sum(t.duration_us for t in g) for g in groups], f"{name}: the {MEASURED} measured executes' op times"
+        )
         out += [line] if line else []
     return out
 
@@ -152,17 +170,27 @@ def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
     top, cast = work.expectations.get("top_family"), work.expectations.get("cast_on_03_default")
     not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
     per_execute = checks.tasks_by_execute(result.tasks, MEASURED)
-    verdicts = [timing_checks.check_top_family(result.stats, top, name, groups=per_execute, unit="execute") if top else
-                not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")]
+    verdicts = [
+        timing_checks.check_top_family(result.stats, top, name, groups=per_execute, unit="execute")
+        if top
+        else not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")
+    ]
     if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
-        verdicts.append(not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; "
-                                       f"{measured}") if cast is None else
-                        Verdict(f"Cast {'present' if cast else 'absent'} (default)", (casts > 0) == cast,
-                                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time"))
+        verdicts.append(
+            not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; {measured}")
+            if cast is None
+            else Verdict(
+                f"Cast {'present' if cast else 'absent'} (default)",
+                (casts > 0) == cast,
+                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time",
+            )
+        )
     if name == "fp32":  # the model's own dtype: no precision change, so no Cast
-        verdicts.append(not_applicable("Cast absent (fp32)", f"{work.not_applicable('cast_on_03_default')}; "
-                                       f"{measured}") if cast is None else
-                        Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute"))
+        verdicts.append(
+            not_applicable("Cast absent (fp32)", f"{work.not_applicable('cast_on_03_default')}; {measured}")
+            if cast is None
+            else Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute")
+        )
     return verdicts
 
 
@@ -177,8 +205,9 @@ def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[V
 
 
 # --- 3. read ---------------------------------------------------------------------------------------
-def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool,
-                     reference, built: tuple) -> VariantResult:
+def profile_and_read(
+    variant: Variant, files: ModelFiles, variant_dir: Path, run, acl_prof: bool, reference, built: tuple
+) -> VariantResult:
     """Profile one variant, read the files back strictly, cut the measured window; ``built``: its built graph's
     ops by type and the converter's changes (build_model.variant_facts)."""
     raw = None
@@ -192,13 +221,25 @@ def profile_and_read(variant: Variant, files: ModelFiles, variant_dir: Path, run
     if run.npu:  # msprof saw the warm-up executes too (acl.prof did not): cut them by execute
         tasks, window, window_ok = measured_window_npu(tasks, acl_prof)
     metrics = compare_outputs([o.astype(np.float32) for o in outputs], reference)
-    return VariantResult(variant, tasks, writers.aggregate_op_statistic(tasks), graph, metrics,
-                         accuracy(variant, files, outputs, reference), found, window, window_ok, raw, changes)
+    return VariantResult(
+        variant,
+        tasks,
+        writers.aggregate_op_statistic(tasks),
+        graph,
+        metrics,
+        accuracy(variant, files, outputs, reference),
+        found,
+        window,
+        window_ok,
+        raw,
+        changes,
+    )
 
 
 # --- 4. interpret ---------------------------------------------------------------------------------
-def interpret(results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True,
-              tiny_mlp: bool = True) -> str:
+def interpret(
+    results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True, tiny_mlp: bool = True
+) -> str:
     """The variants side by side, then what the numbers say about the Casts (variant_report.explain).
 
     Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
@@ -240,35 +281,48 @@ def main(argv: list[str] | None = None) -> int:
     def check(backend: Backend) -> None:
         facts.update(validate(variants, files, backend, parse_device_id(args.device)))
 
-    run = lesson.start(args=args, check=check,
-                       command=[sys.executable, "-m", "common.modes.pyacl", *argv], variants=[v.name for v in variants],
-                       warmup_executes=WARMUP, measured_executes=MEASURED,
-                       collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime")
+    run = lesson.start(
+        args=args,
+        check=check,
+        command=[sys.executable, "-m", "common.modes.pyacl", *argv],
+        variants=[v.name for v in variants],
+        warmup_executes=WARMUP,
+        measured_executes=MEASURED,
+        collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime",
+    )
     reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
     exported = facts["exported"]
     try:
         flops = files.workload.forward_flops(count_flops)
     except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
-        verdicts: list[Verdict] = [checks.not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could "
-                                                         f"not be counted ({type(err).__name__}: {err})"[:300])]
+        verdicts: list[Verdict] = [
+            checks.not_applicable(
+                COMPUTE_CHECK,
+                f"not applicable: the model's FLOPs could not be counted ({type(err).__name__}: {err})"[:300],
+            )
+        ]
     else:
         verdicts = [flops_verdict(flops, exported["flops"], exported["unknown"])]
     if frozen := exported["frozen"]:  # the trace kept these values as constants
-        verdicts.append(checks.not_applicable(
-            "the exported graph holds for other inputs (03)",
-            f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
-            f"{f' and {len(frozen) - 3} more' if len(frozen) > 3 else ''}; the graph keeps them as constants: a "
-            "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
-            "this input only (03 profiles the path this input takes)"))
+        verdicts.append(
+            checks.not_applicable(
+                "the exported graph holds for other inputs (03)",
+                f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
+                f"{f' and {len(frozen) - 3} more' if len(frozen) > 3 else ''}; the graph keeps them as constants: a "
+                "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
+                "this input only (03 profiles the path this input takes)",
+            )
+        )
     results: dict[str, VariantResult] = {}
     code, body = 1, ""
     try:
         for variant in variants:
             (run.out / variant.name).mkdir()
             print(f"[{variant.name}] {variant.summary}", flush=True)
-            results[variant.name] = profile_and_read(variant, files, run.out / variant.name, run, args.acl_prof,
-                                                     reference, variant_facts(facts, variant))
+            results[variant.name] = profile_and_read(
+                variant, files, run.out / variant.name, run, args.acl_prof, reference, variant_facts(facts, variant)
+            )
             verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
         body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
         disturbed = execute_disturbance(results)
@@ -279,13 +333,20 @@ def main(argv: list[str] | None = None) -> int:
         code = 0 if all(v.ok for v in [*verdicts, *checked.integrity]) else 1
     finally:  # also on an error: run_info.json keeps what was measured, marked incomplete
         models = {v.name: files.model_path(v, run.npu) for v in variants}
-        run.finish(completed=len(results) == len(variants), exit_code=code,
-                   results=summary(results, run.out, run.npu, models),
-                   verdicts_passed=bool(verdicts) and code == 0,
-                   failed_checks=[v.name for v in verdicts if not v.ok],
-                   checks=[as_record(v) for v in verdicts], report_body=body,
-                   compute_check=({"ok": verdicts[0].ok, "applicable": verdicts[0].applicable,
-                                   "detail": verdicts[0].detail} if verdicts else None))
+        run.finish(
+            completed=len(results) == len(variants),
+            exit_code=code,
+            results=summary(results, run.out, run.npu, models),
+            verdicts_passed=bool(verdicts) and code == 0,
+            failed_checks=[v.name for v in verdicts if not v.ok],
+            checks=[as_record(v) for v in verdicts],
+            report_body=body,
+            compute_check=(
+                {"ok": verdicts[0].ok, "applicable": verdicts[0].applicable, "detail": verdicts[0].detail}
+                if verdicts
+                else None
+            ),
+        )
     # written once run_info.json says how the run ended: the page shows that status, not "INCOMPLETE"
     integrity_text, written = write_own_report(run.out, f"msprof lab report: {run.out}", body, verdicts, checked)
     print(integrity_text, *written, sep="\n")

@@ -99,18 +99,25 @@ def fallback_casts(result: VariantResult) -> float:
     return len(ort_casts) / MEASURED
 
 
-def explain(results: dict[str, VariantResult], npu: bool, float_inputs: bool = True,
-            tiny_mlp: bool = True) -> list[str]:
+def explain(
+    results: dict[str, VariantResult], npu: bool, float_inputs: bool = True, tiny_mlp: bool = True
+) -> list[str]:
     """Sentences derived from the numbers: what the comparison shows on this backend (``float_inputs``:
     whether the model has a floating-point input for fp16-io to feed in fp16; ``tiny_mlp``: the workload
     is TinyMLP, which the reference figure from elsewhere is about)."""
     lines = []
     default, fp16_io = results.get("default"), results.get("fp16-io")
     if default:
-        reference = (f" (reference from elsewhere, TinyMLP with ATC's default on a 910B3: Cast "
-                     f"{REFERENCE_910B3_SHARE_PCT['Cast']}%)" if tiny_mlp else "")
-        lines.append(f"default: {default.per_execute('Cast'):g} Cast per execute take "
-                     f"{100 * default.share('cast'):.1f}% of op time{reference}.")
+        reference = (
+            f" (reference from elsewhere, TinyMLP with ATC's default on a 910B3: Cast "
+            f"{REFERENCE_910B3_SHARE_PCT['Cast']}%)"
+            if tiny_mlp
+            else ""
+        )
+        lines.append(
+            f"default: {default.per_execute('Cast'):g} Cast per execute take "
+            f"{100 * default.share('cast'):.1f}% of op time{reference}."
+        )
         if not npu and fallback_casts(default):
             lines.append(
                 f"  {fallback_casts(default):g} of them were added by ONNX Runtime, not by the fp16 conversion: "
@@ -127,9 +134,11 @@ def explain(results: dict[str, VariantResult], npu: bool, float_inputs: bool = T
             if not float_inputs:
                 why = "the model has no floating-point input, so fp16-io changes only its outputs' type."
             elif not npu:
-                why = ("ONNX Runtime's CPU fallback turns the fp16 input back into fp32 with a Cast of its own, "
-                       "so feeding fp16 moves the boundary Cast instead of removing it. On an NPU, which has "
-                       "fp16 kernels, --input_fp16_nodes / --output_type=FP16 remove it.")
+                why = (
+                    "ONNX Runtime's CPU fallback turns the fp16 input back into fp32 with a Cast of its own, "
+                    "so feeding fp16 moves the boundary Cast instead of removing it. On an NPU, which has "
+                    "fp16 kernels, --input_fp16_nodes / --output_type=FP16 remove it."
+                )
             else:
                 why = "ATC kept Casts; check that --input_fp16_nodes names every floating-point input."
             lines.append(f"fp16-io: {fp16_io.per_execute('Cast'):g} Cast per execute, not fewer than default: " + why)
@@ -137,21 +146,42 @@ def explain(results: dict[str, VariantResult], npu: bool, float_inputs: bool = T
 
 
 def render(results: dict[str, VariantResult], backend: Backend) -> str:
-    header = ["variant", "Cast/execute", "Cast share", "top family", "op time/execute (us)", "max abs diff",
-              "tol", "cosine", "fusions"]
+    header = [
+        "variant",
+        "Cast/execute",
+        "Cast share",
+        "top family",
+        "op time/execute (us)",
+        "max abs diff",
+        "tol",
+        "cosine",
+        "fusions",
+    ]
     rows = []
     for name, r in results.items():
         family, share = r.top_family()
         worst = r.worst_output()
-        rows.append([name, r.per_execute("Cast"), f"{100 * r.share('cast'):.1f}%", f"{family} {100 * share:.1f}%",
-                     r.execute_us(), f"{worst['max_abs_diff']:.3g}", f"{worst['tol']:.2g}",
-                     f"{min(o['cosine'] for o in r.outputs):.6f}", describe(r.changes)])
+        rows.append(
+            [
+                name,
+                r.per_execute("Cast"),
+                f"{100 * r.share('cast'):.1f}%",
+                f"{family} {100 * share:.1f}%",
+                r.execute_us(),
+                f"{worst['max_abs_diff']:.3g}",
+                f"{worst['tol']:.2g}",
+                f"{min(o['cosine'] for o in r.outputs):.6f}",
+                describe(r.changes),
+            ]
+        )
     top = []
     for name, r in results.items():
         ops = ", ".join(f"{s.op_type} {s.ratio_pct:.1f}%" for s in families.top_ops(r.stats, 4))
         top.append(f"  {name}: {ops}")
-    changes = [f"  {name} ({'ATC' if backend.is_npu else 'ONNX Runtime'}): {describe(r.changes)}"
-                for name, r in results.items()]
+    changes = [
+        f"  {name} ({'ATC' if backend.is_npu else 'ONNX Runtime'}): {describe(r.changes)}"
+        for name, r in results.items()
+    ]
     return "\n".join(
         [
             f"Backend: {backend.name} — {WARMUP} warm-up + {MEASURED} measured executes per variant "

@@ -177,8 +177,11 @@ class ModelFiles:
         if not isinstance(recorded, dict) or not {"name", "sha256"} <= set(recorded):
             raise LabError(f"{path} does not record the workload it was built from", rebuild)
         if recorded["sha256"] != self.workload.sha256:
-            raise LabError(f"{path} was built for workload {recorded['name']} (sha256 {str(recorded['sha256'])[:12]}), "
-                           f"this run profiles {self.workload.name} (sha256 {self.workload.sha256[:12]})", rebuild)
+            raise LabError(
+                f"{path} was built for workload {recorded['name']} (sha256 {str(recorded['sha256'])[:12]}), "
+                f"this run profiles {self.workload.name} (sha256 {self.workload.sha256[:12]})",
+                rebuild,
+            )
 
     def write_om_record(self, variant: Variant) -> None:
         self.om_record_path(variant).write_text(json.dumps(self.record(), indent=1) + "\n")

@@ -46,14 +46,18 @@ def model_args(run) -> list[str]:
 def launch(run, argv: list[str]) -> None:
     """Run a lesson (no shell) with the run's environment (device, threads, CANN's log folder); its
     stderr is shown and kept under ``<out>/logs``. A lesson that fails marks the run incomplete."""
-    app = launcher.run_command(argv, {**os.environ, **run.child_env}, run.timeout_s,
-                               stderr_log=runlogs.stderr_log(run.out, argv))
+    app = launcher.run_command(
+        argv, {**os.environ, **run.child_env}, run.timeout_s, stderr_log=runlogs.stderr_log(run.out, argv)
+    )
     if app.ok:
         return
     run.finish(completed=False, exit_code=-1 if app.timed_out else app.exit_code)
     app.raise_if_stopped()
-    raise LabError(f"{Path(argv[1]).name} exited {app.exit_code}{' (timed out)' if app.timed_out else ''}; "
-                   f"profile marked incomplete in {run.out}", "see its messages above (kept under logs/)")
+    raise LabError(
+        f"{Path(argv[1]).name} exited {app.exit_code}{' (timed out)' if app.timed_out else ''}; "
+        f"profile marked incomplete in {run.out}",
+        "see its messages above (kept under logs/)",
+    )
 
 
 def convert_portable(run, trace_dir: Path, wait: int, warmup: int, active: int, into: Path | None = None) -> Path:

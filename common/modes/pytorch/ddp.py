@@ -40,15 +40,27 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
         compute = [t for t in p.dataset.tasks if t.task_type != "COMMUNICATION"]
         records = checks.records_by_step(compute)
         firsts[p.rank] = records[0] if records else None
-        verdicts.append(checks.check_same_records(records, ACTIVE, f"rank {p.rank}, {ACTIVE} training steps",
-                                                  "training step"))
+        verdicts.append(
+            checks.check_same_records(records, ACTIVE, f"rank {p.rank}, {ACTIVE} training steps", "training step")
+        )
     ranks = sorted(firsts)
-    verdicts.append(checks.check_same_records([firsts[r] or Counter() for r in ranks], len(ranks),
-                                              f"{len(ranks)} ranks, the first active step of each", "rank"))
-    how = ("one process on the global batch" if work.path is None else
-           "one process averaging the ranks' gradients over their shards")
-    return verdicts + [ddp_checks.check_collectives(rank_collectives(view.ranks)),
-                       ddp_checks.check_params(statuses, reference_norms(plan, work), how)]
+    verdicts.append(
+        checks.check_same_records(
+            [firsts[r] or Counter() for r in ranks],
+            len(ranks),
+            f"{len(ranks)} ranks, the first active step of each",
+            "rank",
+        )
+    )
+    how = (
+        "one process on the global batch"
+        if work.path is None
+        else "one process averaging the ranks' gradients over their shards"
+    )
+    return verdicts + [
+        ddp_checks.check_collectives(rank_collectives(view.ranks)),
+        ddp_checks.check_params(statuses, reference_norms(plan, work), how),
+    ]
 
 
 def local_batch(work, rank: int, world: int, slow_rank: int | None, slow_factor: int) -> tuple:
@@ -65,8 +77,11 @@ def step_loss(model, x: tuple, work, scale: float = 1.0):
     """The workload's loss(output, input) (the input as make_input() shapes it), else the mean square of the
     outputs (every tensor of a tuple, dict or dataclass output, summed) — the lesson's loss."""
     out = model(*x)
-    loss = work.loss(out, x if len(x) > 1 else x[0]) if work.loss else sum(
-        t.float().square().mean() for t in flatten_output(out))
+    loss = (
+        work.loss(out, x if len(x) > 1 else x[0])
+        if work.loss
+        else sum(t.float().square().mean() for t in flatten_output(out))
+    )
     return loss * scale if scale != 1.0 else loss
 
 
@@ -78,8 +93,11 @@ def reference_norms(plan, work) -> list[float]:
 
     model = work.build_model().train()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    shards = [(make_input(BATCH * plan.world),)] if work.path is None else [
-        local_batch(work, r, plan.world, plan.slow_rank, plan.slow_factor) for r in range(plan.world)]
+    shards = (
+        [(make_input(BATCH * plan.world),)]
+        if work.path is None
+        else [local_batch(work, r, plan.world, plan.slow_rank, plan.slow_factor) for r in range(plan.world)]
+    )
     scale = 1.0 if work.path is None else 1.0 / plan.world
     for _ in range(STEPS):
         optimizer.zero_grad(set_to_none=True)

@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     return failed
 
 
-def convert_traces(traces: list[Path], out: Path, statuses: dict[int, dict], schedule: tuple[int, int, int],
-                   launch_id: str) -> list[Path]:
+def convert_traces(
+    traces: list[Path], out: Path, statuses: dict[int, dict], schedule: tuple[int, int, int], launch_id: str
+) -> list[Path]:
     """Portable backend: each rank's torch.profiler trace (``<host>_rank<r>.<ns>.pt.trace.json``, as the lesson
     names it, in the trace folder of its node) -> that rank's ``*_ascend_pt/`` under ``out``, in torch_npu's
     multi-rank layout: every node's ranks gathered into one folder."""
@@ -57,11 +58,15 @@ def convert_traces(traces: list[Path], out: Path, statuses: dict[int, dict], sch
     for rank, status in sorted(statuses.items()):
         found = sorted(t for folder in traces for t in folder.glob(f"*_rank{rank}.*.pt.trace.json"))
         if len(found) != 1:
-            raise LabError(f"{', '.join(map(str, traces))}: {len(found)} torch.profiler traces of rank {rank} "
-                           f"(*_rank{rank}.*.pt.trace.json), expected 1", "run again into a fresh output folder")
+            raise LabError(
+                f"{', '.join(map(str, traces))}: {len(found)} torch.profiler traces of rank {rank} "
+                f"(*_rank{rank}.*.pt.trace.json), expected 1",
+                "run again into a fresh output folder",
+            )
         info = portable_profiler_info(wait, warmup, active)
-        info.update(world_size=len(statuses), local_batch=status["local_batch"], launch_id=launch_id,
-                    process_group="gloo")
+        info.update(
+            world_size=len(statuses), local_batch=status["local_batch"], launch_id=launch_id, process_group="gloo"
+        )
         written.append(write_ascend_pt_from_trace(found[0], out, wait + warmup, info, rank=rank))
     return written
 
@@ -74,8 +79,10 @@ def gather_nodes(node_dirs: list[Path], out: Path) -> list[Path]:
     for folder in node_dirs:
         for rank_dir in sorted(folder.glob("*_ascend_pt")):
             if (out / rank_dir.name).exists():
-                raise LabError(f"{rank_dir.name}: two nodes wrote a rank folder of that name",
-                               "run again into a fresh output folder")
+                raise LabError(
+                    f"{rank_dir.name}: two nodes wrote a rank folder of that name",
+                    "run again into a fresh output folder",
+                )
             moved.append(Path(shutil.move(str(rank_dir), str(out / rank_dir.name))))
     return moved
 

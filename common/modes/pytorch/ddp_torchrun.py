@@ -57,12 +57,20 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
     """The driver's command line (``bash 04_pyTorch/run_ddp.sh ...``)."""
     parser = ArgumentParser(prog=prog, description=(doc or "").strip().splitlines()[0] if doc else None)
     parser.add_argument("nproc", nargs="?", default="2", help=f"ranks on this node, 1..{MAX_NPROC} (default 2)")
-    parser.add_argument("devices", nargs="?", help="NPU ids, one per rank of every node, comma-separated (default "
-                                                   "0..nproc x nodes - 1; node i takes the i-th nproc of them)")
-    parser.add_argument("--nodes", default="1", help=f"torchrun agents on this machine, 1..{MAX_NODES}, one per node "
-                                                     "(--nnodes N --node-rank i, c10d rendezvous on 127.0.0.1), each "
-                                                     "with nproc local ranks; their profiles gathered into one folder "
-                                                     "(default 1)")
+    parser.add_argument(
+        "devices",
+        nargs="?",
+        help="NPU ids, one per rank of every node, comma-separated (default "
+        "0..nproc x nodes - 1; node i takes the i-th nproc of them)",
+    )
+    parser.add_argument(
+        "--nodes",
+        default="1",
+        help=f"torchrun agents on this machine, 1..{MAX_NODES}, one per node "
+        "(--nnodes N --node-rank i, c10d rendezvous on 127.0.0.1), each "
+        "with nproc local ranks; their profiles gathered into one folder "
+        "(default 1)",
+    )
     parser.add_argument("--slow-rank", help="give this rank extra work (a larger local batch): the slow-rank demo")
     parser.add_argument(
         "--slow-factor",
@@ -79,8 +87,11 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
     parser.add_argument(
         "--output", help=f"output folder inside {mode_dir.name}/ (default {mode_dir.name}/prof_out_ddp)"
     )
-    parser.add_argument("--workload", metavar="FILE", help="a workload file to train (see docs/own_model.md); "
-                        "default: $MSPROF_LAB_WORKLOAD, else TinyMLP")
+    parser.add_argument(
+        "--workload",
+        metavar="FILE",
+        help="a workload file to train (see docs/own_model.md); default: $MSPROF_LAB_WORKLOAD, else TinyMLP",
+    )
     parser.add_argument(
         "--cross-check",
         action="store_true",
@@ -99,8 +110,9 @@ def parse_nproc(text: str) -> int:
 def parse_nodes(text: str) -> int:
     """--nodes is an integer in 1..MAX_NODES."""
     if not re.fullmatch(r"[1-9]", str(text).strip()) or int(text) > MAX_NODES:
-        raise LabError(f"--nodes {text!r} is not an integer in 1..{MAX_NODES}",
-                       "e.g. bash 04_pyTorch/run_ddp.sh 2 --nodes 2")
+        raise LabError(
+            f"--nodes {text!r} is not an integer in 1..{MAX_NODES}", "e.g. bash 04_pyTorch/run_ddp.sh 2 --nodes 2"
+        )
     return int(text)
 
 
@@ -147,7 +159,7 @@ class Plan:
         return self.nproc * self.nodes
 
     def node_devices(self, node: int) -> list[int]:
-        return self.devices[node * self.nproc:(node + 1) * self.nproc]
+        return self.devices[node * self.nproc : (node + 1) * self.nproc]
 
 
 def validate(args) -> Plan:
@@ -182,13 +194,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_argv(nproc: int, port: int, script: Path, script_args: list[str], nodes: int = 1, node: int = 0,
-                  run_id: str = "none") -> list[str]:
+def torchrun_argv(
+    nproc: int, port: int, script: Path, script_args: list[str], nodes: int = 1, node: int = 0, run_id: str = "none"
+) -> list[str]:
     """torchrun (``python -m torch.distributed.run``), rendezvous on loopback, starting ``script script_args`` in
     every rank: this node only, or (``nodes`` > 1) the agent of node ``node`` of a job of ``run_id``, node 0
     hosting the rendezvous store."""
-    several = ["--node-rank", str(node), "--rdzv-id", run_id,
-               "--rdzv-conf", f"is_host={'true' if node == 0 else 'false'}"] if nodes > 1 else []
+    several = (
+        ["--node-rank", str(node), "--rdzv-id", run_id, "--rdzv-conf", f"is_host={'true' if node == 0 else 'false'}"]
+        if nodes > 1
+        else []
+    )
     return [
         sys.executable,
         "-m",
@@ -385,8 +401,10 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     if work.path:  # a workload's fixed batch is split between the ranks along its first dimension
         rows = min(int(t.shape[0]) for t in work.inputs())
         if rows < plan.nproc:
-            raise LabError(f"{work.where}: make_input() has {rows} rows in its first dimension, fewer than "
-                           f"{plan.nproc} ranks", "give each rank at least one row: a larger batch, or fewer ranks")
+            raise LabError(
+                f"{work.where}: make_input() has {rows} rows in its first dimension, fewer than {plan.nproc} ranks",
+                "give each rank at least one row: a larger batch, or fewer ranks",
+            )
     if plan.nodes > 1 and plan.fault:
         raise LabError("--fault with --nodes: the failure drills run on one node", "drop one of the two")
     if backend.is_npu:
@@ -439,25 +457,46 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     for node, where in enumerate(traces):
         # The lesson's own command line, as a user would type it after torchrun. Its process group waits
         # longer than the driver, so a hang is diagnosed here (which rank, where) before gloo / HCCL give up.
-        lesson_args = ["--out", str(where), "--devices", ",".join(map(str, plan.node_devices(node)))
-                       if backend.is_npu else "cpu", "--timeout", str(2 * plan.timeout_s + 60)]
+        lesson_args = [
+            "--out",
+            str(where),
+            "--devices",
+            ",".join(map(str, plan.node_devices(node))) if backend.is_npu else "cpu",
+            "--timeout",
+            str(2 * plan.timeout_s + 60),
+        ]
         if plan.slow_rank is not None:
             lesson_args += ["--slow-rank", str(plan.slow_rank), "--slow-factor", str(plan.slow_factor)]
         lesson_args += ["--model", work.path] if work.path else []
-        agents.append(torchrun_argv(plan.nproc, port, RANK_PROGRAM,
-                                    [*rank_args, str(Path(lesson).resolve()), *lesson_args], plan.nodes, node,
-                                    launch_id))
+        agents.append(
+            torchrun_argv(
+                plan.nproc,
+                port,
+                RANK_PROGRAM,
+                [*rank_args, str(Path(lesson).resolve()), *lesson_args],
+                plan.nodes,
+                node,
+                launch_id,
+            )
+        )
     argv = agents[0]
     if plan.nodes > 1:  # one program starts every agent, so the launcher supervises (and stops) them as one group
         (out / "agents.json").write_text(json.dumps(agents, indent=1))
         argv = [sys.executable, "-m", "common.modes.pytorch.ddp_nodes", str(out / "agents.json")]
-    print(f"launching {plan.world} ranks of {Path(lesson).name}"
-          + (f" on {plan.nodes} torchrun agents (nodes)" if plan.nodes > 1 else "")
-          + f": {' '.join(agents[0][1:7])} ... (rendezvous 127.0.0.1)", flush=True)
+    print(
+        f"launching {plan.world} ranks of {Path(lesson).name}"
+        + (f" on {plan.nodes} torchrun agents (nodes)" if plan.nodes > 1 else "")
+        + f": {' '.join(agents[0][1:7])} ... (rendezvous 127.0.0.1)",
+        flush=True,
+    )
     stacks: dict[int, str] = {}
     log = out / "torchrun.log"  # torchrun's stderr and the ranks' (warnings, tracebacks)
     app = launcher.run_command(
-        argv, env, plan.timeout_s, grace_s=STOP_GRACE_S, stderr=log,
+        argv,
+        env,
+        plan.timeout_s,
+        grace_s=STOP_GRACE_S,
+        stderr=log,
         on_timeout=lambda: stacks.update(dump_stacks(out, read_statuses(out, plan.nproc))),
     )
     # run_info's exit_code: -1 when stopped at the timeout, 128+N when the lab got signal N, else torchrun's
@@ -469,14 +508,24 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         if app.stopped_by:
             rank, why = None, f"stopped: the lab received {app.stopped_by}"
         else:
-            rank, why = diagnose(plan.world, statuses, stacks, app.timed_out, plan.timeout_s,
-                                 log.read_text(errors="replace"))
-        finish_run(out, record, exit_code=code, completed=False, timed_out=app.timed_out,
-                   failure={"rank": rank, "reason": why, "killed_leftover_ranks": killed})
+            rank, why = diagnose(
+                plan.world, statuses, stacks, app.timed_out, plan.timeout_s, log.read_text(errors="replace")
+            )
+        finish_run(
+            out,
+            record,
+            exit_code=code,
+            completed=False,
+            timed_out=app.timed_out,
+            failure={"rank": rank, "reason": why, "killed_leftover_ranks": killed},
+        )
         app.raise_if_stopped()  # Ctrl-C / SIGTERM: the ranks are stopped, the lab ends here
         runlogs.print_failure_report(out, backend.is_npu)
-        print(f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
-              f"(the ranks' output: {log})", file=sys.stderr)
+        print(
+            f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
+            f"(the ranks' output: {log})",
+            file=sys.stderr,
+        )
         return RanksRun(out, record, plan, statuses, False, work)
     try:
         if not backend.is_npu:

@@ -33,8 +33,9 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9_]+")  # torch_npu: letters, digits and under
 def config_folder(out: Path, name: str) -> Path:
     """``<out>/<name>``: the folder PROF_CONFIG_PATH names, checked against torch_npu's rule for its name."""
     if not SAFE_NAME.fullmatch(name):
-        raise LabError(f"config folder {name!r} has characters torch_npu refuses",
-                       "use letters, digits and underscores only")
+        raise LabError(
+            f"config folder {name!r} has characters torch_npu refuses", "use letters, digits and underscores only"
+        )
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -66,8 +67,10 @@ def edit_config(folder: Path, changes: dict, not_before_s: int = 0) -> dict:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise LabError(f"{path} is not the JSON template torch_npu writes ({err})",
-                       "check the torch_npu version; dynamic profiling needs 6.0.RC3 or later") from err
+        raise LabError(
+            f"{path} is not the JSON template torch_npu writes ({err})",
+            "check the torch_npu version; dynamic profiling needs 6.0.RC3 or later",
+        ) from err
     config.update(changes)
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -114,9 +117,14 @@ def start_step_ahead(step: int, steps_per_s: float) -> int:
 def finished_capture(prof_dir: Path) -> Path | None:
     """The first ``*_ascend_pt`` under ``prof_dir`` whose ASCEND_PROFILER_OUTPUT holds step_trace_time.csv, or
     torch.profiler's ``*.pt.trace.json`` (complete once the job has taken its next step: :func:`stop_job`)."""
-    return next((p for p in sorted(prof_dir.glob("*_ascend_pt"))
-                 if (p / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").is_file()),
-                next(iter(sorted(prof_dir.glob("*.pt.trace.json"))), None))
+    return next(
+        (
+            p
+            for p in sorted(prof_dir.glob("*_ascend_pt"))
+            if (p / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").is_file()
+        ),
+        next(iter(sorted(prof_dir.glob("*.pt.trace.json"))), None),
+    )
 
 
 def stop_job(folder: Path, job: subprocess.Popen, timeout_s: float, log: Path) -> int:
@@ -138,10 +146,16 @@ DYNAMIC_WARMUP, DYNAMIC_ACTIVE = 1, 5  # one step to settle, five recorded: the 
 # a step ahead of the job (start_step_ahead): -1 ("the next step") only from torch_npu 7.2.0 on.
 # analyse true: parse right after collecting, inside the job's step, so ASCEND_PROFILER_OUTPUT/ exists.
 CHANGES = {
-    "warmup": DYNAMIC_WARMUP, "active": DYNAMIC_ACTIVE, "analyse": True, "async_mode": False,
+    "warmup": DYNAMIC_WARMUP,
+    "active": DYNAMIC_ACTIVE,
+    "analyse": True,
+    "async_mode": False,
     "record_shapes": True,
-    "experimental_config": {"profiler_level": "Level1", "aic_metrics": "PipeUtilization",
-                            "data_simplification": False},  # as mode 04: PMU, op_statistic, msprof's CSVs
+    "experimental_config": {
+        "profiler_level": "Level1",
+        "aic_metrics": "PipeUtilization",
+        "data_simplification": False,
+    },  # as mode 04: PMU, op_statistic, msprof's CSVs
 }
 TEMPLATE_TIMEOUT_S = 180  # importing torch_npu and starting its watcher
 PROGRESS_TIMEOUT_S = 300  # the job's first steps (a graph compiled on the first), two progress lines
@@ -164,17 +178,31 @@ def profile_running_job(run) -> dict:
     log = run.out / "job.log"
     job_process = start_job(argv, env, log)
     try:
-        wait_for(lambda: (config_dir / CONFIG_FILE).is_file(), job_process, TEMPLATE_TIMEOUT_S,
-                 f"the template {config_dir / CONFIG_FILE}", log)
+        wait_for(
+            lambda: (config_dir / CONFIG_FILE).is_file(),
+            job_process,
+            TEMPLATE_TIMEOUT_S,
+            f"the template {config_dir / CONFIG_FILE}",
+            log,
+        )
         not_before = later_second(config_dir / CONFIG_FILE, time.time())
         wait_until(not_before)
         # From a second shell this is: read the job's step, edit profiler_config.json, save.
         step, rate = wait_for(lambda: job_progress(log), job_process, PROGRESS_TIMEOUT_S, "two progress lines", log)
         activities = ["CPU", "NPU"] if run.npu else ["CPU"]
-        config = edit_config(config_dir, {**CHANGES, "start_step": start_step_ahead(step, rate),
-                                          "activities": activities, "prof_dir": str(prof_dir)}, not_before)
-        capture = wait_for(lambda: finished_capture(prof_dir), job_process, CAPTURE_TIMEOUT_S,
-                           f"capture in {prof_dir}", log)
+        config = edit_config(
+            config_dir,
+            {
+                **CHANGES,
+                "start_step": start_step_ahead(step, rate),
+                "activities": activities,
+                "prof_dir": str(prof_dir),
+            },
+            not_before,
+        )
+        capture = wait_for(
+            lambda: finished_capture(prof_dir), job_process, CAPTURE_TIMEOUT_S, f"capture in {prof_dir}", log
+        )
         code = stop_job(config_dir, job_process, STOP_TIMEOUT_S, log)
     finally:
         if job_process.poll() is None:
@@ -196,10 +224,13 @@ def check_run(run) -> list:
     datasets = run.datasets(kind="torch_npu")
     tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
-    return [checks.check_files(file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]),
-                               "04 dynamic"),
-            checks.check_same_records(checks.records_by_step(tasks), DYNAMIC_ACTIVE, where, "training step"),
-            timing_checks.check_sum_vs_computing(tasks, steps, "04 dynamic")]
+    return [
+        checks.check_files(
+            file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]), "04 dynamic"
+        ),
+        checks.check_same_records(checks.records_by_step(tasks), DYNAMIC_ACTIVE, where, "training step"),
+        timing_checks.check_sum_vs_computing(tasks, steps, "04 dynamic"),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,11 +245,15 @@ def main(argv: list[str] | None = None) -> int:
     found = profile_running_job(run)
     run.finish(completed=True, dynamic=found)
     watcher = "torch_npu's watcher" if run.npu else "the lesson's watcher (torch.profiler)"
-    return run.report(check_run(run), notes=[
-        f"dynamic profiling: PROF_CONFIG_PATH={run.out / CONFIG_DIR}; profiler_config.json edited while the job ran "
-        f"(start_step {found['config']['start_step']}, the job at step {found['job_step_at_edit']}; warmup "
-        f"{DYNAMIC_WARMUP}, active {DYNAMIC_ACTIVE}), collected by {watcher}; "
-        f"capture {found['capture']}"])
+    return run.report(
+        check_run(run),
+        notes=[
+            f"dynamic profiling: PROF_CONFIG_PATH={run.out / CONFIG_DIR}; profiler_config.json edited while the job ran "
+            f"(start_step {found['config']['start_step']}, the job at step {found['job_step_at_edit']}; warmup "
+            f"{DYNAMIC_WARMUP}, active {DYNAMIC_ACTIVE}), collected by {watcher}; "
+            f"capture {found['capture']}"
+        ],
+    )
 
 
 if __name__ == "__main__":

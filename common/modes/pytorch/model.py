@@ -20,8 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from common.modes.pytorch import (ACTIVE, MODE_DIR, STEPS, TORCH_TRACE_DIR, WAIT, WARMUP, convert_portable, device_arg,
-                                  launch, lesson_argv, model_args)
+from common.modes.pytorch import (
+    ACTIVE,
+    MODE_DIR,
+    STEPS,
+    TORCH_TRACE_DIR,
+    WAIT,
+    WARMUP,
+    convert_portable,
+    device_arg,
+    launch,
+    lesson_argv,
+    model_args,
+)
 
 LESSON = "model_with_profiler.py"
 
@@ -32,8 +43,17 @@ def profile(run, train: bool) -> tuple[Path, Path]:
     trace the step times are read from, the file with the output or the losses)."""
     raw = run.out if run.npu else run.out / TORCH_TRACE_DIR  # torch_npu writes *_ascend_pt/ itself
     saved = run.out / ("losses.npy" if train else "output.npy")
-    argv = lesson_argv(LESSON, "--out", raw, "--device", device_arg(run), *model_args(run),
-                       *(["--train"] if train else []), "--save-output", saved)
+    argv = lesson_argv(
+        LESSON,
+        "--out",
+        raw,
+        "--device",
+        device_arg(run),
+        *model_args(run),
+        *(["--train"] if train else []),
+        "--save-output",
+        saved,
+    )
     run.record(lesson=argv[1:])
     launch(run, argv)
     if not run.npu:
@@ -81,18 +101,29 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
     records = checks.records_by_step(checks.tasks_of(datasets))  # warm-up steps have no Step Id
     tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
-    verdicts = [checks.check_files(file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]),
-                                   "04"),
-                checks.check_same_records(records, ACTIVE, where, "training step" if train else "step")]
+    verdicts = [
+        checks.check_files(
+            file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]), "04"
+        ),
+        checks.check_same_records(records, ACTIVE, where, "training step" if train else "step"),
+    ]
     if train:  # a training step adds backward and optimizer ops: the declared top family is about the forward
         return verdicts + [
-            checks.not_applicable("top family (04)", "not applicable: EXPECT['top_family'] is about the forward; "
-                                  "a training step adds backward and optimizer ops"),
-            timing_checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_training_losses(*losses, "04")]
+            checks.not_applicable(
+                "top family (04)",
+                "not applicable: EXPECT['top_family'] is about the forward; "
+                "a training step adds backward and optimizer ops",
+            ),
+            timing_checks.check_sum_vs_computing(tasks, steps, "04"),
+            checks.check_training_losses(*losses, "04"),
+        ]
     return verdicts + [
-        timing_checks.check_declared_top_family(checks.stats_of(datasets), work, "04", checks.tasks_by_step(tasks),
-                                                "step"),
-        timing_checks.check_sum_vs_computing(tasks, steps, "04"), checks.check_output_file(read_output(run.out / "output.npy"), "04", work, run.npu)]
+        timing_checks.check_declared_top_family(
+            checks.stats_of(datasets), work, "04", checks.tasks_by_step(tasks), "step"
+        ),
+        timing_checks.check_sum_vs_computing(tasks, steps, "04"),
+        checks.check_output_file(read_output(run.out / "output.npy"), "04", work, run.npu),
+    ]
 
 
 # --- 4. interpret: the report and the profiling overhead ----------------------------------------------
@@ -104,17 +135,25 @@ def main(argv: list[str] | None = None) -> int:
     from common.workload import load_workload
 
     lesson = Lesson("pytorch", MODE_DIR, __doc__)
-    lesson.parser.add_argument("--train", action="store_true",
-                               help="profile training steps (forward, loss, backward, SGD step): needs loss()")
+    lesson.parser.add_argument(
+        "--train", action="store_true", help="profile training steps (forward, loss, backward, SGD step): needs loss()"
+    )
 
     def needs_loss(backend) -> None:  # checked before the output folder is touched
         if args.train and (work := load_workload(args.workload)).loss is None:
-            raise LabError(f"--train needs a loss, and {work.where} defines no loss()",
-                           "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train")
+            raise LabError(
+                f"--train needs a loss, and {work.where} defines no loss()",
+                "add loss(output, input) returning a scalar tensor (docs/own_model.md), or drop --train",
+            )
 
     args = lesson.parse(argv)
-    run = lesson.start(args=args, check=needs_loss, forwards=ACTIVE, train=args.train,
-                       schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE})
+    run = lesson.start(
+        args=args,
+        check=needs_loss,
+        forwards=ACTIVE,
+        train=args.train,
+        schedule={"wait": WAIT, "warmup": WARMUP, "active": ACTIVE},
+    )
     require_module(run.backend, "torch_npu", "pip install torch_npu matching your torch")
     trace, saved = profile(run, args.train)
     step_us, work_us = profiled_step_times(run, trace)
@@ -123,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.train:
         profiled = [float(v) for v in np.load(saved).reshape(-1)] if saved.is_file() else []
         losses = (profiled, [float(v) for v in plain.results])
-    run.finish(completed=True, overhead={"profiled_step_us": step_us, "profiled_work_us": work_us,
-                                         "plain_step_us": plain.step_us},
-               **({"losses": {"profiled": losses[0], "plain": losses[1]}} if losses else {}))
+    run.finish(
+        completed=True,
+        overhead={"profiled_step_us": step_us, "profiled_work_us": work_us, "plain_step_us": plain.step_us},
+        **({"losses": {"profiled": losses[0], "plain": losses[1]}} if losses else {}),
+    )
     # Interruptions show in the steps' own work; the profiler's step switch varies by design (steps.run_steps).
     disturbed = step_disturbance(work_us[-ACTIVE:], f"the {ACTIVE} active steps' wall times")
     notes = [overhead_line(step_us, plain.step_us, ACTIVE)] if step_us else []

@@ -49,6 +49,7 @@ def forward_step(model, args: tuple):
     def forward():
         with torch.no_grad():
             return model(*args)
+
     return forward
 
 
@@ -71,6 +72,7 @@ def make_step(work, device: str, train: bool):
         loss.backward()
         optimizer.step()
         return loss.detach()
+
     return train_step
 
 

@@ -31,8 +31,17 @@ from common.backend import soc_version  # noqa: E402
 from common.errors import LabError  # noqa: E402
 from common.formats.datasets import find_datasets  # noqa: E402
 from common.modes.lesson import Lesson, main_of  # noqa: E402
-from common.modes.pytorch import (ACTIVE, MODE_DIR, TORCH_TRACE_DIR, WAIT, WARMUP, convert_portable,  # noqa: E402
-                                  device_arg, launch, lesson_argv)
+from common.modes.pytorch import (
+    ACTIVE,
+    MODE_DIR,
+    TORCH_TRACE_DIR,
+    WAIT,
+    WARMUP,
+    convert_portable,  # noqa: E402
+    device_arg,
+    launch,
+    lesson_argv,
+)
 from common.render.text import render_table  # noqa: E402
 from common.workload import build_model, load_workload, make_input  # noqa: E402
 
@@ -48,11 +57,15 @@ def parse_sizes(text: str, what: str, upper: int, default: tuple[int, ...]) -> t
     """``"64,256"`` -> (64, 256); every value an integer in 1..upper."""
     values = tuple(int(v) for v in text.split(",")) if all(v.strip().isdigit() for v in text.split(",")) else ()
     if not values or any(not 1 <= v <= upper for v in values):
-        raise LabError(f"--{what} {text!r} is not a comma-separated list of integers in 1..{upper}",
-                       f"e.g. --{what} {','.join(map(str, default))}")
+        raise LabError(
+            f"--{what} {text!r} is not a comma-separated list of integers in 1..{upper}",
+            f"e.g. --{what} {','.join(map(str, default))}",
+        )
     if twice := sorted({v for v in values if values.count(v) > 1}):
-        raise LabError(f"--{what} {text!r} names {', '.join(map(str, twice))} more than once",
-                       "give each size once: every point of the sweep is profiled once")
+        raise LabError(
+            f"--{what} {text!r} names {', '.join(map(str, twice))} more than once",
+            "give each size once: every point of the sweep is profiled once",
+        )
     return values
 
 
@@ -67,8 +80,11 @@ def batched(work, batch: int) -> tuple:
     shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
     fix = f"profile it at its own size instead: nox -s pytorch -- 0 --workload {work.path}"
     if len(firsts) != 1 or firsts == {()} or firsts == {(0,)}:
-        raise LabError(f"{work.where}: the sweep scales the first input dimension as the batch, but make_input() "
-                       f"gives {shapes}: no first dimension common to every input", fix)
+        raise LabError(
+            f"{work.where}: the sweep scales the first input dimension as the batch, but make_input() "
+            f"gives {shapes}: no first dimension common to every input",
+            fix,
+        )
     n = next(iter(firsts))[0]
     scaled = tuple(t.repeat(-(-batch // n), *[1] * (t.dim() - 1))[:batch] for t in inputs)
     try:
@@ -76,8 +92,11 @@ def batched(work, batch: int) -> tuple:
             work.forward(work.build_model(), scaled)
     except Exception as err:  # noqa: BLE001 (the user's model: any failure is a refusal)
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise LabError(f"{work.where}: the model rejects batch {batch} (make_input()'s first dimension {n} "
-                       f"scaled, shapes {shapes}): {type(err).__name__}: {reason}", fix) from None
+        raise LabError(
+            f"{work.where}: the model rejects batch {batch} (make_input()'s first dimension {n} "
+            f"scaled, shapes {shapes}): {type(err).__name__}: {reason}",
+            fix,
+        ) from None
     return scaled
 
 
@@ -143,8 +162,11 @@ def make_input():
 def point_model(folder: Path, batch: int, hidden: int | None, work) -> Path:
     """``<folder>/model.py``: the grid point as a model file the lesson loads with --model."""
     path = folder / "model.py"
-    text = (TINY_MLP_POINT.format(h=hidden, b=batch) if hidden is not None
-            else WORKLOAD_POINT.format(path=str(Path(work.path).resolve()), b=batch))
+    text = (
+        TINY_MLP_POINT.format(h=hidden, b=batch)
+        if hidden is not None
+        else WORKLOAD_POINT.format(path=str(Path(work.path).resolve()), b=batch)
+    )
     path.write_text(text)
     return path
 
@@ -153,16 +175,16 @@ def measure(run, model, x: tuple, out: Path, model_file: Path) -> dict:
     """Profile one grid point with mode 04's lesson; read its step table back from disk."""
     flops, uncounted = counted_flops(model, x)
     raw = out if run.npu else out / TORCH_TRACE_DIR  # torch_npu writes *_ascend_pt/ itself
-    launch(run, lesson_argv("model_with_profiler.py", "--out", raw, "--device", device_arg(run),
-                            "--model", model_file))
+    launch(run, lesson_argv("model_with_profiler.py", "--out", raw, "--device", device_arg(run), "--model", model_file))
     if not run.npu:
         convert_portable(run, raw, WAIT, WARMUP, ACTIVE, into=out)
     datasets = [ds for ds in find_datasets(out) if ds.kind == "torch_npu"]
     steps = [s for ds in datasets for s in ds.steps]
     if not steps:
         raise LabError(f"{out}: no step_trace_time.csv rows", "the profiler wrote no steps; see its messages above")
-    extra, from_shapes, unmodelled = (shape_flops([t for ds in datasets for t in ds.tasks], uncounted, len(steps))
-                                      if uncounted else (0.0, [], []))
+    extra, from_shapes, unmodelled = (
+        shape_flops([t for ds in datasets for t in ds.tasks], uncounted, len(steps)) if uncounted else (0.0, [], [])
+    )
     flops += extra
     # The median step, not the mean: on a shared machine one step that lost the CPU to another
     # process would otherwise move a whole grid point.
@@ -170,13 +192,25 @@ def measure(run, model, x: tuple, out: Path, model_file: Path) -> dict:
     ratio = step.computing_us / step.total_us if step.total_us else 0.0
     # the verdict changes at HOST_BOUND_BELOW: a point whose steps' Computing shares straddle it is undecided
     spread = estimate([s.computing_us / s.total_us for s in steps if s.total_us]) or estimate([ratio])
-    bound = ("undecided" if spread.q1 < step_bound.HOST_BOUND_BELOW <= spread.q3 else
-             "host-bound" if ratio < step_bound.HOST_BOUND_BELOW else "compute-bound")
+    bound = (
+        "undecided"
+        if spread.q1 < step_bound.HOST_BOUND_BELOW <= spread.q3
+        else "host-bound"
+        if ratio < step_bound.HOST_BOUND_BELOW
+        else "compute-bound"
+    )
     return {
-        "steps": len(steps), "step_us": step.total_us, "computing_us": step.computing_us, "free_us": step.free_us,
-        "computing_ratio": ratio, "computing_ratio_iqr": [spread.q1, spread.q3], "bound": bound,
-        "flops": flops, "gflops_per_s": flops / step.computing_us / 1e3 if flops and step.computing_us else None,
-        "flops_from_shapes": from_shapes, "flops_missing": unmodelled,
+        "steps": len(steps),
+        "step_us": step.total_us,
+        "computing_us": step.computing_us,
+        "free_us": step.free_us,
+        "computing_ratio": ratio,
+        "computing_ratio_iqr": [spread.q1, spread.q3],
+        "bound": bound,
+        "flops": flops,
+        "gflops_per_s": flops / step.computing_us / 1e3 if flops and step.computing_us else None,
+        "flops_from_shapes": from_shapes,
+        "flops_missing": unmodelled,
     }
 
 
@@ -199,8 +233,12 @@ def turning_points(points: list[dict], x: str) -> list[str]:
         host = [p[x] for p in row if p["bound"] == "host-bound"]
         compute = [p[x] for p in row if p["bound"] == "compute-bound"]
         undecided = [p[x] for p in row if p["bound"] == "undecided"]
-        near = (f"; undecided at {x} {', '.join(map(str, undecided))} (its steps' Computing shares straddle "
-                f"{100 * step_bound.HOST_BOUND_BELOW:.0f}%: too noisy to call)" if undecided else "")
+        near = (
+            f"; undecided at {x} {', '.join(map(str, undecided))} (its steps' Computing shares straddle "
+            f"{100 * step_bound.HOST_BOUND_BELOW:.0f}%: too noisy to call)"
+            if undecided
+            else ""
+        )
         if host and compute:
             lines.append(f"{series}: host-bound up to {x} {max(host)}, compute-bound from {x} {min(compute)}{near}")
         elif host or compute:
@@ -216,15 +254,21 @@ def flops_notes(points: list[dict]) -> list[str]:
     lines = []
     shaped = sorted({op for p in points for op in p.get("flops_from_shapes") or []})
     if shaped:
-        lines.append(f"(s): includes the FLOPs of {', '.join(shaped)} from their profiled shapes (the bounds "
-                     "table's work model): torch's FLOP counter has no formula for them")
+        lines.append(
+            f"(s): includes the FLOPs of {', '.join(shaped)} from their profiled shapes (the bounds "
+            "table's work model): torch's FLOP counter has no formula for them"
+        )
     missing = sorted({op for p in points for op in p.get("flops_missing") or []})
     if missing:
-        lines.append(f">= / N/A: not counted: {', '.join(missing)}: torch's FLOP counter has no formula for them "
-                     "and their shapes give no work model")
+        lines.append(
+            f">= / N/A: not counted: {', '.join(missing)}: torch's FLOP counter has no formula for them "
+            "and their shapes give no work model"
+        )
     if any(not p["flops"] and not p.get("flops_missing") for p in points):
-        lines.append("N/A: no FLOPs counted in this model's forward (no matmul, convolution, attention or RNN "
-                     "layer): GFLOP/s does not apply")
+        lines.append(
+            "N/A: no FLOPs counted in this model's forward (no matmul, convolution, attention or RNN "
+            "layer): GFLOP/s does not apply"
+        )
     return lines
 
 
@@ -237,8 +281,18 @@ def render(points: list[dict], backend: str, x: str, peak: float | None, peak_so
         return (">= " if p.get("flops_missing") else "") + f"{value:,.1f}" + marks
 
     sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
-    rows = [[*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
-             p["bound"], gflops(p)] for p in points]
+    rows = [
+        [
+            *(p[s] for s in sizes),
+            p["step_us"],
+            p["computing_us"],
+            p["free_us"],
+            100 * p["computing_ratio"],
+            p["bound"],
+            gflops(p),
+        ]
+        for p in points
+    ]
     peak_text = f"peak {peak / 1e9:,.1f} GFLOP/s ({peak_source})" if peak else f"no peak known ({peak_source})"
     lines = [
         f"Sweep ({backend}): the median of {ACTIVE} active steps per point; host-bound when Computing < "
@@ -250,9 +304,11 @@ def render(points: list[dict], backend: str, x: str, peak: float | None, peak_so
     ]
     above = [p for p in points if p["above_peak"]]
     if above:  # more work per second than the device can do: the figure is wrong, not the device fast
-        lines.append(f"warning: (!) {len(above)} point(s) above the peak: Computing is shorter than the counted "
-                     "FLOPs allow, so it misses time the work took (or the peak was measured under other load); "
-                     "those GFLOP/s are not throughput")
+        lines.append(
+            f"warning: (!) {len(above)} point(s) above the peak: Computing is shorter than the counted "
+            "FLOPs allow, so it misses time the work took (or the peak was measured under other load); "
+            "those GFLOP/s are not throughput"
+        )
     return "\n".join(lines)
 
 
@@ -263,29 +319,44 @@ def sweep_html(points: list[dict], text: str, info_line: str, x: str) -> str:
     for p in points:
         series.setdefault(p["series"], []).append((p[x], p["computing_ratio"]))
     sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
-    table = [[*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"],
-              p["bound"]] for p in points]
-    return html.page("msprof lab: 04 sweep", info_line, [
-        html.section(f"Computing share of the step vs {x}",
-                     html.sweep_chart("sweep", series, step_bound.HOST_BOUND_BELOW, x_label=f"{x} size"),
-                     note=" ".join(turning_points(points, x))),
-        html.section("Points", html.table([*sizes, "step(us)", "Computing(us)", "Free(us)",
-                                           "Computing(%)", "verdict"], table)),
-        html.section("As printed", f"<pre>{html.esc(text)}</pre>"),
-    ])
+    table = [
+        [*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"], p["bound"]]
+        for p in points
+    ]
+    return html.page(
+        "msprof lab: 04 sweep",
+        info_line,
+        [
+            html.section(
+                f"Computing share of the step vs {x}",
+                html.sweep_chart("sweep", series, step_bound.HOST_BOUND_BELOW, x_label=f"{x} size"),
+                note=" ".join(turning_points(points, x)),
+            ),
+            html.section(
+                "Points",
+                html.table([*sizes, "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict"], table),
+            ),
+            html.section("As printed", f"<pre>{html.esc(text)}</pre>"),
+        ],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     lesson = Lesson("sweep", MODE_DIR, __doc__, output=False, prog="nox -s sweep --")  # + --workload, --threads
     lesson.parser.add_argument("--hidden", help=f"TinyMLP's hidden sizes (default {','.join(map(str, HIDDEN))})")
-    lesson.parser.add_argument("--batch", help=f"batch sizes (default {','.join(map(str, BATCH))} for TinyMLP, "
-                                               f"{','.join(map(str, BATCH_ANY))} for another workload)")
+    lesson.parser.add_argument(
+        "--batch",
+        help=f"batch sizes (default {','.join(map(str, BATCH))} for TinyMLP, "
+        f"{','.join(map(str, BATCH_ANY))} for another workload)",
+    )
     args = lesson.parse(argv)
     work = load_workload(args.workload)  # a bad file stops here, before anything is touched
     mlp = work.path is None  # TinyMLP: its size is a parameter; any other model keeps its own
     if not mlp and args.hidden:
-        raise LabError(f"--hidden sizes TinyMLP's layers; {work.name} has no hidden size the sweep can change",
-                       f"sweep its batch: --batch {','.join(map(str, BATCH_ANY))}")
+        raise LabError(
+            f"--hidden sizes TinyMLP's layers; {work.name} has no hidden size the sweep can change",
+            f"sweep its batch: --batch {','.join(map(str, BATCH_ANY))}",
+        )
     hiddens = parse_sizes(args.hidden or ",".join(map(str, HIDDEN)), "hidden", MAX_HIDDEN, HIDDEN) if mlp else (None,)
     default = BATCH if mlp else BATCH_ANY
     batches = parse_sizes(args.batch or ",".join(map(str, default)), "batch", MAX_BATCH, default)
@@ -305,20 +376,35 @@ def main(argv: list[str] | None = None) -> int:
         model, x = (build_model(hidden), (make_input(batch, hidden),)) if mlp else (work.build_model(), x)
         point_dir = out / (f"h{hidden}_b{batch}" if mlp else f"b{batch}")
         point_dir.mkdir()
-        point = {"series": f"batch {batch}" if mlp else work.name, "hidden": hidden, "batch": batch,
-                 **measure(run, model, x, point_dir, point_model(point_dir, batch, hidden if mlp else None, work))}
+        point = {
+            "series": f"batch {batch}" if mlp else work.name,
+            "hidden": hidden,
+            "batch": batch,
+            **measure(run, model, x, point_dir, point_model(point_dir, batch, hidden if mlp else None, work)),
+        }
         point["above_peak"] = bool(peak and point["gflops_per_s"] and point["gflops_per_s"] * 1e9 > peak)
-        print(f"{f'hidden {hidden:5d} ' if mlp else ''}batch {batch:4d}: Computing "
-              f"{100 * point['computing_ratio']:5.1f}% of {point['step_us']:,.0f} us ({point['bound']})", flush=True)
+        print(
+            f"{f'hidden {hidden:5d} ' if mlp else ''}batch {batch:4d}: Computing "
+            f"{100 * point['computing_ratio']:5.1f}% of {point['step_us']:,.0f} us ({point['bound']})",
+            flush=True,
+        )
         points.append(point)
     run.finish(completed=True)
     x_axis = "hidden" if mlp else "batch"
     name = backend.name if backend.is_npu else f"portable, {threads} CPU thread{'s' * (threads > 1)}"
     text = render(points, f"{work.name}, {name}", x_axis, peak, peak_source)
     print(text)
-    doc = {"backend": backend.name, "threads": threads, "start": info["start"], "host": info["host"],
-           "workload": work.info(), "x": x_axis, "peak_gflops_per_s": peak / 1e9 if peak else None,
-           "peak_source": peak_source, "points": points}
+    doc = {
+        "backend": backend.name,
+        "threads": threads,
+        "start": info["start"],
+        "host": info["host"],
+        "workload": work.info(),
+        "x": x_axis,
+        "peak_gflops_per_s": peak / 1e9 if peak else None,
+        "peak_source": peak_source,
+        "points": points,
+    }
     (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "sweep.md").write_text(f"# 04 sweep\n\n```\n{text}\n```\n")
     line = f"backend: {backend.name.upper()} | workload {work.name} | host {info['host']} | {info['start']}"

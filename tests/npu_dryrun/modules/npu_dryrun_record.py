@@ -16,8 +16,14 @@ import os
 LOG_VAR = "NPU_DRYRUN_LOG"
 DEVICES_VAR = "NPU_DRYRUN_DEVICES"  # how many logical devices the stand-in machine has (default 8)
 SOC_VAR = "NPU_DRYRUN_CHIP"  # chip Name in npu-smi's table (default 910B3)
-ENV_KEYS = ("ASCEND_RT_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-            "ASCEND_PROCESS_LOG_PATH", "ASCEND_GLOBAL_LOG_LEVEL")  # CANN's log folder and level (runlogs.py)
+ENV_KEYS = (
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "ASCEND_PROCESS_LOG_PATH",
+    "ASCEND_GLOBAL_LOG_LEVEL",
+)  # CANN's log folder and level (runlogs.py)
 UNDER_VAR = "NPU_DRYRUN_UNDER"  # set by msprof / msprof op for the program they run: which collection it is in
 
 # aclError values (CANN acl_base.h / acl_rt.h) the stand-ins return when they refuse a call.
@@ -53,8 +59,7 @@ def record(tool: str, call: str, args: list | tuple = (), rc: int | None = None,
     path = os.environ.get(LOG_VAR)
     if not path:
         return
-    entry = {"tool": tool, "call": call, "args": list(args), "env": env_of(), "pid": os.getpid(),
-             "ppid": os.getppid()}
+    entry = {"tool": tool, "call": call, "args": list(args), "env": env_of(), "pid": os.getpid(), "ppid": os.getppid()}
     if os.environ.get(UNDER_VAR):
         entry["under"] = os.environ[UNDER_VAR]
     if rc is not None:

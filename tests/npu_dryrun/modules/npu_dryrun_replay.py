@@ -125,11 +125,13 @@ def write_opprof_simulator(parent: Path, block_dim: int) -> Path:
         (sim / core).mkdir(parents=True)
         (sim / core / f"{core}_code_exe.csv").write_text(
             "code,call_count,cycles,running_time(us)\n"
-            "add_pyasc.py:86,32,2048,1.28\nadd_pyasc.py:90,16,1024,0.64\nadd_pyasc.py:94,16,768,0.48\n")
+            "add_pyasc.py:86,32,2048,1.28\nadd_pyasc.py:90,16,1024,0.64\nadd_pyasc.py:94,16,768,0.48\n"
+        )
         (sim / core / f"{core}_instr_exe.csv").write_text(
             "instr,addr,pipe,call_count,cycles,running_time(us),detail\n"
             "MOV_OUT_TO_UB,0x100,MTE2,32,2048,1.28,NA\nVADD,0x180,VEC,16,1024,0.64,NA\n"
-            "MOV_UB_TO_OUT,0x1c0,MTE3,16,768,0.48,NA\nSET_FLAG,0x1e0,SCALAR,48,96,0.06,NA\n")
+            "MOV_UB_TO_OUT,0x1c0,MTE3,16,768,0.48,NA\nSET_FLAG,0x1e0,SCALAR,48,96,0.06,NA\n"
+        )
         (sim / core / "trace.json").write_text(json.dumps({"traceEvents": []}))
     (sim / "trace.json").write_text(json.dumps({"traceEvents": []}))
     (sim / "visualize_data.bin").write_bytes(b"NPU_DRYRUN_STAND_IN")

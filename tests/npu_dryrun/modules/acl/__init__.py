@@ -116,8 +116,12 @@ def _set_device(device_id: int) -> int:
     if (bad := _needs_init("rt.set_device", [device_id])) is not None:
         return bad
     if not isinstance(device_id, int) or not 0 <= device_id < rec.logical_count():
-        return _done("rt.set_device", [device_id], rec.ACL_ERROR_RT_INVALID_DEVICEID,
-                     f"logical device ids here are 0..{rec.logical_count() - 1}")
+        return _done(
+            "rt.set_device",
+            [device_id],
+            rec.ACL_ERROR_RT_INVALID_DEVICEID,
+            f"logical device ids here are 0..{rec.logical_count() - 1}",
+        )
     S.device = device_id
     return _done("rt.set_device", [device_id], 0)
 
@@ -174,9 +178,18 @@ def _free_host(ptr: int) -> int:
     return _done("rt.free_host", [], 0 if S.memory.pop(ptr, None) is not None else rec.ACL_ERROR_RT_PARAM_INVALID)
 
 
-rt = types.SimpleNamespace(set_device=_set_device, reset_device=_reset_device, get_device_count=_get_device_count,
-                           create_context=_create_context, destroy_context=_destroy_context, malloc=_malloc,
-                           free=_free, malloc_host=_malloc_host, free_host=_free_host, memcpy=_memcpy)
+rt = types.SimpleNamespace(
+    set_device=_set_device,
+    reset_device=_reset_device,
+    get_device_count=_get_device_count,
+    create_context=_create_context,
+    destroy_context=_destroy_context,
+    malloc=_malloc,
+    free=_free,
+    malloc_host=_malloc_host,
+    free_host=_free_host,
+    memcpy=_memcpy,
+)
 
 
 # ----- acl.util, data buffers -------------------------------------------------------------------------
@@ -261,6 +274,7 @@ def _size(kind: str):
         item = _io(desc, kind, index)
         rec.record("acl", f"mdl.get_{kind[:-1]}_size_by_index", [index], rc=0 if item else rec.ACL_ERROR_INVALID_PARAM)
         return _nbytes(item) if item else 0
+
     return size_by_index
 
 
@@ -272,6 +286,7 @@ def _dims(kind: str):
         if not item:
             return {}, rc
         return {"name": item["name"], "dimCount": len(item["dims"]), "dims": list(item["dims"])}, 0
+
     return dims_by_index
 
 
@@ -282,6 +297,7 @@ def _data_type(kind: str):
     def data_type_by_index(desc: int, index: int) -> int:
         item = _io(desc, kind, index)
         return _DTYPE_CODES.get(item["dtype"], -1) if item else -1
+
     return data_type_by_index
 
 
@@ -289,6 +305,7 @@ def _num(kind: str):
     def num(desc: int) -> int:
         model = S.models.get(S.descs.get(desc) or -1)
         return len(model[kind]) if model else 0
+
     return num
 
 
@@ -339,29 +356,43 @@ def _dump(model_id: int, model: dict, inputs: int) -> str | None:
         return None
     graph = onnx.load(model["onnx"])
     wanted = [o for node in graph.graph.node for o in node.output[:1] if o]
-    graph.graph.output.extend(onnx.ValueInfoProto(name=o) for o in wanted if o not in {x.name for x in graph.graph.output})
+    graph.graph.output.extend(
+        onnx.ValueInfoProto(name=o) for o in wanted if o not in {x.name for x in graph.graph.output}
+    )
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {}
     for item, handle in zip(model["inputs"], S.datasets[inputs]):
         ptr, _ = S.buffers[handle]
-        feeds[item["name"]] = np.frombuffer(bytes(S.memory[ptr][: _nbytes(item)]),
-                                            dtype=item["dtype"]).reshape(item["dims"]).astype(np.float32)
+        feeds[item["name"]] = (
+            np.frombuffer(bytes(S.memory[ptr][: _nbytes(item)]), dtype=item["dtype"])
+            .reshape(item["dims"])
+            .astype(np.float32)
+        )
     values = dict(zip(wanted, session.run(wanted, feeds)))
     index = S.dumped.get(model_id, 0)
     S.dumped[model_id] = index + 1
     # The folder carries the model's name: the .om's stem, or with NPU_DRYRUN_DUMP_FOLDER=internal the name the
     # model has inside the .om (the ONNX graph's), as some CANN versions may name it (docs/npu_reference.md).
     folder_name = model.get("graph_name", name) if os.environ.get("NPU_DRYRUN_DUMP_FOLDER") == "internal" else name
-    folder = (Path(S.dump["dump_path"]) / time.strftime("%Y%m%d%H%M%S") / str(S.device) / folder_name
-              / str(model_id) / str(index))
+    folder = (
+        Path(S.dump["dump_path"])
+        / time.strftime("%Y%m%d%H%M%S")
+        / str(S.device)
+        / folder_name
+        / str(model_id)
+        / str(index)
+    )
     folder.mkdir(parents=True, exist_ok=True)
+
     def clean(text: str) -> str:
         return re.sub(r"[./\\ ]", "_", text)
 
     for task, node in enumerate(graph.graph.node, start=1):
         if node.output[:1] and node.output[0] in values:
             stamp = int(time.time() * 1e6) + task
-            with (folder / f"{clean(node.op_type)}.{clean(node.name or node.output[0])}.{task}.0.{stamp}").open("wb") as f:
+            with (folder / f"{clean(node.op_type)}.{clean(node.name or node.output[0])}.{task}.0.{stamp}").open(
+                "wb"
+            ) as f:
                 np.save(f, values[node.output[0]])
     return str(folder)
 
@@ -386,12 +417,22 @@ def _compute(model: dict, inputs: int, outputs: int) -> None:
 
 
 mdl = types.SimpleNamespace(
-    load_from_file=_load_from_file, unload=_unload, create_desc=_create_desc, destroy_desc=_destroy_desc,
-    get_desc=_get_desc, get_num_inputs=_num("inputs"), get_num_outputs=_num("outputs"),
-    get_input_size_by_index=_size("inputs"), get_output_size_by_index=_size("outputs"),
-    get_input_dims=_dims("inputs"), get_output_dims=_dims("outputs"),
-    get_input_data_type=_data_type("inputs"), get_output_data_type=_data_type("outputs"),
-    create_dataset=_create_dataset, destroy_dataset=_destroy_dataset, add_dataset_buffer=_add_dataset_buffer,
+    load_from_file=_load_from_file,
+    unload=_unload,
+    create_desc=_create_desc,
+    destroy_desc=_destroy_desc,
+    get_desc=_get_desc,
+    get_num_inputs=_num("inputs"),
+    get_num_outputs=_num("outputs"),
+    get_input_size_by_index=_size("inputs"),
+    get_output_size_by_index=_size("outputs"),
+    get_input_dims=_dims("inputs"),
+    get_output_dims=_dims("outputs"),
+    get_input_data_type=_data_type("inputs"),
+    get_output_data_type=_data_type("outputs"),
+    create_dataset=_create_dataset,
+    destroy_dataset=_destroy_dataset,
+    add_dataset_buffer=_add_dataset_buffer,
     execute=_execute,
 )
 
@@ -403,19 +444,27 @@ def _prof_init(path: str) -> int:
     if S.prof_path is not None:
         return _done("prof.init", [path], rec.ACL_ERROR_PROFILING_FAILURE, "acl.prof.init called twice")
     if S.loaded_any:
-        return _done("prof.init", [path], rec.ACL_ERROR_PROFILING_FAILURE,
-                     "acl.prof.init must come after acl.init and before any model is loaded")
+        return _done(
+            "prof.init",
+            [path],
+            rec.ACL_ERROR_PROFILING_FAILURE,
+            "acl.prof.init must come after acl.init and before any model is loaded",
+        )
     if not os.path.isabs(path) or not os.path.isdir(path):
-        return _done("prof.init", [path], rec.ACL_ERROR_INVALID_PARAM, "the result path must be an existing absolute path")
+        return _done(
+            "prof.init", [path], rec.ACL_ERROR_INVALID_PARAM, "the result path must be an existing absolute path"
+        )
     S.prof_path = path
     return _done("prof.init", [path], 0)
 
 
 def _prof_create_config(devices: list, aicore_metrics: int, events, data_types: int) -> int:
     args = [list(devices), aicore_metrics, events, data_types]
-    bad = (S.prof_path is None and "before acl.prof.init") or \
-          (not all(isinstance(d, int) and 0 <= d < rec.logical_count() for d in devices) and "invalid device id") or \
-          (aicore_metrics not in (0, 1, 2, 3, 4, 5, 6, 8, 0xFF) and "unknown aclprofAicoreMetrics")
+    bad = (
+        (S.prof_path is None and "before acl.prof.init")
+        or (not all(isinstance(d, int) and 0 <= d < rec.logical_count() for d in devices) and "invalid device id")
+        or (aicore_metrics not in (0, 1, 2, 3, 4, 5, 6, 8, 0xFF) and "unknown aclprofAicoreMetrics")
+    )
     if bad:
         rec.record("acl", "prof.create_config", args, rc=0, refused=bad, handle=0)
         return 0
@@ -445,7 +494,9 @@ def _prof_stop(config: int) -> int:
 def _prof_destroy_config(config: int) -> int:
     if config in S.prof_started:
         return _done("prof.destroy_config", [], rec.ACL_ERROR_PROFILING_FAILURE, "config still started")
-    return _done("prof.destroy_config", [], 0 if S.prof_configs.pop(config, None) is not None else rec.ACL_ERROR_INVALID_PARAM)
+    return _done(
+        "prof.destroy_config", [], 0 if S.prof_configs.pop(config, None) is not None else rec.ACL_ERROR_INVALID_PARAM
+    )
 
 
 def _prof_finalize() -> int:
@@ -454,14 +505,24 @@ def _prof_finalize() -> int:
     if S.prof_started or S.prof_configs:
         return _done("prof.finalize", [], rec.ACL_ERROR_PROFILING_FAILURE, "stop and destroy_config come first")
     if S.reset_while_profiling:
-        return _done("prof.finalize", [], rec.ACL_ERROR_PROFILING_FAILURE,
-                     "acl.prof.finalize must come before the runtime resources are released (acl.rt.reset_device)")
+        return _done(
+            "prof.finalize",
+            [],
+            rec.ACL_ERROR_PROFILING_FAILURE,
+            "acl.prof.finalize must come before the runtime resources are released (acl.rt.reset_device)",
+        )
     replay.write_raw_prof(Path(S.prof_path), sorted(S.prof_devices))  # raw data only: msprof --export parses it
     S.prof_path = None
     return _done("prof.finalize", [], 0)
 
 
-prof = types.SimpleNamespace(init=_prof_init, create_config=_prof_create_config, start=_prof_start, stop=_prof_stop,
-                             destroy_config=_prof_destroy_config, finalize=_prof_finalize)
+prof = types.SimpleNamespace(
+    init=_prof_init,
+    create_config=_prof_create_config,
+    start=_prof_start,
+    stop=_prof_stop,
+    destroy_config=_prof_destroy_config,
+    finalize=_prof_finalize,
+)
 
 __all__ = ["create_data_buffer", "destroy_data_buffer", "finalize", "init", "mdl", "prof", "rt", "util"]

@@ -20,8 +20,14 @@ def _recorded_launch(self, core_num: int, *args) -> None:
     from asc.runtime import config
 
     _twin_launch(self, core_num, *args)
-    rec.record("pyasc", "launch", [self.__name__, core_num, config.SELECTED["device_id"]], rc=0,
-               backend=config.SELECTED["backend"], soc_version=config.SELECTED["soc_version"])
+    rec.record(
+        "pyasc",
+        "launch",
+        [self.__name__, core_num, config.SELECTED["device_id"]],
+        rc=0,
+        backend=config.SELECTED["backend"],
+        soc_version=config.SELECTED["soc_version"],
+    )
 
 
 Kernel._launch = _recorded_launch  # noqa: F821

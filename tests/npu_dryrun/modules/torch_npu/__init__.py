@@ -89,8 +89,14 @@ def current_stream(device=None) -> _Stream:
 def _range_start(message: str = "None", stream=None, domain: str = "default") -> int:
     _state["ranges"] = _state.get("ranges", 0) + 1
     _state.setdefault("open", set()).add(_state["ranges"])
-    rec.record("torch_npu", "mstx.range_start", [message, domain], rc=0, range_id=_state["ranges"],
-               device_stream=None if stream is None else stream.device_index)
+    rec.record(
+        "torch_npu",
+        "mstx.range_start",
+        [message, domain],
+        rc=0,
+        range_id=_state["ranges"],
+        device_stream=None if stream is None else stream.device_index,
+    )
     return _state["ranges"]
 
 
@@ -183,8 +189,13 @@ def _register() -> None:
     torch.Tensor.to = _patched_to
     torch._npu_dryrun = True
     _register_hccl()
-    rec.record("torch_npu", "import", [], rc=0, tuning_env={k: os.environ.get(k) for k in ("TASK_QUEUE_ENABLE",
-                                                                                          "CPU_AFFINITY_CONF")})
+    rec.record(
+        "torch_npu",
+        "import",
+        [],
+        rc=0,
+        tuning_env={k: os.environ.get(k) for k in ("TASK_QUEUE_ENABLE", "CPU_AFFINITY_CONF")},
+    )
 
 
 def _register_hccl() -> None:

@@ -41,10 +41,16 @@ SELECTED: dict = {"backend": "Model", "soc_version": "Ascend910B1", "device_id":
 def set_platform(backend, soc_version=None, device_id=None, check=True) -> None:
     backend = Backend(backend)
     if soc_version is not None and not isinstance(soc_version, Platform):
-        rec.record("pyasc", "set_platform", [backend.value, repr(soc_version), device_id], rc=1,
-                   refused="soc_version is not a Platform member")
-        raise TypeError(f"set_platform: soc_version {soc_version!r} is not a config.Platform member "
-                        "(pyasc reads soc_version.value)")
+        rec.record(
+            "pyasc",
+            "set_platform",
+            [backend.value, repr(soc_version), device_id],
+            rc=1,
+            refused="soc_version is not a Platform member",
+        )
+        raise TypeError(
+            f"set_platform: soc_version {soc_version!r} is not a config.Platform member (pyasc reads soc_version.value)"
+        )
     soc_version = soc_version.value if soc_version is not None else None
     args = [backend.value, soc_version, device_id]
     if backend is Backend.NPU:
@@ -58,8 +64,12 @@ def set_platform(backend, soc_version=None, device_id=None, check=True) -> None:
         # pyasc: "Runtime library is not available! Please export LD_LIBRARY_PATH=$ASCEND_HOME_PATH/tools/simulator/
         # <soc>/lib:$LD_LIBRARY_PATH" when the Model backend's libraries cannot be loaded (check=True).
         lib = Path(os.environ.get("ASCEND_HOME_PATH", "")).resolve() / "tools" / "simulator" / soc_version / "lib"
-        if check and lib not in {Path(p).resolve() for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p}:
+        if check and lib not in {
+            Path(p).resolve() for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p
+        }:
             rec.record("pyasc", "set_platform", args, rc=1, refused=f"{lib} not on LD_LIBRARY_PATH")
-            raise RuntimeError(f"Runtime library is not available! Please export LD_LIBRARY_PATH={lib}:$LD_LIBRARY_PATH")
+            raise RuntimeError(
+                f"Runtime library is not available! Please export LD_LIBRARY_PATH={lib}:$LD_LIBRARY_PATH"
+            )
         SELECTED.update(backend="Model", soc_version=soc_version, device_id=None)
     rec.record("pyasc", "set_platform", args, rc=0)

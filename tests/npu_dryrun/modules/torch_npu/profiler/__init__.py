@@ -62,10 +62,25 @@ _METRICS = {v for k, v in vars(AiCMetrics).items() if not k.startswith("_")}
 
 
 class _ExperimentalConfig:
-    def __init__(self, *, export_type=ExportType.Text, profiler_level=ProfilerLevel.Level0,
-                 aic_metrics=AiCMetrics.AiCoreNone, l2_cache=False, op_attr=False, data_simplification=True,
-                 record_op_args=False, gc_detect_threshold=None, msprof_tx=False, mstx=False, host_sys=None,
-                 sys_io=False, sys_interconnection=False, mstx_domain_include=None, mstx_domain_exclude=None):
+    def __init__(
+        self,
+        *,
+        export_type=ExportType.Text,
+        profiler_level=ProfilerLevel.Level0,
+        aic_metrics=AiCMetrics.AiCoreNone,
+        l2_cache=False,
+        op_attr=False,
+        data_simplification=True,
+        record_op_args=False,
+        gc_detect_threshold=None,
+        msprof_tx=False,
+        mstx=False,
+        host_sys=None,
+        sys_io=False,
+        sys_interconnection=False,
+        mstx_domain_include=None,
+        mstx_domain_exclude=None,
+    ):
         if profiler_level not in _LEVELS:
             raise ValueError(f"profiler_level {profiler_level!r} is not a ProfilerLevel")
         if aic_metrics not in _METRICS:
@@ -81,8 +96,13 @@ class _ExperimentalConfig:
 
 class _Schedule:
     def __init__(self, wait: int, active: int, warmup: int = 0, repeat: int = 0, skip_first: int = 0):
-        for name, value in (("wait", wait), ("active", active), ("warmup", warmup), ("repeat", repeat),
-                            ("skip_first", skip_first)):
+        for name, value in (
+            ("wait", wait),
+            ("active", active),
+            ("warmup", warmup),
+            ("repeat", repeat),
+            ("skip_first", skip_first),
+        ):
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"schedule {name} must be a non-negative int, got {value!r}")
         if active < 1:
@@ -104,8 +124,13 @@ class _Schedule:
         return ProfilerAction.RECORD if at < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
 
     def as_dict(self) -> dict:
-        return {"wait": self.wait, "active": self.active, "warmup": self.warmup, "repeat": self.repeat,
-                "skip_first": self.skip_first}
+        return {
+            "wait": self.wait,
+            "active": self.active,
+            "warmup": self.warmup,
+            "repeat": self.repeat,
+            "skip_first": self.skip_first,
+        }
 
 
 def schedule(*, wait: int, active: int, warmup: int = 0, repeat: int = 0, skip_first: int = 0) -> _Schedule:
@@ -114,8 +139,9 @@ def schedule(*, wait: int, active: int, warmup: int = 0, repeat: int = 0, skip_f
     return made
 
 
-def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | None = None, analyse_flag: bool = True,
-                              async_mode: bool = False):
+def tensorboard_trace_handler(
+    dir_name: str | None = None, worker_name: str | None = None, analyse_flag: bool = True, async_mode: bool = False
+):
     out = Path(dir_name or "./")
     rec.record("torch_npu", "profiler.tensorboard_trace_handler", [str(out)], rc=0)
 
@@ -123,17 +149,34 @@ def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | No
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         out.mkdir(parents=True, exist_ok=True)
         rank = os.environ.get("RANK")
-        written = replay.write_ascend_pt(out, worker, int(rank) if rank is not None else None, prof.device(),
-                                         prof.profiler_info(), keep_prof=not prof.config._data_simplification)
+        written = replay.write_ascend_pt(
+            out,
+            worker,
+            int(rank) if rank is not None else None,
+            prof.device(),
+            prof.profiler_info(),
+            keep_prof=not prof.config._data_simplification,
+        )
         rec.record("torch_npu", "profiler.export", [str(written)], rc=0, device=prof.device())
 
     return handler
 
 
 class profile:
-    def __init__(self, activities=None, schedule=None, on_trace_ready=None, record_shapes=False, profile_memory=False,
-                 with_stack=False, with_flops=False, with_modules=False, experimental_config=None, use_cuda=None,
-                 custom_trace_id_callback=None):
+    def __init__(
+        self,
+        activities=None,
+        schedule=None,
+        on_trace_ready=None,
+        record_shapes=False,
+        profile_memory=False,
+        with_stack=False,
+        with_flops=False,
+        with_modules=False,
+        experimental_config=None,
+        use_cuda=None,
+        custom_trace_id_callback=None,
+    ):
         activities = list(activities or [ProfilerActivity.CPU, ProfilerActivity.NPU])
         if not all(isinstance(a, ProfilerActivity) for a in activities):
             raise TypeError("activities must be torch_npu.profiler.ProfilerActivity members")
@@ -141,10 +184,15 @@ class profile:
             raise TypeError("experimental_config must be torch_npu.profiler._ExperimentalConfig")
         self.activities, self.schedule, self.on_trace_ready = activities, schedule, on_trace_ready
         self.config = experimental_config or _ExperimentalConfig()
-        self.common = {"activities": [str(a) for a in activities],
-                       "schedule": schedule.as_dict() if isinstance(schedule, _Schedule) else None,
-                       "record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack,
-                       "with_flops": with_flops, "with_modules": with_modules}
+        self.common = {
+            "activities": [str(a) for a in activities],
+            "schedule": schedule.as_dict() if isinstance(schedule, _Schedule) else None,
+            "record_shapes": record_shapes,
+            "profile_memory": profile_memory,
+            "with_stack": with_stack,
+            "with_flops": with_flops,
+            "with_modules": with_modules,
+        }
         self.step_num, self.started, self.saved, self.start_ns = 0, False, False, None
         rec.record("torch_npu", "profiler.profile", [self.common, dict(vars(self.config))], rc=0)
 
@@ -154,11 +202,13 @@ class profile:
         return torch.npu.current_device()
 
     def profiler_info(self) -> dict:
-        info = {"config": {"common_config": self.common, "experimental_config": dict(vars(self.config))},
-                "start_info": {"syscnt_enable": False, "freq": 100, "start_cnt": 0,
-                               "start_monotonic": self.start_ns or 0},
-                "end_info": {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()},
-                "torch_npu_version": "2.1.0.dryrun", "cann_version": os.environ.get("NPU_DRYRUN_CANN_VERSION", "")}
+        info = {
+            "config": {"common_config": self.common, "experimental_config": dict(vars(self.config))},
+            "start_info": {"syscnt_enable": False, "freq": 100, "start_cnt": 0, "start_monotonic": self.start_ns or 0},
+            "end_info": {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()},
+            "torch_npu_version": "2.1.0.dryrun",
+            "cann_version": os.environ.get("NPU_DRYRUN_CANN_VERSION", ""),
+        }
         if "RANK" in os.environ:
             info["rank_id"] = os.environ["RANK"]
         return info
@@ -201,6 +251,7 @@ class profile:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
 
 from torch_npu.profiler import _non_intrusive_profile  # noqa: E402  (as torch_npu: PROF_CONFIG_PATH read at import)
 

@@ -31,17 +31,46 @@ from torch_npu import profiler as _profiler
 
 CONFIG_FILE = "profiler_config.json"
 TEMPLATE = {  # the default file torch_npu writes (dynamic_profile guide, "profiler_config.json")
-    "activities": ["CPU", "NPU"], "prof_dir": "./", "analyse": False, "record_shapes": False,
-    "profile_memory": False, "with_stack": False, "with_flops": False, "with_modules": False, "active": 1,
-    "warmup": 0, "start_step": 0, "is_rank": False, "rank_list": [],
-    "experimental_config": {"profiler_level": "Level0", "aic_metrics": "AiCoreNone", "l2_cache": False,
-                            "op_attr": False, "gc_detect_threshold": None, "data_simplification": True,
-                            "record_op_args": False, "export_type": ["text"], "mstx": False,
-                            "mstx_domain_include": [], "mstx_domain_exclude": [], "host_sys": [], "sys_io": False,
-                            "sys_interconnection": False},
+    "activities": ["CPU", "NPU"],
+    "prof_dir": "./",
+    "analyse": False,
+    "record_shapes": False,
+    "profile_memory": False,
+    "with_stack": False,
+    "with_flops": False,
+    "with_modules": False,
+    "active": 1,
+    "warmup": 0,
+    "start_step": 0,
+    "is_rank": False,
+    "rank_list": [],
+    "experimental_config": {
+        "profiler_level": "Level0",
+        "aic_metrics": "AiCoreNone",
+        "l2_cache": False,
+        "op_attr": False,
+        "gc_detect_threshold": None,
+        "data_simplification": True,
+        "record_op_args": False,
+        "export_type": ["text"],
+        "mstx": False,
+        "mstx_domain_include": [],
+        "mstx_domain_exclude": [],
+        "host_sys": [],
+        "sys_io": False,
+        "sys_interconnection": False,
+    },
 }
-_state = {"path": None, "file_s": None, "taken_s": None, "polled": 0.0, "step": 0, "prof": None, "left": 0,
-          "pending": None}
+_state = {
+    "path": None,
+    "file_s": None,
+    "taken_s": None,
+    "polled": 0.0,
+    "step": 0,
+    "prof": None,
+    "left": 0,
+    "pending": None,
+}
 INSTANT_FROM = (7, 2)  # the first torch_npu release whose start_step -1 means "the next step" (PTA-DYNAMIC)
 
 
@@ -69,8 +98,9 @@ def init(path: str, via: str = "dynamic_profile.init") -> None:
     config = folder / CONFIG_FILE
     if not config.is_file():
         config.write_text(json.dumps(TEMPLATE, indent=4) + "\n", encoding="utf-8")
-    _state.update(path=folder.resolve(), file_s=int(os.path.getmtime(config)), taken_s=int(time.time()),
-                  polled=time.monotonic())
+    _state.update(
+        path=folder.resolve(), file_s=int(os.path.getmtime(config)), taken_s=int(time.time()), polled=time.monotonic()
+    )
     rec.record("torch_npu", "dynamic_profile.init", [str(path)], rc=0, via=via, release=".".join(map(str, release())))
 
 
@@ -99,15 +129,19 @@ def _start(cfg: dict) -> None:
     config = _profiler._ExperimentalConfig(
         profiler_level=getattr(_profiler.ProfilerLevel, exp.get("profiler_level", "Level0")),
         aic_metrics=getattr(_profiler.AiCMetrics, exp.get("aic_metrics", "AiCoreNone")),
-        data_simplification=exp.get("data_simplification", True))
+        data_simplification=exp.get("data_simplification", True),
+    )
     warmup, active = int(cfg.get("warmup", 0)), int(cfg.get("active", 1))
     rec.record("torch_npu", "dynamic_profile.collect", [cfg], rc=0, at_step=_state["step"])
     prof = _profiler.profile(
         activities=[getattr(_profiler.ProfilerActivity, a.upper()) for a in cfg.get("activities", ["CPU", "NPU"])],
         schedule=_profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
         on_trace_ready=_profiler.tensorboard_trace_handler(cfg.get("prof_dir", "./")),
-        record_shapes=cfg.get("record_shapes", False), profile_memory=cfg.get("profile_memory", False),
-        with_stack=cfg.get("with_stack", False), experimental_config=config)
+        record_shapes=cfg.get("record_shapes", False),
+        profile_memory=cfg.get("profile_memory", False),
+        with_stack=cfg.get("with_stack", False),
+        experimental_config=config,
+    )
     prof.start()
     _state.update(prof=prof, left=warmup + active)
 
@@ -134,8 +168,7 @@ def step() -> None:
     elif start > _state["step"]:
         _state["pending"] = cfg
     else:
-        rec.record("torch_npu", "dynamic_profile.ignored", [cfg.get("start_step"), start], rc=0,
-                   at_step=_state["step"])
+        rec.record("torch_npu", "dynamic_profile.ignored", [cfg.get("start_step"), start], rc=0, at_step=_state["step"])
 
 
 def start(config_path: str | None = None) -> None:

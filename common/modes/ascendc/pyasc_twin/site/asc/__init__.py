@@ -17,14 +17,41 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asc._twin import (COPY_GRANULE_BYTES, UB_BYTES, HardEvent, Pipe, Timer, TPosition, TwinError, current_block,
-                       fail, fp16_exact, run_launch)
+from asc._twin import (
+    COPY_GRANULE_BYTES,
+    UB_BYTES,
+    HardEvent,
+    Pipe,
+    Timer,
+    TPosition,
+    TwinError,
+    current_block,
+    fail,
+    fp16_exact,
+    run_launch,
+)
 
 LAB_TWIN = True  # pyasc_twin.is_twin() reads this
 
-__all__ = ["jit", "GlobalAddress", "GlobalTensor", "LocalTensor", "TPosition", "HardEvent", "get_block_idx",
-           "data_copy", "add", "sub", "set_flag", "wait_flag", "metrics_prof_start", "metrics_prof_stop",
-           "float16", "float32", "DataType"]
+__all__ = [
+    "jit",
+    "GlobalAddress",
+    "GlobalTensor",
+    "LocalTensor",
+    "TPosition",
+    "HardEvent",
+    "get_block_idx",
+    "data_copy",
+    "add",
+    "sub",
+    "set_flag",
+    "wait_flag",
+    "metrics_prof_start",
+    "metrics_prof_stop",
+    "float16",
+    "float32",
+    "DataType",
+]
 
 
 @dataclass(frozen=True)
@@ -64,15 +91,22 @@ class GlobalTensor:
     def set_global_buffer(self, buffer: GlobalAddress, buffer_size: int | None = None) -> None:
         end = buffer.array.size if buffer_size is None else buffer.offset + int(buffer_size)
         if not 0 <= buffer.offset <= end <= buffer.array.size:
-            fail("set_global_buffer", f"elements [{buffer.offset}, {end}) lie outside the {buffer.array.size}-element "
-                 "argument", "check the block's offset and length against the launch's sizes")
-        self.data, self.dtype = buffer.array[buffer.offset:end], buffer.dtype
+            fail(
+                "set_global_buffer",
+                f"elements [{buffer.offset}, {end}) lie outside the {buffer.array.size}-element argument",
+                "check the block's offset and length against the launch's sizes",
+            )
+        self.data, self.dtype = buffer.array[buffer.offset : end], buffer.dtype
 
     def __getitem__(self, index: slice) -> GlobalTensor:
         start = _slice_start(index, "GlobalTensor")
         if self.data is None or start > self.data.size:
-            fail("GlobalTensor[...]", f"start {start} is past the tensor's {0 if self.data is None else self.data.size} "
-                 "elements (or set_global_buffer was not called)", "keep offsets inside the block's slice")
+            fail(
+                "GlobalTensor[...]",
+                f"start {start} is past the tensor's {0 if self.data is None else self.data.size} "
+                "elements (or set_global_buffer was not called)",
+                "keep offsets inside the block's slice",
+            )
         view = GlobalTensor()
         view.data, view.dtype = self.data[start:], self.dtype
         return view
@@ -85,17 +119,23 @@ class LocalTensor:
         block = current_block("LocalTensor(...)")
         nbytes = int(tile_size) * dtype.sizeof()
         if addr % COPY_GRANULE_BYTES or addr < 0 or addr + nbytes > UB_BYTES:
-            fail("LocalTensor(...)", f"bytes [{addr}, {addr + nbytes}) of the UB: the address must be a multiple of "
-                 f"{COPY_GRANULE_BYTES} and the tensor inside the {UB_BYTES}-byte UB",
-                 "lay the buffers out at 32-byte multiples within the UB")
+            fail(
+                "LocalTensor(...)",
+                f"bytes [{addr}, {addr + nbytes}) of the UB: the address must be a multiple of "
+                f"{COPY_GRANULE_BYTES} and the tensor inside the {UB_BYTES}-byte UB",
+                "lay the buffers out at 32-byte multiples within the UB",
+            )
         self.dtype, self.position, self.addr = dtype, TPosition(pos), int(addr)
         self.data = np.frombuffer(block.ub, dtype=dtype.numpy, count=int(tile_size), offset=int(addr))
 
     def __getitem__(self, index: slice) -> LocalTensor:
         start = _slice_start(index, "LocalTensor")
         if start > self.data.size:
-            fail("LocalTensor[...]", f"start {start} is past the tensor's {self.data.size} elements",
-                 "keep offsets inside the tensor")
+            fail(
+                "LocalTensor[...]",
+                f"start {start} is past the tensor's {self.data.size} elements",
+                "keep offsets inside the tensor",
+            )
         view = object.__new__(LocalTensor)
         view.dtype, view.position = self.dtype, self.position
         view.addr, view.data = self.addr + start * self.dtype.sizeof(), self.data[start:]
@@ -126,27 +166,35 @@ class Kernel:
     def __getitem__(self, launch) -> functools.partial:
         core_num, _stream = launch if isinstance(launch, tuple) else (launch, None)
         if not isinstance(core_num, int) or core_num <= 0:
-            raise TwinError(f"{self.__name__}[{core_num!r}, ...]: core_num must be a positive int",
-                            "launch as kernel[USE_CORE_NUM, stream](...)")
+            raise TwinError(
+                f"{self.__name__}[{core_num!r}, ...]: core_num must be a positive int",
+                "launch as kernel[USE_CORE_NUM, stream](...)",
+            )
         return functools.partial(self._launch, core_num)
 
     def __call__(self, *args):
-        raise TwinError(f"{self.__name__}(...) called without [core_num, stream]",
-                        f"launch it as {self.__name__}[core_num, asc.lib.runtime.current_stream()](...)")
+        raise TwinError(
+            f"{self.__name__}(...) called without [core_num, stream]",
+            f"launch it as {self.__name__}[core_num, asc.lib.runtime.current_stream()](...)",
+        )
 
     def _launch(self, core_num: int, *args) -> None:
         converted = []
         for arg in args:
             if isinstance(arg, np.ndarray):
                 if arg.dtype not in _BY_NUMPY or not arg.flags.c_contiguous:
-                    raise TwinError(f"{self.__name__}: an argument of dtype {arg.dtype} (contiguous: "
-                                    f"{arg.flags.c_contiguous})", "pass contiguous float16 or float32 numpy arrays")
+                    raise TwinError(
+                        f"{self.__name__}: an argument of dtype {arg.dtype} (contiguous: {arg.flags.c_contiguous})",
+                        "pass contiguous float16 or float32 numpy arrays",
+                    )
                 converted.append(GlobalAddress(arg))
             elif isinstance(arg, (int, float)):
                 converted.append(arg)
             else:
-                raise TwinError(f"{self.__name__}: argument of type {type(arg).__name__}",
-                                "the twin takes numpy arrays and Python numbers")
+                raise TwinError(
+                    f"{self.__name__}: argument of type {type(arg).__name__}",
+                    "the twin takes numpy arrays and Python numbers",
+                )
         run_launch(self.fn, self.__name__, core_num, tuple(converted))
 
 
@@ -164,15 +212,25 @@ def data_copy(dst, src, count: int) -> None:
     elif isinstance(dst, GlobalTensor) and isinstance(src, LocalTensor):
         pipe, key, local = Pipe.MTE3, "mte3_ns", src
     else:
-        fail("data_copy", f"{type(dst).__name__} <- {type(src).__name__}: the twin copies GM -> UB and UB -> GM only",
-             "copy between a GlobalTensor and a LocalTensor")
+        fail(
+            "data_copy",
+            f"{type(dst).__name__} <- {type(src).__name__}: the twin copies GM -> UB and UB -> GM only",
+            "copy between a GlobalTensor and a LocalTensor",
+        )
     nbytes = count * local.dtype.sizeof()
     if count <= 0 or nbytes % COPY_GRANULE_BYTES:
-        fail("data_copy", f"{count} elements = {nbytes} bytes, not a whole number of {COPY_GRANULE_BYTES}-byte blocks",
-             "copy a multiple of 32 bytes (16 fp16 elements)")
+        fail(
+            "data_copy",
+            f"{count} elements = {nbytes} bytes, not a whole number of {COPY_GRANULE_BYTES}-byte blocks",
+            "copy a multiple of 32 bytes (16 fp16 elements)",
+        )
     if src.data is None or dst.data is None or count > min(dst.data.size, src.data.size):
-        fail("data_copy", f"{count} elements, but dst holds {0 if dst.data is None else dst.data.size} and src "
-             f"{0 if src.data is None else src.data.size}", "copy no more than both tensors hold")
+        fail(
+            "data_copy",
+            f"{count} elements, but dst holds {0 if dst.data is None else dst.data.size} and src "
+            f"{0 if src.data is None else src.data.size}",
+            "copy no more than both tensors hold",
+        )
     lo, hi = local.byte_range(count)
     if pipe is Pipe.MTE3:
         block.check_read(pipe, lo, hi, "data_copy")
@@ -188,8 +246,11 @@ def _vector_binary(call: str, op, dst: LocalTensor, src0: LocalTensor, src1: Loc
     if not all(isinstance(t, LocalTensor) for t in (dst, src0, src1)):
         fail(call, "vector instructions work on LocalTensors (UB) only", "copy the data into the UB first")
     if not (count > 0 and count <= min(dst.data.size, src0.data.size, src1.data.size)):
-        fail(call, f"{count} elements, but the tensors hold {dst.data.size}, {src0.data.size}, {src1.data.size}",
-             "pass a count no larger than every operand")
+        fail(
+            call,
+            f"{count} elements, but the tensors hold {dst.data.size}, {src0.data.size}, {src1.data.size}",
+            "pass a count no larger than every operand",
+        )
     for src in (src0, src1):
         block.check_read(Pipe.V, *src.byte_range(count), call)
     with Timer(block, "vec_ns"):

@@ -135,18 +135,22 @@ class Block:
     flags: dict[tuple[HardEvent, int], list[list[Write]]] = field(default_factory=dict)
     region_start: int | None = None
     region_seen: bool = False
-    times: dict[str, int] = field(default_factory=lambda: {"kernel_ns": 0, "region_ns": 0, "mte2_ns": 0,
-                                                           "vec_ns": 0, "mte3_ns": 0})
+    times: dict[str, int] = field(
+        default_factory=lambda: {"kernel_ns": 0, "region_ns": 0, "mte2_ns": 0, "vec_ns": 0, "mte3_ns": 0}
+    )
 
     def check_read(self, pipe: Pipe, lo: int, hi: int, call: str) -> None:
         for w in self.writes:
             if w.pipe is not pipe and pipe not in w.seen_by and w.lo < hi and lo < w.hi:
                 event = f"{w.pipe.name}_{pipe.name}"
-                fail(call, f"{pipe.value} reads UB bytes [{max(lo, w.lo)}, {min(hi, w.hi)}) that {w.pipe.value} "
-                     f"wrote, with no set_flag/wait_flag(HardEvent.{event}, id) in between; on the NPU the "
-                     "pipes run in parallel and this read may see the old bytes",
-                     f"add asc.set_flag(asc.HardEvent.{event}, id) and asc.wait_flag(asc.HardEvent.{event}, id) "
-                     "between the write and this read")
+                fail(
+                    call,
+                    f"{pipe.value} reads UB bytes [{max(lo, w.lo)}, {min(hi, w.hi)}) that {w.pipe.value} "
+                    f"wrote, with no set_flag/wait_flag(HardEvent.{event}, id) in between; on the NPU the "
+                    "pipes run in parallel and this read may see the old bytes",
+                    f"add asc.set_flag(asc.HardEvent.{event}, id) and asc.wait_flag(asc.HardEvent.{event}, id) "
+                    "between the write and this read",
+                )
 
     def record_write(self, pipe: Pipe, lo: int, hi: int) -> None:
         # bytes written again replace what an older write left pending there
@@ -160,22 +164,30 @@ class Block:
     def wait_flag(self, event: HardEvent, event_id: int) -> None:
         pending = self.flags.get((event, event_id))
         if not pending:
-            fail("wait_flag", f"HardEvent.{event.name} id {event_id} was never set (or its set_flag was already "
-                 "waited for): on the NPU this pipe would wait forever",
-                 f"call asc.set_flag(asc.HardEvent.{event.name}, {event_id}) before this wait_flag")
+            fail(
+                "wait_flag",
+                f"HardEvent.{event.name} id {event_id} was never set (or its set_flag was already "
+                "waited for): on the NPU this pipe would wait forever",
+                f"call asc.set_flag(asc.HardEvent.{event.name}, {event_id}) before this wait_flag",
+            )
         _, consumer = event.pipes
         for w in pending.pop(0):
             w.seen_by.add(consumer)
 
     def finish(self, kernel: str) -> None:
         if self.region_start is not None:
-            raise TwinError(f"{kernel} block {self.index}: metrics_prof_start() with no metrics_prof_stop() "
-                            "before the kernel ended", "call asc.metrics_prof_stop() after the region")
+            raise TwinError(
+                f"{kernel} block {self.index}: metrics_prof_start() with no metrics_prof_stop() "
+                "before the kernel ended",
+                "call asc.metrics_prof_stop() after the region",
+            )
         left = [f"{event.name} id {eid} x{len(sets)}" for (event, eid), sets in self.flags.items() if sets]
         if left:
-            raise TwinError(f"{kernel} block {self.index}: set_flag without a matching wait_flag at the end of "
-                            f"the kernel: {', '.join(left)}",
-                            "pair every asc.set_flag with an asc.wait_flag of the same event and id")
+            raise TwinError(
+                f"{kernel} block {self.index}: set_flag without a matching wait_flag at the end of "
+                f"the kernel: {', '.join(left)}",
+                "pair every asc.set_flag with an asc.wait_flag of the same event and id",
+            )
 
 
 @dataclass
@@ -192,8 +204,10 @@ STATE = State()
 
 def current_block(call: str) -> Block:
     if STATE.block is None:
-        raise TwinError(f"{call} called outside a kernel launch",
-                        "call it inside an @asc.jit function launched as kernel[core_num, stream](...)")
+        raise TwinError(
+            f"{call} called outside a kernel launch",
+            "call it inside an @asc.jit function launched as kernel[core_num, stream](...)",
+        )
     return STATE.block
 
 
@@ -242,8 +256,17 @@ def take_rows() -> list[dict[str, int]]:
 
 
 TIMINGS_VAR = "ASCENDC_TWIN_TIMINGS"
-TIMING_COLUMNS = ["launch", "block", "start_unix_ns", "wall_ns", "kernel_ns", "region_ns", "mte2_ns", "vec_ns",
-                  "mte3_ns"]
+TIMING_COLUMNS = [
+    "launch",
+    "block",
+    "start_unix_ns",
+    "wall_ns",
+    "kernel_ns",
+    "region_ns",
+    "mte2_ns",
+    "vec_ns",
+    "mte3_ns",
+]
 
 
 @atexit.register

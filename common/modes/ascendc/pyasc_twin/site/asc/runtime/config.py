@@ -33,9 +33,13 @@ def set_platform(backend, soc_version=None, device_id=None, check=True) -> None:
     """Record the choice; ``Backend.NPU`` needs pyasc and CANN, which the twin is not."""
     backend = Backend(backend)
     if soc_version is not None and not isinstance(soc_version, Platform):  # as pyasc, which reads soc_version.value
-        raise TwinError(f"set_platform got soc_version {soc_version!r}, not a config.Platform member",
-                        "pass config.Platform(name), as pyasc's examples do")
+        raise TwinError(
+            f"set_platform got soc_version {soc_version!r}, not a config.Platform member",
+            "pass config.Platform(name), as pyasc's examples do",
+        )
     if backend is Backend.NPU:
-        raise TwinError("Backend.NPU asked of the lab's pyasc twin (pyasc is not installed here)",
-                        "install pyasc and CANN on an NPU machine, or use Backend.Model to run the kernel on the twin")
+        raise TwinError(
+            "Backend.NPU asked of the lab's pyasc twin (pyasc is not installed here)",
+            "install pyasc and CANN on an NPU machine, or use Backend.Model to run the kernel on the twin",
+        )
     SELECTED.update(backend=backend, soc_version=soc_version or Platform.Ascend910B1)
