@@ -69,7 +69,7 @@ class Run:
     mode_dir: Path
     args: object
     backend: Backend
-    device: int
+    devices: list[int]  # one for a mode's run, one per rank for DDP's
     out: Path
     info: dict
     timeout_s: float | None = None
@@ -80,6 +80,11 @@ class Run:
     @property
     def npu(self) -> bool:
         return self.backend.is_npu
+
+    @property
+    def device(self) -> int:
+        """The run's device (the first of DDP's)."""
+        return self.devices[0]
 
     def record(self, **changes: object) -> None:
         """Add to run_info.json now (e.g. the command that really ran, once it is known)."""
@@ -139,9 +144,11 @@ class Lesson:
         output: bool = True,
         timeout: bool = False,
         workload: bool = True,
+        threads: bool = True,
     ) -> None:
         """``workload`` false: the mode profiles something else; ``--workload`` (added by the mode where it
-        fits, see :meth:`add_workload_option`) is only identified and recorded, never run."""
+        fits, see :meth:`add_workload_option`) is only identified and recorded, never run. ``threads`` false: no
+        ``--threads`` (DDP's ranks keep torch's own count)."""
         self.mode, self.mode_dir = mode, Path(mode_dir).resolve()
         self.uses_workload = workload
         self.parser = ArgumentParser(
@@ -158,6 +165,7 @@ class Lesson:
             self.parser.add_argument("--timeout", help=TIMEOUT_HELP)
         if workload:
             self.add_workload_option(self.parser)
+        if workload and threads:
             self.parser.add_argument("--threads", default="1", metavar="N", help=THREADS_HELP)
 
     @staticmethod
@@ -176,9 +184,13 @@ class Lesson:
         out: Path | None = None,
         check: Callable[[Backend], dict | None] | None = None,
         program: list[str] | None = None,
+        devices: list[int] | None = None,
         **info: object,
     ) -> Run:
         """Banner, device, lock, a fresh output folder and run_info.json (extra keys from ``info``).
+
+        ``devices``: the run's devices when it has several (DDP's ranks, recorded as a list), each checked as the
+        one device of a mode's run is (``args.device``).
 
         ``program``: a program of the user's that the run profiles whole, recorded as such, with no workload (the
         lab's model is neither loaded nor named).
@@ -191,8 +203,10 @@ class Lesson:
         args = args if args is not None else self.parse(argv)
         backend = detect()
         print(backend.banner(), flush=True)
-        device = parse_device_id(getattr(args, "device", "0"))
-        child_env = select_device(backend, device)
+        several = devices is not None
+        devices = list(devices) if several else [parse_device_id(getattr(args, "device", "0"))]
+        for device in devices:
+            child_env = select_device(backend, device)  # each a logical id here (npu)
         timeout_s = parse_timeout(getattr(args, "timeout", None))
         threads = parse_threads(getattr(args, "threads", None))
         target = out or output_path(self.mode_dir, getattr(args, "output", None))
@@ -213,14 +227,14 @@ class Lesson:
             target,
             mode=self.mode,
             backend=backend.name,
-            device=device,
+            device=devices if several else devices[0],
             command=command or sys.argv,
             workload=identity,
             threads=threads,
             **({"samples": workload.samples} if workload else {}),
             **{**(found or {}), **info, **({"program": list(program)} if program else {})},
         )
-        run = Run(self.mode, self.mode_dir, args, backend, device, target, record, timeout_s, child_env, workload)
+        run = Run(self.mode, self.mode_dir, args, backend, devices, target, record, timeout_s, child_env, workload)
         STARTED.append(run)
         return run
 

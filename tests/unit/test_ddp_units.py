@@ -363,7 +363,8 @@ def test_nodes_are_torchrun_agents_of_one_rendezvous(tmp_path: Path) -> None:
         assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:29555"
     assert [a[a.index("--rdzv-conf") + 1] for a in agents] == ["is_host=true", "is_host=false"]
     assert "--node-rank" not in ranks.torchrun_argv(2, 29555, Path("/w/ddp_rank.py"), [])
-    args = ranks.parse_args(["2", "--nodes", "2", "--slow-rank", "3"], None, "run_ddp.sh", tmp_path)
+    lesson = ranks.ddp_lesson(None, "run_ddp.sh", tmp_path)
+    args = lesson.parse(["2", "--nodes", "2", "--slow-rank", "3"])
     plan = ranks.validate(args)
     assert (plan.world, plan.slow_rank, plan.devices, plan.node_devices(1)) == (4, 3, [0, 1, 2, 3], [2, 3])
     for bad, what in (
@@ -372,7 +373,7 @@ def test_nodes_are_torchrun_agents_of_one_rendezvous(tmp_path: Path) -> None:
         (["2", "--nodes", "2", "--slow-rank", "4"], "--slow-rank '4' is not a rank in 0..3"),
     ):
         with pytest.raises(LabError, match=what):
-            ranks.validate(ranks.parse_args(bad, None, "run_ddp.sh", tmp_path))
+            ranks.validate(lesson.parse(bad))
 
 
 def test_the_nodes_program_stops_every_agent_when_one_fails(tmp_path: Path) -> None:

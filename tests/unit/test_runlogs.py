@@ -148,7 +148,7 @@ def test_an_incomplete_run_prints_its_failure_report(tmp_path: Path, capsys) -> 
 
     log = runlogs.stderr_log(tmp_path, ["model.py"])
     log.write_text("RuntimeError: the model failed\n")
-    run = Run("cmdline", tmp_path, None, type("B", (), {"is_npu": False})(), 0, tmp_path, {})
+    run = Run("cmdline", tmp_path, None, type("B", (), {"is_npu": False})(), [0], tmp_path, {})
     run.finish(completed=False)
     err = capsys.readouterr().err
     assert str(log) in err and "RuntimeError: the model failed" in err

@@ -116,8 +116,9 @@ def interpret(view, plan) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = ddp_torchrun.parse_args(argv, __doc__, "04_pyTorch/run_ddp.sh", MODE_DIR)
-    run = ddp_torchrun.launch(args, LESSON, MODE_DIR, forwards=ACTIVE, schedule=(WAIT, WARMUP, ACTIVE))
+    lesson = ddp_torchrun.ddp_lesson(__doc__, "04_pyTorch/run_ddp.sh", MODE_DIR)
+    args = lesson.parse(argv)
+    run = ddp_torchrun.launch(lesson, args, LESSON, forwards=ACTIVE, schedule=(WAIT, WARMUP, ACTIVE))
     if not run.completed:
         return 1
     view = load_cluster(run.out)  # every rank's step table; refuses ranks that do not belong together

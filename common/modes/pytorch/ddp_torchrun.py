@@ -1,7 +1,8 @@
 """Mode 04 on several ranks: the driver that starts the DDP lesson under torchrun and watches its ranks.
 
-The driver validates ``nproc`` / the device list / the drills before anything runs, takes the
-mode's lock, prepares the output folder and ``run_info.json``, then starts
+The driver validates ``nproc`` / the device list / the drills before anything runs, starts the run as every mode
+does (:meth:`common.modes.lesson.Lesson.start`: banner, devices, workload, the mode's lock, the output folder and
+``run_info.json``), then starts
 ``python -m torch.distributed.run`` on loopback through :func:`launcher.run_command` (the one
 supervisor of every program the lab starts: own session, timeout, SIGINT / SIGTERM passed on).
 torchrun's program in every rank is :mod:`common.modes.pytorch.ddp_rank`, which runs the lesson file
@@ -25,18 +26,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.backend import Backend, detect, parse_device_id, select_device, valid_ids
-from common.collect import launcher, runlogs
-from common.errors import ArgumentParser, LabError
-from common.formats.rundir import (
-    TIMEOUT_VAR,
-    finish_run,
-    lock_mode,
-    output_path,
-    parse_timeout,
-    prepare_output_dir,
-    start_run,
-)
+from common.backend import Backend, parse_device_id, select_device
+from common.collect import launcher
+from common.errors import LabError
+from common.formats.rundir import TIMEOUT_VAR, output_path, parse_timeout
+from common.modes.lesson import Lesson, Run, require_module
 from common.modes.pytorch import ddp_nodes
 from common.modes.pytorch.ddp_rank import STATUS_DIR
 
@@ -53,9 +47,11 @@ TRACES_DIR = "torch_traces"  # portable backend: where the ranks' torch.profiler
 # ===== The driver: validate ===================================================================
 
 
-def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Path) -> object:
-    """The driver's command line (``bash 04_pyTorch/run_ddp.sh ...``)."""
-    parser = ArgumentParser(prog=prog, description=(doc or "").strip().splitlines()[0] if doc else None)
+def ddp_lesson(doc: str | None, prog: str, mode_dir: Path) -> Lesson:
+    """The driver's command line (``bash 04_pyTorch/run_ddp.sh ...``) on a mode's :class:`Lesson`: its
+    ``--workload``, and DDP's own options (ranks and devices in place of one device)."""
+    lesson = Lesson("ddp", mode_dir, doc, prog=prog, device=False, output=False, threads=False)
+    parser = lesson.parser
     parser.add_argument("nproc", nargs="?", default="2", help=f"ranks on this node, 1..{MAX_NPROC} (default 2)")
     parser.add_argument(
         "devices",
@@ -88,16 +84,11 @@ def parse_args(argv: list[str] | None, doc: str | None, prog: str, mode_dir: Pat
         "--output", help=f"output folder inside {mode_dir.name}/ (default {mode_dir.name}/prof_out_ddp)"
     )
     parser.add_argument(
-        "--workload",
-        metavar="FILE",
-        help="a workload file to train (see docs/own_model.md); default: $MSPROF_LAB_WORKLOAD, else TinyMLP",
-    )
-    parser.add_argument(
         "--cross-check",
         action="store_true",
         help="install msprof-analyze if needed and check the cluster view against it",
     )
-    return parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return lesson
 
 
 def parse_nproc(text: str) -> int:
@@ -360,14 +351,22 @@ def diagnose(
 
 @dataclass
 class RanksRun:
-    """A finished launch: where its output is, how each rank ended, and whether all of them did."""
+    """A finished launch: the run Lesson.start began (output folder, run_info, workload), its plan, how each rank
+    ended, and whether all of them did."""
 
-    out: Path
-    info: dict
+    run: Run
     plan: Plan
     statuses: dict[int, dict]
     completed: bool
-    workload: object = None  # the common.workload.Workload the ranks trained
+
+    @property
+    def out(self) -> Path:
+        return self.run.out
+
+    @property
+    def workload(self):
+        """The common.workload.Workload the ranks trained."""
+        return self.run.workload
 
     def report(self, view, verdicts: list, cross_check: bool = False) -> int:
         """The cluster view with the run's checks (and msprof-analyze's, with ``cross_check``); 0 when all held."""
@@ -385,9 +384,10 @@ class RanksRun:
         return 0 if all(v.ok for v in verdicts) else 1
 
 
-def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple[int, int, int]) -> RanksRun:
-    """Validate, start ``plan.nproc`` ranks of ``lesson`` under torchrun (each through :mod:`ddp_rank`),
-    supervise them and, on the portable backend, convert each rank's trace into torch_npu's layout.
+def launch(lesson: Lesson, args, lesson_file: Path, *, forwards: int, schedule: tuple[int, int, int]) -> RanksRun:
+    """Validate, start the run (:meth:`Lesson.start`: banner, devices, workload, lock, output folder, run_info),
+    start ``plan.nproc`` ranks of ``lesson_file`` under torchrun (each through :mod:`ddp_rank`), supervise them
+    and, on the portable backend, convert each rank's trace into torch_npu's layout.
 
     A run that does not finish is marked incomplete in run_info.json with the rank at fault and
     ends with one ``Error:`` line (``completed`` false); SIGINT / SIGTERM end the lab after that.
@@ -395,50 +395,36 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     from common.workload import load_workload
 
     plan = validate(args)
-    backend = detect()
-    print(backend.banner(), flush=True)
-    work = load_workload(getattr(args, "workload", None))  # imported and run once: a bad file stops here
-    if work.path:  # a workload's fixed batch is split between the ranks along its first dimension
-        rows = min(int(t.shape[0]) for t in work.inputs())
-        if rows < plan.nproc:
-            raise LabError(
-                f"{work.where}: make_input() has {rows} rows in its first dimension, fewer than {plan.nproc} ranks",
-                "give each rank at least one row: a larger batch, or fewer ranks",
-            )
-    if plan.nodes > 1 and plan.fault:
-        raise LabError("--fault with --nodes: the failure drills run on one node", "drop one of the two")
-    if backend.is_npu:
-        unknown = [d for d in plan.devices if d not in backend.devices]
-        if unknown:
-            raise LabError(
-                f"device(s) {','.join(map(str, unknown))} not logical device ids here "
-                f"(valid: {valid_ids(backend.devices)})",
-                "pick one of those per rank; logical ids count the chips `npu-smi info` lists, from 0",
-            )
-        rank_env(backend, plan.devices, mode_dir.parent)  # ASCEND_RT_VISIBLE_DEVICES set: refused here, early
-        if "torch_npu" not in backend.python_modules:
-            raise LabError(
-                "the npu backend needs torch_npu, which is not importable", "pip install torch_npu matching your torch"
-            )
-    out = output_path(mode_dir, args.output or str(mode_dir / "prof_out_ddp"))
-    lock_mode(mode_dir)  # one run of this mode at a time: a second one stops here, before deleting anything
-    out = prepare_output_dir(out)
-    (out / STATUS_DIR).mkdir()
-    record = start_run(
-        out,
-        mode="ddp",
-        backend=backend.name,
-        device=plan.devices,
-        command=sys.argv,
+    mode_dir = lesson.mode_dir
+
+    def check(backend: Backend) -> None:  # under the lock, before the output folder is touched
+        work = load_workload(getattr(args, "workload", None))  # loaded by start already: the same object
+        if work.path:  # a workload's fixed batch is split between the ranks along its first dimension
+            rows = min(int(t.shape[0]) for t in work.inputs())
+            if rows < plan.nproc:
+                raise LabError(
+                    f"{work.where}: make_input() has {rows} rows in its first dimension, fewer than {plan.nproc} ranks",
+                    "give each rank at least one row: a larger batch, or fewer ranks",
+                )
+        if plan.nodes > 1 and plan.fault:
+            raise LabError("--fault with --nodes: the failure drills run on one node", "drop one of the two")
+        require_module(backend, "torch_npu", "pip install torch_npu matching your torch")
+        return {"process_group": "hccl" if backend.is_npu else "gloo"}
+
+    run = lesson.start(
+        args=args,
+        devices=plan.devices,
+        out=output_path(mode_dir, args.output or str(mode_dir / "prof_out_ddp")),
+        check=check,
         world_size=plan.world,
         nodes=plan.nodes,
-        process_group="hccl" if backend.is_npu else "gloo",
         forwards=forwards,
         slow_rank=plan.slow_rank,
         slow_factor=plan.slow_factor if plan.slow_rank is not None else None,
         schedule=dict(zip(("wait", "warmup", "active"), schedule)),
-        workload=work.info(),
     )
+    backend, out, work = run.backend, run.out, run.workload
+    (out / STATUS_DIR).mkdir()
 
     # One id per launch, in every rank's profiler_info: the cluster view refuses ranks of different launches.
     launch_id = uuid.uuid4().hex
@@ -450,9 +436,7 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
     rank_args = ["--status-dir", str(out / STATUS_DIR)]
     rank_args += ["--fault", plan.fault, "--fault-step", str(wait + warmup)] if plan.fault else []  # the first active
     env = rank_env(backend, plan.devices, mode_dir.parent)
-    env["MSPROF_LAB_RUN_ID"] = record["run_id"]
-    if backend.is_npu:  # CANN's logs of every rank into <out>/logs/ (runlogs.py)
-        env.update(runlogs.npu_log_env(env, out))
+    env["MSPROF_LAB_RUN_ID"] = run.info["run_id"]  # CANN's logs of every rank go to <out>/logs/ (Lesson.start)
     port, agents = free_port(), []
     for node, where in enumerate(traces):
         # The lesson's own command line, as a user would type it after torchrun. Its process group waits
@@ -473,7 +457,7 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
                 plan.nproc,
                 port,
                 RANK_PROGRAM,
-                [*rank_args, str(Path(lesson).resolve()), *lesson_args],
+                [*rank_args, str(Path(lesson_file).resolve()), *lesson_args],
                 plan.nodes,
                 node,
                 launch_id,
@@ -484,7 +468,7 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
         (out / "agents.json").write_text(json.dumps(agents, indent=1))
         argv = [sys.executable, "-m", "common.modes.pytorch.ddp_nodes", str(out / "agents.json")]
     print(
-        f"launching {plan.world} ranks of {Path(lesson).name}"
+        f"launching {plan.world} ranks of {Path(lesson_file).name}"
         + (f" on {plan.nodes} torchrun agents (nodes)" if plan.nodes > 1 else "")
         + f": {' '.join(agents[0][1:7])} ... (rendezvous 127.0.0.1)",
         flush=True,
@@ -511,30 +495,23 @@ def launch(args, lesson: Path, mode_dir: Path, *, forwards: int, schedule: tuple
             rank, why = diagnose(
                 plan.world, statuses, stacks, app.timed_out, plan.timeout_s, log.read_text(errors="replace")
             )
-        finish_run(
-            out,
-            record,
-            exit_code=code,
-            completed=False,
-            timed_out=app.timed_out,
-            failure={"rank": rank, "reason": why, "killed_leftover_ranks": killed},
-        )
+        failure = {"rank": rank, "reason": why, "killed_leftover_ranks": killed}
+        run.finish(completed=False, exit_code=code, timed_out=app.timed_out, failure=failure)  # + where the logs are
         app.raise_if_stopped()  # Ctrl-C / SIGTERM: the ranks are stopped, the lab ends here
-        runlogs.print_failure_report(out, backend.is_npu)
         print(
             f"Error: the DDP run did not complete — {why}; profile marked incomplete in {out} "
             f"(the ranks' output: {log})",
             file=sys.stderr,
         )
-        return RanksRun(out, record, plan, statuses, False, work)
+        return RanksRun(run, plan, statuses, False)
     try:
         if not backend.is_npu:
             ddp_nodes.convert_traces(traces, out, statuses, schedule, launch_id)
         elif plan.nodes > 1:
             ddp_nodes.gather_nodes(node_dirs, out)
     except LabError as err:
-        finish_run(out, record, exit_code=1, completed=False, failure={"rank": None, "reason": str(err)})
+        run.finish(completed=False, exit_code=1, failure={"rank": None, "reason": str(err)})
         raise
     ranks = {r: {"local_batch": s["local_batch"], "params": s["params"]} for r, s in statuses.items()}
-    finish_run(out, record, exit_code=0, completed=True, ranks=ranks)
-    return RanksRun(out, record, plan, statuses, True, work)
+    run.finish(completed=True, exit_code=0, ranks=ranks)
+    return RanksRun(run, plan, statuses, True)
