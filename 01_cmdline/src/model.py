@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 from torch.utils._pytree import tree_leaves  # how torch.export and transformers flatten outputs
 
 WARMUP, MEASURED = 3, 20  # the first forwards allocate and fill caches: they are not measured
@@ -39,29 +38,39 @@ FORWARD_RANGE = "msprof_lab.forward"  # the name of each forward's range in the 
 
 
 # --- 1. the model: yours, or TinyMLP -----------------------------------------------------------------
-def load_model(path: str | None) -> tuple[nn.Module, tuple]:
-    """``build_model()`` under seed 0 and ``make_input()`` under seed 1 from ``path``; None: TinyMLP."""
-    if path is None:  # <- your model here, or pass --model FILE
-        torch.manual_seed(0)
-        layers = [layer for _ in range(3) for layer in (nn.Linear(1024, 1024), nn.GELU())]
-        model = nn.Sequential(*layers, nn.Linear(1024, 1024))
-        return model.eval(), (torch.randn(32, 1024, generator=torch.Generator().manual_seed(1)),)
-    file = Path(path).resolve()
-    spec = importlib.util.spec_from_file_location(file.stem, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.append(str(file.parent))  # so that it can import the files beside it
-    spec.loader.exec_module(module)
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     torch.manual_seed(0)
-    model = module.build_model().eval()
+    model = TinyMLP() if module is None else module.build_model()
     torch.manual_seed(1)
-    x = module.make_input()
-    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
 
 
-def tensors(y) -> list:
+def tensors(output) -> list:
     """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
     found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
-    for t in tree_leaves(y):
+    for t in tree_leaves(output):
         found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
     return found
 
@@ -109,7 +118,7 @@ def main() -> int:
     else:
         device, sync, marked = torch.device("cpu"), (lambda: None), torch.profiler.record_function
     # On the CPU each forward is a record_function range: recorded by whatever torch profiler watches.
-    model, x = load_model(args.model)
+    model, x, _ = load_model(args.model)
     model, x = model.to(device), tuple(t.to(device) for t in x)
     with torch.no_grad():
         for _ in range(WARMUP):

@@ -32,38 +32,34 @@ from torch.utils._pytree import tree_leaves  # how torch.export and transformers
 OPSET = {"dynamo": 18, "torchscript": 17}
 
 
-class TinyMLP(nn.Module):  # <- your model here, or pass --model FILE
+# --- 1. the model and its input --------------------------------------------------------------------
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
     def __init__(self, hidden=1024):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(hidden, hidden),
-            nn.GELU(),
-            nn.Linear(hidden, hidden),
-            nn.GELU(),
-            nn.Linear(hidden, hidden),
-            nn.GELU(),
-            nn.Linear(hidden, hidden),
-        )
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
 
     def forward(self, x):
         return self.net(x)
 
 
-# --- 1. the model and its input --------------------------------------------------------------------
-def load_model(path):
-    """(model, inputs): ``build_model()`` and ``make_input()`` of ``path``, else TinyMLP; seeds 0 and 1 fix both."""
-    if path is None:
-        torch.manual_seed(0)
-        return TinyMLP().eval(), (torch.randn(32, 1024, generator=torch.Generator().manual_seed(1)),)
-    sys.path.append(str(Path(path).resolve().parent))  # the model file may import its neighbours
-    spec = importlib.util.spec_from_file_location("user_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     torch.manual_seed(0)
-    model = module.build_model().eval()
+    model = TinyMLP() if module is None else module.build_model()
     torch.manual_seed(1)
-    x = module.make_input()
-    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
 
 
 def tensors(output) -> list:
@@ -148,7 +144,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.model is not None and not Path(args.model).is_file():
         parser.error(f"--model {args.model}: no such file")
-    model, inputs = load_model(args.model)
+    model, inputs, _ = load_model(args.model)
     try:
         names, outs, exporter = export(model, inputs, args.out)
     except Exception as err:  # noqa: BLE001 (an op the exporter cannot write: one line, no traceback)

@@ -43,36 +43,46 @@ ACCUMULATE = 1
 
 
 # --- 1. the model: yours with --model FILE, else TinyMLP --------------------------------------------
-def load_model(path: str | None, world: int) -> tuple:
-    """(model, the whole batch as a tuple of tensors, loss). A ``--model`` file defines build_model() and
-    make_input(), optionally loss(output, input); the seeds fix its weights and its input."""
-    if path is None:  # <- your model here (or pass --model FILE): TinyMLP, 32 rows per rank
-        torch.manual_seed(0)
-        layers = [m for _ in range(3) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]
-        model = torch.nn.Sequential(*layers, torch.nn.Linear(1024, 1024)).eval()
-        return model, (torch.randn(32 * world, 1024, generator=torch.Generator().manual_seed(1)),), mean_square
-    sys.path.append(str(Path(path).resolve().parent))  # the model file may import files beside it
-    spec = importlib.util.spec_from_file_location("user_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     torch.manual_seed(0)
-    model = module.build_model().eval()
+    model = TinyMLP() if module is None else module.build_model()
     torch.manual_seed(1)
-    x = module.make_input()  # a tuple or list: separate arguments of the model
-    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,), getattr(module, "loss", None) or mean_square
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
+
+
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 def mean_square(out, _input) -> torch.Tensor:
     """The loss of a model without loss(): the mean square of its outputs, summed."""
     return sum(t.float().square().mean() for t in tensors(out))
-
-
-def tensors(out) -> list:
-    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
-    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
-    for t in tree_leaves(out):
-        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
-    return found
 
 
 # --- 2. the rank: its device, the process group, the profiler ---------------------------------------
@@ -125,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rank, world, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     device = join(args.devices, local_rank, args.timeout)
-    model, batch, loss = load_model(args.model, world)
+    model, batch, loss = load_model(args.model, rows=32 * world)  # TinyMLP: 32 rows per rank
+    loss = loss or mean_square
     model = model.train().to(device)  # training: dropout on, BatchNorm on the batch's statistics
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if args.devices else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)  # plain SGD: every run takes the same steps

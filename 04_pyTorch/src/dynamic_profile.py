@@ -46,37 +46,46 @@ TEMPLATE = {
 
 
 # --- 1. the model --------------------------------------------------------------------------------------
-def tensors(output) -> list:
-    """Every tensor of an output in torch's pytree order (tuples, dicts, ModelOutput...); another object: its attributes."""
-    return [
-        t
-        for leaf in tree_leaves(output)
-        for t in (  # a dataclass, a KV cache: its tensors in the order they were set
-            [leaf] if torch.is_tensor(leaf) else tensors([*vars(leaf).values()]) if hasattr(leaf, "__dict__") else []
-        )
-    ]
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
 
 
-def load_model(path):
-    """(model, inputs, loss) from ``--model FILE``, else TinyMLP; without loss(), the outputs' mean square."""
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
     module = None
-    if path is not None:  # <- your model here, or pass --model FILE
-        sys.path.append(str(Path(path).resolve().parent))
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
         spec = importlib.util.spec_from_file_location("user_model", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     torch.manual_seed(0)
-    if module is None:
-        hidden = [m for _ in range(3) for m in (torch.nn.GELU(), torch.nn.Linear(1024, 1024))]
-        model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), *hidden)
-        x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
-    else:
-        model = module.build_model()
-        torch.manual_seed(1)
-        x = module.make_input()
+    model = TinyMLP() if module is None else module.build_model()
+    torch.manual_seed(1)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
     inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
-    loss = getattr(module, "loss", None) or (lambda out, _: sum(t.float().square().mean() for t in tensors(out)))
-    return model.eval(), inputs, loss
+    return model.eval(), inputs, getattr(module, "loss", None)
+
+
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
+
+
+def mean_square(out, _input) -> torch.Tensor:
+    """The loss of a model without loss(): the mean square of its outputs, summed."""
+    return sum(t.float().square().mean() for t in tensors(out))
 
 
 # --- 2. the job: a plain training loop, not one profiler call in it ------------------------------------
@@ -147,6 +156,7 @@ def main(argv=None) -> int:
         parser.error("set PROF_CONFIG_PATH=<folder> (letters, digits, underscores) before starting the job")
     folder = Path(os.environ["PROF_CONFIG_PATH"])
     model, inputs, loss = load_model(args.model)
+    loss = loss or mean_square
     npu = args.device.startswith("npu")
     if npu:
         import torch_npu  # noqa: F401  (with PROF_CONFIG_PATH set, torch_npu writes the template and watches it)

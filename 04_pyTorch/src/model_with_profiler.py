@@ -46,22 +46,41 @@ TUNINGS = ("task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe")
 
 
 # --- 1. the model ------------------------------------------------------------------------------------
-def load_model(path):
-    """(model, inputs, loss): from ``--model FILE``, else TinyMLP. Seeds 0 and 1 fix weights and input."""
-    if path is None:  # <- your model here, or pass --model FILE
-        torch.manual_seed(0)
-        layers = [layer for _ in range(3) for layer in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]
-        x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(1))
-        return torch.nn.Sequential(*layers, torch.nn.Linear(1024, 1024)).eval(), (x,), None
-    sys.path.append(str(Path(path).resolve().parent))  # the model file may import its neighbours
-    spec = importlib.util.spec_from_file_location("user_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     torch.manual_seed(0)
-    model = module.build_model().eval()
+    model = TinyMLP() if module is None else module.build_model()
     torch.manual_seed(1)
-    x = module.make_input()
-    return model, tuple(x) if isinstance(x, (tuple, list)) else (x,), getattr(module, "loss", None)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
+
+
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 def apply_fixes(model, inputs, batch, precision):
@@ -160,14 +179,6 @@ def profile(step, out: str, npu: bool) -> list:
 
 
 # --- 4. run it ------------------------------------------------------------------------------------------
-def tensors(output) -> list:
-    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
-    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
-    for t in tree_leaves(output):
-        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
-    return found
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a .py file with build_model() and make_input() (default: TinyMLP)")

@@ -52,7 +52,7 @@ def test_export_runs_on_torch_2_4_which_has_no_dynamo_argument(tmp_path: Path, m
         )
 
     monkeypatch.setattr(torch.onnx, "export", export_2_4)
-    model, inputs = export_onnx.load_model(None)
+    model, inputs, _ = export_onnx.load_model(None)
     path = tmp_path / "tiny_mlp.onnx"
     assert export_onnx.export(model, inputs, path) == (["x"], ["y"], "torchscript") and path.is_file()
     assert seen == {"input_names": ["x"], "output_names": ["y"], "opset_version": export_onnx.OPSET["torchscript"]}
@@ -67,7 +67,7 @@ def test_export_uses_the_dynamo_exporter_where_torch_has_it(tmp_path: Path, monk
         seen.append((dynamo, opset_version))
 
     monkeypatch.setattr(torch.onnx, "export", export_2_9)
-    model, inputs = export_onnx.load_model(None)
+    model, inputs, _ = export_onnx.load_model(None)
     assert export_onnx.export(model, inputs, tmp_path / "m.onnx")[2] == "dynamo"
     assert seen == [(True, 18)]  # opset 18: the dynamo exporter's lowest, the newest ATC accepts
 
@@ -88,7 +88,7 @@ def test_a_model_torch_export_cannot_capture_falls_back_to_the_tracer(
                 raise RuntimeError("Failed to export the model with torch.export.\nstep 1/3") from cause
 
     monkeypatch.setattr(torch.onnx, "export", export_2_9)
-    model, inputs = export_onnx.load_model(None)
+    model, inputs, _ = export_onnx.load_model(None)
     assert export_onnx.export(model, inputs, tmp_path / "m.onnx")[2] == "torchscript"
     assert seen == [(True, 18), (False, 17)]
     assert "(ValueError: Could not guard on data-dependent expression u0 > 4); the TorchScript tracer" in (
