@@ -34,10 +34,16 @@ def twin():
     sys.path.remove(str(pyasc_twin.SITE))
 
 
-def load_copy(tmp_path: Path, name: str, edit=lambda text: text):
+def _UNCHANGED(text: str) -> str:
+    return text
+
+
+def load_copy(tmp_path: Path, name: str, edit=_UNCHANGED):
     """A copy of add_pyasc.py, edited, imported under its own name (the twin must be installed)."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(edit((SRC / "add_pyasc.py").read_text()))
+    path, text = tmp_path / f"{name}.py", (SRC / "add_pyasc.py").read_text()
+    edited = edit(text)
+    assert edited != text or edit is _UNCHANGED, f"{name}: the edit changed nothing (the lesson's text moved?)"
+    path.write_text(edited)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -97,7 +103,7 @@ def test_wait_without_set_and_bad_copies_stop(twin, tmp_path):
         tmp_path,
         "lesson_copy_odd",
         lambda text: text.replace(
-            "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile)", "asc.data_copy(x_ub[at:], x_gm[i * tile:], tile - 1)"
+            "asc.data_copy(x_ub[at:], x_gm[i * tile :], tile)", "asc.data_copy(x_ub[at:], x_gm[i * tile :], tile - 1)"
         ),
     )
     with pytest.raises(twin._twin.TwinError, match="126 bytes, not a whole number of 32-byte blocks"):
