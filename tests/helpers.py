@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import math
 import os
 import re
 import shutil
@@ -204,4 +205,16 @@ def code_lines(text: str) -> int:
         1
         for i, line in enumerate(text.splitlines(), 1)
         if i not in docstrings and line.strip() and not line.strip().startswith("#")
+    )
+
+
+def onnx_graph(nodes, inputs, initializers=(), outputs=("y",)):
+    """A one-graph ONNX model of ``nodes``: float inputs and initializers (name, shape), outputs of unknown shape."""
+    from onnx import TensorProto, helper
+
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in inputs]
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, shape, [0.0] * math.prod(shape)) for n, shape in initializers]
+    out = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+    return helper.make_model(
+        helper.make_graph(nodes, "g", value, out, inits), opset_imports=[helper.make_opsetid("", 17)]
     )

@@ -11,7 +11,7 @@ cached); FLOPs: the formula below, per family. Sources:
 - attention: ``torch.utils.flop_counter.sdpa_flop_count`` / ``sdpa_backward_flop_count`` (the two
   matmuls of attention, five for the gradient; a causal mask is not discounted, as torch does not).
   torch's fused multi-head attention and encoder layer have no formula in torch: the hand formulas of
-  ``common.analyze.flops.count_flops`` (projections + attention [+ feed-forward]), the same numbers.
+  ``common.analyze.flops`` (projections + attention [+ feed-forward]), the ones the model's FLOP count uses.
 - recurrent: by hand, because neither torch's FLOP counter nor the profiler's ``with_flops`` knows RNN
   ops: 2 x time steps x batch x weight-matrix elements (the gate matmuls, input and hidden); the gates'
   element-wise work is not counted, so the figure is a lower bound.
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from common.analyze.flops import encoder_layer_flops, mha_flops, rnn_flops, sdpa_flops
 
 
 @dataclass(frozen=True)
@@ -122,17 +124,6 @@ def conv_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
 
 
 # --- attention -----------------------------------------------------------------------------------
-def sdpa_flops(b: int, heads: int, s_q: int, s_k: int, d_q: int, d_v: int, backward: bool = False) -> float:
-    """torch's sdpa_flop_count (forward: Q K^T and P V) and sdpa_backward_flop_count (five matmuls)."""
-    per = 2.0 * b * heads * s_q * s_k
-    return per * (3 * d_q + 2 * d_v) if backward else per * (d_q + d_v)
-
-
-def mha_flops(b: int, l_q: int, l_k: int, e: int) -> float:
-    """common.analyze.flops' formula for torch's fused multi-head attention: q, k, v and out projections + attention."""
-    return 2.0 * b * e * e * (2 * l_q + 2 * l_k) + 4.0 * b * l_q * l_k * e
-
-
 def attention_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
     key = _key(op_type)
     moved = _bytes(ins, outs)
@@ -141,17 +132,14 @@ def attention_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
         if len(shapes) < 3 or len(shapes[0]) != 3:
             return "fused MHA: query, key, value not 3-D"
         (b, l_q, e), l_k = shapes[0], shapes[1][-2]
-        return Work(mha_flops(b, l_q, l_k, e), moved, "fused MHA (common.workload's formula): projections + attention")
+        return Work(mha_flops(b, l_q, l_k, e), moved, "fused MHA (common.analyze.flops): projections + attention")
     if "transformerencoderlayer" in key:
         if len(shapes) < 10 or len(shapes[0]) not in (2, 3) or len(shapes[9]) != 2:
             return "fused encoder layer: src or feed-forward weight missing"
-        src, (ffn, e) = shapes[0], shapes[9]
-        tokens = _numel(src[:-1])
-        length = src[-2] if len(src) == 3 else src[0]
         return Work(
-            mha_flops(tokens // length, length, length, e) + 4.0 * tokens * ffn * e,
+            encoder_layer_flops(shapes[0], shapes[9]),
             moved,
-            "fused encoder layer (common.workload's formula): attention + feed-forward matmuls",
+            "fused encoder layer (common.analyze.flops): attention + feed-forward matmuls",
         )
     backward = "grad" in key or "backward" in key
     qkv = [s for s in shapes if len(s) >= 3]
@@ -228,17 +216,15 @@ def recurrent_work(op_type: str, ins: Tensors, outs: Tensors) -> Work | str:
             options = [out_shapes[0][-1] // hidden]
 
         def total(d: int) -> float:
-            return sum(
-                d * 2.0 * rows * gates * hidden * ((size_in if layer == 0 else d * hidden) + hidden)
-                for layer in range(layers_dirs // d)
-            )
+            sizes = [size_in if layer == 0 else d * hidden for layer in range(layers_dirs // d)]
+            return sum(rnn_flops(rows, gates * hidden, size, hidden, directions=d) for size in sizes)
 
         note = "" if len(options) == 1 else " (directions unknown: the smaller of 1 and 2)"
         return Work(min(total(d) for d in options), moved, how + note)
     # ONNX LSTM/GRU/RNN with W and R folded in (initializers): Y [T, D, B, H] gives D and H
     if out_shapes and len(out_shapes[0]) == 4:
         _, d, _, hidden = out_shapes[0]
-        return Work(2.0 * rows * d * gates * hidden * (size_in + hidden), moved, how)
+        return Work(rnn_flops(rows, gates * hidden, size_in, hidden, directions=d), moved, how)
     return "recurrent weights not in the shapes (tensor lists have none)"
 
 

@@ -7,7 +7,7 @@
     expect.py   what EXPECT may declare (keys, types, op family names)
     threads.py  torch's thread count
 
-FLOPs are counted by common.analyze.flops (the caller passes its counter to Workload.forward_flops).
+FLOPs are counted by common.collect.flop_count (the caller passes its counter to Workload.forward_flops).
 torch is imported only when a model is built or run.
 """
 

@@ -147,7 +147,7 @@ class Workload:
 
     def forward_flops(self, count: Callable[[Any, tuple], FlopCount]) -> FlopCount:
         """FLOPs of one forward per family, as ``count(model, inputs)`` finds them (the lab's counter:
-        common.analyze.flops.count_flops); computed once, kept with the record."""
+        common.collect.flop_count.count_flops); computed once, kept with the record."""
         if self._flops is None:
             self._flops = count(self.build_model(), self.inputs())
             if self._kept:

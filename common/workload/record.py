@@ -13,11 +13,12 @@ from typing import Any
 from common import cache
 
 # The code that computes what the record keeps: the reference (model.py, outputs.py) and the FLOPs
-# (common/analyze/flops.py, which the caller of Workload.forward_flops passes in). A change to any of
-# them makes every record stale.
+# (common/collect/flop_count.py, which the caller of Workload.forward_flops passes in, with the formulas of
+# common/analyze/flops.py). A change to any of them makes every record stale.
 COMPUTED_BY = (
     Path(__file__).with_name("model.py"),
     Path(__file__).with_name("outputs.py"),
+    Path(__file__).parents[1] / "collect" / "flop_count.py",
     Path(__file__).parents[1] / "analyze" / "flops.py",
 )
 
@@ -26,7 +27,7 @@ COMPUTED_BY = (
 class FlopCount:
     """FLOPs of one forward per family, from torch's FLOP counter formulas, and the ops of a FLOP family
     that ran without a formula (their family's total is then a lower bound, not a count); counted by
-    common.analyze.flops.count_flops."""
+    common.collect.flop_count.count_flops."""
 
     per_family: dict[str, float]
     uncounted: dict[str, int] = field(default_factory=dict)  # aten op -> calls without a formula

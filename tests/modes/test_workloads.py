@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from helpers import MODES, ROOT, assert_workload_checks, copy_lab, error_lines, lab_env
 
-from common.analyze.flops import count_flops
+from common.collect.flop_count import count_flops
 from common.workload import load_workload, tiny_mlp
 
 RUN_ID = "workloads-test-run"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from common import cache, workload
-from common.analyze.flops import count_flops
+from common.collect.flop_count import count_flops
 from tests.helpers import ROOT as REPO_ROOT
 
 

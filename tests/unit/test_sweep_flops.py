@@ -1,4 +1,4 @@
-"""04's sweep: FLOPs per point from common.analyze.flops.count_flops, an RNN layer's from its profiled shapes, and no
+"""04's sweep: FLOPs per point from common.collect.flop_count.count_flops, an RNN layer's from its profiled shapes, and no
 GFLOP/s figure printed as a silent 0."""
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ def test_counted_flops_reuses_count_flops_and_names_what_it_cannot_count() -> No
 
 
 def test_counted_flops_passes_on_what_count_flops_could_not_count(monkeypatch) -> None:
-    import common.analyze.flops
+    import common.collect.flop_count
+    from common.workload import FlopCount
 
-    found = common.analyze.flops.FlopCount({"matmul": 10.0}, {"aten::mkldnn_rnn_layer": 2, "aten::relu": 1})
-    monkeypatch.setattr(common.analyze.flops, "count_flops", lambda model, x: found)
+    found = FlopCount({"matmul": 10.0}, {"aten::mkldnn_rnn_layer": 2, "aten::relu": 1})
+    monkeypatch.setattr(common.collect.flop_count, "count_flops", lambda model, x: found)
     assert sweep.counted_flops(None, ()) == (10.0, ["aten::mkldnn_rnn_layer"])  # a FLOP family's op only
 
 

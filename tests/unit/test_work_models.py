@@ -19,7 +19,7 @@ from common.collect import torch_ops
 from common.collect.output_shapes import output_shapes
 from common.formats.datasets import find_datasets
 from common.formats.records import Task
-from common.analyze.flops import count_flops
+from common.collect.flop_count import count_flops
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "npu"
 

@@ -14,7 +14,7 @@ import torch
 from helpers import ROOT
 
 from common import workload as wl
-from common.analyze.flops import count_flops
+from common.collect.flop_count import count_flops
 from common.errors import LabError, run_cli
 
 CNN, TRANSFORMER = ROOT / "workloads" / "cnn.py", ROOT / "workloads" / "transformer.py"

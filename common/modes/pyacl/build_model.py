@@ -26,11 +26,12 @@ from pathlib import Path
 
 from common.modes.pyacl.export import LESSON as EXPORT_LESSON
 from common.modes.pyacl.export import export, export_notes, frozen_path, opset, stamp
-from common.modes.pyacl.graph_changes import Change, build_changes, describe, graph_flops, type_counts
+from common.modes.pyacl.graph_changes import Change, build_changes, describe, type_counts
 from common.modes.pyacl.variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
 from common import cache
-from common.analyze.flops import count_flops
+from common.analyze.flops import graph_flops, shapes_to_run
+from common.collect.flop_count import count_flops, run_shapes
 from common.backend import Backend, detect, parse_device_id, soc_version
 from common.collect import npu_commands
 from common.errors import ArgumentParser, LabError, run_cli
@@ -118,7 +119,8 @@ def graph_facts(files: ModelFiles, variants: list[Variant], npu: bool) -> dict:
     exported graph's FLOPs per family, its uncountable nodes and the path its trace froze; per variant the
     built graph's ops by type and what the converter changed. JSON values, kept with the build's record."""
     exported = load_onnx(files.onnx, files)
-    flops, unknown = graph_flops(exported, dict(zip(files.input_names, files.arrays)))
+    at_run = run_shapes(exported, shapes_to_run(exported), dict(zip(files.input_names, files.arrays)))
+    flops, unknown = graph_flops(exported, at_run)
     facts = {"exported": {"flops": flops, "unknown": unknown, "frozen": frozen_path(exported)}, "variants": {}}
     for variant in variants:
         built, changes = graph_changes(variant, files, npu)

@@ -23,7 +23,7 @@ import numpy as np
 
 
 from common.analyze import checks, timing_checks
-from common.analyze.flops import count_flops
+from common.collect.flop_count import count_flops
 from common.modes.report_files import own_integrity, write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
 from common.collect import npu_commands
@@ -40,7 +40,7 @@ from common.modes.pyacl.acl_worker import (
     save_inputs,
 )
 from common.modes.pyacl.build_model import BuildRecord, graph_facts, variant_facts
-from common.modes.pyacl.graph_changes import COMPUTE_CHECK, flops_verdict
+from common.analyze.flops import COMPUTE_CHECK, flops_verdict
 from common.modes.pyacl.ort_profile import collect_portable, validate_portable
 from common.modes.pyacl.variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
 from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants

@@ -101,10 +101,11 @@ def batched(work, batch: int) -> tuple:
 
 
 def counted_flops(model, x: tuple) -> tuple[float, list[str]]:
-    """FLOPs of one forward (common.analyze.flops.count_flops: torch's FLOP counter formulas for matmul,
+    """FLOPs of one forward (common.collect.flop_count.count_flops: torch's FLOP counter formulas for matmul,
     convolution and attention kernels, hand formulas for the fused MHA / encoder layer) and the ops of a
     FLOP family it has no formula for (an RNN layer: aten::mkldnn_rnn_layer). TinyMLP: 2*b*h*h*4."""
-    from common.analyze.flops import FLOP_FAMILIES, count_flops, uncounted_in
+    from common.analyze.flops import FLOP_FAMILIES, uncounted_in
+    from common.collect.flop_count import count_flops
 
     count = count_flops(model, x)
     return sum(count.per_family.values()), uncounted_in(count, FLOP_FAMILIES)
