@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from pathlib import Path
 
 from common.analyze.families import op_family
 from common.errors import LabError
-from common.formats.datasets import Dataset, FileRows
+from common.formats.datasets import FileRows
+from common.formats.export_facts import ExportFacts
 from common.formats.engine import np
 from common.formats.outputs import SavedOutput
 from common.formats.records import OpStat, StepTime, Task
 from common.formats.writers import aggregate_op_statistic
 from common.verdict import Verdict, not_applicable
-from common.workload import FORWARD_RANGE, Workload, tiny_mlp
+from common.workload import Expected, compare_outputs
 
 
 def tasks_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[list[Task]]:
@@ -27,12 +27,6 @@ def tasks_in(tasks: list[Task], windows: list[tuple[float, float]]) -> list[list
     ordered = sorted(tasks, key=lambda t: t.start_us)
     starts = [t.start_us for t in ordered]
     return [ordered[bisect_left(starts, lo) : bisect_left(starts, hi)] for lo, hi in windows]
-
-
-def forward_windows(datasets: list[Dataset]) -> list[tuple[float, float]]:
-    """The windows (start, end µs) of the forwards a program named with the lab's range (msprof_tx ``FORWARD_RANGE``:
-    01's model.py marks each one), in the order recorded."""
-    return [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
 
 
 def measured_forward_groups(tasks: list[Task], windows: list[tuple[float, float]], warmup: int) -> list[list[Task]]:
@@ -218,48 +212,29 @@ def check_files(found: list[FileRows], where: str) -> Verdict:
     return Verdict(f"files present with expected columns ({where})", not problems, detail)
 
 
-def output_tolerance(workload: Workload | None = None, npu: bool = False) -> tuple[float, float, str]:
+def output_tolerance(expected: Expected, npu: bool = False) -> tuple[float, float, str]:
     """(max abs diff allowed, minimum cosine, the rule in words) for the workload's outputs (OUTPUT_RTOL)."""
-    work = workload or tiny_mlp()
-    reference = work.reference_output()
-    scale = max(
-        (float(np.abs(a).max()) for a in (reference if isinstance(reference, tuple) else (reference,)) if a.size),
-        default=0.0,
-    )
-    key = ("npu", work.precision) if npu else ("portable", None)
+    scale = max((float(np.abs(a).max()) for a in expected.outputs if a.size), default=0.0)
+    key = ("npu", expected.precision) if npu else ("portable", None)
     rtol = OUTPUT_RTOL[key]
-    rule = (
-        f"{rtol:g} x max|reference| {scale:.3g} + {OUTPUT_ATOL:g} ({'npu, ' + work.precision if npu else 'portable'})"
-    )
+    where = "npu, " + expected.precision if npu else "portable"
+    rule = f"{rtol:g} x max|reference| {scale:.3g} + {OUTPUT_ATOL:g} ({where})"
     return rtol * scale + OUTPUT_ATOL, COSINE_MIN["npu" if npu else "portable"], rule
 
 
-def check_output_file(saved: SavedOutput, where: str, workload: Workload | None = None, npu: bool = False) -> Verdict:
+def check_output_file(saved: SavedOutput, where: str, expected: Expected, npu: bool = False) -> Verdict:
     """The saved model output (common.formats.outputs.read_output) matches the workload's reference (one rule:
     output_tolerance); a missing file fails."""
-    work = workload or tiny_mlp()
-    name = f"output matches {work.precision} reference ({where})"
-    if saved.arrays is None:
-        return Verdict(name, False, f"{saved.path} was not written")
+    name = f"output matches {expected.precision} reference ({where})"
+    if saved is None or saved.arrays is None:
+        return Verdict(name, False, f"{saved.path if saved else 'output.npy'} was not written")
     try:
-        metrics = work.compare_to_reference(saved.arrays)
+        metrics = compare_outputs(saved.arrays, expected.outputs)
     except LabError as err:  # a different shape or number of outputs: a wrong output, not a bad input
         return Verdict(name, False, str(err))
-    tol, cosine_min, rule = output_tolerance(workload, npu)
+    tol, cosine_min, rule = output_tolerance(expected, npu)
     v = check_output(metrics, where, tol, cosine_min)
-    return Verdict(name, v.ok, f"{v.detail}; tol = {rule}{precision_pointer(work)}")
-
-
-def precision_pointer(work: Workload) -> str:
-    """For a model that is not fp32: its reference is itself in that precision, so the accuracy the precision gives up
-    against fp32 is not what this check measures; the command that measures it."""
-    if work.precision == "fp32":
-        return ""
-    option = f" --workload {work.path}" if work.path else ""
-    return (
-        f"; the reference is the model itself in {work.precision}, so what {work.precision} costs in accuracy "
-        f"against fp32 is not measured here: python -m common precision{option} measures it per op"
-    )
+    return Verdict(name, v.ok, f"{v.detail}; tol = {rule}{expected.precision_pointer()}")
 
 
 # The same training steps from the same weights, with and without the profiler, on one device: the
@@ -280,14 +255,6 @@ def check_training_losses(profiled: list[float], plain: list[float], where: str)
         f"{len(plain)} steps, loss {plain[0]:.6g} -> {plain[-1]:.6g}; largest relative difference "
         f"{worst:.2e} (tolerance {LOSS_RTOL:g})",
     )
-
-
-def tasks_of(datasets: list[Dataset]) -> list:
-    return [task for ds in datasets for task in ds.tasks]
-
-
-def stats_of(datasets: list[Dataset]) -> list:
-    return [row for ds in datasets for row in ds.op_statistic]
 
 
 # --- integrity: the files of one export agree with each other -------------------------------------
@@ -327,23 +294,18 @@ def _task_tolerance(count: int) -> float:
     return ROUNDING_US_FLOOR + ROUNDING_US_PER_TASK * count
 
 
-def _first_name(ds: Dataset, name: str) -> str:
-    files = ds.files(name)
-    return files[0].name + (f" (+{len(files) - 1} slices)" if len(files) > 1 else "") if files else name
-
-
-def check_op_statistic(ds: Dataset, where: str) -> Verdict | None:
+def check_op_statistic(facts: ExportFacts) -> Verdict | None:
     """op_statistic agrees with the task file, per (OP Type, Core Type): same count, same total time.
 
     None when there is nothing to compare: a database (its op_statistic is built from its tasks)
     or a text export without op_statistic (Level0) or without a task file.
     """
-    if ds.is_db or not ds.has("op_statistic") or not ds.has(ds.task_file):
+    if facts.stat_file is None:
         return None
-    stat_file, task_file = _first_name(ds, "op_statistic"), _first_name(ds, ds.task_file)
-    name = f"op_statistic agrees with {ds.task_file} ({where})"
-    stats = ds.op_statistic
-    totals = ds.task_totals
+    stat_file, task_file = facts.stat_file, facts.task_file
+    name = f"op_statistic agrees with {facts.task_kind} ({facts.where})"
+    stats = facts.op_statistic
+    totals = facts.task_totals
     by_device = all(s.device_id for s in stats) and totals["device_id"].null_count() == 0
     theirs: dict[tuple, tuple[int, float]] = {}
     for s in stats:
@@ -446,34 +408,31 @@ def compare_step_tables(
     )
 
 
-def check_step_table(ds: Dataset, where: str) -> Verdict | None:
+def check_step_table(facts: ExportFacts) -> Verdict | None:
     """step_trace_time agrees with the timeline's Overlap Analysis events it is built from.
 
     Text: step_trace_time.csv vs trace_view.json; database: analysis.db StepTraceTime vs the
     OVERLAP_ANALYSIS table. None when the capture lacks one of the two (or the timeline has no
     Overlap Analysis events: a Level0 or msprof export).
     """
-    tables = ds.step_tables
+    tables = facts.step_tables
     if tables is None:
         return None
     return compare_step_tables(
         tables.table,
         tables.rebuilt,
-        f"step table agrees with the Overlap Analysis ({where})",
+        f"step table agrees with the Overlap Analysis ({facts.where})",
         tables.table_source,
         tables.rebuilt_source,
     )
 
 
-def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:
+def check_exports_agree(facts: ExportFacts) -> list[Verdict]:
     """A capture exported as text and as a database: the same tasks per OP Type and the same step rows."""
-    from common.formats.datasets import export_sides
-
-    sides = export_sides(ds)
-    if sides is None:
+    if facts.sides is None:
         return []
-    text, db = sides
-    name = f"text and database exports agree ({where})"
+    text, db = facts.sides
+    name = f"text and database exports agree ({facts.where})"
     problems = []
     for op in sorted(set(text.per_type) | set(db.per_type)):
         t, d = text.per_type.get(op), db.per_type.get(op)
@@ -510,11 +469,10 @@ def check_exports_agree(ds: Dataset, where: str) -> list[Verdict]:
     return out
 
 
-def integrity_verdicts(datasets: list[Dataset], root: Path) -> list[Verdict]:
-    """Every integrity check that applies to each dataset under ``root``."""
+def integrity_verdicts(exports: list[ExportFacts]) -> list[Verdict]:
+    """Every integrity check that applies to each export (common.formats.export_facts.integrity_facts reads them)."""
     out: list[Verdict] = []
-    for ds in datasets:
-        where = ds.label(root)
-        out += [v for v in (check_op_statistic(ds, where), check_step_table(ds, where)) if v is not None]
-        out += check_exports_agree(ds, where)
+    for facts in exports:
+        out += [v for v in (check_op_statistic(facts), check_step_table(facts)) if v is not None]
+        out += check_exports_agree(facts)
     return out

@@ -20,11 +20,11 @@ from common.analyze import checks, families, timing_checks
 from common.analyze.bounds import step as step_bound
 from common.analyze.robust import Estimate
 from common.errors import LabError
-from common.formats.datasets import Dataset
+from common.formats.export_facts import ExportFacts
 from common.formats.outputs import SavedOutput
 from common.formats.records import OpStat, StepTime, Task
 from common.verdict import Verdict
-from common.workload import WARMUP_FORWARDS, Workload
+from common.workload import WARMUP_FORWARDS, Expected, compare_outputs
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,7 @@ class ModeRun:
     tasks: list[Task]
     stats: list[OpStat]
     steps: list[StepTime] = field(default_factory=list)
-    datasets: list[Dataset] = field(default_factory=list)
-    every_dataset: list[Dataset] = field(default_factory=list)  # the folder's, 03's variants too: integrity
+    integrity: list[ExportFacts] = field(default_factory=list)  # the folder's exports, 03's variants too
     variants: dict[str, tuple[list[Task], list[OpStat]]] = field(default_factory=dict)
     records: list[Counter[str]] = field(default_factory=list)  # 01 / 04: the ops of each forward / step
     output: SavedOutput | None = None  # 01 / 04: the output the mode saved (output.npy), read by the loader
@@ -152,13 +151,13 @@ def check_same_workload(infos: dict[str, dict]) -> None:
         )
 
 
-def workload_line(workload: Workload) -> str:
+def workload_line(workload: Expected) -> str:
     where = workload.path or "built in, workloads/tiny_mlp.py"
     return f"workload: {workload.name} | sha256 {workload.sha256[:12]} | {where}"
 
 
 # --- the checks ------------------------------------------------------------------------------------
-def verdicts(runs: dict[str, ModeRun], workload: Workload, failed: dict[str, str] | None = None) -> list[Verdict]:
+def verdicts(runs: dict[str, ModeRun], workload: Expected, failed: dict[str, str] | None = None) -> list[Verdict]:
     """Every mode's own outcome, then what the modes can be compared on; a check that needs a failed mode
     is left out (that mode's FAIL says why)."""
     failed = failed or {}
@@ -222,7 +221,7 @@ def same_ops_verdict(r01: ModeRun, r04: ModeRun) -> Verdict:
 
 
 def compute_verdict(run: ModeRun) -> Verdict:
-    """03's exported graph against the model by FLOPs, as 03 recorded it (graph_changes.compute_verdict)."""
+    """03's exported graph against the model by FLOPs, as 03 recorded it (common.analyze.flops.flops_verdict)."""
     name = "the exported graph computes what the model computes (03, FLOPs per family group)"
     recorded = run.info.get("compute_check")
     if not isinstance(recorded, dict):
@@ -235,14 +234,11 @@ def integrity_verdicts(runs: dict[str, ModeRun]) -> list[Verdict]:
     a file edited or cut short after the run fails agree even where the lesson checks still hold."""
     out = []
     for key, run in runs.items():
-        out += [
-            Verdict(f"{v.name} [{key}]", v.ok, v.detail)
-            for v in checks.integrity_verdicts(run.every_dataset, run.folder)
-        ]
+        out += [Verdict(f"{v.name} [{key}]", v.ok, v.detail) for v in checks.integrity_verdicts(run.integrity)]
     return out
 
 
-def lesson_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdict]:
+def lesson_verdicts(runs: dict[str, ModeRun], workload: Expected) -> list[Verdict]:
     """The lesson checks, each one a statement the workload declares in EXPECT; N/A where it declares none.
 
     top_family: that family has the largest share of forward time in 01, 03 and 04.
@@ -300,7 +296,7 @@ def graph_count_verdict(run: ModeRun) -> Verdict:
     return Verdict(name, ok, ", ".join(parts))
 
 
-def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdict]:
+def output_verdicts(runs: dict[str, ModeRun], workload: Expected) -> list[Verdict]:
     """Each mode's output against the reference by the rule that mode applied itself (one rule, in one place)."""
     npu = any(run.info.get("backend") == "npu" for run in runs.values())
     out = [checks.check_output_file(runs[k].output, k, workload, npu) for k in ("01", "04") if k in runs]
@@ -313,7 +309,7 @@ def output_verdicts(runs: dict[str, ModeRun], workload: Workload) -> list[Verdic
     if "03" not in runs:
         return out
     results = runs["03"].info.get("results", {})
-    reference = workload.fp32_reference()  # what 03 ran: the model, or the fp32 copy it exported
+    reference = workload.fp32_outputs  # what 03 ran: the model, or the fp32 copy it exported
     scales = [float(abs(r).max()) if r.size else 0.0 for r in reference]
     for name in runs["03"].variants:
         recorded = results.get(name, {})
@@ -366,7 +362,7 @@ class ModeColumn:
     workload: str = ""  # what the mode profiled: the workload's name and hash (02: its kernel)
 
 
-def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[ModeColumn]:
+def columns(runs: dict[str, ModeRun], workload: Expected) -> list[ModeColumn]:
     cols = []
     for k, run in runs.items():
 
@@ -402,15 +398,15 @@ def columns(runs: dict[str, ModeRun], workload: Workload | None = None) -> list[
     return cols
 
 
-def _accuracy(run: ModeRun, workload: Workload | None = None) -> str:
+def _accuracy(run: ModeRun, workload: Expected) -> str:
     if run.spec.key in ("01", "04"):
-        from common.formats.outputs import output_metrics
-
+        if run.output is None or run.output.arrays is None:
+            return "no output.npy"
         try:
-            m = output_metrics(run.folder / "output.npy", workload)
+            m = compare_outputs(run.output.arrays, workload.outputs)
         except LabError:  # another shape than the reference: the verdict says which
             return "shape differs"
-        return f"max abs {m['max_abs_diff']:.2g}" if m else "no output.npy"
+        return f"max abs {m['max_abs_diff']:.2g}"
     if run.spec.key == "02":
         return "all elements verified" if run.info.get("completed") else "not verified"
     m = run.info.get("results", {}).get(PYACL_DEFAULT, {}).get("accuracy")

@@ -12,7 +12,7 @@ from common.analyze.families import family_share, forward_share_estimates
 from common.analyze.robust import Estimate, agreement, estimate, quadrature
 from common.formats.records import OpStat, StepTime, Task
 from common.verdict import Verdict, not_applicable
-from common.workload import Workload
+from common.workload import Expected
 
 
 def check_top_family(
@@ -110,13 +110,13 @@ def check_sum_vs_computing(tasks: list[Task], steps: list[StepTime], where: str)
 
 
 def check_declared_top_family(
-    stats: list[OpStat], workload: Workload, where: str, groups: list[list[Task]] | None = None, unit: str = "forward"
+    stats: list[OpStat], expected: Expected, where: str, groups: list[list[Task]] | None = None, unit: str = "forward"
 ) -> Verdict:
     """The workload's EXPECT['top_family'] has the largest share of op time (with ``groups``: the largest median
     share per forward, check_top_family); N/A when it declares none."""
-    family = workload.expectations.get("top_family")
+    family = expected.expectations.get("top_family")
     if family is None:
-        return not_applicable(f"top family ({where})", workload.not_applicable("top_family"))
+        return not_applicable(f"top family ({where})", expected.not_applicable("top_family"))
     return check_top_family(stats, family, where, groups=groups, unit=unit)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def advise(args: argparse.Namespace) -> int:
-    from common.analyze.advisor.rules import advise as run_rules
+    from common.analyze.advisor.rules import Advisor
     from common.cli.captures import readable
     from common.formats.advice_input import iter_capture_inputs
     from common.formats.rundir import check_output_dir, prepare_output_dir
@@ -23,14 +23,12 @@ def advise(args: argparse.Namespace) -> int:
     if args.out:
         check_output_dir(args.out)  # before the work: a bad --out stops here
     names: list = []  # each export's rank, as the rules take them (one at a time)
-
-    def noted(ranks):
-        for rank in ranks:
-            names.append(rank.rank)
-            yield rank
-
+    advisor = Advisor()
     with readable(args.dir) as source:
-        findings = run_rules(noted(iter_capture_inputs(source)))
+        for rank in iter_capture_inputs(source):  # read here, one rank at a time; the rules never read a file
+            names.append(rank.rank)
+            advisor.add(rank)
+    findings = advisor.findings()
     title = f"msprof lab advise: {args.dir}"
     shown = ", ".join(map(str, names[:16])) + (f" ... {names[-1]}" if len(names) > 16 else "")
     lines = [

@@ -23,7 +23,8 @@ from common.analyze.cross_mode import (
     spec_for,
 )
 from common.errors import LabError
-from common.formats.datasets import find_datasets
+from common.formats.datasets import find_datasets, forward_windows
+from common.formats.export_facts import integrity_facts
 from common.formats.outputs import read_output
 from common.formats.rundir import REPO_ROOT, read_run_info
 from common.workload import WARMUP_FORWARDS, Workload, load_workload, tiny_mlp
@@ -102,14 +103,13 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
             tasks,
             [s for ds in datasets for s in ds.op_statistic],
             steps,
-            datasets,
             records=checks.records_by_step(tasks),
             output=read_output(folder / "output.npy"),
             groups=checks.tasks_by_step(tasks),
         )
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
-    windows = checks.forward_windows(datasets)
+    windows = forward_windows(datasets)
     stats = [s for ds in datasets for s in ds.op_statistic]
     if spec.key == "01":
         # Forward time is the time inside the measured forwards' ranges, as 04's is its active steps: what the
@@ -122,7 +122,6 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         forwards,
         tasks,
         stats,
-        datasets=datasets,
         records=checks.records_in(tasks, windows) if spec.key == "01" else [],
         output=read_output(folder / "output.npy") if spec.key == "01" else None,
         groups=checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [],
@@ -221,7 +220,7 @@ def load_runs(dirs: list[Path], allow_mixed_runs: bool = False) -> tuple[dict[st
             failed[k] = f"{reason} — see {_shown(folder / 'report.md')}"
     for k, run in runs.items():  # what the integrity checks read: every dataset of the folder, 03's variants too
         if k not in failed:
-            run.every_dataset = find_datasets(run.folder)
+            run.integrity = integrity_facts(find_datasets(run.folder), run.folder)
     return runs, failed, notes
 
 

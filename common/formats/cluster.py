@@ -188,7 +188,7 @@ class ClusterView:
     @functools.cached_property
     def communication(self) -> Communication | None:
         """Every rank's communication analysis, added up (:class:`Communication`); None when no rank has one.
-        Filled as the ranks are read by :func:`load_cluster` when it reads many; else read here on first use."""
+        Filled as the ranks are read by :func:`load_cluster` when it reads many; read here when it reads a few."""
         comm = Communication(keep_links=len(self.ranks) <= FULL_VIEW_RANKS)
         for p in self.ranks:
             comm.add_rank(p.rank, p.communication_files)
@@ -357,6 +357,9 @@ def load_cluster(root: Path | str, executor=None) -> ClusterView:
             starts=kept.starts,
             layout=kept.layout,
         )
+    else:  # a few ranks: read now, so the analysis is handed what it reads (it never opens a file)
+        for part in ("communication", "starts", "layout"):
+            getattr(view, part)  # read once, kept by the view
     return view
 
 

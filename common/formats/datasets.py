@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from common.formats.memory import MEMORY_FILES, MemoryData, memory_from_db, read
 from common.formats.overlap import overlap_step_times
 from common.formats.records import OpStat, StepTime, Task, TxRange
 from common.formats.rundir import RUN_INFO, read_run_info, require_directory
+from common.workload import FORWARD_RANGE
 
 _MSPROF_NAME = re.compile(r"^(?P<name>[a-z_]+?)(?:_slice_(?P<slice>\d+))?_(?P<ts>\d{14})\.(?:csv|json)$")
 TORCH_NPU_FILES = (
@@ -354,6 +354,22 @@ def file_rows(datasets: list[Dataset], names: list[str]) -> list[FileRows]:
     return out
 
 
+def tasks_of(datasets: list[Dataset]) -> list[Task]:
+    """Every task of these datasets, in order."""
+    return [task for ds in datasets for task in ds.tasks]
+
+
+def stats_of(datasets: list[Dataset]) -> list[OpStat]:
+    """Every op_statistic row of these datasets, in order."""
+    return [row for ds in datasets for row in ds.op_statistic]
+
+
+def forward_windows(datasets: list[Dataset]) -> list[tuple[float, float]]:
+    """The windows (start, end µs) of the forwards a program named with the lab's range (msprof_tx ``FORWARD_RANGE``:
+    01's model.py marks each one), in the order recorded."""
+    return [r.window_us for ds in datasets for r in ds.tx_ranges if r.message == FORWARD_RANGE]
+
+
 def _kind(folder: Path) -> str | None:
     names = {p.name for p in folder.iterdir() if p.is_file()}
     if names & set(TORCH_NPU_FILES):
@@ -458,46 +474,6 @@ def dataset_of(folder: Path | str) -> Dataset | None:
     dbs = _databases(folder)
     text = Dataset(kind, folder) if kind else None
     return _read_once(folder, dbs, text) if dbs else text
-
-
-@dataclass
-class ExportSide:
-    """One export's view of a capture, for cross-checking a text export against its database."""
-
-    source: str  # the file the numbers come from: kernel_details / op_summary, or the .db
-    per_type: dict[str, tuple[int, float]]  # OP Type -> (task count, total µs), communication included
-    steps: list[StepTime]
-    steps_source: str
-    step_tasks: dict[int | None, int]  # tasks per Step Id (None: no step), bounding each step's timeline events
-
-
-def export_side(ds: Dataset) -> ExportSide:
-    per = ds.task_totals.group_by("op_type").agg(pl.col("count").sum(), pl.col("total_us").sum())
-    per_type = {op: (int(count), float(total)) for op, count, total in per.iter_rows()}
-    # per step from the task records of a small profile; otherwise every task bounds any one step
-    step_tasks = (
-        dict(Counter(t.step_id for t in ds.tasks)) if ds.small else {None: sum(count for count, _ in per_type.values())}
-    )
-    return ExportSide(
-        source=ds.db.name if ds.db is not None else ds.task_file,
-        per_type=per_type,
-        steps=ds.steps,
-        steps_source=ds.steps_source,
-        step_tasks=step_tasks,
-    )
-
-
-def export_sides(ds: Dataset) -> tuple[ExportSide, ExportSide] | None:
-    """(text, database) of a capture exported both ways, both complete; None when there is one side.
-
-    Exports of one capture must agree: the same tasks per OP Type (count and total time) and the
-    same step rows; a difference means one export is damaged or not from the same capture.
-    """
-    other = ds.counterpart()
-    if other is None:
-        return None
-    text, db = (other, ds) if ds.is_db else (ds, other)
-    return export_side(text), export_side(db)
 
 
 def find_run_info(path: Path | str) -> dict | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.formats.engine import np
-from common.workload import Workload, compare_to_reference, flatten_output, reference_output
+from common.workload import flatten_output
 
 if TYPE_CHECKING:
     import numpy
@@ -45,14 +45,3 @@ def save_output(path: Path, output) -> Path:
         return Path(path)
     np.savez(Path(path).with_suffix(".npz"), *arrays)
     return Path(path).with_suffix(".npz")
-
-
-def output_metrics(path: Path, workload: Workload | None = None) -> dict[str, float] | None:
-    """Accuracy of a saved model output (``output.npy`` / ``.npz``) against the workload's fp32 reference
-    (default TinyMLP's); None if not written."""
-    arrays = load_output(path)
-    if arrays is None:
-        return None
-    if workload is None:
-        return compare_to_reference(arrays, reference_output())
-    return workload.compare_to_reference(arrays)

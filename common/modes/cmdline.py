@@ -54,7 +54,7 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
 def check_run(run, own_model: bool, datasets: list) -> list:
     """Every file msprof exports is there and parses; for the workload: op counts, declared top family, output."""
     from common.analyze import checks, timing_checks
-    from common.formats.datasets import file_rows
+    from common.formats.datasets import file_rows, forward_windows, stats_of, tasks_of
     from common.formats.outputs import read_output
 
     verdicts = [
@@ -63,9 +63,9 @@ def check_run(run, own_model: bool, datasets: list) -> list:
         )
     ]
     if own_model:  # the lesson model.py (a program of yours: the lab cannot know what it should contain)
-        forwards, work = run.info["forwards"], run.workload
+        forwards, expected = run.info["forwards"], run.workload.expected(fp32=False)  # the model runs here, if at all
         # model.py names each forward with a range (msprof_tx): the tasks inside one range are one forward.
-        windows, tasks = checks.forward_windows(datasets), checks.tasks_of(datasets)
+        windows, tasks = forward_windows(datasets), tasks_of(datasets)
         verdicts += [
             # msprof saw every forward the program ran (warm-up too): each holds what the first one holds.
             # Set-up (build_model, make_input) runs outside the ranges and is not compared.
@@ -75,12 +75,12 @@ def check_run(run, own_model: bool, datasets: list) -> list:
             # Which family dominates is a statement about the model: only the workload can declare it. Judged on
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
             timing_checks.check_declared_top_family(
-                checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or checks.stats_of(datasets),
-                work,
+                checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats_of(datasets),
+                expected,
                 "01",
                 checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS),
             ),
-            checks.check_output_file(read_output(run.out / "output.npy"), "01", work, run.npu),
+            checks.check_output_file(read_output(run.out / "output.npy"), "01", expected, run.npu),
         ]
     return verdicts
 
@@ -148,11 +148,10 @@ def forward_disturbance(datasets: list) -> str | None:
     input, so the spread is the machine's (another program, a stall), and the figures of this run say less."""
     from common.analyze import checks
     from common.collect.calibrate import step_disturbance
+    from common.formats.datasets import forward_windows, tasks_of
     from common.workload import MEASURED_FORWARDS
 
-    groups = checks.measured_forward_groups(
-        checks.tasks_of(datasets), checks.forward_windows(datasets), WARMUP_FORWARDS
-    )
+    groups = checks.measured_forward_groups(tasks_of(datasets), forward_windows(datasets), WARMUP_FORWARDS)
     return step_disturbance(
         [sum(t.duration_us for t in g) for g in groups], f"the {MEASURED_FORWARDS} measured forwards' op times"
     )

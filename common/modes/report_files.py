@@ -10,6 +10,7 @@ from pathlib import Path
 from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.datasets import Dataset, find_datasets, find_run_info
+from common.formats.export_facts import integrity_facts
 from common.formats.rundir import prepare_output_dir, recorded_count
 from common.modes.reports import NOTHING_TO_CROSS_CHECK, directory_html, directory_report
 from common.render.text import Section, render_markdown, render_text, render_verdicts
@@ -87,7 +88,7 @@ class Checked:
 def own_integrity(root: Path) -> Checked:
     """Every dataset under ``root`` and its integrity checks: what write_own_report writes beside them."""
     datasets = find_datasets(Path(root))
-    return Checked(datasets, integrity_verdicts(datasets, Path(root)))
+    return Checked(datasets, integrity_verdicts(integrity_facts(datasets, Path(root))))
 
 
 def write_own_report(

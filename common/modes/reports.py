@@ -18,7 +18,8 @@ from common.analyze.bounds.op import Peaks
 from common.analyze.checks import integrity_verdicts
 from common.collect.calibrate import peaks_for
 from common.formats.advice_input import rank_input
-from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info
+from common.formats.datasets import TASK_RECORDS_MAX, Dataset, find_datasets, find_run_info, forward_windows
+from common.formats.export_facts import integrity_facts
 from common.formats.records import StepTime
 from common.formats.rundir import recorded_count
 from common.render import html
@@ -213,7 +214,7 @@ def forward_groups(ds: Dataset) -> tuple[list[list], str]:
     stepped = checks.tasks_by_step(ds.tasks)
     if stepped:
         return stepped, "step"
-    return checks.measured_forward_groups(ds.tasks, checks.forward_windows([ds]), WARMUP_FORWARDS), "forward"
+    return checks.measured_forward_groups(ds.tasks, forward_windows([ds]), WARMUP_FORWARDS), "forward"
 
 
 STEP_HEADER = [
@@ -387,7 +388,7 @@ def directory_report(
         if bottlenecks:
             sections += bottleneck_sections(ds, ds.label(root), peaks, note)
         sections += advisory_sections(ds, ds.label(root))
-    integrity = integrity_verdicts(datasets, root)
+    integrity = integrity_verdicts(integrity_facts(datasets, root))
     if verdicts:
         sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
     sections.append(
@@ -459,7 +460,7 @@ def directory_html(
             )
         )
     if integrity is None:
-        integrity = integrity_verdicts(datasets, root)
+        integrity = integrity_verdicts(integrity_facts(datasets, root))
     integrity_block = (
         html.section("Integrity", html.verdict_list(integrity), note="the files of each export agree with each other")
         if integrity

@@ -19,7 +19,7 @@ from common.workload.expect import EXPECT_KEYS
 from common.workload.loader import ENV_VAR, TINY_MLP, load_workload, tiny_mlp, tiny_mlp_module, workload_identity
 from common.workload.model import FORWARD_RANGE, MEASURED_FORWARDS, SEED, WARMUP_FORWARDS, Workload
 from common.workload.outputs import compare_outputs, flatten_output
-from common.workload.record import FlopCount
+from common.workload.record import Expected, FlopCount
 from common.workload.threads import use_threads
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENV_VAR",
     "EXPECT_KEYS",
+    "Expected",
     "FORWARD_RANGE",
     "MEASURED_FORWARDS",
     "SEED",

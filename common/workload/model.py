@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from common import cache
 from common.errors import LabError
 from common.workload.outputs import compare_outputs, flatten_output, output_arrays
-from common.workload.record import FlopCount, Record
+from common.workload.record import Expected, FlopCount, Record, no_expectation
 
 if TYPE_CHECKING:  # numpy is imported where outputs are compared: a report on a CSV never needs it
     import numpy as np
@@ -179,8 +179,21 @@ class Workload:
         )
 
     def not_applicable(self, key: str) -> str:
-        """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""
-        return f"not applicable: {self.name} declares no EXPECT[{key!r}]"
+        return no_expectation(self.name, key)
+
+    def expected(self, fp32: bool = True) -> Expected:
+        """What a run of it is checked against (:class:`Expected`), computed here (the model may run): the checks
+        are handed it. ``fp32`` false: without the fp32 reference (an fp16 / bf16 model's would run its fp32 copy)."""
+        outputs = self._reference_arrays()
+        return Expected(
+            self.name,
+            self.path,
+            self.sha256,
+            self.precision,
+            outputs,
+            self.fp32_reference() if fp32 else outputs,
+            dict(self.expectations),
+        )
 
     def _reference_arrays(self) -> tuple[np.ndarray, ...]:
         if self._reference is None and not Record.restore(self):

@@ -33,6 +33,41 @@ class FlopCount:
     uncounted: dict[str, int] = field(default_factory=dict)  # aten op -> calls without a formula
 
 
+def no_expectation(name: str, key: str) -> str:
+    """Why a lesson check has nothing to compare with when the workload declares no EXPECT[key]."""
+    return f"not applicable: {name} declares no EXPECT[{key!r}]"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a run of a workload is checked against, computed by the harness (:meth:`Workload.expected`) and
+    handed to the checks, which never build or run a model: its reference outputs (the model on its input,
+    without a profiler, in its own precision), the fp32 reference (the same for an fp32 model; else the
+    fp32 copy's), and what the workload file declares (``EXPECT``)."""
+
+    name: str
+    path: str | None  # the workload file; None: the built-in TinyMLP
+    sha256: str
+    precision: str  # fp32, fp16 or bf16: the model's own
+    outputs: tuple  # numpy arrays, one per output
+    fp32_outputs: tuple
+    expectations: dict[str, Any] = field(default_factory=dict)
+
+    def not_applicable(self, key: str) -> str:
+        return no_expectation(self.name, key)
+
+    def precision_pointer(self) -> str:
+        """For a model that is not fp32: its reference is itself in that precision, so the accuracy the precision
+        gives up against fp32 is not what an output check measures; the command that measures it."""
+        if self.precision == "fp32":
+            return ""
+        option = f" --workload {self.path}" if self.path else ""
+        return (
+            f"; the reference is the model itself in {self.precision}, so what {self.precision} costs in accuracy "
+            f"against fp32 is not measured here: python -m common precision{option} measures it per op"
+        )
+
+
 class Record:
     """A workload's results kept in .lab_cache (common.cache): its reference output, precision, input shapes,
     and once computed its FLOPs and fp32 reference. Valid while the workload file, every file its import and

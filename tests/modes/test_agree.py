@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import MODES, copy_lab, error_lines, lab_env
+from helpers import MODES, ROOT, copy_lab, error_lines, lab_env
 
 from common.workload import tiny_mlp
 
@@ -314,6 +314,18 @@ def test_agree_fails_on_a_half_written_kernel_details(repo: Path, tmp_path: Path
 def test_agree_checks_the_integrity_of_every_mode(agreed) -> None:
     passed = [li for li in agreed.stdout.splitlines() if li.startswith("[PASS] op_statistic agrees with")]
     assert {re.search(r"\[(\d\d)\]:", li)[1] for li in passed} == {"01", "02", "03", "04"}, passed
+
+
+def test_agree_and_compare_hand_the_analysis_records(repo: Path, agreed, tmp_path: Path) -> None:
+    """agree and compare with common/analyze/ fenced off from files and models (tests/apps/analyze_guard.py; see
+    test_analyze_is_pure.py): each reads the runs and computes the workload's reference before judging."""
+    guard = ROOT / "tests" / "apps" / "analyze_guard.py"
+    out = repo / "04_pyTorch" / "prof_out"
+    for args in (["agree", "--out", str(tmp_path / "agree_out")], ["compare", str(out), str(out)]):
+        proc = _sh(repo, sys.executable, str(guard), *args)
+        assert "functions of common/analyze/ fenced" in proc.stderr and "TOUCHED" not in proc.stdout, proc.stdout[-800:]
+        want = agreed.returncode if args[0] == "agree" else 0  # the verdicts of the unfenced run: the same exit
+        assert proc.returncode == want, proc.stderr[-800:]
 
 
 # --- compare ---------------------------------------------------------------------------------------

@@ -65,13 +65,15 @@ def test_compare_shows_both_sides_precision_and_batch_and_points_to_precision_wh
 def test_the_output_check_of_a_bf16_model_says_its_reference_is_itself_and_names_the_precision_command() -> None:
     work = load_workload(ROOT / "tests/corpus/bf16_mlp.py")
     assert work.precision == "bf16"
-    verdict = checks.check_output_file(SavedOutput(Path("o.npy"), list(work.reference_output_arrays())), "04", work)
+    verdict = checks.check_output_file(
+        SavedOutput(Path("o.npy"), list(work.reference_output_arrays())), "04", work.expected()
+    )
     assert verdict.ok and "the reference is the model itself in bf16" in verdict.detail
     assert f"python -m common precision --workload {work.path}" in verdict.detail
     fp32 = load_workload(ROOT / "workloads/cnn.py")
     assert (
         "python -m common precision"
         not in checks.check_output_file(
-            SavedOutput(Path("o.npy"), list(fp32.reference_output_arrays())), "04", fp32
+            SavedOutput(Path("o.npy"), list(fp32.reference_output_arrays())), "04", fp32.expected()
         ).detail
     )

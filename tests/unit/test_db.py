@@ -21,7 +21,8 @@ from common.formats.run_ops import load_run
 from common.errors import LabError
 from common.formats import cluster_analysis_db, sqlite_file
 from common.formats.cluster import load_cluster
-from common.formats.datasets import export_sides, find_datasets
+from common.formats.datasets import find_datasets
+from common.formats.export_facts import export_sides
 from common.formats.db import ProfilerDb
 from common.formats.engine import pl
 

@@ -20,6 +20,7 @@ from common.analyze import checks
 from common.modes.reports import directory_html, directory_report
 from common.formats import writers
 from common.formats.datasets import Dataset, find_datasets
+from common.formats.export_facts import integrity_facts
 
 NPU = FIXTURES / "npu"
 LEVEL1 = NPU / "msinsight_torch_npu" / "text_level1"
@@ -28,7 +29,7 @@ OUT = "ASCEND_PROFILER_OUTPUT"
 
 
 def verdicts(root: Path) -> list[checks.Verdict]:
-    return checks.integrity_verdicts(find_datasets(root), root)
+    return checks.integrity_verdicts(integrity_facts(find_datasets(root), root))
 
 
 def rows(path: Path) -> list[dict[str, str]]:

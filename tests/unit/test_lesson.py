@@ -112,8 +112,8 @@ def test_top_family_is_declared_or_not_applicable() -> None:
         OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
         OpStat("aten::gelu", "CPU", 3, 10.0, 3.0, 3.3, 3.6, 10.0),
     ]
-    assert timing_checks.check_declared_top_family(stats, tiny_mlp(), "t").ok
-    na = timing_checks.check_declared_top_family(stats, load_workload(CNN), "t")
+    assert timing_checks.check_declared_top_family(stats, tiny_mlp().expected(), "t").ok
+    na = timing_checks.check_declared_top_family(stats, load_workload(CNN).expected(), "t")
     assert na.ok and not na.applicable and na.detail == "not applicable: cnn declares no EXPECT['top_family']"
     line = render_verdicts([na, checks.Verdict("x", False, "y")])
     assert line.splitlines() == [
@@ -125,21 +125,22 @@ def test_top_family_is_declared_or_not_applicable() -> None:
 
 def test_output_files_one_or_several(tmp_path: Path) -> None:
     work = load_workload(TRANSFORMER)
+    expected = work.expected()
     model = work.build_model()
     with torch.no_grad():
         y = model(*work.inputs())
     save_output(tmp_path / "output.npy", y)
-    assert checks.check_output_file(read_output(tmp_path / "output.npy"), "t", work).ok
+    assert checks.check_output_file(read_output(tmp_path / "output.npy"), "t", expected).ok
     assert not checks.check_output_file(
-        read_output(tmp_path / "output.npy"), "t", load_workload(CNN)
+        read_output(tmp_path / "output.npy"), "t", load_workload(CNN).expected()
     ).ok  # another shape
     save_output(tmp_path / "two.npy", (y, y))
     arrays = load_output(tmp_path / "two.npy")
     assert len(arrays) == 2 and np.array_equal(arrays[1], y.numpy())
     wrong = tmp_path / "wrong.npy"
     np.save(wrong, y.numpy() + 0.01)
-    assert not checks.check_output_file(read_output(wrong), "t", work).ok
-    assert not checks.check_output_file(read_output(tmp_path / "none.npy"), "t", work).ok
+    assert not checks.check_output_file(read_output(wrong), "t", expected).ok
+    assert not checks.check_output_file(read_output(tmp_path / "none.npy"), "t", expected).ok
 
 
 def test_training_losses() -> None:

@@ -24,6 +24,7 @@ from common.analyze.bounds import step as step_bound
 from common.analyze.parallel_layout import parallel_layout
 from common.analyze.slow_rank import collective_arrivals
 from common.formats.cluster import load_cluster
+from common.formats.export_facts import integrity_facts
 from common.formats.communication import rank_collectives
 from common.modes.reports import memory_summary
 from common.formats.datasets import find_datasets
@@ -115,7 +116,7 @@ def assert_bound(ds, kind: str, computing: float, comm: float, free: float) -> N
 
 
 def integrity(root: Path, ds_list) -> list[checks.Verdict]:
-    return checks.integrity_verdicts(ds_list, root)
+    return checks.integrity_verdicts(integrity_facts(ds_list, root))
 
 
 # --- one expectation per capture -------------------------------------------------------------------------

@@ -34,16 +34,31 @@ CLUSTER_RULES = (cluster.slow_rank, cluster.slow_link, cluster.retransmission)
 CAPTURE_RULES = (cluster.graph_fusion, cluster.comparison)  # what needs more than the capture holds
 
 
-def advise(ranks: Iterable) -> list[Finding]:
-    """The findings of every rule: the rules of one rank on each rank (merged per rule), then those across ranks.
+class Advisor:
+    """Every rule, fed one rank at a time: the rules of one rank run on each rank as it is added (merged per rule
+    at the end), then those across ranks. A rank's tasks and timeline are let go once its rules have run; the
+    rules across ranks keep only the step tables and the communication analyses. The caller reads each rank
+    (:func:`common.formats.advice_input.iter_capture_inputs`) and adds it: nothing here reads a file."""
 
-    ``ranks`` may be an iterator: each rank's tasks and timeline are let go once its rules have run; the rules
-    across ranks keep only the step tables and the communication analyses."""
-    per_rule: list[list] = [[] for _ in RANK_RULES]
-    kept = []
-    for rank in ranks:
-        for found, rule in zip(per_rule, RANK_RULES):
+    def __init__(self) -> None:
+        self.per_rule: list[list] = [[] for _ in RANK_RULES]
+        self.kept: list = []
+
+    def add(self, rank) -> None:
+        for found, rule in zip(self.per_rule, RANK_RULES):
             found.append((rank.rank, rule(rank)))
-        kept.append(dataclasses.replace(rank, tasks=[], timeline=None))
-    findings = [merge_ranks(found) for found in per_rule]
-    return findings[:2] + [rule(kept) for rule in CLUSTER_RULES] + findings[2:] + [rule(kept) for rule in CAPTURE_RULES]
+        self.kept.append(dataclasses.replace(rank, tasks=[], timeline=None))
+
+    def findings(self) -> list[Finding]:
+        """What every rule found, in the order of msprof-analyze's problems sheet."""
+        found = [merge_ranks(ranks) for ranks in self.per_rule]
+        kept = self.kept
+        return found[:2] + [rule(kept) for rule in CLUSTER_RULES] + found[2:] + [rule(kept) for rule in CAPTURE_RULES]
+
+
+def advise(ranks: Iterable) -> list[Finding]:
+    """:class:`Advisor` over ranks already read (a list): every rule's findings."""
+    advisor = Advisor()
+    for rank in ranks:
+        advisor.add(rank)
+    return advisor.findings()

@@ -218,11 +218,11 @@ def profile_running_job(run) -> dict:
 def check_run(run) -> list:
     """The capture has mode 04's files, the active training steps with the same ops, Σ op time ≈ Computing."""
     from common.analyze import checks, timing_checks
-    from common.formats.datasets import file_rows
+    from common.formats.datasets import file_rows, tasks_of
 
     where = f"04 dynamic, {DYNAMIC_ACTIVE} active steps"
     datasets = run.datasets(kind="torch_npu")
-    tasks = [t for t in checks.tasks_of(datasets) if t.step_id is not None]
+    tasks = [t for t in tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
     return [
         checks.check_files(
