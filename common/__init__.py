@@ -6,8 +6,8 @@
     collect/    portable collectors, NPU command builders, the process launcher, calibration, msprof-analyze,
                 the in-process Profiler (profiling.py)
     analyze/    pure functions over parsed rows: families, FLOPs, bounds/ (op, step, kernel), compare, cluster (slow
-                rank, parallel layout), cross-mode; checks.py (and ddp_checks.py, the several-rank ones) hold every
-                check over records, each a Verdict
+                rank, parallel layout), cross-mode; checks/ holds every check over records, each a Verdict, a
+                module per subject (records, outputs, integrity, timing, ranks)
     render/     text, Markdown and HTML from numbers already computed (never reads files, never measures)
     cli/        ``python -m common ...``
     modes/      each mode's harness: it launches the mode's lesson files (``<mode>/src/``, which import

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.analyze import checks, families, timing_checks
+from common.analyze import checks, families
 from common.analyze.bounds import step as step_bound
 from common.analyze.robust import Estimate
 from common.errors import LabError
@@ -177,7 +177,7 @@ def verdicts(runs: dict[str, ModeRun], workload: Expected, failed: dict[str, str
     if "02" in ok:
         out.append(checks.check_kernel_per_launch(ok["02"].tasks, ok["02"].forwards, "add_custom", "elementwise", "02"))
     if "04" in ok:
-        out.append(timing_checks.check_sum_vs_computing(ok["04"].tasks, ok["04"].steps, "04"))
+        out.append(checks.check_sum_vs_computing(ok["04"].tasks, ok["04"].steps, "04"))
     out += output_verdicts(ok, workload)
     out += integrity_verdicts(ok)
     return out
@@ -247,7 +247,7 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Expected) -> list[Verdic
     """
     expect = workload.expectations
     out = [
-        timing_checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
+        checks.check_declared_top_family(runs[k].stats, workload, k, runs[k].groups, FORWARD_UNIT[k])
         for k in WORKLOAD_MODES
     ]
     family = expect.get("share_agreement_01_04")
@@ -260,10 +260,10 @@ def lesson_verdicts(runs: dict[str, ModeRun], workload: Expected) -> list[Verdic
     else:
         portable = all(runs[k].info.get("backend") == "portable" for k in ("01", "04"))
         out.append(
-            timing_checks.check_share_agreement(
+            checks.check_share_agreement(
                 {k: runs[k].share_estimates().get(family) for k in ("01", "04")},
                 family,
-                {k: timing_checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None,
+                {k: checks.per_call_medians(runs[k].groups) for k in ("01", "04")} if portable else None,
             )
         )
     cast = expect.get("cast_on_03_default")

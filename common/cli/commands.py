@@ -197,7 +197,7 @@ def _compare(args: argparse.Namespace) -> int:
     import json
 
     from common.analyze.compare import compare, comparison_json
-    from common.analyze.timing_checks import check_regressions
+    from common.analyze.checks import check_regressions
     from common.cli.captures import readable
     from common.formats.run_ops import load_side
     from common.errors import LabError
@@ -232,7 +232,7 @@ def _baseline(args: argparse.Namespace) -> int:
     import re
 
     from common.analyze.compare import compare
-    from common.analyze.timing_checks import check_regressions
+    from common.analyze.checks import check_regressions
     from common.cli.captures import readable
     from common.errors import LabError
     from common.formats.run_ops import load_side, side_from_json, side_to_json

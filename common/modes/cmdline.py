@@ -53,7 +53,7 @@ def profile(run, app: list[str], command: list[str]) -> launcher.AppRun:
 # --- 2. check · 3. read -------------------------------------------------------------------------
 def check_run(run, own_model: bool, datasets: list) -> list:
     """Every file msprof exports is there and parses; for the workload: op counts, declared top family, output."""
-    from common.analyze import checks, timing_checks
+    from common.analyze import checks
     from common.formats.datasets import file_rows, forward_windows, stats_of, tasks_of
     from common.formats.outputs import read_output
 
@@ -74,7 +74,7 @@ def check_run(run, own_model: bool, datasets: list) -> list:
             ),
             # Which family dominates is a statement about the model: only the workload can declare it. Judged on
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
-            timing_checks.check_declared_top_family(
+            checks.check_declared_top_family(
                 checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats_of(datasets),
                 expected,
                 "01",

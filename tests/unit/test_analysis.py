@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.analyze import checks, families, timing_checks
+from common.analyze import checks, families
 from common.analyze.bounds import step as step_bound
 from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import OpStat, StepTime, Task
@@ -88,17 +88,17 @@ def test_top_family_excludes_init() -> None:
         OpStat("aten::addmm", "CPU", 4, 300, 1, 1, 1, 30),
         OpStat("aten::gelu", "CPU", 3, 200, 1, 1, 1, 20),
     ]
-    verdict = timing_checks.check_top_family(stats, "matmul", "t")
+    verdict = checks.check_top_family(stats, "matmul", "t")
     assert verdict.ok and "matmul 60.0%" in verdict.detail
-    assert not timing_checks.check_top_family(stats, "activation", "t").ok
+    assert not checks.check_top_family(stats, "activation", "t").ok
 
 
 def test_sum_vs_computing() -> None:
     tasks = [_task("a", 0, 10, 1), _task("b", 20, 10, 2)]
     steps = [StepTime(1, 10, 0, 0, 0, 5, 15, 0, 0), StepTime(2, 10, 0, 0, 0, 5, 15, 0, 0)]
-    assert timing_checks.check_sum_vs_computing(tasks, steps, "t").ok
+    assert checks.check_sum_vs_computing(tasks, steps, "t").ok
     steps_off = [StepTime(1, 20, 0, 0, 0, 5, 25, 0, 0), StepTime(2, 20, 0, 0, 0, 5, 25, 0, 0)]
-    assert not timing_checks.check_sum_vs_computing(tasks, steps_off, "t").ok
+    assert not checks.check_sum_vs_computing(tasks, steps_off, "t").ok
 
 
 def test_bound_verdict_names_its_numbers() -> None:

@@ -87,7 +87,7 @@ def test_communication_json_names_collectives_per_step_in_order() -> None:
 
 
 def test_total_op_info_is_not_counted_as_a_collective(tmp_path) -> None:
-    from common.analyze.ddp_checks import check_collectives
+    from common.analyze.checks import check_collectives
     from common.formats.communication import rank_collectives
 
     profiles = []
@@ -328,7 +328,7 @@ def test_the_rank_program_runs_the_lesson_as_main_and_passes_its_exit_code_on(tm
 def test_the_slow_rank_demo_on_a_model_too_small_to_show_it() -> None:
     """The demo's extra batch may stay under the view's threshold on a small model: [N/A], not a failure
     (which rank arrives last is then noise); another rank blamed fails."""
-    from common.analyze.ddp_checks import check_slow_rank
+    from common.analyze.checks import check_slow_rank
     from common.analyze.slow_rank import Arrivals, SlowRank
 
     quiet = SlowRank(None, None, "no slow rank: ranks differ by 40 us, under 20% of the 3,181.1 us median step")

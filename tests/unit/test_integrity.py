@@ -17,6 +17,7 @@ import pytest
 from helpers import FIXTURES
 
 from common.analyze import checks
+from common.analyze.checks import integrity
 from common.modes.reports import directory_html, directory_report
 from common.formats import writers
 from common.formats.datasets import Dataset, find_datasets
@@ -197,7 +198,7 @@ def test_step_rows_of_the_two_exports_agree_within_their_rounding(tmp_path: Path
     assert table.ok is ok, table.detail
     if ok:
         assert "0.001 us per task of the step" in table.detail
-    assert step.computing_us * checks.STEP_TABLE_REL < 0.187 <= checks.EXPORT_ROUNDING_US_PER_EVENT * 191
+    assert step.computing_us * integrity.STEP_TABLE_REL < 0.187 <= integrity.EXPORT_ROUNDING_US_PER_EVENT * 191
 
 
 # --- a folder exported twice ---------------------------------------------------------------------------

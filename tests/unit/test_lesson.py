@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import ROOT, load_lesson
 
-from common.analyze import checks, timing_checks
+from common.analyze import checks
 from common.collect import calibrate
 from common.modes.pytorch.steps import run_steps
 from common.errors import LabError
@@ -112,8 +112,8 @@ def test_top_family_is_declared_or_not_applicable() -> None:
         OpStat("aten::addmm", "CPU", 4, 90.0, 22.0, 22.5, 23.0, 90.0),
         OpStat("aten::gelu", "CPU", 3, 10.0, 3.0, 3.3, 3.6, 10.0),
     ]
-    assert timing_checks.check_declared_top_family(stats, tiny_mlp().expected(), "t").ok
-    na = timing_checks.check_declared_top_family(stats, load_workload(CNN).expected(), "t")
+    assert checks.check_declared_top_family(stats, tiny_mlp().expected(), "t").ok
+    na = checks.check_declared_top_family(stats, load_workload(CNN).expected(), "t")
     assert na.ok and not na.applicable and na.detail == "not applicable: cnn declares no EXPECT['top_family']"
     line = render_verdicts([na, checks.Verdict("x", False, "y")])
     assert line.splitlines() == [

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
-from common.analyze import advisories, checks, ddp_checks, families
+from common.analyze import advisories, checks, families
 from common.analyze.bounds import step as step_bound
 from common.analyze.parallel_layout import parallel_layout
 from common.analyze.slow_rank import collective_arrivals
@@ -240,7 +240,7 @@ def expect_text_level1(root: Path) -> None:
     found = integrity(root, datasets)
     assert len(found) == 4 and all(v.ok for v in found), found  # op_statistic and step table, per rank
     view = load_cluster(root)
-    assert ddp_checks.check_collectives(rank_collectives(view.ranks)).ok
+    assert checks.check_collectives(rank_collectives(view.ranks)).ok
 
 
 def expect_db_level1(root: Path) -> None:
@@ -277,7 +277,7 @@ def expect_db_level1(root: Path) -> None:
     (verdict,) = integrity(root, datasets)
     assert verdict.ok and "db_level1" not in verdict.name and "rank0" in verdict.name, verdict
     view = load_cluster(root)
-    assert ddp_checks.check_collectives(rank_collectives(view.ranks)).ok
+    assert checks.check_collectives(rank_collectives(view.ranks)).ok
     starts = {
         r: dict(
             query(

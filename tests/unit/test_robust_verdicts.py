@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.analyze import checks, families, robust, timing_checks
+from common.analyze import checks, families, robust
 from common.analyze.compare import compare
 from common.analyze.slow_rank import find_slow_rank, rank_summaries
 from common.formats.cluster import ClusterView
 from common.formats.records import StepTime, Task
 from common.formats.run_ops import RunOps
+from common.formats.writers import aggregate_op_statistic
 
 
 def _forward(start: float, ops: list[tuple[str, float]], step: int | None = None) -> list[Task]:
@@ -52,35 +53,35 @@ def test_an_agreement_is_ok_failed_or_inconclusive() -> None:
 def test_one_slow_forward_moves_the_sum_not_the_median() -> None:
     groups = [_mlp(40, start=10_000 * i) for i in range(1, 5)]
     groups.insert(0, _forward(0, [("aten::addmm", 700.0), ("aten::gelu", 6000.0)] * 3 + [("aten::addmm", 700.0)]))
-    stats = checks.aggregate_op_statistic([t for g in groups for t in g])
+    stats = aggregate_op_statistic([t for g in groups for t in g])
     summed = families.forward_shares(stats)
     assert summed["activation"] > summed["matmul"]  # the sum is decided by one forward
-    assert not timing_checks.check_top_family(stats, "matmul", "t").ok
-    verdict = timing_checks.check_top_family(stats, "matmul", "t", groups=groups)
+    assert not checks.check_top_family(stats, "matmul", "t").ok
+    verdict = checks.check_top_family(stats, "matmul", "t", groups=groups)
     assert verdict.ok and verdict.detail.startswith("median share over 5 forwards: matmul 95.9% (IQR 95.9-95.9)")
 
 
 def test_a_family_that_leads_in_every_forward_still_fails() -> None:
     groups = [_mlp(gelu, addmm_us=100, start=10_000 * i) for i, gelu in enumerate([900, 950, 1000, 920, 980])]
-    verdict = timing_checks.check_top_family([], "matmul", "t", groups=groups)
+    verdict = checks.check_top_family([], "matmul", "t", groups=groups)
     assert verdict.applicable and not verdict.ok and "activation leads by" in verdict.detail
 
 
 def test_two_families_within_their_spread_are_inconclusive() -> None:
     groups = [_mlp(gelu, addmm_us=100, start=10_000 * i) for i, gelu in enumerate([120, 180, 140, 160, 130, 170])]
-    verdict = timing_checks.check_top_family([], "matmul", "t", groups=groups, unit="step")
+    verdict = checks.check_top_family([], "matmul", "t", groups=groups, unit="step")
     assert not verdict.applicable and verdict.detail.startswith("inconclusive: ") and "over 6 steps" in verdict.detail
 
 
 # --- 01 vs 04: the share agreement ------------------------------------------------------------------------
 def _shares(gelus: list[float], addmm: float = 700.0, step: bool = False) -> tuple[dict, dict]:
     groups = [_mlp(g, addmm, i + 1 if step else None, 10_000 * i) for i, g in enumerate(gelus)]
-    return families.forward_share_estimates(groups)["matmul"], timing_checks.per_call_medians(groups)
+    return families.forward_share_estimates(groups)["matmul"], checks.per_call_medians(groups)
 
 
 def test_the_share_agreement_passes_within_its_tolerance_and_prints_it() -> None:
     (a, pa), (b, pb) = _shares([40, 42, 41, 45, 40, 43]), _shares([48, 50, 47, 52, 49], step=True)
-    verdict = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
+    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
     assert verdict.ok and verdict.applicable
     assert "points allowed + " in verdict.detail and "measured noise" in verdict.detail
     assert "01 median" in verdict.detail
@@ -90,22 +91,22 @@ def test_a_share_difference_with_the_same_op_speeds_fails() -> None:
     """A collector that counts the GELU's time three times over: the same per-call time would not give this."""
     (a, pa) = _shares([40] * 20)
     b = robust.Estimate(0.70, 0.69, 0.71, 5)
-    verdict = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
+    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
     assert verdict.applicable and not verdict.ok
 
 
 def test_one_process_running_an_op_slower_is_inconclusive_on_the_cpu_and_fails_on_an_npu() -> None:
     (a, pa), (b, pb) = _shares([40] * 20), _shares([400, 410, 395, 405, 400], step=True)
-    portable = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
+    portable = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pb})
     assert not portable.applicable and "the same op (aten::gelu [32,1024]) took a median 40.0 us" in portable.detail
-    npu = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", None)
+    npu = checks.check_share_agreement({"01": a, "04": b}, "matmul", None)
     assert npu.applicable and not npu.ok
 
 
 def test_a_run_too_disturbed_is_inconclusive_with_its_numbers() -> None:
     (a, pa) = _shares([40] * 20)
     b = robust.Estimate(0.40, 0.25, 0.55, 5)
-    verdict = timing_checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
+    verdict = checks.check_share_agreement({"01": a, "04": b}, "matmul", {"01": pa, "04": pa})
     assert not verdict.applicable and verdict.detail.startswith("inconclusive: the runs' own spread")
 
 
@@ -119,9 +120,9 @@ def test_op_time_vs_computing_is_judged_per_step_on_the_median() -> None:
     per_step = sum(t.duration_us for t in tasks) / 5
     steps = [_step(i + 1, per_step) for i in range(5)]
     steps[2] = _step(3, per_step * 3)  # one step's table row damaged
-    verdict = timing_checks.check_sum_vs_computing(tasks, steps, "t")
+    verdict = checks.check_sum_vs_computing(tasks, steps, "t")
     assert verdict.ok and "off by median 0.0% (largest 66.7%" in verdict.detail
-    assert not timing_checks.check_sum_vs_computing(tasks, [_step(i + 1, per_step * 1.5) for i in range(5)], "t").ok
+    assert not checks.check_sum_vs_computing(tasks, [_step(i + 1, per_step * 1.5) for i in range(5)], "t").ok
 
 
 # --- the slow rank: one stalled step does not decide -------------------------------------------------------
@@ -156,12 +157,12 @@ def test_compare_flags_a_slowdown_beyond_the_spread_and_says_when_the_spread_dec
     base = _runs([2800, 2810, 2790], [150, 152, 149])
     slower = compare(base, _runs([3400, 3410, 3390], [150, 151, 150]), 10)
     assert [d.key[1] for d in slower.regressions] == ["aten::addmm"] and slower.total_flagged
-    assert not timing_checks.check_regressions(slower).ok
+    assert not checks.check_regressions(slower).ok
     noisy = compare(base, _runs([2000, 3400, 4200], [150, 151, 150]), 10)  # median +21%, but the runs spread 2,200 us
     assert not noisy.regressions and [d.key[1] for d in noisy.undecided] == ["aten::addmm"]
-    verdict = timing_checks.check_regressions(noisy)
+    verdict = checks.check_regressions(noisy)
     assert verdict.ok and "too noisy to decide: the total, aten::addmm" in verdict.detail
-    one = timing_checks.check_regressions(compare(base[:1], _runs([3400], [150]), 10))
+    one = checks.check_regressions(compare(base[:1], _runs([3400], [150]), 10))
     assert not one.ok and "one run on a side: no spread measured" in one.detail
 
 

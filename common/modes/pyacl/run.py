@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 
-from common.analyze import checks, timing_checks
+from common.analyze import checks
 from common.collect.flop_count import count_flops
 from common.modes.report_files import own_integrity, write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
@@ -171,7 +171,7 @@ def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
     not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
     per_execute = checks.tasks_by_execute(result.tasks, MEASURED)
     verdicts = [
-        timing_checks.check_top_family(result.stats, top, name, groups=per_execute, unit="execute")
+        checks.check_top_family(result.stats, top, name, groups=per_execute, unit="execute")
         if top
         else not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")
     ]

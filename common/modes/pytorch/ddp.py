@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.analyze import checks, ddp_checks
+from common.analyze import checks
 from common.analyze.slow_rank import collective_arrivals, find_slow_rank, rank_summaries
 from common.formats.cluster import load_cluster
 from common.formats.communication import rank_collectives
@@ -58,8 +58,8 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
         else "one process averaging the ranks' gradients over their shards"
     )
     return verdicts + [
-        ddp_checks.check_collectives(rank_collectives(view.ranks)),
-        ddp_checks.check_params(statuses, reference_norms(plan, work), how),
+        checks.check_collectives(rank_collectives(view.ranks)),
+        checks.check_params(statuses, reference_norms(plan, work), how),
     ]
 
 
@@ -112,7 +112,7 @@ def interpret(view, plan) -> list:
     if plan.slow_rank is None:
         return []
     slow = find_slow_rank(rank_summaries(view))
-    return [ddp_checks.check_slow_rank(slow, collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
+    return [checks.check_slow_rank(slow, collective_arrivals(view), plan.slow_rank, plan.slow_factor)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -217,7 +217,7 @@ def profile_running_job(run) -> dict:
 
 def check_run(run) -> list:
     """The capture has mode 04's files, the active training steps with the same ops, Σ op time ≈ Computing."""
-    from common.analyze import checks, timing_checks
+    from common.analyze import checks
     from common.formats.datasets import file_rows, tasks_of
 
     where = f"04 dynamic, {DYNAMIC_ACTIVE} active steps"
@@ -229,7 +229,7 @@ def check_run(run) -> list:
             file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]), "04 dynamic"
         ),
         checks.check_same_records(checks.records_by_step(tasks), DYNAMIC_ACTIVE, where, "training step"),
-        timing_checks.check_sum_vs_computing(tasks, steps, "04 dynamic"),
+        checks.check_sum_vs_computing(tasks, steps, "04 dynamic"),
     ]
 
 

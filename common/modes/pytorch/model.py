@@ -92,7 +92,7 @@ def plain_steps(run, train: bool):
 # --- 2. check · 3. read -----------------------------------------------------------------------------
 def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) -> list:
     """Every active step records the same ops as the first, Σ op time ≈ Computing, output = fp32 reference."""
-    from common.analyze import checks, timing_checks
+    from common.analyze import checks
     from common.formats.datasets import file_rows, stats_of, tasks_of
     from common.formats.outputs import read_output
 
@@ -114,15 +114,13 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
                 "not applicable: EXPECT['top_family'] is about the forward; "
                 "a training step adds backward and optimizer ops",
             ),
-            timing_checks.check_sum_vs_computing(tasks, steps, "04"),
+            checks.check_sum_vs_computing(tasks, steps, "04"),
             checks.check_training_losses(*losses, "04"),
         ]
     expected = run.workload.expected(fp32=False)  # the model runs here, if at all, never in the checks
     return verdicts + [
-        timing_checks.check_declared_top_family(
-            stats_of(datasets), expected, "04", checks.tasks_by_step(tasks), "step"
-        ),
-        timing_checks.check_sum_vs_computing(tasks, steps, "04"),
+        checks.check_declared_top_family(stats_of(datasets), expected, "04", checks.tasks_by_step(tasks), "step"),
+        checks.check_sum_vs_computing(tasks, steps, "04"),
         checks.check_output_file(read_output(run.out / "output.npy"), "04", expected, run.npu),
     ]
 
