@@ -17,7 +17,10 @@ from helpers import ROOT
 from helpers import lab_env as helpers_lab_env
 
 from common.analyze.bounds.op import busiest_pipe
+from common.analyze.bounds.kernel import PIPES
+from common.analyze import checks
 from common.analyze.checks import Verdict
+from common.analyze.checks import kernel as kernel_checks
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, MSPROF_SWITCHES, msprof_argv, msprof_op_argv
 from common.errors import LabError
 from common.formats.records import Task
@@ -237,7 +240,7 @@ def test_portable_build_and_run_end_to_end(portable_build):
     assert rows[0] == OP_SUMMARY
     body = [dict(zip(rows[0], r)) for r in rows[1:]]
     assert len(body) == driver.MEASURED_LAUNCHES
-    measured = {"aiv_time(us)"} | {f"aiv_{p}_{k}" for p in kernel_report.PIPES for k in ("time(us)", "ratio")}
+    measured = {"aiv_time(us)"} | {f"aiv_{p}_{k}" for p in PIPES for k in ("time(us)", "ratio")}
     for row in body:
         assert row["Task Type"] == "CPU" and row["Device_id"] == "host" and row["OP Type"] == "add_custom"
         assert row["Block Dim"] == "8"
@@ -246,8 +249,8 @@ def test_portable_build_and_run_end_to_end(portable_build):
                 assert float(row[column]) >= 0.0, column
             else:
                 assert row[column] == "N/A", column
-        ratio_sum = sum(float(row[f"aiv_{p}_ratio"]) for p in kernel_report.PIPES)
-        assert abs(ratio_sum - 1.0) <= driver.RATIO_SUM_TOLERANCE_PORTABLE
+        ratio_sum = sum(float(row[f"aiv_{p}_ratio"]) for p in PIPES)
+        assert abs(ratio_sum - 1.0) <= kernel_checks.RATIO_SUM_TOLERANCE_PORTABLE
         assert float(row["aiv_time(us)"]) <= float(row["Task Duration(us)"])  # a block fits in its launch
     with statistic.open(newline="") as f:
         stats = list(csv.reader(f))
@@ -277,20 +280,20 @@ def test_ratio_sum_check_fails_when_timers_double_count():
     good = [_task({"vec": 0.4, "scalar": 0.4, "mte2": 0.15, "mte3": 0.05})] * 20
     bad = good[:19] + [_task({"vec": 0.6, "scalar": 0.4, "mte2": 0.15, "mte3": 0.05})]
     negative = good[:19] + [_task({"vec": 0.6, "scalar": -0.2, "mte2": 0.5, "mte3": 0.1})]
-    assert driver.check_ratio_sums(good, "portable").ok
-    assert not driver.check_ratio_sums(bad, "portable").ok
-    assert not driver.check_ratio_sums(negative, "portable").ok
+    assert checks.check_ratio_sums(good, "portable").ok
+    assert not checks.check_ratio_sums(bad, "portable").ok
+    assert not checks.check_ratio_sums(negative, "portable").ok
     # On an NPU overlap is normal: the 910B3 estimate (kernel_report.ESTIMATE_910B3) sums to 1.02.
-    assert driver.check_ratio_sums([_task({"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": 0.0})], "npu").ok
+    assert checks.check_ratio_sums([_task({"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": 0.0})], "npu").ok
 
 
 def test_launch_count_and_bound_pipe():
     assert not driver.check_launch_count([_task({"vec": 1, "scalar": 0, "mte2": 0, "mte3": 0})] * 19, "x").ok
     ratios = {"vec": 0.04, "scalar": 0.65, "mte2": 0.33, "mte3": None}
     assert busiest_pipe(ratios) == ("scalar", 0.65)
-    verdict = driver.check_bound(ratios)
+    verdict = checks.check_bound(ratios)
     assert isinstance(verdict, Verdict) and verdict.ok and verdict.detail.startswith("scalar 0.650")
-    assert not driver.check_bound({p: None for p in kernel_report.PIPES}).ok
+    assert not checks.check_bound({p: None for p in PIPES}).ok
 
 
 def test_twin_timings_become_pipe_times(tmp_path):

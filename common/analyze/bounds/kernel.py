@@ -41,6 +41,14 @@ FIX = {
     "stall": "fewer, larger tiles (fewer loop trips, flags and queue syncs per byte)",
     "access pattern": "contiguous, larger copies aligned to 32 bytes; reuse what is already in UB",
 }
+# The four AI Vector pipes PipeUtilization reports, in op_summary's column names, and what each does in mode 02's Add.
+PIPES = ("vec", "scalar", "mte2", "mte3")
+PIPE_ROLE = {
+    "vec": "vector compute (Add)",
+    "scalar": "scalar: loop, addresses, queue sync, instruction issue",
+    "mte2": "GM -> UB copy (CopyIn)",
+    "mte3": "UB -> GM copy (CopyOut)",
+}
 LAB_CHOICE = "the lab's own choice"
 CANN_MEMORY_BOUND = "CANN Profiling guide, ai_vector_core_utilization: memory_bound = mte2_ratio / max(mac, vec)"
 
@@ -104,7 +112,7 @@ class KernelVerdict:
 def classify_kernel(facts: KernelFacts, peaks: Peaks | None) -> KernelVerdict:
     """The five rules on ``facts``; the verdict is the first that holds, in :data:`ORDER`."""
     r = facts.ratios
-    vec, scalar, mte2, mte3 = (r.get(p) for p in ("vec", "scalar", "mte2", "mte3"))
+    vec, scalar, mte2, mte3 = (r.get(p) for p in PIPES)
     lower = 1e6 * facts.bytes_moved / peaks.bytes_per_s if peaks and peaks.bytes_per_s > 0 else None
     achieved = lower / facts.median_us if lower is not None and facts.median_us > 0 else None
 

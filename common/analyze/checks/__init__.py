@@ -10,6 +10,7 @@ an export's files hold, the workload's reference): it reads no file and runs no 
     integrity.py  an export's files present, parsing, and agreeing with each other
     timing.py     shares of time: the top family, Σ op time against Computing, 01 against 04, a regression
     ranks.py      DDP: the same collectives on every rank, the weights, the slow rank named
+    kernel.py     mode 02's kernel: verified, every launch recorded, pipe ratios, the bound pipe and class
 
 Callers use ``checks.<name>``; the names below are the package's.
 """
@@ -21,6 +22,17 @@ from common.analyze.checks.outputs import (
     check_program_verified,
     check_training_losses,
     output_tolerance,
+)
+from common.analyze.checks.kernel import (
+    check_bottleneck_stated,
+    check_bound,
+    check_host_verified,
+    check_launch_count,
+    check_msprof_op,
+    check_npu_verified,
+    check_pyasc_verified,
+    check_ratio_sums,
+    check_simulator_cores,
 )
 from common.analyze.checks.ranks import check_collectives, check_params, check_slow_rank
 from common.analyze.checks.records import (
@@ -47,18 +59,27 @@ from common.verdict import Verdict, not_applicable
 
 __all__ = [
     "Verdict",
+    "check_bottleneck_stated",
+    "check_bound",
     "check_collectives",
     "check_declared_top_family",
     "check_family_presence",
     "check_files",
+    "check_host_verified",
     "check_kernel_per_launch",
+    "check_launch_count",
+    "check_msprof_op",
+    "check_npu_verified",
     "check_output",
     "check_output_file",
     "check_params",
     "check_program_verified",
+    "check_pyasc_verified",
+    "check_ratio_sums",
     "check_regressions",
     "check_same_records",
     "check_share_agreement",
+    "check_simulator_cores",
     "check_slow_rank",
     "check_sum_vs_computing",
     "check_top_family",

@@ -10,11 +10,11 @@ bound pipe and the bottleneck class (``run.sh``). ``run --kernel pyasc``: the sa
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
-from common.analyze.bounds.op import busiest_pipe, device_peaks
+from common.analyze.bounds.op import device_peaks
+from common.analyze import checks
 from common.analyze.bounds.kernel import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
 from common.modes.report_files import write_report_md
@@ -26,16 +26,16 @@ from common.formats.records import Task
 from common.modes.ascendc import MODE, MODE_DIR
 from common.modes.ascendc.build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
 from common.modes.ascendc.build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also here)
+from common.analyze.bounds.kernel import PIPE_ROLE, PIPES
 from common.modes.ascendc.kernel_report import (
     KERNEL,
-    PIPE_ROLE,
-    PIPES,
     kernel_facts,
     kernel_tasks,
     mean_ratios,
     read_msprof_op_pipes,
     read_simulator_cores,
     read_sizes,
+    read_verified,
     render_report,
     render_simulator,
 )
@@ -89,18 +89,8 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
     )
     print("$ " + " ".join(op_argv))
     op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, op_argv))
-    verdicts.append(msprof_op_verdict(op_code, read_msprof_op_pipes(run.out), "the MetricsProf region"))
+    verdicts.append(checks.check_msprof_op(op_code, read_msprof_op_pipes(run.out), "the MetricsProf region"))
     return verdicts, rows[WARMUP_LAUNCHES:], summaries[-1].name, read_sizes(stdout)
-
-
-def msprof_op_verdict(code: int, pipes: dict[str, float | None] | None, region: str) -> Verdict:
-    """msprof op exited 0 and its PipeUtilization.csv was read (``pipes``: read_msprof_op_pipes), for either kernel."""
-    found = ": " + ", ".join(f"{p} {v:.3f}" for p, v in pipes.items() if v is not None) if pipes else ""
-    return Verdict(
-        "msprof op wrote PipeUtilization",
-        code == 0 and pipes is not None,
-        "OPPROF_*/PipeUtilization.csv " + ("read" if pipes else "missing") + found + f"; {region}",
-    )
 
 
 def profile_twin(run, binary: Path) -> tuple[int, str]:
@@ -128,73 +118,20 @@ def run_binary(
     return run.lab_exit_code, run.output
 
 
-# --- 2. check -----------------------------------------------------------------------------------
-VERIFIED_RE = re.compile(r"verified: (\d+) of (\d+) elements")
-# Twin: the pipes run one after another on one thread and scalar is the remainder of the block's
-# time, so the four ratios sum to 1 up to the 3-decimal rounding of the written cells
-# (4 x 0.0005 = 0.002); 0.01 leaves room for that and nothing else.
-RATIO_SUM_TOLERANCE_PORTABLE = 0.01
-# NPU: the pipes are separate units that overlap (that is what the double buffer is for), so the
-# sum exceeds 1 when they overlap and drops below 1 when the core waits. Below 0.5 most cycles are
-# unaccounted (wrong metric set); above 2.5 more than two pipes are busy all the time, which a
-# copy-add-copy kernel cannot do.
-RATIO_SUM_RANGE_NPU = (0.5, 2.5)
-
-
+# --- 2. check: the programs' own lines parsed here, judged by common.analyze.checks.kernel -------------------
 def verification_verdict(returncode: int, stdout: str) -> Verdict:
-    """The program's own 'verified:' line covers every element of the sizes it printed."""
-    sizes, match = read_sizes(stdout), VERIFIED_RE.search(stdout)
-    total = sizes["total_length"] if sizes else None
-    name = f"all {total} elements verified" if total else "all elements verified"
-    if returncode == 0 and match and int(match.group(1)) == int(match.group(2)) == total:
-        return Verdict(name, True, f"{match.group(1)} of {match.group(2)} equal fp16 2.0 (0x4000) in every launch")
-    missing = [f"'{line}:'" for line, seen in (("verified", match), ("kernel sizes", sizes)) if not seen]
-    lines = f" without its {' and '.join(missing)} line{'s' if len(missing) > 1 else ''}" if missing else ""
-    why = f"the program exited {returncode}{lines}"
-    return Verdict(name, False, f"{why}; see the mismatches printed above")
+    """The host program's own 'verified:' line covers every element of the sizes it printed."""
+    return checks.check_host_verified(returncode, read_sizes(stdout), read_verified(stdout)[0])
+
+
+def pyasc_twin_verdict(returncode: int, stdout: str, launches: int) -> Verdict:
+    """add_pyasc.py's own ``verified:`` line covers every element of the sizes it printed, in every launch."""
+    verified, line = read_verified(stdout)
+    return checks.check_pyasc_verified(returncode, read_sizes(stdout), verified, line, launches)
 
 
 def check_launch_count(tasks: list[Task], where: str, kernel: str = KERNEL) -> Verdict:
-    return Verdict(
-        f"{MEASURED_LAUNCHES} measured launches ({where})",
-        len(tasks) == MEASURED_LAUNCHES,
-        f"{len(tasks)} {kernel} rows after {WARMUP_LAUNCHES} warm-up launches (want {MEASURED_LAUNCHES})",
-    )
-
-
-def check_ratio_sums(tasks: list[Task], backend_name: str) -> Verdict:
-    """Every launch's four ratios are in [0, 1] and sum to ~1 (twin) or lie in a plausible range (NPU)."""
-    sums, out_of_range = [], 0
-    for t in tasks:
-        ratios = [t.pmu.get(f"aiv_{p}_ratio") for p in PIPES]
-        if any(r is None for r in ratios):
-            return Verdict("pipe ratios sum to ~1", False, f"a row lacks one of aiv_{{{','.join(PIPES)}}}_ratio")
-        out_of_range += sum(1 for r in ratios if not 0.0 <= r <= 1.0)
-        sums.append(sum(ratios))
-    if not sums:
-        return Verdict("pipe ratios sum to ~1", False, "no rows to check")
-    lo, hi = min(sums), max(sums)
-    if backend_name == "portable":
-        ok = out_of_range == 0 and max(abs(s - 1.0) for s in sums) <= RATIO_SUM_TOLERANCE_PORTABLE
-        rule = f"|sum - 1| <= {RATIO_SUM_TOLERANCE_PORTABLE} (twin: pipes serial, scalar = remainder)"
-    else:
-        ok = out_of_range == 0 and RATIO_SUM_RANGE_NPU[0] <= lo and hi <= RATIO_SUM_RANGE_NPU[1]
-        rule = f"sum in [{RATIO_SUM_RANGE_NPU[0]}, {RATIO_SUM_RANGE_NPU[1]}] (NPU: pipes overlap)"
-    return Verdict(
-        "pipe ratios sum to ~1",
-        ok,
-        f"vec+scalar+mte2+mte3 per launch in [{lo:.3f}, {hi:.3f}] over "
-        f"{len(sums)} launches, {out_of_range} ratios outside [0, 1]; rule {rule}",
-    )
-
-
-def check_bound(ratios: dict[str, float | None]) -> Verdict:
-    found = busiest_pipe(ratios)
-    if not found:
-        return Verdict("bound pipe stated", False, "no aiv_*_ratio values to decide from")
-    pipe, value = found
-    others = ", ".join(f"{p} {ratios[p]:.3f}" for p in PIPES if p != pipe and ratios[p] is not None)
-    return Verdict("bound pipe stated", True, f"{pipe} {value:.3f} ({PIPE_ROLE[pipe]}); {others}")
+    return checks.check_launch_count(tasks, where, kernel, WARMUP_LAUNCHES, MEASURED_LAUNCHES)
 
 
 # --- 3. read -------------------------------------------------------------------------------------
@@ -250,15 +187,7 @@ def report_verdict(
     """The kernel's bottleneck class (common.analyze.bounds.kernel), its lines, and the check that one was decided."""
     peaks = kernel_peaks(backend_name)
     verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
-    decided = verdict.bottleneck is not None
-    return Verdict(
-        "bottleneck class stated",
-        decided,
-        f"{verdict.bottleneck}; median {median_us:.1f} us, lower bound "
-        + (f"{verdict.lower_bound_us:.3f} us" if verdict.lower_bound_us is not None else "N/A")
-        if decided
-        else "no rule holds: see the rules printed above",
-    ), verdict.lines()
+    return checks.check_bottleneck_stated(verdict, median_us), verdict.lines()
 
 
 def kernel_peaks(backend_name: str):
@@ -300,32 +229,15 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
     env = simulator_env(run.child_env, simulator_soc, find_cann_home()) if simulator_soc else run.child_env
     print("$ " + " ".join(argv))
     code, stdout = run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
-    match = VERIFIED_RE.search(stdout)
-    verified = code == 0 and match is not None and match.group(1) == match.group(2)
-    verdicts = [
-        Verdict(
-            "all elements verified",
-            verified,
-            f"{match.group(1)} of {match.group(2)} equal numpy's fp16 x + y"
-            if match
-            else f"the program exited {code} without its 'verified:' line",
-        )
-    ]
+    verdicts = [checks.check_npu_verified(code, read_verified(stdout)[0])]
     if simulator_soc:  # per-core instruction and code-line data; no PMU ratios in the simulator
         cores = read_simulator_cores(run.out)
-        traced = sum(c["trace"] for c in cores)
-        verdicts.append(
-            Verdict(
-                "msprof op simulator wrote per-core data",
-                code == 0 and bool(cores),
-                f"{len(cores)} core folders under OPPROF_*/simulator, {traced} with trace.json",
-            )
-        )
+        verdicts.append(checks.check_simulator_cores(code, cores))
         return verdicts, f"msprof op simulator, {simulator_soc}, one launch of add_kernel:\n" + render_simulator(cores)
     pipes = read_msprof_op_pipes(run.out)  # the C++ kernel's reader: OPPROF_*/PipeUtilization*.csv
     verdicts += [
-        msprof_op_verdict(code, pipes, "the metrics_prof region (KernelScale)"),
-        check_bound(pipes or dict.fromkeys(PIPES)),
+        checks.check_msprof_op(code, pipes, "the metrics_prof region (KernelScale)"),
+        checks.check_bound(pipes or dict.fromkeys(PIPES)),
     ]
     body = (
         "msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
@@ -334,19 +246,6 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
         else "msprof op wrote no PipeUtilization.csv"
     )
     return verdicts, body
-
-
-def pyasc_twin_verdict(returncode: int, stdout: str, launches: int) -> Verdict:
-    """add_pyasc.py's own ``verified:`` line covers every element of the sizes it printed, in every launch."""
-    sizes, match = read_sizes(stdout), VERIFIED_RE.search(stdout)
-    total = sizes["total_length"] if sizes else None
-    name = f"all {total} elements verified" if total else "all elements verified"
-    if returncode == 0 and match and int(match.group(1)) == int(match.group(2)) == total:
-        return Verdict(
-            name, True, f"{total} of {total} equal numpy's fp16 x + y bit for bit in each of {launches} launches"
-        )
-    found = f"; its last line: {match.group(0)}" if match else " without its 'verified:' line"
-    return Verdict(name, False, f"add_pyasc.py exited {returncode}{found}; see the mismatches printed above")
 
 
 def report_msprof_op_only(run, verdicts: list[Verdict], body: str) -> int:
@@ -413,8 +312,8 @@ def run_pyasc(lesson, args) -> int:
             verdicts += [
                 pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
                 check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
-                check_ratio_sums(twin.tasks, "portable"),
-                check_bound(mean_ratios(twin.tasks)),
+                checks.check_ratio_sums(twin.tasks, "portable"),
+                checks.check_bound(mean_ratios(twin.tasks)),
             ]
             if twin.tasks and twin.sizes:
                 verdict, answer = kernel_answer(
@@ -497,8 +396,8 @@ def main(argv: list[str] | None = None) -> int:
             verdicts.append(verified)
         verdicts += [
             check_launch_count(tasks, where or "no op_summary"),
-            check_ratio_sums(tasks, data_backend),
-            check_bound(mean_ratios(tasks)),
+            checks.check_ratio_sums(tasks, data_backend),
+            checks.check_bound(mean_ratios(tasks)),
         ]
         if tasks and sizes:
             concurrent = sizes["block_dim"] if data_backend == "npu" else min(sizes["block_dim"], os.cpu_count() or 1)

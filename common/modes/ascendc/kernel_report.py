@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 
 from common.analyze.bounds.kernel import KernelFacts
+from common.analyze.bounds.kernel import PIPE_ROLE, PIPES
 from common.analyze.bounds.op import busiest_pipe, mean_pipe_ratios, mean_pmu
 from common.formats.records import Task
 from common.formats.table import read_table
@@ -19,15 +20,6 @@ from common.render.text import render_table
 
 KERNEL = "add_custom"
 FP16_BYTES = 2
-
-# The four AI Vector pipes PipeUtilization reports, in op_summary's column names.
-PIPES = ("vec", "scalar", "mte2", "mte3")
-PIPE_ROLE = {
-    "vec": "vector compute (Add)",
-    "scalar": "scalar: loop, addresses, queue sync, instruction issue",
-    "mte2": "GM -> UB copy (CopyIn)",
-    "mte3": "UB -> GM copy (CopyOut)",
-}
 
 # ESTIMATES, not measurements and without a source to cite: pipe ratios from an earlier demo of this
 # kernel on an Atlas 910B3, kept only to show the shape of an NPU result next to the twin's.
@@ -42,6 +34,15 @@ def read_sizes(stdout: str) -> dict[str, int] | None:
     if not match:
         return None
     return {key: int(value) for key, value in (item.split("=", 1) for item in match.group(1).split())}
+
+
+VERIFIED_RE = re.compile(r"verified: (\d+) of (\d+) elements")
+
+
+def read_verified(stdout: str) -> tuple[tuple[int, int] | None, str]:
+    """The program's ``verified: N of M elements`` line as (N, M), and the line as printed; (None, "") without one."""
+    match = VERIFIED_RE.search(stdout)
+    return ((int(match[1]), int(match[2])), match[0]) if match else (None, "")
 
 
 def kernel_tasks(tasks: list[Task], kernel: str = KERNEL) -> list[Task]:

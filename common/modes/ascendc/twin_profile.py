@@ -18,7 +18,8 @@ from common.collect.msprof_layout import new_prof_dir
 from common.errors import LabError
 from common.formats import writers
 from common.formats.records import Task
-from common.modes.ascendc.kernel_report import KERNEL, PIPES
+from common.analyze.bounds.kernel import PIPES
+from common.modes.ascendc.kernel_report import KERNEL
 
 TIMINGS_VAR = "ASCENDC_TWIN_TIMINGS"  # where both twins write their timers at exit (the lab sets it)
 

@@ -397,7 +397,7 @@ def launch(lesson: Lesson, args, lesson_file: Path, *, forwards: int, schedule: 
     plan = validate(args)
     mode_dir = lesson.mode_dir
 
-    def check(backend: Backend) -> None:  # under the lock, before the output folder is touched
+    def check(backend: Backend) -> dict:  # under the lock, before the output folder is touched
         work = load_workload(getattr(args, "workload", None))  # loaded by start already: the same object
         if work.path:  # a workload's fixed batch is split between the ranks along its first dimension
             rows = min(int(t.shape[0]) for t in work.inputs())
