@@ -287,13 +287,7 @@ def graph_count_verdict(run: ModeRun) -> Verdict:
     graph = run.info.get("results", {}).get(PYACL_DEFAULT, {}).get("graph_op_counts")
     if not isinstance(graph, dict) or not run.forwards:
         return Verdict(name, False, f"run_info.json records no graph_op_counts or executes for {PYACL_DEFAULT!r}")
-    measured = Counter(t.op_type for t in run.tasks)
-    parts, ok = [], True
-    for op_type in sorted(set(graph) | set(measured)):
-        got, want = measured.get(op_type, 0) / run.forwards, graph.get(op_type, 0)
-        ok &= got == want
-        parts.append(f"{op_type} {got:g} (graph {want})")
-    return Verdict(name, ok, ", ".join(parts))
+    return checks.check_graph_counts(run.tasks, graph, run.forwards, name)
 
 
 def output_verdicts(runs: dict[str, ModeRun], workload: Expected) -> list[Verdict]:

@@ -18,6 +18,7 @@ from helpers import ROOT, copy_lab, error_lines, lab_env, load_lesson
 MODE = ROOT / "03_api_pyAcl"
 lesson = load_lesson("03_api_pyAcl/src/infer.py")  # the lesson: the pyACL chain, driven here against a fake acl
 
+from common.analyze.checks import variants as variant_checks
 from common.backend import Backend
 from common.collect import npu_commands
 from common.errors import LabError
@@ -150,7 +151,7 @@ def test_cast_lesson_across_variants(ran):
     # The fp16 policy must really change the numbers, and stay inside the stated tolerance.
     assert info["fp32"]["accuracy"]["max_abs_diff"] < info["default"]["accuracy"]["max_abs_diff"]
     for name in ("default", "fp16-io"):
-        assert info[name]["accuracy"]["cosine"] >= infer.COSINE_MIN
+        assert info[name]["accuracy"]["cosine"] >= variant_checks.COSINE_MIN
         assert info[name]["cast_share"] > 0
     assert info["fp32"]["cast_share"] == 0
 
@@ -895,8 +896,12 @@ def test_tolerance_is_relative_to_the_output_scale(tmp_path):
     (row,) = run_info(repo)["results"]["default"]["accuracy_per_output"]
     assert 50 < row["scale"] < 1000  # outputs of ~100
     assert row["max_abs_diff"] > 5e-3, "an absolute 5e-3 (the old rule) would have failed this fp16 run"
-    assert row["max_abs_diff"] <= infer.FP16_REL_TOL * row["scale"] + infer.FP16_ABS_FLOOR == row["tol"]
-    assert infer.tolerance(variants.VARIANTS["fp32"], 100.0) == pytest.approx(0.1 + infer.FP32_ABS_FLOOR)
+    assert (
+        row["max_abs_diff"] <= variant_checks.FP16_REL_TOL * row["scale"] + variant_checks.FP16_ABS_FLOOR == row["tol"]
+    )
+    assert variant_checks.tolerance(variants.VARIANTS["fp32"].fp16_compute, 100.0) == pytest.approx(
+        0.1 + variant_checks.FP32_ABS_FLOOR
+    )
 
 
 def test_graph_changes_are_named_not_silent():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common.analyze.checks import check_output
-from common.modes.pyacl.run import FP16_MAX, FP16_SMALLEST_NORMAL, fp16_range
+from common.analyze.checks.variants import FP16_MAX, FP16_SMALLEST_NORMAL, fp16_range
 
 GOOD = {"max_abs_diff": 1e-7, "mean_abs_diff": 1e-8, "cosine": 1.0}
 ZEROED = {"max_abs_diff": 8e-10, "mean_abs_diff": 4e-10, "cosine": 0.0}  # fp16 rounded every value to 0

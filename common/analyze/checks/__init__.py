@@ -11,6 +11,7 @@ an export's files hold, the workload's reference): it reads no file and runs no 
     timing.py     shares of time: the top family, Σ op time against Computing, 01 against 04, a regression
     ranks.py      DDP: the same collectives on every rank, the weights, the slow rank named
     kernel.py     mode 02's kernel: verified, every launch recorded, pipe ratios, the bound pipe and class
+    variants.py   mode 03's precision variants: outputs by a scale-relative tolerance, ops against the graph, Casts
 
 Callers use ``checks.<name>``; the names below are the package's.
 """
@@ -55,16 +56,19 @@ from common.analyze.checks.timing import (
     check_top_family,
     per_call_medians,
 )
+from common.analyze.checks.variants import check_cast_lesson, check_graph_counts, check_variant_outputs
 from common.verdict import Verdict, not_applicable
 
 __all__ = [
     "Verdict",
     "check_bottleneck_stated",
     "check_bound",
+    "check_cast_lesson",
     "check_collectives",
     "check_declared_top_family",
     "check_family_presence",
     "check_files",
+    "check_graph_counts",
     "check_host_verified",
     "check_kernel_per_launch",
     "check_launch_count",
@@ -84,6 +88,7 @@ __all__ = [
     "check_sum_vs_computing",
     "check_top_family",
     "check_training_losses",
+    "check_variant_outputs",
     "compare_step_tables",
     "integrity_verdicts",
     "measured_forward_groups",

@@ -23,6 +23,7 @@ import numpy as np
 
 
 from common.analyze import checks
+from common.analyze.checks import variants as variants_checks
 from common.collect.flop_count import count_flops
 from common.modes.report_files import own_integrity, write_own_report
 from common.backend import Backend, detect, parse_device_id, select_device
@@ -45,7 +46,7 @@ from common.modes.pyacl.ort_profile import collect_portable, validate_portable
 from common.modes.pyacl.variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
 from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants
 from common.verdict import Verdict, as_record
-from common.workload import Workload, compare_outputs, load_workload
+from common.workload import Expected, compare_outputs, load_workload
 
 
 # --- 1. profile ------------------------------------------------------------------------------------
@@ -76,28 +77,7 @@ def profile_npu(variant: Variant, files: ModelFiles, variant_dir: Path, backend:
     return found, read_outputs(variant, om, output_npy, len(files.output_names))
 
 
-# --- 2. check --------------------------------------------------------------------------------------
-# Accuracy against the fp32 reference, per output. Rounding error grows with the values computed,
-# so the bound is relative to the output's own scale (max |reference|): the same check holds for
-# outputs of ~0.1 (TinyMLP) and of ~100. fp16 keeps 11 significant bits (~3 decimal digits) and
-# every layer sums many rounded products, so an fp16 path agrees in direction (cosine), not digit
-# by digit; 0.999 is the usual acceptance line for fp16 inference.
-COSINE_MIN = 0.999
-FP16_REL_TOL = 2e-2  # 2^-11 ~ 4.9e-4 per rounding, compounded over layers, norms and softmax: 2% of the
-# scale is far above that and far below a wrong op, which moves an output by its own size
-FP32_REL_TOL = 1e-3  # an NPU's fp32 MatMul may sum in another order, or in HF32 where --allow_hf32 enables it
-FP16_ABS_FLOOR = 1e-5  # an output of scale ~0 still meets fp16's spacing near 0.01 (2^-17 ~ 7.6e-6)
-FP32_ABS_FLOOR = 1e-6
-FP16_SMALLEST_NORMAL, FP16_MAX = 2.0**-14, 65504.0  # IEEE half precision: its normal range
-
-
-def tolerance(variant: Variant, scale: float) -> float:
-    """Max abs diff allowed for an output whose largest reference magnitude is ``scale``."""
-    if variant.fp16_compute:
-        return FP16_REL_TOL * scale + FP16_ABS_FLOOR
-    return FP32_REL_TOL * scale + FP32_ABS_FLOOR
-
-
+# --- 2. check: common.analyze.checks.variants judges; what is read here is handed to it ----------------------
 def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], reference) -> list[dict]:
     """Per output: max/mean abs diff and cosine against the reference, its scale and its tolerance."""
     if len(outputs) != len(reference):
@@ -105,46 +85,7 @@ def accuracy(variant: Variant, files: ModelFiles, outputs: list[np.ndarray], ref
             f"the model gave {len(outputs)} outputs, the workload's reference has {len(reference)}",
             f"rebuild the model: {BUILD}",
         )
-    rows = []
-    for name, out, ref in zip(files.output_names, outputs, reference):
-        scale = float(np.abs(ref).max()) if ref.size else 0.0
-        rows.append(
-            {
-                "name": name,
-                **compare_outputs(out.astype(np.float32), ref),
-                "scale": scale,
-                "tol": tolerance(variant, scale),
-                "cosine_min": COSINE_MIN,
-                **({"fp16_range": fp16_range(scale)} if variant.fp16_compute and fp16_range(scale) else {}),
-            }
-        )
-    return rows
-
-
-def fp16_range(scale: float) -> str | None:
-    """Why fp16 cannot represent an output whose largest magnitude is ``scale`` (None: it can): below its smallest
-    normal number every value is subnormal (fewer significant bits, down to none) or zero; above its largest, inf."""
-    if scale < FP16_SMALLEST_NORMAL:
-        return f"max|reference| {scale:.3g} is below fp16's smallest normal number {FP16_SMALLEST_NORMAL:.3g}"
-    if scale > FP16_MAX:
-        return f"max|reference| {scale:.3g} is above fp16's largest number {FP16_MAX:g}"
-    return None
-
-
-def output_verdicts(result: VariantResult) -> list[Verdict]:
-    name, several = result.variant.name, len(result.outputs) > 1
-    rel, floor = (FP16_REL_TOL, FP16_ABS_FLOOR) if result.variant.fp16_compute else (FP32_REL_TOL, FP32_ABS_FLOOR)
-    verdicts = []
-    for o in result.outputs:
-        v = checks.check_output(o, f"{name}, output {o['name']}" if several else name, o["tol"], COSINE_MIN)
-        if not v.applicable:  # the fp16 variant's range, not an error: said as it is
-            verdicts.append(v)
-            continue
-        per_op = "" if v.ok else "; which op diverges first: nox -s precision -- <device> (docs/precision.md)"
-        verdicts.append(
-            Verdict(v.name, v.ok, f"{v.detail}; tol = {rel:g} x max|reference| {o['scale']:.3g} + {floor:g}{per_op}")
-        )
-    return verdicts
+    return variants_checks.output_accuracy(files.output_names, outputs, reference, variant.fp16_compute)
 
 
 def execute_disturbance(results: dict[str, VariantResult]) -> list[str]:
@@ -162,45 +103,14 @@ def execute_disturbance(results: dict[str, VariantResult]) -> list[str]:
     return out
 
 
-def lesson_verdicts(result: VariantResult, work: Workload) -> list[Verdict]:
-    """The Cast lesson, as the workload declares it (TinyMLP: matmul on top, Casts only from the policy)."""
-    name, casts = result.variant.name, result.per_execute("Cast")
-    family, share = result.top_family()
-    measured = f"measured: {family} on top ({100 * share:.1f}%), {casts:g} Cast per execute"
-    top, cast = work.expectations.get("top_family"), work.expectations.get("cast_on_03_default")
-    not_applicable = checks.not_applicable  # a check the workload declares nothing for: [N/A], never a failure
-    per_execute = checks.tasks_by_execute(result.tasks, MEASURED)
-    verdicts = [
-        checks.check_top_family(result.stats, top, name, groups=per_execute, unit="execute")
-        if top
-        else not_applicable(f"declared top family ({name})", f"{work.not_applicable('top_family')}; {measured}")
-    ]
-    if name == "default":  # the converter's fp16 policy with fp32 IO must show its boundary Casts
-        verdicts.append(
-            not_applicable("Cast present (default)", f"{work.not_applicable('cast_on_03_default')}; {measured}")
-            if cast is None
-            else Verdict(
-                f"Cast {'present' if cast else 'absent'} (default)",
-                (casts > 0) == cast,
-                f"{casts:g} Cast per execute, {100 * result.share('cast'):.1f}% of op time",
-            )
-        )
-    if name == "fp32":  # the model's own dtype: no precision change, so no Cast
-        verdicts.append(
-            not_applicable("Cast absent (fp32)", f"{work.not_applicable('cast_on_03_default')}; {measured}")
-            if cast is None
-            else Verdict("Cast absent (fp32)", casts == 0, f"{casts:g} Cast per execute")
-        )
-    return verdicts
-
-
-def variant_verdicts(result: VariantResult, work: Workload, npu: bool) -> list[Verdict]:
+def variant_verdicts(result: VariantResult, expected: Expected, npu: bool) -> list[Verdict]:
+    name = result.variant.name
     return [
         file_verdict(result.variant, result.files, npu),
-        Verdict(f"measured window ({result.variant.name})", result.window_ok, result.window),
+        Verdict(f"measured window ({name})", result.window_ok, result.window),
         graph_count_verdict(result),  # what ran, against the graph the runtime built and ran
-        *lesson_verdicts(result, work),
-        *output_verdicts(result),
+        *checks.check_cast_lesson(name, result.tasks, result.stats, MEASURED, expected),
+        *checks.check_variant_outputs(name, result.outputs, result.variant.fp16_compute),
     ]
 
 
@@ -290,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         measured_executes=MEASURED,
         collection=("acl.prof" if args.acl_prof else "msprof") if npu else "onnxruntime",
     )
-    reference = files.workload.fp32_reference()  # the model itself, or the fp32 copy 03 exported
+    expected = files.workload.expected()  # the model's reference and EXPECT, computed here; the checks are handed it
+    reference = expected.fp32_outputs  # the model itself, or the fp32 copy 03 exported
     # The exported graph against the model, by compute content (FLOPs), once: every variant starts from it.
     exported = facts["exported"]
     try:
@@ -323,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             results[variant.name] = profile_and_read(
                 variant, files, run.out / variant.name, run, args.acl_prof, reference, variant_facts(facts, variant)
             )
-            verdicts += variant_verdicts(results[variant.name], files.workload, run.npu)
+            verdicts += variant_verdicts(results[variant.name], expected, run.npu)
         body = interpret(results, run.backend, bool(files.float_inputs), files.workload.path is None)
         disturbed = execute_disturbance(results)
         body = "\n".join([body, *disturbed])

@@ -16,7 +16,7 @@ from pathlib import Path
 from common.modes.pyacl.graph_changes import Change, describe
 from common.modes.pyacl.variants import MEASURED, WARMUP, Variant
 
-from common.analyze import families
+from common.analyze import checks, families
 from common.backend import Backend
 from common.errors import LabError
 from common.formats import schema
@@ -85,13 +85,8 @@ def file_verdict(variant: Variant, files: dict[str, Path], npu: bool) -> Verdict
 
 def graph_count_verdict(result: VariantResult) -> Verdict:
     """Each op type runs per execute exactly as often as the built graph holds it."""
-    measured = Counter(t.op_type for t in result.tasks)
-    parts, ok = [], True
-    for op_type in sorted(set(result.graph_counts) | set(measured)):
-        want, got = result.graph_counts.get(op_type, 0), measured.get(op_type, 0) / MEASURED
-        ok &= got == want
-        parts.append(f"{op_type} {got:g} (graph {want})")
-    return Verdict(f"op counts per execute match the graph ({result.variant.name})", ok, ", ".join(parts))
+    name = f"op counts per execute match the graph ({result.variant.name})"
+    return checks.check_graph_counts(result.tasks, result.graph_counts, MEASURED, name)
 
 
 def fallback_casts(result: VariantResult) -> float:
