@@ -37,7 +37,21 @@ WARMUP, MEASURED = 3, 20  # the first forwards allocate and fill caches: they ar
 FORWARD_RANGE = "msprof_lab.forward"  # the name of each forward's range in the profile
 
 
-# --- 1. the model: yours, or TinyMLP -----------------------------------------------------------------
+# --- 1. a named range per forward --------------------------------------------------------------------
+@contextmanager
+def npu_range(message: str):
+    """An mstx range on the current stream: msprof (``--msproftx=on``) marks it on the host and on the
+    device's stream, so the forward's device tasks lie between its two device marks."""
+    import torch_npu
+
+    range_id = torch_npu.npu.mstx.range_start(message, torch.npu.current_stream())
+    try:
+        yield
+    finally:
+        torch_npu.npu.mstx.range_end(range_id)
+
+
+# --- 2. the model: yours with --model FILE, else TinyMLP (this block is the same in every lesson) -------------------
 class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
     """4 x Linear(1024, 1024) with a GELU between each pair."""
 
@@ -73,20 +87,6 @@ def tensors(output) -> list:
     for t in tree_leaves(output):
         found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
     return found
-
-
-# --- 2. a named range per forward --------------------------------------------------------------------
-@contextmanager
-def npu_range(message: str):
-    """An mstx range on the current stream: msprof (``--msproftx=on``) marks it on the host and on the
-    device's stream, so the forward's device tasks lie between its two device marks."""
-    import torch_npu
-
-    range_id = torch_npu.npu.mstx.range_start(message, torch.npu.current_stream())
-    try:
-        yield
-    finally:
-        torch_npu.npu.mstx.range_end(range_id)
 
 
 # --- 3. the program: warm-up, then the measured forwards ---------------------------------------------

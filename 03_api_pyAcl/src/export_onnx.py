@@ -32,44 +32,7 @@ from torch.utils._pytree import tree_leaves  # how torch.export and transformers
 OPSET = {"dynamo": 18, "torchscript": 17}
 
 
-# --- 1. the model and its input --------------------------------------------------------------------
-class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
-    """4 x Linear(1024, 1024) with a GELU between each pair."""
-
-    def __init__(self, hidden=1024):
-        super().__init__()
-        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
-        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-def load_model(path, rows=32):
-    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
-    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
-    module = None
-    if path is not None:
-        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
-        spec = importlib.util.spec_from_file_location("user_model", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    torch.manual_seed(0)
-    model = TinyMLP() if module is None else module.build_model()
-    torch.manual_seed(1)
-    x = torch.randn(rows, 1024) if module is None else module.make_input()
-    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
-    return model.eval(), inputs, getattr(module, "loss", None)
-
-
-def tensors(output) -> list:
-    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
-    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
-    for t in tree_leaves(output):
-        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
-    return found
-
-
+# --- 1. the export ---------------------------------------------------------------------------------
 class Flat(nn.Module):
     """The model with its outputs as one flat tuple (the module under it keeps the name ``model``)."""
 
@@ -81,7 +44,6 @@ class Flat(nn.Module):
         return tuple(tensors(self.model(*x)))
 
 
-# --- 2. the export ---------------------------------------------------------------------------------
 def export(model, inputs, out):
     """Capture ``model`` on ``inputs`` and write ``out``; returns the graph's (input names, output names, exporter)."""
     with torch.no_grad():
@@ -135,6 +97,44 @@ def one_line(err) -> str:
         err = err.__cause__
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+# --- 2. the model: yours with --model FILE, else TinyMLP (this block is the same in every lesson) -------------------
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = TinyMLP() if module is None else module.build_model()
+    torch.manual_seed(1)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
+
+
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
 def main(argv=None):

@@ -42,50 +42,7 @@ STEPS = WAIT + WARMUP + ACTIVE
 ACCUMULATE = 1
 
 
-# --- 1. the model: yours with --model FILE, else TinyMLP --------------------------------------------
-class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
-    """4 x Linear(1024, 1024) with a GELU between each pair."""
-
-    def __init__(self, hidden=1024):
-        super().__init__()
-        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
-        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-def load_model(path, rows=32):
-    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
-    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
-    module = None
-    if path is not None:
-        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
-        spec = importlib.util.spec_from_file_location("user_model", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    torch.manual_seed(0)
-    model = TinyMLP() if module is None else module.build_model()
-    torch.manual_seed(1)
-    x = torch.randn(rows, 1024) if module is None else module.make_input()
-    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
-    return model.eval(), inputs, getattr(module, "loss", None)
-
-
-def tensors(output) -> list:
-    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
-    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
-    for t in tree_leaves(output):
-        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
-    return found
-
-
-def mean_square(out, _input) -> torch.Tensor:
-    """The loss of a model without loss(): the mean square of its outputs, summed."""
-    return sum(t.float().square().mean() for t in tensors(out))
-
-
-# --- 2. the rank: its device, the process group, the profiler ---------------------------------------
+# --- 1. the rank: its device, the process group, the profiler ---------------------------------------
 def join(devices: list[int] | None, local_rank: int, timeout_s: float) -> torch.device:
     """Select this rank's device, then join the process group: HCCL between NPUs, gloo between CPU processes."""
     timeout = dt.timedelta(seconds=timeout_s)  # how long a collective waits for its slowest peer
@@ -128,6 +85,49 @@ def profiler(out: Path, rank: int, npu: bool):
         record_shapes=True,
         profile_memory=True,
     )
+
+
+# --- 2. the model: yours with --model FILE, else TinyMLP (this block is the same in every lesson) -------------------
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
+
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = TinyMLP() if module is None else module.build_model()
+    torch.manual_seed(1)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
+
+
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
+
+
+def mean_square(out, _input) -> torch.Tensor:
+    """The loss of a model without loss(): the mean square of its outputs, summed."""
+    return sum(t.float().square().mean() for t in tensors(out))
 
 
 # --- 3. train: the prof.step() loop --------------------------------------------------------------------

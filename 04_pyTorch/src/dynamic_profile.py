@@ -12,7 +12,7 @@ What you will learn:
 - what counts as a step: on an NPU, torch_npu counts the native ``torch.optim`` optimizer's ``step()``.
 
 On an NPU the watcher is torch_npu's own (``import torch_npu`` reads the variable); torch.profiler has
-none, so elsewhere section 3 does the same by hand: the same file, read once per step. Run:
+none, so elsewhere section 2 does the same by hand: the same file, read once per step. Run:
 ``PROF_CONFIG_PATH=$PWD/prof_cfg python dynamic_profile.py [--model my_model.py] [--device cpu]`` (stops after
 ``--steps`` steps or at a file ``stop_job`` in that folder). Save an edit two seconds or more after the template
 appeared: torch_npu's watcher starts at ``import torch_npu`` and sees a change by the file's whole-second
@@ -45,7 +45,61 @@ TEMPLATE = {
 }  # a subset of torch_npu's fields
 
 
-# --- 1. the model --------------------------------------------------------------------------------------
+# --- 1. the job: a plain training loop, not one profiler call in it ------------------------------------
+def make_train_step(model, inputs, loss):
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)  # native torch.optim: torch_npu hooks step()
+    x = inputs if len(inputs) > 1 else inputs[0]
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss(model(*inputs), x).backward()
+        optimizer.step()
+
+    return train_step
+
+
+# --- 2. portable: the config-file protocol by hand, for torch.profiler --------------------------------------
+class ConfigWatcher:
+    """Writes the template, then at every step: is a collection running, did the file change, is it time?"""
+
+    def __init__(self, folder: Path):
+        self.path = folder / CONFIG_FILE
+        if not self.path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(TEMPLATE, indent=2) + "\n")
+        self.seen, self.step_num, self.prof, self.left, self.config = self.path.stat().st_mtime_ns, 0, None, 0, None
+
+    def step(self) -> None:
+        self.step_num += 1
+        if self.prof is not None:  # collecting: the schedule advances; at its end the trace is written
+            self.prof.step()
+            self.left -= 1
+            if self.left == 0:
+                self.prof.stop()
+                self.prof = None
+            return
+        if self.path.stat().st_mtime_ns != self.seen:  # changed (else one stat() per step, nothing more)
+            self.seen = self.path.stat().st_mtime_ns
+            self.config = {**TEMPLATE, **json.loads(self.path.read_text())}
+        start = self.config["start_step"] if self.config else 0
+        if start != -1 and start != self.step_num:  # 0 never starts, nor a step already past; N waits for step N
+            return
+        config, self.config = self.config, None
+        warmup, active = int(config["warmup"]), int(config["active"])
+        self.prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(config["prof_dir"]),
+            record_shapes=bool(config["record_shapes"]),
+            profile_memory=bool(config["profile_memory"]),
+            with_stack=bool(config["with_stack"]),
+        )
+        self.prof.start()  # the schedule's steps begin with the job's next step
+        self.left = warmup + active
+
+
+# --- 3. the model: yours with --model FILE, else TinyMLP (this block is the same in every lesson) -------------------
 class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
     """4 x Linear(1024, 1024) with a GELU between each pair."""
 
@@ -86,60 +140,6 @@ def tensors(output) -> list:
 def mean_square(out, _input) -> torch.Tensor:
     """The loss of a model without loss(): the mean square of its outputs, summed."""
     return sum(t.float().square().mean() for t in tensors(out))
-
-
-# --- 2. the job: a plain training loop, not one profiler call in it ------------------------------------
-def make_train_step(model, inputs, loss):
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)  # native torch.optim: torch_npu hooks step()
-    x = inputs if len(inputs) > 1 else inputs[0]
-
-    def train_step():
-        optimizer.zero_grad(set_to_none=True)
-        loss(model(*inputs), x).backward()
-        optimizer.step()
-
-    return train_step
-
-
-# --- 3. portable: the config-file protocol by hand, for torch.profiler --------------------------------------
-class ConfigWatcher:
-    """Writes the template, then at every step: is a collection running, did the file change, is it time?"""
-
-    def __init__(self, folder: Path):
-        self.path = folder / CONFIG_FILE
-        if not self.path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps(TEMPLATE, indent=2) + "\n")
-        self.seen, self.step_num, self.prof, self.left, self.config = self.path.stat().st_mtime_ns, 0, None, 0, None
-
-    def step(self) -> None:
-        self.step_num += 1
-        if self.prof is not None:  # collecting: the schedule advances; at its end the trace is written
-            self.prof.step()
-            self.left -= 1
-            if self.left == 0:
-                self.prof.stop()
-                self.prof = None
-            return
-        if self.path.stat().st_mtime_ns != self.seen:  # changed (else one stat() per step, nothing more)
-            self.seen = self.path.stat().st_mtime_ns
-            self.config = {**TEMPLATE, **json.loads(self.path.read_text())}
-        start = self.config["start_step"] if self.config else 0
-        if start != -1 and start != self.step_num:  # 0 never starts, nor a step already past; N waits for step N
-            return
-        config, self.config = self.config, None
-        warmup, active = int(config["warmup"]), int(config["active"])
-        self.prof = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU],
-            schedule=torch.profiler.schedule(wait=0, warmup=warmup, active=active, repeat=1),
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(config["prof_dir"]),
-            record_shapes=bool(config["record_shapes"]),
-            profile_memory=bool(config["profile_memory"]),
-            with_stack=bool(config["with_stack"]),
-        )
-        self.prof.start()  # the schedule's steps begin with the job's next step
-        self.left = warmup + active
 
 
 # --- 4. run it -------------------------------------------------------------------------------------------

@@ -45,44 +45,53 @@ NPU_TUNING = ()  # e.g. ("task-queue", "hf32") (--npu-tuning task-queue hf32)
 TUNINGS = ("task-queue", "cpu-affinity", "binary-operators", "hf32", "aoe")
 
 
-# --- 1. the model ------------------------------------------------------------------------------------
-class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
-    """4 x Linear(1024, 1024) with a GELU between each pair."""
+# --- 1. the profiler, with its schedule ---------------------------------------------------------------
+def npu_profiler(out: str):
+    """torch_npu.profiler: writes ``<out>/<host>_<pid>_<ts>_ascend_pt/`` when the 5 active steps end."""
+    import torch_npu
 
-    def __init__(self, hidden=1024):
-        super().__init__()
-        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
-        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-def load_model(path, rows=32):
-    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
-    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
-    module = None
-    if path is not None:
-        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
-        spec = importlib.util.spec_from_file_location("user_model", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    torch.manual_seed(0)
-    model = TinyMLP() if module is None else module.build_model()
-    torch.manual_seed(1)
-    x = torch.randn(rows, 1024) if module is None else module.make_input()
-    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
-    return model.eval(), inputs, getattr(module, "loss", None)
+    config = torch_npu.profiler._ExperimentalConfig(
+        profiler_level=torch_npu.profiler.ProfilerLevel.Level1,  # Level1: PMU + op_statistic + api_statistic
+        aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization,  # pipe busy ratios in kernel_details
+        data_simplification=False,
+    )  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
+    return torch_npu.profiler.profile(
+        activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
+        schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(out),
+        record_shapes=True,
+        profile_memory=True,  # memory_record.csv, operator_memory.csv: peak memory and the ops that allocate
+        with_stack=False,  # call stacks inflate host time in exactly the steps we measure
+        experimental_config=config,
+    )
 
 
-def tensors(output) -> list:
-    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
-    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
-    for t in tree_leaves(output):
-        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
-    return found
+def portable_profiler(out: str):
+    """torch.profiler with the same schedule (the CPU is the only device it sees): ``<out>/*.pt.trace.json``."""
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(out),
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=False,
+    )
 
 
+# --- 2. the loop: one prof.step() per step -------------------------------------------------------------
+def profile(step, out: str, npu: bool) -> list:
+    """STEPS calls of ``step`` under the profiler; what each step returned."""
+    results = []
+    with npu_profiler(out) if npu else portable_profiler(out) as prof:
+        for _ in range(STEPS):
+            results.append(step())
+            if npu:
+                torch.npu.synchronize()  # the NPU runs behind the host: let the step's kernels finish in it
+            prof.step()  # the step ended: the schedule moves on (skip -> warm up -> record -> write)
+    return results
+
+
+# --- 3. the step: the fixes applied, the NPU's own settings, an inference or a training step -------------
 def apply_fixes(model, inputs, batch, precision):
     """BATCH and PRECISION: the inputs' rows repeated to ``batch``; the model and its float inputs in ``precision``."""
     if batch:
@@ -132,53 +141,45 @@ def make_step(model, inputs, loss, train: bool, fused: bool = False, npu: bool =
     return train_step
 
 
-# --- 2. the profiler, with its schedule ---------------------------------------------------------------
-def npu_profiler(out: str):
-    """torch_npu.profiler: writes ``<out>/<host>_<pid>_<ts>_ascend_pt/`` when the 5 active steps end."""
-    import torch_npu
+# --- 4. the model: yours with --model FILE, else TinyMLP (this block is the same in every lesson) -------------------
+class TinyMLP(torch.nn.Module):  # <- your model here, or pass --model FILE
+    """4 x Linear(1024, 1024) with a GELU between each pair."""
 
-    config = torch_npu.profiler._ExperimentalConfig(
-        profiler_level=torch_npu.profiler.ProfilerLevel.Level1,  # Level1: PMU + op_statistic + api_statistic
-        aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization,  # pipe busy ratios in kernel_details
-        data_simplification=False,
-    )  # keep PROF_*/mindstudio_profiler_output too (msprof's own CSVs)
-    return torch_npu.profiler.profile(
-        activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
-        schedule=torch_npu.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
-        on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(out),
-        record_shapes=True,
-        profile_memory=True,  # memory_record.csv, operator_memory.csv: peak memory and the ops that allocate
-        with_stack=False,  # call stacks inflate host time in exactly the steps we measure
-        experimental_config=config,
-    )
+    def __init__(self, hidden=1024):
+        super().__init__()
+        layers = [m for _ in range(3) for m in (torch.nn.Linear(hidden, hidden), torch.nn.GELU())]
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(hidden, hidden))
+
+    def forward(self, x):
+        return self.net(x)
 
 
-def portable_profiler(out: str):
-    """torch.profiler with the same schedule (the CPU is the only device it sees): ``<out>/*.pt.trace.json``."""
-    return torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU],
-        schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
-        on_trace_ready=torch.profiler.tensorboard_trace_handler(out),
-        record_shapes=True,
-        profile_memory=True,
-        with_stack=False,
-    )
+def load_model(path, rows=32):
+    """(model, inputs, loss) of a ``--model`` file: build_model() under seed 0, make_input() under seed 1 (a tuple
+    or list: separate arguments), its loss(output, input) or None. ``path`` None: TinyMLP, ``rows`` x 1024 input."""
+    module = None
+    if path is not None:
+        sys.path.append(str(Path(path).resolve().parent))  # the model file may import the files beside it
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = TinyMLP() if module is None else module.build_model()
+    torch.manual_seed(1)
+    x = torch.randn(rows, 1024) if module is None else module.make_input()
+    inputs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    return model.eval(), inputs, getattr(module, "loss", None)
 
 
-# --- 3. the loop: one prof.step() per step -------------------------------------------------------------
-def profile(step, out: str, npu: bool) -> list:
-    """STEPS calls of ``step`` under the profiler; what each step returned."""
-    results = []
-    with npu_profiler(out) if npu else portable_profiler(out) as prof:
-        for _ in range(STEPS):
-            results.append(step())
-            if npu:
-                torch.npu.synchronize()  # the NPU runs behind the host: let the step's kernels finish in it
-            prof.step()  # the step ended: the schedule moves on (skip -> warm up -> record -> write)
-    return results
+def tensors(output) -> list:
+    """Every tensor of an output in torch's pytree order, then other objects' attributes (a dataclass, a KV cache)."""
+    found = []  # tuples, lists, dicts, registered classes (ModelOutput) opened; an object: its attributes as set
+    for t in tree_leaves(output):
+        found += [t] if torch.is_tensor(t) else tensors([*vars(t).values()]) if hasattr(t, "__dict__") else []
+    return found
 
 
-# --- 4. run it ------------------------------------------------------------------------------------------
+# --- 5. run it ------------------------------------------------------------------------------------------
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a .py file with build_model() and make_input() (default: TinyMLP)")

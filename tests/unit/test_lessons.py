@@ -128,3 +128,12 @@ def test_the_lessons_tinymlp_is_the_labs() -> None:
     assert [tuple(t.shape) for t in inputs] == [(32, 1024)] and torch.equal(inputs[0], work.inputs()[0])
     with torch.no_grad():
         assert torch.equal(model(*inputs), lab(*work.inputs()))
+
+
+@pytest.mark.parametrize("path", TAKES_A_MODEL, ids=_name)
+def test_a_lesson_shows_what_it_teaches_before_the_model_block(path: Path) -> None:
+    """Section 1 is the tool the lesson teaches; the model block, the same in every lesson, comes later."""
+    lines = path.read_text().splitlines()
+    model = next(i for i, line in enumerate(lines) if line.startswith("class TinyMLP("))
+    section = next(line for line in reversed(lines[:model]) if re.match(r"# --- \d+\. ", line))
+    assert not section.startswith("# --- 1. "), section
