@@ -112,22 +112,22 @@ class Run:
         from common.modes.report_files import write_reports
 
         root = where or self.out
-        text, written, warnings, integrity = write_reports(root, verdicts, notes, warnings)
-        failed = [v.name for v in [*verdicts, *integrity] if not v.ok]
+        report = write_reports(root, verdicts, notes, warnings)
+        failed = [v.name for v in [*verdicts, *report.integrity] if not v.ok]
         # what agree reads: whether this mode's own checks held, and which did not
         self.record(
             verdicts_passed=not failed,
             failed_checks=failed,
             checks=[as_record(v) for v in verdicts],
             report_notes=list(notes),
-            **({"disturbed": warnings} if warnings else {}),
+            **({"disturbed": report.warnings} if report.warnings else {}),
         )
-        print(text)
+        print(report.text)
         for note in notes:
             print(note)
-        for line in written:
+        for line in report.written:
             print(line)
-        return 0 if all(v.ok for v in [*verdicts, *integrity]) else 1
+        return 0 if not failed else 1
 
 
 class Lesson:

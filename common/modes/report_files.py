@@ -43,11 +43,21 @@ def write_report_md(root: Path, markdown: str) -> str:
     return write_beside(root, "report.md", markdown)
 
 
+@dataclass(frozen=True)
+class WrittenReport:
+    """A mode's report once written: its text, the 'written to' lines of report.md and report.html, the warnings
+    (the run's and the calibration's) and the integrity checks."""
+
+    text: str
+    written: list[str]
+    warnings: list[str]
+    integrity: list[Verdict]
+
+
 def write_reports(
     root: Path, verdicts: list[Verdict], notes: list[str] = (), warnings: list[str] = ()
-) -> tuple[str, list[str], list[str], list[Verdict]]:
-    """A mode's report: (the text, the 'written to' lines of report.md and report.html, the warnings,
-    the integrity checks).
+) -> WrittenReport:
+    """A mode's report (report.md and report.html beside the data) and what it said.
 
     The peaks are found once (a calibration on the portable backend) and serve both files; a
     calibration whose repeats spread widely adds its own 'disturbed' warning.
@@ -69,7 +79,7 @@ def write_reports(
         write_report_md(root, markdown + "".join(note_markdown(note) for note in notes)),
         write_report_html(root, page),
     ]
-    return text, written, warnings, integrity
+    return WrittenReport(text, written, warnings, integrity)
 
 
 def note_markdown(note: str) -> str:

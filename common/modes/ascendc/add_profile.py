@@ -10,6 +10,7 @@ bound pipe and the bottleneck class (``run.sh``). ``run --kernel pyasc``: the sa
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 import sys
 from pathlib import Path
 
@@ -51,8 +52,21 @@ TWIN_TIMINGS = "twin_timings.csv"  # the twin's per-block pipe timers, in prof_o
 TWIN = Backend("portable", "the AscendC twin: the kernel runs on the host CPU")
 
 
+@dataclass
+class KernelRun:
+    """One profiled run of the C++ kernel: the checks made on the way (the program's own verification, msprof
+    op's), its measured launches' tasks, the op_summary they were read from ("" when none), the sizes the program
+    printed, and the median kernel time."""
+
+    verdicts: list[Verdict]
+    tasks: list[Task]
+    where: str
+    sizes: dict[str, int] | None
+    median_us: float | None
+
+
 # --- 1. profile ---------------------------------------------------------------------------------
-def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict | None]:
+def profile_npu(run, binary: Path) -> KernelRun:
     """msprof around the host program (op_summary per launch), then msprof op (per-block PMU of one launch)."""
     # The program selects the logical device itself (aclrtSetDevice in main.cpp); msprof follows it.
     app = [
@@ -90,7 +104,11 @@ def profile_npu(run, binary: Path) -> tuple[list[Verdict], list[Task], str, dict
     print("$ " + " ".join(op_argv))
     op_code, _ = run_binary(op_argv, run.child_env, run.timeout_s, runlogs.stderr_log(run.out, op_argv))
     verdicts.append(checks.check_msprof_op(op_code, read_msprof_op_pipes(run.out), "the MetricsProf region"))
-    return verdicts, rows[WARMUP_LAUNCHES:], summaries[-1].name, read_sizes(stdout)
+    tasks, where = rows[WARMUP_LAUNCHES:], summaries[-1].name
+    # Median over the measured launches: on an NPU op_summary also holds the warm-up ones.
+    run_dir = run.out / where_run(run.out, where)
+    median = task_time_median(read_run_tasks(run_dir), name=KERNEL, skip=WARMUP_LAUNCHES) if tasks else None
+    return KernelRun(verdicts, tasks, where, read_sizes(stdout), median)
 
 
 def profile_twin(run, binary: Path) -> tuple[int, str]:
@@ -135,7 +153,7 @@ def check_launch_count(tasks: list[Task], where: str, kernel: str = KERNEL) -> V
 
 
 # --- 3. read -------------------------------------------------------------------------------------
-def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str, dict | None, float | None]:
+def profile_twin_in_process(run, binary: Path) -> KernelRun:
     """The twin run inside the in-process Profiler (``common.collect.profiling``, pyasc's ``asc.lib.profiling`` names), as
     the pyasc kernel is: the twin's timers become a ``PROF_*`` run in msprof's layout, which the Profiler reads back;
     the median kernel time comes from ``task_time_median`` over what it read. (On the NPU the host program is
@@ -151,17 +169,12 @@ def profile_twin_in_process(run, binary: Path) -> tuple[Verdict, list[Task], str
             summary, _ = write_portable_profile(run.out, twin_tasks(measured, sizes))
     finally:
         profiler.stop()
+    verified = [verification_verdict(code, stdout)]
     if summary is None:
-        return verification_verdict(code, stdout), [], "", sizes, None
+        return KernelRun(verified, [], "", sizes, None)
     median = task_time_median(profiler.store_last_result().tasks, name=KERNEL)
-    # what was written, not what we meant
-    return (
-        verification_verdict(code, stdout),
-        kernel_tasks(readers.read_op_summary(summary)),
-        summary.name,
-        sizes,
-        median,
-    )
+    tasks = kernel_tasks(readers.read_op_summary(summary))  # what was written, not what we meant
+    return KernelRun(verified, tasks, summary.name, sizes, median)
 
 
 # --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
@@ -382,18 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     finished, answer = False, None
     try:
-        if run_mode == "npu":
-            more, tasks, where, sizes = profile_npu(run, binary)
-            verdicts += more
-            # Median over the measured launches: on an NPU op_summary also holds the warm-up ones.
-            median = (
-                task_time_median(read_run_tasks(run.out / where_run(run.out, where)), name=KERNEL, skip=WARMUP_LAUNCHES)
-                if tasks
-                else None
-            )
-        else:
-            verified, tasks, where, sizes, median = profile_twin_in_process(run, binary)
-            verdicts.append(verified)
+        kernel = profile_npu(run, binary) if run_mode == "npu" else profile_twin_in_process(run, binary)
+        tasks, where, sizes, median = kernel.tasks, kernel.where, kernel.sizes, kernel.median_us
+        verdicts += kernel.verdicts
         verdicts += [
             check_launch_count(tasks, where or "no op_summary"),
             checks.check_ratio_sums(tasks, data_backend),

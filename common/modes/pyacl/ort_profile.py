@@ -164,9 +164,19 @@ def validate_portable(variant: Variant, files: ModelFiles) -> None:
         check_feed(feed, inp.shape, _ORT_TYPES.get(inp.type, inp.type), f"{path.name} input {inp.name}")
 
 
-def collect_portable(
-    variant: Variant, files: ModelFiles, variant_dir: Path, threads: int | None = None
-) -> tuple[dict[str, Path], list[np.ndarray], Path, str, bool]:
+@dataclass(frozen=True)
+class PortableRun:
+    """One variant run under ONNX Runtime's profiler: msprof's files written from it, the outputs, the profile as
+    ONNX Runtime wrote it, and how the measured window was cut (in words, and whether it held every run)."""
+
+    files: dict[str, Path]
+    outputs: list[np.ndarray]
+    raw_profile: Path
+    window: str
+    window_ok: bool
+
+
+def collect_portable(variant: Variant, files: ModelFiles, variant_dir: Path, threads: int | None = None) -> PortableRun:
     """Run the lesson on the variant's model under ORT's profiler (every input fed, every output kept) and write
     msprof-schema files of the measured runs."""
     path = files.portable_path(variant)
@@ -188,7 +198,7 @@ def collect_portable(
     events = measured_events(profile, WARMUP, MEASURED)  # warm-up runs are filtered out here, by run
     files_written = write_msprof_files(variant_dir, to_tasks(events, int(found["start_ns"])))
     window = f"{len(profile.runs)} runs recorded, the first {WARMUP} excluded by run, {MEASURED} measured"
-    return files_written, outputs, raw, window, len(profile.runs) == WARMUP + MEASURED
+    return PortableRun(files_written, outputs, raw, window, len(profile.runs) == WARMUP + MEASURED)
 
 
 def write_msprof_files(parent: Path, tasks: list[Task]) -> dict[str, Path]:

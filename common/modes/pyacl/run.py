@@ -124,7 +124,8 @@ def profile_and_read(
     if run.npu:
         found, outputs = profile_npu(variant, files, variant_dir, run.backend, run.device, acl_prof)
     else:  # the portable window is cut while converting ORT's profile (ort_profile.measured_events)
-        found, outputs, raw, window, window_ok = collect_portable(variant, files, variant_dir, run.info.get("threads"))
+        got = collect_portable(variant, files, variant_dir, run.info.get("threads"))
+        found, outputs, raw, window, window_ok = got.files, got.outputs, got.raw_profile, got.window, got.window_ok
     graph, changes = built
     tasks = readers.read_op_summary(found["op_summary"])
     readers.read_op_statistic(found["op_statistic"])  # strict reader: a damaged file stops here
