@@ -59,6 +59,8 @@ PMU_AIV = [
     "aiv_icache_miss_rate",
 ]
 PMU_COLUMNS = PMU_AIC + PMU_AIV + ["cube_utilization(%)"]
+# The four AI Vector pipes PipeUtilization reports (aiv_<pipe>_ratio), by their short names.
+AIV_PIPES = tuple(c.removeprefix("aiv_").removesuffix("_ratio") for c in PMU_AIV if c.endswith("_ratio"))
 OP_SUMMARY = OP_SUMMARY_BASE + PMU_COLUMNS
 
 OP_STATISTIC = [

@@ -18,6 +18,7 @@ from helpers import lab_env as helpers_lab_env
 
 from common.analyze.bounds.op import busiest_pipe
 from common.analyze.bounds.kernel import PIPES
+from common.formats.msprof_op import read_msprof_op_pipes
 from common.analyze import checks
 from common.analyze.checks import Verdict
 from common.analyze.checks import kernel as kernel_checks
@@ -533,14 +534,14 @@ def test_msprof_op_pipe_utilization_is_read_per_vector_block(tmp_path):
         header + "\n0,cube0,2.69,NA,NA,NA,NA,NA,\n0,vector0,NA,5.0,0.04,0.60,0.30,0.10,\n"
         "1,vector0,NA,5.2,0.06,0.70,0.36,0.12,\n"
     )
-    pipes = kernel_report.read_msprof_op_pipes(tmp_path)
+    pipes = read_msprof_op_pipes(tmp_path)
     assert pipes == pytest.approx({"vec": 0.05, "scalar": 0.65, "mte2": 0.33, "mte3": 0.11})
-    assert kernel_report.read_msprof_op_pipes(tmp_path / "none") is None
+    assert read_msprof_op_pipes(tmp_path / "none") is None
     # The multi-operator layout (OPPROF_*/<OpName>/<launch>/PipeUtilization_<ts>.csv) is read the same way.
     nested = tmp_path / "multi" / "OPPROF_20260129023105_ABCDEFGHIJKLMNOP" / "add_custom" / "0"
     nested.mkdir(parents=True)
     (nested / "PipeUtilization_20260129023105284.csv").write_text(header + "\n0,vector0,NA,5.0,0.5,0.2,0.2,0.1,\n")
-    assert kernel_report.read_msprof_op_pipes(tmp_path / "multi") == pytest.approx(
+    assert read_msprof_op_pipes(tmp_path / "multi") == pytest.approx(
         {"vec": 0.5, "scalar": 0.2, "mte2": 0.2, "mte3": 0.1}
     )
 

@@ -141,7 +141,7 @@ def test_unsourced_figures_are_labelled_estimates() -> None:
     from common.modes.ascendc import kernel_report
 
     assert not hasattr(kernel_report, "REFERENCE_910B3")
-    table = kernel_report.render_report([], "npu", "op_summary", {"block_dim": 8, "block_length": 1024})
+    table = kernel_report.kernel_table([], "npu", "op_summary", {"block_dim": 8, "block_length": 1024})
     assert "ratio (910B3 estimate)" in table and "an estimate, not measured here" in table
 
 

@@ -10,7 +10,9 @@ from helpers import ROOT
 
 from common.collect.npu_commands import msprof_op_simulator_argv
 from common.errors import LabError
-from common.modes.ascendc import kernel_report, pyasc_profile
+from common.formats.msprof_op import read_simulator_cores
+from common.modes.ascendc import pyasc_profile
+from common.render.kernel import render_simulator
 
 LESSON = str(ROOT / "02_api_AscendC" / "src" / "add_pyasc.py")  # the lesson file, launched as a program
 
@@ -82,7 +84,7 @@ def test_simulator_reader_summarises_each_core_and_says_what_is_missing(tmp_path
         "VADD,0x30,VEC,1,50,0.25,NA\n"
     )
     (full / "trace.json").write_text("{}")
-    cores = kernel_report.read_simulator_cores(tmp_path)
+    cores = read_simulator_cores(tmp_path)
     assert [c["core"] for c in cores] == ["core0.veccore0", "core0.veccore1"]
     assert cores[0]["pipe_cycles"] == {"VEC": 350.0, "MTE2": 100.0}
     assert cores[0]["hot_line"] == ("add_pyasc.py:84", 300.0)
@@ -94,9 +96,9 @@ def test_simulator_reader_summarises_each_core_and_says_what_is_missing(tmp_path
         "hot_line": None,
         "running_us": None,
     }
-    text = kernel_report.render_simulator(cores)
+    text = render_simulator(cores)
     assert "no instr_exe.csv" in text and "missing" in text and "VEC 350, MTE2 100" in text
-    assert kernel_report.read_simulator_cores(tmp_path / "nothing") == []
+    assert read_simulator_cores(tmp_path / "nothing") == []
 
 
 def test_simulator_reader_names_the_file_when_a_documented_column_is_missing(tmp_path):
@@ -104,7 +106,7 @@ def test_simulator_reader_names_the_file_when_a_documented_column_is_missing(tmp
     core.mkdir(parents=True)
     (core / "core1.veccore0_code_exe.csv").write_text("code,call_count\nx,1\n")
     with pytest.raises(LabError, match="code_exe"):
-        kernel_report.read_simulator_cores(tmp_path)
+        read_simulator_cores(tmp_path)
 
 
 @pytest.mark.parametrize(

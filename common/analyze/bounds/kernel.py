@@ -16,7 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from common.analyze.bounds.op import COMPUTE_PIPE_LOW, DOMINANT_RATIO, Peaks
+from common.analyze.bounds.op import COMPUTE_PIPE_LOW, DOMINANT_RATIO, Peaks, mean_pipe_ratios, mean_pmu
+from common.formats.records import Task
+from common.formats.schema import AIV_PIPES
 
 # memory: CANN's memory_bound indicator = mte2_ratio / max(mac_ratio, vec_ratio); above 1 the core waits on
 # GM -> core transfers (CANN Profiling guide, ai_vector_core_utilization_*.csv, field memory_bound).
@@ -41,8 +43,8 @@ FIX = {
     "stall": "fewer, larger tiles (fewer loop trips, flags and queue syncs per byte)",
     "access pattern": "contiguous, larger copies aligned to 32 bytes; reuse what is already in UB",
 }
-# The four AI Vector pipes PipeUtilization reports, in op_summary's column names, and what each does in mode 02's Add.
-PIPES = ("vec", "scalar", "mte2", "mte3")
+# The four AI Vector pipes PipeUtilization reports (op_summary's aiv_<pipe>_ratio), and what each does in mode 02's Add.
+PIPES = AIV_PIPES
 PIPE_ROLE = {
     "vec": "vector compute (Add)",
     "scalar": "scalar: loop, addresses, queue sync, instruction issue",
@@ -213,3 +215,14 @@ def classify_kernel(facts: KernelFacts, peaks: Peaks | None) -> KernelVerdict:
     return KernelVerdict(
         facts.kernel, bottleneck, tuple(by_name[n] for n in ORDER), lower, achieved, peaks, facts.median_us
     )
+
+
+def pipe_ratios(tasks: list[Task]) -> dict[str, float | None]:
+    """The mean aiv_<pipe>_ratio of each of :data:`PIPES` over a kernel's tasks, by its short name."""
+    found = mean_pipe_ratios(tasks, [f"aiv_{p}" for p in PIPES])
+    return {p: found[f"aiv_{p}"] for p in PIPES}
+
+
+def pipe_times(tasks: list[Task]) -> dict[str, float | None]:
+    """The mean aiv_time(us) per block and aiv_<pipe>_time(us) of each pipe over a kernel's tasks."""
+    return mean_pmu(tasks, ["aiv_time(us)"] + [f"aiv_{p}_time(us)" for p in PIPES])

@@ -27,19 +27,17 @@ from common.formats.records import Task
 from common.modes.ascendc import MODE, MODE_DIR
 from common.modes.ascendc.build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
 from common.modes.ascendc.build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also here)
-from common.analyze.bounds.kernel import PIPE_ROLE, PIPES
+from common.analyze.bounds.kernel import PIPE_ROLE, PIPES, pipe_ratios
+from common.formats.msprof_op import read_msprof_op_pipes, read_simulator_cores
 from common.modes.ascendc.kernel_report import (
     KERNEL,
     kernel_facts,
+    kernel_table,
     kernel_tasks,
-    mean_ratios,
-    read_msprof_op_pipes,
-    read_simulator_cores,
     read_sizes,
     read_verified,
-    render_report,
-    render_simulator,
 )
+from common.render.kernel import render_simulator
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
 from common.collect.calibrate import step_disturbance
 from common.collect.profiling import Profiler, read_run_tasks, task_time_median
@@ -177,7 +175,7 @@ def profile_twin_in_process(run, binary: Path) -> KernelRun:
     return KernelRun(verified, tasks, summary.name, sizes, median)
 
 
-# --- 4. interpret: kernel_report.render_report (per-pipe table, bound pipe, how to read it) -------
+# --- 4. interpret: kernel_report.kernel_table (per-pipe table, bound pipe, how to read it) -------
 def kernel_answer(
     tasks: list[Task],
     sizes: dict[str, int],
@@ -189,7 +187,7 @@ def kernel_answer(
 ) -> tuple[Verdict, str]:
     """The kernel's one answer: its pipe table (the evidence) and its bottleneck class (common.analyze.bounds.kernel)
     as one text, kept in report.md and report.html as in the terminal, and the check that a class was decided."""
-    text = render_report(tasks, backend_name, where, sizes, kernel=kernel)
+    text = kernel_table(tasks, backend_name, where, sizes, kernel=kernel)
     verdict = report_verdict(tasks, sizes, kernel, median_us, concurrent_blocks, backend_name)
     return verdict[0], "\n".join([text, *verdict[1]])
 
@@ -326,7 +324,7 @@ def run_pyasc(lesson, args) -> int:
                 pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
                 check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
                 checks.check_ratio_sums(twin.tasks, "portable"),
-                checks.check_bound(mean_ratios(twin.tasks)),
+                checks.check_bound(pipe_ratios(twin.tasks)),
             ]
             if twin.tasks and twin.sizes:
                 verdict, answer = kernel_answer(
@@ -401,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         verdicts += [
             check_launch_count(tasks, where or "no op_summary"),
             checks.check_ratio_sums(tasks, data_backend),
-            checks.check_bound(mean_ratios(tasks)),
+            checks.check_bound(pipe_ratios(tasks)),
         ]
         if tasks and sizes:
             concurrent = sizes["block_dim"] if data_backend == "npu" else min(sizes["block_dim"], os.cpu_count() or 1)
