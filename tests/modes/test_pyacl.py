@@ -24,7 +24,9 @@ from common.collect import npu_commands
 from common.errors import LabError
 from common.formats import readers, schema
 from common.formats.table import read_table
-from common.modes.pyacl import acl_worker, build_model, graph_changes, ort_profile, variants
+from common.formats import ort_profile as ort_format
+from common.analyze import graph_changes
+from common.modes.pyacl import acl_worker, build_model, variants
 from common.modes.pyacl import run as infer  # the harness: tolerances, the variants' runs, the npu argv
 from common.workload import load_workload, tiny_mlp
 
@@ -178,14 +180,14 @@ def test_measured_events_filters_by_run_not_by_count():
     ]
     stray = {"cat": "Node", "name": "init_kernel_time", "ts": 470, "dur": 1}  # outside every run
     path_events = runs + nodes + [stray]
-    profile = ort_profile.Profile(
-        [ort_profile.Run(i, float(r["ts"]), float(r["ts"] + r["dur"])) for i, r in enumerate(runs)],
+    profile = ort_format.Profile(
+        [ort_format.Run(i, float(r["ts"]), float(r["ts"] + r["dur"])) for i, r in enumerate(runs)],
         [e for e in path_events if e.get("cat") == "Node"],
     )
-    kept = ort_profile.measured_events(profile, warmup=2, measured=3)
+    kept = ort_format.measured_events(profile, warmup=2, measured=3)
     assert sorted(e["name"] for e in kept) == sorted(f"n{i}_{j}_kernel_time" for i in (2, 3, 4) for j in range(2))
     with pytest.raises(LabError, match="5 runs"):
-        ort_profile.measured_events(profile, warmup=3, measured=20)
+        ort_format.measured_events(profile, warmup=3, measured=20)
 
 
 # ----- bad input: one Error line, exit 2, nothing deleted --------------------------------------------

@@ -132,7 +132,8 @@ def onnx_side(
 ) -> Sample:
     """The 03 lesson on an ONNX file under ONNX Runtime with ``flags``: the median measured execute per sample as
     the metric, the nodes one execute ran as the finding (what ran unfused)."""
-    from common.modes.pyacl.ort_profile import PROFILE_LINE, load_profile, measured_events, run_of
+    from common.formats.ort_profile import load_profile, measured_events, run_of
+    from common.modes.pyacl.ort_profile import PROFILE_LINE
 
     argv = [
         sys.executable,

@@ -1,7 +1,8 @@
 """Mode 03's harness: what the lab does around the lessons ``03_api_pyAcl/src/export_onnx.py`` and ``infer.py``.
 
 ``python -m common.modes.pyacl`` is ``run.sh`` (:mod:`.run`), ``python -m common.modes.pyacl.build_model`` is
-``build_model.sh``. The lab launches the lessons as programs (:mod:`.export`, :mod:`.acl_worker`), converts ONNX
-Runtime's profile into msprof's layout (:mod:`.ort_profile`), and checks and reports every variant
-(:mod:`.variants`, :mod:`.graph_changes`, :mod:`.variant_report`).
+``build_model.sh``. The lab launches the lessons as programs (:mod:`.export`, :mod:`.acl_worker`), writes ONNX
+Runtime's profile (read by common.formats.ort_profile) in msprof's layout (:mod:`.ort_profile`), and hands each
+variant's files to the layers: common.analyze.checks.variants judges them, common.analyze.graph_changes names what
+the converter changed, :mod:`.variant_report` lays out the comparison (:mod:`.variants`: the variants and files).
 """

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from common.modes.pyacl.export import LESSON as EXPORT_LESSON
 from common.modes.pyacl.export import export, export_notes, frozen_path, opset, stamp
-from common.modes.pyacl.graph_changes import Change, build_changes, describe, type_counts
+from common.analyze.graph_changes import Change, build_changes, describe, type_counts
 from common.modes.pyacl.variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
 from common import cache

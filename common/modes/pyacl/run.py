@@ -123,7 +123,7 @@ def profile_and_read(
     raw = None
     if run.npu:
         found, outputs = profile_npu(variant, files, variant_dir, run.backend, run.device, acl_prof)
-    else:  # the portable window is cut while converting ORT's profile (ort_profile.measured_events)
+    else:  # the portable window is cut while converting ORT's profile (common.formats.ort_profile.measured_events)
         got = collect_portable(variant, files, variant_dir, run.info.get("threads"))
         found, outputs, raw, window, window_ok = got.files, got.outputs, got.raw_profile, got.window, got.window_ok
     graph, changes = built

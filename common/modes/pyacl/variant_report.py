@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.modes.pyacl.graph_changes import Change, describe
+from common.analyze.graph_changes import Change, describe
 from common.modes.pyacl.variants import MEASURED, WARMUP, Variant
 
 from common.analyze import checks, families
