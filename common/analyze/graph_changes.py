@@ -3,7 +3,7 @@
 The built graph of a variant (ONNX Runtime's optimized file, or ATC's om dumped to JSON) against the exported
 graph, by op type: each difference is named by a rule below when one matches (``Conv+Relu -> FusedConv x2``),
 otherwise listed as it is (``removed Shape x2``). What runs is then counted against that built graph
-(variant_report.graph_count_verdict). The exported graph against the model is compared by FLOPs, in
+(common.analyze.checks.check_graph_counts). The exported graph against the model is compared by FLOPs, in
 :mod:`common.analyze.flops`.
 """
 

@@ -4,5 +4,6 @@
 ``build_model.sh``. The lab launches the lessons as programs (:mod:`.export`, :mod:`.acl_worker`), writes ONNX
 Runtime's profile (read by common.formats.ort_profile) in msprof's layout (:mod:`.ort_profile`), and hands each
 variant's files to the layers: common.analyze.checks.variants judges them, common.analyze.graph_changes names what
-the converter changed, :mod:`.variant_report` lays out the comparison (:mod:`.variants`: the variants and files).
+the converter changed, common.render.variants lays out the comparison; :mod:`.variant_report` keeps what
+run_info.json records of each variant (:mod:`.variants`: the variants and their files).
 """

@@ -43,7 +43,9 @@ from common.modes.pyacl.acl_worker import (
 from common.modes.pyacl.build_model import BuildRecord, graph_facts, variant_facts
 from common.analyze.flops import COMPUTE_CHECK, flops_verdict
 from common.modes.pyacl.ort_profile import collect_portable, validate_portable
-from common.modes.pyacl.variant_report import VariantResult, explain, file_verdict, graph_count_verdict, render, summary
+from common.analyze.variants import VariantResult, explain
+from common.modes.pyacl.variant_report import file_verdict, graph_count_verdict, summary
+from common.render.variants import render_variants
 from common.modes.pyacl.variants import BUILD, MEASURED, MODE_DIR, WARMUP, ModelFiles, Variant, parse_variants
 from common.verdict import Verdict, as_record
 from common.workload import Expected, compare_outputs, load_workload
@@ -104,13 +106,13 @@ def execute_disturbance(results: dict[str, VariantResult]) -> list[str]:
 
 
 def variant_verdicts(result: VariantResult, expected: Expected, npu: bool) -> list[Verdict]:
-    name = result.variant.name
+    name = result.name
     return [
-        file_verdict(result.variant, result.files, npu),
+        file_verdict(name, result.files, npu),
         Verdict(f"measured window ({name})", result.window_ok, result.window),
         graph_count_verdict(result),  # what ran, against the graph the runtime built and ran
         *checks.check_cast_lesson(name, result.tasks, result.stats, MEASURED, expected),
-        *checks.check_variant_outputs(name, result.outputs, result.variant.fp16_compute),
+        *checks.check_variant_outputs(name, result.outputs, result.fp16_compute),
     ]
 
 
@@ -133,7 +135,9 @@ def profile_and_read(
         tasks, window, window_ok = measured_window_npu(tasks, acl_prof)
     metrics = compare_outputs([o.astype(np.float32) for o in outputs], reference)
     return VariantResult(
-        variant,
+        variant.name,
+        variant.fp16_compute,
+        MEASURED,
         tasks,
         writers.aggregate_op_statistic(tasks),
         graph,
@@ -151,14 +155,15 @@ def profile_and_read(
 def interpret(
     results: dict[str, VariantResult], backend: Backend, float_inputs: bool = True, tiny_mlp: bool = True
 ) -> str:
-    """The variants side by side, then what the numbers say about the Casts (variant_report.explain).
+    """The variants side by side, then what the numbers say about the Casts (common.analyze.variants.explain).
 
     Read the table row by row: ``default`` pays Casts for fp32 IO around fp16 compute; ``fp16-io``
     moves the input conversion to the caller; ``fp32`` has no Cast and the reference's accuracy.
     Cast share is the time they cost; the accuracy columns are what removing them costs instead;
     the fusions column names what the converter changed in the exported graph.
     """
-    return "\n".join([render(results, backend), *explain(results, backend.is_npu, float_inputs, tiny_mlp)])
+    table = render_variants(results, backend.name, backend.is_npu, WARMUP, MEASURED)
+    return "\n".join([table, *explain(results, backend.is_npu, float_inputs, tiny_mlp)])
 
 
 def validate(variants: list[Variant], files: ModelFiles, backend: Backend, device: int) -> dict:
