@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
+import importlib.util
 import inspect
 import io
 import os
@@ -89,9 +90,13 @@ def fence_files() -> None:
 
 
 def fence_models() -> None:
-    if "torch" in sys.modules:  # a model run inside analyze/ (the harness computes a reference, and passes it in)
-        module = sys.modules["torch"].nn.Module
-        module.__call__ = _guard(module.__call__, "torch.nn.Module.__call__")
+    """A model run inside analyze/ (the harness computes a reference, and passes it in): torch imported now, where
+    it is installed, so that a module called later, by whatever path, meets the fence."""
+    if importlib.util.find_spec("torch") is None:
+        return
+    import torch
+
+    torch.nn.Module.__call__ = _guard(torch.nn.Module.__call__, "torch.nn.Module.__call__")
 
 
 def main(argv: list[str]) -> int:

@@ -40,9 +40,9 @@ def assert_untouched(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
 
 
-def test_the_fence_catches_a_read_inside_an_analyze_function(tmp_path: Path) -> None:
-    """The control: an analyze function handed a generator that reads a file while it is iterated is stopped, and
-    the function is named."""
+def test_the_fence_catches_a_read_and_a_model_run_inside_an_analyze_function(tmp_path: Path) -> None:
+    """The controls: an analyze function handed a generator that reads a file, or runs a model, while it is iterated
+    is stopped, and the function is named."""
     data = tmp_path / "stats.txt"
     data.write_text("1\n2\n")
     (tmp_path / "reads_inside.py").write_text(
@@ -57,6 +57,16 @@ def test_the_fence_catches_a_read_inside_an_analyze_function(tmp_path: Path) -> 
     proc = guarded("--module", "reads_inside", PYTHONPATH=f"{tmp_path}:{ROOT}")
     assert proc.returncode == 99, (proc.stdout, proc.stderr)
     assert "TOUCHED: common.analyze.robust.estimate: open(" in proc.stdout
+    (tmp_path / "runs_inside.py").write_text(  # a model run while an analyze function iterates: stopped too
+        "import torch\n"
+        "from common.analyze import robust\n"
+        "def main(argv):\n"
+        "    model = torch.nn.Linear(2, 2)\n"
+        "    print(robust.estimate(float(model(torch.ones(2)).sum()) for _ in range(3)))\n"
+        "    return 0\n"
+    )
+    proc = guarded("--module", "runs_inside", PYTHONPATH=f"{tmp_path}:{ROOT}")
+    assert proc.returncode == 99 and "TOUCHED: common.analyze.robust.estimate: torch.nn.Module.__call__" in proc.stdout
 
 
 CAPTURES = [
