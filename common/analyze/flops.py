@@ -175,6 +175,11 @@ def graph_flops(model, run_shapes: dict[str, list[int]] | None = None) -> tuple[
 
 
 # --- the exported graph against the model --------------------------------------------------------
+def flops_not_counted(why: str) -> Verdict:
+    """The comparison cannot be made: the model's FLOPs could not be counted (``why``: the counter's error)."""
+    return not_applicable(COMPUTE_CHECK, f"not applicable: the model's FLOPs could not be counted ({why})"[:300])
+
+
 def flops_verdict(model_flops: FlopCount, graph: dict[str, int], unknown: dict[str, int]) -> Verdict:
     """The exported graph computes what the model computes: FLOPs per family group within FLOPS_RTOL, the graph's
     from :func:`graph_flops` (its FLOPs per family and its uncountable nodes)."""

@@ -87,7 +87,7 @@ def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple
 
 def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[str, list[Verdict]]:
     """msprof-analyze advisor's problems on each capture against the lab's advise: one row per problem."""
-    from common.analyze.advisor.parity import parity
+    from common.analyze.advisor.parity import parity, parity_verdict
     from common.analyze.advisor.rules import advise
     from common.collect.advisor_record import record_advisor
     from common.formats.advice_input import read_capture_inputs
@@ -99,16 +99,7 @@ def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[str
         work.mkdir()
         matches = parity(record_advisor(exe, capture, work), advise(read_capture_inputs(capture)))
         rows += [[name, m.category, m.figure, m.advisor, m.lab, "same" if m.ok else "DIFFERENT"] for m in matches]
-        bad = [m.category for m in matches if not m.ok]
-        verdicts.append(
-            Verdict(
-                f"advise vs msprof-analyze advisor: {name}",
-                not bad,
-                f"{len(matches)} problem(s) reported, each in advise with the same key figure"
-                if not bad
-                else f"differs or missing: {', '.join(bad)}",
-            )
-        )
+        verdicts.append(parity_verdict(name, matches))
     table = render_table(
         ["capture", "advisor category", "figure", "msprof-analyze", "lab advise", ""],
         rows,

@@ -994,3 +994,12 @@ def test_an_export_the_exporter_refuses_is_one_short_line(tmp_path):
     (line,) = error_lines(built.stderr)
     assert "torch.onnx.export failed: UnsupportedOperatorError: Exporting the operator 'aten::linalg_eigh'" in line
     assert "[Caused by" not in line and len(line) < 400, line
+
+
+def test_the_files_check_names_its_variant_and_fails_a_missing_file(tmp_path):
+    from common.modes.pyacl.variant_report import file_verdict
+
+    files = {"op_summary": tmp_path / "op_summary_1.csv", "op_statistic": tmp_path / "op_statistic_1.csv"}
+    verdict = file_verdict("fp16-io", files, npu=False)
+    assert verdict.name == "files and columns (fp16-io)" and not verdict.ok
+    assert verdict.detail.startswith("op_summary_1.csv ") and "error:" in verdict.detail

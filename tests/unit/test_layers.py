@@ -160,3 +160,15 @@ def test_no_module_imports_a_higher_layer() -> None:
 
     wrong = sorted((m, d) for m, deps in imports().items() for d in deps if layer(d) > layer(m))
     assert not wrong
+
+
+def test_verdicts_are_made_in_analyze_only() -> None:
+    """modes/ and cli/ hand what they read to common.analyze (checks/, flops, advisor): they build no Verdict."""
+    made = []
+    for path in sorted([*(COMMON / "modes").rglob("*.py"), *(COMMON / "cli").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in ("Verdict", "not_applicable"):
+                    made.append(f"{path.relative_to(COMMON.parent)}:{node.lineno}: {name}(...)")
+    assert made == []

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from common.analyze.advisor import FOUND, NOT_RUN, Finding
+from common.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -169,3 +170,15 @@ def parity(record: dict, findings: list[Finding]) -> list[Match]:
         figure, advisor, lab, ok = _compare(category, problem, _sheet(record, problem["category"]), f)
         out.append(Match(problem["category"], f.rule, figure, advisor, lab, ok))
     return out
+
+
+def parity_verdict(capture: str, matches: list[Match]) -> Verdict:
+    """Every problem msprof-analyze's advisor reported on ``capture`` is in advise, with the same key figure."""
+    bad = [m.category for m in matches if not m.ok]
+    return Verdict(
+        f"advise vs msprof-analyze advisor: {capture}",
+        not bad,
+        f"{len(matches)} problem(s) reported, each in advise with the same key figure"
+        if not bad
+        else f"differs or missing: {', '.join(bad)}",
+    )

@@ -26,6 +26,7 @@ from common.analyze.checks.outputs import (
 )
 from common.analyze.checks.kernel import (
     check_bottleneck_stated,
+    check_build,
     check_bound,
     check_host_verified,
     check_launch_count,
@@ -34,6 +35,7 @@ from common.analyze.checks.kernel import (
     check_pyasc_verified,
     check_ratio_sums,
     check_simulator_cores,
+    workload_not_profiled,
 )
 from common.analyze.checks.ranks import check_collectives, check_params, check_slow_rank
 from common.analyze.checks.records import (
@@ -56,22 +58,32 @@ from common.analyze.checks.timing import (
     check_top_family,
     per_call_medians,
 )
-from common.analyze.checks.variants import check_cast_lesson, check_graph_counts, check_variant_outputs
+from common.analyze.checks.variants import (
+    check_cast_lesson,
+    check_graph_counts,
+    check_graph_holds,
+    check_measured_window,
+    check_variant_files,
+    check_variant_outputs,
+)
 from common.verdict import Verdict, not_applicable
 
 __all__ = [
     "Verdict",
     "check_bottleneck_stated",
     "check_bound",
+    "check_build",
     "check_cast_lesson",
     "check_collectives",
     "check_declared_top_family",
     "check_family_presence",
     "check_files",
     "check_graph_counts",
+    "check_graph_holds",
     "check_host_verified",
     "check_kernel_per_launch",
     "check_launch_count",
+    "check_measured_window",
     "check_msprof_op",
     "check_npu_verified",
     "check_output",
@@ -88,6 +100,7 @@ __all__ = [
     "check_sum_vs_computing",
     "check_top_family",
     "check_training_losses",
+    "check_variant_files",
     "check_variant_outputs",
     "compare_step_tables",
     "integrity_verdicts",
@@ -101,4 +114,5 @@ __all__ = [
     "tasks_by_execute",
     "tasks_by_step",
     "tasks_in",
+    "workload_not_profiled",
 ]

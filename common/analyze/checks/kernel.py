@@ -7,7 +7,7 @@ from __future__ import annotations
 from common.analyze.bounds.kernel import PIPE_ROLE, PIPES, KernelVerdict
 from common.analyze.bounds.op import busiest_pipe
 from common.formats.records import Task
-from common.verdict import Verdict
+from common.verdict import Verdict, not_applicable
 
 # Twin: the pipes run one after another on one thread and scalar is the remainder of the block's
 # time, so the four ratios sum to 1 up to the 3-decimal rounding of the written cells
@@ -18,6 +18,18 @@ RATIO_SUM_TOLERANCE_PORTABLE = 0.01
 # unaccounted (wrong metric set); above 2.5 more than two pipes are busy all the time, which a
 # copy-add-copy kernel cannot do.
 RATIO_SUM_RANGE_NPU = (0.5, 2.5)
+
+
+def check_build(ok: bool, detail: str) -> Verdict:
+    """The kernel's CMake project built (``detail``: the binary and its RUN_MODE, or where to look)."""
+    return Verdict("build succeeds", ok, detail)
+
+
+def workload_not_profiled(workload: str) -> Verdict:
+    """Mode 02 profiles its own kernel, whatever workload the run was given: [N/A] for that workload."""
+    return not_applicable(
+        f"workload ({workload})", "not applicable: mode 02 profiles one AscendC kernel (fp16 Add), not the workload"
+    )
 
 
 def _verified_name(sizes: dict[str, int] | None) -> str:

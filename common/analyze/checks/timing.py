@@ -110,10 +110,20 @@ def check_sum_vs_computing(tasks: list[Task], steps: list[StepTime], where: str)
 
 
 def check_declared_top_family(
-    stats: list[OpStat], expected: Expected, where: str, groups: list[list[Task]] | None = None, unit: str = "forward"
+    stats: list[OpStat],
+    expected: Expected,
+    where: str,
+    groups: list[list[Task]] | None = None,
+    unit: str = "forward",
+    training: bool = False,
 ) -> Verdict:
     """The workload's EXPECT['top_family'] has the largest share of op time (with ``groups``: the largest median
-    share per forward, check_top_family); N/A when it declares none."""
+    share per forward, check_top_family); N/A when it declares none, or when the steps trained (``training``)."""
+    if training:
+        return not_applicable(
+            f"top family ({where})",
+            "not applicable: EXPECT['top_family'] is about the forward; a training step adds backward and optimizer ops",
+        )
     family = expected.expectations.get("top_family")
     if family is None:
         return not_applicable(f"top family ({where})", expected.not_applicable("top_family"))

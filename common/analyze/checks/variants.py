@@ -84,6 +84,33 @@ def check_variant_outputs(name: str, outputs: list[dict], fp16_compute: bool) ->
     return verdicts
 
 
+def check_variant_files(name: str, found: list[tuple[str, int, int | str]]) -> Verdict:
+    """Variant ``name``'s files exist, have rows and carry the columns msprof writes: ``found`` holds, per file, its
+    name, how many columns were required, and its rows (or why it could not be read)."""
+    ok = all(isinstance(rows, int) and rows > 0 for _, _, rows in found)
+    parts = [f"{file} {columns} columns, {rows} rows" for file, columns, rows in found]
+    return Verdict(f"files and columns ({name})", ok, "; ".join(parts))
+
+
+def check_measured_window(name: str, ok: bool, how: str) -> Verdict:
+    """The measured executes were cut out of what the profiler recorded as ``how`` says (``ok``: every one found)."""
+    return Verdict(f"measured window ({name})", ok, how)
+
+
+def check_graph_holds(frozen: list[str]) -> Verdict | None:
+    """Where the tracer turned tensors into Python values (``frozen``: file:line places), the exported graph holds
+    for this input only: said as [N/A], with the places (None: nothing was frozen)."""
+    if not frozen:
+        return None
+    more = f" and {len(frozen) - 3} more" if len(frozen) > 3 else ""
+    return not_applicable(
+        "the exported graph holds for other inputs (03)",
+        f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}{more}; the graph "
+        "keeps them as constants: a shape's value holds for any input of this shape, a branch or a loop count on the "
+        "input's values for this input only (03 profiles the path this input takes)",
+    )
+
+
 def check_graph_counts(tasks: list[Task], graph_counts: dict[str, int], executes: int, name: str) -> Verdict:
     """Each op type runs per execute exactly as often as the built graph holds it: what ran is counted against the
     graph the runtime was given, never against the eager model, which an exporter and a converter rewrite."""

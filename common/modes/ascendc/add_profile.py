@@ -42,7 +42,7 @@ from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, t
 from common.collect.calibrate import step_disturbance
 from common.collect.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts
-from common.verdict import Verdict, not_applicable
+from common.verdict import Verdict
 
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
 MEASURED_LAUNCHES = 20
@@ -222,13 +222,6 @@ def where_run(out: Path, summary_name: str) -> str:
     return found[-1].parent.parent.name
 
 
-def workload_not_applicable(run) -> Verdict:
-    return not_applicable(
-        f"workload ({run.info['workload']['name']})",
-        "not applicable: mode 02 profiles one AscendC kernel (fp16 Add), not the workload",
-    )
-
-
 def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], str]:
     """``add_pyasc.py`` as its own program under ``msprof op`` (board, ``-r NPU``) or ``msprof op simulator``
     (``-r Model -v <soc>``); the program verifies its own result and prints a ``verified:`` line.
@@ -312,7 +305,7 @@ def run_pyasc(lesson, args) -> int:
     run = lesson.start(
         args=args, check=check, warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="pyasc"
     )
-    verdicts, finished, body, answer = [workload_not_applicable(run)], False, None, None
+    verdicts, finished, body, answer = [checks.workload_not_profiled(run.info["workload"]["name"])], False, None, None
     data_backend = "npu" if run.backend.is_npu else "portable"
     try:
         if run.backend.is_npu:
@@ -388,8 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     run_mode, binary = run.info["run_mode"], BUILD_DIR / BINARY_NAME
     data_backend = "npu" if run_mode == "npu" else "portable"  # what the numbers come from, not the machine
     verdicts = [
-        Verdict("build succeeds", True, f"{binary.name} built {read_build_info()['built_at']} (RUN_MODE={run_mode})"),
-        workload_not_applicable(run),
+        checks.check_build(True, f"{binary.name} built {read_build_info()['built_at']} (RUN_MODE={run_mode})"),
+        checks.workload_not_profiled(run.info["workload"]["name"]),
     ]
     finished, answer = False, None
     try:

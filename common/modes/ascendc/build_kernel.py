@@ -22,8 +22,8 @@ from common.collect import launcher
 from common.errors import LabError
 from common.formats.rundir import MARKER, lock_mode, prepare_output_dir
 from common.modes.ascendc import MODE_DIR, SRC_DIR, TWIN_DIR
+from common.analyze import checks
 from common.render.text import render_verdicts
-from common.verdict import Verdict
 
 BUILD_DIR = MODE_DIR / "build"
 BINARY_NAME = "add_custom_main"
@@ -164,7 +164,7 @@ def build(build_dir: Path = BUILD_DIR, device: int = 0) -> int:
         info_file.write_text(json.dumps(info, indent=2) + "\n")
         (build_dir / MARKER).write_text("created by msprof lab; safe for the lab to delete and recreate\n")
     detail = f"{binary} (RUN_MODE={run_mode})" if ok else "cmake failed; see the messages above"
-    print(render_verdicts([Verdict("build succeeds", ok, detail)]))
+    print(render_verdicts([checks.check_build(ok, detail)]))
     return 0 if ok else 1
 
 

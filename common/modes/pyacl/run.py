@@ -41,7 +41,7 @@ from common.modes.pyacl.acl_worker import (
     save_inputs,
 )
 from common.modes.pyacl.build_model import BuildRecord, graph_facts, variant_facts
-from common.analyze.flops import COMPUTE_CHECK, flops_verdict
+from common.analyze.flops import flops_not_counted, flops_verdict
 from common.modes.pyacl.ort_profile import collect_portable, validate_portable
 from common.analyze.variants import VariantResult, explain
 from common.modes.pyacl.variant_report import file_verdict, graph_count_verdict, summary
@@ -109,7 +109,7 @@ def variant_verdicts(result: VariantResult, expected: Expected, npu: bool) -> li
     name = result.name
     return [
         file_verdict(name, result.files, npu),
-        Verdict(f"measured window ({name})", result.window_ok, result.window),
+        checks.check_measured_window(name, result.window_ok, result.window),
         graph_count_verdict(result),  # what ran, against the graph the runtime built and ran
         *checks.check_cast_lesson(name, result.tasks, result.stats, MEASURED, expected),
         *checks.check_variant_outputs(name, result.outputs, result.fp16_compute),
@@ -213,24 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         flops = files.workload.forward_flops(count_flops)
     except Exception as err:  # noqa: BLE001 (the user's model under a dispatch mode: say why, never a traceback)
-        verdicts: list[Verdict] = [
-            checks.not_applicable(
-                COMPUTE_CHECK,
-                f"not applicable: the model's FLOPs could not be counted ({type(err).__name__}: {err})"[:300],
-            )
-        ]
+        verdicts: list[Verdict] = [flops_not_counted(f"{type(err).__name__}: {err}")]
     else:
         verdicts = [flops_verdict(flops, exported["flops"], exported["unknown"])]
-    if frozen := exported["frozen"]:  # the trace kept these values as constants
-        verdicts.append(
-            checks.not_applicable(
-                "the exported graph holds for other inputs (03)",
-                f"not applicable: the trace turned tensors into Python values at {', '.join(frozen[:3])}"
-                f"{f' and {len(frozen) - 3} more' if len(frozen) > 3 else ''}; the graph keeps them as constants: a "
-                "shape's value holds for any input of this shape, a branch or a loop count on the input's values for "
-                "this input only (03 profiles the path this input takes)",
-            )
-        )
+    holds = checks.check_graph_holds(exported["frozen"])  # the trace kept these values as constants
+    verdicts += [holds] if holds else []
     results: dict[str, VariantResult] = {}
     code, body = 1, ""
     try:

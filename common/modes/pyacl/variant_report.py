@@ -17,18 +17,18 @@ from common.verdict import Verdict
 
 
 def file_verdict(name: str, files: dict[str, Path], npu: bool) -> Verdict:
-    """Both files exist, have rows, and carry the columns msprof writes (all of them, on portable)."""
-    parts, ok = [], True
+    """Variant ``name``'s op_summary and op_statistic read with the columns msprof writes (all of them, on portable)
+    and judged (common.analyze.checks.check_variant_files)."""
     npu_columns = ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
     required = {"op_summary": npu_columns if npu else schema.OP_SUMMARY, "op_statistic": schema.OP_STATISTIC}
-    for name, columns in required.items():
+    found = []
+    for kind, columns in required.items():
         try:
-            rows = len(read_table(files[name], columns, "msprof / this mode"))
+            rows: int | str = len(read_table(files[kind], columns, "msprof / this mode"))
         except LabError as err:
-            ok, rows = False, f"error: {err}"
-        ok &= isinstance(rows, int) and rows > 0
-        parts.append(f"{files[name].name} {len(columns)} columns, {rows} rows")
-    return Verdict(f"files and columns ({name})", ok, "; ".join(parts))
+            rows = f"error: {err}"
+        found.append((files[kind].name, len(columns), rows))
+    return checks.check_variant_files(name, found)
 
 
 def graph_count_verdict(result: VariantResult) -> Verdict:
