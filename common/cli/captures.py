@@ -34,7 +34,7 @@ def _one(folder: Path, found: list[Path], what: str) -> Path:
 def _foreign(path: Path):
     """(kind, files) of what ``path`` holds when it is a copied lesson's output, else None."""
     from common.collect.torch_trace import raw_traces
-    from common.modes.ascendc.twin_profile import is_timings_file
+    from common.formats.twin_timings import is_timings_file
 
     if path.is_file():
         if path.name.endswith(".pt.trace.json"):

@@ -16,6 +16,7 @@ import pytest
 from helpers import ROOT
 from helpers import lab_env as helpers_lab_env
 
+from common.formats.twin_timings import parse_twin_timings
 from common.analyze.bounds.op import busiest_pipe
 from common.analyze.bounds.kernel import PIPES
 from common.formats.msprof_op import read_msprof_op_pipes
@@ -304,7 +305,7 @@ def test_twin_timings_become_pipe_times(tmp_path):
         "0,0,1000000,50000,10000,9000,2000,5000,1000\n"
         "0,1,1000000,50000,12000,9000,2000,7000,1000\n"
     )
-    (launch,) = twin_profile.parse_twin_timings(path)
+    (launch,) = parse_twin_timings(path)
     assert launch.start_us == 1000.0 and launch.duration_us == 50.0 and launch.aiv_time_us == 11.0
     assert launch.pipe_us == {"vec": 6.0, "scalar": 2.0, "mte2": 2.0, "mte3": 1.0}
     (task,) = twin_profile.twin_tasks([launch], SIZES)
@@ -564,7 +565,7 @@ def test_the_in_process_profiler_on_a_real_twin_run(portable_build: Path) -> Non
             timeout=120,
             check=True,
         )
-        launches = twin_profile.parse_twin_timings(out / "twin_timings.csv")[1:]
+        launches = parse_twin_timings(out / "twin_timings.csv")[1:]
         sizes = kernel_report.read_sizes(run.stdout)
         twin_profile.write_portable_profile(out, twin_profile.twin_tasks(launches, sizes))
         made = out

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES
 
+from common.formats.twin_timings import parse_twin_timings
 from common.backend import Backend
 from common.collect.profiling import (
     AicoreMetrics,
@@ -192,7 +193,7 @@ def test_portable_profiler_reads_what_the_twins_writer_puts_in_msprofs_layout(tm
     with profiler.profile(device_id=0):
         out = Path(profiler.result_path)
         write_twin_timings(out / "twin_timings.csv", [(500_000, 20_000), (700_000, 21_000), (600_000, 22_000)])
-        tasks = twin_profile.twin_tasks(twin_profile.parse_twin_timings(out / "twin_timings.csv"), sizes)
+        tasks = twin_profile.twin_tasks(parse_twin_timings(out / "twin_timings.csv"), sizes)
         twin_profile.write_portable_profile(out, tasks)
     result = profiler.last_result
     assert [(t.id, t.name, t.type, t.duration) for t in result.tasks] == [

@@ -38,7 +38,8 @@ from common.modes.ascendc.kernel_report import (
     read_verified,
 )
 from common.render.kernel import render_simulator
-from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
+from common.formats.twin_timings import parse_twin_timings
+from common.modes.ascendc.twin_profile import TIMINGS_VAR, twin_tasks, write_portable_profile
 from common.collect.calibrate import step_disturbance
 from common.collect.profiling import Profiler, read_run_tasks, task_time_median
 from common.render.text import Section, render_markdown, render_verdicts

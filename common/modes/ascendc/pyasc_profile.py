@@ -26,7 +26,8 @@ from common.formats import readers
 from common.formats.records import Task
 from common.modes.ascendc import PYASC_LESSON, pyasc_twin
 from common.modes.ascendc.kernel_report import kernel_tasks, read_sizes
-from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings, twin_tasks, write_portable_profile
+from common.formats.twin_timings import parse_twin_timings
+from common.modes.ascendc.twin_profile import TIMINGS_VAR, twin_tasks, write_portable_profile
 from common.collect.profiling import Profiler, task_time_median
 
 LESSON_FILE = PYASC_LESSON  # 02_api_AscendC/src/add_pyasc.py

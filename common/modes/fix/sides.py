@@ -270,7 +270,8 @@ def kernel_side(folder: Path, binary: Path) -> Sample:
     kernel time of the measured launches as the metric, the scalar part's share of it (the per-tile loop,
     addresses and queue handshakes) as the finding. The program checks every output element itself."""
     from common.modes.ascendc.kernel_report import read_sizes
-    from common.modes.ascendc.twin_profile import TIMINGS_VAR, parse_twin_timings
+    from common.formats.twin_timings import parse_twin_timings
+    from common.modes.ascendc.twin_profile import TIMINGS_VAR
 
     timings = folder / "twin_timings.csv"
     argv = [binary, "--warmup", KERNEL_WARMUP, "--launches", KERNEL_LAUNCHES]
