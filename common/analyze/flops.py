@@ -117,10 +117,10 @@ def _counted_nodes(model) -> list:
     return [n for n in model.graph.node if op_family(n.op_type) in groups]
 
 
-def shapes_to_run(model, shapes: dict[str, list[int]] | None = None) -> list[str]:
-    """The tensors whose shapes a counted node needs and the graph does not hold statically (a Pad whose widths
-    come out of ConstantOfShape and Concat): what :func:`common.collect.flop_count.run_shapes` finds."""
-    shapes = graph_shapes(model) if shapes is None else shapes
+def shapes_to_run(model, shapes: dict[str, list[int]]) -> list[str]:
+    """The tensors whose shapes a counted node needs and the graph does not hold statically (``shapes``:
+    :func:`graph_shapes`; a Pad whose widths come out of ConstantOfShape and Concat): what
+    :func:`common.collect.flop_count.run_shapes` finds."""
     wanted = [
         n.input[:3] + (list(n.output[:1]) if n.op_type == "Conv" else [])
         for n in _counted_nodes(model)
@@ -157,11 +157,12 @@ def node_flops(node, shapes: dict[str, list[int]]) -> float | None:
     return None
 
 
-def graph_flops(model, run_shapes: dict[str, list[int]] | None = None) -> tuple[dict[str, int], dict[str, int]]:
-    """FLOPs per family of an ONNX model's nodes, from its own shapes (with ``run_shapes``, those of
-    :func:`shapes_to_run` the graph computed when it ran); and the nodes of a FLOP family that cannot be counted,
-    by why: ``ConvInteger (no formula here)``, ``Gemm (shapes known only at run time)``."""
-    shapes = {**graph_shapes(model), **(run_shapes or {})}
+def graph_flops(model, shapes: dict[str, list[int]] | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """FLOPs per family of an ONNX model's nodes, from its shapes (``shapes``: :func:`graph_shapes`, with those of
+    :func:`shapes_to_run` the graph computed when it ran added; None: the static ones, found here); and the nodes of
+    a FLOP family that cannot be counted, by why: ``ConvInteger (no formula here)``, ``Gemm (shapes known only at run
+    time)``."""
+    shapes = graph_shapes(model) if shapes is None else shapes
     flops: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     for node in _counted_nodes(model):

@@ -30,7 +30,7 @@ from common.analyze.graph_changes import Change, build_changes, describe, type_c
 from common.modes.pyacl.variants import BUILD, MODEL_DIR, ModelFiles, Variant, parse_variants, recorded
 
 from common import cache
-from common.analyze.flops import graph_flops, shapes_to_run
+from common.analyze.flops import graph_flops, graph_shapes, shapes_to_run
 from common.collect.flop_count import count_flops, run_shapes
 from common.backend import Backend, detect, parse_device_id, soc_version
 from common.collect import npu_commands
@@ -119,8 +119,9 @@ def graph_facts(files: ModelFiles, variants: list[Variant], npu: bool) -> dict:
     exported graph's FLOPs per family, its uncountable nodes and the path its trace froze; per variant the
     built graph's ops by type and what the converter changed. JSON values, kept with the build's record."""
     exported = load_onnx(files.onnx, files)
-    at_run = run_shapes(exported, shapes_to_run(exported), dict(zip(files.input_names, files.arrays)))
-    flops, unknown = graph_flops(exported, at_run)
+    shapes = graph_shapes(exported)  # ONNX's shape inference, once; what only a run gives, from one ONNX Runtime run
+    shapes.update(run_shapes(exported, shapes_to_run(exported, shapes), dict(zip(files.input_names, files.arrays))))
+    flops, unknown = graph_flops(exported, shapes)
     facts = {"exported": {"flops": flops, "unknown": unknown, "frozen": frozen_path(exported)}, "variants": {}}
     for variant in variants:
         built, changes = graph_changes(variant, files, npu)
