@@ -218,3 +218,34 @@ def onnx_graph(nodes, inputs, initializers=(), outputs=("y",)):
     return helper.make_model(
         helper.make_graph(nodes, "g", value, out, inits), opset_imports=[helper.make_opsetid("", 17)]
     )
+
+
+def laid_out(report) -> tuple[str, str, str]:
+    """A :class:`common.render.report.Report` in its three layouts: (text, Markdown, page)."""
+    from common.render.html import report_page
+    from common.render.text import render_markdown, render_text
+
+    return render_text(report), render_markdown(report), report_page(report)
+
+
+def dir_report(root: Path, verdicts=None, **options) -> tuple[str, str, str, list]:
+    """The report of an output folder (common.modes.reports.directory_report) laid out: (text, Markdown, page,
+    the integrity checks)."""
+    from common.modes.reports import directory_report
+
+    report, integrity = directory_report(root, verdicts, **options)
+    return (*laid_out(report), integrity)
+
+
+def cluster_text(report, verdicts=None, notes=None, full: bool = True) -> str:
+    """The cluster view of an analysed capture as text."""
+    from common.render.cluster import cluster_view
+
+    return laid_out(cluster_view(report, verdicts, notes, full))[0]
+
+
+def cluster_page(report, verdicts=None, notes=None, full: bool = True) -> str:
+    """The cluster view of an analysed capture as a page."""
+    from common.render.cluster import cluster_view
+
+    return laid_out(cluster_view(report, verdicts, notes, full))[2]

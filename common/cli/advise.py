@@ -10,7 +10,6 @@ failure (``baseline check`` is the command that fails a run).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 
 def advise(args: argparse.Namespace) -> int:
@@ -18,7 +17,9 @@ def advise(args: argparse.Namespace) -> int:
     from common.cli.captures import readable
     from common.formats.advice_input import iter_capture_inputs
     from common.formats.rundir import check_output_dir, prepare_output_dir
-    from common.render.advice import advice_json, advice_markdown, advice_text
+    from common.render.advice import advice_json, advice_report
+    from common.render.html import report_page
+    from common.render.text import render_markdown, render_text
 
     if args.out:
         check_output_dir(args.out)  # before the work: a bad --out stops here
@@ -35,16 +36,18 @@ def advise(args: argparse.Namespace) -> int:
         f"{len(names)} export(s)" + (f", ranks {shown}" if None not in names else ""),
         "rules: msprof-analyze advisor 26.2.0's, each with its threshold and source (docs/reading_captures.md)",
     ]
+    report = advice_report(title, lines, findings)
     if args.json:
         print(advice_json(str(args.dir), names, findings))
     else:
-        print(advice_text(title, lines, findings))
+        print(render_text(report))
     if args.out:
         out = prepare_output_dir(args.out)
-        (out / "advice.md").write_text(advice_markdown(title, lines, findings), encoding="utf-8")
+        (out / "advice.md").write_text(render_markdown(report), encoding="utf-8")
         (out / "advice.json").write_text(advice_json(str(args.dir), names, findings) + "\n", encoding="utf-8")
+        (out / "report.html").write_text(report_page(report), encoding="utf-8")
         if not args.json:
-            print(f"written: {Path(out) / 'advice.md'}, {Path(out) / 'advice.json'}")
+            print(f"written: {out / 'advice.md'}, {out / 'advice.json'}, {out / 'report.html'}")
     return 0
 
 

@@ -76,9 +76,9 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
     from common.errors import LabError
     from common.formats.datasets import find_datasets
     from common.formats.rundir import RUN_INFO, read_run_info
-    from common.modes.report_files import note_markdown, own_integrity, write_beside, write_own_report
-    from common.modes.reports import directory_html, directory_report
-    from common.render.text import render_verdicts
+    from common.modes.report_files import own_integrity, write_own_report, write_report_files
+    from common.modes.reports import directory_report
+    from common.render.text import render_text, render_verdicts
     from common.verdict import from_records
 
     # A lab run records its checks in run_info.json: its report.md / report.html are rebuilt with them. A folder
@@ -91,9 +91,7 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
         checked = own_integrity(Path(args.dir))
         body = str(info["report_body"])
         print(body, render_verdicts(recorded), sep="\n")
-        text_lines, written = write_own_report(
-            Path(args.dir), f"msprof lab report: {args.dir}", body, recorded, checked, Path(out)
-        )
+        text_lines, written = write_own_report(Path(args.dir), body, recorded, checked, Path(out))
         print(text_lines, *written, sep="\n")
         return 1 if any(not v.ok for v in checked.integrity) else 0
     notes = [str(n) for n in info.get("report_notes", [])] if rebuilt else []
@@ -101,20 +99,17 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
     damaged: dict = {}  # a damaged text file is left out and the report made again from the others
     while True:
         datasets = [ds.without(damaged) for ds in find_datasets(args.dir)]
-        lines = [*warnings, *(f"DAMAGED, left out: {why}" for why in damaged.values())]
+        lost = [f"DAMAGED, left out: {why}" for why in damaged.values()]
         try:
-            text, markdown, integrity = directory_report(
-                args.dir, recorded, soc=args.soc, datasets=datasets, warnings=lines, name=shown
-            )
-            page = directory_html(
+            report, integrity = directory_report(
                 args.dir,
                 recorded,
                 soc=args.soc,
-                integrity=integrity,
                 datasets=datasets,
-                damaged=lines,
-                notes=notes,
+                warnings=warnings,
                 name=shown,
+                notes=notes,
+                damaged=lost,
             )
             break
         except LabError as err:
@@ -122,7 +117,7 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
             if path is None or path in damaged or len(damaged) >= MAX_DAMAGED:
                 raise
             damaged[path] = str(err)
-    print(text)
+    print(render_text(report))
     if rebuilt:
         print(f"checks: as the run recorded them in run_info.json ({info.get('start')}); the figures read again now")
     elif info:
@@ -130,8 +125,7 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
             "note: this run recorded no checks in run_info.json (an older run, or one of several ranks), so its "
             f"own report.md stays as it is; this report is {name}.md beside it"
         )
-    print(write_beside(out, f"{name}.md", markdown + "".join(note_markdown(note) for note in notes)))
-    print(write_beside(out, f"{name}.html", page))
+    print(*write_report_files(Path(out), report, name), sep="\n")
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(
@@ -156,8 +150,8 @@ def _agree(args: argparse.Namespace) -> int:
     from common.cli.agree import default_dirs, load_runs, load_sweep, modes_not_in_run, workload_of
     from common.modes.report_files import write_agree_outputs
     from common.formats.rundir import REPO_ROOT, check_output_dir
-    from common.render.html import agree_html
-    from common.render.text import agree_report
+    from common.render.agree import agree_report
+    from common.render.text import render_text
 
     out = check_output_dir(Path(args.out) if args.out else REPO_ROOT / "agree_out")  # before the work
     dirs = [Path(d) for d in args.dirs] or default_dirs()
@@ -184,10 +178,9 @@ def _agree(args: argparse.Namespace) -> int:
         f"{max(r.info.get('start') or '' for r in runs.values())}"
     )
     cols = cross_mode.columns(runs, workload)
-    text, markdown = agree_report(cols, verdicts, notes, line)
-    print(text)
-    page = agree_html(cols, verdicts, notes, line, cross_mode.chart_data(runs, load_sweep()))
-    print("\n".join(write_agree_outputs(out, markdown, page)))
+    report = agree_report(cols, verdicts, notes, line, cross_mode.chart_data(runs, load_sweep()))
+    print(render_text(report))
+    print("\n".join(write_agree_outputs(out, report)))
     return 0 if all(v.ok for v in verdicts) else 1
 
 
@@ -201,7 +194,8 @@ def _compare(args: argparse.Namespace) -> int:
     from common.cli.captures import readable
     from common.formats.run_ops import load_side
     from common.errors import LabError
-    from common.render.text import comparison_report
+    from common.render.compare import comparison_report
+    from common.render.text import render_text
 
     check_threshold(args.threshold)
     samples = None
@@ -218,7 +212,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(comparison_json(result, verdict), indent=1))
         return 0 if verdict.ok else 1
-    print(comparison_report(result, args.baseline, args.candidate, verdict))
+    print(render_text(comparison_report(result, args.baseline, args.candidate, verdict)))
     if Path(args.baseline).resolve() == Path(args.candidate).resolve():
         print("note: the baseline and the candidate are the same folder, so nothing could differ")
     return 0 if verdict.ok else 1
@@ -236,7 +230,8 @@ def _baseline(args: argparse.Namespace) -> int:
     from common.cli.captures import readable
     from common.errors import LabError
     from common.formats.run_ops import load_side, side_from_json, side_to_json
-    from common.render.text import comparison_report
+    from common.render.compare import comparison_report
+    from common.render.text import render_text
 
     if not re.fullmatch(BASELINE_NAME, args.name):
         raise LabError(
@@ -274,7 +269,7 @@ def _baseline(args: argparse.Namespace) -> int:
     with readable(args.dir) as source:
         result = compare(base, load_side(source), args.threshold)
     verdict = check_regressions(result)
-    print(comparison_report(result, f"baseline {args.name} ({path})", args.dir, verdict))
+    print(render_text(comparison_report(result, f"baseline {args.name} ({path})", args.dir, verdict)))
     return 0 if verdict.ok else 1
 
 
@@ -302,19 +297,23 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) 
     from common.modes.report_files import write_beside, write_lines_beside
     from common.collect.msprof_analyze import view_checks
     from common.formats.cluster import load_cluster
-    from common.render.cluster import STEPS_CSV, cluster_html, cluster_text_lines, render_cluster
+    from common.render.cluster import STEPS_CSV, cluster_view
+    from common.render.html import report_page
+    from common.render.text import render_text, text_lines
 
     view = load_cluster(folder, executor)
     view.label = shown
     verdicts, notes = view_checks(view, cross=cross_check)
     report = cluster_report(view)
     full = not report.summarized  # beyond a handful of ranks: the summary here, every row in --out's files
-    print(render_cluster(report, verdicts, notes, full=full))
+    view_report = cluster_view(report, verdicts, notes, full=full)
+    print(render_text(view_report))
     if out is not None:  # the full text (every rank's lines), written line by line
-        print(write_lines_beside(out, "cluster_report.txt", cluster_text_lines(report, verdicts, notes)))
+        text = view_report if full else cluster_view(report, verdicts, notes)
+        print(write_lines_beside(out, "cluster_report.txt", text_lines(text)))
         if not full:
             print(_write_steps_csv(report, out / STEPS_CSV))
-        print(write_beside(out, "report.html", cluster_html(report, verdicts, notes, full=full)))
+        print(write_beside(out, "report.html", report_page(view_report)))
     elif not full:
         print(
             f"every (step, rank) row and every rank's line: add --out DIR ({STEPS_CSV}, cluster_report.txt, "

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from common.analyze.precision import TOLERANCES, CandidateResult, compare_ops, first_divergence_line
 from common.formats.rundir import REPO_ROOT, check_output_dir, prepare_output_dir
+from common.render.report import Section
 
 DEFAULT_OUT = REPO_ROOT / "precision_out"
 NPU_03 = (
@@ -42,7 +43,9 @@ def run_precision(
     from common.collect import precision as collect
     from common.collect import runlogs
     from common.modes.pyacl import precision as mode03
-    from common.render.precision import precision_html, precision_text
+    from common.render.html import report_page
+    from common.render.precision import precision_report
+    from common.render.text import render_text, section_lines
     from common.workload import load_workload
 
     out_dir = check_output_dir(Path(out) if out else DEFAULT_OUT)  # before the work: a bad --out stops here
@@ -81,17 +84,17 @@ def run_precision(
         head.append("03's variants left out (--torch-only)")
     elif npu:
         head.append(NPU_03)
-    text = precision_text(results, head)
-    print(text, end="")
+    report = precision_report(results, head)
+    print(head[0], render_text(report), sep="\n")
     if not npu:
         out_dir = prepare_output_dir(out_dir)
-    extra, agree = [], True
-    if cross_check:
-        check_text, check_html, agree = _cross_check(work, workload_file, results, reference, device, out_dir)
-        print(check_text, end="")
-        text, extra = f"{text}\n{check_text}", [check_html]
-    (out_dir / "report.txt").write_text(text)
-    (out_dir / "report.html").write_text(precision_html(results, head, extra))
+    agree = True
+    if cross_check:  # after the tables are printed: msprobe's dump and compare take a while
+        section, agree = _cross_check(work, workload_file, results, reference, device, out_dir)
+        report.sections.append(section)
+        print("", *section_lines(section), sep="\n")
+    (out_dir / "report.txt").write_text(f"{head[0]}\n{render_text(report)}\n")
+    (out_dir / "report.html").write_text(report_page(report))
     print(f"(written to {out_dir / 'report.txt'} and {out_dir / 'report.html'})")
     divergent = [r for r in results if r.first_divergent is not None]
     if not agree:
@@ -114,14 +117,14 @@ CROSS_CHECK_HOW = (
 )
 
 
-def _cross_check(work, workload_file, results, reference, device: str, out_dir: Path) -> tuple[str, str, bool]:
+def _cross_check(work, workload_file, results, reference, device: str, out_dir: Path) -> tuple[Section, bool]:
     """The lab's ``torch fp16`` table against msprobe's compare of the same two paths, both on the CPU:
-    (text, an HTML section, whether they agree)."""
+    (the report's section, whether they agree)."""
     from common.analyze.msprobe_check import cross_check
     from common.collect import msprobe
     from common.collect import precision as collect
     from common.formats.msprobe_compare import compare_result_file, read_compare_result
-    from common.render.precision import cross_check_html, cross_check_text
+    from common.render.precision import cross_check_section
 
     lab = next(r for r in results if r.name == "torch fp16")
     if device != "cpu":  # msprobe's environment holds the CPU torch: the lab's side runs there too
@@ -131,7 +134,7 @@ def _cross_check(work, workload_file, results, reference, device: str, out_dir: 
     csv_path = compare_result_file(folder)
     check = cross_check(lab, read_compare_result(csv_path))
     how = f"{CROSS_CHECK_HOW}; {csv_path.relative_to(out_dir)}"
-    return cross_check_text(check, how), cross_check_html(check, how), check.agree
+    return cross_check_section(check, how), check.agree
 
 
 def _is_npu() -> bool:

@@ -107,7 +107,7 @@ class Run:
     def report(
         self, verdicts: list[Verdict], notes: list[str] = (), where: Path | None = None, warnings: list[str] = ()
     ) -> int:
-        """Print the report with the checks and notes, save report.md and report.html beside the data;
+        """Print the report with the checks and notes (:func:`~common.modes.reports.directory_report`), save report.md and report.html beside the data;
         0 when every check held. ``warnings`` (e.g. a disturbed run) are shown, never failed."""
         from common.modes.report_files import write_reports
 
@@ -123,8 +123,6 @@ class Run:
             **({"disturbed": report.warnings} if report.warnings else {}),
         )
         print(report.text)
-        for note in notes:
-            print(note)
         for line in report.written:
             print(line)
         return 0 if not failed else 1

@@ -12,8 +12,10 @@ from common.collect.calibrate import peaks_for
 from common.formats.datasets import Dataset, find_datasets, find_run_info
 from common.formats.export_facts import integrity_facts
 from common.formats.rundir import prepare_output_dir, recorded_count
-from common.modes.reports import NOTHING_TO_CROSS_CHECK, directory_html, directory_report
-from common.render.text import Section, render_markdown, render_text, render_verdicts
+from common.modes.reports import directory_report
+from common.render.html import report_page
+from common.render.report import Report
+from common.render.text import render_markdown, render_text, section_lines
 from common.verdict import Verdict
 
 
@@ -39,8 +41,12 @@ def write_lines_beside(root: Path, name: str, lines: Iterable[str]) -> str:
     return f"(written to {target})"
 
 
-def write_report_md(root: Path, markdown: str) -> str:
-    return write_beside(root, "report.md", markdown)
+def write_report_files(out: Path, report: Report, name: str = "report") -> list[str]:
+    """``name``.md and ``name``.html of ``report`` into ``out``: the 'written to' line of each (or why not)."""
+    return [
+        write_beside(out, f"{name}.md", render_markdown(report)),
+        write_beside(out, f"{name}.html", report_page(report)),
+    ]
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,8 @@ def write_reports(
 ) -> WrittenReport:
     """A mode's report (report.md and report.html beside the data) and what it said.
 
-    The peaks are found once (a calibration on the portable backend) and serve both files; a
-    calibration whose repeats spread widely adds its own 'disturbed' warning.
+    The peaks are found once (a calibration on the portable backend); a calibration whose repeats spread
+    widely adds its own 'disturbed' warning.
     """
     from common.collect.calibrate import calibration_disturbance
 
@@ -71,20 +77,8 @@ def write_reports(
         *warnings,
         *([w] if found[1] == "calibrated" and (w := calibration_disturbance(recorded_count(info, "threads"))) else []),
     ]
-    text, markdown, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets)
-    page = directory_html(
-        root, verdicts, peaks=found, warnings=warnings, notes=notes, integrity=integrity, datasets=datasets
-    )
-    written = [
-        write_report_md(root, markdown + "".join(note_markdown(note) for note in notes)),
-        write_report_html(root, page),
-    ]
-    return WrittenReport(text, written, warnings, integrity)
-
-
-def note_markdown(note: str) -> str:
-    """A note below report.md: a line as it is, a block of several (a table) kept as printed."""
-    return f"\n```\n{note}\n```\n" if "\n" in note else f"\n{note}\n"
+    report, integrity = directory_report(root, verdicts, peaks=found, warnings=warnings, datasets=datasets, notes=notes)
+    return WrittenReport(render_text(report), write_report_files(root, report), warnings, integrity)
 
 
 @dataclass(frozen=True)
@@ -102,40 +96,22 @@ def own_integrity(root: Path) -> Checked:
 
 
 def write_own_report(
-    root: Path, title: str, body: str, verdicts: list[Verdict], checked: Checked, out: Path | None = None
+    root: Path, body: str, verdicts: list[Verdict], checked: Checked, out: Path | None = None
 ) -> tuple[str, list[str]]:
-    """For a mode that renders its own report text (03's variant table): report.md (``body``, its checks, the
-    integrity checks of ``checked``, own_integrity's) and report.html of the data under ``root``, into ``out``
-    (default: beside the data), written once its run_info.json says how the run ended (the page shows that
-    status). Returns (the integrity section's text, the 'written to' lines)."""
-    root, integrity = Path(root), checked.integrity
-    section = Section(
-        "Integrity (the files of each export agree with each other)",
-        lines=render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK],
-    )
-    markdown = render_markdown(
-        title,
-        [
-            Section("Report", lines=["```", *body.splitlines(), "```"]),
-            Section("Checks", lines=render_verdicts(verdicts).splitlines()),
-            section,
-        ],
-    )
-    page = directory_html(root, verdicts, integrity=integrity, datasets=checked.datasets)
-    target = Path(out) if out is not None else root
-    written = [write_report_md(target, markdown), write_report_html(target, page)]
-    return render_text("", [section]).strip(), written
-
-
-def write_report_html(root: Path, page: str) -> str:
-    return write_beside(root, "report.html", page)
+    """For a mode that renders its own report text (03's variant table): report.md and report.html of the data
+    under ``root`` with ``body`` first, into ``out`` (default: beside the data), written once its run_info.json
+    says how the run ended (the page shows that status). ``checked``: own_integrity's. Returns (the integrity
+    section's text, the 'written to' lines)."""
+    report, _ = directory_report(root, verdicts, datasets=checked.datasets, integrity=checked.integrity, body=body)
+    integrity = "\n".join(section_lines(report.sections[-1]))
+    return integrity, write_report_files(Path(out) if out is not None else Path(root), report)
 
 
 # --- the cross-mode outputs ------------------------------------------------------------------------
-def write_agree_outputs(out: Path, markdown: str, page: str) -> list[str]:
+def write_agree_outputs(out: Path, report: Report) -> list[str]:
     """agree.md and report.html into ``out`` (a folder the lab owns); each mode wrote its own report.html."""
     out = prepare_output_dir(out)
-    (out / "agree.md").write_text(markdown)
-    (out / "report.html").write_text(page)
+    (out / "agree.md").write_text(render_markdown(report))
+    (out / "report.html").write_text(report_page(report))
     lines = [f"(written to {out / 'agree.md'} and {out / 'report.html'})"]
     return lines

@@ -23,7 +23,8 @@ from common.formats.export_facts import integrity_facts
 from common.formats.records import StepTime
 from common.formats.rundir import recorded_count
 from common.render import html
-from common.render.text import STEP_ROWS, TOP_N, Section, render_markdown, render_text, render_verdicts, run_info_line
+from common.render.report import Figure, Report, Section
+from common.render.text import STEP_ROWS, TOP_N, run_info_line
 from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS
 
@@ -95,6 +96,18 @@ def bottleneck_sections(ds: Dataset, label: str, peaks: Peaks | None, peaks_note
                 rows=[
                     [p.op_type, p.count, ", ".join(f"{k} {v:.2f}" for k, v in p.ratios.items()), p.text] for p in pipes
                 ],
+                # each op's chart under its own label: unlabelled, 40 charts per rank could not be told apart
+                figures=[
+                    Figure(
+                        html.value_bars,
+                        ("pipes", list(p.ratios.items()), "of core time"),
+                        {"top": 1.0, "width": html.GRID_CHART},
+                        label=p.op_type,
+                        caption=f" ({p.count} tasks): {p.text}",
+                    )
+                    for p in pipes
+                ],
+                grid=True,
             )
         )
     return sections
@@ -280,6 +293,23 @@ def step_section(ds: Dataset, label: str, samples: int | None = None) -> Section
         ],
         header=STEP_HEADER,
         rows=step_rows(shown),
+        figures=[
+            Figure(
+                html.step_bars,
+                (
+                    "steps",
+                    [
+                        (
+                            f"step {s.step}" if s.step is not None else "whole trace",
+                            s.computing_us,
+                            s.free_us,
+                            s.communication_not_overlapped_us,
+                        )
+                        for s in shown
+                    ],
+                ),
+            )
+        ],
     )
 
 
@@ -305,6 +335,11 @@ def memory_sections(ds: Dataset, label: str, summary: memory.MemorySummary | Non
                 [p.component, p.peak_allocated_mb, p.peak_reserved_mb, p.peak_active_mb, p.samples]
                 for p in summary.peaks
             ],
+            figures=[
+                Figure(html.value_bars, ("memory-peaks", items, "MB"), {"color": html.MEMORY, "fmt": ",.1f"})
+                for items in [memory_peak_items(summary)]
+                if items
+            ],
         )
     ]
     if summary.operators:
@@ -316,6 +351,17 @@ def memory_sections(ds: Dataset, label: str, summary: memory.MemorySummary | Non
             )
         )
     return sections
+
+
+def memory_peak_items(summary: memory.MemorySummary) -> list[tuple[str, float]]:
+    """The bars of the memory chart: each allocator's peak allocated and reserved (MB), where recorded."""
+    items = []
+    for p in summary.peaks:
+        if p.peak_allocated_mb is not None:
+            items.append((f"{p.component} allocated", p.peak_allocated_mb))
+        if p.peak_reserved_mb is not None:
+            items.append((f"{p.component} reserved", p.peak_reserved_mb))
+    return items
 
 
 def _step_task_stats(ds: Dataset) -> tuple[float | None, float | None]:
@@ -367,38 +413,72 @@ def directory_report(
     warnings: list[str] = (),
     datasets: list[Dataset] | None = None,
     name: str | None = None,
-) -> tuple[str, str, list[Verdict]]:
-    """The report of everything under ``root``, with a mode's checks if given: (text, Markdown, integrity).
+    notes: list[str] = (),
+    body: str = "",
+    integrity: list[Verdict] | None = None,
+    damaged: list[str] = (),
+) -> tuple[Report, list[Verdict]]:
+    """The report of everything under ``root``, with a mode's checks if given: (the report, its integrity checks).
 
-    ``integrity`` are the integrity checks of every dataset (common.analyze.checks.integrity_verdicts),
-    printed in their own section and returned apart, so a caller counts them in its exit status and
-    hands them to :func:`directory_html` instead of computing them again. ``datasets``: those of
-    ``root`` when the caller has found them already (:func:`directory_html` can then reuse what they read).
+    ``integrity`` are the integrity checks of every dataset (common.analyze.checks.integrity_verdicts), shown
+    in their own section (on the page first when one failed) and returned apart, so a caller counts them in
+    its exit status (``integrity``: those checks, when the caller has them already). ``datasets``: those of ``root`` when the caller has found them already; ``peaks``: as
+    :func:`common.collect.calibrate.peaks_for` returns them, when found already; ``notes``: what the mode
+    found besides its checks (02's answer); ``body``: a mode's own report text (03's variant table), first;
+    ``damaged``: one line per file left out as unreadable.
     """
     root = Path(root)
     datasets = find_datasets(root) if datasets is None else datasets
     info = find_run_info(root)
     forwards = info.get("forwards") if info else None
-    sections = [
+    sections = [Section("Report", lines=body.splitlines(), preformatted=True)] if body else []
+    sections.append(
         Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(datasets)}", *warnings])
-    ]
+    )
+    if damaged:
+        sections.append(Section("Damaged files (left out; the rest is reported)", lines=damaged, leads=True))
+    sections.append(
+        Section(
+            "Op time by family",
+            lines=["share of summed op time per dataset (init = one-off weight/input generation)"],
+            figures=[
+                Figure(
+                    html.share_bars,
+                    ("op-share", [(_short(ds.label(root)), families.family_share(ds.op_statistic)) for ds in datasets]),
+                    {"order": families.FAMILY_ORDER},
+                )
+            ],
+            in_text=False,
+        )
+    )
     peaks, note = (peaks or peaks_for(info, datasets, soc)) if bottlenecks else (None, "")
     for ds in datasets:
         sections += dataset_sections(ds, root, forwards, recorded_count(info, "samples"))
         if bottlenecks:
             sections += bottleneck_sections(ds, ds.label(root), peaks, note)
         sections += advisory_sections(ds, ds.label(root))
-    integrity = integrity_verdicts(integrity_facts(datasets, root))
+    if integrity is None:
+        integrity = integrity_verdicts(integrity_facts(datasets, root))
     if verdicts:
-        sections.append(Section("Checks", lines=render_verdicts(verdicts).splitlines()))
+        sections.append(Section("Checks", verdicts=verdicts))
+    if notes:
+        sections.append(Section("Notes", lines=[line for n in notes for line in n.splitlines()], preformatted=True))
     sections.append(
         Section(
             "Integrity (the files of each export agree with each other)",
-            lines=(render_verdicts(integrity).splitlines() if integrity else [NOTHING_TO_CROSS_CHECK]),
+            lines=[] if integrity else [NOTHING_TO_CROSS_CHECK],
+            verdicts=integrity,
+            leads=not all(v.ok for v in integrity),
         )
     )
-    title = f"msprof lab report: {name or root}"  # name: the input, when root is its converted copy
-    return render_text(title, sections), render_markdown(title, sections), integrity
+    return (
+        Report(
+            f"msprof lab report: {name or root}",  # name: the input, when root is its converted copy
+            sections,
+            page_title=f"msprof lab report: {name or root.name}",  # the Run section below says the rest
+        ),
+        integrity,
+    )
 
 
 def workload_lines(info: dict | None) -> list[str]:
@@ -412,133 +492,6 @@ def workload_lines(info: dict | None) -> list[str]:
         return []
     where = work.get("path") or "built in"
     return [f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})" + suffix]
-
-
-# --- HTML ----------------------------------------------------------------------------------------
-def _family_rows(labelled_stats: list[tuple[str, list]]) -> list[tuple[str, dict[str, float]]]:
-    return [(label, families.family_share(stats)) for label, stats in labelled_stats]
-
-
-def _pipe_items(ratios: dict[str, float]) -> list[tuple[str, float]]:
-    return [(pipe, value) for pipe, value in ratios.items()]
-
-
-def directory_html(
-    root: Path | str,
-    verdicts: list[Verdict] | None = None,
-    soc: str | None = None,
-    peaks: tuple[Peaks | None, str] | None = None,
-    warnings: list[str] = (),
-    notes: list[str] = (),
-    integrity: list[Verdict] | None = None,
-    datasets: list[Dataset] | None = None,
-    damaged: list[str] = (),
-    name: str | None = None,
-) -> str:
-    """report.html of one output folder: op-share bars, steps, bottlenecks and pipes, as inline SVG.
-
-    ``integrity``: the checks :func:`directory_report` returned (computed here when not given);
-    ``datasets``: as for :func:`directory_report`; ``damaged``: one line per file left out as unreadable."""
-    root = Path(root)
-    datasets = find_datasets(root) if datasets is None else datasets
-    info = find_run_info(root)
-    peaks, note = peaks if peaks is not None else peaks_for(info, datasets, soc)
-    blocks = []
-    if damaged:
-        blocks.append(
-            html.section(
-                "Damaged files (left out; the rest is reported)",
-                "".join(f'<p class="v fail">{html.esc(d)}</p>' for d in damaged),
-            )
-        )
-    if warnings:
-        blocks.append(html.section("Disturbed run", "".join(f'<p class="v">{html.esc(w)}</p>' for w in warnings)))
-    if verdicts:
-        blocks.append(
-            html.section(
-                "Checks", html.verdict_list(verdicts), "".join(f'<p class="note">{html.esc(n)}</p>' for n in notes)
-            )
-        )
-    if integrity is None:
-        integrity = integrity_verdicts(integrity_facts(datasets, root))
-    integrity_block = (
-        html.section("Integrity", html.verdict_list(integrity), note="the files of each export agree with each other")
-        if integrity
-        else ""
-    )
-    if any(not v.ok for v in integrity):  # a failed check first: the numbers below are not to be trusted
-        blocks.append(integrity_block)
-    rows = _family_rows([(_short(ds.label(root)), ds.op_statistic) for ds in datasets])
-    blocks.append(
-        html.section(
-            "Op time by family",
-            html.share_bars("op-share", rows, families.FAMILY_ORDER),
-            note="share of summed op time per dataset (init = one-off weight/input generation)",
-        )
-    )
-    for ds in datasets:
-        label = _short(ds.label(root))
-        if ds.steps:
-            shown = ds.steps if len(ds.steps) <= STEP_ROWS else sorted(ds.steps, key=lambda s: -s.total_us)[:TOP_N]
-            bars = [
-                (
-                    f"step {s.step}" if s.step is not None else "whole trace",
-                    s.computing_us,
-                    s.free_us,
-                    s.communication_not_overlapped_us,
-                )
-                for s in shown
-            ]
-            blocks.append(
-                html.section(
-                    f"Computing / Communication / Free per step: {label}",
-                    html.step_bars("steps", bars),
-                    html.table(STEP_HEADER, step_rows(shown)),
-                    note=" ".join(step_lines(ds, recorded_count(info, "samples"))),
-                )
-            )
-        mem = memory_summary(ds)
-        if mem is not None:
-            blocks.append(
-                html.section(f"Memory: {label}", html.memory_block(mem), note=" ".join(memory.memory_lines(mem)))
-            )
-        for sec in bottleneck_sections(ds, label, peaks, note):
-            if sec.title.startswith("Pipes"):
-                # each op's chart under its own label (OP Type, count, verdict): unlabelled, 40 charts per rank
-                # could not be told apart
-                charts = html.chart_grid(
-                    [
-                        f'<p class="v"><b>{html.esc(v.op_type)}</b> ({v.count} tasks): {html.esc(v.text)}</p>'
-                        + html.value_bars(
-                            "pipes", _pipe_items(v.ratios), "of core time", top=1.0, width=html.GRID_CHART
-                        )
-                        for v in bounds.pipe_verdicts(ds.tasks)
-                    ]
-                )
-                blocks.append(html.section(sec.title, charts, note=" ".join(sec.lines)))
-            else:
-                blocks.append(
-                    html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap), note=" ".join(sec.lines))
-                )
-        for sec in advisory_sections(ds, label):
-            blocks.append(
-                html.section(sec.title, html.table(sec.header, sec.rows, wrap=sec.wrap), note=" ".join(sec.lines))
-            )
-        top = families.top_ops(ds.op_statistic, TOP_N)
-        blocks.append(
-            html.section(
-                f"Top ops: {label}",
-                html.table(
-                    ["OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Ratio(%)"],
-                    [[s.op_type, s.core_type, s.count, s.total_us, s.avg_us, s.ratio_pct] for s in top],
-                ),
-            )
-        )
-    if integrity_block and all(v.ok for v in integrity):  # all held: last, after what people came to read
-        blocks.append(integrity_block)
-    return html.page(
-        f"msprof lab report: {name or root.name}", " | ".join([run_info_line(info), *workload_lines(info)]), blocks
-    )
 
 
 def _short(label: str) -> str:

@@ -1,4 +1,4 @@
-"""The advisor's findings as text, Markdown and JSON."""
+"""The advisor's findings as a report (text, Markdown, page) and as JSON."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from common.analyze.advisor import CLEAR, FOUND, NOT_RUN, Finding
-from common.render.text import Section, render_markdown, render_text
+from common.render.report import Report, Section
 
 FIX_DOC = "docs/make_it_faster.md"
 ROWS = 10
@@ -52,12 +52,9 @@ def counts_line(findings: list[Finding]) -> str:
     )
 
 
-def advice_text(title: str, lines: list[str], findings: list[Finding]) -> str:
-    return render_text(title, [Section("Capture", lines=[*lines, counts_line(findings)]), *_sections(findings)])
-
-
-def advice_markdown(title: str, lines: list[str], findings: list[Finding]) -> str:
-    return render_markdown(title, [Section("Capture", lines=[*lines, counts_line(findings)]), *_sections(findings)])
+def advice_report(title: str, lines: list[str], findings: list[Finding]) -> Report:
+    """The capture, then each rule that fired with its figures and rows, then those that ran clean or could not run."""
+    return Report(title, [Section("Capture", lines=[*lines, counts_line(findings)]), *_sections(findings)])
 
 
 def advice_json(capture: str, ranks: list, findings: list[Finding]) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable
 
 from common.analyze.cluster import ClusterReport
 from common.analyze.cluster_scale import QUANTITIES, Outlier, Spread
 from common.analyze.communication import OP_HEADER
 from common.render import html
-from common.render.text import LazyRows, Section, render_verdicts, run_info_line, text_lines
+from common.render.report import Figure, Report, Section
+from common.render.text import LazyRows, run_info_line
 from common.verdict import Verdict
 
 STEP_HEADER = ["Step", "Rank", "Computing", "Comm(Not Overlapped)", "Overlapped", "Free", "Step", "Bound"]
@@ -191,79 +193,65 @@ def steps_csv_header() -> list[str]:
     return ["Step", "Rank", *(f"{h}(us)" for h in STEP_HEADER[2:-1]), "Bound"]  # the step's own length: Step(us)
 
 
-def render_cluster(
+def cluster_view(
     report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None, full: bool = True
-) -> str:
-    """The cluster view as text: per step and rank (or, ``full=False``, its summary), the verdicts, the collectives,
-    per rank medians, checks."""
-    return "\n".join(cluster_text_lines(report, verdicts, notes, full))
-
-
-def cluster_text_lines(
-    report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None, full: bool = True
-) -> Iterator[str]:
-    """:func:`render_cluster`'s lines, one at a time (what --out writes, every rank's lines never all held)."""
-    sections = cluster_sections(report, full)
-    lines = list(notes or [])
-    if verdicts:
-        lines += render_verdicts(verdicts).splitlines()
-    if lines:
-        sections.append(Section("Checks", lines=lines))
-    return text_lines(f"msprof lab cluster view: {report.view.label or report.view.root}", sections)
-
-
-def _heat_maps(report: ClusterReport) -> list[str]:
-    """Per step, every rank's Computing + Free and its Communication(Not Overlapped): the outliers by colour."""
-    own, wait = report.per_step_values()
-    return [
-        html.section(
-            "Computing + Free per step and rank (each step from its smallest, pale, to its largest, dark)",
-            html.heat_map("rank-own", own, "Computing + Free"),
-        ),
-        html.section(
-            "Communication(Not Overlapped) per step and rank: who waits",
-            html.heat_map("rank-wait", wait, "Communication(Not Overlapped)"),
-        ),
-    ]
-
-
-def cluster_html(
-    report: ClusterReport, verdicts: list[Verdict] | None = None, notes: list[str] | None = None, full: bool = True
-) -> str:
-    """The cluster view as one self-contained page: a chart of each rank's median step (``full=False``: a heat map
-    per step and rank instead), then every section of :func:`cluster_sections` as it comes (its lines as prose, its
-    table as a table); the checks come last unless one failed."""
+) -> Report:
+    """The cluster view: per step and rank (or, ``full=False``, its summary), the verdicts, the collectives, per
+    rank medians, checks; on the page first a chart of each rank's median step (``full=False``: a heat map per
+    step and rank instead), and the checks first when one failed."""
     head, *sections = cluster_sections(report, full)
     if full:
-        mean = {name: MEAN_HEADER.index(name) for name in ("Rank", "Computing", "Comm(Not Overlapped)", "Free")}
-        bars = [
-            (f"rank {row[mean['Rank']]}", row[mean["Computing"]], row[mean["Free"]], row[mean["Comm(Not Overlapped)"]])
-            for row in report.means
-        ]
-        blocks = (
-            [
-                html.section(
-                    "Computing / Communication / Free per rank (median of the steps, us)",
-                    html.step_bars("rank-steps", bars),
-                )
-            ]
-            if bars
-            else []
+        bars = Section(
+            "Computing / Communication / Free per rank (median of the steps, us)",
+            figures=[Figure(_rank_bars, (report,))],
+            in_text=False,
         )
+        charts = [bars] if report.summaries else []
     else:
-        blocks = _heat_maps(report)
-    for sec in sections:
-        prose = "".join(f"<p>{html.esc(line)}</p>" for line in sec.lines)
-        rows = html.table(sec.header, sec.rows, wrap=sec.wrap) if sec.header and sec.rows else ""  # as render_text
-        blocks.append(html.section(sec.title, prose, rows))
-    if verdicts or notes:
-        checks = html.section(
-            "Checks",
-            html.verdict_list(verdicts or []),
-            "".join(f'<p class="note">{html.esc(n)}</p>' for n in notes or []),
-        )
-        failed = any(not v.ok for v in verdicts or [])
-        blocks = [checks, *blocks] if failed else [*blocks, checks]
-    return html.page(
-        f"msprof lab cluster view: {report.view.label or report.view.root}", " | ".join(head.lines), blocks
+        values = functools.cache(report.per_step_values)  # read from the columns once, when the page is drawn
+        charts = [
+            Section(
+                "Computing + Free per step and rank (each step from its smallest, pale, to its largest, dark)",
+                figures=[Figure(_heat_map, (values, 0, "rank-own", "Computing + Free"))],
+                in_text=False,
+            ),
+            Section(
+                "Communication(Not Overlapped) per step and rank: who waits",
+                figures=[Figure(_heat_map, (values, 1, "rank-wait", "Communication(Not Overlapped)"))],
+                in_text=False,
+            ),
+        ]
+    head.in_page = False  # the page's subtitle
+    checks = (
+        [
+            Section(
+                "Checks",
+                lines=list(notes or []),
+                verdicts=list(verdicts or []),
+                leads=not all(v.ok for v in verdicts or []),
+            )
+        ]
+        if verdicts or notes
+        else []
     )
+    return Report(
+        f"msprof lab cluster view: {report.view.label or report.view.root}",
+        [head, *charts, *sections, *checks],
+        subtitle=" | ".join(head.lines),
+    )
+
+
+def _rank_bars(report: ClusterReport) -> str:
+    """Each rank's median step as Computing / Communication / Free bars."""
+    mean = {name: MEAN_HEADER.index(name) for name in ("Rank", "Computing", "Comm(Not Overlapped)", "Free")}
+    bars = [
+        (f"rank {row[mean['Rank']]}", row[mean["Computing"]], row[mean["Free"]], row[mean["Comm(Not Overlapped)"]])
+        for row in report.means
+    ]
+    return html.step_bars("rank-steps", bars)
+
+
+def _heat_map(values: Callable[[], tuple], which: int, chart: str, what: str) -> str:
+    """Per step, every rank's Computing + Free (``which`` 0) or Communication(Not Overlapped) (1) of ``values``
+    (:meth:`ClusterReport.per_step_values`): the outliers by colour."""
+    return html.heat_map(chart, values()[which], what)

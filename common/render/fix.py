@@ -1,11 +1,11 @@
-"""The finding -> fix table in three layouts: text for the terminal, Markdown (fix.md) and HTML (report.html).
+"""The finding -> fix report: text for the terminal, Markdown (fix.md) and HTML (report.html).
 
 Rendering only: the pairs arrive as fix.json's objects (common.modes.fix.run.pair_json)."""
 
 from __future__ import annotations
 
 from common.render import html
-from common.render.text import Section, render_markdown, render_text
+from common.render.report import Figure, Report, Section
 
 TITLE = "msprof lab: from finding to fix"
 HEADER = [
@@ -95,60 +95,18 @@ def sections(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]
         if p.get("note"):
             lines.append(f"on this backend: {p['note']}")
         lines.append(f"source: {p['source']}")
-        out.append(Section(f"{p['name']}: {p['finding_class']}", lines=lines))
+        bars = [
+            (f"before ({p['before']['min']:,.1f}-{p['before']['max']:,.1f})", p["before"]["median"]),
+            (f"after ({p['after']['min']:,.1f}-{p['after']['max']:,.1f})", p["after"]["median"]),
+        ]
+        chart = Figure(html.value_bars, (f"fix-{p['name']}", bars, p["unit"]), {"fmt": ",.2f"})
+        out.append(Section(f"{p['name']}: {p['finding_class']}", lines=lines, figures=[chart]))
     if skipped:
         out.append(Section("Skipped", lines=[f"{name}: {why}" for name, why in skipped.items()]))
     return out
 
 
-def fix_text(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> str:
-    return render_text(TITLE, sections(pairs, skipped, header_lines))
-
-
-def fix_markdown(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> str:
-    return render_markdown(TITLE, sections(pairs, skipped, header_lines))
-
-
-def fix_html(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> str:
-    """One section per pair: before and after as bars (median, with the range in the label), and its lines."""
-    blocks = [
-        html.section(
-            "Pairs",
-            html.table(
-                HEADER,
-                [
-                    [
-                        p["name"],
-                        p["mode"],
-                        _side(p["before"], p["unit"]),
-                        _side(p["after"], p["unit"]),
-                        f"{p['gain_pct']:+.1f}%" if p["gain_pct"] is not None else "N/A",
-                        p["answer"],
-                        _kind(p["verdict_after"]),
-                        _precision(p["precision"], p["npu_only"]),
-                    ]
-                    for p in pairs
-                ],
-                wrap=("verdict after", "precision"),
-            ),
-            note=" ".join(header_lines),
-        )
-    ]
-    for p, sec in zip(pairs, sections(pairs, {}, [])[1:]):
-        bars = (
-            []
-            if p["npu_only"]
-            else [
-                (f"before ({p['before']['min']:,.1f}-{p['before']['max']:,.1f})", p["before"]["median"]),
-                (f"after ({p['after']['min']:,.1f}-{p['after']['max']:,.1f})", p["after"]["median"]),
-            ]
-        )
-        chart = html.value_bars(f"fix-{p['name']}", bars, p["unit"], fmt=",.2f") if bars else ""
-        blocks.append(
-            html.section(sec.title, chart, "".join(f'<p class="v">{html.esc(line)}</p>' for line in sec.lines))
-        )
-    if skipped:
-        blocks.append(
-            html.section("Skipped", "".join(f'<p class="v">{html.esc(f"{k}: {v}")}</p>' for k, v in skipped.items()))
-        )
-    return html.page(TITLE, header_lines[0] if header_lines else "", blocks)
+def fix_report(pairs: list[dict], skipped: dict[str, str], header_lines: list[str]) -> Report:
+    """The table of pairs, then one section per pair (on the page with its before and after as bars: the median,
+    the range in the label), then what was skipped."""
+    return Report(TITLE, sections(pairs, skipped, header_lines), subtitle=header_lines[0] if header_lines else "")

@@ -11,10 +11,8 @@ import html
 import math
 from collections.abc import Sequence
 
-from common.analyze.families import FAMILY_ORDER
-from common.analyze.bounds.step import HOST_BOUND_BELOW
-from common.render.text import side_by_side, verdict_tag
-from common.verdict import Verdict
+from common.render.report import Report, Section
+from common.render.text import verdict_tag
 
 FAMILY_COLORS = {
     "matmul": "#4c78a8",
@@ -49,6 +47,7 @@ th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.w{overflow-wrap:anywhere;min-width:9em}h1,h2,p{overflow-wrap:anywhere}
 .v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}.na{color:#6b6b6b}
 svg{display:block;margin:6px 0;max-width:100%;height:auto}
+pre{font-size:12px;overflow-x:auto;background:#f8f8f8;padding:6px 8px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));column-gap:24px;align-items:start}svg text{font:12px system-ui,sans-serif;fill:#333}
 """
 
@@ -58,17 +57,47 @@ def esc(value: object) -> str:
 
 
 def page(title: str, subtitle: str, blocks: list[str]) -> str:
-    """A complete HTML document: title, one subtitle line, then the blocks in order."""
+    """A complete HTML document: title, one subtitle line (if any), then the blocks in order."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
-        f'<h1>{esc(title)}</h1><p class="sub">{esc(subtitle)}</p>\n' + "\n".join(blocks) + "\n</body></html>\n"
+        f"<h1>{esc(title)}</h1>"
+        + (f'<p class="sub">{esc(subtitle)}</p>' if subtitle else "")
+        + "\n"
+        + "\n".join(blocks)
+        + "\n</body></html>\n"
     )
 
 
-def section(title: str, *parts: str, note: str = "") -> str:
-    body = "".join(parts)
-    return f"<section><h2>{esc(title)}</h2>{body}" + (f'<p class="note">{esc(note)}</p>' if note else "") + "</section>"
+def report_page(report: Report) -> str:
+    """A :class:`~common.render.report.Report` as a page: its sections in order (those the page shows), a
+    section marked ``leads`` first."""
+    shown = [s for s in report.sections if s.in_page]
+    first = [s for s in shown if s.leads]
+    blocks = [report_section(s) for s in [*first, *(s for s in shown if all(s is not f for f in first))]]
+    return page(report.page_title or report.title, report.subtitle, blocks)
+
+
+def report_section(s: Section) -> str:
+    """One section: its figures (side by side with ``grid``), lines, verdicts, then its table."""
+    figures = [
+        (
+            f'<p class="v">{f"<b>{esc(f.label)}</b>" if f.label else ""}{esc(f.caption)}</p>'
+            if f.label or f.caption
+            else ""
+        )
+        + f.draw(*f.args, **f.kwargs)
+        for f in s.figures
+    ]
+    body = chart_grid(figures) if s.grid else "".join(figures)
+    if s.preformatted:
+        body += f"<pre>{esc(chr(10).join(s.lines))}</pre>"
+    else:
+        body += "".join(f"<p>{esc(line)}</p>" for line in s.lines)
+    body += verdict_list(s.verdicts)
+    if s.header and s.rows:  # as the text: a table without rows says nothing its lines do not
+        body += table(s.header, s.rows, wrap=s.wrap)
+    return f"<section><h2>{esc(s.title)}</h2>{body}</section>"
 
 
 LONG_CELL = 32  # characters: a text cell this long wraps like a ``wrap`` column's, wherever it is
@@ -239,23 +268,6 @@ def heat_map(chart: str, rows: list[tuple[str, Sequence[float]]], what: str) -> 
     )
 
 
-def memory_block(summary) -> str:
-    """Peak allocated and reserved per allocator (bars, MB), then the top ops by memory allocated."""
-    items = []
-    for p in summary.peaks:
-        if p.peak_allocated_mb is not None:
-            items.append((f"{p.component} allocated", p.peak_allocated_mb))
-        if p.peak_reserved_mb is not None:
-            items.append((f"{p.component} reserved", p.peak_reserved_mb))
-    out = value_bars("memory-peaks", items, "MB", color=MEMORY, fmt=",.1f") if items else ""
-    if summary.operators:
-        out += table(
-            ["Operator", "Allocations", "Allocated(MB)", "Largest(MB)", "Held(us)"],
-            [[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators],
-        )
-    return out
-
-
 def value_bars(
     chart: str,
     items: list[tuple[str, float]],
@@ -351,49 +363,3 @@ def sweep_chart(
         f'<svg class="chart" data-chart="{esc(chart)}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img">{"".join(parts)}</svg>'
     )
-
-
-def agree_html(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str, charts: dict) -> str:
-    """The cross-mode page: side-by-side table, verdicts, and the charts of every mode."""
-    modes = side_by_side(cols, info_line)
-    blocks = [
-        section(
-            "Op time by family, per mode",
-            share_bars("op-share", [(c.label, c.shares) for c in cols], FAMILY_ORDER),
-            note="share of forward-pass time; init ops (one-off) excluded and listed in the table",
-        ),
-        section("The four modes side by side", table(modes.header, modes.rows)),
-        section("Verdicts", verdict_list(verdicts), note=" ".join(notes)),
-    ]
-    if charts.get("steps"):
-        blocks.append(
-            section(
-                "04: Computing / Free per step", step_bars("steps", charts["steps"]), note=charts.get("steps_note", "")
-            )
-        )
-    if charts.get("pipes"):
-        blocks.append(
-            section(
-                "02: AscendC pipe ratios (add_custom)",
-                value_bars("pipes", charts["pipes"], "of core time", top=1.0),
-                note=charts.get("pipes_note", ""),
-            )
-        )
-    if charts.get("cast_variants"):
-        blocks.append(
-            section(
-                "03: the Cast variants",
-                share_bars("cast-variants", charts["cast_variants"], FAMILY_ORDER),
-                value_bars("cast-per-execute", charts["cast_counts"], "Cast per execute", color="#e45756"),
-                note="default = ATC's precision policy (fp16 compute, fp32 IO); fp16-io; fp32 = no precision change",
-            )
-        )
-    if charts.get("sweep"):
-        blocks.append(
-            section(
-                "04 sweep: host-bound to compute-bound",
-                sweep_chart("sweep", charts["sweep"], HOST_BOUND_BELOW, charts.get("sweep_x", "hidden size")),
-                note=charts.get("sweep_note", ""),
-            )
-        )
-    return page("msprof lab: cross-mode agreement", info_line, blocks)

@@ -1,5 +1,5 @@
-"""The per-op precision report: a text table per candidate, and report.html with the tables and a chart of how
-the error grows op by op. Rendering only: the numbers come from ``common.analyze.precision``."""
+"""The per-op precision report: a table per candidate and, on the page, a chart of how the error grows op by op.
+Rendering only: the numbers come from ``common.analyze.precision``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 from common.analyze.msprobe_check import ABS_ERR_AGREE_REL, COSINE_AGREE, CrossCheck
 from common.analyze.precision import CandidateResult, first_divergence_line
-from common.render.html import SERIES, esc, page, section, table
-from common.render.text import render_table
+from common.render.html import SERIES, esc
+from common.render.report import Figure, Report, Section
 
 HEADER = [
     "#",
@@ -45,20 +45,6 @@ def rows_of(result: CandidateResult) -> list[list[object]]:
         ]
         for i, r in enumerate(result.rows, 1)
     ]
-
-
-def precision_text(results: list[CandidateResult], head: list[str]) -> str:
-    """The terminal report: the header lines, then per candidate how it ran, its table and its first divergent op."""
-    parts = [*head, ""]
-    for result in results:
-        parts.append(f"== {result.name}: {result.how}")
-        parts.append(f"   tolerance {result.tolerance.describe()} ({result.tolerance.why})")
-        if result.rows:
-            parts.append(render_table(HEADER, rows_of(result), wrap=WRAPPED))
-        parts += [f"   no match: {line}" for line in result.unmatched]
-        parts.append(f"-> {first_divergence_line(result)}")
-        parts.append("")
-    return "\n".join(parts).rstrip() + "\n"
 
 
 def first_divergent_marker(
@@ -143,33 +129,36 @@ def growth_chart(results: list[CandidateResult]) -> str:
     )
 
 
-def precision_html(results: list[CandidateResult], head: list[str], extra: list[str] = ()) -> str:
-    """report.html: the first divergent op of every candidate, the growth chart, one table per candidate, then the
-    ``extra`` sections (the cross-check against msprobe)."""
-    summary = "".join(f'<p class="v">{esc(first_divergence_line(r))}</p>' for r in results)
-    blocks = [
-        section("First divergent op per candidate", summary, note=" ".join(head[1:])),
-        section(
+def precision_report(results: list[CandidateResult], head: list[str]) -> Report:
+    """The header lines, then per candidate how it ran, its first divergent op and its table; on the page first the
+    first divergent op of every candidate and a chart of how the error grows."""
+    sections = [
+        Section("Run", lines=head[1:], in_page=False),
+        Section(
+            "First divergent op per candidate",
+            lines=[*head[1:], *(first_divergence_line(r) for r in results)],
+            in_text=False,
+        ),
+        Section(
             "How the error grows, op by op",
-            growth_chart(results),
-            note="a larger dot: out of tolerance; a ring and a label: the path's first divergent op; "
-            "non-finite errors are drawn at the top edge",
+            lines=[
+                "a larger dot: out of tolerance; a ring and a label: the path's first divergent op; "
+                "non-finite errors are drawn at the top edge"
+            ],
+            figures=[Figure(growth_chart, (results,))],
+            in_text=False,
         ),
     ]
     for result in results:
-        unmatched = "".join(f'<p class="note">no match: {esc(line)}</p>' for line in result.unmatched)
-        blocks.append(
-            section(
-                f"{result.name}",
-                table(HEADER, rows_of(result), wrap=WRAPPED),
-                unmatched,
-                note=f"{result.how}. Tolerance {result.tolerance.describe()} "
-                f"({result.tolerance.why}). {result.note}".strip(),
-            )
-        )
-    blocks += extra
-    subtitle = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers, not the page's
-    return page("msprof lab: per-op precision", subtitle, blocks)
+        lines = [
+            result.how,
+            f"tolerance {result.tolerance.describe()} ({result.tolerance.why})",
+            *(f"no match: {line}" for line in result.unmatched),
+            f"-> {first_divergence_line(result)}",
+        ]
+        sections.append(Section(result.name, lines=lines, header=HEADER, rows=rows_of(result), wrap=WRAPPED))
+    banner = head[0].replace("=== ", "", 1).replace(" ===", "", 1)  # the terminal banner's markers
+    return Report("msprof lab: per-op precision", sections, subtitle=banner)
 
 
 # ----- the cross-check against msprobe --------------------------------------------------------------
@@ -220,19 +209,12 @@ def cross_check_notes(check: CrossCheck) -> list[str]:
     return lines
 
 
-def cross_check_text(check: CrossCheck, how: str) -> str:
-    parts = [f"== cross-check, {check.candidate} against msprobe: {how}"]
-    if check.rows:
-        parts.append(render_table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)))
-    parts += cross_check_notes(check)
-    return "\n".join(parts) + "\n"
-
-
-def cross_check_html(check: CrossCheck, how: str) -> str:
-    notes = "".join(f'<p class="note">{esc(line)}</p>' for line in cross_check_notes(check))
-    return section(
+def cross_check_section(check: CrossCheck, how: str) -> Section:
+    """The lab's table of one candidate against msprobe's compare of the same paths, and where they differ."""
+    return Section(
         f"Cross-check: {check.candidate} against msprobe",
-        table(CROSS_HEADER, cross_check_rows(check), wrap=("msprobe's name",)),
-        notes,
-        note=how,
+        lines=[how, *cross_check_notes(check)],
+        header=CROSS_HEADER,
+        rows=cross_check_rows(check),
+        wrap=("msprobe's name",),
     )

@@ -5,25 +5,12 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 
-from common.analyze import compare_steps
-from common.analyze.families import FAMILY_ORDER
+from common.render.report import Report, Section
 from common.verdict import Verdict
 
 TOP_N = 10
 STEP_ROWS = 20  # more steps than this: the step table lists the TOP_N longest, the verdict covers all
-
-
-@dataclass
-class Section:
-    """A titled block: lines of prose and/or one table."""
-
-    title: str
-    lines: list[str] = field(default_factory=list)
-    header: list[str] = field(default_factory=list)
-    rows: list[list[object]] = field(default_factory=list)
-    wrap: tuple[str, ...] = ()  # columns whose wide cells wrap onto more lines, never cut (render_table)
 
 
 def _fmt(value: object) -> str:
@@ -180,25 +167,40 @@ def render_markdown_table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(out)
 
 
-def render_text(title: str, sections: list[Section]) -> str:
-    return "\n".join(text_lines(title, sections))
+def render_text(report: Report) -> str:
+    return "\n".join(text_lines(report))
 
 
-def text_lines(title: str, sections: list[Section]) -> Iterator[str]:
-    """:func:`render_text`'s lines, one at a time (a section's rows and lines may be :class:`LazyRows`)."""
-    yield from (title, "=" * len(title))
-    for s in sections:
-        yield from ("", f"-- {s.title} --")
-        yield from s.lines
-        if s.header and s.rows:  # a table without rows says nothing its lines do not
-            yield from table_lines(s.header, s.rows, wrap=s.wrap)
+def text_lines(report: Report) -> Iterator[str]:
+    """The report as terminal text, one line at a time (a section's rows and lines may be :class:`LazyRows`)."""
+    yield from (report.title, "=" * len(report.title))
+    for s in report.sections:
+        if s.in_text:
+            yield ""
+            yield from section_lines(s)
 
 
-def render_markdown(title: str, sections: list[Section]) -> str:
-    parts = [f"# {title}"]
-    for s in sections:
+def section_lines(s: Section) -> Iterator[str]:
+    """One section as text: its title, lines, verdicts, then its table."""
+    yield f"-- {s.title} --"
+    yield from s.lines
+    yield from (verdict_line(v) for v in s.verdicts)
+    if s.header and s.rows:  # a table without rows says nothing its lines do not
+        yield from table_lines(s.header, s.rows, wrap=s.wrap)
+
+
+def render_markdown(report: Report) -> str:
+    """The report as Markdown: what the text shows, as report.md."""
+    parts = [f"# {report.title}"]
+    for s in report.sections:
+        if not s.in_text:
+            continue
         parts += ["", f"## {s.title}", ""]
-        parts += [f"{line}  " for line in s.lines]
+        if s.preformatted:
+            parts += ["```", *s.lines, "```"]
+        else:
+            parts += [f"{line}  " for line in s.lines]
+        parts += [f"{verdict_line(v)}  " for v in s.verdicts]
         if s.header and s.rows:
             parts += ["", render_markdown_table(s.header, s.rows)]
     return "\n".join(parts) + "\n"
@@ -209,9 +211,14 @@ def verdict_tag(v: Verdict) -> str:
     return "N/A" if not getattr(v, "applicable", True) else "PASS" if v.ok else "FAIL"
 
 
+def verdict_line(v: Verdict) -> str:
+    """A check's line: PASS/FAIL/N/A, its name, and the numbers it compared (or why it does not apply)."""
+    return f"[{verdict_tag(v)}] {v.name}: {v.detail}"
+
+
 def render_verdicts(verdicts: list[Verdict]) -> str:
-    """One line per check: PASS/FAIL/N/A, its name, and the numbers it compared (or why it does not apply)."""
-    return "\n".join(f"[{verdict_tag(v)}] {v.name}: {v.detail}" for v in verdicts)
+    """One line per check (:func:`verdict_line`)."""
+    return "\n".join(map(verdict_line, verdicts))
 
 
 def run_info_line(info: dict | None) -> str:
@@ -222,118 +229,3 @@ def run_info_line(info: dict | None) -> str:
         f"backend: {str(info['backend']).upper()} | mode {info['mode']} | device {info.get('device')} | "
         f"{info.get('start')} | {state}"
     )
-
-
-def _pct(value: float | None) -> str:
-    return "N/A" if value is None else f"{100 * value:.1f}%"
-
-
-def side_by_side(cols: list, info_line: str) -> Section:
-    """The four modes in one table: one column per mode, one row per figure."""
-
-    def row(name: str, values: list[object]) -> list[object]:
-        return [name, *values]
-
-    share_rows = [
-        row(
-            f"{family} share of forward time (median)",
-            [_pct(c.shares.get(family, 0.0)) if c.shares else "N/A" for c in cols],
-        )
-        for family in FAMILY_ORDER
-        if family != "init" and any(family in c.shares for c in cols)
-    ]
-    # the families the model runs (in any mode): a CNN gets conv and pool rows, an MLP none
-    count_rows = [
-        row(f"{family} per forward", [f"{c.per_forward.get(family, 0):g}" if c.forwards else "N/A" for c in cols])
-        for family in FAMILY_ORDER
-        if family != "init" and any(c.per_forward.get(family) for c in cols)
-    ]
-    rows = [
-        row("workload, sha256", [getattr(c, "workload", "") or "not recorded" for c in cols]),
-        row("profiled forwards (02: kernel launches)", [c.forwards or c.launches or "N/A" for c in cols]),
-        row(
-            "op time per forward (us, median, init excluded)",
-            [f"{c.op_us_per_forward:,.1f}" if c.op_us_per_forward is not None else "N/A" for c in cols],
-        ),
-        *share_rows,
-        row("init ops, one-off (us, shown apart)", [f"{c.init_us:,.1f}" for c in cols]),
-        *count_rows,
-        row("Computing share of step", [_pct(c.computing_ratio) for c in cols]),
-        row("output vs fp32 reference", [c.accuracy for c in cols]),
-    ]
-    return Section("The four modes side by side", lines=[info_line], header=["", *[c.label for c in cols]], rows=rows)
-
-
-def agree_report(cols: list, verdicts: list[Verdict], notes: list[str], info_line: str) -> tuple[str, str]:
-    """The cross-mode view: the side-by-side table, then the verdicts: (text, Markdown)."""
-    sections = [side_by_side(cols, info_line)]
-    if notes:
-        sections[0].lines += notes
-    sections.append(Section("Cross-mode verdicts", lines=render_verdicts(verdicts).splitlines()))
-    title = "msprof lab: cross-mode agreement"
-    return render_text(title, sections), render_markdown(title, sections)
-
-
-def comparison_report(cmp, base: str, cand: str, verdict: Verdict) -> str:
-    """Per-op and total deltas of a run comparison, regressions marked, then its verdict line."""
-    unit = f"us per {cmp.per}"
-    rows = []
-    for d in cmp.ops:
-        where, op_type, shapes = d.key
-        rows.append(
-            [
-                where or ".",
-                op_type,
-                shapes,
-                d.base_us if d.base_us is not None else "absent",
-                d.cand_us if d.cand_us is not None else "absent",
-                d.delta_us,
-                f"{d.delta_pct:+.1f}%" if d.delta_pct is not None else "new",
-                "REGRESSION" if d.flagged else "within noise" if d.within_noise else "",
-            ]
-        )
-    lines = [
-        f"baseline: {base} ({cmp.base_runs} run{'s' if cmp.base_runs > 1 else ''}); candidate: {cand} "
-        f"({cmp.cand_runs} run{'s' if cmp.cand_runs > 1 else ''}); medians over runs, {unit}",
-        (
-            "matched by (where, OP Type, Input Shapes)"
-            if cmp.matched_by == "op"
-            else "matched by (where, op family): OP Type and Input Shapes cover too little of the time, as between a "
-            "Level0 export (kernel names, no OP Type) and a Level1/2 one, or one workload whose ops changed (another "
-            "batch, a fusion)"
-        )
-        + f"; flagged when slower by more than {cmp.threshold_pct:g}%, by more than the runs' own spread (IQRs "
-        f"over the runs), and at least 1% of the baseline total; init ops listed, never flagged",
-    ]
-    table = render_table(["where", "OP Type", "Input Shapes", "baseline", "candidate", "delta(us)", "delta", ""], rows)
-    changed = []
-    for label, keys in (("only in the candidate (added)", cmp.added), ("only in the baseline (removed)", cmp.removed)):
-        if keys:
-            shown = ", ".join(f"{k[1]} [{k[2]}]" for k in keys[:6]) + (
-                f" (+{len(keys) - 6} more)" if len(keys) > 6 else ""
-            )
-            changed.append(f"ops {label}: {shown}")
-    steps = [*compare_steps.lines(cmp.steps), *compare_steps.rank_lines(cmp.per_rank)] if cmp.steps else []
-    return "\n".join([*lines, *sides_line(cmp), table, *changed, *steps, render_verdicts([verdict])])
-
-
-def sides_line(cmp) -> list[str]:
-    """What each side ran in: the compute's precision and the batch, where the captures say; a precision change
-    named with what it trades."""
-
-    def pair(name: str, values: tuple, unknown: str) -> str:
-        shown = [str(v) if v is not None else unknown for v in values]
-        return f"{name} {shown[0]} -> {shown[1]}" if shown[0] != shown[1] else f"{name} {shown[0]} (both)"
-
-    if cmp.precision == (None, None) and cmp.samples == (None, None):
-        return []
-    line = (
-        f"sides: {pair('compute precision', cmp.precision, 'unknown')}; "
-        f"{pair('samples per step', cmp.samples, 'unknown')}"
-    )
-    if cmp.precision_changed:
-        line += (
-            "; a change of precision trades accuracy, which op times cannot show: python -m common precision "
-            "measures it per op against fp32"
-        )
-    return [line]

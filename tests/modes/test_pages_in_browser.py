@@ -18,12 +18,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, cluster_page, dir_report
 
 from common.analyze import cluster
 from common.formats.cluster import load_cluster
-from common.modes.reports import directory_html
-from common.render.cluster import cluster_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = [
@@ -133,7 +131,7 @@ CLUSTER_SECTIONS = {
 def test_cluster_page(capture: Path, tmp_path: Path) -> None:
     view = load_cluster(capture)
     found = measure_and_shoot(
-        cluster_html(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
+        cluster_page(cluster.cluster_report(view), [cluster.check_step_sums(view)]),
         f"cluster_{capture.parent.name}_{capture.name}",
         tmp_path,
     )
@@ -147,9 +145,9 @@ def test_cluster_page(capture: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("capture", [TWO_RANKS, FIXTURES / "npu" / "cann85_minimal"], ids=lambda p: p.name)
 def test_report_page(capture: Path, tmp_path: Path) -> None:
-    found = measure_and_shoot(directory_html(capture), f"report_{capture.name}", tmp_path)
+    found = measure_and_shoot(dir_report(capture)[2], f"report_{capture.name}", tmp_path)
     assert_readable_at_a_glance(found)
-    assert found["sections"][-1] == "Integrity" and found["pipes"] > 0 and found["legend_keys"] > 0
+    assert found["sections"][-1].startswith("Integrity") and found["pipes"] > 0 and found["legend_keys"] > 0
 
 
 def test_precision_page(tmp_path: Path, capsys) -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from helpers import MODES, ROOT, assert_workload_checks, copy_lab, error_lines, lab_env
 
+from common.render.sweep import sweep_report
+from common.render.text import render_text
 from common.collect.flop_count import count_flops
 from common.workload import load_workload, tiny_mlp
 
@@ -260,7 +262,6 @@ def test_sweep_refuses_what_it_cannot_sweep_with_one_line(repo: Path, tmp_path: 
 
 
 def test_sweep_warns_about_a_figure_above_the_peak() -> None:
-    from common.modes.pytorch import sweep
 
     point = {
         "series": "cnn",
@@ -274,10 +275,12 @@ def test_sweep_warns_about_a_figure_above_the_peak() -> None:
         "flops": 10**9,
         "gflops_per_s": 1000.0,
     }
-    text = sweep.render([{**point, "above_peak": True}], "test", "batch", 100e9, "a stated peak")
+    text = render_text(sweep_report([{**point, "above_peak": True}], "test", "batch", 100e9, "a stated peak", 5))
     assert "1,000.0 (!)" in text and "warning: (!) 1 point(s) above the peak" in text
     assert "peak 100.0 GFLOP/s (a stated peak)" in text
-    quiet = sweep.render([{**point, "gflops_per_s": 50.0, "above_peak": False}], "test", "batch", 100e9, "peak")
+    quiet = render_text(
+        sweep_report([{**point, "gflops_per_s": 50.0, "above_peak": False}], "test", "batch", 100e9, "peak", 5)
+    )
     assert "(!)" not in quiet and "warning" not in quiet
 
 

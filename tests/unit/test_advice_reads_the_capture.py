@@ -13,7 +13,7 @@ from common.analyze.bounds.step import StepSummary, advice, step_verdict
 from common.analyze.compare import comparison_json, compare
 from common.formats.outputs import SavedOutput
 from common.formats.run_ops import RunOps
-from common.render.text import sides_line
+from common.render.compare import sides_line
 from common.workload import load_workload
 
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, dir_report
 
 from common.analyze.compare import compare
 from common.formats.run_ops import load_side
@@ -159,7 +159,7 @@ def test_a_narrow_table_is_unchanged() -> None:
 def test_reports_of_every_real_capture_fit_the_terminal(tmp_path: Path) -> None:
     shutil.copytree(NPU, tmp_path / "npu")
     for capture in ("cann85_minimal", "torch_npu_kernel_details", "torch_npu_trace_view", "msinsight_torch_npu"):
-        text, _, _ = directory_report(tmp_path / "npu" / capture)
+        text, *_ = dir_report(tmp_path / "npu" / capture)
         tables = [line for line in text.splitlines() if "  " in line]  # table rows: cells apart by two spaces
         assert tables and max(len(line) for line in tables) <= MAX_WIDTH, capture
 
@@ -190,7 +190,7 @@ def test_compare_of_a_folder_with_itself_says_so(tmp_path: Path, capsys) -> None
 
 def test_a_timeline_alone_says_its_ops_are_not_available(tmp_path: Path) -> None:
     shutil.copytree(NPU / "torch_npu_trace_view", tmp_path / "tv")
-    text, markdown, _ = directory_report(tmp_path / "tv", bottlenecks=False)
+    text, markdown, *_ = dir_report(tmp_path / "tv", bottlenecks=False)
     for report in (text, markdown):
         assert "no op statistics and no task file (op_summary / kernel_details)" in report
         assert "Top ops" not in report and "OP Type" not in report and "-- Steps" in text

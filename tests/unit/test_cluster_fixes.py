@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, cluster_text
 
 from common.analyze.cluster import cluster_report
 from common.analyze.slow_rank import RankSummary, find_slow_rank, median_gap, step_gap
 from common.collect.msprof_analyze import compare_with_msprof_analyze
 from common.errors import LabError
 from common.formats.cluster import load_cluster
-from common.render.cluster import render_cluster
 from common.formats.records import StepTime
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
@@ -49,7 +48,7 @@ def _row(step: int | None, computing: float, free: float) -> StepTime:
 def test_a_capture_without_a_schedule_loads_and_renders(tmp_path: Path) -> None:
     view = load_cluster(_no_schedule_copy(tmp_path))
     assert {r: [s.step for s in rows] for r, rows in view.steps.items()} == {0: [None], 1: [None]}
-    text = render_cluster(cluster_report(view))
+    text = cluster_text(cluster_report(view))
     assert text.count("communication-bound") >= 5
 
 
@@ -125,7 +124,7 @@ def test_the_real_capture_spread_equals_the_csvs() -> None:
         with path.open(newline="") as f:
             (row,) = list(csv.DictReader(f))
         own[rank] = float(row["Computing"]) + float(row["Free"])
-    text = render_cluster(cluster_report(load_cluster(CAPTURE)))
+    text = cluster_text(cluster_report(load_cluster(CAPTURE)))
     assert f"differ by at most {abs(own[1] - own[0]):,.1f} us between ranks (rank 1 vs rank 0)" in text
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, cluster_text
 from helpers import ROOT as REPO  # the lab these tests run (a private copy)
 
 from common.analyze import cluster
@@ -21,7 +21,6 @@ from common.analyze.parallel_layout import group_hash, parallel_layout
 from common.formats.cluster import load_cluster
 from common.formats.communication import read_communication_json
 from common.formats.metadata import read_rank_metadata
-from common.render.cluster import render_cluster
 
 CAPTURE = FIXTURES / "npu" / "megatron_pp2_dp2" / "level2"
 MSA_STAGES = FIXTURES / "msprof_analyze_cluster" / "megatron_pp2_dp2.csv"
@@ -160,7 +159,7 @@ def test_without_metadata_the_view_is_as_before() -> None:
     report = cluster.cluster_report(load_cluster(NO_LAYOUT))  # profiler_metadata.json: ENV_VARIABLES only
     assert report.layout is None and report.stage_rows == [] and report.layout_lines == []
     assert report.slow.text.startswith("no slow rank: median Computing + Free differ by at most")
-    assert "-- Parallel layout" not in render_cluster(report)
+    assert "-- Parallel layout" not in cluster_text(report)
 
 
 def test_cli_prints_the_layout_and_the_stages() -> None:
@@ -211,5 +210,5 @@ def test_a_tensor_parallel_layout_gets_tensor_parallel_advice(tmp_path: Path) ->
     assert "the group's collectives (all-reduce / all-gather of activations) wait for it" in report.slow.text
     assert any(
         line.startswith("tensor parallel: every layer's TP collectives sit on the critical path")
-        for line in render_cluster(report).splitlines()
+        for line in cluster_text(report).splitlines()
     )

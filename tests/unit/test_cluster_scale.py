@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, cluster_text
 
 from common.analyze.cluster import cluster_report
 from common.analyze.cluster_scale import SUMMARY_ABOVE_RANKS, spread
@@ -19,7 +19,6 @@ from common.cli.commands import main
 from common.formats import cluster as cluster_format
 from common.formats import spill, step_store
 from common.formats.cluster import load_cluster
-from common.render.cluster import render_cluster
 
 RANKS = SUMMARY_ABOVE_RANKS + 4
 STEPS = 6
@@ -69,7 +68,7 @@ def test_many_ranks_print_the_summary_and_out_holds_every_row(
 def test_the_full_text_has_every_ranks_lines(capture: Path) -> None:
     report = cluster_report(load_cluster(capture))
     assert report.summarized and report.per_step == []  # the rows stay in the columns: the CSV is written from them
-    full = render_cluster(report)
+    full = cluster_text(report)
     means = full[full.index("-- Per rank, median of the steps") :]
     assert [int(x.split()[0]) for x in means.splitlines() if x.strip()[:1].isdigit()][:RANKS] == list(range(RANKS))
     per_rank = full[full.index("-- Collectives per rank") :]
@@ -95,7 +94,7 @@ def test_a_process_pool_reads_the_same_as_one_process(capture: Path, monkeypatch
     assert (pooled.starts.on_every_rank() == alone.starts.on_every_rank()).all()
     assert pooled.communication.splits == alone.communication.splits
     assert "steps" not in pooled.ranks[0].__dict__ and "communication_files" not in pooled.ranks[0].__dict__
-    assert render_cluster(cluster_report(pooled)) == render_cluster(cluster_report(alone))
+    assert cluster_text(cluster_report(pooled)) == cluster_text(cluster_report(alone))
 
 
 def test_msprof_analyze_runs_only_when_asked(capture: Path, tmp_path: Path, capsys, monkeypatch) -> None:
@@ -126,13 +125,13 @@ def test_real_captures_read_in_chunks_give_the_same_view(capture_dir: str, monke
     """The pool's path (each chunk added up in a worker, merged in rank order, step columns spilled) on real NPU
     captures — a pipeline layout with P2P, a database export, Level0 and Level1 text — against one process."""
     root = ROOT / "tests" / "fixtures" / "npu" / capture_dir
-    alone = render_cluster(cluster_report(load_cluster(root)))
+    alone = cluster_text(cluster_report(load_cluster(root)))
     monkeypatch.setattr(cluster_format, "PARALLEL_FROM_RANKS", 1)
     monkeypatch.setattr(cluster_format, "CHUNK_RANKS", 1)
     monkeypatch.setattr(step_store, "SPILL_ROWS", 1)
     pooled = load_cluster(root)
     assert pooled.steps.spilled
-    assert render_cluster(cluster_report(pooled)) == alone
+    assert cluster_text(cluster_report(pooled)) == alone
 
 
 def test_rank_index_finds_ranks_added_in_or_out_of_order() -> None:

@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, cluster_page, cluster_text
 from helpers import ROOT as REPO  # the lab these tests run (a private copy)
 
 from common.analyze import cluster, communication
 from common.formats.cluster import load_cluster
 from common.formats.communication import group_members, read_comm_analyzer, read_communication_json, read_rank_matrix
-from common.render.cluster import cluster_html, render_cluster
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu"
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -104,12 +103,12 @@ def test_the_verdict_says_idle_not_the_link_and_names_the_late_peer(text_copy: P
 def test_the_group_is_larger_than_the_capture(text_copy: Path) -> None:
     links = read_rank_matrix(text_copy / "rank0_ascend_pt" / OUT)
     assert group_members(links) == {"17522688603477080586": set(range(8))}
-    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
+    text = cluster_text(cluster.cluster_report(load_cluster(text_copy)))
     assert "group 080586 has 8 ranks (0..7, communication matrix), this capture holds 2 (0, 1)" in text
 
 
 def test_the_cluster_view_shows_the_collectives_and_fits_its_advice(text_copy: Path) -> None:
-    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
+    text = cluster_text(cluster.cluster_report(load_cluster(text_copy)))
     assert "-- Collectives and point-to-point ops" in text
     assert (
         "hcom_allReduce__586_0_1  collective  76.282    0.242  2.839  2.808  73.201  0.921   28.647  HCCS 15.73" in text
@@ -122,7 +121,7 @@ def test_the_cluster_view_shows_the_collectives_and_fits_its_advice(text_copy: P
 
 def test_the_database_export_gets_the_same_view(db_copy: Path) -> None:
     report = cluster.cluster_report(load_cluster(db_copy))
-    text = render_cluster(report)
+    text = cluster_text(report)
     assert "(analysis.db CommAnalyzerTime)" in text
     assert "hcom_allReduce__210_0_1" in text and "group 523210 has 8 ranks" in text
     with sqlite3.connect(db_copy / "rank0_ascend_pt" / OUT / "analysis.db") as conn:
@@ -139,7 +138,7 @@ def test_the_database_export_gets_the_same_view(db_copy: Path) -> None:
 def test_a_damaged_communication_json_is_named_and_the_rest_is_reported(text_copy: Path) -> None:
     path = text_copy / "rank1_ascend_pt" / OUT / "communication.json"
     path.write_text(path.read_text()[:500])  # cut short
-    text = render_cluster(cluster.cluster_report(load_cluster(text_copy)))
+    text = cluster_text(cluster.cluster_report(load_cluster(text_copy)))
     assert "note: rank 1: communication analysis not read:" in text and "communication.json: unreadable" in text
     assert "rank 0: 4 ops, elapse 105.992 ms" in text and "-- Per step and rank (us) --" in text
 
@@ -165,7 +164,7 @@ def test_cluster_html_puts_a_failed_check_first(text_copy: Path) -> None:
     from common.verdict import Verdict
 
     report = cluster.cluster_report(load_cluster(text_copy))
-    page = cluster_html(report, [Verdict("a check", False, "it failed")])
+    page = cluster_page(report, [Verdict("a check", False, "it failed")])
     assert page.index("<h2>Checks</h2>") < page.index("<h2>Per step and rank")
 
 
@@ -205,7 +204,7 @@ def test_files_without_the_analysis_fields_are_named_not_shown_as_an_empty_table
                     }
         path.write_text(json.dumps(data))
     report = cluster.cluster_report(load_cluster(text_copy))
-    text = render_cluster(report)
+    text = cluster_text(report)
     section = text.split("-- Collectives and point-to-point ops")[1].split("\n-- ")[0]
     assert "no rank's communication analysis could be read (the notes say why)" in section
     assert [line.split(": communication")[0] for line in section.splitlines() if line.startswith("note: rank")] == [
@@ -213,5 +212,5 @@ def test_files_without_the_analysis_fields_are_named_not_shown_as_an_empty_table
         "note: rank 1",
     ]
     assert "no Transit Time(ms)" in section and "Elapse(ms)" not in section  # no header of a table without rows
-    page = cluster_html(report)
+    page = cluster_page(report)
     assert "no rank&#x27;s communication analysis could be read" in page and "Elapse(ms)" not in page

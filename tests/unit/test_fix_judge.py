@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, laid_out
 
 from common.modes.fix.pairs import NPU_ONLY, PAIRS
 from common.modes.fix.run import Outcome, pair_json, precision_check
 from common.modes.fix.sides import Sample
-from common.render.fix import fix_html, fix_markdown, fix_text
+from common.render.fix import fix_report
 
 
 def _side(values: list[float], verdict: str = "host-bound: ...", output=None) -> list[Sample]:
@@ -53,13 +53,8 @@ def test_every_pair_names_its_finding_fix_and_source_and_the_pages_show_them() -
     assert all(p.npu_only and p.expect and "http" in p.source for p in NPU_ONLY)
     pair = next(p for p in PAIRS if p.name == "batch")
     rows = [pair_json(Outcome(pair, _side([100, 104, 98]), _side([60, 66, 61], "compute-bound: ...")))]
-    for page in (
-        fix_text(rows, {"fp16": "why"}, ["head"]),
-        fix_markdown(rows, {}, ["head"]),
-        fix_html(rows, {}, ["head"]),
-    ):
-        assert "batch" in page and "+39.0%" in page
-    assert "fp16: why" in fix_text(rows, {"fp16": "why"}, ["head"])
+    for page in laid_out(fix_report(rows, {"fp16": "why"}, ["head"])):
+        assert "batch" in page and "+39.0%" in page and "fp16: why" in page
 
 
 def test_a_users_model_picks_its_pairs_and_the_kernel_pair_stays_the_labs(tmp_path) -> None:

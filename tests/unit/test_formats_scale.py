@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import dir_report
+
 from common.analyze import families
 from common.bench import generate
 from common.modes import reports
@@ -139,7 +141,7 @@ def test_whole_trace_row_without_profiler_steps() -> None:
 def test_report_at_scale_stays_aggregate(sliced: Path, monkeypatch) -> None:
     monkeypatch.setattr(datasets, "TASK_RECORDS_MAX", 100)
     monkeypatch.setattr(reports, "TASK_RECORDS_MAX", 100)
-    text, _, _ = reports.directory_report(sliced)
+    text, *_ = dir_report(sliced)
     assert "skipped: 2,500 tasks" in text
     assert len(text.splitlines()) < 60  # top-N tables and families, never a row per task
     (ds,) = find_datasets(sliced)
@@ -153,7 +155,7 @@ def test_step_table_lists_the_longest_steps_when_there_are_many(tmp_path: Path) 
     out = tmp_path / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     writers.write_step_trace_time(out / "step_trace_time.csv", steps)
     writers.write_kernel_details(out / "kernel_details.csv", [Task("m", "MatMulV2", "AI_CORE", 1.0, 2.0, 0.0, "0")])
-    text, _, _ = reports.directory_report(tmp_path)
+    text, *_ = dir_report(tmp_path)
     assert "50 steps: the 10 longest are listed" in text
     steps_table = text[text.index("-- Steps:") :]
     table_lines = [line.split() for line in steps_table.splitlines() if line.split()[:1] and line.split()[0].isdigit()]

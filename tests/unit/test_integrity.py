@@ -14,11 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, dir_report
 
 from common.analyze import checks
 from common.analyze.checks import integrity
-from common.modes.reports import directory_html, directory_report
 from common.formats import writers
 from common.formats.datasets import Dataset, find_datasets
 from common.formats.export_facts import integrity_facts
@@ -125,15 +124,14 @@ def test_report_prints_integrity_and_returns_it_beside_a_modes_checks(level1: Pa
     path = level1 / "rank0_ascend_pt" / OUT / "op_statistic.csv"
     records = rows(path)
     write_rows(path, list(records[0]), [r for r in records if r["OP Type"] != "Relu"])
-    text, markdown, integrity = directory_report(level1, bottlenecks=False)
+    text, markdown, _, integrity = dir_report(level1, bottlenecks=False)
     assert "-- Integrity (the files of each export agree with each other) --" in text
     assert "[FAIL] op_statistic agrees with kernel_details" in text and "Relu (AI_VECTOR_CORE)" in markdown
     assert [v.ok for v in integrity].count(False) == 1
     mine = [checks.Verdict("a mode's own check", True, "held")]
-    text, _, returned = directory_report(level1, mine, bottlenecks=False)
+    text, _, page, returned = dir_report(level1, mine, bottlenecks=False)
     assert mine == [checks.Verdict("a mode's own check", True, "held")]  # the caller's list is left as it was
     assert "[PASS] a mode's own check" in text and any(not v.ok for v in returned)  # the run's exit counts it
-    page = directory_html(level1, mine, integrity=returned)
     assert page.count("op_statistic agrees with kernel_details") == len(  # shown once, not computed again
         [v for v in returned if v.name.startswith("op_statistic agrees with kernel_details")]
     )

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, load_lesson
+from helpers import FIXTURES, load_lesson, dir_report
 
 from common.analyze.memory import summarize_memory
-from common.modes.reports import directory_html, directory_report
 from common.collect.torch_npu_layout import Allocation, write_memory_files
 from common.collect.torch_trace import read_trace
 from common.errors import LabError
@@ -77,10 +76,10 @@ def test_report_text_and_html_show_the_peaks_and_top_ops() -> None:
         f"peak allocated {_peak(rows, 'PTA+GE', 'Total Allocated(MB)'):,.1f} MB, peak reserved "
         f"{_peak(rows, 'PTA+GE', 'Total Reserved(MB)'):,.1f} MB (PTA+GE"
     )
-    text, markdown, _ = directory_report(CAPTURE, bottlenecks=False)
+    text, markdown, _, _ = dir_report(CAPTURE, bottlenecks=False)
     assert line in text and line in markdown
     assert "-- Top ops by memory: rank0_ascend_pt/ASCEND_PROFILER_OUTPUT --" in text
-    page = directory_html(CAPTURE)
+    page = dir_report(CAPTURE)[2]
     assert line in page and 'data-chart="memory-peaks"' in page
 
 

@@ -413,7 +413,8 @@ def test_dump_data_dir_is_the_documented_folder_and_an_empty_dump_is_one_line(tm
 def test_the_chart_marks_and_names_each_paths_first_divergent_op_and_nothing_for_a_path_without_one() -> None:
     import re
 
-    from common.render.precision import precision_html
+    from common.render.html import report_page
+    from common.render.precision import precision_report
 
     ref = {"a": np.ones(4), "b": np.ones(4), "c": np.ones(4)}
     diverging = compare_ops(
@@ -428,7 +429,7 @@ def test_the_chart_marks_and_names_each_paths_first_divergent_op_and_nothing_for
         ref,
     )
     clean = compare_ops("torch fp32", "how", FP32, [OpOutput(p, "X()", np.ones(4)) for p in "abc"], ref)
-    html = precision_html([clean, diverging], ["banner", "reference"])
+    html = report_page(precision_report([clean, diverging], ["banner", "reference"]))
     chart = re.search(r"<svg[^>]*data-chart=\"precision-growth\".*?</svg>", html, re.DOTALL).group(0)
     markers = re.findall(r"<g class=\"first-divergent\" data-series=\"([^\"]*)\" data-op=\"([^\"]*)\">(.*?)</g>", chart)
     assert [(series, op) for series, op, _ in markers] == [("torch fp16", "b")]  # b, not the later c; none for fp32

@@ -10,14 +10,12 @@ import csv
 import statistics
 
 import pytest
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, cluster_text, dir_report
 
 from common.analyze.bounds import step as step_bound
 from common.analyze.cluster import cluster_report
 from common.formats.cluster import load_cluster
-from common.modes.reports import directory_html, directory_report
 from common.formats.records import StepTime
-from common.render.cluster import render_cluster
 
 CAPTURE = FIXTURES / "npu" / "msinsight_torch_npu" / "text_level1"
 
@@ -97,7 +95,7 @@ def test_large_preparing_is_named_with_its_threshold() -> None:
 
 # --- the real capture ------------------------------------------------------------------------------
 def test_report_on_the_2_rank_capture_says_communication_bound_with_its_numbers() -> None:
-    text, markdown, _ = directory_report(CAPTURE, bottlenecks=False)
+    text, markdown, *_ = dir_report(CAPTURE, bottlenecks=False)
     for rank in (0, 1):
         rows = _csv_steps(rank)
         line = _expected_line(rows)
@@ -119,7 +117,7 @@ def test_report_on_the_2_rank_capture_says_communication_bound_with_its_numbers(
 
 
 def test_html_draws_the_communication_part_of_each_step() -> None:
-    page = directory_html(CAPTURE)
+    page = dir_report(CAPTURE)[2]
     r = _csv_steps(0)[0]
     assert page.count('data-part="communication"') == 2  # one step on each of the two ranks
     assert f"<title>Communication(Not Overlapped) {r['Communication(Not Overlapped)']:,.1f} us</title>" in page
@@ -127,7 +125,7 @@ def test_html_draws_the_communication_part_of_each_step() -> None:
 
 
 def test_cluster_view_gives_the_verdict_over_every_ranks_steps() -> None:
-    text = render_cluster(cluster_report(load_cluster(CAPTURE)))
+    text = cluster_text(cluster_report(load_cluster(CAPTURE)))
     assert _expected_line(_csv_steps(0) + _csv_steps(1)) in text
     assert text.count("communication-bound") >= 5  # the verdict, its hypothesis, 2 step rows, 2 rank rows
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from common.render.sweep import sweep_report
+from common.render.text import render_text
 from common.formats.records import Task
 from common.modes.pytorch import sweep
 
@@ -72,19 +74,19 @@ def test_uncounted_rnn_layers_get_their_flops_from_the_profiled_shapes() -> None
 
 def test_no_zero_gflops_point_is_printed_without_a_reason() -> None:
     zero = _point(1, 0.0)
-    text = sweep.render([zero], "m, portable", "batch", None, "no peak")
+    text = render_text(sweep_report([zero], "m, portable", "batch", None, "no peak", 5))
     (row,) = [line for line in text.splitlines() if line.lstrip().startswith("1 ")]
     assert row.endswith("N/A (no FLOPs, see below)")  # not 0.0
     assert "N/A (no FLOPs, see below)" in text and "N/A: no FLOPs counted" in text
     shaped = _point(4, 9.2e6, flops_from_shapes=["aten::mkldnn_rnn_layer"])
     missing = _point(8, 1e6, flops_missing=["aten::lstm (recurrent weights not in the shapes)"])
-    text = sweep.render([shaped, missing], "m, portable", "batch", None, "no peak")
+    text = render_text(sweep_report([shaped, missing], "m, portable", "batch", None, "no peak", 5))
     assert "92.0 (s)" in text and "(s): includes the FLOPs of aten::mkldnn_rnn_layer" in text
     assert ">= 10.0" in text and "not counted: aten::lstm (recurrent weights not in the shapes)" in text
 
 
 def test_a_point_whose_steps_straddle_the_threshold_is_undecided_and_said_so() -> None:
-    from common.modes.pytorch.sweep import turning_points
+    from common.render.sweep import turning_points
 
     points = [
         {"series": "m", "batch": b, "bound": bound}

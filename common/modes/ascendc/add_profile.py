@@ -18,7 +18,7 @@ from common.analyze.bounds.op import device_peaks
 from common.analyze import checks
 from common.analyze.bounds.kernel import classify_kernel
 from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
-from common.modes.report_files import write_report_md
+from common.modes.report_files import write_report_files
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
 from common.errors import LabError
@@ -42,7 +42,8 @@ from common.formats.twin_timings import parse_twin_timings
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, twin_tasks, write_portable_profile
 from common.collect.calibrate import step_disturbance
 from common.collect.profiling import Profiler, read_run_tasks, task_time_median
-from common.render.text import Section, render_markdown, render_verdicts
+from common.render.report import Report, Section
+from common.render.text import render_text
 from common.verdict import Verdict
 
 WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
@@ -254,18 +255,15 @@ def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], st
 
 
 def report_msprof_op_only(run, verdicts: list[Verdict], body: str) -> int:
-    """The report when msprof op's OPPROF_* folder is all there is: the text and the checks, also in
-    report.md. The lab's directory report reads PROF_* / torch_npu exports, which msprof op does not write."""
-    print(body)
-    print(render_verdicts(verdicts))
-    markdown = render_markdown(
+    """The report when msprof op's OPPROF_* folder is all there is: what it measured and the checks, printed
+    and saved as report.md and report.html. The lab's directory report reads PROF_* / torch_npu exports, which
+    msprof op does not write."""
+    report = Report(
         f"msprof lab report: {run.out}",
-        [
-            Section("Report", lines=["```", *body.splitlines(), "```"]),
-            Section("Checks", lines=render_verdicts(verdicts).splitlines()),
-        ],
+        [Section("msprof op", lines=body.splitlines(), preformatted=True), Section("Checks", verdicts=verdicts)],
     )
-    print(write_report_md(run.out, markdown))
+    print(render_text(report))
+    print(*write_report_files(run.out, report), sep="\n")
     failed = [v.name for v in verdicts if not v.ok]
     run.record(verdicts_passed=not failed, failed_checks=failed)
     return 1 if failed else 0

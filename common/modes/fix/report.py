@@ -10,7 +10,9 @@ from pathlib import Path
 
 from common.modes.fix.pairs import NPU_ONLY
 from common.modes.fix.run import npu_only_json
-from common.render.fix import fix_html, fix_markdown, fix_text
+from common.render.fix import fix_report
+from common.render.html import report_page
+from common.render.text import render_markdown, render_text
 
 
 def header_lines(workload: str | None, repeat: int) -> list[str]:
@@ -26,6 +28,7 @@ def write_outputs(out: Path, pairs: list[dict], skipped: dict[str, str], workloa
     listed = pairs + [npu_only_json(p) for p in NPU_ONLY]
     head = header_lines(workload, repeat)
     (out / "fix.json").write_text(json.dumps({"header": head, "pairs": listed, "skipped": skipped}, indent=1) + "\n")
-    (out / "fix.md").write_text(fix_markdown(listed, skipped, head))
-    (out / "report.html").write_text(fix_html(listed, skipped, head))
-    return fix_text(listed, skipped, head) + f"\n(written to {out}/fix.json, fix.md, report.html)"
+    report = fix_report(listed, skipped, head)
+    (out / "fix.md").write_text(render_markdown(report))
+    (out / "report.html").write_text(report_page(report))
+    return render_text(report) + f"\n(written to {out}/fix.json, fix.md, report.html)"

@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
     # written once run_info.json says how the run ended: the page shows that status, not "INCOMPLETE"
-    integrity_text, written = write_own_report(run.out, f"msprof lab report: {run.out}", body, verdicts, checked)
+    integrity_text, written = write_own_report(run.out, body, verdicts, checked)
     print(integrity_text, *written, sep="\n")
     print(f"Output: {run.out}")
     return code

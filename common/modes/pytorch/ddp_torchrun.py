@@ -372,15 +372,17 @@ class RanksRun:
         """The cluster view with the run's checks (and msprof-analyze's, with ``cross_check``); 0 when all held."""
         from common.analyze.cluster import cluster_report
         from common.collect.msprof_analyze import view_checks
-        from common.render.cluster import cluster_html, render_cluster
+        from common.render.cluster import cluster_view
+        from common.render.html import report_page
+        from common.render.text import render_text
 
         more, notes = view_checks(view, cross=cross_check)
         verdicts = verdicts + more
-        report = cluster_report(view)
-        text = render_cluster(report, verdicts, notes)
+        report = cluster_view(cluster_report(view), verdicts, notes)
+        text = render_text(report)
         print(text)
         (self.out / "cluster_report.txt").write_text(text + "\n")
-        (self.out / "cluster_report.html").write_text(cluster_html(report, verdicts, notes))
+        (self.out / "cluster_report.html").write_text(report_page(report))
         return 0 if all(v.ok for v in verdicts) else 1
 
 

@@ -42,7 +42,9 @@ from common.modes.pytorch import (
     launch,
     lesson_argv,
 )
-from common.render.text import render_table  # noqa: E402
+from common.render.html import report_page  # noqa: E402
+from common.render.sweep import sweep_report  # noqa: E402
+from common.render.text import render_markdown, render_text  # noqa: E402
 from common.workload import build_model, load_workload, make_input  # noqa: E402
 
 HIDDEN = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -226,122 +228,6 @@ def peak_flops(backend, device: int) -> tuple[float | None, str]:
     return (peaks.flops_per_s, f"{peaks.name} table: {peaks.source}") if peaks else (None, f"{soc} not in the table")
 
 
-def turning_points(points: list[dict], x: str) -> list[str]:
-    """Per series: the largest host-bound and the smallest compute-bound size along ``x``."""
-    lines = []
-    for series in sorted({p["series"] for p in points}):
-        row = sorted((p for p in points if p["series"] == series), key=lambda p: p[x])
-        host = [p[x] for p in row if p["bound"] == "host-bound"]
-        compute = [p[x] for p in row if p["bound"] == "compute-bound"]
-        undecided = [p[x] for p in row if p["bound"] == "undecided"]
-        near = (
-            f"; undecided at {x} {', '.join(map(str, undecided))} (its steps' Computing shares straddle "
-            f"{100 * step_bound.HOST_BOUND_BELOW:.0f}%: too noisy to call)"
-            if undecided
-            else ""
-        )
-        if host and compute:
-            lines.append(f"{series}: host-bound up to {x} {max(host)}, compute-bound from {x} {min(compute)}{near}")
-        elif host or compute:
-            kind = "host-bound" if host else "compute-bound"
-            lines.append(f"{series}: {kind} at every {x} decided ({row[0][x]}..{row[-1][x]}){near}")
-        else:
-            lines.append(f"{series}: no {x} decided{near}")
-    return lines
-
-
-def flops_notes(points: list[dict]) -> list[str]:
-    """Why a GFLOP/s figure is missing, a lower bound, or partly from the profile's shapes: never a silent 0."""
-    lines = []
-    shaped = sorted({op for p in points for op in p.get("flops_from_shapes") or []})
-    if shaped:
-        lines.append(
-            f"(s): includes the FLOPs of {', '.join(shaped)} from their profiled shapes (the bounds "
-            "table's work model): torch's FLOP counter has no formula for them"
-        )
-    missing = sorted({op for p in points for op in p.get("flops_missing") or []})
-    if missing:
-        lines.append(
-            f">= / N/A: not counted: {', '.join(missing)}: torch's FLOP counter has no formula for them "
-            "and their shapes give no work model"
-        )
-    if any(not p["flops"] and not p.get("flops_missing") for p in points):
-        lines.append(
-            "N/A: no FLOPs counted in this model's forward (no matmul, convolution, attention or RNN "
-            "layer): GFLOP/s does not apply"
-        )
-    return lines
-
-
-def render(points: list[dict], backend: str, x: str, peak: float | None, peak_source: str) -> str:
-    def gflops(p: dict) -> object:
-        value = p["gflops_per_s"]
-        if value is None:
-            return "N/A (no FLOPs, see below)" if not p["flops"] else "N/A (no Computing time)"
-        marks = (" (s)" if p.get("flops_from_shapes") else "") + (" (!)" if p["above_peak"] else "")
-        return (">= " if p.get("flops_missing") else "") + f"{value:,.1f}" + marks
-
-    sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
-    rows = [
-        [
-            *(p[s] for s in sizes),
-            p["step_us"],
-            p["computing_us"],
-            p["free_us"],
-            100 * p["computing_ratio"],
-            p["bound"],
-            gflops(p),
-        ]
-        for p in points
-    ]
-    peak_text = f"peak {peak / 1e9:,.1f} GFLOP/s ({peak_source})" if peak else f"no peak known ({peak_source})"
-    lines = [
-        f"Sweep ({backend}): the median of {ACTIVE} active steps per point; host-bound when Computing < "
-        f"{100 * step_bound.HOST_BOUND_BELOW:.0f}% of the step",
-        f"GFLOP/s = FLOPs per forward (torch's FLOP counter formulas) / Computing; {peak_text}",
-        render_table([*sizes, "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict", "GFLOP/s"], rows),
-        *flops_notes(points),
-        *turning_points(points, x),
-    ]
-    above = [p for p in points if p["above_peak"]]
-    if above:  # more work per second than the device can do: the figure is wrong, not the device fast
-        lines.append(
-            f"warning: (!) {len(above)} point(s) above the peak: Computing is shorter than the counted "
-            "FLOPs allow, so it misses time the work took (or the peak was measured under other load); "
-            "those GFLOP/s are not throughput"
-        )
-    return "\n".join(lines)
-
-
-def sweep_html(points: list[dict], text: str, info_line: str, x: str) -> str:
-    from common.render import html
-
-    series: dict[str, list[tuple[int, float]]] = {}
-    for p in points:
-        series.setdefault(p["series"], []).append((p[x], p["computing_ratio"]))
-    sizes = ["hidden", "batch"] if x == "hidden" else ["batch"]
-    table = [
-        [*(p[s] for s in sizes), p["step_us"], p["computing_us"], p["free_us"], 100 * p["computing_ratio"], p["bound"]]
-        for p in points
-    ]
-    return html.page(
-        "msprof lab: 04 sweep",
-        info_line,
-        [
-            html.section(
-                f"Computing share of the step vs {x}",
-                html.sweep_chart("sweep", series, step_bound.HOST_BOUND_BELOW, x_label=f"{x} size"),
-                note=" ".join(turning_points(points, x)),
-            ),
-            html.section(
-                "Points",
-                html.table([*sizes, "step(us)", "Computing(us)", "Free(us)", "Computing(%)", "verdict"], table),
-            ),
-            html.section("As printed", f"<pre>{html.esc(text)}</pre>"),
-        ],
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     lesson = Lesson("sweep", MODE_DIR, __doc__, output=False, prog="nox -s sweep --")  # + --workload, --threads
     lesson.parser.add_argument("--hidden", help=f"TinyMLP's hidden sizes (default {','.join(map(str, HIDDEN))})")
@@ -393,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     run.finish(completed=True)
     x_axis = "hidden" if mlp else "batch"
     name = backend.name if backend.is_npu else f"portable, {threads} CPU thread{'s' * (threads > 1)}"
-    text = render(points, f"{work.name}, {name}", x_axis, peak, peak_source)
-    print(text)
+    line = f"backend: {backend.name.upper()} | workload {work.name} | host {info['host']} | {info['start']}"
+    report = sweep_report(points, f"{work.name}, {name}", x_axis, peak, peak_source, ACTIVE, line)
+    print(render_text(report))
     doc = {
         "backend": backend.name,
         "threads": threads,
@@ -407,9 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         "points": points,
     }
     (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (out / "sweep.md").write_text(f"# 04 sweep\n\n```\n{text}\n```\n")
-    line = f"backend: {backend.name.upper()} | workload {work.name} | host {info['host']} | {info['start']}"
-    (out / "report.html").write_text(sweep_html(points, text, line, x_axis))
+    (out / "sweep.md").write_text(render_markdown(report))
+    (out / "report.html").write_text(report_page(report))
     print(f"(written to {out / 'sweep.json'}, {out / 'sweep.md'} and {out / 'report.html'})")
     return 0
 
