@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.analyze import checks
+from common.analyze import grouping
 from common.analyze.cross_mode import (
     MODES,
     PYACL_DEFAULT,
@@ -88,7 +88,7 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
             tasks,
             stats,
             variants=variants,
-            groups=checks.tasks_by_execute(tasks, info.get("measured_executes")) or [],
+            groups=grouping.tasks_by_execute(tasks, info.get("measured_executes")) or [],
         )
     datasets = find_datasets(folder)
     if spec.key == "04":
@@ -103,9 +103,9 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
             tasks,
             [s for ds in datasets for s in ds.op_statistic],
             steps,
-            records=checks.records_by_step(tasks),
+            records=grouping.records_by_step(tasks),
             output=read_output(folder / "output.npy"),
-            groups=checks.tasks_by_step(tasks),
+            groups=grouping.tasks_by_step(tasks),
         )
     tasks = [t for ds in datasets for t in ds.tasks]
     forwards = info.get("forwards") if spec.key == "01" else info.get("measured_launches")
@@ -114,7 +114,7 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
     if spec.key == "01":
         # Forward time is the time inside the measured forwards' ranges, as 04's is its active steps: what the
         # process did outside them (building the model, its input) and the warm-up forwards are not forward time.
-        stats = checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats
+        stats = grouping.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats
     return ModeRun(
         spec,
         folder,
@@ -122,9 +122,9 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         forwards,
         tasks,
         stats,
-        records=checks.records_in(tasks, windows) if spec.key == "01" else [],
+        records=grouping.records_in(tasks, windows) if spec.key == "01" else [],
         output=read_output(folder / "output.npy") if spec.key == "01" else None,
-        groups=checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [],
+        groups=grouping.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [],
     )
 
 

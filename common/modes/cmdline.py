@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from common.analyze import grouping
 from common.collect import launcher, runlogs
 from common.collect.npu_commands import msprof_argv
 from common.errors import LabError
@@ -70,15 +71,15 @@ def check_run(run, own_model: bool, datasets: list) -> list:
             # msprof saw every forward the program ran (warm-up too): each holds what the first one holds.
             # Set-up (build_model, make_input) runs outside the ranges and is not compared.
             checks.check_same_records(
-                checks.records_in(tasks, windows), forwards, f"01, {forwards} forwards", warmup=WARMUP_FORWARDS
+                grouping.records_in(tasks, windows), forwards, f"01, {forwards} forwards", warmup=WARMUP_FORWARDS
             ),
             # Which family dominates is a statement about the model: only the workload can declare it. Judged on
             # the measured forwards (the first calls of an op pay one-off costs that are not the model's).
             checks.check_declared_top_family(
-                checks.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats_of(datasets),
+                grouping.measured_forward_stats(tasks, windows, WARMUP_FORWARDS) or stats_of(datasets),
                 expected,
                 "01",
-                checks.measured_forward_groups(tasks, windows, WARMUP_FORWARDS),
+                grouping.measured_forward_groups(tasks, windows, WARMUP_FORWARDS),
             ),
             checks.check_output_file(read_output(run.out / "output.npy"), "01", expected, run.npu),
         ]
@@ -146,12 +147,11 @@ def main(argv: list[str] | None = None) -> int:
 def forward_disturbance(datasets: list) -> str | None:
     """A 'disturbed' line when the measured forwards' op times vary widely: they run the same ops on the same
     input, so the spread is the machine's (another program, a stall), and the figures of this run say less."""
-    from common.analyze import checks
     from common.collect.calibrate import step_disturbance
     from common.formats.datasets import forward_windows, tasks_of
     from common.workload import MEASURED_FORWARDS
 
-    groups = checks.measured_forward_groups(tasks_of(datasets), forward_windows(datasets), WARMUP_FORWARDS)
+    groups = grouping.measured_forward_groups(tasks_of(datasets), forward_windows(datasets), WARMUP_FORWARDS)
     return step_disturbance(
         [sum(t.duration_us for t in g) for g in groups], f"the {MEASURED_FORWARDS} measured forwards' op times"
     )

@@ -1,6 +1,7 @@
-"""Run a command of the lab with common/analyze/ fenced off from files and models (tests/unit/test_analyze_is_pure.py).
+"""Run a command of the lab with common/analyze/ and common/render/ fenced off from files and models
+(tests/unit/test_analyze_is_pure.py): they take records, the layers below read them.
 
-Every module of common/analyze/ is imported first and each function it defines (module-level, and the methods of
+Every module of common/analyze/ and common/render/ is imported first and each function it defines (module-level, and the methods of
 its classes) wrapped: while one runs, opening, listing or stat-ing a path, connecting to a database, starting a
 program or calling a torch module raises ``Touched`` — whatever the call went through (a lazy property of an
 object handed in, a helper of formats/). Only then is the rest of the lab imported, so every caller binds the
@@ -25,8 +26,10 @@ import sys
 import threading
 
 import common.analyze
+import common.render
 
-INSIDE = threading.local()  # the analyze function running now, outermost first
+INSIDE = threading.local()  # the fenced function running now, outermost first
+FENCED = (common.analyze, common.render)
 
 
 class Touched(BaseException):  # not an Exception: no `except Exception` in the lab may swallow it
@@ -58,10 +61,11 @@ def _guard(call, what: str):
 
 
 def fence_analyze() -> int:
-    """Wrap every function common/analyze/ defines; their count."""
+    """Wrap every function common/analyze/ and common/render/ define; their count."""
     wrapped = 0
-    for info in pkgutil.walk_packages(common.analyze.__path__, "common.analyze."):
-        module = importlib.import_module(info.name)
+    names = [info.name for package in FENCED for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+    for name in names:
+        module = importlib.import_module(name)
         for attr, value in list(vars(module).items()):
             if inspect.isfunction(value) and value.__module__ == module.__name__:
                 setattr(module, attr, _fenced(value, f"{module.__name__}.{attr}"))
@@ -109,7 +113,7 @@ def main(argv: list[str]) -> int:
     from common.errors import LabError
 
     fence_models()
-    print(f"analyze_guard: {count} functions of common/analyze/ fenced", file=sys.stderr)
+    print(f"analyze_guard: {count} functions of common/analyze/ and common/render/ fenced", file=sys.stderr)
     try:
         return lab(argv)
     except Touched as touched:

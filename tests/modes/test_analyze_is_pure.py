@@ -1,8 +1,8 @@
-"""common/analyze/ computes on records: no function of it opens, lists or stats a file, connects to a database,
-starts a program or runs a model. Tested by behaviour: tests/apps/analyze_guard.py fences every function of
-common/analyze/ and runs a command of the lab as a user does; a touch anywhere below an analyze function, through
-whatever it was handed, ends the command with ``TOUCHED: <function>: <call>`` (exit 99). The harness reads what
-the analysis needs, and computes the model's reference, before it calls it.
+"""common/analyze/ computes on records and common/render/ lays them out: no function of either opens, lists or stats
+a file, connects to a database, starts a program or runs a model. Tested by behaviour: tests/apps/analyze_guard.py
+fences every function of both and runs a command of the lab as a user does; a touch anywhere below a fenced
+function, through whatever it was handed, ends the command with ``TOUCHED: <function>: <call>`` (exit 99). The
+harness reads what the analysis and the report need, and computes the model's reference, before it calls them.
 
 Here: report, advise and cluster on the real NPU captures, and modes 01, 04 and DDP run in process (their lessons
 are programs of their own). tests/modes/test_agree.py runs agree and compare so, on its run of the four modes.
@@ -36,7 +36,7 @@ def guarded(*args: str, cwd: Path | None = None, **env: str) -> subprocess.Compl
 def assert_untouched(proc: subprocess.CompletedProcess) -> None:
     touched = [line for line in proc.stdout.splitlines() if line.startswith("TOUCHED:")]
     assert not touched, touched
-    assert "functions of common/analyze/ fenced" in proc.stderr  # the fence was up
+    assert "functions of common/analyze/ and common/render/ fenced" in proc.stderr  # the fence was up
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
 
 

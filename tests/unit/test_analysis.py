@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.analyze import checks, families
+from common.analyze import checks, families, grouping
 from common.analyze.bounds import step as step_bound
 from common.formats.intervals import gaps, merge, union_us
 from common.formats.records import OpStat, StepTime, Task
@@ -45,18 +45,18 @@ def test_every_forward_is_compared_with_the_first_the_tool_recorded() -> None:
     ops = ["aten::addmm", "aten::gelu", "aten::addmm"]
     tasks = _forward(0, ops) + _forward(10, ops) + _forward(20, ops)
     windows = [(0, 10), (10, 20), (20, 30)]
-    same = checks.check_same_records(checks.records_in(tasks, windows), 3, "t")
+    same = checks.check_same_records(grouping.records_in(tasks, windows), 3, "t")
     assert same.ok and "3 forwards, each 3 ops (matmul 2, activation 1)" in same.detail
     # the third forward runs two more ops (noise from the 3rd call on): extra ops fail, named with their family
     noisy = tasks[:6] + _forward(20, [*ops, "aten::randn_like", "aten::add"])
-    bad = checks.check_same_records(checks.records_in(noisy, windows), 3, "t")
+    bad = checks.check_same_records(grouping.records_in(noisy, windows), 3, "t")
     assert not bad.ok and "forward 3: extra aten::add x1 (elementwise), aten::randn_like x1 (init)" in bad.detail
     # an op missing from a forward fails the same way
-    short = checks.check_same_records(checks.records_in(tasks[:-1], windows), 3, "t")
+    short = checks.check_same_records(grouping.records_in(tasks[:-1], windows), 3, "t")
     assert not short.ok and "missing aten::addmm x1 (matmul)" in short.detail
     # so does a forward too many or too few, and a first forward with nothing in it
-    assert not checks.check_same_records(checks.records_in(tasks, windows[:2]), 3, "t").ok
-    assert not checks.check_same_records(checks.records_in(tasks, [(40, 50)] * 3), 3, "t").ok
+    assert not checks.check_same_records(grouping.records_in(tasks, windows[:2]), 3, "t").ok
+    assert not checks.check_same_records(grouping.records_in(tasks, [(40, 50)] * 3), 3, "t").ok
     assert not checks.check_same_records([], None, "t").ok
 
 
@@ -65,7 +65,7 @@ def test_warm_up_forwards_may_differ_and_are_said() -> None:
     ops = ["aten::addmm", "aten::gelu"]
     first = _forward(0, [*ops, "TransData"])  # one-off work in the first warm-up forward
     tasks = first + _forward(10, ops) + _forward(20, ops) + _forward(30, ops)
-    records = checks.records_in(tasks, [(0, 10), (10, 20), (20, 30), (30, 40)])
+    records = grouping.records_in(tasks, [(0, 10), (10, 20), (20, 30), (30, 40)])
     verdict = checks.check_same_records(records, 4, "t", warmup=1)
     assert (
         verdict.ok and "each 2 ops (activation 1, matmul 1) as the first measured (after 1 warm-up)" in verdict.detail
@@ -79,7 +79,7 @@ def test_warm_up_forwards_may_differ_and_are_said() -> None:
 
 def test_steps_are_grouped_by_step_id() -> None:
     tasks = [_task("aten::mm", i, 1, step) for i, step in enumerate([None, 2, 2, 3, 3])]
-    assert [sum(r.values()) for r in checks.records_by_step(tasks)] == [2, 2]  # a warm-up step has no Step Id
+    assert [sum(r.values()) for r in grouping.records_by_step(tasks)] == [2, 2]  # a warm-up step has no Step Id
 
 
 def test_top_family_excludes_init() -> None:

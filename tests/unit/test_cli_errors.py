@@ -121,7 +121,7 @@ def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
 
 
 def test_a_wide_step_table_wraps_its_headers_and_keeps_every_value() -> None:
-    from common.modes.reports import STEP_HEADER
+    from common.render.directory import STEP_HEADER
 
     row = [
         50,

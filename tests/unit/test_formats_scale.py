@@ -11,7 +11,7 @@ from helpers import dir_report
 
 from common.analyze import families
 from common.bench import generate
-from common.modes import reports
+from common.render import directory
 from common.formats import chrome_trace, datasets, readers, schema, table, writers
 from common.formats.datasets import find_datasets
 from common.formats.overlap import overlap_step_times
@@ -140,7 +140,7 @@ def test_whole_trace_row_without_profiler_steps() -> None:
 
 def test_report_at_scale_stays_aggregate(sliced: Path, monkeypatch) -> None:
     monkeypatch.setattr(datasets, "TASK_RECORDS_MAX", 100)
-    monkeypatch.setattr(reports, "TASK_RECORDS_MAX", 100)
+    monkeypatch.setattr(directory, "TASK_RECORDS_MAX", 100)
     text, *_ = dir_report(sliced)
     assert "skipped: 2,500 tasks" in text
     assert len(text.splitlines()) < 60  # top-N tables and families, never a row per task

@@ -26,7 +26,7 @@ from common.analyze.slow_rank import collective_arrivals
 from common.formats.cluster import load_cluster
 from common.formats.export_facts import integrity_facts
 from common.formats.communication import rank_collectives
-from common.modes.reports import memory_summary
+from common.render.directory import memory_summary
 from common.formats.datasets import find_datasets
 
 NPU = FIXTURES / "npu"

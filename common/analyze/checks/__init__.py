@@ -38,18 +38,7 @@ from common.analyze.checks.kernel import (
     workload_not_profiled,
 )
 from common.analyze.checks.ranks import check_collectives, check_params, check_slow_rank
-from common.analyze.checks.records import (
-    check_family_presence,
-    check_kernel_per_launch,
-    check_same_records,
-    measured_forward_groups,
-    measured_forward_stats,
-    records_by_step,
-    records_in,
-    tasks_by_execute,
-    tasks_by_step,
-    tasks_in,
-)
+from common.analyze.checks.records import check_family_presence, check_kernel_per_launch, check_same_records
 from common.analyze.checks.timing import (
     check_declared_top_family,
     check_regressions,
@@ -104,15 +93,8 @@ __all__ = [
     "check_variant_outputs",
     "compare_step_tables",
     "integrity_verdicts",
-    "measured_forward_groups",
-    "measured_forward_stats",
     "not_applicable",
     "output_tolerance",
     "per_call_medians",
-    "records_by_step",
-    "records_in",
-    "tasks_by_execute",
-    "tasks_by_step",
-    "tasks_in",
     "workload_not_profiled",
 ]

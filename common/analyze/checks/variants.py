@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from common.analyze.checks.outputs import check_output
-from common.analyze.checks.records import tasks_by_execute
+from common.analyze.grouping import tasks_by_execute
 from common.analyze.checks.timing import check_top_family
 from common.analyze.families import family_share
 from common.formats.engine import np

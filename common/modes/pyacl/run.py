@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 
-from common.analyze import checks
+from common.analyze import checks, grouping
 from common.analyze.checks import variants as variants_checks
 from common.collect.flop_count import count_flops
 from common.modes.report_files import own_integrity, write_own_report
@@ -97,7 +97,7 @@ def execute_disturbance(results: dict[str, VariantResult]) -> list[str]:
 
     out = []
     for name, result in results.items():
-        groups = checks.tasks_by_execute(result.tasks, MEASURED) or []
+        groups = grouping.tasks_by_execute(result.tasks, MEASURED) or []
         line = step_disturbance(
             [sum(t.duration_us for t in g) for g in groups], f"{name}: the {MEASURED} measured executes' op times"
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.analyze import checks
+from common.analyze import checks, grouping
 from common.analyze.slow_rank import collective_arrivals, find_slow_rank, rank_summaries
 from common.formats.cluster import load_cluster
 from common.formats.communication import rank_collectives
@@ -38,7 +38,7 @@ def check_run(view, statuses: dict[int, dict], plan, work) -> list:
     firsts = {}
     for p in view.ranks:
         compute = [t for t in p.dataset.tasks if t.task_type != "COMMUNICATION"]
-        records = checks.records_by_step(compute)
+        records = grouping.records_by_step(compute)
         firsts[p.rank] = records[0] if records else None
         verdicts.append(
             checks.check_same_records(records, ACTIVE, f"rank {p.rank}, {ACTIVE} training steps", "training step")

@@ -22,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from common.analyze import grouping
 from common.errors import LabError
 
 CONFIG_FILE = "profiler_config.json"
@@ -228,7 +229,7 @@ def check_run(run) -> list:
         checks.check_files(
             file_rows(datasets, ["kernel_details", "op_statistic", "step_trace_time", "trace_view"]), "04 dynamic"
         ),
-        checks.check_same_records(checks.records_by_step(tasks), DYNAMIC_ACTIVE, where, "training step"),
+        checks.check_same_records(grouping.records_by_step(tasks), DYNAMIC_ACTIVE, where, "training step"),
         checks.check_sum_vs_computing(tasks, steps, "04 dynamic"),
     ]
 

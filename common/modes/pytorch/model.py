@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.analyze import grouping
 from common.modes.pytorch import (
     ACTIVE,
     MODE_DIR,
@@ -98,7 +99,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
 
     where = f"04, {ACTIVE} active steps"
     datasets = run.datasets(kind="torch_npu")
-    records = checks.records_by_step(tasks_of(datasets))  # warm-up steps have no Step Id
+    records = grouping.records_by_step(tasks_of(datasets))  # warm-up steps have no Step Id
     tasks = [t for t in tasks_of(datasets) if t.step_id is not None]
     steps = [s for ds in datasets for s in ds.steps]
     verdicts = [
@@ -108,7 +109,7 @@ def check_run(run, train: bool, losses: tuple[list[float], list[float]] | None) 
         checks.check_same_records(records, ACTIVE, where, "training step" if train else "step"),
     ]
     expected = run.workload.expected(fp32=False)  # the model runs here, if at all, never in the checks
-    by_step = checks.tasks_by_step(tasks)
+    by_step = grouping.tasks_by_step(tasks)
     verdicts += [
         checks.check_declared_top_family(stats_of(datasets), expected, "04", by_step, "step", training=train),
         checks.check_sum_vs_computing(tasks, steps, "04"),
