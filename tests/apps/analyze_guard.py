@@ -63,7 +63,9 @@ def _guard(call, what: str):
 def fence_analyze() -> int:
     """Wrap every function common/analyze/ and common/render/ define; their count."""
     wrapped = 0
-    names = [info.name for package in FENCED for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+    names = [
+        info.name for package in FENCED for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+    ]
     for name in names:
         module = importlib.import_module(name)
         for attr, value in list(vars(module).items()):

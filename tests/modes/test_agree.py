@@ -323,7 +323,9 @@ def test_agree_and_compare_hand_the_analysis_records(repo: Path, agreed, tmp_pat
     out = repo / "04_pyTorch" / "prof_out"
     for args in (["agree", "--out", str(tmp_path / "agree_out")], ["compare", str(out), str(out)]):
         proc = _sh(repo, sys.executable, str(guard), *args)
-        assert "functions of common/analyze/ and common/render/ fenced" in proc.stderr and "TOUCHED" not in proc.stdout, proc.stdout[-800:]
+        assert (
+            "functions of common/analyze/ and common/render/ fenced" in proc.stderr and "TOUCHED" not in proc.stdout
+        ), proc.stdout[-800:]
         want = agreed.returncode if args[0] == "agree" else 0  # the verdicts of the unfenced run: the same exit
         assert proc.returncode == want, proc.stderr[-800:]
 
