@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common.errors import LabError
 from common.formats.engine import np
 from common.workload import flatten_output
 
@@ -45,3 +46,19 @@ def save_output(path: Path, output) -> Path:
         return Path(path)
     np.savez(Path(path).with_suffix(".npz"), *arrays)
     return Path(path).with_suffix(".npz")
+
+
+def numbered_output_paths(output_npy: Path, count: int) -> list[Path]:
+    """Where a program that saves each output as its own file puts output i (03's infer.py): output.npy, then
+    output_1.npy, output_2.npy ..."""
+    return [output_npy] + [output_npy.with_name(f"{output_npy.stem}_{i}.npy") for i in range(1, count)]
+
+
+def read_numbered_outputs(output_npy: Path, count: int, writer: str) -> list[numpy.ndarray]:
+    """The ``count`` outputs saved as :func:`numbered_output_paths` names them; one error line naming those
+    ``writer`` did not save."""
+    paths = numbered_output_paths(output_npy, count)
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise LabError(f"{writer} saved no {', '.join(missing)} in {output_npy.parent}", "read its messages above")
+    return [np.load(p) for p in paths]

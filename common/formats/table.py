@@ -430,3 +430,11 @@ def finite_number(value: object, path: Path, where: str, fix: str) -> float:
     if not math.isfinite(number):
         raise LabError(f"{path}: {where} is {value!r}, not a number", fix)
     return number
+
+
+def rows_or_error(path: Path | str, required: list[str], writer: str) -> int | str:
+    """How many rows ``path`` holds, read as :func:`read_table` reads it, or ``error: <why>`` when it cannot be."""
+    try:
+        return len(read_table(path, required, writer))
+    except LabError as err:
+        return f"error: {err}"

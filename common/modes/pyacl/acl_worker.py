@@ -5,7 +5,7 @@ that profiles itself with acl.prof (``--out <dir>``); ``python -m common precisi
 ``--acl-config`` for the ACL dump. On the portable backend it runs the variant's model under ONNX Runtime's
 profiler (``--onnx <file>``). Each time it is fed the arrays the lab saved (one per model input, in
 the variant's dtype) and saves every output for the accuracy check. ``lesson_argv`` builds those commands;
-``read_outputs`` reads what the lesson saved and checks it.
+``read_outputs`` has what the lesson saved read (common.formats.outputs) and checks its dtypes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from common.collect import launcher, msprof_layout, runlogs
 from common.errors import LabError
+from common.formats.outputs import read_numbered_outputs
 from common.formats.records import Task
 from common.modes import lesson_file
 from common.modes.pyacl.variants import BUILD, MEASURED, WARMUP, Variant
@@ -60,20 +61,9 @@ def save_inputs(path: Path, feeds: list[np.ndarray]) -> Path:
     return path
 
 
-def output_paths(output_npy: Path, count: int) -> list[Path]:
-    """Where the lesson saves output i: output.npy, then output_1.npy, output_2.npy ..."""
-    return [output_npy] + [output_npy.with_name(f"{output_npy.stem}_{i}.npy") for i in range(1, count)]
-
-
 def read_outputs(variant: Variant, model: Path, output_npy: Path, count: int) -> list[np.ndarray]:
     """Every output the lesson saved; floating-point ones must come back in the variant's IO dtype."""
-    paths = output_paths(output_npy, count)
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        raise LabError(
-            f"the lesson infer.py saved no {', '.join(missing)} in {output_npy.parent}", "read its messages above"
-        )
-    outputs = [np.load(p) for p in paths]
+    outputs = read_numbered_outputs(output_npy, count, "the lesson infer.py")
     for i, out in enumerate(outputs):
         if np.issubdtype(out.dtype, np.floating) and out.dtype != variant.numpy_io_dtype:
             raise LabError(

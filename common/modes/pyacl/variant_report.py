@@ -10,24 +10,20 @@ from common.analyze.variants import VariantResult
 from common.modes.pyacl.variants import MEASURED
 
 from common.analyze import checks
-from common.errors import LabError
 from common.formats import schema
-from common.formats.table import read_table
+from common.formats.table import rows_or_error
 from common.verdict import Verdict
 
 
 def file_verdict(name: str, files: dict[str, Path], npu: bool) -> Verdict:
-    """Variant ``name``'s op_summary and op_statistic read with the columns msprof writes (all of them, on portable)
-    and judged (common.analyze.checks.check_variant_files)."""
+    """Variant ``name``'s op_summary and op_statistic: the columns msprof writes (all of them, on portable), their
+    rows counted (common.formats.table) and judged (common.analyze.checks.check_variant_files)."""
     npu_columns = ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
     required = {"op_summary": npu_columns if npu else schema.OP_SUMMARY, "op_statistic": schema.OP_STATISTIC}
-    found = []
-    for kind, columns in required.items():
-        try:
-            rows: int | str = len(read_table(files[kind], columns, "msprof / this mode"))
-        except LabError as err:
-            rows = f"error: {err}"
-        found.append((files[kind].name, len(columns), rows))
+    found = [
+        (files[kind].name, len(columns), rows_or_error(files[kind], columns, "msprof / this mode"))
+        for kind, columns in required.items()
+    ]
     return checks.check_variant_files(name, found)
 
 
