@@ -16,7 +16,7 @@ import pytest
 from common.analyze.bounds.op import Peaks
 from common.analyze.bounds.kernel import KernelFacts, classify_kernel
 from common.modes.ascendc import pyasc_twin
-from common.modes.ascendc.add_profile import pyasc_twin_verdict
+from common.modes.ascendc.pyasc_profile import pyasc_twin_verdict
 from common.modes.ascendc.pyasc_profile import twin_env
 
 from helpers import ROOT, lab_env

@@ -6,10 +6,11 @@ builds the project (``build_kernel``: RUN_MODE npu against CANN, portable agains
 headers in ``twin/``), launches the host program or ``add_pyasc.py`` (with the pyasc stand-in in
 ``pyasc_twin/`` where pyasc is missing) as programs, under msprof / msprof op on an NPU, and reads
 what they and the profilers wrote: on the portable backend the stand-ins' per-block timers, which
-``twin_profile`` turns into msprof's layout. ``add_profile`` runs it and hands what was written to the layers
-(``common.analyze.checks.kernel`` judges, ``common.formats.msprof_op`` reads msprof op's files,
-``common.render.kernel`` lays out the tables); ``kernel_report`` holds what the mode knows of its kernels (the lines
-its programs print, the bytes an Add moves, the 910B3 estimate); ``pyasc_profile`` the pyasc kernel's commands.
+``twin_profile`` turns into msprof's layout. ``add_profile`` runs the C++ kernel and ``pyasc_profile`` the pyasc one
+(what both share: ``kernel_run``), and hand what was written to the layers (``common.analyze.checks.kernel``
+judges, ``common.formats.msprof_op`` reads msprof op's files, ``common.render.kernel`` lays out the tables);
+``kernel_report`` holds what the mode knows of its kernels (the lines its programs print, the bytes an Add moves,
+the 910B3 estimate).
 
     python -m common.modes.ascendc build [--device N]      # what 02_api_AscendC/build.sh runs
     python -m common.modes.ascendc run --device N [...]    # what 02_api_AscendC/run.sh runs

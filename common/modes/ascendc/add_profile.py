@@ -4,50 +4,48 @@
 or, without CANN, against the portable twin of the AscendC API (``build.sh``). ``run``: the host
 program, 3 warm-up and 20 measured launches, each verified by the program itself, under msprof and
 msprof op on an NPU or with the twin's own timers elsewhere; then the checks, the per-pipe table, the
-bound pipe and the bottleneck class (``run.sh``). ``run --kernel pyasc``: the same for ``add_pyasc.py``.
+bound pipe and the bottleneck class (``run.sh``). ``run --kernel pyasc``: the same for ``add_pyasc.py``
+(common.modes.ascendc.pyasc_profile).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-import sys
 from pathlib import Path
 
-from common.analyze.bounds.op import device_peaks
 from common.analyze import checks
-from common.analyze.bounds.kernel import classify_kernel
-from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
-from common.modes.report_files import write_report_files
-from common.collect import launcher, runlogs
+from common.analyze.bounds.kernel import pipe_ratios
+from common.backend import Backend, parse_device_id
+from common.collect import runlogs
+from common.collect.calibrate import step_disturbance
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_argv, msprof_op_argv
+from common.collect.profiling import Profiler, read_run_tasks, task_time_median
 from common.errors import LabError
 from common.formats import readers
+from common.formats.msprof_op import read_msprof_op_pipes
 from common.formats.records import Task
-from common.modes.ascendc import MODE, MODE_DIR
-from common.modes.ascendc.build_kernel import BINARY_NAME, BUILD_DIR, build, read_build_info, usable_build
-from common.modes.ascendc.build_kernel import choose_run_mode  # noqa: F401  (the RUN_MODE allow-list, also here)
-from common.analyze.bounds.kernel import PIPE_ROLE, PIPES, pipe_ratios
-from common.formats.msprof_op import read_msprof_op_pipes, read_simulator_cores
-from common.modes.ascendc.kernel_report import (
-    KERNEL,
-    kernel_facts,
-    kernel_table,
-    kernel_tasks,
-    read_sizes,
-    read_verified,
-)
-from common.render.kernel import render_simulator
 from common.formats.twin_timings import parse_twin_timings
+from common.modes.ascendc import MODE, MODE_DIR
+from common.modes.ascendc.build_kernel import (
+    BINARY_NAME,
+    BUILD_DIR,
+    build,
+    choose_run_mode,  # noqa: F401  (the RUN_MODE allow-list, also here)
+    read_build_info,
+    usable_build,
+)
+from common.modes.ascendc.kernel_report import KERNEL, kernel_tasks, read_sizes, read_verified
+from common.modes.ascendc.kernel_run import (
+    MEASURED_LAUNCHES,
+    WARMUP_LAUNCHES,
+    check_launch_count,
+    kernel_answer,
+    run_binary,
+)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, twin_tasks, write_portable_profile
-from common.collect.calibrate import step_disturbance
-from common.collect.profiling import Profiler, read_run_tasks, task_time_median
-from common.render.report import Report, Section
-from common.render.text import render_text
 from common.verdict import Verdict
 
-WARMUP_LAUNCHES = 3  # first launches pay for page faults, thread start-up, instruction cache misses
-MEASURED_LAUNCHES = 20
 TWIN_TIMINGS = "twin_timings.csv"  # the twin's per-block pipe timers, in prof_out/
 TWIN = Backend("portable", "the AscendC twin: the kernel runs on the host CPU")
 
@@ -120,36 +118,10 @@ def profile_twin(run, binary: Path) -> tuple[int, str]:
     )
 
 
-def run_binary(
-    argv: list[str],
-    child_env: dict[str, str] | None = None,
-    timeout_s: float | None = None,
-    stderr_log: Path | None = None,
-) -> tuple[int, str]:
-    """Run the host program; its output is shown as it is (verification lines included), its stderr also
-    kept in ``stderr_log`` (prof_out/logs/, for after a failure)."""
-    run = launcher.run_command(argv, child_env, timeout_s, capture=True, stderr_log=stderr_log)
-    sys.stdout.write(run.output)
-    if not run.ok:
-        print(f"{Path(argv[0]).name} {run.describe}", file=sys.stderr)
-    run.raise_if_stopped()  # Ctrl-C / SIGTERM: the program is stopped, the run ends here, marked incomplete
-    return run.lab_exit_code, run.output
-
-
 # --- 2. check: the programs' own lines parsed here, judged by common.analyze.checks.kernel -------------------
 def verification_verdict(returncode: int, stdout: str) -> Verdict:
     """The host program's own 'verified:' line covers every element of the sizes it printed."""
     return checks.check_host_verified(returncode, read_sizes(stdout), read_verified(stdout)[0])
-
-
-def pyasc_twin_verdict(returncode: int, stdout: str, launches: int) -> Verdict:
-    """add_pyasc.py's own ``verified:`` line covers every element of the sizes it printed, in every launch."""
-    verified, line = read_verified(stdout)
-    return checks.check_pyasc_verified(returncode, read_sizes(stdout), verified, line, launches)
-
-
-def check_launch_count(tasks: list[Task], where: str, kernel: str = KERNEL) -> Verdict:
-    return checks.check_launch_count(tasks, where, kernel, WARMUP_LAUNCHES, MEASURED_LAUNCHES)
 
 
 # --- 3. read -------------------------------------------------------------------------------------
@@ -177,42 +149,6 @@ def profile_twin_in_process(run, binary: Path) -> KernelRun:
     return KernelRun(verified, tasks, summary.name, sizes, median)
 
 
-# --- 4. interpret: kernel_report.kernel_table (per-pipe table, bound pipe, how to read it) -------
-def kernel_answer(
-    tasks: list[Task],
-    sizes: dict[str, int],
-    where: str,
-    kernel: str,
-    median_us: float,
-    concurrent_blocks: int,
-    backend_name: str,
-) -> tuple[Verdict, str]:
-    """The kernel's one answer: its pipe table (the evidence) and its bottleneck class (common.analyze.bounds.kernel)
-    as one text, kept in report.md and report.html as in the terminal, and the check that a class was decided."""
-    text = kernel_table(tasks, backend_name, where, sizes, kernel=kernel)
-    verdict = report_verdict(tasks, sizes, kernel, median_us, concurrent_blocks, backend_name)
-    return verdict[0], "\n".join([text, *verdict[1]])
-
-
-def report_verdict(
-    tasks: list[Task], sizes: dict[str, int], kernel: str, median_us: float, concurrent_blocks: int, backend_name: str
-) -> tuple[Verdict, list[str]]:
-    """The kernel's bottleneck class (common.analyze.bounds.kernel), its lines, and the check that one was decided."""
-    peaks = kernel_peaks(backend_name)
-    verdict = classify_kernel(kernel_facts(tasks, sizes, kernel, median_us, concurrent_blocks), peaks)
-    return checks.check_bottleneck_stated(verdict, median_us), verdict.lines()
-
-
-def kernel_peaks(backend_name: str):
-    """NPU: the SoC table's bandwidth (estimates); portable: this machine's calibrated copy bandwidth."""
-    if backend_name == "npu":
-        soc = os.environ.get("SOC_VERSION") or (read_build_info().get("soc_version") or "")
-        return device_peaks(soc) if soc else None
-    from common.collect.calibrate import calibrate
-
-    return calibrate()
-
-
 def where_run(out: Path, summary_name: str) -> str:
     """The PROF_* folder under ``out`` that holds the op_summary file ``summary_name``."""
     found = sorted(out.glob(f"PROF_*/mindstudio_profiler_output/{summary_name}"))
@@ -222,113 +158,6 @@ def where_run(out: Path, summary_name: str) -> str:
             "re-run: the export was moved or removed during the run",
         )
     return found[-1].parent.parent.name
-
-
-def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], str]:
-    """``add_pyasc.py`` as its own program under ``msprof op`` (board, ``-r NPU``) or ``msprof op simulator``
-    (``-r Model -v <soc>``); the program verifies its own result and prints a ``verified:`` line.
-    Returns the checks and the report's text (msprof op's pipe ratios, or the simulator's per-core table)."""
-    from common.backend import find_cann_home
-    from common.modes.ascendc.pyasc_profile import pyasc_msprof_argv, simulator_env
-
-    argv = pyasc_msprof_argv(run.backend.tools["msprof"], run.out, run.device, simulator_soc)
-    env = simulator_env(run.child_env, simulator_soc, find_cann_home()) if simulator_soc else run.child_env
-    print("$ " + " ".join(argv))
-    code, stdout = run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
-    verdicts = [checks.check_npu_verified(code, read_verified(stdout)[0])]
-    if simulator_soc:  # per-core instruction and code-line data; no PMU ratios in the simulator
-        cores = read_simulator_cores(run.out)
-        verdicts.append(checks.check_simulator_cores(code, cores))
-        return verdicts, f"msprof op simulator, {simulator_soc}, one launch of add_kernel:\n" + render_simulator(cores)
-    pipes = read_msprof_op_pipes(run.out)  # the C++ kernel's reader: OPPROF_*/PipeUtilization*.csv
-    verdicts += [
-        checks.check_msprof_op(code, pipes, "the metrics_prof region (KernelScale)"),
-        checks.check_bound(pipes or dict.fromkeys(PIPES)),
-    ]
-    body = (
-        "msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
-        + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
-        if pipes
-        else "msprof op wrote no PipeUtilization.csv"
-    )
-    return verdicts, body
-
-
-def report_msprof_op_only(run, verdicts: list[Verdict], body: str) -> int:
-    """The report when msprof op's OPPROF_* folder is all there is: what it measured and the checks, printed
-    and saved as report.md and report.html. The lab's directory report reads PROF_* / torch_npu exports, which
-    msprof op does not write."""
-    report = Report(
-        f"msprof lab report: {run.out}",
-        [Section("msprof op", lines=body.splitlines(), preformatted=True), Section("Checks", verdicts=verdicts)],
-    )
-    print(render_text(report))
-    print(*write_report_files(run.out, report), sep="\n")
-    failed = [v.name for v in verdicts if not v.ok]
-    run.record(verdicts_passed=not failed, failed_checks=failed)
-    return 1 if failed else 0
-
-
-def check_pyasc_npu(backend, args) -> dict:
-    """npu backend: the SoC msprof op's reader knows (Atlas A2/A3), checked before prof_out is replaced."""
-    soc = args.simulator or soc_version(backend, parse_device_id(args.device))
-    if not is_atlas_a2_a3(soc):
-        raise LabError(
-            f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id, core*.veccore*); "
-            f"{'--simulator ' if args.simulator else 'the device is '}{soc}, whose msprof op output differs",
-            "use --simulator Ascend910B1 (any Atlas A2/A3 simulator), or the portable twin",
-        )
-    return {"run_mode": "pyasc-simulator" if args.simulator else "pyasc", "soc_version": soc}
-
-
-def run_pyasc(lesson, args) -> int:
-    """``--kernel pyasc``: add_pyasc.py's kernel, verified, profiled (msprof op on the npu backend, the twin's
-    timers elsewhere) and, where per-launch rows exist, classified."""
-    from common.modes.ascendc.pyasc_profile import LESSON_FILE, PYASC_KERNEL, run_twin, twin_env
-
-    def check(backend) -> dict:
-        if backend.is_npu:
-            return {**check_pyasc_npu(backend, args), "pyasc_lesson": str(LESSON_FILE)}
-        if args.simulator:
-            raise LabError(
-                "--simulator runs msprof op simulator, which needs CANN (the npu backend)",
-                "drop --simulator to run the kernel on the pyasc twin",
-            )
-        twin_env(Path("unused"))  # a real pyasc without an NPU is refused here, before prof_out is replaced
-        return {"run_mode": "pyasc-twin", "pyasc_lesson": str(LESSON_FILE)}
-
-    def run_lesson(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-        print("$ " + " ".join(argv))
-        return run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
-
-    run = lesson.start(
-        args=args, check=check, warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="pyasc"
-    )
-    verdicts, finished, body, answer = [checks.workload_not_profiled(run.info["workload"]["name"])], False, None, None
-    data_backend = "npu" if run.backend.is_npu else "portable"
-    try:
-        if run.backend.is_npu:
-            more, body = profile_pyasc_npu(run, args.simulator)
-            verdicts += more
-        else:
-            twin = run_twin(run.out, WARMUP_LAUNCHES, MEASURED_LAUNCHES, run_lesson)
-            verdicts += [
-                pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
-                check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
-                checks.check_ratio_sums(twin.tasks, "portable"),
-                checks.check_bound(pipe_ratios(twin.tasks)),
-            ]
-            if twin.tasks and twin.sizes:
-                verdict, answer = kernel_answer(
-                    twin.tasks, twin.sizes, twin.summary, PYASC_KERNEL, twin.median_us, 1, "portable"
-                )  # one by one
-                verdicts.append(verdict)
-        finished = True
-    finally:
-        run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
-    if body is not None:
-        return report_msprof_op_only(run, verdicts, body)
-    return run.report(verdicts, notes=[answer] if answer else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -366,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         return build(device=parse_device_id(args.device))
 
     if args.kernel == "pyasc":
+        from common.modes.ascendc.pyasc_profile import run_pyasc
+
         return run_pyasc(lesson, args)
     if args.simulator:
         raise LabError("--simulator is for --kernel pyasc", "add --kernel pyasc, or drop --simulator")

@@ -9,7 +9,8 @@ the tasks it reads back.
 
 On the npu backend the lesson runs as its own program under ``msprof op`` (``-r NPU``, on the board)
 or ``msprof op simulator`` (``-r Model -v <soc>``, CANN's simulator): ``pyasc_msprof_argv`` builds
-both commands from the builders in ``common.collect.npu_commands``.
+both commands from the builders in ``common.collect.npu_commands``. ``run_pyasc`` is the whole run, from the start
+of the mode's lesson to its report.
 """
 
 from __future__ import annotations
@@ -19,16 +20,30 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.backend import Backend
+from common.analyze import checks
+from common.analyze.bounds.kernel import PIPE_ROLE, PIPES, pipe_ratios
+from common.backend import Backend, is_atlas_a2_a3, parse_device_id, soc_version
+from common.collect import runlogs
 from common.collect.npu_commands import MSPROF_OP_METRICS_REGION, msprof_op_argv, msprof_op_simulator_argv
+from common.collect.profiling import Profiler, task_time_median
 from common.errors import LabError
 from common.formats import readers
+from common.formats.msprof_op import read_msprof_op_pipes, read_simulator_cores
 from common.formats.records import Task
-from common.modes.ascendc import PYASC_LESSON, pyasc_twin
-from common.modes.ascendc.kernel_report import kernel_tasks, read_sizes
 from common.formats.twin_timings import parse_twin_timings
+from common.modes.ascendc import PYASC_LESSON, pyasc_twin
+from common.modes.ascendc.kernel_report import kernel_tasks, read_sizes, read_verified
+from common.modes.ascendc.kernel_run import (
+    MEASURED_LAUNCHES,
+    WARMUP_LAUNCHES,
+    check_launch_count,
+    kernel_answer,
+    report_msprof_op_only,
+    run_binary,
+)
 from common.modes.ascendc.twin_profile import TIMINGS_VAR, twin_tasks, write_portable_profile
-from common.collect.profiling import Profiler, task_time_median
+from common.render.kernel import render_simulator
+from common.verdict import Verdict
 
 LESSON_FILE = PYASC_LESSON  # 02_api_AscendC/src/add_pyasc.py
 PYASC_KERNEL = "add_kernel"  # the @asc.jit function's name: the Op Name its tasks carry
@@ -124,3 +139,99 @@ def run_twin(out: Path, warmup: int, launches: int, run_program) -> TwinRun:
     return TwinRun(
         code, stdout, kernel_tasks(readers.read_op_summary(summary), PYASC_KERNEL), summary.name, sizes, median
     )
+
+
+def pyasc_twin_verdict(returncode: int, stdout: str, launches: int) -> Verdict:
+    """add_pyasc.py's own ``verified:`` line covers every element of the sizes it printed, in every launch."""
+    verified, line = read_verified(stdout)
+    return checks.check_pyasc_verified(returncode, read_sizes(stdout), verified, line, launches)
+
+
+def profile_pyasc_npu(run, simulator_soc: str | None) -> tuple[list[Verdict], str]:
+    """``add_pyasc.py`` as its own program under ``msprof op`` (board, ``-r NPU``) or ``msprof op simulator``
+    (``-r Model -v <soc>``); the program verifies its own result and prints a ``verified:`` line.
+    Returns the checks and the report's text (msprof op's pipe ratios, or the simulator's per-core table)."""
+    from common.backend import find_cann_home
+
+    argv = pyasc_msprof_argv(run.backend.tools["msprof"], run.out, run.device, simulator_soc)
+    env = simulator_env(run.child_env, simulator_soc, find_cann_home()) if simulator_soc else run.child_env
+    print("$ " + " ".join(argv))
+    code, stdout = run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
+    verdicts = [checks.check_npu_verified(code, read_verified(stdout)[0])]
+    if simulator_soc:  # per-core instruction and code-line data; no PMU ratios in the simulator
+        cores = read_simulator_cores(run.out)
+        verdicts.append(checks.check_simulator_cores(code, cores))
+        return verdicts, f"msprof op simulator, {simulator_soc}, one launch of add_kernel:\n" + render_simulator(cores)
+    pipes = read_msprof_op_pipes(run.out)  # the C++ kernel's reader: OPPROF_*/PipeUtilization*.csv
+    verdicts += [
+        checks.check_msprof_op(code, pipes, "the metrics_prof region (KernelScale)"),
+        checks.check_bound(pipes or dict.fromkeys(PIPES)),
+    ]
+    body = (
+        "msprof op, one launch of add_kernel, mean over the vector blocks of PipeUtilization.csv:\n"
+        + "\n".join(f"  aiv_{p}_ratio  {v:.3f}  {PIPE_ROLE[p]}" for p, v in pipes.items() if v is not None)
+        if pipes
+        else "msprof op wrote no PipeUtilization.csv"
+    )
+    return verdicts, body
+
+
+def check_pyasc_npu(backend, args) -> dict:
+    """npu backend: the SoC msprof op's reader knows (Atlas A2/A3), checked before prof_out is replaced."""
+    soc = args.simulator or soc_version(backend, parse_device_id(args.device))
+    if not is_atlas_a2_a3(soc):
+        raise LabError(
+            f"mode 02 reads the Atlas A2/A3 profile layout (aiv_* columns, sub_block_id, core*.veccore*); "
+            f"{'--simulator ' if args.simulator else 'the device is '}{soc}, whose msprof op output differs",
+            "use --simulator Ascend910B1 (any Atlas A2/A3 simulator), or the portable twin",
+        )
+    return {"run_mode": "pyasc-simulator" if args.simulator else "pyasc", "soc_version": soc}
+
+
+def run_pyasc(lesson, args) -> int:
+    """``--kernel pyasc``: add_pyasc.py's kernel, verified, profiled (msprof op on the npu backend, the twin's
+    timers elsewhere) and, where per-launch rows exist, classified."""
+
+    def check(backend) -> dict:
+        if backend.is_npu:
+            return {**check_pyasc_npu(backend, args), "pyasc_lesson": str(LESSON_FILE)}
+        if args.simulator:
+            raise LabError(
+                "--simulator runs msprof op simulator, which needs CANN (the npu backend)",
+                "drop --simulator to run the kernel on the pyasc twin",
+            )
+        twin_env(Path("unused"))  # a real pyasc without an NPU is refused here, before prof_out is replaced
+        return {"run_mode": "pyasc-twin", "pyasc_lesson": str(LESSON_FILE)}
+
+    def run_lesson(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+        print("$ " + " ".join(argv))
+        return run_binary(argv, env, run.timeout_s, runlogs.stderr_log(run.out, argv))
+
+    run = lesson.start(
+        args=args, check=check, warmup_launches=WARMUP_LAUNCHES, measured_launches=MEASURED_LAUNCHES, kernel="pyasc"
+    )
+    verdicts, finished, body, answer = [checks.workload_not_profiled(run.info["workload"]["name"])], False, None, None
+    data_backend = "npu" if run.backend.is_npu else "portable"
+    try:
+        if run.backend.is_npu:
+            more, body = profile_pyasc_npu(run, args.simulator)
+            verdicts += more
+        else:
+            twin = run_twin(run.out, WARMUP_LAUNCHES, MEASURED_LAUNCHES, run_lesson)
+            verdicts += [
+                pyasc_twin_verdict(twin.code, twin.stdout, WARMUP_LAUNCHES + MEASURED_LAUNCHES),
+                check_launch_count(twin.tasks, twin.summary or "no op_summary", PYASC_KERNEL),
+                checks.check_ratio_sums(twin.tasks, "portable"),
+                checks.check_bound(pipe_ratios(twin.tasks)),
+            ]
+            if twin.tasks and twin.sizes:
+                verdict, answer = kernel_answer(
+                    twin.tasks, twin.sizes, twin.summary, PYASC_KERNEL, twin.median_us, 1, "portable"
+                )  # one by one
+                verdicts.append(verdict)
+        finished = True
+    finally:
+        run.finish(completed=finished and all(v.ok for v in verdicts), backend=data_backend)
+    if body is not None:
+        return report_msprof_op_only(run, verdicts, body)
+    return run.report(verdicts, notes=[answer] if answer else [])
