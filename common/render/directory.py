@@ -25,6 +25,17 @@ from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS
 
 BOUND_ROWS = 8
+BOUND_HEADER = [
+    "OP Type",
+    "Input Shapes",
+    "Count",
+    "Mean(us)",
+    "GFLOP",
+    "MB moved",
+    "Lower bound(us)",
+    "Achieved(%)",
+    "Bound",
+]
 
 
 def bottleneck_sections(ds: ExportRecord, label: str, peaks: Peaks | None, peaks_note: str) -> list[Section]:
@@ -62,21 +73,7 @@ def bottleneck_sections(ds: ExportRecord, label: str, peaks: Peaks | None, peaks
     ]
     sections = [
         Section(
-            f"Bottlenecks per op: {label}",
-            lines=lines,
-            header=[
-                "OP Type",
-                "Input Shapes",
-                "Count",
-                "Mean(us)",
-                "GFLOP",
-                "MB moved",
-                "Lower bound(us)",
-                "Achieved(%)",
-                "Bound",
-            ],
-            rows=rows,
-            wrap=("Input Shapes", "Bound"),
+            f"Bottlenecks per op: {label}", lines=lines, header=BOUND_HEADER, rows=rows, wrap=("Input Shapes", "Bound")
         )
     ]
     pipes = bounds.pipe_verdicts(ds.tasks)

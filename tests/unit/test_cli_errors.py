@@ -95,17 +95,8 @@ SHAPES = "8192,15365;8192,4096;4096,15365;" * 6
 
 
 def test_long_input_shapes_are_cut_in_the_terminal_only() -> None:
-    header = [
-        "OP Type",
-        "Input Shapes",
-        "Count",
-        "Mean(us)",
-        "GFLOP",
-        "MB moved",
-        "Lower bound(us)",
-        "Achieved(%)",
-        "Bound",
-    ]
+    from common.render.directory import BOUND_HEADER as header
+
     rows = [["FlashAttentionScoreGrad", SHAPES, 4, 759.61, None, None, None, None, "unavailable: no work model"]]
     text = render_table(header, rows)
     assert max(len(line) for line in text.splitlines()) <= MAX_WIDTH
