@@ -62,3 +62,13 @@ def read_numbered_outputs(output_npy: Path, count: int, writer: str) -> list[num
     if missing:
         raise LabError(f"{writer} saved no {', '.join(missing)} in {output_npy.parent}", "read its messages above")
     return [np.load(p) for p in paths]
+
+
+def load_numbered_outputs(output_npy: Path) -> list[numpy.ndarray]:
+    """Every output saved as :func:`numbered_output_paths` names them, as many as there are (output.npy, then
+    output_1.npy ... up to the first missing one); none when output.npy is missing."""
+    arrays, i = [], 0
+    while (path := numbered_output_paths(output_npy, i + 1)[-1]).is_file():
+        arrays.append(np.load(path))
+        i += 1
+    return arrays

@@ -20,6 +20,7 @@ from common.collect import launcher
 from common.collect.torch_trace import convert_raw_trace, raw_trace
 from common.errors import LabError
 from common.formats.datasets import find_datasets
+from common.formats.outputs import load_numbered_outputs, load_output
 from common.formats.rundir import finish_run, start_run
 from common.modes import lesson_file
 
@@ -117,12 +118,12 @@ def pytorch_side(
     verdict = step_bound.step_verdict(summary)
     ops = {t.op_type for ds in datasets for t in ds.tasks}
     finish_run(folder, info, exit_code=0, completed=True)
-    saved = folder / "output.npy"
+    saved = load_output(folder / "output.npy")
     return Sample(
         summary.median_step_us / samples,
         verdict.text,
         folder,
-        [np.load(saved).astype(np.float64)] if saved.is_file() else None,
+        [a.astype(np.float64) for a in saved] if saved else None,
         {"kind": verdict.kind, "ops": sorted(ops), "median_step_us": summary.median_step_us, "steps": len(steps)},
     )
 
@@ -171,12 +172,12 @@ def onnx_side(
     listed = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
     verdict = f"{len(first)} nodes per execute: {listed}; median execute {execute_us:,.1f} us"
     finish_run(folder, info, exit_code=0, completed=True)
-    outputs = sorted(folder.glob("output*.npy"))
+    outputs = load_numbered_outputs(folder / "output.npy")  # as the lesson infer.py saves them
     return Sample(
         execute_us / samples,
         verdict,
         folder,
-        [np.load(p).astype(np.float64) for p in outputs] or None,
+        [a.astype(np.float64) for a in outputs] or None,
         {"nodes": len(first), "node_kinds": kinds},
     )
 

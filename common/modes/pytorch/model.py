@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from common.analyze import grouping
+from common.formats.outputs import load_output
 from common.modes.pytorch import (
     ACTIVE,
     MODE_DIR,
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     plain = plain_steps(run, args.train)
     losses = None
     if args.train:
-        profiled = [float(v) for v in np.load(saved).reshape(-1)] if saved.is_file() else []
+        profiled = [float(v) for a in load_output(saved) or [] for v in a.reshape(-1)]
         losses = (profiled, [float(v) for v in plain.results])
     run.finish(
         completed=True,
