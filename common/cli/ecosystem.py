@@ -27,14 +27,15 @@ from common.collect.msprof_analyze import (
 from common.collect.advisor_record import CAPTURES, FIXTURES
 from common.errors import ArgumentParser, run_cli
 from common.formats.rundir import REPO_ROOT, prepare_output_dir
-from common.render.text import render_table, render_verdicts
+from common.render.report import Report, Section
+from common.render.text import render_text
 from common.verdict import Verdict
 
 DEFAULT_CANDIDATE = REPO_ROOT / "04_pyTorch" / "prof_out"
 DEFAULT_BASELINE = REPO_ROOT / "tests" / "fixtures" / "npu" / "torch_npu_trace_view"
 
 
-def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple[str, list[Verdict]]:
+def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple[Section, list[Verdict]]:
     """Run advisor on both folders and compare on the pair; returns the side-by-side table and the verdicts."""
     profiles = [lab_profile(candidate, "candidate"), lab_profile(baseline, "baseline")]
     exe = ensure_tool(log)
@@ -80,12 +81,16 @@ def run_check(candidate: Path, baseline: Path, output: Path, log=print) -> tuple
             where = f"{p.label}, {source.split(' -')[0]}"
             verdicts.append(check_agreement("Computing", p.lab.computing_ms, totals.computing_ms, where))
             verdicts.append(check_agreement("Free", p.lab.free_ms, totals.free_ms, where))
-    title = f"Computing and Free, lab vs msprof-analyze {version} (ms)"
-    table = render_table(["profile", "reported by", "Computing(ms)", "Free(ms)"], rows)
-    return "\n".join([title, *sources, table]), verdicts
+    table = Section(
+        f"Computing and Free, lab vs msprof-analyze {version} (ms)",
+        lines=sources,
+        header=["profile", "reported by", "Computing(ms)", "Free(ms)"],
+        rows=rows,
+    )
+    return table, verdicts
 
 
-def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[str, list[Verdict]]:
+def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[Section, list[Verdict]]:
     """msprof-analyze advisor's problems on each capture against the lab's advise: one row per problem."""
     from common.analyze.advisor.parity import parity, parity_verdict
     from common.analyze.advisor.rules import advise
@@ -100,12 +105,13 @@ def advisor_parity(captures: dict[str, Path], out: Path, log=print) -> tuple[str
         matches = parity(record_advisor(exe, capture, work), advise(read_capture_inputs(capture)))
         rows += [[name, m.category, m.figure, m.advisor, m.lab, "same" if m.ok else "DIFFERENT"] for m in matches]
         verdicts.append(parity_verdict(name, matches))
-    table = render_table(
-        ["capture", "advisor category", "figure", "msprof-analyze", "lab advise", ""],
-        rows,
+    table = Section(
+        "msprof-analyze advisor's problems, found by python -m common advise",
+        header=["capture", "advisor category", "figure", "msprof-analyze", "lab advise", ""],
+        rows=rows,
         wrap=("msprof-analyze", "lab advise"),
     )
-    return "msprof-analyze advisor's problems, found by python -m common advise\n" + table, verdicts
+    return table, verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,15 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     candidate = Path(args.candidate)
     output = Path(args.output) if args.output else candidate / "msprof_analyze"
-    table, verdicts = run_check(candidate, Path(args.baseline), output)
-    print(table)
+    totals, verdicts = run_check(candidate, Path(args.baseline), output)
     captures = {"candidate": candidate}
     if args.advise_on == "all":
         captures.update({name: FIXTURES / folder for name, folder in CAPTURES.items()})
-    text, parity_verdicts = advisor_parity(captures, Path(output))
-    print(text)
+    parity, parity_verdicts = advisor_parity(captures, Path(output))
     verdicts += parity_verdicts
-    print(render_verdicts(verdicts))
+    report = Report("msprof lab against msprof-analyze", [totals, parity, Section("Checks", verdicts=verdicts)])
+    print(render_text(report))
     return 0 if all(v.ok for v in verdicts) else 1
 
 
