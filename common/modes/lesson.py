@@ -107,8 +107,9 @@ class Run:
     def report(
         self, verdicts: list[Verdict], notes: list[str] = (), where: Path | None = None, warnings: list[str] = ()
     ) -> int:
-        """Print the report with the checks and notes (:func:`~common.modes.reports.directory_report`), save report.md and report.html beside the data;
-        0 when every check held. ``warnings`` (e.g. a disturbed run) are shown, never failed."""
+        """Print the report with the checks and notes (common.modes.reports.directory_report), save report.md and
+        report.html beside the data; 0 when every check held. ``warnings`` (e.g. a disturbed run) are shown, never
+        failed."""
         from common.modes.report_files import write_reports
 
         root = where or self.out

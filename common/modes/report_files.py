@@ -13,6 +13,7 @@ from common.formats.datasets import Dataset, find_datasets, find_run_info
 from common.formats.export_facts import integrity_facts
 from common.formats.rundir import prepare_output_dir, recorded_count
 from common.modes.reports import directory_report
+from common.render.directory import INTEGRITY
 from common.render.html import report_page
 from common.render.report import Report
 from common.render.text import render_markdown, render_text, section_lines
@@ -103,7 +104,7 @@ def write_own_report(
     says how the run ended (the page shows that status). ``checked``: own_integrity's. Returns (the integrity
     section's text, the 'written to' lines)."""
     report, _ = directory_report(root, verdicts, datasets=checked.datasets, integrity=checked.integrity, body=body)
-    integrity = "\n".join(section_lines(report.sections[-1]))
+    (integrity,) = ("\n".join(section_lines(s)) for s in report.sections if s.title == INTEGRITY)
     return integrity, write_report_files(Path(out) if out is not None else Path(root), report)
 
 

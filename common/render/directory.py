@@ -25,6 +25,7 @@ from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS
 
 BOUND_ROWS = 8
+INTEGRITY = "Integrity (the files of each export agree with each other)"  # the integrity section's title
 BOUND_HEADER = [
     "OP Type",
     "Input Shapes",
@@ -449,7 +450,7 @@ def folder_report(
         sections.append(Section("Notes", lines=[line for n in notes for line in n.splitlines()], preformatted=True))
     sections.append(
         Section(
-            "Integrity (the files of each export agree with each other)",
+            INTEGRITY,
             lines=[] if integrity else [NOTHING_TO_CROSS_CHECK],
             verdicts=list(integrity),
             leads=not all(v.ok for v in integrity),
