@@ -47,8 +47,8 @@ def check_step_sums(view: ClusterView, tolerance: float = 0.01) -> Verdict:
     return Verdict(
         "step table adds up (every rank)",
         worst <= tolerance,
-        f"|Computing + Communication(Not Overlapped) + Free - Stage| <= {100 * worst:.3f}% of the step "
-        f"(tolerance {100 * tolerance:.0f}%)",
+        f"|Computing + Communication(Not Overlapped) + Free + Bubble - Stage| <= {100 * worst:.3f}% of the step "
+        f"(Stage: the step's length in step_trace_time; tolerance {100 * tolerance:.0f}%)",
     )
 
 

@@ -99,6 +99,13 @@ def compare_steps(base: StepSide, cand: StepSide, threshold_pct: float) -> StepC
     )
 
 
+def _speed(gain_pct: float) -> str:
+    """A gain in words: ``23.8% faster``, ``23.8% slower``, or ``unchanged``."""
+    if round(gain_pct, 1) == 0:
+        return "unchanged"
+    return f"{abs(gain_pct):.1f}% {'faster' if gain_pct > 0 else 'slower'}"
+
+
 def lines(cmp: StepComparison) -> list[str]:
     """The step view as text: the verdict line, then each field before and after."""
     unit = "us per sample" if cmp.per_sample_ratio is not None else "us per step"
@@ -107,7 +114,7 @@ def lines(cmp: StepComparison) -> list[str]:
     )
     out = [
         f"steps: {cmp.metric} {cmp.before.median:,.2f} -> {cmp.after.median:,.2f} {unit} "
-        f"(x{cmp.ratio:.3f}, {cmp.gain_pct:+.1f}% faster); the runs' noise {cmp.noise_us:,.2f} {unit}: "
+        f"(x{cmp.ratio:.3f}, {_speed(cmp.gain_pct)}); the runs' noise {cmp.noise_us:,.2f} {unit}: "
         f"{cmp.verdict.upper()} ({cmp.base.steps} steps of {cmp.base.runs} run(s) vs {cmp.cand.steps} of "
         f"{cmp.cand.runs}{samples})"
     ]

@@ -138,9 +138,14 @@ def memory_lines(summary: MemorySummary) -> list[str]:
             "largest CANN modules (npu_module_mem.csv, peak reserved): "
             + ", ".join(f"{name} {mb:,.1f} MB" for name, mb in summary.modules)
         )
-    if summary.operators:
-        lines.append(
-            f"top ops by memory allocated ({summary.operator_rows} allocations in {summary.operator_source}); "
-            "held = mean time from allocation to release"
-        )
     return lines
+
+
+def operator_lines(summary: MemorySummary) -> list[str]:
+    """What the table of the top ops by memory is made of (none without it)."""
+    if not summary.operators:
+        return []
+    return [
+        f"top ops by memory allocated ({summary.operator_rows} allocations in {summary.operator_source}); "
+        "held = mean time from allocation to release"
+    ]

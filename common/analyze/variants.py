@@ -82,7 +82,8 @@ def explain(
         )
         if not npu and fallback_casts(default):
             lines.append(
-                f"  {fallback_casts(default):g} of them were added by ONNX Runtime, not by the fp16 conversion: "
+                f"  {fallback_casts(default):g} of them were added by ONNX Runtime, "
+                f"{default.per_execute('Cast') - fallback_casts(default):g} by the fp16 conversion: "
                 "its CPU provider lacks fp16 kernels for some of the graph's ops, so it runs those nodes in fp32 "
                 "and casts "
                 "the fp16 weights and constants up on every execute. This backend pays for the policy "

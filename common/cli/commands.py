@@ -91,7 +91,7 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
         checked = own_integrity(Path(args.dir))
         body = str(info["report_body"])
         print(body, render_verdicts(recorded), sep="\n")
-        text_lines, written = write_own_report(Path(args.dir), body, recorded, checked, Path(out))
+        text_lines, written = write_own_report(Path(args.dir), body, recorded, checked, _made(out))
         print(text_lines, *written, sep="\n")
         return 1 if any(not v.ok for v in checked.integrity) else 0
     notes = [str(n) for n in info.get("report_notes", [])] if rebuilt else []
@@ -125,7 +125,7 @@ def _report_of(args: argparse.Namespace, out: str, shown: str | None) -> int:
             "note: this run recorded no checks in run_info.json (an older run, or one of several ranks), so its "
             f"own report.md stays as it is; this report is {name}.md beside it"
         )
-    print(*write_report_files(Path(out), report, name), sep="\n")
+    print(*write_report_files(_made(out), report, name), sep="\n")
     failed = [v for v in integrity if not v.ok]
     if failed:
         print(
@@ -273,13 +273,21 @@ def _baseline(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
-def _out_dir(path: str):
-    """``--out``: a folder for the report files; a new one is created (and marked as the lab's), one the lab made
-    before is written into, any other is refused (the lab writes only into folders it owns)."""
-    from common.formats.rundir import check_output_dir, prepare_output_dir
+def _out_dir(path: str) -> Path:
+    """``--out``: a folder for the report files, checked before the work: a new one, or one the lab made before;
+    any other is refused (the lab writes only into folders it owns). Made when the files are written
+    (:func:`_made`): a command that fails on its input leaves no empty folder behind."""
+    from common.formats.rundir import check_output_dir
 
-    out = check_output_dir(path)
-    return out if out.exists() else prepare_output_dir(out)
+    return check_output_dir(path)
+
+
+def _made(out: Path | str) -> Path:
+    """``out`` (from :func:`_out_dir`, or an existing folder beside a capture), created and marked as the lab's
+    when it does not exist yet."""
+    from common.formats.rundir import prepare_output_dir
+
+    return Path(out) if Path(out).exists() else prepare_output_dir(out)
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -309,6 +317,7 @@ def _cluster_of(folder: str, out, cross_check: bool, shown: str, executor=None) 
     view_report = cluster_view(report, verdicts, notes, full=full)
     print(render_text(view_report))
     if out is not None:  # the full text (every rank's lines), written line by line
+        out = _made(out)
         text = view_report if full else cluster_view(report, verdicts, notes)
         print(write_lines_beside(out, "cluster_report.txt", text_lines(text)))
         if not full:

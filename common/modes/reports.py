@@ -62,6 +62,6 @@ def directory_report(
         notes=notes,
         body=body,
         damaged=damaged,
-        page_title=f"msprof lab report: {name or root.name}",
+        page_title=f"msprof lab report: {name or Path(root.parent.name, root.name)}",  # a browser tab: 01_cmdline/prof_out
     )
     return report, integrity

@@ -111,4 +111,4 @@ def agree_report(cols: list, verdicts: list[Verdict], notes: list[str], info_lin
                 charts.get("sweep_note", ""),
             )
         )
-    return Report(TITLE, sections, subtitle=info_line)
+    return Report(TITLE, sections)  # the side-by-side section's first line says what a subtitle would

@@ -71,6 +71,11 @@ def bottleneck_sections(ds: ExportRecord, label: str, peaks: Peaks | None, peaks
         f"peaks: {peaks.source}" if peaks else f"peaks: none ({peaks_note})",
         "lower bound = max(FLOPs / peak FLOP/s, bytes moved / peak bytes/s) from the shapes in the profile; "
         "achieved = lower bound / mean time; bound = the larger of the two terms (roofline)",
+        *(
+            [f"the {BOUND_ROWS} of {len(op_bounds)} (OP Type, Input Shapes) that took the most time"]
+            if len(op_bounds) > BOUND_ROWS
+            else []
+        ),
     ]
     sections = [
         Section(
@@ -107,7 +112,9 @@ def bottleneck_sections(ds: ExportRecord, label: str, peaks: Peaks | None, peaks
     return sections
 
 
-def dataset_sections(ds: ExportRecord, forwards: int | None, samples: int | None = None) -> list[Section]:
+def dataset_sections(
+    ds: ExportRecord, forwards: int | None, samples: int | None = None, executes: int | None = None
+) -> list[Section]:
     """Top ops, families, per-forward counts and (when present) the step table of one dataset (``samples``: the
     run's batch, which the advice names)."""
     label = ds.label
@@ -140,7 +147,9 @@ def dataset_sections(ds: ExportRecord, forwards: int | None, samples: int | None
     shares = families.family_share(stats)
     has_tasks = ds.task_count > 0
     counts = families.family_counts_of_types(ds.type_counts) if has_tasks else {}
-    groups, unit = forward_groups(ds)
+    groups, unit = forward_groups(ds, executes)
+    if forwards is None and unit == "execute":
+        forwards = executes  # a graph's execute is one forward
     medians = families.forward_share_estimates(groups) if len(groups) >= 2 else {}
     fam_rows, labels = [], families.family_labels(stats)
     for family in families.FAMILY_ORDER:
@@ -161,11 +170,15 @@ def dataset_sections(ds: ExportRecord, forwards: int | None, samples: int | None
                     ", ".join(labels.get(family, [])),
                 ]
             )
-    note = f"{forwards} profiled forwards" if forwards else "number of forwards unknown: per-forward counts N/A"
+    note = (
+        f"{forwards} profiled {'forwards' if unit != 'execute' else 'executes (one forward each)'}"
+        if forwards
+        else "number of forwards unknown: per-forward counts N/A"
+    )
     per = (
         f"median share per {unit} over {len(groups)} {unit}s with its IQR (init excluded: what the checks judge)"
         if medians
-        else "median per forward N/A: the capture marks no forwards or steps"
+        else "median per forward N/A: the capture marks no forwards, steps or executes"
     )
     sections.append(
         Section(
@@ -213,15 +226,19 @@ def forward_section(groups: list[list], label: str, samples: int | None = None) 
     )
 
 
-def forward_groups(ds: ExportRecord) -> tuple[list[list], str]:
+def forward_groups(ds: ExportRecord, executes: int | None = None) -> tuple[list[list], str]:
     """The tasks of each measured forward of a dataset, and what one is called: its steps (tasks with a Step Id),
-    else the lab's forward ranges (msprof_tx, the warm-up ones left out); none for a capture that marks neither."""
+    else the lab's forward ranges (msprof_tx, the warm-up ones left out), else the ``executes`` of one graph the run
+    recorded (03: each execute one forward, the same tasks in order); none for a capture that marks none."""
     if not ds.small:
         return [], "forward"
     stepped = grouping.tasks_by_step(ds.tasks)
     if stepped:
         return stepped, "step"
-    return grouping.measured_forward_groups(ds.tasks, ds.forward_windows, WARMUP_FORWARDS), "forward"
+    forwards = grouping.measured_forward_groups(ds.tasks, ds.forward_windows, WARMUP_FORWARDS)
+    if not forwards and executes:
+        return grouping.tasks_by_execute(ds.tasks, executes) or [], "execute"
+    return forwards, "forward"
 
 
 STEP_HEADER = [
@@ -340,6 +357,7 @@ def memory_sections(ds: ExportRecord, label: str, summary: memory.MemorySummary 
         sections.append(
             Section(
                 f"Top ops by memory: {label}",
+                lines=memory.operator_lines(summary),
                 header=MEMORY_OP_HEADER,
                 rows=[[o.name, o.count, o.total_mb, o.largest_mb, o.mean_held_us] for o in summary.operators],
             )
@@ -419,6 +437,7 @@ def folder_report(
     its checks (02's answer); ``body``: a mode's own report text (03's variant table), first; ``damaged``: one
     line per file left out as unreadable (on the page first)."""
     forwards, samples = (info or {}).get("forwards"), recorded_count(info, "samples")
+    executes = recorded_count(info, "measured_executes")  # 03: one graph run this many times
     sections = [Section("Report", lines=body.splitlines(), preformatted=True)] if body else []
     sections.append(
         Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(records)}", *warnings])
@@ -440,7 +459,7 @@ def folder_report(
         )
     )
     for ds in records:
-        sections += dataset_sections(ds, forwards, samples)
+        sections += dataset_sections(ds, forwards, samples, executes)
         if peaks is not None:
             sections += bottleneck_sections(ds, ds.label, *peaks)
         sections += advisory_sections(ds, ds.label)
@@ -469,7 +488,10 @@ def workload_lines(info: dict | None) -> list[str]:
     if not work:
         return []
     where = work.get("path") or "built in"
-    return [f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})" + suffix]
+    line = f"workload: {work.get('name')} ({where}, sha256 {str(work.get('sha256'))[:12]})"
+    if (info or {}).get("kernel"):  # mode 02 records the workload it was given, and profiles its kernel instead
+        return [f"kernel: {info['kernel']} (profiled instead of the workload, recorded only: {line[10:]})" + suffix]
+    return [line + suffix]
 
 
 def _short(label: str) -> str:

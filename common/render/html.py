@@ -47,7 +47,7 @@ th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.w{overflow-wrap:anywhere;min-width:9em}h1,h2,p{overflow-wrap:anywhere}
 .v{margin:2px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.pass{color:#1a7f37}.fail{color:#c62828;font-weight:600}.na{color:#6b6b6b}
 svg{display:block;margin:6px 0;max-width:100%;height:auto}
-pre{font-size:12px;overflow-x:auto;background:#f8f8f8;padding:6px 8px}
+pre{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;background:#f8f8f8;padding:6px 8px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));column-gap:24px;align-items:start}svg text{font:12px system-ui,sans-serif;fill:#333}
 """
 

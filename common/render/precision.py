@@ -143,7 +143,7 @@ def precision_report(results: list[CandidateResult], head: list[str]) -> Report:
             "How the error grows, op by op",
             lines=[
                 "a larger dot: out of tolerance; a ring and a label: the path's first divergent op; "
-                "non-finite errors are drawn at the top edge"
+                "non-finite errors are drawn at the top edge, errors of 0 at the bottom edge"
             ],
             figures=[Figure(growth_chart, (results,))],
             in_text=False,

@@ -49,7 +49,8 @@ def render_variants(results: dict[str, VariantResult], backend_name: str, npu: b
             f"Backend: {backend_name} — {warmup} warm-up + {measured} measured executes per variant "
             "(accuracy: the output furthest into its tolerance; fusions: what the converter changed)",
             text.render_table(header, rows),
-            "What the converter changed in the exported graph, named (fusions, folds, ops added or removed):",
+            "What changed between the exported graph and the graph that ran (the variant's fp16 conversion and the "
+            "converter together: fusions, folds, ops added or removed):",
             *changes,
             "Top ops by share of op time:",
             *top,

@@ -47,7 +47,8 @@ def not_run(rule: str, why: str, threshold: str) -> Finding:
 
 
 def merge_ranks(per_rank: list[tuple[int | None, Finding]]) -> Finding:
-    """One rule's findings on several ranks as one: the first rank where it fired speaks, the others are counted."""
+    """One rule's findings on several ranks as one: the first rank where it fired speaks (its figures, named as its),
+    the others are counted."""
     if len(per_rank) == 1:
         rank, one = per_rank[0]
         if one.status == FOUND and rank is not None:
@@ -60,8 +61,7 @@ def merge_ranks(per_rank: list[tuple[int | None, Finding]]) -> Finding:
     rank, first = hits[0]
     first.ranks = [r for r, _ in hits if r is not None]
     first.figures = {**first.figures, "per_rank": {str(r): f.figures for r, f in hits}}
-    if len(hits) < len(per_rank):
-        first.text = f"rank {rank} (found on {len(hits)} of {len(per_rank)} ranks): {first.text}"
+    first.text = f"rank {rank} (found on {len(hits)} of {len(per_rank)} ranks; its figures): {first.text}"
     return first
 
 

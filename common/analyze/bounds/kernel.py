@@ -97,11 +97,12 @@ class KernelVerdict:
             if self.bottleneck
             else "Bottleneck class: none of the five rules holds (the pipes overlap or the data cannot tell)"
         )
-        out = [f"Median kernel time: {self.median_us:.3f} us (common.collect.profiling.task_time_median)", head]
+        out = [f"Median kernel time: {self.median_us:.3f} us (over the measured launches)", head]
         if self.lower_bound_us is not None and self.peaks is not None:
             out.append(
                 f"Lower bound: {self.lower_bound_us:.3f} us = bytes moved / {self.peaks.bytes_per_s / 1e9:.1f} GB/s "
-                f"({self.peaks.source}); achieved {100 * self.achieved:.3f}% of it"
+                f"({self.peaks.source}); achieved at the median kernel time: {100 * self.achieved:.3f}% of it (the "
+                "per-op table divides by the mean)"
             )
         else:
             out.append("Lower bound: N/A (no bandwidth for this device)")

@@ -245,7 +245,7 @@ ADVICE = {
         "it: tune bucket_cap_mb, smaller starts the first all-reduce sooner, larger sends fewer collectives); fewer, "
         "larger collectives (gradient accumulation: all-reduce once per N micro-batches under ddp.no_sync(), "
         "ACCUMULATE in 04_pyTorch/src/ddp_with_profiler.py; no per-tensor all-reduce in a loop); a slow link or a "
-        "slow rank makes every rank wait in the collective: `python -m common cluster <dir>` names the rank the "
+        "slow rank makes every rank wait in the collective: python -m common cluster <dir> names the rank the "
         "others wait for"
     ),
     "free": (
@@ -297,7 +297,8 @@ def advice(
     if overlap is not None:
         low = "low" if overlap < LOW_OVERLAP_SHARE else "not low"
         evidence += (
-            f" ({100 * overlap:.1f}% hidden under computing; {low}, under {100 * LOW_OVERLAP_SHARE:.0f}% is low)"
+            f" ({100 * overlap:.1f}% hidden under computing; {low} overlap: below "
+            f"{100 * LOW_OVERLAP_SHARE:.0f}% counts as low)"
         )
     if verdict.kind == "communication-bound":
         lines = [
@@ -324,6 +325,6 @@ def preparing_note(summary: StepSummary) -> list[str]:
     share = 100 * p / summary.median_step_us
     return [
         f"note: Preparing {p:.1f} us per step before the first device task ({share:.1f}% "
-        f"of the step, outside it; named above {100 * PREPARING_NOTE_SHARE:.0f}%): host work before the step's "
+        f"of the step, outside it; noted from {100 * PREPARING_NOTE_SHARE:.0f}% on): host work before the step's "
         "first launch — data loading, input copies, the previous step's tail"
     ]
