@@ -92,9 +92,10 @@ def run_precision(
         out_dir = prepare_output_dir(out_dir)
     agree = True
     if cross_check:  # after the tables are printed: msprobe's dump and compare take a while
-        section, agree = _cross_check(work, workload_file, results, reference, device, out_dir)
-        report.sections.append(section)
-        print("", *section_lines(section), sep="\n")
+        sections, agree = _cross_check(work, workload_file, results, reference, device, out_dir)
+        report.sections += sections
+        for section in sections:
+            print("", *section_lines(section), sep="\n")
     (out_dir / "report.txt").write_text(f"{head[0]}\n{render_text(report)}\n")
     (out_dir / "report.html").write_text(report_page(report))
     print(f"(written to {out_dir / 'report.txt'} and {out_dir / 'report.html'})")
@@ -119,14 +120,14 @@ CROSS_CHECK_HOW = (
 )
 
 
-def _cross_check(work, workload_file, results, reference, device: str, out_dir: Path) -> tuple[Section, bool]:
+def _cross_check(work, workload_file, results, reference, device: str, out_dir: Path) -> tuple[list[Section], bool]:
     """The lab's ``torch fp16`` table against msprobe's compare of the same two paths, both on the CPU:
-    (the report's section, whether they agree)."""
+    (the report's sections, whether they agree)."""
     from common.analyze.msprobe_check import cross_check
     from common.collect import msprobe
     from common.collect import precision as collect
     from common.formats.msprobe_compare import compare_result_file, read_compare_result
-    from common.render.precision import cross_check_section
+    from common.render.precision import cross_check_sections
 
     lab = next(r for r in results if r.name == "torch fp16")
     if device != "cpu":  # msprobe's environment holds the CPU torch: the lab's side runs there too
@@ -136,7 +137,7 @@ def _cross_check(work, workload_file, results, reference, device: str, out_dir: 
     csv_path = compare_result_file(folder)
     check = cross_check(lab, read_compare_result(csv_path))
     how = f"{CROSS_CHECK_HOW}; {csv_path.relative_to(out_dir)}"
-    return cross_check_section(check, how), check.agree
+    return cross_check_sections(check, how), check.agree
 
 
 def _is_npu() -> bool:

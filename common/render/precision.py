@@ -209,12 +209,11 @@ def cross_check_notes(check: CrossCheck) -> list[str]:
     return lines
 
 
-def cross_check_section(check: CrossCheck, how: str) -> Section:
-    """The lab's table of one candidate against msprobe's compare of the same paths, and where they differ."""
-    return Section(
-        f"Cross-check: {check.candidate} against msprobe",
-        lines=[how, *cross_check_notes(check)],
-        header=CROSS_HEADER,
-        rows=cross_check_rows(check),
-        wrap=("msprobe's name",),
-    )
+def cross_check_sections(check: CrossCheck, how: str) -> list[Section]:
+    """The lab's table of one candidate against msprobe's compare of the same paths, then where they differ and
+    whether they agree."""
+    title = f"Cross-check: {check.candidate} against msprobe"
+    return [
+        Section(title, lines=[how], header=CROSS_HEADER, rows=cross_check_rows(check), wrap=("msprobe's name",)),
+        Section(f"{title}: the verdict", lines=cross_check_notes(check)),
+    ]

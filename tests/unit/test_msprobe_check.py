@@ -10,11 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import laid_out
 
 from common.analyze.msprobe_check import COSINE_AGREE, cross_check, lab_path
 from common.analyze.precision import FP16, OpOutput, compare_ops
 from common.errors import LabError
 from common.formats.msprobe_compare import compare_result_file, read_compare_result
+from common.render.precision import cross_check_sections
+from common.render.report import Report
 
 HEADER = (
     "NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,NPU Requires_grad,"
@@ -105,6 +108,10 @@ def test_the_labs_table_and_msprobes_agree_module_by_module_and_say_what_only_on
     assert check.lab_only == ["head"]
     assert check.probe_only == ["Module.net.Sequential.forward.0.output.0"]
     assert check.not_compared == 1  # the input row
+    text, markdown, page = laid_out(Report("precision", cross_check_sections(check, "how it ran")))
+    table_at, verdict_at = text.index("msprobe's name"), text.index("the lab and msprobe agree on 2 modules")
+    assert text.index("how it ran") < table_at < verdict_at  # the table, then where they differ and the verdict
+    assert "| net.0 | Module.net.0.Linear.forward.0.output.0 |" in markdown and "<h2>Cross-check: " in page
 
 
 @pytest.mark.parametrize(
