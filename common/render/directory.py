@@ -25,6 +25,7 @@ from common.verdict import Verdict
 from common.workload import WARMUP_FORWARDS
 
 BOUND_ROWS = 8
+REPEAT_IS = {"execute": "one forward each", "launch": "per forward: per launch of the kernel"}
 INTEGRITY = "Integrity (the files of each export agree with each other)"  # the integrity section's title
 BOUND_HEADER = [
     "OP Type",
@@ -113,7 +114,7 @@ def bottleneck_sections(ds: ExportRecord, label: str, peaks: Peaks | None, peaks
 
 
 def dataset_sections(
-    ds: ExportRecord, forwards: int | None, samples: int | None = None, executes: int | None = None
+    ds: ExportRecord, forwards: int | None, samples: int | None = None, repeats: tuple[str, int] | None = None
 ) -> list[Section]:
     """Top ops, families, per-forward counts and (when present) the step table of one dataset (``samples``: the
     run's batch, which the advice names)."""
@@ -147,9 +148,9 @@ def dataset_sections(
     shares = families.family_share(stats)
     has_tasks = ds.task_count > 0
     counts = families.family_counts_of_types(ds.type_counts) if has_tasks else {}
-    groups, unit = forward_groups(ds, executes)
-    if forwards is None and unit == "execute":
-        forwards = executes  # a graph's execute is one forward
+    groups, unit = forward_groups(ds, repeats)
+    if forwards is None and groups and unit not in ("forward", "step"):
+        forwards = len(groups)  # an execute of 03's graph (one forward), a launch of 02's kernel
     medians = families.forward_share_estimates(groups) if len(groups) >= 2 else {}
     fam_rows, labels = [], families.family_labels(stats)
     for family in families.FAMILY_ORDER:
@@ -171,14 +172,15 @@ def dataset_sections(
                 ]
             )
     note = (
-        f"{forwards} profiled {'forwards' if unit != 'execute' else 'executes (one forward each)'}"
+        f"{forwards} profiled {'forwards' if unit in ('forward', 'step') else f'{_plural(unit)} ({REPEAT_IS[unit]})'}"
         if forwards
         else "number of forwards unknown: per-forward counts N/A"
     )
     per = (
-        f"median share per {unit} over {len(groups)} {unit}s with its IQR (init excluded: what the checks judge)"
+        f"median share per {unit} over {len(groups)} {_plural(unit)} with its IQR (init excluded: what the checks "
+        "judge)"
         if medians
-        else "median per forward N/A: the capture marks no forwards, steps or executes"
+        else "median per forward N/A: the capture marks no forwards or steps, and its run recorded no repeats"
     )
     sections.append(
         Section(
@@ -226,18 +228,19 @@ def forward_section(groups: list[list], label: str, samples: int | None = None) 
     )
 
 
-def forward_groups(ds: ExportRecord, executes: int | None = None) -> tuple[list[list], str]:
+def forward_groups(ds: ExportRecord, repeats: tuple[str, int] | None = None) -> tuple[list[list], str]:
     """The tasks of each measured forward of a dataset, and what one is called: its steps (tasks with a Step Id),
-    else the lab's forward ranges (msprof_tx, the warm-up ones left out), else the ``executes`` of one graph the run
-    recorded (03: each execute one forward, the same tasks in order); none for a capture that marks none."""
+    else the lab's forward ranges (msprof_tx, the warm-up ones left out), else the ``repeats`` the run recorded,
+    (what one is called, how many: 03's executes of one graph, 02's kernel launches; the same tasks each time, in
+    order); none for a capture that marks none."""
     if not ds.small:
         return [], "forward"
     stepped = grouping.tasks_by_step(ds.tasks)
     if stepped:
         return stepped, "step"
     forwards = grouping.measured_forward_groups(ds.tasks, ds.forward_windows, WARMUP_FORWARDS)
-    if not forwards and executes:
-        return grouping.tasks_by_execute(ds.tasks, executes) or [], "execute"
+    if not forwards and repeats:
+        return grouping.tasks_by_execute(ds.tasks, repeats[1]) or [], repeats[0]
     return forwards, "forward"
 
 
@@ -437,7 +440,8 @@ def folder_report(
     its checks (02's answer); ``body``: a mode's own report text (03's variant table), first; ``damaged``: one
     line per file left out as unreadable (on the page first)."""
     forwards, samples = (info or {}).get("forwards"), recorded_count(info, "samples")
-    executes = recorded_count(info, "measured_executes")  # 03: one graph run this many times
+    executes, launches = recorded_count(info, "measured_executes"), recorded_count(info, "measured_launches")
+    repeats = ("execute", executes) if executes else ("launch", launches) if launches else None  # 03, 02
     sections = [Section("Report", lines=body.splitlines(), preformatted=True)] if body else []
     sections.append(
         Section("Run", lines=[run_info_line(info), *workload_lines(info), f"datasets: {len(records)}", *warnings])
@@ -459,7 +463,7 @@ def folder_report(
         )
     )
     for ds in records:
-        sections += dataset_sections(ds, forwards, samples, executes)
+        sections += dataset_sections(ds, forwards, samples, repeats)
         if peaks is not None:
             sections += bottleneck_sections(ds, ds.label, *peaks)
         sections += advisory_sections(ds, ds.label)
@@ -492,6 +496,10 @@ def workload_lines(info: dict | None) -> list[str]:
     if (info or {}).get("kernel"):  # mode 02 records the workload it was given, and profiles its kernel instead
         return [f"kernel: {info['kernel']} (profiled instead of the workload, recorded only: {line[10:]})" + suffix]
     return [line + suffix]
+
+
+def _plural(unit: str) -> str:
+    return unit + ("es" if unit.endswith("ch") else "s")  # launches, executes, steps, forwards
 
 
 def _short(label: str) -> str:
