@@ -146,7 +146,7 @@ def overall(rank) -> Finding:
     text = f"{e2e:,.3f} ms in {len(rank.steps)} step(s): " + ", ".join(
         f"{name} {ms:,.3f} ms ({ms / e2e:.1%})" if e2e else f"{name} {ms:,.3f} ms" for name, ms in parts.items()
     )
-    text += " (a summary, not a finding: python -m common report names what bounds the step)"
+    text += " (the step's parts, judged by no threshold here: python -m common report names what bounds the step)"
     return clear(rule, text, threshold, {name: round(ms, 3) for name, ms in parts.items()})
 
 
