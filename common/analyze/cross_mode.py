@@ -63,7 +63,8 @@ class ModeRun:
     variants: dict[str, tuple[list[Task], list[OpStat]]] = field(default_factory=dict)
     records: list[Counter[str]] = field(default_factory=list)  # 01 / 04: the ops of each forward / step
     output: SavedOutput | None = None  # 01 / 04: the output the mode saved (output.npy), read by the loader
-    # the tasks of each measured forward (01: inside its ranges; 04: per step; 03: per execute): medians per forward
+    # the tasks of each measured forward (01: inside its ranges; 04: per step; 03: per execute; 02: per launch):
+    # medians per forward
     groups: list[list[Task]] = field(default_factory=list)
 
     def share_estimates(self) -> dict[str, Estimate]:
@@ -364,14 +365,11 @@ def columns(runs: dict[str, ModeRun], workload: Expected) -> list[ModeColumn]:
             return sum(t.duration_us for t in tasks if families.op_family(t.op_type) != "init")
 
         init_us = sum(t.duration_us for t in run.tasks if families.op_family(t.op_type) == "init")
-        # the medians over the measured forwards where the mode records each one (02: each launch, one task): one slow
-        # forward moves no figure; else all forward time over the forwards
+        # the medians over the measured forwards where the mode records each one (02: each launch): one slow forward
+        # moves no figure; else all forward time over the forwards
         if run.groups:
             per_fwd_us = statistics.median(op_us(g) for g in run.groups)
             shares = {f: e.median for f, e in run.share_estimates().items()} or families.forward_shares(run.stats)
-        elif k == "02" and run.tasks:
-            per_fwd_us = statistics.median(op_us([t]) for t in run.tasks)
-            shares = families.forward_shares(run.stats)
         else:
             per_fwd_us = op_us(run.tasks) / run.forwards if run.forwards else None
             shares = families.forward_shares(run.stats)

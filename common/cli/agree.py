@@ -124,7 +124,9 @@ def load_mode(folder: Path, info: dict) -> ModeRun:
         stats,
         records=grouping.records_in(tasks, windows) if spec.key == "01" else [],
         output=read_output(folder / "output.npy") if spec.key == "01" else None,
-        groups=grouping.measured_forward_groups(tasks, windows, WARMUP_FORWARDS) if spec.key == "01" else [],
+        groups=grouping.measured_forward_groups(tasks, windows, WARMUP_FORWARDS)
+        if spec.key == "01"
+        else grouping.tasks_by_execute(tasks, forwards) or [],  # 02: each measured launch, one task
     )
 
 
