@@ -48,16 +48,16 @@ def save_output(path: Path, output) -> Path:
     return Path(path).with_suffix(".npz")
 
 
-def numbered_output_paths(output_npy: Path, count: int) -> list[Path]:
-    """Where a program that saves each output as its own file puts output i (03's infer.py): output.npy, then
+def numbered_output_path(output_npy: Path, i: int) -> Path:
+    """Where a program that saves each output as its own file puts output ``i`` (03's infer.py): output.npy, then
     output_1.npy, output_2.npy ..."""
-    return [output_npy] + [output_npy.with_name(f"{output_npy.stem}_{i}.npy") for i in range(1, count)]
+    return output_npy if i == 0 else output_npy.with_name(f"{output_npy.stem}_{i}.npy")
 
 
 def read_numbered_outputs(output_npy: Path, count: int, writer: str) -> list[numpy.ndarray]:
-    """The ``count`` outputs saved as :func:`numbered_output_paths` names them; one error line naming those
+    """The ``count`` outputs saved as :func:`numbered_output_path` names them; one error line naming those
     ``writer`` did not save."""
-    paths = numbered_output_paths(output_npy, count)
+    paths = [numbered_output_path(output_npy, i) for i in range(count)]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise LabError(f"{writer} saved no {', '.join(missing)} in {output_npy.parent}", "read its messages above")
@@ -65,10 +65,9 @@ def read_numbered_outputs(output_npy: Path, count: int, writer: str) -> list[num
 
 
 def load_numbered_outputs(output_npy: Path) -> list[numpy.ndarray]:
-    """Every output saved as :func:`numbered_output_paths` names them, as many as there are (output.npy, then
+    """Every output saved as :func:`numbered_output_path` names them, as many as there are (output.npy, then
     output_1.npy ... up to the first missing one); none when output.npy is missing."""
-    arrays, i = [], 0
-    while (path := numbered_output_paths(output_npy, i + 1)[-1]).is_file():
+    arrays: list[numpy.ndarray] = []
+    while (path := numbered_output_path(output_npy, len(arrays))).is_file():
         arrays.append(np.load(path))
-        i += 1
     return arrays
